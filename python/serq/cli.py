@@ -1,0 +1,61 @@
+"""The `serq` command: one entry point, each subcommand registered by the package that owns it.
+
+Why a registry: the front-end, the exact spec, the fast simulator and the oracle each own their
+subcommands, so each can grow without touching the others. A module listed here exposes
+`register(subparsers)`, which adds its subcommands and sets `func` on each parser; `func(args)`
+returns the exit code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# (module, what it adds) in the order `serq --help` lists them.
+SUBCOMMAND_MODULES = [
+    "serq.frontend_cli",  # check, ir
+    "serq_spec.cli",  # sample, spec
+    "serq_fast.cli",  # run, lockstep
+    "serq.oracle.cli",  # oracle run | compare
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from serq import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="serq",
+        description="serQ: simulate an LLM serving deployment and its workload, written as a program.",
+    )
+    parser.add_argument("--version", action="version", version=f"serq {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in SUBCOMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            # A subcommand package that is not written yet must not break the others.
+            if exc.name and name.startswith(exc.name):
+                continue
+            raise
+        module.register(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        print("serq: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

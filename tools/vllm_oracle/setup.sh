@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# Build the CPU-only virtualenv in which tools/vllm_oracle/driver.py runs the real vLLM scheduler.
+#
+# Usage:  bash tools/vllm_oracle/setup.sh            (builds tools/vllm_oracle/.venv)
+#
+# Environment:
+#   SERQ_VLLM_VENV        where to build the venv        [tools/vllm_oracle/.venv]
+#   SERQ_VLLM_PYTHON      interpreter for the venv (3.11) [python3.11, else python3]
+#   SERQ_TORCH_WHEEL      path of the local torch 2.13.0 CPU wheel [searched in pip's find-links]
+#   SERQ_ALLOW_TORCH_INDEX=1   let pip resolve torch==2.13.0 itself when no local wheel is found;
+#                         the result is still checked to be a CPU build (never a CUDA one)
+#   SERQ_VLLM_PRUNE=0     keep vLLM's compiled kernels (default 1: delete them; no trace changes)
+#   SERQ_VLLM_RECREATE=1  delete an existing venv first
+#
+# Steps: torch 2.13.0 CPU wheel (--no-deps, from disk) -> pinned import-chain lock ->
+# vllm/xgrammar/apache-tvm-ffi with --no-deps -> optional prune -> smoke test. The script
+# prints how long each step took and the venv's size.
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+VENV="${SERQ_VLLM_VENV:-$HERE/.venv}"
+LOCK="$HERE/requirements-vllm-0.31.0.txt"
+VLLM_VERSION="0.31.0"
+TORCH_VERSION="2.13.0"
+PRUNE="${SERQ_VLLM_PRUNE:-1}"
+
+say() { printf '[setup %5ss] %s\n' "$((SECONDS))" "$*"; }
+die() { printf 'setup.sh: error: %s\n' "$*" >&2; exit 1; }
+
+if [[ -n "${SERQ_VLLM_PYTHON:-}" ]]; then
+  PY="$SERQ_VLLM_PYTHON"
+elif command -v python3.11 >/dev/null 2>&1; then
+  PY="python3.11"
+else
+  PY="python3"
+fi
+PYVER="$("$PY" -c 'import sys; print("%d.%d" % sys.version_info[:2])')" || die "cannot run $PY"
+[[ "$PYVER" == "3.11" ]] || die "need Python 3.11 (the local torch CPU wheel is cp311); $PY is $PYVER (set SERQ_VLLM_PYTHON)"
+
+# ---- find the local CPU torch wheel ---------------------------------------------------------
+find_torch_wheel() {
+  if [[ -n "${SERQ_TORCH_WHEEL:-}" ]]; then
+    echo "$SERQ_TORCH_WHEEL"; return
+  fi
+  local dirs
+  dirs="$("$PY" -m pip config list 2>/dev/null | sed -n "s/.*find-links='\(.*\)'/\1/p" | tr ' ' '\n')"
+  dirs="$dirs"$'\n'"${PIP_FIND_LINKS:-}"$'\n'"/opt/wheels"
+  local d
+  while IFS= read -r d; do
+    d="${d#file://}"
+    [[ -n "$d" && -d "$d" ]] || continue
+    ls "$d"/torch-${TORCH_VERSION}+cpu-cp311-cp311-*.whl 2>/dev/null | head -n 1 && return
+  done <<< "$dirs"
+}
+TORCH_WHEEL="$(find_torch_wheel || true)"
+if [[ -z "$TORCH_WHEEL" || ! -f "$TORCH_WHEEL" ]]; then
+  if [[ "${SERQ_ALLOW_TORCH_INDEX:-0}" != "1" ]]; then
+    die "no local torch-${TORCH_VERSION}+cpu cp311 wheel found (looked in pip's find-links and /opt/wheels).
+  Refusing to let pip fetch torch: the registry build is a multi-GB CUDA wheel.
+  Point SERQ_TORCH_WHEEL at a CPU wheel, or set SERQ_ALLOW_TORCH_INDEX=1 to let pip try (it is still
+  rejected afterwards unless it is a CPU build)."
+  fi
+  say "no local torch wheel; SERQ_ALLOW_TORCH_INDEX=1 so pip resolves torch==${TORCH_VERSION} itself"
+else
+  case "$(basename "$TORCH_WHEEL")" in
+    torch-${TORCH_VERSION}+cpu-*) ;;
+    *) die "$TORCH_WHEEL is not a torch ${TORCH_VERSION} CPU wheel" ;;
+  esac
+  say "torch wheel: $TORCH_WHEEL ($(du -h "$TORCH_WHEEL" | cut -f1))"
+fi
+
+# ---- venv -------------------------------------------------------------------------------------
+if [[ -d "$VENV" && "${SERQ_VLLM_RECREATE:-0}" == "1" ]]; then
+  say "removing existing $VENV"
+  rm -rf "$VENV"
+fi
+if [[ ! -x "$VENV/bin/python" ]]; then
+  say "creating venv $VENV with $PY"
+  "$PY" -m venv "$VENV"
+fi
+VPY="$VENV/bin/python"
+PIP=("$VPY" -m pip --disable-pip-version-check)
+
+# ---- 1. torch (CPU, from disk, no dependencies) ----------------------------------------------
+t0=$SECONDS
+if [[ -n "$TORCH_WHEEL" && -f "$TORCH_WHEEL" ]]; then
+  "${PIP[@]}" install -q --no-deps "$TORCH_WHEEL"
+else
+  "${PIP[@]}" install -q --no-deps "torch==${TORCH_VERSION}"
+fi
+"$VPY" - <<EOF || { "${PIP[@]}" uninstall -y -q torch; die "installed torch is not the ${TORCH_VERSION} CPU build; removed it"; }
+import importlib.metadata as md, sys
+v = md.version("torch")
+ok = v.split("+")[0] == "${TORCH_VERSION}" and v.endswith("+cpu")
+if not ok:
+    print("torch version", v, "is not ${TORCH_VERSION}+cpu", file=sys.stderr)
+sys.exit(0 if ok else 1)
+EOF
+say "torch installed in $((SECONDS - t0)) s"
+
+# ---- 2. pinned import chain -------------------------------------------------------------------
+t0=$SECONDS
+# torch's own dependencies (filelock, sympy, networkx, jinja2, fsspec, typing_extensions) are in
+# the lock, so resolving it never pulls another torch. A constraint keeps it that way.
+CONSTRAINT="$(mktemp)"
+trap 'rm -f "$CONSTRAINT"' EXIT
+echo "torch==${TORCH_VERSION}" > "$CONSTRAINT"
+PIP_CONSTRAINT="$CONSTRAINT" "${PIP[@]}" install -q -r "$LOCK"
+say "pinned dependencies installed in $((SECONDS - t0)) s"
+
+# ---- 3. vLLM itself, without its (CUDA) dependencies ------------------------------------------
+t0=$SECONDS
+"${PIP[@]}" install -q --no-deps "vllm==${VLLM_VERSION}" "xgrammar==0.2.7" "apache-tvm-ffi==0.1.11"
+say "vllm ${VLLM_VERSION} installed (--no-deps) in $((SECONDS - t0)) s"
+
+# ---- 4. optional prune ------------------------------------------------------------------------
+if [[ "$PRUNE" == "1" ]]; then
+  VDIR="$("$VPY" -c 'import importlib.util as u, os; print(os.path.dirname(u.find_spec("vllm").origin))')"
+  before="$(du -sm "$VDIR" | cut -f1)"
+  rm -rf "$VDIR/vllm_flash_attn" "$VDIR/third_party/deep_gemm"
+  find "$VDIR" -name '*.so' -type f -delete
+  say "pruned vllm package: ${before} MB -> $(du -sm "$VDIR" | cut -f1) MB"
+fi
+
+# ---- 5. checks and smoke test -----------------------------------------------------------------
+t0=$SECONDS
+VLLM_TARGET_DEVICE=cpu HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_LOGGING_LEVEL=ERROR \
+VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1 "$VPY" - <<'EOF'
+import sys
+import torch
+if torch.version.cuda is not None:
+    sys.exit(f"torch {torch.__version__} is a CUDA build ({torch.version.cuda}); refusing")
+import vllm
+import vllm.v1.core.sched.scheduler  # noqa: F401  (the import chain the driver needs)
+import vllm.v1.core.sched.async_scheduler  # noqa: F401
+print(f"smoke test ok: vllm {vllm.__version__}, torch {torch.__version__} (cuda={torch.version.cuda})")
+EOF
+say "smoke test passed in $((SECONDS - t0)) s"
+say "venv size: $(du -sh "$VENV" | cut -f1)  ($VENV)"
+say "done in ${SECONDS} s total"

@@ -1,0 +1,92 @@
+"""Random draws: the streams of docs/sessions.md and the laws of language.md §4.3.
+
+Both engines draw through this module (the spec only while sampling a sessions file, the fast
+simulator in live runs), so a (session, turn) sees the same values in both and under any
+deployment with the same seed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import random
+from fractions import Fraction
+from typing import Sequence
+
+from serq.wire import Value
+
+DISTRIBUTIONS = ("exp", "det", "uniform", "erlang", "h2", "bernoulli")
+
+# How many arguments each law takes.
+ARITY = {"exp": 1, "det": 1, "uniform": 2, "erlang": 2, "h2": 2, "bernoulli": 1}
+
+
+class DrawError(ValueError):
+    """A draw whose arguments are outside its law's domain (e.g. a negative mean)."""
+
+
+def stream_seed(kind: str, *key: int) -> int:
+    """The integer seed of the stream `kind` with key parts `key` (docs/sessions.md)."""
+    text = "serq/1:" + kind + ":" + ":".join(str(int(k)) for k in key)
+    return int.from_bytes(hashlib.sha256(text.encode("ascii")).digest()[:8], "big")
+
+
+def make_stream(kind: str, *key: int) -> random.Random:
+    return random.Random(stream_seed(kind, *key))
+
+
+def exact(x: float) -> Fraction:
+    """The exact value of a drawn float: 12 significant digits (docs/sessions.md)."""
+    if not math.isfinite(x):
+        raise DrawError(f"a draw produced {x!r}")
+    return Fraction(format(x, ".12g"))
+
+
+def _exp(mean: float, u: float) -> float:
+    return -mean * math.log1p(-u)  # = -m·ln(1 − U); log1p keeps precision for small U
+
+
+def draw_float(dist: str, args: Sequence[float], rng: random.Random) -> float:
+    """One draw of law `dist` with float arguments, consuming `U`s from `rng` (language.md §4.3)."""
+    if dist == "exp":
+        (m,) = args
+        if m < 0:
+            raise DrawError(f"~exp needs a mean >= 0, got {m}")
+        return _exp(m, rng.random())
+    if dist == "det":
+        (x,) = args
+        return x
+    if dist == "uniform":
+        lo, hi = args
+        return lo + (hi - lo) * rng.random()
+    if dist == "erlang":
+        k, m = args
+        n = max(int(k), 1)
+        return sum(_exp(m / n, rng.random()) for _ in range(n))
+    if dist == "h2":
+        m, cv2 = args
+        cv2 = max(cv2, 1.0)  # cv² below 1 is clamped to 1 (an exponential)
+        p = 0.5 * (1.0 + math.sqrt((cv2 - 1.0) / (cv2 + 1.0)))
+        if rng.random() < p:
+            return _exp(m / (2.0 * p), rng.random())
+        return _exp(m / (2.0 * (1.0 - p)), rng.random())
+    if dist == "bernoulli":
+        (p,) = args
+        return 1.0 if rng.random() < p else 0.0
+    raise DrawError(f"unknown distribution ~{dist}")
+
+
+def draw_exact(dist: str, args: Sequence[Value], rng: random.Random) -> Fraction:
+    """One draw as an exact value: `det` is exact, `bernoulli` is 0 or 1, the rest are rounded."""
+    if dist == "det":
+        (x,) = args
+        if not isinstance(x, Fraction):
+            raise DrawError(f"~det needs a finite value, got {x}")
+        return x
+    fargs = [float(a) for a in args]
+    if any(math.isnan(a) for a in fargs):
+        raise DrawError(f"~{dist} with a NaN argument")
+    x = draw_float(dist, fargs, rng)
+    if dist == "bernoulli":
+        return Fraction(int(x))
+    return exact(x)

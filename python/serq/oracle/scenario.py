@@ -1,0 +1,675 @@
+"""Scenario files for the vLLM oracle: load, validate, resolve.
+
+A scenario is one JSON object describing an engine configuration and a list of requests
+(docs/oracle.md has the format field by field). This module turns it into a
+`ResolvedScenario`: every config default filled in, every request's arrival rule and prompt
+structure made explicit. It never needs vLLM, so the serQ side (simulators, tests) and the
+oracle driver (which runs inside the vLLM virtualenv) share exactly one reading of a scenario.
+
+Bad input raises `ScenarioError`, whose message starts with the path of the offending field,
+e.g. ``requests[3].prompt_len: must be a non-negative integer, got -5``.
+
+Prompts are described as data (`PromptSegment` lists) rather than token ids, because what
+matters to a scheduler model is the sharing structure: which requests share which prefix, and
+which prompt extends which earlier conversation. `tokens_for_segment` turns a segment into the
+deterministic token ids the oracle driver feeds to vLLM.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import hashlib
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "ScenarioError",
+    "DEFAULT_CONFIG",
+    "CONFIG_KEYS",
+    "REQUEST_KEYS",
+    "VOCAB_SIZE",
+    "EOS_TOKEN_ID",
+    "PromptSegment",
+    "ResolvedRequest",
+    "ResolvedScenario",
+    "load_scenario",
+    "resolve_scenario",
+    "tokens_for_segment",
+    "fresh_token_ids",
+    "fake_output_token",
+]
+
+#: Vocabulary of the weightless model the driver builds, and its EOS id.
+VOCAB_SIZE = 32000
+EOS_TOKEN_ID = 2
+#: Generated token ids lie in [FIRST_TOKEN_ID, VOCAB_SIZE): never EOS or another special id.
+FIRST_TOKEN_ID = 10
+
+DEFAULT_STEP_TIME = {"base_s": 0.01, "per_token_s": 0.0001}
+
+#: The config knobs with their defaults, in the order a trace writes them.
+DEFAULT_CONFIG: dict[str, Any] = {
+    "block_size": 16,
+    "num_gpu_blocks": 1024,
+    "max_num_batched_tokens": 2048,
+    "max_num_seqs": 128,
+    "max_model_len": None,
+    "long_prefill_token_threshold": 0,
+    "enable_prefix_caching": True,
+    "enable_chunked_prefill": True,
+    "policy": "fcfs",
+    "async_scheduling": False,
+    "step_time": DEFAULT_STEP_TIME,
+    "scheduler_config_extra": {},
+    "cache_config_extra": {},
+}
+CONFIG_KEYS = tuple(DEFAULT_CONFIG)
+MAX_MODEL_LEN_CAP = 32768
+DEFAULT_MAX_STEPS = 100000
+
+REQUEST_KEYS = (
+    "id",
+    "max_tokens",
+    "output_len",
+    "priority",
+    "eos_at",
+    "prompt_token_ids",
+    "prompt_len",
+    "prefix_group",
+    "prefix_len",
+    "arrival_step",
+    "arrival_time",
+    "after",
+    "delay_steps",
+    "prompt_from",
+    "append_len",
+    "append_token_ids",
+)
+# Free-text keys a request may carry without effect.
+_REQUEST_COMMENT_KEYS = ("description", "comment", "note")
+TOP_LEVEL_KEYS = ("name", "description", "config", "prefix_groups", "requests", "max_steps")
+
+
+class ScenarioError(ValueError):
+    """A scenario that cannot be used. `path` names the field (``requests[3].prompt_len``)."""
+
+    def __init__(self, path: str, message: str):
+        self.path = path
+        self.message = message
+        super().__init__(f"{path}: {message}" if path else message)
+
+
+# --------------------------------------------------------------------------------------------
+# resolved data
+
+
+@dataclass(frozen=True)
+class PromptSegment:
+    """One piece of a prompt, in order.
+
+    kind:
+      - ``"ids"``: the explicit token ids in `ids`.
+      - ``"group"``: the first `length` tokens of prefix group `source`'s shared sequence
+        (shared by every request of that group: equal leading blocks hit in the prefix cache).
+      - ``"fresh"``: `length` tokens private to one request, from the sequence seeded `source`
+        (``"req:<id>"``).
+      - ``"parent"``: the whole prompt of request `source` followed by **all** of its output
+        tokens (known only once that request finished; see `prompt_from`).
+    """
+
+    kind: str
+    source: str = ""
+    length: int = 0
+    ids: tuple[int, ...] = ()
+
+
+@dataclass
+class ResolvedRequest:
+    id: str
+    index: int
+    max_tokens: int
+    priority: int = 0
+    eos_at: int | None = None
+    #: step-based arrival (None when the request arrives by time or by `after`)
+    arrival_step: int | None = None
+    #: time-based arrival in virtual seconds (None when not given or overridden by `after`)
+    arrival_time: float | None = None
+    #: the same arrival time as an exact rational, parsed from the JSON number's decimal text
+    arrival_time_exact: Fraction | None = None
+    after: str | None = None
+    delay_steps: int = 0
+    prompt_from: str | None = None
+    prompt: list[PromptSegment] = field(default_factory=list)
+    #: the group this request's prompt starts with, and how many of its tokens (0 if none)
+    prefix_group: str | None = None
+    prefix_len: int = 0
+
+    @property
+    def expected_output_len(self) -> int:
+        """Output tokens if the request runs to completion: EOS counts as an output token."""
+        if self.eos_at is not None and self.eos_at + 1 < self.max_tokens:
+            return self.eos_at + 1
+        return self.max_tokens
+
+    @property
+    def arrival_kind(self) -> str:
+        """``"after"``, ``"time"`` or ``"step"``."""
+        if self.after is not None:
+            return "after"
+        if self.arrival_time is not None:
+            return "time"
+        return "step"
+
+
+@dataclass
+class ResolvedScenario:
+    name: str
+    description: str
+    #: every knob of DEFAULT_CONFIG in order (max_model_len resolved), then any extra keys
+    config: dict[str, Any]
+    prefix_groups: dict[str, int]
+    requests: list[ResolvedRequest]
+    max_steps: int
+    warnings: list[str] = field(default_factory=list)
+
+    # convenient views of the config ------------------------------------------------------
+    @property
+    def block_size(self) -> int:
+        return self.config["block_size"]
+
+    @property
+    def num_usable_blocks(self) -> int:
+        return self.config["num_gpu_blocks"] - 1
+
+    @property
+    def step_base_s(self) -> float:
+        return float(self.config["step_time"].get("base_s", DEFAULT_STEP_TIME["base_s"]))
+
+    @property
+    def step_per_token_s(self) -> float:
+        # A scenario that gives `step_time` replaces the whole object: a missing per-token
+        # cost then means 0, not the default.
+        return float(self.config["step_time"].get("per_token_s", 0.0))
+
+    def request(self, rid: str) -> ResolvedRequest:
+        for r in self.requests:
+            if r.id == rid:
+                return r
+        raise KeyError(rid)
+
+    def static_prompt_len(self, rid: str) -> int:
+        """Prompt length assuming every `prompt_from` ancestor runs to completion."""
+        by_id = {r.id: r for r in self.requests}
+        memo: dict[str, int] = {}
+
+        def length(i: str) -> int:
+            if i not in memo:
+                total = 0
+                for seg in by_id[i].prompt:
+                    if seg.kind == "parent":
+                        total += length(seg.source) + by_id[seg.source].expected_output_len
+                    elif seg.kind == "ids":
+                        total += len(seg.ids)
+                    else:
+                        total += seg.length
+                memo[i] = total
+            return memo[i]
+
+        return length(rid)
+
+    def longest_sequence(self) -> int:
+        """Largest prompt + expected output over all requests (what must fit in the KV cache)."""
+        return max(
+            (self.static_prompt_len(r.id) + r.expected_output_len for r in self.requests),
+            default=0,
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# token ids
+
+
+def fresh_token_ids(seed: str, n: int, start: int = 0) -> list[int]:
+    """Deterministic pseudo-random token ids in [10, 32000) for a seed string.
+
+    The same seed always yields the same sequence (Python's `random` seeded with a string is
+    stable across runs and platforms), so two requests of one prefix group share their prefix
+    blocks, and different seeds share no full block in practice.
+    """
+    rng = random.Random(seed)
+    out = [rng.randrange(FIRST_TOKEN_ID, VOCAB_SIZE) for _ in range(start + n)]
+    return out[start:]
+
+
+def tokens_for_segment(seg: PromptSegment, parent_tokens: list[int] | None = None) -> list[int]:
+    """Token ids of one prompt segment (`parent_tokens` = parent prompt + outputs, for "parent")."""
+    if seg.kind == "ids":
+        return list(seg.ids)
+    if seg.kind == "group":
+        return fresh_token_ids("group:" + seg.source, seg.length)
+    if seg.kind == "fresh":
+        return fresh_token_ids(seg.source, seg.length)
+    if seg.kind == "parent":
+        if parent_tokens is None:
+            raise ValueError(f"segment from parent {seg.source!r} needs the parent's tokens")
+        return list(parent_tokens)
+    raise ValueError(f"unknown prompt segment kind {seg.kind!r}")
+
+
+def fake_output_token(request_id: str, index: int, eos_at: int | None = None) -> int:
+    """The token the fake model 'samples' as output number `index` (0-based) of a request."""
+    if eos_at is not None and index == eos_at:
+        return EOS_TOKEN_ID
+    digest = hashlib.blake2b(f"{request_id}\x00{index}".encode(), digest_size=8).digest()
+    return FIRST_TOKEN_ID + int.from_bytes(digest, "big") % (VOCAB_SIZE - FIRST_TOKEN_ID)
+
+
+# --------------------------------------------------------------------------------------------
+# validation helpers
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_number(v: Any) -> bool:
+    return (isinstance(v, (int, float)) and not isinstance(v, bool)) and math.isfinite(v)
+
+
+def _show(v: Any) -> str:
+    try:
+        s = json.dumps(v)
+    except (TypeError, ValueError):
+        s = repr(v)
+    return s if len(s) <= 60 else s[:57] + "..."
+
+
+def _int(obj: dict, key: str, path: str, *, minimum: int | None = None, default: Any = None):
+    if key not in obj:
+        return default
+    v = obj[key]
+    if minimum == 0:
+        what = "a non-negative integer"
+    elif minimum == 1:
+        what = "a positive integer"
+    elif minimum is None:
+        what = "an integer"
+    else:
+        what = f"an integer >= {minimum}"
+    if not _is_int(v) or (minimum is not None and v < minimum):
+        raise ScenarioError(f"{path}.{key}", f"must be {what}, got {_show(v)}")
+    return v
+
+
+def _bool(obj: dict, key: str, path: str, default: Any = None):
+    if key not in obj:
+        return default
+    v = obj[key]
+    if not isinstance(v, bool):
+        raise ScenarioError(f"{path}.{key}", f"must be true or false, got {_show(v)}")
+    return v
+
+
+def _str(obj: dict, key: str, path: str, default: Any = None):
+    if key not in obj:
+        return default
+    v = obj[key]
+    if not isinstance(v, str) or not v:
+        raise ScenarioError(f"{path}.{key}", f"must be a non-empty string, got {_show(v)}")
+    return v
+
+
+def _token_list(obj: dict, key: str, path: str):
+    if key not in obj:
+        return None
+    v = obj[key]
+    if not isinstance(v, list):
+        raise ScenarioError(f"{path}.{key}", f"must be a list of token ids, got {_show(v)}")
+    for i, t in enumerate(v):
+        if not _is_int(t) or not 0 <= t < VOCAB_SIZE:
+            raise ScenarioError(
+                f"{path}.{key}[{i}]", f"must be a token id in [0, {VOCAB_SIZE}), got {_show(t)}"
+            )
+    return list(v)
+
+
+def _exact_decimal(v: int | float) -> Fraction:
+    """The rational a JSON number's decimal text denotes (0.0001 -> 1/10000)."""
+    return Fraction(repr(v)) if isinstance(v, float) else Fraction(v)
+
+
+# --------------------------------------------------------------------------------------------
+# resolution
+
+
+def _resolve_config(raw: Any, allow_unknown: bool, warnings: list[str]) -> dict[str, Any]:
+    path = "config"
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ScenarioError(path, f"must be an object, got {_show(raw)}")
+    for k in raw:
+        if k not in DEFAULT_CONFIG:
+            if not allow_unknown:
+                raise ScenarioError(
+                    f"{path}.{k}", f"unknown knob (known: {', '.join(CONFIG_KEYS)})"
+                )
+            warnings.append(f"{path}.{k}: unknown knob, passed through unchanged")
+    cfg: dict[str, Any] = {}
+    cfg["block_size"] = _int(raw, "block_size", path, minimum=1, default=16)
+    cfg["num_gpu_blocks"] = _int(raw, "num_gpu_blocks", path, minimum=2, default=1024)
+    cfg["max_num_batched_tokens"] = _int(raw, "max_num_batched_tokens", path, minimum=1, default=2048)
+    cfg["max_num_seqs"] = _int(raw, "max_num_seqs", path, minimum=1, default=128)
+    capacity = cfg["num_gpu_blocks"] * cfg["block_size"]
+    mml = raw.get("max_model_len")
+    if mml is None:
+        mml = min(MAX_MODEL_LEN_CAP, capacity)
+    else:
+        mml = _int(raw, "max_model_len", path, minimum=1)
+        if mml > capacity:
+            warnings.append(
+                f"config.max_model_len: {mml} exceeds the KV cache ({capacity} tokens = "
+                f"num_gpu_blocks x block_size); a real engine would refuse to start"
+            )
+    cfg["max_model_len"] = mml
+    cfg["long_prefill_token_threshold"] = _int(
+        raw, "long_prefill_token_threshold", path, minimum=0, default=0
+    )
+    cfg["enable_prefix_caching"] = _bool(raw, "enable_prefix_caching", path, default=True)
+    cfg["enable_chunked_prefill"] = _bool(raw, "enable_chunked_prefill", path, default=True)
+    policy = raw.get("policy", "fcfs")
+    if policy not in ("fcfs", "priority"):
+        raise ScenarioError(f"{path}.policy", f'must be "fcfs" or "priority", got {_show(policy)}')
+    cfg["policy"] = policy
+    cfg["async_scheduling"] = _bool(raw, "async_scheduling", path, default=False)
+    st = raw.get("step_time", DEFAULT_STEP_TIME)
+    if not isinstance(st, dict):
+        raise ScenarioError(f"{path}.step_time", f"must be an object, got {_show(st)}")
+    for k, v in st.items():
+        if k not in ("base_s", "per_token_s"):
+            raise ScenarioError(f"{path}.step_time.{k}", "unknown key (known: base_s, per_token_s)")
+        if not _is_number(v) or v < 0:
+            raise ScenarioError(
+                f"{path}.step_time.{k}", f"must be a non-negative number, got {_show(v)}"
+            )
+    cfg["step_time"] = dict(st)
+    for k in ("scheduler_config_extra", "cache_config_extra"):
+        v = raw.get(k, {})
+        if not isinstance(v, dict):
+            raise ScenarioError(f"{path}.{k}", f"must be an object, got {_show(v)}")
+        cfg[k] = dict(v)
+    for k in raw:
+        if k not in cfg:
+            cfg[k] = raw[k]
+    # constraints vLLM's own config enforces, reported against the scenario's fields
+    if cfg["max_num_batched_tokens"] < cfg["max_num_seqs"]:
+        raise ScenarioError(
+            f"{path}.max_num_batched_tokens",
+            f"must be >= max_num_seqs ({cfg['max_num_seqs']}), got {cfg['max_num_batched_tokens']}",
+        )
+    if cfg["long_prefill_token_threshold"] > mml:
+        raise ScenarioError(
+            f"{path}.long_prefill_token_threshold",
+            f"must be <= max_model_len ({mml}), got {cfg['long_prefill_token_threshold']}",
+        )
+    if not cfg["enable_chunked_prefill"] and cfg["max_num_batched_tokens"] < mml:
+        raise ScenarioError(
+            f"{path}.max_num_batched_tokens",
+            f"must be >= max_model_len ({mml}) when chunked prefill is off, "
+            f"got {cfg['max_num_batched_tokens']}",
+        )
+    return cfg
+
+
+def _resolve_groups(raw: Any) -> dict[str, int]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise ScenarioError("prefix_groups", f"must be an object, got {_show(raw)}")
+    groups = {}
+    for name, g in raw.items():
+        path = f"prefix_groups.{name}"
+        if not name:
+            raise ScenarioError("prefix_groups", "a group name must be a non-empty string")
+        if not isinstance(g, dict):
+            raise ScenarioError(path, f'must be an object like {{"length": 64}}, got {_show(g)}')
+        for k in g:
+            if k not in ("length", "description"):
+                raise ScenarioError(f"{path}.{k}", "unknown key (known: length)")
+        if "length" not in g:
+            raise ScenarioError(f"{path}.length", "missing required field")
+        groups[name] = _int(g, "length", path, minimum=0)
+    return groups
+
+
+def _resolve_request(i: int, raw: Any, groups: dict[str, int]) -> ResolvedRequest:
+    path = f"requests[{i}]"
+    if not isinstance(raw, dict):
+        raise ScenarioError(path, f"must be an object, got {_show(raw)}")
+    for k in raw:
+        if k not in REQUEST_KEYS and k not in _REQUEST_COMMENT_KEYS and not k.startswith("_"):
+            raise ScenarioError(f"{path}.{k}", f"unknown field (known: {', '.join(REQUEST_KEYS)})")
+    rid = raw.get("id", str(i))
+    if not isinstance(rid, str) or not rid:
+        raise ScenarioError(f"{path}.id", f"must be a non-empty string, got {_show(rid)}")
+
+    max_tokens = _int(raw, "max_tokens", path, minimum=1)
+    output_len = _int(raw, "output_len", path, minimum=1)
+    if max_tokens is not None and output_len is not None and max_tokens != output_len:
+        raise ScenarioError(
+            f"{path}.output_len",
+            f"is an alias of max_tokens and disagrees with it ({output_len} != {max_tokens})",
+        )
+    if max_tokens is None:
+        max_tokens = output_len if output_len is not None else 16
+
+    req = ResolvedRequest(id=rid, index=i, max_tokens=max_tokens)
+    req.priority = _int(raw, "priority", path, default=0)
+    req.eos_at = _int(raw, "eos_at", path, minimum=0)
+
+    # arrival ------------------------------------------------------------------------------
+    req.after = _str(raw, "after", path)
+    req.delay_steps = _int(raw, "delay_steps", path, minimum=0, default=0)
+    arrival_step = _int(raw, "arrival_step", path, minimum=0)
+    if "arrival_time" in raw:
+        t = raw["arrival_time"]
+        if not _is_number(t) or t < 0:
+            raise ScenarioError(
+                f"{path}.arrival_time", f"must be a non-negative number of seconds, got {_show(t)}"
+            )
+    if req.after is None:
+        if "arrival_time" in raw:
+            req.arrival_time = float(raw["arrival_time"])
+            req.arrival_time_exact = _exact_decimal(raw["arrival_time"])
+            req.arrival_step = arrival_step
+        else:
+            req.arrival_step = arrival_step if arrival_step is not None else 0
+
+    # prompt -------------------------------------------------------------------------------
+    ids = _token_list(raw, "prompt_token_ids", path)
+    prompt_len = _int(raw, "prompt_len", path, minimum=0)
+    group = _str(raw, "prefix_group", path)
+    prefix_len = _int(raw, "prefix_len", path, minimum=0)
+    req.prompt_from = _str(raw, "prompt_from", path)
+    append_len = _int(raw, "append_len", path, minimum=0)
+    append_ids = _token_list(raw, "append_token_ids", path)
+
+    if group is not None and group not in groups:
+        known = ", ".join(groups) or "none defined"
+        raise ScenarioError(f"{path}.prefix_group", f"unknown group {group!r} (known: {known})")
+    if prefix_len is not None and group is None:
+        raise ScenarioError(f"{path}.prefix_len", "only allowed together with prefix_group")
+    if req.prompt_from is None:
+        for k in ("append_len", "append_token_ids"):
+            if k in raw:
+                raise ScenarioError(f"{path}.{k}", "only allowed together with prompt_from")
+    segments: list[PromptSegment] = []
+    if req.prompt_from is not None:
+        for k in ("prompt_token_ids", "prompt_len", "prefix_group"):
+            if k in raw:
+                raise ScenarioError(f"{path}.{k}", "conflicts with prompt_from")
+        if append_ids is not None and append_len is not None and append_len != len(append_ids):
+            raise ScenarioError(
+                f"{path}.append_len",
+                f"disagrees with append_token_ids (length {len(append_ids)}), got {append_len}",
+            )
+        segments.append(PromptSegment("parent", source=req.prompt_from))
+        if append_ids:
+            segments.append(PromptSegment("ids", ids=tuple(append_ids)))
+        elif append_len:
+            segments.append(PromptSegment("fresh", source=f"req:{rid}", length=append_len))
+    elif ids is not None:
+        if group is not None:
+            raise ScenarioError(f"{path}.prefix_group", "conflicts with prompt_token_ids")
+        if prompt_len is not None and prompt_len != len(ids):
+            raise ScenarioError(
+                f"{path}.prompt_len",
+                f"disagrees with prompt_token_ids (length {len(ids)}), got {prompt_len}",
+            )
+        if not ids:
+            raise ScenarioError(f"{path}.prompt_token_ids", "the prompt must have at least one token")
+        segments.append(PromptSegment("ids", ids=tuple(ids)))
+    else:
+        if group is not None:
+            plen = prefix_len if prefix_len is not None else groups[group]
+            if prompt_len is None:
+                prompt_len = plen
+            shared = min(plen, prompt_len)
+            req.prefix_group, req.prefix_len = group, shared
+            if shared:
+                segments.append(PromptSegment("group", source=group, length=shared))
+            if prompt_len > shared:
+                segments.append(
+                    PromptSegment("fresh", source=f"req:{rid}", length=prompt_len - shared)
+                )
+        else:
+            if prompt_len is None:
+                raise ScenarioError(
+                    f"{path}.prompt_len",
+                    "missing required field (give prompt_len, prompt_token_ids, prefix_group "
+                    "or prompt_from)",
+                )
+            segments.append(PromptSegment("fresh", source=f"req:{rid}", length=prompt_len))
+        if prompt_len == 0:
+            raise ScenarioError(f"{path}.prompt_len", "the prompt must have at least one token, got 0")
+    req.prompt = segments
+    return req
+
+
+def resolve_scenario(
+    obj: Any, *, default_name: str = "scenario", allow_unknown_config: bool = False
+) -> ResolvedScenario:
+    """Validate a parsed scenario object and fill in every default.
+
+    `allow_unknown_config`: accept config keys that are not knobs (kept in the resolved config
+    and reported in `warnings`) instead of raising.
+    """
+    if not isinstance(obj, dict):
+        raise ScenarioError("", f"a scenario must be a JSON object, got {_show(obj)}")
+    warnings: list[str] = []
+    name = obj.get("name", default_name)
+    if not isinstance(name, str) or not name:
+        raise ScenarioError("name", f"must be a non-empty string, got {_show(name)}")
+    description = obj.get("description", "")
+    if not isinstance(description, str):
+        description = json.dumps(description)
+    config = _resolve_config(obj.get("config"), allow_unknown_config, warnings)
+    groups = _resolve_groups(obj.get("prefix_groups"))
+    max_steps = _int(obj, "max_steps", "", minimum=0, default=DEFAULT_MAX_STEPS)
+    if "requests" not in obj:
+        raise ScenarioError("requests", "missing required field")
+    raw_reqs = obj["requests"]
+    if not isinstance(raw_reqs, list):
+        raise ScenarioError("requests", f"must be a list of request objects, got {_show(raw_reqs)}")
+
+    requests: list[ResolvedRequest] = []
+    first_index: dict[str, int] = {}
+    for i, raw in enumerate(raw_reqs):
+        req = _resolve_request(i, raw, groups)
+        if req.id in first_index:
+            raise ScenarioError(
+                f"requests[{i}].id",
+                f"duplicate id {req.id!r} (first used by requests[{first_index[req.id]}])",
+            )
+        first_index[req.id] = i
+        requests.append(req)
+
+    by_id = {r.id: r for r in requests}
+    for r in requests:
+        for key in ("after", "prompt_from"):
+            ref = getattr(r, key)
+            if ref is None:
+                continue
+            if ref not in by_id:
+                raise ScenarioError(f"requests[{r.index}].{key}", f"names an unknown request id {ref!r}")
+            if ref == r.id:
+                raise ScenarioError(f"requests[{r.index}].{key}", "a request cannot name itself")
+    # `after` chains must end (no cycle) ...
+    for r in requests:
+        seen = {r.id}
+        cur = r.after
+        while cur is not None:
+            if cur in seen:
+                raise ScenarioError(f"requests[{r.index}].after", f"forms a cycle through {cur!r}")
+            seen.add(cur)
+            cur = by_id[cur].after
+    # ... and the parent of a prompt must have finished before the child is added: it must be
+    # the request's `after` parent or one of that parent's own `after` ancestors.
+    for r in requests:
+        if r.prompt_from is None:
+            continue
+        ancestors = []
+        cur = r.after
+        while cur is not None:
+            ancestors.append(cur)
+            cur = by_id[cur].after
+        if r.prompt_from not in ancestors:
+            raise ScenarioError(
+                f"requests[{r.index}].prompt_from",
+                f"the parent {r.prompt_from!r} must finish before this request is added: "
+                f"set \"after\": {json.dumps(r.prompt_from)} (got after={json.dumps(r.after)})",
+            )
+
+    sc = ResolvedScenario(
+        name=name,
+        description=description,
+        config=config,
+        prefix_groups=groups,
+        requests=requests,
+        max_steps=max_steps,
+        warnings=warnings,
+    )
+    capacity_tokens = sc.num_usable_blocks * sc.block_size
+    mml = config["max_model_len"]
+    for r in requests:
+        plen = sc.static_prompt_len(r.id)
+        if plen > capacity_tokens:
+            sc.warnings.append(
+                f"requests[{r.index}]: prompt of {plen} tokens exceeds the usable KV cache "
+                f"({capacity_tokens} tokens); it can never be admitted"
+            )
+        if plen + r.max_tokens > mml:
+            sc.warnings.append(
+                f"requests[{r.index}]: prompt ({plen}) + max_tokens ({r.max_tokens}) exceeds "
+                f"max_model_len ({mml})"
+            )
+    return sc
+
+
+def load_scenario(path: str | Path, **kwargs) -> ResolvedScenario:
+    """Read, validate and resolve a scenario file. Raises ScenarioError on any problem."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ScenarioError("", f"cannot read {p}: {exc.strerror or exc}") from None
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ScenarioError("", f"{p} is not valid JSON: {exc}") from None
+    kwargs.setdefault("default_name", p.name.split(".")[0] or "scenario")
+    return resolve_scenario(obj, **kwargs)

@@ -1,0 +1,17 @@
+/-
+Copyright (c) 2026 The serQ authors. Released under the Apache 2.0 license.
+-/
+import SerqLang.Value
+import SerqLang.Wire
+import SerqLang.Ir
+import SerqLang.Pool
+import SerqLang.Thm.Pool
+
+/-!
+# SerqLang
+
+The executable semantics of serQ over exact rationals, mirroring `python/serq_spec/` function by
+function (docs/spec-map.md), with the memory invariant of pools proved (`SerqLang.Thm.Pool`).
+These sources were written without a Lean toolchain in reach and have not been compiled here;
+docs/lean.md says how to build and check them.
+-/

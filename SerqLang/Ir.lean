@@ -1,0 +1,448 @@
+/-
+Copyright (c) 2026 The serQ authors. Released under the Apache 2.0 license.
+-/
+import SerqLang.Wire
+
+/-!
+# The IR (`serq-ir/1`, docs/ir.md)
+
+The kernel language as Lean data, and its decoder from `Lean.Json`. Blocks refer to each other
+by index, so statements are a flat (non-recursive) type; expressions and schedule statements
+are nested through `List`/`Option`. Names follow docs/ir.md; Lean keywords get a trailing `_`
+(`end_`, `while_`, `then_`, `else_`) and `local` is `loc`.
+
+The decoder checks shapes and kinds and reports the path of the first error
+(`blocks[2][0].expr.args[1]: unknown expression kind "fo"`); it does not check references
+(block, slot, pool indices); `Config.ofIr` does.
+-/
+
+open Lean (Json)
+
+namespace SerqLang
+
+/-- Expressions (`E` of docs/ir.md). A pool or stage reference inside `obs` is spelled out as
+`base`, `count`, `index` (see `Ref`). -/
+inductive Expr where
+  | num (v : Value)
+  | attr (slot : Nat)
+  | loc (index : Nat)
+  | reg (stage index : Nat)
+  | ctx (name : String)
+  | un (op : String) (a : Expr)
+  | bin (op : String) (a b : Expr)
+  | cond (c a b : Expr)
+  | fn (f : String) (args : List Expr)
+  | draw (dist : String) (args : List Expr)
+  | obsStage (f : String) (base count : Nat) (index : Option Expr)
+  | obsPool (f : String) (base count : Nat) (index : Option Expr)
+  | eng (name : String)
+  | job (name : String)
+
+instance : Inhabited Expr := ⟨.num Value.zero⟩
+
+/-- `{"base", "count", "index"}`: the pool or stage `base + index`. -/
+structure Ref where
+  base : Nat
+  count : Nat
+  index : Option Expr
+  deriving Inhabited
+
+inductive EvictRule where
+  | lru
+  | keyed (keys : List Expr)
+  deriving Inhabited
+
+inductive PreemptRule where
+  | none
+  | lifo
+  | keyed (keys : List Expr) (requeueHead : Bool)
+  deriving Inhabited
+
+inductive QueueRule where
+  | fifo
+  | keyed (keys : List Expr)
+  deriving Inhabited
+
+structure PoolDecl where
+  name : String
+  cap : Value
+  block : Option Value
+  evict : EvictRule
+  preempt : PreemptRule
+  queue : QueueRule
+  reserveHeld : Bool
+  admittedBy : Option Nat
+  deriving Inhabited
+
+inductive Order where
+  | admission
+  | decodeFirst
+  | keyed (keys : List Expr)
+  deriving Inhabited
+
+/-- Schedule statements (`S` of docs/ir.md). -/
+inductive Sched where
+  | advance (only : Option Expr) (order : Order) (each : Option Expr)
+  | admit (only : Option Expr) (while_ : Option Expr) (each : Option Expr)
+  | exclusivePrefill (each : Option Expr)
+  | branch (cond : Expr) (then_ else_ : List Sched)
+  | set (register : Nat) (expr : Expr)
+
+instance : Inhabited Sched := ⟨.exclusivePrefill none⟩
+
+structure Named where
+  name : String
+  expr : Expr
+  deriving Inhabited
+
+structure StepDecl where
+  budget : Expr
+  granule : Option Expr
+  cost : Expr
+  memory : Option Nat
+  registers : List Named
+  lets : List Named
+  schedule : List Sched
+  deriving Inhabited
+
+inductive StageKind where
+  | fifo (servers : Nat)
+  | ps (capacity : Expr)
+  | delay
+  | step (decl : StepDecl)
+  deriving Inhabited
+
+structure StageDecl where
+  name : String
+  kind : StageKind
+  deriving Inhabited
+
+structure HoldPool where
+  pool : Ref
+  units : Expr
+  reserve : Option Expr
+  deriving Inhabited
+
+structure Binding where
+  slot : Nat
+  expr : Expr
+  deriving Inhabited
+
+structure Request where
+  engine : Nat
+  prompt : Expr
+  output : Expr
+  deriving Inhabited
+
+inductive RunMode where
+  | plain
+  | prefill
+  | decode
+  deriving DecidableEq, Inhabited
+
+structure Hold where
+  pools : List HoldPool
+  reuse : Option Expr
+  bindings : List Binding
+  body : Nat
+  cache : Option Expr
+  request : Option Request
+  deriving Inhabited
+
+inductive Stmt where
+  | set (slot : Nat) (expr : Expr)
+  | observe (name : Nat) (expr : Expr)
+  | turn
+  | end_
+  | branch (cond : Expr) (then_ : Nat) (else_ : Option Nat)
+  | while_ (cond : Expr) (body : Nat)
+  | loop (body : Nat)
+  | choose (slot : Nat) (count : Expr) (keys : List Expr)
+  | hold (h : Hold)
+  | run (stage : Ref) (mode : RunMode) (work : Expr) (growing : Option Nat)
+  | grow (pool : Ref) (units : Expr)
+  | load (pool : Ref) (units : Expr)
+  | drop (pool : Ref)
+  | release (pool : Ref)
+  deriving Inhabited
+
+/-- Source location `[FILE, LINE, COLUMN]` (file = index into `files`). -/
+structure Loc where
+  file : Nat
+  line : Nat
+  col : Nat
+  deriving Inhabited
+
+structure Located where
+  stmt : Stmt
+  loc : Loc
+  deriving Inhabited
+
+inductive Arrival where
+  | poisson (rate : Value)
+  | renewal (gap : Expr)
+  | closed (n : Nat)
+  | batch (n : Nat)
+  | none
+  deriving Inhabited
+
+/-- One trace turn: `[new, out, think, forced]`. -/
+structure TraceTurn where
+  new : Value
+  out : Value
+  think : Value
+  forced : Value
+  deriving Inhabited
+
+structure Trace where
+  ordered : Bool
+  sessions : List (List TraceTurn)
+  deriving Inhabited
+
+structure Workload where
+  arrival : Arrival
+  trace : Option Trace
+  init : Option Nat
+  turn : Option Nat
+  session : Nat
+  server : Option Nat
+  deriving Inhabited
+
+structure Ir where
+  files : List String
+  attrs : List String
+  hidden : List Nat
+  observes : List String
+  pools : List PoolDecl
+  stages : List StageDecl
+  blocks : List (List Located)
+  workload : Workload
+  gauges : List Named
+  deriving Inhabited
+
+/-! ## Decoding -/
+
+namespace Ir
+open Wire
+
+/-- `k` of an object (a string). -/
+private def kind (j : Json) (key : String := "kind") : Res String := field j key str
+
+mutual
+  partial def exprOf (j : Json) : Res Expr := do
+    let k ← kind j "k"
+    match k with
+    | "num" => return .num (← field j "v" value)
+    | "attr" => return .attr (← field j "slot" nat)
+    | "local" => return .loc (← field j "index" nat)
+    | "reg" => return .reg (← field j "stage" nat) (← field j "index" nat)
+    | "ctx" => return .ctx (← field j "name" str)
+    | "un" => return .un (← field j "op" str) (← field j "a" exprOf)
+    | "bin" => return .bin (← field j "op" str) (← field j "a" exprOf) (← field j "b" exprOf)
+    | "cond" => return .cond (← field j "c" exprOf) (← field j "a" exprOf) (← field j "b" exprOf)
+    | "fn" => return .fn (← field j "f" str) (← field j "args" (list exprOf))
+    | "draw" => return .draw (← field j "dist" str) (← field j "args" (list exprOf))
+    | "obs" =>
+      let f ← field j "f" str
+      match getOpt j "stage", getOpt j "pool" with
+      | some r, _ =>
+        let (b, c, i) ← at_ "stage" (refParts r)
+        return .obsStage f b c i
+      | none, some r =>
+        let (b, c, i) ← at_ "pool" (refParts r)
+        return .obsPool f b c i
+      | none, none => .error "obs: needs \"stage\" or \"pool\""
+    | "eng" => return .eng (← field j "name" str)
+    | "job" => return .job (← field j "name" str)
+    | other => .error s!"unknown expression kind \"{other}\""
+
+  partial def refParts (j : Json) : Res (Nat × Nat × Option Expr) := do
+    return (← field j "base" nat, ← field j "count" nat, ← fieldOpt j "index" exprOf)
+end
+
+def refOf (j : Json) : Res Ref := do
+  let (b, c, i) ← refParts j
+  return { base := b, count := c, index := i }
+
+def exprsOf (j : Json) : Res (List Expr) := list exprOf j
+
+def evictOf (j : Json) : Res EvictRule := do
+  match (← kind j) with
+  | "lru" => return .lru
+  | "by" => return .keyed (← field j "keys" exprsOf)
+  | o => .error s!"unknown evict kind \"{o}\""
+
+def preemptOf (j : Json) : Res PreemptRule := do
+  match (← kind j) with
+  | "none" => return .none
+  | "lifo" => return .lifo
+  | "by" =>
+    let keys ← field j "keys" exprsOf
+    let rq ← field j "requeue" str
+    if rq == "head" then return .keyed keys true
+    else if rq == "tail" then return .keyed keys false
+    else .error s!"requeue: expected \"head\" or \"tail\", got \"{rq}\""
+  | o => .error s!"unknown preempt kind \"{o}\""
+
+def queueOf (j : Json) : Res QueueRule := do
+  match (← kind j) with
+  | "fifo" => return .fifo
+  | "by" => return .keyed (← field j "keys" exprsOf)
+  | o => .error s!"unknown queue kind \"{o}\""
+
+def poolOf (j : Json) : Res PoolDecl := do
+  return {
+    name := ← field j "name" str
+    cap := ← field j "cap" value
+    block := ← fieldOpt j "block" value
+    evict := ← field j "evict" evictOf
+    preempt := ← field j "preempt" preemptOf
+    queue := ← field j "queue" queueOf
+    reserveHeld := ← field j "reserve_held" bool
+    admittedBy := ← fieldOpt j "admitted_by" nat }
+
+def orderOf (j : Json) : Res Order := do
+  match (← kind j) with
+  | "admission" => return .admission
+  | "decode_first" => return .decodeFirst
+  | "by" => return .keyed (← field j "keys" exprsOf)
+  | o => .error s!"unknown order kind \"{o}\""
+
+partial def schedOf (j : Json) : Res Sched := do
+  match (← field j "op" str) with
+  | "advance" =>
+    return .advance (← fieldOpt j "only" exprOf) (← field j "order" orderOf) (← fieldOpt j "each" exprOf)
+  | "admit" =>
+    return .admit (← fieldOpt j "only" exprOf) (← fieldOpt j "while" exprOf) (← fieldOpt j "each" exprOf)
+  | "exclusive_prefill" => return .exclusivePrefill (← fieldOpt j "each" exprOf)
+  | "branch" =>
+    return .branch (← field j "cond" exprOf) (← field j "then" (list schedOf)) (← field j "else" (list schedOf))
+  | "set" => return .set (← field j "register" nat) (← field j "expr" exprOf)
+  | o => .error s!"unknown schedule statement \"{o}\""
+
+def namedOf (exprKey : String) (j : Json) : Res Named := do
+  return { name := ← field j "name" str, expr := ← field j exprKey exprOf }
+
+def stageKindOf (j : Json) : Res StageKind := do
+  match (← kind j) with
+  | "fifo" => return .fifo (← field j "servers" nat)
+  | "ps" => return .ps (← field j "capacity" exprOf)
+  | "delay" => return .delay
+  | "step" =>
+    let d : StepDecl := {
+      budget := ← field j "budget" exprOf
+      granule := ← fieldOpt j "granule" exprOf
+      cost := ← field j "cost" exprOf
+      memory := ← fieldOpt j "memory" nat
+      registers := ← field j "registers" (list (namedOf "init"))
+      lets := ← field j "lets" (list (namedOf "expr"))
+      schedule := ← field j "schedule" (list schedOf) }
+    return .step d
+  | o => .error s!"unknown stage kind \"{o}\""
+
+def stageOf (j : Json) : Res StageDecl := do
+  return { name := ← field j "name" str, kind := ← stageKindOf j }
+
+def holdPoolOf (j : Json) : Res HoldPool := do
+  return { pool := ← field j "pool" refOf, units := ← field j "units" exprOf,
+           reserve := ← fieldOpt j "reserve" exprOf }
+
+def bindingOf (j : Json) : Res Binding := do
+  return { slot := ← field j "slot" nat, expr := ← field j "expr" exprOf }
+
+def requestOf (j : Json) : Res Request := do
+  return { engine := ← field j "engine" nat, prompt := ← field j "prompt" exprOf,
+           output := ← field j "output" exprOf }
+
+def modeOf (j : Json) : Res RunMode := do
+  match (← str j) with
+  | "plain" => return .plain
+  | "prefill" => return .prefill
+  | "decode" => return .decode
+  | o => .error s!"unknown run mode \"{o}\""
+
+def stmtOf (j : Json) : Res Stmt := do
+  match (← field j "op" str) with
+  | "set" => return .set (← field j "slot" nat) (← field j "expr" exprOf)
+  | "observe" => return .observe (← field j "name" nat) (← field j "expr" exprOf)
+  | "turn" => return .turn
+  | "end" => return .end_
+  | "branch" => return .branch (← field j "cond" exprOf) (← field j "then" nat) (← fieldOpt j "else" nat)
+  | "while" => return .while_ (← field j "cond" exprOf) (← field j "body" nat)
+  | "loop" => return .loop (← field j "body" nat)
+  | "choose" => return .choose (← field j "slot" nat) (← field j "count" exprOf) (← field j "keys" exprsOf)
+  | "hold" =>
+    return .hold {
+      pools := ← field j "pools" (list holdPoolOf)
+      reuse := ← fieldOpt j "reuse" exprOf
+      bindings := ← field j "bindings" (list bindingOf)
+      body := ← field j "body" nat
+      cache := ← fieldOpt j "cache" exprOf
+      request := ← fieldOpt j "request" requestOf }
+  | "run" =>
+    return .run (← field j "stage" refOf) (← field j "mode" modeOf) (← field j "work" exprOf)
+      (← fieldOpt j "growing" nat)
+  | "grow" => return .grow (← field j "pool" refOf) (← field j "units" exprOf)
+  | "load" => return .load (← field j "pool" refOf) (← field j "units" exprOf)
+  | "drop" => return .drop (← field j "pool" refOf)
+  | "release" => return .release (← field j "pool" refOf)
+  | o => .error s!"unknown statement \"{o}\""
+
+def locOf (j : Json) : Res Loc := do
+  match (← list nat j) with
+  | [f, l, c] => return { file := f, line := l, col := c }
+  | _ => .error "expected [FILE, LINE, COLUMN]"
+
+def locatedOf (j : Json) : Res Located := do
+  return { stmt := ← stmtOf j, loc := ← field j "at" locOf }
+
+def arrivalOf (j : Json) : Res Arrival := do
+  match (← kind j) with
+  | "poisson" => return .poisson (← field j "rate" value)
+  | "renewal" => return .renewal (← field j "gap" exprOf)
+  | "closed" => return .closed (← field j "n" nat)
+  | "batch" => return .batch (← field j "n" nat)
+  | "none" => return .none
+  | o => .error s!"unknown arrival kind \"{o}\""
+
+def traceTurnOf (j : Json) : Res TraceTurn := do
+  match (← list value j) with
+  | [n, o, t, f] => return { new := n, out := o, think := t, forced := f }
+  | _ => .error "expected [new, out, think, forced]"
+
+def traceOf (j : Json) : Res Trace := do
+  return { ordered := ← field j "ordered" bool,
+           sessions := ← field j "sessions" (list (list traceTurnOf)) }
+
+def workloadOf (j : Json) : Res Workload := do
+  return {
+    arrival := ← field j "arrival" arrivalOf
+    trace := ← fieldOpt j "trace" traceOf
+    init := ← fieldOpt j "init" nat
+    turn := ← fieldOpt j "turn" nat
+    session := ← field j "session" nat
+    server := ← fieldOpt j "server" nat }
+
+/-- Decode an IR document (already parsed). -/
+def ofJson (j : Json) : Res Ir := do
+  let fmt ← field j "format" str
+  if fmt != "serq-ir/1" then
+    throw s!"format: expected \"serq-ir/1\", got \"{fmt}\""
+  return {
+    files := ← field j "files" (list str)
+    attrs := ← field j "attrs" (list str)
+    hidden := ← field j "hidden" (list nat)
+    observes := ← field j "observes" (list str)
+    pools := ← field j "pools" (list poolOf)
+    stages := ← field j "stages" (list stageOf)
+    blocks := ← field j "blocks" (list (list locatedOf))
+    workload := ← field j "workload" workloadOf
+    gauges := ← field j "gauges" (list (namedOf "expr")) }
+
+/-- Decode an IR from its JSON text. -/
+def parse (text : String) : Res Ir := do
+  ofJson (← Wire.parse "IR" text)
+
+end Ir
+
+end SerqLang

@@ -1,0 +1,170 @@
+"""`serq run` and `serq lockstep` (registered into python/serq/cli.py).
+
+Exit codes: 0 success; 1 a lockstep divergence; 2 bad input (usage, program, settings) or a
+run-time error of language.md §11.9 — always a one-paragraph message, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+
+DEFAULT_HORIZON = 600.0  # seconds of simulated time (docs/report.md)
+DEFAULT_WARMUP_FRACTION = 0.1  # of the horizon
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "run", help="simulate a program with the fast simulator and print its report",
+        description="Simulate FILE (a .sq program or its .json IR) with live random streams "
+                    f"(or a sessions file with --replay). Defaults: --horizon {DEFAULT_HORIZON:g}, "
+                    f"--warmup {DEFAULT_WARMUP_FRACTION:.0%} of the horizon, --seed 1.")
+    _common(p)
+    p.add_argument("--seed", type=int, default=1, help="random seed (non-negative integer; default 1)")
+    p.add_argument("--horizon", type=float, default=None, help=f"simulated seconds (default {DEFAULT_HORIZON:g})")
+    p.add_argument("--warmup", type=float, default=None, help="warm-up seconds (default 10%% of the horizon)")
+    p.add_argument("--arrivals", type=int, default=None,
+                   help="exactly N open arrivals, then run until every session ended (horizon = deadline)")
+    p.add_argument("--json", action="store_true", help="print the report as JSON (docs/report.md)")
+    p.add_argument("--records", metavar="PATH", help="write one row per request (CSV, or Parquet for *.parquet)")
+    p.add_argument("--replay", metavar="SESSIONS", help="replay a sessions file from `serq sample` instead of drawing")
+    p.add_argument("--states", metavar="PATH", help="write the per-step state lines of docs/state.md ('-' = stdout)")
+    p.set_defaults(func=cmd_run)
+
+    q = subparsers.add_parser(
+        "lockstep", help="run serq_spec and serq_fast on one sampled workload, compare every step",
+        description="Sample K sessions with `serq sample` semantics, replay them in the exact spec and the "
+                    "fast simulator, and compare the state after every step (times to 1e-9 relative, "
+                    "everything else exactly). Exit 1 and print both states at the first divergence.")
+    _common(q)
+    q.add_argument("--seed", type=int, default=1)
+    q.add_argument("--sessions", type=int, required=True, help="number of sessions to sample")
+    q.add_argument("--horizon", type=float, default=None, help="stop both at this time (default: run to the end)")
+    q.add_argument("--max-steps", type=int, default=None)
+    q.set_defaults(func=cmd_lockstep)
+
+
+def _common(p) -> None:
+    p.add_argument("file", metavar="FILE", help="a .sq program or a .json IR")
+    p.add_argument("--set", dest="sets", action="append", default=[], metavar="NAME=VALUE",
+                   help="bind an args.number input (repeatable; the last one wins)")
+
+
+def _err(msg: str) -> int:
+    print(f"serq: error: {msg}", file=sys.stderr)
+    return 2
+
+
+def load_ir(path: str, sets: list) -> dict:
+    """The IR of FILE with its settings; raises serq.errors.SerqError or ValueError."""
+    if path.endswith(".json"):
+        with open(path, encoding="utf-8") as f:
+            ir = json.load(f)
+        if sets:
+            raise ValueError("--set does not apply to a .json IR (bind inputs when producing it)")
+        return ir
+    from serq import frontend
+
+    settings = {}
+    for s in sets:
+        if "=" not in s:
+            raise ValueError(f"--set {s!r}: expected NAME=VALUE")
+        k, v = s.split("=", 1)
+        settings[k.strip()] = v.strip()
+    return frontend.load_program(path, settings)
+
+
+def _progress(now: float, horizon: float) -> None:
+    if math.isfinite(horizon) and horizon > 0:
+        frac = min(1.0, now / horizon)
+        bar = "#" * int(frac * 30)
+        sys.stderr.write(f"\r[{bar:<30}] {frac:6.1%}  t = {now:.1f} s")
+    else:
+        sys.stderr.write(f"\rt = {now:.1f} s")
+    sys.stderr.flush()
+
+
+def cmd_run(args) -> int:
+    from serq_fast.expr import RunError
+
+    try:
+        from serq.errors import SerqError
+    except ImportError:  # pragma: no cover
+        SerqError = ValueError  # noqa: N806
+    if args.seed < 0:
+        return _err("--seed must be a non-negative integer")
+    horizon = DEFAULT_HORIZON if args.horizon is None else args.horizon
+    if args.replay and args.horizon is None:
+        horizon = math.inf
+    if not (horizon > 0):
+        return _err(f"--horizon must be positive, got {args.horizon}")
+    if args.warmup is None:
+        warmup = DEFAULT_WARMUP_FRACTION * horizon if math.isfinite(horizon) else 0.0
+    else:
+        warmup = args.warmup
+    if warmup < 0 or not math.isfinite(warmup) or warmup >= horizon:
+        return _err(f"--warmup must be in [0, horizon), got {warmup:g}")
+    if args.arrivals is not None and args.arrivals < 1:
+        return _err("--arrivals must be a positive integer")
+    try:
+        ir = load_ir(args.file, args.sets)
+    except SerqError as exc:
+        print(exc.render() if hasattr(exc, "render") else str(exc), file=sys.stderr)
+        return 2
+    except (OSError, ValueError) as exc:
+        return _err(str(exc))
+    replay = None
+    if args.replay:
+        try:
+            with open(args.replay, encoding="utf-8") as f:
+                replay = json.load(f)
+        except (OSError, ValueError) as exc:
+            return _err(f"--replay {args.replay}: {exc}")
+        if replay.get("format") != "serq-sessions/1":
+            return _err(f"--replay {args.replay}: not a serq-sessions/1 file")
+    states_out = None
+    states_cb = None
+    if args.states:
+        states_out = sys.stdout if args.states == "-" else open(args.states, "w", encoding="utf-8")
+        from serq_fast.lockstep import dump_line
+
+        states_cb = lambda line: states_out.write(dump_line(line) + "\n")  # noqa: E731
+    records = [] if args.records else None
+    progress = _progress if (sys.stderr.isatty() and not args.states) else None
+    from serq_fast.engine import Sim
+    from serq_fast import report
+
+    try:
+        sim = Sim(ir, seed=args.seed if replay is None else int(replay.get("seed", args.seed)),
+                  horizon=horizon, warmup=warmup, arrivals=args.arrivals, replay=replay,
+                  states=states_cb, records=records, progress=progress)
+        sim.run()
+    except RunError as exc:
+        if progress:
+            sys.stderr.write("\n")
+        return _err(f"run-time error: {exc}")
+    finally:
+        if states_out is not None and states_out is not sys.stdout:
+            states_out.close()
+    if progress:
+        sys.stderr.write("\r" + " " * 60 + "\r")
+    rep = report.build(sim)
+    if args.json:
+        sys.stdout.write(report.to_json(rep) + "\n")
+    elif not args.states or args.states != "-":
+        sys.stdout.write(report.to_text(rep))
+    if args.records:
+        try:
+            report.write_records(args.records, records)
+        except (OSError, RuntimeError) as exc:
+            return _err(str(exc))
+    return 0
+
+
+def cmd_lockstep(args) -> int:
+    from serq_fast import lockstep
+
+    return lockstep.main(args)

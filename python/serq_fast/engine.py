@@ -1,0 +1,658 @@
+"""The fast simulator: the operational semantics of language.md §11 over the IR, float time.
+
+Design principle (language.md §11.2): one event heap keyed by `(time, seq)` with a global
+insertion counter; every handled event is followed by *settle* (ready sessions run in FIFO
+order, non-engine pools admit their heads, repeat), and an engine starts an iteration only when
+no other event is pending at `now`, so one scheduler step sees every same-instant arrival and
+finish. Sessions are interpreted from the IR's statement blocks; pools, holds, the prefix cache,
+growth and preemption follow §11.4, §11.7 and §11.8; the step engine follows §11.6.
+
+Module map: `expr` (expressions → closures), `sources` (draw streams), `pools` (pools, holds,
+cache), `stages` (fifo/ps/delay/step), this file (sessions, events, settle), `report`.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import time as _time
+from typing import Any
+
+from serq_fast.expr import Ctx, RunError, compile_expr, compile_ref, is_static, num
+from serq_fast.sources import ListSource, LiveSource, no_draw
+from serq_fast.stats import Sample, TimeAverage
+from serq_fast import pools as P
+from serq_fast import stages as S
+
+# Built-in attribute slots (docs/ir.md "Slots").
+SERIAL, TURN_NO, CACHED, COMPUTED, NEW, OUT, THINK, MORE, FORCED = range(9)
+
+# Session status.
+READY, QUEUED, STAGE, GROWING, ENDED = range(5)
+
+# Event kinds.
+EV_ARRIVE, EV_FINISH, EV_ITER_END, EV_WARMUP = range(4)
+EVENT_NAMES = ("arrive", "finish", "iter_end", "warmup_end")
+
+MAX_STATEMENTS = 1_000_000  # §11.9 guard: statements without blocking
+MAX_READY_PER_INSTANT = 1000  # §11.9 guard
+
+
+class Session:
+    __slots__ = ("serial", "attrs", "frames", "status", "where", "holds", "pending", "adm_seq",
+                 "prepos", "stuck", "trace", "tcursor", "src", "job", "ready_t", "ready_n",
+                 "growth", "turn_src")
+
+    def __init__(self, serial: int, nattrs: int) -> None:
+        self.serial = serial
+        self.attrs = [0.0] * nattrs
+        self.attrs[SERIAL] = float(serial)
+        self.frames: list = []  # [block, pc, kind, hold]
+        self.status = READY
+        self.where = None  # the Pool / Stage named by the status
+        self.holds: list = []  # active holds, outermost first
+        self.pending = None  # the Hold waiting in a queue
+        self.adm_seq = -1
+        self.prepos: dict = {}  # pool index -> position at its last preemption
+        self.stuck = False
+        self.trace = None
+        self.tcursor = 0
+        self.src = None  # the session stream
+        self.job = None
+        self.ready_t = -1.0
+        self.ready_n = 0
+        self.growth = None  # (part, need, job or None) while stalled
+
+    def status_text(self) -> str:
+        if self.status == READY:
+            return "ready"
+        if self.status == QUEUED:
+            return "queued:" + self.where.name
+        if self.status == STAGE:
+            return "stage:" + self.where.name
+        if self.status == GROWING:
+            return "growing:" + self.where.name
+        return "ended"
+
+
+class Request:
+    """The client-metric mark of a lowered engine call (docs/ir.md `request`)."""
+
+    __slots__ = ("serial", "turn", "prompt", "output", "submit", "first", "done", "hit")
+
+    def __init__(self, serial, turn, prompt, output, submit):
+        self.serial, self.turn, self.prompt, self.output, self.submit = serial, turn, prompt, output, submit
+        self.first = None
+        self.done = None
+        self.hit = None
+
+
+class Sim:
+    def __init__(self, ir: dict, *, seed: int = 1, horizon: float = math.inf, warmup: float = 0.0,
+                 arrivals: int | None = None, replay: dict | None = None, states: Any = None,
+                 records: list | None = None, progress: Any = None) -> None:
+        self.ir = ir
+        self.seed = int(seed)
+        self.horizon = float(horizon)
+        self.warmup = float(warmup)
+        self.arrivals_limit = arrivals
+        self.replay = replay
+        self.states = states  # callable(line dict) or None: lockstep / state output
+        self.records = records  # list to append per-turn rows to, or None
+        self.progress = progress
+        self.now = 0.0
+        self.seq = 0
+        self.heap: list = []
+        self.ready: list = []
+        self.ready_head = 0
+        self.events = 0
+        self.narrivals = 0
+        self.turns = 0
+        self.ended = 0
+        self.next_serial = 0
+        self.next_adm = 0
+        self.next_rel = 0
+        self.next_dead = -1
+        self.measuring = self.warmup <= 0
+        self.cx = Ctx(self)
+        self.rec = None  # per-step records (lockstep)
+        self.sessions: dict = {}  # live sessions by serial (all sessions when states are kept)
+        self.keep_all = states is not None
+        self.statements = 0
+        nattrs = len(ir["attrs"])
+        self.nattrs = nattrs
+        self.observe_names = list(ir["observes"])
+        self.obs_stats = [Sample() for _ in self.observe_names]
+        self.client = {"ttft": Sample(), "tpot": Sample(), "response": Sample()}
+        self.live = 0
+        self.ta_live = TimeAverage()
+        # draw sources
+        if replay is None:
+            self.arrival_src = LiveSource("arrival", self.seed)
+            self.trace_src = LiveSource("trace", self.seed)
+            self.machine_src = LiveSource("machine", self.seed)
+        else:
+            self.arrival_src = no_draw
+            self.machine_src = ListSource(replay.get("machine", []), "the machine stream")
+            self.replay_arrivals = [float(P.wire(v)) for v in replay.get("arrivals", [])]
+            self.replay_picks = list(replay.get("trace_picks", []))
+            self.replay_sessions = {s["serial"]: s for s in replay.get("sessions", [])}
+            self.replay_k = len(replay.get("sessions", []))
+        self.npreempt = 0
+        # static structure
+        self.pools = [P.Pool(i, p, self) for i, p in enumerate(ir["pools"])]
+        self.stages = [S.make_stage(i, st, self) for i, st in enumerate(ir["stages"])]
+        for pool in self.pools:
+            pool.link(self)
+        for st in self.stages:
+            st.link(self)
+        self.engines = [st for st in self.stages if st.kind == "step"]
+        self.blocks = [None] * len(ir["blocks"])
+        for i, blk in enumerate(ir["blocks"]):
+            self.blocks[i] = [self._compile_stmt(x) for x in blk]
+        wl = ir["workload"]
+        self.wl_init = wl.get("init")
+        self.wl_turn = wl.get("turn")
+        self.wl_session = wl["session"]
+        self.wl_server = wl.get("server")
+        self.arrival = wl["arrival"]
+        self.trace = wl.get("trace")
+        if self.trace is not None:
+            self.trace_rows = [[[num(v) for v in row] for row in sess] for sess in self.trace["sessions"]]
+        kind = self.arrival["kind"]
+        if self.arrival_limit_applies() is False and arrivals is not None:
+            raise RunError(f"--arrivals applies to poisson or renewal arrivals, not `{kind}`")
+        if kind == "renewal":
+            self.gap_fn = compile_expr(self.arrival["gap"], self)
+
+    # ---------------------------------------------------------------- compile
+
+    def arrival_limit_applies(self):
+        return self.arrival["kind"] in ("poisson", "renewal")
+
+    def _compile_stmt(self, st: dict) -> tuple:
+        op = st["op"]
+        at = st.get("at")
+        c = lambda e: compile_expr(e, self) if e is not None else None  # noqa: E731
+        if op == "set":
+            return ("set", st["slot"], c(st["expr"]), at)
+        if op == "observe":
+            return ("observe", st["name"], c(st["expr"]), at)
+        if op in ("turn", "end"):
+            return (op, at)
+        if op == "branch":
+            return ("branch", c(st["cond"]), st["then"], st.get("else"), at)
+        if op == "while":
+            return ("while", c(st["cond"]), st["body"], at)
+        if op == "loop":
+            return ("loop", st["body"], at)
+        if op == "choose":
+            return ("choose", st["slot"], c(st["count"]), [c(k) for k in st["keys"]], at)
+        if op == "hold":
+            return ("hold", P.HoldStmt(st, self), at)
+        if op == "run":
+            return ("run", compile_ref(st["stage"], self, "stage"), st["mode"], c(st["work"]),
+                    st.get("growing"), at)
+        if op in ("grow", "load"):
+            return (op, compile_ref(st["pool"], self, "pool"), c(st["units"]), at)
+        if op in ("drop", "release"):
+            return (op, compile_ref(st["pool"], self, "pool"), at)
+        raise RunError(f"unknown statement {op!r}")
+
+    # ---------------------------------------------------------------- events
+
+    def push(self, t: float, kind: int, a: Any = None, b: Any = None) -> int:
+        s = self.seq
+        self.seq += 1
+        heapq.heappush(self.heap, (t, s, kind, a, b))
+        return s
+
+    def _valid(self, ev: tuple) -> bool:
+        kind = ev[2]
+        if kind == EV_FINISH:
+            return ev[3].event_valid(ev)
+        return True
+
+    def _top(self):
+        h = self.heap
+        while h and not self._valid(h[0]):
+            heapq.heappop(h)
+        return h[0] if h else None
+
+    def pending_now(self) -> bool:
+        top = self._top()
+        return top is not None and top[0] <= self.now
+
+    # ---------------------------------------------------------------- run
+
+    def run(self) -> "Sim":
+        kind = self.arrival["kind"]
+        self.rec = self._new_rec() if self.states else None
+        if self.warmup > 0:
+            self.push(self.warmup, EV_WARMUP)
+        if self.replay is None:
+            if kind == "poisson":
+                self.push(0.0, EV_ARRIVE, self.next_serial)
+            elif kind == "renewal":
+                self.push(self._renewal_gap(), EV_ARRIVE, self.next_serial)
+            elif kind in ("closed", "batch"):
+                for _ in range(int(self.arrival["n"])):
+                    self.spawn()
+        else:
+            if kind in ("poisson", "renewal"):
+                if self.replay_arrivals:
+                    self.push(self.replay_arrivals[0], EV_ARRIVE, self.next_serial)
+            elif kind in ("closed", "batch"):
+                for _ in range(min(int(self.arrival["n"]), self.replay_k)):
+                    self.spawn()
+        self.settle()
+        self._emit_state(0, None)
+        step = 0
+        drain = self.arrivals_limit is not None
+        prog = self.progress
+        next_prog = _time.monotonic() + 0.5 if prog else None
+        while True:
+            top = self._top()
+            if top is None:
+                break
+            if top[0] > self.horizon:
+                if drain:
+                    raise RunError(f"--arrivals {self.arrivals_limit}: not drained by the horizon {self.horizon:g}")
+                break
+            ev = heapq.heappop(self.heap)
+            self.now = ev[0]
+            self.events += 1
+            step += 1
+            if self.rec is not None:
+                self.rec = self._new_rec()
+            self._handle(ev)
+            self.settle()
+            self._emit_state(step, ev)
+            if drain and self.narrivals >= self.arrivals_limit and self.live == 0:
+                break
+            if prog and (self.events & 1023) == 0 and _time.monotonic() > next_prog:
+                prog(self.now, self.horizon)
+                next_prog = _time.monotonic() + 0.5
+        if drain:
+            if self.narrivals < self.arrivals_limit or self.live > 0:
+                raise RunError(f"--arrivals {self.arrivals_limit}: not drained by the horizon {self.horizon:g}")
+            if self.now <= self.warmup:
+                raise RunError(f"--arrivals {self.arrivals_limit}: drained at {self.now:g}, at or before the warm-up {self.warmup:g}")
+            self.end = self.now
+        else:
+            self.end = self.horizon if math.isfinite(self.horizon) else self.now
+            if self.end < self.now:
+                self.end = self.now
+        if not self.measuring:
+            # the run ended before the warm-up: nothing was measured
+            self._reset_averages(self.end)
+        self.now = self.end
+        return self
+
+    def _handle(self, ev: tuple) -> None:
+        kind = ev[2]
+        if kind == EV_ARRIVE:
+            self._arrive()
+        elif kind == EV_FINISH:
+            ev[3].finish_event(ev)
+        elif kind == EV_ITER_END:
+            ev[3].iter_end()
+        elif kind == EV_WARMUP:
+            self.measuring = True
+            self._reset_averages(self.now)
+
+    def _reset_averages(self, t: float) -> None:
+        self.ta_live.reset(t)
+        for p in self.pools:
+            p.reset_averages(t)
+        for st in self.stages:
+            st.reset_averages(t)
+
+    def _renewal_gap(self) -> float:
+        cx = self.cx
+        saved = (cx.attrs, cx.sess, cx.draw)
+        cx.attrs, cx.sess, cx.draw = [], None, self.arrival_src
+        try:
+            g = self.gap_fn(cx)
+        finally:
+            cx.attrs, cx.sess, cx.draw = saved
+        if not (g > 0 and math.isfinite(g)):
+            raise RunError(f"a renewal gap must be positive and finite, got {g}")
+        return g
+
+    def _arrive(self) -> None:
+        kind = self.arrival["kind"]
+        n = self.narrivals + 1  # arrivals after this one
+        more = self.arrivals_limit is None or n < self.arrivals_limit
+        if self.replay is not None:
+            if n < len(self.replay_arrivals):
+                self.push(self.replay_arrivals[n], EV_ARRIVE, self.next_serial + 1)
+        elif more:
+            if kind == "poisson":
+                rate = num(self.arrival["rate"])
+                gap = self.arrival_src("exp", [1.0 / rate], None)
+            else:
+                gap = self._renewal_gap()
+            self.push(self.now + gap, EV_ARRIVE, self.next_serial + 1)
+        self.spawn()
+
+    # ---------------------------------------------------------------- sessions
+
+    def spawn(self) -> Session:
+        serial = self.next_serial
+        self.next_serial += 1
+        self.narrivals += 1
+        s = Session(serial, self.nattrs)
+        self.sessions[serial] = s
+        self.live += 1
+        if self.replay is None:
+            s.src = LiveSource("session", self.seed, serial)
+        else:
+            rs = self.replay_sessions.get(serial)
+            if rs is None:
+                raise RunError(f"replay: the sessions file has no session {serial}")
+            s.src = ListSource(rs.get("session", []), f"session {serial} (session stream)")
+        if self.trace is not None:
+            rows = self.trace_rows
+            if self.trace["ordered"]:
+                pick = serial % len(rows)
+            elif self.replay is not None:
+                pick = int(self.replay_picks[serial])
+            else:
+                pick = min(int(self.trace_src.rng.random() * len(rows)), len(rows) - 1)
+            s.trace = rows[pick]
+        if self.wl_init is not None:
+            self._run_wblock(s, self.wl_init, 0)
+        s.frames.append([self.blocks[self.wl_session], 0, "plain", None])
+        self.make_ready(s)
+        return s
+
+    def _turn_source(self, s: Session, turn_no: int):
+        if self.replay is None:
+            return LiveSource("turn", self.seed, s.serial, turn_no)
+        rs = self.replay_sessions[s.serial]
+        if turn_no == 0:
+            vals = rs.get("init", [])
+        else:
+            turns = rs.get("turns", [])
+            vals = turns[turn_no - 1] if turn_no - 1 < len(turns) else []
+        return ListSource(vals, f"session {s.serial} (turn stream {turn_no})")
+
+    def _run_wblock(self, s: Session, block: int, turn_no: int) -> None:
+        """An `init` or `turn` block: `set` and `observe` only, drawn from the turn stream."""
+        src = self._turn_source(s, turn_no)
+        cx = self.cx
+        saved = cx.draw
+        cx.attrs, cx.sess, cx.draw = s.attrs, s, src
+        try:
+            for st in self.blocks[block]:
+                if st[0] == "set":
+                    s.attrs[st[1]] = st[2](cx)
+                elif st[0] == "observe":
+                    self.observe(st[1], st[2](cx), s)
+                else:
+                    raise RunError(f"`{st[0]}` in a workload init/turn block")
+        finally:
+            cx.draw = saved
+        if self.replay is not None and src.leftover():
+            raise RunError(f"replay: {src.what} leaves {src.leftover()} unused draw(s)")
+
+    def make_ready(self, s: Session) -> None:
+        if s.ready_t == self.now:
+            s.ready_n += 1
+            if s.ready_n > MAX_READY_PER_INSTANT:
+                raise RunError(f"session {s.serial} became ready {MAX_READY_PER_INSTANT} times at t = {self.now:g}")
+        else:
+            s.ready_t = self.now
+            s.ready_n = 1
+        s.status = READY
+        s.where = None
+        self.ready.append(s)
+
+    def observe(self, name: int, value: float, s: Session | None) -> None:
+        if not self.measuring:
+            return
+        self.obs_stats[name].add(value)
+        if self.rec is not None:
+            self.rec["observations"].append([self.observe_names[name], s.serial if s else None,
+                                             int(s.attrs[TURN_NO]) if s else 0, self.now, value])
+
+    def client_record(self, name: str, value: float, s: Session) -> None:
+        if not self.measuring:
+            return
+        self.client[name].add(value)
+        if self.rec is not None:
+            self.rec["observations"].append([name, s.serial, int(s.attrs[TURN_NO]), self.now, value])
+
+    def settle(self) -> None:
+        while True:
+            ready = self.ready
+            while self.ready_head < len(ready):
+                s = ready[self.ready_head]
+                self.ready_head += 1
+                if s.status == READY:
+                    self.exec_session(s)
+            self.ready = []
+            self.ready_head = 0
+            for pool in self.pools:
+                pool.retry_growers()
+                if pool.admitted_by is None:
+                    pool.admit_heads()
+            if self.ready:
+                continue
+            if not self.pending_now():
+                for eng in self.engines:
+                    if eng.iter is None and eng.has_work():
+                        eng.start_iteration()
+            if not self.ready:
+                break
+        for st in self.stages:
+            if st.kind == "ps" and st.changed:
+                st.reschedule()
+        self.sample()
+
+    def sample(self) -> None:
+        now = self.now
+        self.ta_live.set(now, self.live)
+        for p in self.pools:
+            p.sample(now)
+        for st in self.stages:
+            st.sample(now)
+
+    # ---------------------------------------------------------------- interpreter
+
+    def exec_session(self, s: Session) -> None:
+        cx = self.cx
+        cx.attrs, cx.sess, cx.draw = s.attrs, s, s.src
+        cx.eng = None
+        cx.var = {}
+        attrs = s.attrs
+        budget = MAX_STATEMENTS
+        frames = s.frames
+        while s.status == READY:
+            budget -= 1
+            if budget < 0:
+                raise RunError(f"session {s.serial} executed {MAX_STATEMENTS} statements without blocking")
+            fr = frames[-1]
+            blk = fr[0]
+            pc = fr[1]
+            if pc >= len(blk):
+                frames.pop()
+                if fr[2] == "hold":
+                    P.scope_end(self, s, fr[3])
+                    frames[-1][1] += 1
+                elif fr[2] == "branch":
+                    pass
+                # while / loop: the parent's pc stays on the statement, re-read next
+                if not frames:
+                    self.end_session(s)
+                    return
+                continue
+            st = blk[pc]
+            op = st[0]
+            cx.at = st[-1]
+            if op == "set":
+                attrs[st[1]] = st[2](cx)
+                fr[1] = pc + 1
+            elif op == "observe":
+                self.observe(st[1], st[2](cx), s)
+                fr[1] = pc + 1
+            elif op == "branch":
+                v = st[1](cx)
+                if v != 0 and v != 1:
+                    raise RunError(f"a branch guard must be 0 or 1, got {v} at {_at(st[-1])}")
+                fr[1] = pc + 1
+                target = st[2] if v == 1 else st[3]
+                if target is not None:
+                    frames.append([self.blocks[target], 0, "branch", None])
+            elif op == "while":
+                v = st[1](cx)
+                if v != 0 and v != 1:
+                    raise RunError(f"a while guard must be 0 or 1, got {v} at {_at(st[-1])}")
+                if v == 1:
+                    frames.append([self.blocks[st[2]], 0, "while", None])
+                else:
+                    fr[1] = pc + 1
+            elif op == "loop":
+                frames.append([self.blocks[st[1]], 0, "loop", None])
+            elif op == "run":
+                self._exec_run(s, st)
+                if s.status == READY:  # zero work: completes at once, yields
+                    fr[1] = pc + 1
+                    self.make_ready(s)
+                    return
+                fr[1] = pc + 1
+                return
+            elif op == "hold":
+                st[1].execute(s)  # leaves pc on the hold until its scope ends
+                if s.status == ENDED:
+                    return
+            elif op == "turn":
+                fr[1] = pc + 1
+                self._exec_turn(s)
+            elif op == "end":
+                self.end_session(s)
+                return
+            elif op == "choose":
+                n = st[2](cx)
+                best, bestk = None, None
+                saved = attrs[st[1]]
+                for j in range(int(n)):
+                    attrs[st[1]] = float(j)
+                    k = tuple(f(cx) for f in st[3])
+                    if bestk is None or k < bestk:
+                        best, bestk = j, k
+                if best is None:
+                    attrs[st[1]] = saved
+                    raise RunError(f"choose over an empty range at {_at(st[-1])}")
+                attrs[st[1]] = float(best)
+                fr[1] = pc + 1
+            elif op == "grow":
+                pool = self.pools[st[1](cx)]
+                d = st[2](cx)
+                if d < 0:
+                    raise RunError(f"negative growth {d} at {_at(st[-1])}")
+                fr[1] = pc + 1
+                part = P.find_part(s, pool)
+                if part is None:
+                    raise RunError(f"grow {pool.name}: the session holds no {pool.name} at {_at(st[-1])}")
+                res = pool.grow(part, d, None)
+                if res == "stalled":
+                    return
+                if res == "preempted":
+                    return
+            elif op == "load":
+                pool = self.pools[st[1](cx)]
+                n = st[2](cx)
+                if n < 0:
+                    raise RunError(f"negative load {n} at {_at(st[-1])}")
+                part = P.find_part(s, pool)
+                if part is None:
+                    raise RunError(f"load {pool.name}: the session holds no {pool.name}")
+                if part.pos + n > part.alloc + 1e-9:
+                    raise RunError(f"load {pool.name}: position {part.pos + n} beyond the allocation {part.alloc}")
+                part.pos += n
+                part.advanced = True
+                fr[1] = pc + 1
+            elif op == "drop":
+                pool = self.pools[st[1](cx)]
+                pool.drop_entry(s.serial)
+                fr[1] = pc + 1
+            elif op == "release":
+                pool = self.pools[st[1](cx)]
+                fr[1] = pc + 1
+                P.release_early(self, s, pool)
+            else:
+                raise RunError(f"unknown statement {op}")
+
+    def _exec_turn(self, s: Session) -> None:
+        attrs = s.attrs
+        attrs[TURN_NO] += 1
+        if self.measuring:
+            self.turns += 1
+        if s.trace is not None:
+            k = s.tcursor
+            if k < len(s.trace):
+                new, out, think, forced = s.trace[k]
+                attrs[NEW], attrs[OUT], attrs[THINK], attrs[FORCED] = new, out, think, forced
+                attrs[MORE] = 1.0 if k + 1 < len(s.trace) else 0.0
+            else:
+                attrs[MORE] = 0.0
+            s.tcursor = k + 1
+        if self.wl_turn is not None:
+            self._run_wblock(s, self.wl_turn, int(attrs[TURN_NO]))
+            cx = self.cx
+            cx.attrs, cx.sess, cx.draw = s.attrs, s, s.src
+        if self.wl_server is not None:
+            s.frames.append([self.blocks[self.wl_server], 0, "branch", None])
+
+    def _exec_run(self, s: Session, st: tuple) -> None:
+        cx = self.cx
+        stage = self.stages[st[1](cx)]
+        mode = st[2]
+        w = st[3](cx)
+        if w < 0:
+            raise RunError(f"negative work {w} at {_at(st[-1])}")
+        if w != w or math.isinf(w):
+            raise RunError(f"work {w} is not finite at {_at(st[-1])}")
+        growing = st[4]
+        stage.submit(s, w, mode, growing)
+
+    def end_session(self, s: Session) -> None:
+        """`end` (§11.3): release every hold with its cache clause, leave queues and stages."""
+        P.detach(self, s)
+        while s.holds:
+            h = s.holds.pop()
+            P.release_hold(self, h, cache=True)
+        s.frames.clear()
+        s.status = ENDED
+        s.where = None
+        self.live -= 1
+        if self.measuring:
+            self.ended += 1
+        if self.replay is not None and s.src.leftover():
+            raise RunError(f"replay: {s.src.what} leaves {s.src.leftover()} unused draw(s)")
+        if not self.keep_all:
+            self.sessions.pop(s.serial, None)
+        if self.arrival["kind"] == "closed":
+            if self.replay is None or self.next_serial < self.replay_k:
+                self.spawn()
+
+    # ---------------------------------------------------------------- lockstep state
+
+    def _new_rec(self) -> dict:
+        return {"admitted": [], "preempted": [], "released": [], "evicted": [], "iterations": [],
+                "observations": [], "finished": []}
+
+    def _emit_state(self, step: int, ev) -> None:
+        if self.states is None:
+            return
+        from serq_fast.state import state_line
+
+        self.states(state_line(self, step, ev))
+
+
+def _at(at) -> str:
+    if not at:
+        return "?"
+    return f"{at[0]}:{at[1]}:{at[2]}"

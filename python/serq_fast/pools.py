@@ -1,0 +1,685 @@
+"""Pools, holds and the per-session prefix cache (language.md §11.4, §11.7, §11.8).
+
+A pool keeps `used` (allocated units) and `cached` (Σ cache-entry sizes) with the invariant
+`used + cached <= cap`; cached units never block an admission, they are evicted to make room,
+one block from the tail of the first entry in eviction order at a time.
+
+Speed trick (labelled): for `evict lru` the entries sit in a heap keyed `(last, release)`; since
+an entry keeps its key while it shrinks, the block-by-block rule evicts consecutive blocks from
+the same entry, so a whole run of blocks is taken from it at once (records, when kept, still
+list one eviction per block).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from fractions import Fraction
+
+from serq.wire import value_from_wire
+
+from serq_fast.expr import RunError, compile_expr, compile_ref, is_static
+
+EPS = 1e-9
+
+
+def wire(v: str) -> float:
+    x = value_from_wire(v)
+    return float(x)
+
+
+def roundup(x: float, b) -> float:
+    if b is None or x <= 0:
+        return x
+    return math.ceil(x / b - EPS) * b
+
+
+def rounddown(x: float, b) -> float:
+    if b is None:
+        return x
+    if x <= 0:
+        return 0.0
+    return math.floor(x / b + EPS) * b
+
+
+class Entry:
+    __slots__ = ("owner", "size", "last", "rel", "attrs")
+
+    def __init__(self, owner, size, last, rel, attrs):
+        self.owner, self.size, self.last, self.rel, self.attrs = owner, size, last, rel, attrs
+
+
+class Part:
+    """One pool of an admitted hold: allocation and position (§11.4)."""
+
+    __slots__ = ("pool", "alloc", "pos", "advanced", "reserve", "hold")
+
+    def __init__(self, pool, hold):
+        self.pool = pool
+        self.hold = hold
+        self.alloc = 0.0
+        self.pos = 0.0
+        self.advanced = False
+        self.reserve = 0.0
+
+
+class Hold:
+    __slots__ = ("stmt", "sess", "depth", "pools", "parts", "request", "join_t", "join_seq",
+                 "admitted")
+
+    def __init__(self, stmt, sess, depth, pools):
+        self.stmt = stmt
+        self.sess = sess
+        self.depth = depth  # index of the frame holding the hold statement
+        self.pools = pools  # pool objects, in the statement's order
+        self.parts: list = []
+        self.request = None
+        self.join_t = 0.0
+        self.join_seq = 0
+        self.admitted = False
+
+
+class HoldStmt:
+    """A compiled `hold` statement (docs/ir.md)."""
+
+    def __init__(self, st: dict, sim) -> None:
+        c = lambda e: compile_expr(e, sim) if e is not None else None  # noqa: E731
+        self.sim = sim
+        self.refs = [compile_ref(p["pool"], sim, "pool") for p in st["pools"]]
+        self.units = [c(p["units"]) for p in st["pools"]]
+        self.reserves = [c(p.get("reserve")) for p in st["pools"]]
+        self.reuse = c(st.get("reuse"))
+        self.bindings = [(b["slot"], c(b["expr"])) for b in st.get("bindings", [])]
+        self.body = st["body"]
+        self.cache = c(st.get("cache"))
+        req = st.get("request")
+        if req is not None:
+            self.req_engine = req["engine"]
+            self.req_prompt = c(req["prompt"])
+            self.req_output = c(req["output"])
+        else:
+            self.req_engine = None
+        binding_exprs = {b["slot"]: b["expr"] for b in st.get("bindings", [])}
+        # units / reserves judged at request time (they read only attributes and numbers)
+        self.static = []
+        for p in st["pools"]:
+            u = p["units"] if is_static(p["units"], binding_exprs) else None
+            r = p.get("reserve")
+            r = r if (r is not None and is_static(r, binding_exprs)) else None
+            self.static.append((compile_expr(u, sim) if u else None, compile_expr(r, sim) if r else None))
+        self.static_bindings = [(b["slot"], compile_expr(b["expr"], sim)) for b in st.get("bindings", [])
+                                if is_static(b["expr"], None)]
+        self.at = st.get("at")
+
+    def execute(self, s) -> None:
+        """The hold statement runs: the request mark, the rejection test, then the queue (§11.4)."""
+        sim = self.sim
+        cx = sim.cx
+        pools = [sim.pools[r(cx)] for r in self.refs]
+        h = Hold(self, s, len(s.frames) - 1, pools)
+        if self.req_engine is not None:
+            from serq_fast.engine import Request, TURN_NO
+
+            h.request = Request(s.serial, int(s.attrs[TURN_NO]), self.req_prompt(cx), self.req_output(cx), sim.now)
+        # rejection: static units (block-rounded) or reserves above the cap
+        if any(u is not None or r is not None for u, r in self.static):
+            saved = cx.attrs
+            tmp = list(s.attrs)
+            cx.attrs = tmp
+            try:
+                for slot, f in self.static_bindings:
+                    tmp[slot] = f(cx)
+                for pool, (u, r) in zip(pools, self.static):
+                    need = 0.0
+                    if u is not None:
+                        need = roundup(u(cx), pool.block)
+                    if r is not None:
+                        need = max(need, roundup(r(cx), pool.block))
+                    if need > pool.cap + EPS:
+                        cx.attrs = saved
+                        pool.rejected += 1
+                        s.pending = None
+                        sim.end_session(s)
+                        return
+            finally:
+                cx.attrs = saved
+        pools[0].enqueue(h, front=False)
+
+
+class Pool:
+    def __init__(self, idx: int, p: dict, sim) -> None:
+        self.idx = idx
+        self.name = p["name"]
+        self.cap = wire(p["cap"])
+        self.block = wire(p["block"]) if p.get("block") is not None else None
+        self.sim = sim
+        self.spec = p
+        self.used = 0.0
+        self.cached = 0.0
+        self.holders: list = []  # Parts, in admission order
+        self.entries: dict = {}
+        self.lru: list = []
+        self.front: list = []  # head-requeued holds, head first
+        self.queue: list = []  # holds in join order
+        self.queue_head = 0
+        self.growers: list = []
+        self.admitted_by = p.get("admitted_by")
+        self.reserve_held = bool(p.get("reserve_held"))
+        self.admissions = 0
+        self.evicted_units = 0.0
+        self.evicted_entries = 0
+        self.preemptions = 0
+        self.rejected = 0
+        self.stuck = 0
+        self.join_counter = 0
+        from serq_fast.stats import Sample, TimeAverage
+
+        self.wait = Sample()
+        self.ta_used = TimeAverage()
+        self.ta_cached = TimeAverage()
+        self.ta_queue = TimeAverage()
+        self.ta_holders = TimeAverage()
+
+    def link(self, sim) -> None:
+        p = self.spec
+        ev = p.get("evict") or {"kind": "lru"}
+        self.evict_keys = None if ev["kind"] == "lru" else [compile_expr(k, sim) for k in ev["keys"]]
+        pr = p.get("preempt") or {"kind": "none"}
+        self.preempt_kind = pr["kind"]
+        self.preempt_keys = [compile_expr(k, sim) for k in pr.get("keys", [])] if pr["kind"] == "by" else None
+        self.requeue_tail = pr.get("requeue") == "tail"
+        q = p.get("queue") or {"kind": "fifo"}
+        self.queue_keys = None if q["kind"] == "fifo" else [compile_expr(k, sim) for k in q["keys"]]
+        self.engine_memory = [st for st in sim.stages if st.kind == "step" and st.memory == self.idx]
+
+    # ------------------------------------------------------------ statistics
+
+    def sample(self, now: float) -> None:
+        self.ta_used.set(now, self.used)
+        self.ta_cached.set(now, self.cached)
+        self.ta_queue.set(now, self.qlen())
+        self.ta_holders.set(now, len(self.holders))
+
+    def reset_averages(self, t: float) -> None:
+        for ta in (self.ta_used, self.ta_cached, self.ta_queue, self.ta_holders):
+            ta.reset(t)
+
+    # ------------------------------------------------------------ observables
+
+    def qlen(self) -> int:
+        return len(self.front) + len(self.queue) - self.queue_head
+
+    def observe(self, f: str, cx) -> float:
+        if f == "used":
+            return self.used
+        if f == "free":
+            return self.cap - self.used
+        if f == "cachedin":
+            s = cx.sess
+            if s is None:
+                return 0.0
+            e = self.entries.get(s.serial)
+            return e.size if e is not None else 0.0
+        if f == "holders":
+            return float(len(self.holders))
+        if f == "queued":
+            return float(self.qlen())
+        raise RunError(f"observable {f} of a pool")
+
+    # ------------------------------------------------------------ queue
+
+    def enqueue(self, h: Hold, front: bool) -> None:
+        s = h.sess
+        from serq_fast.engine import QUEUED
+
+        s.status = QUEUED
+        s.where = self
+        s.pending = h
+        if front:
+            self.front.insert(0, h)
+        else:
+            h.join_t = self.sim.now
+            self.join_counter += 1
+            h.join_seq = self.join_counter
+            self.queue.append(h)
+
+    def queue_list(self) -> list:
+        return self.front + self.queue[self.queue_head:]
+
+    def head(self):
+        if self.front:
+            return self.front[0]
+        if self.queue_head >= len(self.queue):
+            return None
+        if self.queue_keys is None:
+            return self.queue[self.queue_head]
+        sim = self.sim
+        cx = sim.cx
+        saved = (cx.attrs, cx.sess, cx.var)
+        best, bestk = None, None
+        try:
+            for h in self.queue[self.queue_head:]:
+                cx.attrs, cx.sess = h.sess.attrs, h.sess
+                cx.var = {"waited": sim.now - h.join_t}
+                k = tuple(f(cx) for f in self.queue_keys)
+                if bestk is None or k < bestk:
+                    best, bestk = h, k
+        finally:
+            cx.attrs, cx.sess, cx.var = saved
+        return best
+
+    def remove_from_queue(self, h: Hold) -> None:
+        if self.front and h in self.front:
+            self.front.remove(h)
+            return
+        q = self.queue
+        if self.queue_head < len(q) and q[self.queue_head] is h:
+            self.queue_head += 1
+            if self.queue_head > 64 and self.queue_head * 2 > len(q):
+                del q[:self.queue_head]
+                self.queue_head = 0
+            return
+        q.remove(h)
+
+    # ------------------------------------------------------------ admission
+
+    def try_admit(self, h: Hold) -> bool:
+        """One admission attempt for the queue head `h` (§11.4): evaluate, test, admit."""
+        sim = self.sim
+        cx = sim.cx
+        s = h.sess
+        st = h.stmt
+        saved = (cx.attrs, cx.sess, cx.draw, cx.var)
+        cx.attrs, cx.sess, cx.draw, cx.var = s.attrs, s, s.src, {}
+        try:
+            for slot, f in st.bindings:
+                s.attrs[slot] = f(cx)
+            amounts = []
+            for i, pool in enumerate(h.pools):
+                u = st.units[i](cx)
+                r = st.reserves[i](cx) if st.reserves[i] is not None else None
+                if u < 0 or (r is not None and r < 0):
+                    raise RunError(f"a negative amount for pool {pool.name} at {_at(st.at)}")
+                ru = roundup(u, pool.block)
+                if ru != math.floor(ru) and not math.isinf(ru):
+                    raise RunError(f"a non-integer unit amount {u} for pool {pool.name} at {_at(st.at)}")
+                need = max(u, r) if r is not None else u
+                rneed = roundup(need, pool.block)
+                used = pool.used
+                if pool.reserve_held:
+                    used += sum(max(0.0, q.reserve - q.alloc) for q in pool.holders)
+                if used + rneed > pool.cap + EPS:
+                    return False
+                amounts.append((ru, r if r is not None else 0.0))
+            reuse = st.reuse(cx) if st.reuse is not None else None
+            self._admit(h, amounts, reuse)
+            return True
+        finally:
+            cx.attrs, cx.sess, cx.draw, cx.var = saved
+
+    def _admit(self, h: Hold, amounts: list, reuse) -> None:
+        sim = self.sim
+        s = h.sess
+        self.remove_from_queue(h)
+        s.pending = None
+        consumed_max = 0.0
+        has_cache = h.stmt.cache is not None
+        h.parts = []
+        rec = sim.rec
+        for pool, (units, reserve) in zip(h.pools, amounts):
+            consumed = 0.0
+            if has_cache:
+                e = pool.entries.pop(s.serial, None)
+                if e is not None:
+                    pool.cached -= e.size
+                    consumed = e.size
+                    if reuse is not None:
+                        keep = rounddown(max(reuse, 0.0), pool.block)
+                        if consumed > keep:
+                            dead = Entry(sim.next_dead, consumed - keep, e.last, e.rel, e.attrs)
+                            sim.next_dead -= 1
+                            pool._insert(dead)
+                            consumed = keep
+            consumed_max = max(consumed_max, consumed)
+            pool.make_room(units)
+            pool.used += units
+            part = Part(pool, h)
+            part.alloc = units
+            part.pos = consumed
+            part.reserve = reserve
+            pool.holders.append(part)
+            pool.admissions += 1
+            h.parts.append(part)
+            if rec is not None:
+                rec["admitted"].append([s.serial, pool.name, units, consumed])
+        from serq_fast.engine import CACHED
+
+        s.attrs[CACHED] = consumed_max if has_cache else 0.0
+        if h.request is not None and h.request.hit is None:
+            h.request.hit = s.attrs[CACHED]
+        if sim.measuring:
+            h.pools[0].wait.add(sim.now - h.join_t)
+        s.adm_seq = sim.next_adm
+        sim.next_adm += 1
+        h.admitted = True
+        s.holds.append(h)
+        s.frames.append([sim.blocks[h.stmt.body], 0, "hold", h])
+        sim.make_ready(s)
+
+    def admit_heads(self) -> None:
+        while True:
+            h = self.head()
+            if h is None or not self.try_admit(h):
+                return
+
+    # ------------------------------------------------------------ cache
+
+    def _insert(self, e: Entry) -> None:
+        self.entries[e.owner] = e
+        self.cached += e.size
+        if self.evict_keys is None:
+            heapq.heappush(self.lru, (e.last, e.rel, e.owner))
+
+    def put_entry(self, serial: int, size: float, attrs) -> None:
+        """Replace the session's entry with a fresh one (release with a `cache` clause)."""
+        sim = self.sim
+        old = self.entries.pop(serial, None)
+        if old is not None:
+            self.cached -= old.size
+        e = Entry(serial, size, sim.now, sim.next_rel, list(attrs))
+        sim.next_rel += 1
+        self._insert(e)
+
+    def drop_entry(self, serial: int) -> None:
+        e = self.entries.pop(serial, None)
+        if e is not None:
+            self.cached -= e.size
+
+    def _victim_entry(self):
+        if self.evict_keys is None:
+            h = self.lru
+            while h:
+                last, rel, owner = h[0]
+                e = self.entries.get(owner)
+                if e is not None and e.rel == rel and e.last == last:
+                    return e
+                heapq.heappop(h)
+            return None
+        sim = self.sim
+        cx = sim.cx
+        saved = (cx.attrs, cx.sess, cx.var)
+        best, bestk = None, None
+        try:
+            for e in self.entries.values():
+                sess = sim.sessions.get(e.owner)
+                waiting = 1.0 if (sess is not None and sess.pending is not None) else 0.0
+                cx.attrs, cx.sess = e.attrs, sess
+                cx.var = {"size": e.size, "last": e.last, "age": sim.now - e.last, "waiting": waiting}
+                k = tuple(f(cx) for f in self.evict_keys) + (e.rel,)
+                if bestk is None or k < bestk:
+                    best, bestk = e, k
+        finally:
+            cx.attrs, cx.sess, cx.var = saved
+        return best
+
+    def make_room(self, need: float) -> None:
+        """Evict cache entries, tail block first, until `used + cached + need <= cap`."""
+        rec = self.sim.rec
+        while self.used + self.cached + need > self.cap + EPS:
+            e = self._victim_entry()
+            if e is None:
+                return
+            over = self.used + self.cached + need - self.cap
+            if self.block is None:
+                take = e.size
+            else:
+                b = self.block
+                if self.evict_keys is None:
+                    # labelled speed trick: the LRU entry stays first while it shrinks
+                    nblk = math.ceil(over / b - EPS)
+                    take = min(e.size, nblk * b)
+                else:
+                    take = min(b, e.size)
+            if rec is not None:
+                if self.block is None:
+                    rec["evicted"].append([e.owner, self.name, take])
+                else:
+                    left = take
+                    while left > EPS:
+                        t = min(self.block, left)
+                        rec["evicted"].append([e.owner, self.name, t])
+                        left -= t
+            e.size -= take
+            self.cached -= take
+            self.evicted_units += take
+            if e.size <= EPS:
+                del self.entries[e.owner]
+                self.evicted_entries += 1
+
+    # ------------------------------------------------------------ growth and preemption
+
+    def grow(self, part: Part, d: float, job) -> str:
+        """§11.7: 'ok', 'preempted' (the grower itself was the victim) or 'stalled'."""
+        target = roundup(part.alloc + d, self.block)
+        need = target - part.alloc
+        s = part.hold.sess
+        while True:
+            if self.used + need <= self.cap + EPS:
+                self.make_room(need)
+                self.used += need
+                part.alloc = target
+                return "ok"
+            victim = self.choose_victim()
+            if victim is None:
+                from serq_fast.engine import GROWING
+
+                s.growth = (part, d, job)
+                self.growers.append(s)
+                s.status = GROWING
+                s.where = self
+                if job is not None:
+                    job.stalled = True
+                return "stalled"
+            preempt(self.sim, victim, self)
+            if victim is part:
+                return "preempted"
+
+    def retry_growers(self) -> None:
+        while self.growers:
+            s = self.growers[0]
+            part, d, job = s.growth
+            self.growers.pop(0)
+            s.growth = None
+            res = self.grow(part, d, job)
+            if res == "stalled":
+                # grow() appended it at the tail; put it back at the head: the head blocks
+                self.growers.pop()
+                self.growers.insert(0, s)
+                return
+            if res == "ok":
+                if job is None:
+                    self.sim.make_ready(s)
+                else:
+                    from serq_fast.engine import STAGE
+
+                    job.stalled = False
+                    s.status = STAGE
+                    s.where = job.stage
+
+    def choose_victim(self):
+        """The victim Part by this pool's `preempt` rule, or None (§11.7)."""
+        if self.preempt_kind == "none":
+            return None
+        from serq_fast.engine import STAGE, GROWING
+
+        cands = []
+        if self.engine_memory:
+            for part in self.holders:
+                job = part.hold.sess.job
+                if job is not None and job.resident and job.stage.memory == self.idx:
+                    cands.append(part)
+        else:
+            for part in self.holders:
+                s = part.hold.sess
+                if s.job is not None and s.job.stage.kind == "delay":
+                    continue
+                cands.append(part)
+        if not cands:
+            return None
+        if self.preempt_kind == "lifo":
+            return max(cands, key=lambda p: p.hold.sess.adm_seq)
+        sim = self.sim
+        cx = sim.cx
+        saved = (cx.attrs, cx.sess, cx.var, cx.job)
+        best, bestk = None, None
+        try:
+            for part in cands:
+                s = part.hold.sess
+                cx.attrs, cx.sess, cx.job = s.attrs, s, s.job
+                cx.var = {"position": part.pos, "computed": part.pos}
+                k = tuple(f(cx) for f in self.preempt_keys) + (-s.adm_seq,)
+                if bestk is None or k < bestk:
+                    best, bestk = part, k
+        finally:
+            cx.attrs, cx.sess, cx.var, cx.job = saved
+        return best
+
+
+def find_part(s, pool: Pool):
+    for h in reversed(s.holds):
+        for part in h.parts:
+            if part.pool is pool:
+                return part
+    return None
+
+
+def _cache_amount(sim, h: Hold):
+    st = h.stmt
+    if st.cache is None:
+        return None
+    cx = sim.cx
+    s = h.sess
+    saved = (cx.attrs, cx.sess, cx.draw, cx.var)
+    cx.attrs, cx.sess, cx.draw, cx.var = s.attrs, s, s.src, {}
+    try:
+        return st.cache(cx)
+    finally:
+        cx.attrs, cx.sess, cx.draw, cx.var = saved
+
+
+def release_part(sim, part: Part, ell) -> None:
+    pool = part.pool
+    s = part.hold.sess
+    pool.used -= part.alloc
+    pool.holders.remove(part)
+    kept = 0.0
+    if ell is not None:
+        comp = part.pos if part.advanced else part.alloc
+        kept = rounddown(min(ell, comp), pool.block)
+        if kept > EPS:
+            pool.put_entry(s.serial, kept, s.attrs)
+        else:
+            kept = 0.0
+    if s.growth is not None and s.growth[0] is part:
+        if s in pool.growers:
+            pool.growers.remove(s)
+        s.growth = None
+    if sim.rec is not None:
+        sim.rec["released"].append([s.serial, pool.name, kept])
+
+
+def release_hold(sim, h: Hold, cache: bool = True) -> None:
+    ell = _cache_amount(sim, h) if cache else None
+    for part in list(h.parts):
+        release_part(sim, part, ell)
+    h.parts = []
+
+
+def release_early(sim, s, pool: Pool) -> None:
+    """`release P;`: the innermost hold's allocation of P goes now, caching per its clause."""
+    for h in reversed(s.holds):
+        for part in h.parts:
+            if part.pool is pool:
+                ell = _cache_amount(sim, h)
+                release_part(sim, part, ell)
+                h.parts.remove(part)
+                return
+
+
+def scope_end(sim, s, h: Hold) -> None:
+    """The end of a hold's body: release with caching, reset `computed`, record completion."""
+    from serq_fast.engine import COMPUTED
+
+    release_hold(sim, h, cache=True)
+    if s.holds and s.holds[-1] is h:
+        s.holds.pop()
+    elif h in s.holds:
+        s.holds.remove(h)
+    s.attrs[COMPUTED] = 0.0
+    for pool in h.pools:
+        s.prepos.pop(pool.idx, None)
+    req = h.request
+    if req is not None:
+        req.done = sim.now
+        resp = sim.now - req.submit
+        sim.client_record("response", resp, s)
+        if req.output > 1 and req.first is not None:
+            sim.client_record("tpot", (resp - (req.first - req.submit)) / (req.output - 1), s)
+        if sim.records is not None and sim.measuring:
+            sim.records.append(req)
+
+
+def detach(sim, s) -> None:
+    """Take the session out of any queue, stage or growers list it is in."""
+    if s.pending is not None:
+        h = s.pending
+        h.pools[0].remove_from_queue(h)
+        s.pending = None
+    if s.job is not None:
+        s.job.stage.detach(s.job)
+        s.job = None
+    if s.growth is not None:
+        part = s.growth[0]
+        if s in part.pool.growers:
+            part.pool.growers.remove(s)
+        s.growth = None
+
+
+def preempt(sim, part: Part, pool: Pool) -> None:
+    """§11.7 preempt(victim): cache up to the position, back to the hold statement, requeue."""
+    from serq_fast.engine import COMPUTED
+
+    h = part.hold
+    s = h.sess
+    job = s.job
+    if job is not None and job.stage.kind == "step":
+        job.stage.unassign(job)  # a victim already served returns its tokens, position restored
+    computed = part.pos
+    prev = s.prepos.get(pool.idx)
+    if prev is not None and computed <= prev and not s.stuck:
+        s.stuck = True
+        pool.stuck += 1
+    s.prepos[pool.idx] = computed
+    s.attrs[COMPUTED] = computed
+    if sim.rec is not None:
+        sim.rec["preempted"].append([s.serial, pool.name, computed])
+    detach(sim, s)
+    # release the hold and every hold nested inside it, innermost first
+    while s.holds:
+        inner = s.holds.pop()
+        release_hold(sim, inner, cache=True)
+        if inner is h:
+            break
+    del s.frames[h.depth + 1:]
+    h.admitted = False
+    h.parts = []
+    first = h.pools[0]
+    first.enqueue(h, front=not pool.requeue_tail)
+    pool.preemptions += 1
+    sim.npreempt += 1
+
+
+def _at(at) -> str:
+    if not at:
+        return "?"
+    return f"{at[0]}:{at[1]}:{at[2]}"

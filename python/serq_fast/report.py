@@ -1,0 +1,145 @@
+"""The run report (language.md §11.9; schema in docs/report.md) and its text rendering."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+
+
+def _f(x):
+    """A report number: finite floats as they are, non-finite as null."""
+    if x is None:
+        return None
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x
+
+
+def build(sim) -> dict:
+    end = sim.end
+    span = end - sim.warmup if end > sim.warmup else 0.0
+    client = {k: {kk: _f(vv) for kk, vv in v.summary().items()} for k, v in sim.client.items()}
+    observe = {}
+    for name, st in zip(sim.observe_names, sim.obs_stats):
+        s = st.summary(with_cv2=True)
+        observe[name] = {k: _f(s[k]) for k in ("count", "mean", "ci", "cv2", "p50", "p99")}
+    stages = []
+    for st in sim.stages:
+        stages.append({
+            "name": st.name,
+            "utilization": _f(st.ta_util.mean(end)),
+            "mean_number": _f(st.ta_number.mean(end)),
+            "throughput": _f(st.completed / span) if span > 0 else None,
+            "completed": st.completed,
+            "mean_wait": _f(st.wait_sum / st.wait_n) if st.wait_n else None,
+            "mean_service": _f(st.service_sum / st.service_n) if st.service_n else None,
+            "iterations": st.iterations,
+        })
+    pools = []
+    for p in sim.pools:
+        pools.append({
+            "name": p.name,
+            "mean_used": _f(p.ta_used.mean(end)),
+            "mean_cached": _f(p.ta_cached.mean(end)),
+            "mean_queue": _f(p.ta_queue.mean(end)),
+            "admissions": p.admissions,
+            "evicted_units": _f(p.evicted_units),
+            "preemptions": p.preemptions,
+            "rejected": p.rejected,
+        })
+    return {
+        "run": {
+            "horizon": _f(sim.horizon),
+            "end": _f(end),
+            "warmup": sim.warmup,
+            "seed": sim.seed,
+            "events": sim.events,
+            "arrivals": sim.narrivals,
+            "turns": sim.turns,
+            "ended": sim.ended,
+            "mean_live": _f(sim.ta_live.mean(end)),
+        },
+        "client": client,
+        "observe": observe,
+        "stages": stages,
+        "pools": pools,
+    }
+
+
+def to_json(rep: dict) -> str:
+    return json.dumps(rep, indent=2, allow_nan=False)
+
+
+def _num(x, width=10):
+    if x is None:
+        return "-".rjust(width)
+    if isinstance(x, int):
+        return str(x).rjust(width)
+    if x != 0 and (abs(x) >= 1e6 or abs(x) < 1e-3):
+        return f"{x:.4g}".rjust(width)
+    return f"{x:.4f}".rjust(width)
+
+
+def _ci(x, width=10):
+    return ("±inf" if x is None else "±" + _num(x, 0).strip()).rjust(width)
+
+
+def to_text(rep: dict) -> str:
+    r = rep["run"]
+    out = [
+        f"run: horizon {r['horizon']}  end {r['end']:.6g}  warmup {r['warmup']:g}  seed {r['seed']}  "
+        f"events {r['events']}  arrivals {r['arrivals']}  turns {r['turns']}  ended {r['ended']}  "
+        f"mean_live {_num(r['mean_live'], 0)}",
+        "",
+    ]
+    rows = [(k, v) for k, v in rep["client"].items()]
+    out.append(f"{'client':<16}{'count':>10}{'mean':>10}{'95% CI':>10}{'p50':>10}{'p99':>10}")
+    for k, v in rows:
+        out.append(f"{k:<16}{v['count']:>10}{_num(v['mean'])}{_ci(v['ci'])}{_num(v['p50'])}{_num(v['p99'])}")
+    if rep["observe"]:
+        out.append("")
+        out.append(f"{'observe':<16}{'count':>10}{'mean':>10}{'95% CI':>10}{'cv2':>10}{'p50':>10}{'p99':>10}")
+        for k, v in rep["observe"].items():
+            out.append(f"{k:<16}{v['count']:>10}{_num(v['mean'])}{_ci(v['ci'])}{_num(v['cv2'])}"
+                       f"{_num(v['p50'])}{_num(v['p99'])}")
+    out.append("")
+    out.append(f"{'stage':<16}{'number':>10}{'util':>10}{'done':>10}{'thru':>10}{'wait':>10}{'service':>10}{'iters':>10}")
+    for s in rep["stages"]:
+        out.append(f"{s['name']:<16}{_num(s['mean_number'])}{_num(s['utilization'])}{s['completed']:>10}"
+                   f"{_num(s['throughput'])}{_num(s['mean_wait'])}{_num(s['mean_service'])}{s['iterations']:>10}")
+    if rep["pools"]:
+        out.append("")
+        out.append(f"{'pool':<16}{'used':>10}{'cached':>10}{'queue':>10}{'admits':>10}{'evicted':>10}{'preempt':>10}{'reject':>10}")
+        for p in rep["pools"]:
+            out.append(f"{p['name']:<16}{_num(p['mean_used'])}{_num(p['mean_cached'])}{_num(p['mean_queue'])}"
+                       f"{p['admissions']:>10}{_num(p['evicted_units'])}{p['preemptions']:>10}{p['rejected']:>10}")
+    return "\n".join(out) + "\n"
+
+
+RECORD_COLUMNS = ["session", "turn", "submit", "first_token", "completion", "ttft", "response", "prompt", "output", "hit"]
+
+
+def record_rows(reqs):
+    for q in reqs:
+        ttft = q.first - q.submit if q.first is not None else None
+        yield [q.serial, q.turn, q.submit, q.first, q.done, ttft, q.done - q.submit, q.prompt, q.output, q.hit]
+
+
+def write_records(path: str, reqs) -> None:
+    rows = list(record_rows(reqs))
+    if path.endswith(".parquet"):
+        try:
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+        except ImportError:
+            raise RuntimeError("--records *.parquet needs pyarrow (pip install 'serq[records]'); "
+                               "write a .csv path instead") from None
+        cols = {c: [r[i] for r in rows] for i, c in enumerate(RECORD_COLUMNS)}
+        pq.write_table(pa.table(cols), path)
+        return
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(RECORD_COLUMNS)
+        for r in rows:
+            w.writerow(["" if x is None else (repr(x) if isinstance(x, float) else x) for x in r])

@@ -1,0 +1,79 @@
+"""Where draws come from: live streams (docs/sessions.md) or the lists of a sessions file.
+
+A source is a callable `(dist, args, at) -> float`. Live sources draw through `serq.draws`
+and round to 12 significant digits exactly as the sessions file does, so a live run and the
+replay of its sample see the same values (up to float conversion of the same rational).
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+from serq import draws
+from serq.wire import value_from_wire
+
+from serq_fast.expr import RunError
+
+
+def _round12(x: float) -> float:
+    if not math.isfinite(x):
+        raise RunError(f"a draw produced {x!r}")
+    return float(format(x, ".12g"))
+
+
+class LiveSource:
+    """One stream of docs/sessions.md; optionally records the exact values it hands out."""
+
+    __slots__ = ("rng", "log")
+
+    def __init__(self, kind: str, *key: int, log: list | None = None) -> None:
+        self.rng = draws.make_stream(kind, *key)
+        self.log = log
+
+    def __call__(self, dist: str, args: list, at=None) -> float:
+        if dist == "det":
+            v = args[0]
+            if self.log is not None:
+                self.log.append(_exact_det(v))
+            return v
+        try:
+            x = draws.draw_float(dist, args, self.rng)
+        except draws.DrawError as exc:
+            raise RunError(str(exc)) from None
+        v = x if dist == "bernoulli" else _round12(x)
+        if self.log is not None:
+            self.log.append(str(Fraction(int(x)) if dist == "bernoulli" else Fraction(format(x, ".12g"))))
+        return v
+
+
+def _exact_det(v: float) -> str:
+    if math.isinf(v):
+        return "inf" if v > 0 else "-inf"
+    return str(Fraction(v).limit_denominator(10**12))
+
+
+class ListSource:
+    """The next value of one list of a sessions file per draw (replay mode)."""
+
+    __slots__ = ("values", "i", "what")
+
+    def __init__(self, values: list, what: str) -> None:
+        self.values = [float(value_from_wire(v)) for v in values]
+        self.i = 0
+        self.what = what
+
+    def __call__(self, dist: str, args: list, at=None) -> float:
+        if self.i >= len(self.values):
+            where = f" at {at[0]}:{at[1]}:{at[2]}" if at else ""
+            raise RunError(f"replay: {self.what} needs more draws than the sessions file holds{where}")
+        v = self.values[self.i]
+        self.i += 1
+        return v
+
+    def leftover(self) -> int:
+        return len(self.values) - self.i
+
+
+def no_draw(dist: str, args: list, at=None) -> float:
+    raise RunError(f"a draw ~{dist} where no stream applies")

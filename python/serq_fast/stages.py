@@ -1,0 +1,806 @@
+"""Stages: fifo(c), delay, ps(φ) (language.md §11.5) and the step engine (§11.6).
+
+The step engine's iteration (`Engine.start_iteration`) follows the §11.6 pseudo-code: the
+budget and the schedule's `let`s are read once from the residents before the iteration; the
+`advance` statement serves residents in the serving order as it stands now (each at most once;
+decodes one token, prefills up to the per-run cap); `admit` admits the head of a pool the engine
+admits only with budget left and no preemption in this iteration, runs the admitted session at
+once and serves it in the same iteration; growth that fails preempts (§11.7) or stalls.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections import deque
+
+from serq_fast.expr import RunError, compile_expr
+from serq_fast.stats import TimeAverage
+
+EPS = 1e-9
+INF = math.inf
+
+
+class Job:
+    __slots__ = ("sess", "stage", "left", "mode", "growpart", "hold", "enq", "start", "stalled",
+                 "resident", "fin_t", "tag", "dead", "work", "ps_order")
+
+    def __init__(self, sess, stage, work, mode):
+        self.sess = sess
+        self.stage = stage
+        self.left = work
+        self.work = work
+        self.mode = mode
+        self.growpart = None
+        self.hold = None
+        self.enq = stage.sim.now
+        self.start = None
+        self.stalled = False
+        self.resident = False
+        self.fin_t = None
+        self.tag = 0.0
+        self.dead = False
+        self.ps_order = 0
+
+    def key(self, name: str) -> float:
+        if name == "decoding":
+            return 1.0 if self.mode == "decode" else 0.0
+        if name == "admission":
+            return float(self.sess.adm_seq)
+        if name == "remaining":
+            return self.left
+        raise RunError(f"unknown per-request key {name}")
+
+
+def make_stage(idx: int, st: dict, sim):
+    kind = st["kind"]
+    if kind == "fifo":
+        return FifoStage(idx, st, sim)
+    if kind == "delay":
+        return DelayStage(idx, st, sim)
+    if kind == "ps":
+        return PsStage(idx, st, sim)
+    if kind == "step":
+        return Engine(idx, st, sim)
+    raise RunError(f"unknown stage kind {kind}")
+
+
+def _request_hold(s):
+    for h in reversed(s.holds):
+        if h.request is not None:
+            return h
+    return None
+
+
+class Stage:
+    kind = "?"
+    memory = None
+
+    def __init__(self, idx, st, sim):
+        self.idx = idx
+        self.name = st["name"]
+        self.spec = st
+        self.sim = sim
+        self.completed = 0
+        self.wait_sum = 0.0
+        self.wait_n = 0
+        self.service_sum = 0.0
+        self.service_n = 0
+        self.iterations = 0
+        self.ta_number = TimeAverage()
+        self.ta_util = TimeAverage()
+        self.changed = False
+
+    def link(self, sim) -> None:
+        pass
+
+    def reset_averages(self, t):
+        self.ta_number.reset(t)
+        self.ta_util.reset(t)
+
+    def present(self) -> int:
+        raise NotImplementedError
+
+    def sample(self, now):
+        n = self.present()
+        self.ta_number.set(now, n)
+        self.ta_util.set(now, 1.0 if n > 0 else 0.0)
+
+    def event_valid(self, ev) -> bool:
+        return not ev[4].dead
+
+    def _new_job(self, s, w, mode):
+        return Job(s, self, w, mode)
+
+    def submit(self, s, w, mode, growing):
+        from serq_fast.engine import STAGE
+
+        job = self._new_job(s, w, mode)
+        if w <= 0:
+            self._zero(job)
+            return
+        s.status = STAGE
+        s.where = self
+        s.job = job
+        self._accept(job)
+
+    def _zero(self, job):
+        """A zero-work run completes at once (§11.5): no event, the session stays ready."""
+        sim = self.sim
+        job.start = sim.now
+        self._stats(job)
+        if sim.rec is not None:
+            sim.rec["finished"].append([self.name, job.sess.serial])
+
+    def _stats(self, job):
+        sim = self.sim
+        if sim.measuring:
+            self.completed += 1
+            self.wait_sum += job.start - job.enq
+            self.wait_n += 1
+            self.service_sum += sim.now - job.start
+            self.service_n += 1
+
+    def complete(self, job):
+        sim = self.sim
+        s = job.sess
+        s.job = None
+        self._stats(job)
+        if sim.rec is not None:
+            sim.rec["finished"].append([self.name, s.serial])
+        sim.make_ready(s)
+
+    def observe(self, f, cx):
+        if f == "queue":
+            return float(self.present())
+        if f == "busy":
+            return float(self.busy())
+        if f == "work":
+            return self.work_left()
+        raise RunError(f"observable {f} of stage {self.name}")
+
+    def summary_extra(self):
+        return {}
+
+
+class FifoStage(Stage):
+    kind = "fifo"
+
+    def __init__(self, idx, st, sim):
+        super().__init__(idx, st, sim)
+        self.servers = int(st.get("servers", 1))
+        self.waiting = deque()
+        self.active: list = []
+
+    def present(self):
+        return len(self.waiting) + len(self.active)
+
+    def busy(self):
+        return len(self.active)
+
+    def work_left(self):
+        now = self.sim.now
+        return sum(j.left for j in self.waiting) + sum(j.fin_t - now for j in self.active)
+
+    def _accept(self, job):
+        if len(self.active) < self.servers:
+            self._start(job)
+        else:
+            self.waiting.append(job)
+
+    def _start(self, job):
+        from serq_fast.engine import EV_FINISH
+
+        sim = self.sim
+        job.start = sim.now
+        job.fin_t = sim.now + job.left
+        self.active.append(job)
+        sim.push(job.fin_t, EV_FINISH, self, job)
+
+    def finish_event(self, ev):
+        job = ev[4]
+        self.active.remove(job)
+        job.dead = True
+        self.complete(job)
+        if self.waiting and len(self.active) < self.servers:
+            self._start(self.waiting.popleft())
+
+    def detach(self, job):
+        job.dead = True
+        if job in self.active:
+            self.active.remove(job)
+            if self.waiting and len(self.active) < self.servers:
+                self._start(self.waiting.popleft())
+        else:
+            self.waiting.remove(job)
+
+
+class DelayStage(Stage):
+    kind = "delay"
+
+    def __init__(self, idx, st, sim):
+        super().__init__(idx, st, sim)
+        self.active: dict = {}  # job -> None, in start order
+
+    def present(self):
+        return len(self.active)
+
+    busy = present
+
+    def work_left(self):
+        now = self.sim.now
+        return sum(j.fin_t - now for j in self.active)
+
+    def _accept(self, job):
+        from serq_fast.engine import EV_FINISH
+
+        sim = self.sim
+        job.start = sim.now
+        job.fin_t = sim.now + job.left
+        self.active[job] = None
+        sim.push(job.fin_t, EV_FINISH, self, job)
+
+    def finish_event(self, ev):
+        job = ev[4]
+        del self.active[job]
+        job.dead = True
+        self.complete(job)
+
+    def detach(self, job):
+        job.dead = True
+        self.active.pop(job, None)
+
+
+class PsStage(Stage):
+    """Processor sharing with a virtual clock (§11.5); at most one pending finish event."""
+
+    kind = "ps"
+
+    def __init__(self, idx, st, sim):
+        super().__init__(idx, st, sim)
+        self.jobs: list = []
+        self.v = 0.0
+        self.t_last = 0.0
+        self.rate = 0.0
+        self.pending = None  # seq of the pending finish event
+        self.order = 0
+
+    def link(self, sim):
+        self.cap_fn = compile_expr(self.spec["capacity"], sim)
+
+    def present(self):
+        return len(self.jobs)
+
+    busy = present
+
+    def work_left(self):
+        v = self.v + self.rate * (self.sim.now - self.t_last)
+        return sum(j.tag - v for j in self.jobs)
+
+    def _advance(self):
+        now = self.sim.now
+        self.v += self.rate * (now - self.t_last)
+        self.t_last = now
+
+    def _accept(self, job):
+        self._advance()
+        job.start = self.sim.now
+        job.tag = self.v + job.left
+        self.order += 1
+        job.ps_order = self.order
+        self.jobs.append(job)
+        self.changed = True
+
+    def event_valid(self, ev):
+        return ev[1] == self.pending
+
+    def reschedule(self):
+        from serq_fast.engine import EV_FINISH
+
+        sim = self.sim
+        self.changed = False
+        self._advance()
+        n = len(self.jobs)
+        if n == 0:
+            self.pending = None
+            self.rate = 0.0
+            return
+        cx = sim.cx
+        saved = (cx.attrs, cx.sess, cx.var, cx.draw)
+        cx.attrs, cx.sess, cx.var, cx.draw = [], None, {"present": float(n)}, sim.machine_src
+        try:
+            phi = self.cap_fn(cx)
+        finally:
+            cx.attrs, cx.sess, cx.var, cx.draw = saved
+        if not phi > 0:
+            raise RunError(f"ps stage {self.name}: capacity {phi} is not positive")
+        self.rate = phi / n
+        j = min(self.jobs, key=lambda x: (x.tag, x.ps_order))
+        t = sim.now + max(0.0, j.tag - self.v) / self.rate
+        self.pending = sim.push(t, EV_FINISH, self, j)
+
+    def finish_event(self, ev):
+        self._advance()
+        job = min(self.jobs, key=lambda x: (x.tag, x.ps_order))
+        self.v = max(self.v, job.tag)
+        self.jobs.remove(job)
+        job.dead = True
+        self.pending = None
+        self.changed = True
+        self.complete(job)
+
+    def detach(self, job):
+        self._advance()
+        job.dead = True
+        if job in self.jobs:
+            self.jobs.remove(job)
+        self.changed = True
+
+
+class Iteration:
+    __slots__ = ("assign", "left", "budget", "pre0", "admitted", "served", "end", "seq", "no_admit",
+                 "start", "stopped")
+
+    def __init__(self, pre0):
+        self.assign: list = []  # [job, tokens, attention, position before]
+        self.left = 0.0
+        self.budget = 0.0
+        self.pre0 = pre0
+        self.admitted = 0
+        self.served: set = set()
+        self.end = None
+        self.seq = None
+        self.no_admit = False
+        self.start = 0.0
+        self.stopped = False
+
+
+class Engine(Stage):
+    """A step stage: continuous batching under a per-iteration token budget (§11.6)."""
+
+    kind = "step"
+
+    def __init__(self, idx, st, sim):
+        super().__init__(idx, st, sim)
+        self.memory = st.get("memory")
+        self.residents: list = []
+        self.adm_keys: list = []
+        self.iter = None  # the iteration in flight
+        self.cur = None  # the iteration being formed, then in flight (engine values)
+        self.registers: list = []
+        self.locals: list = []
+
+    def link(self, sim):
+        st = self.spec
+        c = lambda e: compile_expr(e, sim) if e is not None else None  # noqa: E731
+        self.budget_fn = c(st["budget"])
+        self.granule_fn = c(st.get("granule"))
+        self.cost_fn = c(st["cost"])
+        self.let_fns = [c(x["expr"]) for x in st.get("lets", [])]
+        self.reg_inits = [c(x["init"]) for x in st.get("registers", [])]
+        self.schedule = [self._compile_s(x, sim) for x in st["schedule"]]
+        self.admits = [p for p in sim.pools if p.admitted_by == self.idx]
+        cx = sim.cx
+        cx.eng = self
+        cx.attrs = []
+        cx.draw = sim.machine_src
+        self.registers = [f(cx) for f in self.reg_inits]
+        cx.eng = None
+
+    def _compile_s(self, x, sim):
+        c = lambda e: compile_expr(e, sim) if e is not None else None  # noqa: E731
+        op = x["op"]
+        if op == "advance":
+            order = x.get("order") or {"kind": "admission"}
+            keys = None
+            if order["kind"] == "decode_first":
+                keys = [lambda cx: 0.0 if cx.job.mode == "decode" else 1.0]
+            elif order["kind"] == "by":
+                keys = [c(k) for k in order["keys"]]
+            return ("advance", c(x.get("only")), keys, c(x.get("each")))
+        if op == "admit":
+            return ("admit", c(x.get("only")), c(x.get("while")), c(x.get("each")))
+        if op == "exclusive_prefill":
+            return ("exclusive", c(x.get("each")))
+        if op == "branch":
+            return ("branch", c(x["cond"]), [self._compile_s(y, sim) for y in x.get("then", [])],
+                    [self._compile_s(y, sim) for y in (x.get("else") or [])])
+        if op == "set":
+            return ("set", x["register"], c(x["expr"]))
+        raise RunError(f"unknown schedule statement {op}")
+
+    # ------------------------------------------------------------ observables / values
+
+    def present(self):
+        return len(self.residents)
+
+    def busy(self):
+        return len(self.iter.assign) if self.iter is not None else 0
+
+    def work_left(self):
+        return sum(j.left for j in self.residents)
+
+    def observe(self, f, cx):
+        if f == "budget_left":
+            al = cx.admit_left
+            if al is not None and al[0] == self.idx:
+                return al[1]
+            return self._budget_left_outside(cx)
+        return super().observe(f, cx)
+
+    def _budget_left_outside(self, cx):
+        saved = (cx.eng, cx.attrs, cx.sess)
+        cx.eng = self
+        try:
+            b = self.budget_fn(cx)
+        finally:
+            cx.eng, cx.attrs, cx.sess = saved
+        want = sum((min(1.0, j.left) if j.mode == "decode" else j.left) for j in self.residents)
+        return max(0.0, b - want)
+
+    def has_work(self):
+        if self.residents:
+            return True
+        return any(p.qlen() > 0 for p in self.admits)
+
+    def _kv(self, jobs, decode):
+        tot = 0.0
+        for j in jobs:
+            if (j.mode == "decode") == decode and j.growpart is not None and j.growpart.pool.idx == self.memory:
+                tot += j.growpart.alloc
+        return tot
+
+    def value(self, name):
+        it = self.cur
+        if name == "running.count":
+            return float(len(self.residents))
+        if name == "running.decoding":
+            return float(sum(1 for j in self.residents if j.mode == "decode"))
+        if name == "running.kv_decode":
+            return self._kv(self.residents, True)
+        if name == "running.kv_prefill":
+            return self._kv(self.residents, False)
+        if name == "running.preempted":
+            return float(self.sim.npreempt - it.pre0) if it is not None else 0.0
+        if name == "waiting.count":
+            return float(sum(p.qlen() for p in self.admits))
+        if name == "waiting.admitted":
+            return float(it.admitted) if it is not None else 0.0
+        if it is None:
+            return 0.0
+        if name == "batch.tokens":
+            return float(sum(a[1] for a in it.assign))
+        if name == "batch.prefilled":
+            return float(sum(a[1] for a in it.assign if a[0].mode == "prefill"))
+        if name == "batch.decoding":
+            return float(sum(1 for a in it.assign if a[0].mode == "decode"))
+        if name == "batch.kv_decode":
+            return self._kv([a[0] for a in it.assign], True)
+        if name == "batch.kv_prefill":
+            return self._kv([a[0] for a in it.assign], False)
+        if name == "batch.attention":
+            return float(sum(a[2] for a in it.assign))
+        raise RunError(f"unknown engine value {name}")
+
+    # ------------------------------------------------------------ jobs
+
+    def submit(self, s, w, mode, growing):
+        from serq_fast.engine import STAGE
+        from serq_fast.pools import find_part
+
+        sim = self.sim
+        if w != math.floor(w):
+            raise RunError(f"engine {self.name}: work {w} is not a whole number of tokens")
+        job = Job(s, self, w, mode)
+        job.hold = _request_hold(s)
+        if growing is not None:
+            pool = sim.pools[growing]
+            job.growpart = find_part(s, pool)
+            if job.growpart is None:
+                raise RunError(f"run {self.name} growing {pool.name}: the session holds no {pool.name}")
+        if w <= 0:
+            self._zero(job)
+            if mode == "prefill":
+                self._first_token(job)
+            return
+        s.status = STAGE
+        s.where = self
+        s.job = job
+        job.resident = True
+        k = s.adm_seq
+        i = bisect.bisect_right(self.adm_keys, k)
+        self.adm_keys.insert(i, k)
+        self.residents.insert(i, job)
+
+    def _first_token(self, job):
+        h = job.hold
+        if h is None:
+            return
+        req = h.request
+        if req.first is None:
+            req.first = self.sim.now
+            self.sim.client_record("ttft", req.first - req.submit, job.sess)
+
+    def _remove_resident(self, job):
+        i = self.residents.index(job)
+        del self.residents[i]
+        del self.adm_keys[i]
+        job.resident = False
+
+    def detach(self, job):
+        job.dead = True
+        if job.resident:
+            self.unassign(job)
+            self._remove_resident(job)
+
+    def unassign(self, job):
+        """A victim already served this iteration leaves the batch; its tokens return (§11.6)."""
+        it = self.cur
+        if it is None:
+            return
+        for i, a in enumerate(it.assign):
+            if a[0] is job:
+                del it.assign[i]
+                it.left += a[1]
+                if job.growpart is not None:
+                    job.growpart.pos = a[3]
+                return
+
+    def iter_end(self):
+        sim = self.sim
+        it = self.iter
+        self.iter = None
+        self.cur = None
+        done = []
+        for a in it.assign:
+            job = a[0]
+            job.left -= a[1]
+            if job.left <= EPS:
+                done.append(job)
+        for job in done:
+            self._remove_resident(job)
+            job.dead = True
+            if job.mode == "prefill":
+                self._first_token(job)
+            self.complete(job)
+
+    # ------------------------------------------------------------ the iteration
+
+    def _next(self, keys, it):
+        """The first resident in the serving order as it stands now, not yet served."""
+        if keys is None:
+            for j in self.residents:
+                if j not in it.served:
+                    return j
+            return None
+        cx = self.sim.cx
+        best, bestk = None, None
+        for j in self.residents:
+            if j in it.served:
+                continue
+            cx.job, cx.attrs, cx.sess = j, j.sess.attrs, j.sess
+            k = tuple(f(cx) for f in keys) + (j.sess.adm_seq,)
+            if bestk is None or k < bestk:
+                best, bestk = j, k
+        cx.job, cx.attrs, cx.sess = None, [], None
+        return best
+
+    def _serve(self, job, cap, only):
+        """Serve one resident (§11.6 loop body): 'ok', 'skip' or 'self' (it preempted itself)."""
+        sim = self.sim
+        it = self.cur
+        it.served.add(job)
+        cx = sim.cx
+        if only is not None:
+            cx.job, cx.attrs, cx.sess = job, job.sess.attrs, job.sess
+            v = only(cx)
+            cx.job, cx.attrs, cx.sess = None, [], None
+            if v == 0:
+                return "skip"
+        if job.mode == "decode":
+            want = min(1.0, job.left)
+        else:
+            want = min(job.left, cap)
+        tokens = min(want, it.left)
+        if self.granule_fn is not None and job.mode != "decode" and tokens < job.left:
+            g = self.granule_fn(cx)
+            if g > 0:
+                tokens = math.floor(tokens / g + EPS) * g
+                if tokens <= 0:
+                    it.no_admit = True
+                    return "skip"
+        if tokens <= 0:
+            return "skip"
+        att = 0.0
+        part = job.growpart
+        pos0 = None
+        if part is not None:
+            if job.stalled:
+                return "skip"
+            need = part.pos + tokens - part.alloc
+            if need > EPS:
+                res = part.pool.grow(part, need, job)
+                if res == "preempted":
+                    return "self"
+                if res == "stalled":
+                    return "skip"
+            pos0 = part.pos
+            if job.mode == "prefill":
+                att = tokens * (part.pos + tokens / 2.0)
+            part.pos += tokens
+            part.advanced = True
+        elif job.mode == "prefill":
+            att = tokens * tokens / 2.0
+        it.assign.append([job, tokens, att, pos0])
+        it.left -= tokens
+        if job.start is None:
+            job.start = sim.now
+        return "ok"
+
+    def _each(self, f):
+        if f is None:
+            return INF
+        v = f(self.sim.cx)
+        if v <= 0:
+            return INF  # the kernel's 0 means "no cap"
+        return v
+
+    def _run_schedule(self, stmts):
+        sim = self.sim
+        cx = sim.cx
+        it = self.cur
+        for st in stmts:
+            if it.stopped:
+                return
+            op = st[0]
+            if op == "advance":
+                _, only, keys, each = st
+                cap = self._each(each)
+                while True:
+                    if it.left <= 0:
+                        it.stopped = True
+                        return
+                    job = self._next(keys, it)
+                    if job is None:
+                        break
+                    if self._serve(job, cap, only) == "self":
+                        it.stopped = True  # a grower that preempts itself ends the running loop
+                        return
+                    if it.left <= 0:
+                        it.stopped = True
+                        return
+            elif op == "admit":
+                _, only, guard, each = st
+                cap = self._each(each)
+                while True:
+                    if it.left <= 0 or sim.npreempt != it.pre0 or it.no_admit:
+                        break
+                    if guard is not None and guard(cx) == 0:
+                        break
+                    if not self._admit_one(only):
+                        break
+                    while True:
+                        job = self._next(None, it)
+                        if job is None:
+                            break
+                        r = self._serve(job, cap, None)
+                        if r == "self":
+                            it.stopped = True
+                            return
+                        if it.left <= 0:
+                            it.stopped = True
+                            return
+            elif op == "exclusive":
+                self._exclusive(self._each(st[1]))
+                it.stopped = True
+                return
+            elif op == "branch":
+                v = st[1](cx)
+                if v != 0 and v != 1:
+                    raise RunError(f"engine {self.name}: a schedule guard must be 0 or 1, got {v}")
+                self._run_schedule(st[2] if v == 1 else st[3])
+            elif op == "set":
+                self.registers[st[1]] = st[2](cx)
+
+    def _exclusive(self, cap):
+        it = self.cur
+        pre = [j for j in self.residents if j.mode != "decode" and j not in it.served]
+        if pre:
+            for j in self.residents:
+                if j is not pre[0]:
+                    it.served.add(j)
+            self._serve(pre[0], cap, None)
+            return
+        if self.sim.npreempt == it.pre0 and not it.no_admit:
+            saved = it.left
+            it.left = it.budget
+            if self._admit_one(None):
+                new = self._next(None, it)
+                if new is not None and new.mode != "decode":
+                    for j in self.residents:
+                        if j is not new:
+                            it.served.add(j)
+                    self._serve(new, cap, None)
+                    return
+            it.left = saved
+        while True:
+            j = self._next(None, it)
+            if j is None or it.left <= 0:
+                return
+            if self._serve(j, cap, None) == "self":
+                return
+
+    def _admit_one(self, only) -> bool:
+        sim = self.sim
+        cx = sim.cx
+        it = self.cur
+        for pool in self.admits:
+            h = pool.head()
+            if h is None:
+                continue
+            if only is not None:
+                cx.attrs, cx.sess = h.sess.attrs, h.sess
+                v = only(cx)
+                cx.attrs, cx.sess = [], None
+                if v == 0:
+                    return False
+            cx.admit_left = (self.idx, it.left)
+            try:
+                ok = pool.try_admit(h)
+            finally:
+                cx.admit_left = None
+            if not ok:
+                return False
+            it.admitted += 1
+            s = h.sess
+            if sim.ready and sim.ready[-1] is s:
+                sim.ready.pop()
+            saved = (cx.attrs, cx.sess, cx.draw, cx.eng, cx.var, cx.job, cx.at)
+            try:
+                sim.exec_session(s)
+            finally:
+                cx.attrs, cx.sess, cx.draw, cx.eng, cx.var, cx.job, cx.at = saved
+            return True
+        return False
+
+    def start_iteration(self):
+        from serq_fast.engine import EV_ITER_END
+
+        sim = self.sim
+        cx = sim.cx
+        saved = (cx.attrs, cx.sess, cx.draw, cx.eng, cx.var, cx.job)
+        cx.attrs, cx.sess, cx.draw, cx.eng, cx.var, cx.job = [], None, sim.machine_src, self, {}, None
+        it = Iteration(sim.npreempt)
+        it.start = sim.now
+        self.cur = it
+        regs = list(self.registers)
+        try:
+            b = self.budget_fn(cx)
+            self.locals = []
+            for f in self.let_fns:
+                self.locals.append(f(cx))
+            it.budget = b
+            it.left = b
+            self._run_schedule(self.schedule)
+            preempted = sim.npreempt - it.pre0
+            if not it.assign and preempted == 0:
+                self.registers = regs
+                self.cur = None
+                return
+            cost = self.cost_fn(cx)
+        finally:
+            cx.attrs, cx.sess, cx.draw, cx.eng, cx.var, cx.job = saved
+        tokens = sum(a[1] for a in it.assign)
+        if cost != cost or cost < 0 or math.isinf(cost):
+            raise RunError(f"engine {self.name}: iteration cost {cost} is not a finite value >= 0")
+        if tokens > 0 and cost <= 0:
+            raise RunError(f"engine {self.name}: an iteration with {tokens:g} tokens costs 0")
+        it.end = sim.now + cost
+        it.seq = sim.push(it.end, EV_ITER_END, self)
+        self.iter = it
+        self.iterations += 1
+        if sim.rec is not None:
+            sim.rec["iterations"].append({
+                "stage": self.name, "start": sim.now, "end": it.end,
+                "assign": [[a[0].sess.serial, a[0].mode, a[1]] for a in it.assign],
+                "preempted": preempted, "admitted": it.admitted})

@@ -1,0 +1,91 @@
+"""The per-step observable state of docs/state.md, produced by the fast engine for lockstep.
+
+Times and values are floats here (the fast engine's own numbers); `lockstep` compares them with
+the spec's exact wire values to 1e-9 relative. Integers that the contract types as `int` are
+emitted as ints after checking they are whole (a non-whole one is itself a divergence).
+"""
+
+from __future__ import annotations
+
+import math
+
+
+def _int(x) -> int | float:
+    if isinstance(x, float) and math.isfinite(x) and x == math.floor(x):
+        return int(x)
+    return x
+
+
+def _event(ev):
+    if ev is None:
+        return None
+    from serq_fast.engine import EV_ARRIVE, EV_FINISH, EV_ITER_END
+
+    t, seq, kind, a, b = ev
+    if kind == EV_ARRIVE:
+        return {"kind": "arrive", "time": t, "seq": seq, "arg": a}
+    if kind == EV_FINISH:
+        return {"kind": "finish", "time": t, "seq": seq, "arg": [a.name, b.sess.serial]}
+    if kind == EV_ITER_END:
+        return {"kind": "iter_end", "time": t, "seq": seq, "arg": a.name}
+    return {"kind": "warmup_end", "time": t, "seq": seq, "arg": None}
+
+
+def _pool(p) -> dict:
+    entries = sorted(p.entries.values(), key=lambda e: (e.last, e.rel))
+    return {
+        "name": p.name,
+        "used": _int(p.used),
+        "cached": _int(p.cached),
+        "queue": [h.sess.serial for h in p.queue_list()],
+        "holders": [part.hold.sess.serial for part in p.holders],
+        "growers": [s.serial for s in p.growers],
+        "entries": [[e.owner, _int(e.size), e.last, e.rel] for e in entries],
+        "preemptions": p.preemptions,
+    }
+
+
+def _stage(st, sim) -> dict:
+    d = {"name": st.name, "kind": st.kind}
+    if st.kind == "step":
+        res = []
+        for j in st.residents:
+            part = j.growpart
+            res.append({"serial": j.sess.serial, "mode": j.mode, "remaining": _int(j.left),
+                        "admission": j.sess.adm_seq,
+                        "position": _int(part.pos) if part is not None else None,
+                        "allocation": _int(part.alloc) if part is not None else None})
+        d["residents"] = res
+        it = st.iter
+        d["iteration"] = None if it is None else {
+            "end": it.end, "seq": it.seq,
+            "assign": [[a[0].sess.serial, _int(a[1])] for a in it.assign]}
+        d["registers"] = list(st.registers)
+    elif st.kind == "fifo":
+        d["waiting"] = [[j.sess.serial, j.left] for j in st.waiting]
+        d["active"] = [[j.sess.serial, j.fin_t] for j in st.active]
+    elif st.kind == "delay":
+        d["active"] = [[j.sess.serial, j.fin_t] for j in st.active]
+    elif st.kind == "ps":
+        v = st.v + st.rate * (sim.now - st.t_last)
+        d["active"] = [[j.sess.serial, j.tag - v] for j in st.jobs]
+    return d
+
+
+def state_line(sim, step: int, ev) -> dict:
+    rec = sim.rec or {}
+    r = {k: v for k, v in rec.items()}
+    r["admitted"] = [[a, b, _int(c), _int(d)] for a, b, c, d in rec.get("admitted", [])]
+    r["released"] = [[a, b, _int(c)] for a, b, c in rec.get("released", [])]
+    r["evicted"] = [[a, b, _int(c)] for a, b, c in rec.get("evicted", [])]
+    r["preempted"] = [[a, b, _int(c)] for a, b, c in rec.get("preempted", [])]
+    r["iterations"] = [dict(x, assign=[[s, m, _int(t)] for s, m, t in x["assign"]]) for x in rec.get("iterations", [])]
+    return {
+        "step": step,
+        "event": _event(ev),
+        "now": sim.now,
+        "pools": [_pool(p) for p in sim.pools],
+        "stages": [_stage(st, sim) for st in sim.stages],
+        "sessions": [[serial, s.status_text()] for serial, s in sorted(sim.sessions.items())],
+        "records": r,
+    }

@@ -1,0 +1,166 @@
+"""Streaming statistics with bounded memory (language.md §11.9; the method is in docs/report.md).
+
+`Sample` keeps count, Welford mean and variance, a batch-means CI and p50/p99:
+- up to `EXACT_LIMIT` samples it stores them and everything is the exact §11.9 definition
+  (20 batches of ⌊n/20⌋ in recording order, tail dropped, half-width 2.093·sqrt(s²/20);
+  quantile = the ⌈q·n⌉-th smallest);
+- beyond, it keeps 40 running batches (merged pairwise, doubling the batch size, when all 40
+  are full) and a log-bucket quantile sketch of relative accuracy 0.5 %.
+`TimeAverage` integrates a piecewise-constant value over [warm-up, end].
+"""
+
+from __future__ import annotations
+
+import math
+
+T_20 = 2.093  # Student t, 19 degrees of freedom, 95 % two-sided
+N_BATCHES = 20
+MIN_CI_SAMPLES = 40
+EXACT_LIMIT = 1 << 16
+SKETCH_ALPHA = 0.005  # relative accuracy of a quantile once past EXACT_LIMIT
+_LOG_GAMMA = math.log((1 + SKETCH_ALPHA) / (1 - SKETCH_ALPHA))
+
+
+def _rank(q: float, n: int) -> int:
+    return min(max(math.ceil(q * n - 1e-12), 1), n)
+
+
+def _ci_of_means(means: list) -> float:
+    m = sum(means) / len(means)
+    s2 = sum((x - m) ** 2 for x in means) / (len(means) - 1)
+    return T_20 * math.sqrt(s2 / len(means))
+
+
+class Sample:
+    __slots__ = ("n", "mean", "m2", "exact", "bsum", "bsize", "bfill", "sketch", "zero", "neg")
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.mean = 0.0
+        self.m2 = 0.0
+        self.exact: list | None = []
+        self.bsum: list = []  # closed batch sums (streaming mode)
+        self.bsize = 0
+        self.bfill = [0, 0.0]  # samples and sum of the open batch
+        self.sketch: dict = {}
+        self.zero = 0
+        self.neg: dict = {}
+
+    def add(self, x: float) -> None:
+        self.n += 1
+        d = x - self.mean
+        self.mean += d / self.n
+        self.m2 += d * (x - self.mean)
+        if self.exact is not None:
+            self.exact.append(x)
+            if len(self.exact) > EXACT_LIMIT:
+                self._go_streaming()
+        else:
+            self._stream(x)
+
+    def _go_streaming(self) -> None:
+        xs, self.exact = self.exact, None
+        self.bsize = max(1, len(xs) // 40)
+        self.bsum = []
+        self.bfill = [0, 0.0]
+        for x in xs:
+            self._stream(x)
+
+    def _stream(self, x: float) -> None:
+        f = self.bfill
+        f[0] += 1
+        f[1] += x
+        if f[0] == self.bsize:
+            self.bsum.append(f[1])
+            self.bfill = [0, 0.0]
+            if len(self.bsum) == 40:  # merge pairwise: 20 batches of twice the size
+                self.bsum = [self.bsum[i] + self.bsum[i + 1] for i in range(0, 40, 2)]
+                self.bsize *= 2
+        if x > 0:
+            i = math.ceil(math.log(x) / _LOG_GAMMA)
+            self.sketch[i] = self.sketch.get(i, 0) + 1
+        elif x == 0:
+            self.zero += 1
+        else:
+            i = math.ceil(math.log(-x) / _LOG_GAMMA)
+            self.neg[i] = self.neg.get(i, 0) + 1
+
+    def cv2(self) -> float | None:
+        if self.n < 2 or self.mean == 0:
+            return None
+        return (self.m2 / (self.n - 1)) / (self.mean * self.mean)
+
+    def ci(self) -> float | None:
+        if self.n < MIN_CI_SAMPLES:
+            return None
+        if self.exact is not None:
+            b = self.n // N_BATCHES
+            xs = self.exact
+            means = [sum(xs[i * b:(i + 1) * b]) / b for i in range(N_BATCHES)]
+        else:
+            k = len(self.bsum)  # 20 <= k < 40 closed batches of bsize samples
+            g = k // N_BATCHES
+            means = [sum(self.bsum[i * g:(i + 1) * g]) / (g * self.bsize) for i in range(N_BATCHES)]
+        return _ci_of_means(means)
+
+    def quantile(self, q: float) -> float | None:
+        if self.n == 0:
+            return None
+        r = _rank(q, self.n)
+        if self.exact is not None:
+            return sorted(self.exact)[r - 1]
+        # walk the sketch: negatives (largest magnitude first), zeros, positives
+        seen = 0
+        for i in sorted(self.neg, reverse=True):
+            seen += self.neg[i]
+            if seen >= r:
+                return -2 * math.exp(i * _LOG_GAMMA) / (1 + math.exp(_LOG_GAMMA))
+        seen += self.zero
+        if seen >= r:
+            return 0.0
+        for i in sorted(self.sketch):
+            seen += self.sketch[i]
+            if seen >= r:
+                return 2 * math.exp(i * _LOG_GAMMA) / (1 + math.exp(_LOG_GAMMA))
+        return self.mean
+
+    def summary(self, with_cv2: bool = False) -> dict:
+        out = {
+            "count": self.n,
+            "mean": self.mean if self.n else None,
+            "ci": self.ci(),
+            "p50": self.quantile(0.5),
+            "p99": self.quantile(0.99),
+        }
+        if with_cv2:
+            out["cv2"] = self.cv2()
+        return out
+
+
+class TimeAverage:
+    """∫ value dt over [start, now] for a piecewise-constant value."""
+
+    __slots__ = ("area", "t", "v", "start")
+
+    def __init__(self, start: float = 0.0) -> None:
+        self.area = 0.0
+        self.t = start
+        self.v = 0.0
+        self.start = start
+
+    def set(self, now: float, v: float) -> None:
+        if v != self.v:
+            self.area += self.v * (now - self.t)
+            self.t = now
+            self.v = v
+
+    def reset(self, now: float) -> None:
+        self.area = 0.0
+        self.t = now
+        self.start = now
+
+    def mean(self, end: float) -> float | None:
+        span = end - self.start
+        if span <= 0:
+            return None
+        return (self.area + self.v * (end - self.t)) / span

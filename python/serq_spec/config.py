@@ -1,0 +1,274 @@
+"""The configuration: the whole dynamic state of a run as plain data (language.md §11.1, oracle.md §12.3).
+
+Everything `step` reads or writes is here, including every tie-break counter (event sequence,
+admission number, release order, dead-entry keys), so `step` is a function of the Config alone.
+The static part — the program (IR) and the pre-drawn workload — is referenced by `program` and
+is not part of the serialised state. `to_json` gives the canonical JSON of the dynamic part.
+
+Conventions: times and attribute values are exact values (Fraction, ±inf); tokens, units,
+blocks, positions and counters are ints.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any, Optional
+
+from serq.wire import canonical_json
+
+from .values import wire
+
+# Session statuses (language.md §11.1): ("ready",), ("queued", pool), ("stage", stage),
+# ("growing", pool), ("ended",)
+READY = ("ready",)
+ENDED = ("ended",)
+
+
+@dataclass
+class Event:
+    """A pending event; the heap order is (time, seq)."""
+    time: Fraction
+    seq: int
+    kind: str          # "arrive" | "finish" | "iter_end" | "warmup_end"
+    arg: Any           # arrive: serial; finish: [stage, serial]; iter_end: stage; warmup_end: None
+
+    def key(self):
+        return (self.time, self.seq)
+
+    def to_json(self, names=None):
+        arg = self.arg
+        return [wire(self.time), self.seq, self.kind, list(arg) if isinstance(arg, tuple) else arg]
+
+
+@dataclass
+class Frame:
+    """A running block: statements of `block` from `pc`; `kind` says what happens at its end."""
+    block: int
+    pc: int
+    kind: str                  # "plain" | "while" | "loop" | "hold"
+    stmt: Optional[tuple]      # (block, pc) of the while/loop/hold statement owning this frame
+    stream: tuple              # ("session",) | ("init",) | ("turn", k): where its draws come from
+
+    def to_json(self):
+        return [self.block, self.pc, self.kind, list(self.stmt) if self.stmt else None, list(self.stream)]
+
+
+@dataclass
+class HoldState:
+    """An admitted hold (language.md §11.4): per pool its allocation and position."""
+    stmt: tuple                # (block, pc) of the hold statement
+    pools: list                # pool indices, in the hold's order
+    alloc: list                # allocated units per pool (block-rounded)
+    position: list             # position per pool (starts at the consumed prefix)
+    advanced: list             # whether a growing run or `load` advanced the position
+    admission: int             # admission number of this hold
+    depth: int                 # index of its body frame in the session's frames
+    stream: tuple              # draw stream of the frame that executed the hold statement
+
+    def to_json(self):
+        return {"stmt": list(self.stmt), "pools": self.pools, "alloc": self.alloc,
+                "position": self.position, "advanced": self.advanced,
+                "admission": self.admission, "depth": self.depth, "stream": list(self.stream)}
+
+
+@dataclass
+class Request:
+    """The client-metric mark of an engine call (docs/ir.md `request`): submit, first token, output."""
+    stmt: tuple
+    engine: int
+    submit: Fraction
+    output: Any
+    first: Optional[Fraction] = None
+
+    def to_json(self):
+        return {"stmt": list(self.stmt), "engine": self.engine, "submit": wire(self.submit),
+                "output": wire(self.output), "first": None if self.first is None else wire(self.first)}
+
+
+@dataclass
+class Job:
+    """A run on a stage (language.md §11.5, §11.6). `left` is work (tokens on a step engine)."""
+    serial: int
+    stage: int
+    mode: str                  # "plain" | "prefill" | "decode"
+    left: Any                  # int on a step engine, an exact value elsewhere
+    growing: Optional[int]     # pool index the run grows, or None
+    admission: int             # the owner's admission number when the job was created
+    start_order: int = 0       # stage-local start counter (ps ties, delay order)
+
+    def to_json(self):
+        return {"serial": self.serial, "stage": self.stage, "mode": self.mode,
+                "left": self.left if isinstance(self.left, int) else wire(self.left),
+                "growing": self.growing, "admission": self.admission, "start_order": self.start_order}
+
+
+@dataclass
+class Session:
+    serial: int
+    attrs: list                # values by slot
+    frames: list               # Frame stack (innermost last)
+    status: tuple
+    holds: list = field(default_factory=list)       # HoldState stack (innermost last)
+    pending: Optional[tuple] = None                 # (block, pc, stream) of the hold waiting in a queue
+    adm_seq: Optional[int] = None
+    preempt_pos: dict = field(default_factory=dict) # pool -> position at its last preemption
+    stuck: bool = False
+    trace: Optional[list] = None                    # [corpus session, next turn index]
+    cursors: dict = field(default_factory=dict)     # draw cursors: "init", "session", "turn:k"
+    turns: int = 0                                  # turn blocks started (turn stream count)
+    request: Optional[Request] = None
+    job: Optional[Job] = None
+    growth: Optional[list] = None                   # [pool, target units] of a stalled growth
+
+    def to_json(self):
+        return {"serial": self.serial, "attrs": [wire(a) for a in self.attrs],
+                "frames": [f.to_json() for f in self.frames], "status": list(self.status),
+                "holds": [h.to_json() for h in self.holds],
+                "pending": None if self.pending is None else [self.pending[0], self.pending[1], list(self.pending[2])],
+                "adm_seq": self.adm_seq,
+                "preempt_pos": [[p, v] for p, v in sorted(self.preempt_pos.items())],
+                "stuck": self.stuck, "trace": self.trace,
+                "cursors": {k: v for k, v in sorted(self.cursors.items())}, "turns": self.turns,
+                "request": None if self.request is None else self.request.to_json(),
+                "job": None if self.job is None else self.job.to_json(), "growth": self.growth}
+
+
+@dataclass
+class Entry:
+    """A cache entry: owner serial (negative for a dead entry), size, release time, release order."""
+    owner: int
+    size: int
+    last: Fraction
+    rel: int
+
+    def to_json(self):
+        return [self.owner, self.size, wire(self.last), self.rel]
+
+
+@dataclass
+class QueueItem:
+    serial: int
+    joined: Fraction
+    head: bool                 # requeued at the head after a preemption
+
+    def to_json(self):
+        return [self.serial, wire(self.joined), self.head]
+
+
+@dataclass
+class PoolState:
+    used: int = 0
+    entries: list = field(default_factory=list)
+    holders: list = field(default_factory=list)
+    queue: list = field(default_factory=list)
+    growers: list = field(default_factory=list)
+    admissions: int = 0
+    preemptions: int = 0
+    rejected: int = 0
+    stuck: int = 0
+    evicted_units: int = 0
+
+    def cached(self) -> int:
+        return sum(e.size for e in self.entries)
+
+    def to_json(self):
+        return {"used": self.used, "entries": [e.to_json() for e in self.entries],
+                "holders": self.holders, "queue": [q.to_json() for q in self.queue],
+                "growers": self.growers, "admissions": self.admissions,
+                "preemptions": self.preemptions, "rejected": self.rejected, "stuck": self.stuck,
+                "evicted_units": self.evicted_units}
+
+
+@dataclass
+class Assign:
+    """One entry of an iteration's batch: tokens of a resident, its position before the chunk."""
+    serial: int
+    mode: str
+    tokens: int
+    pos_before: Optional[int]
+
+    def to_json(self):
+        return [self.serial, self.mode, self.tokens, self.pos_before]
+
+
+@dataclass
+class StageState:
+    kind: str
+    jobs: list = field(default_factory=list)      # step: residents (admission order); delay/ps/fifo: active
+    waiting: list = field(default_factory=list)   # fifo: waiting jobs
+    finish: dict = field(default_factory=dict)    # fifo/delay: serial -> finish time
+    tags: dict = field(default_factory=dict)      # ps: serial -> finish tag
+    v: Fraction = Fraction(0)                     # ps virtual clock
+    t_last: Fraction = Fraction(0)                # ps: time v was last advanced
+    dirty: bool = False                           # ps: job set changed since the last reschedule
+    iteration: Optional[dict] = None              # step: {"end", "seq", "assign": [Assign]}
+    registers: list = field(default_factory=list)
+    next_start: int = 0
+
+    def to_json(self):
+        it = None
+        if self.iteration is not None:
+            it = {"end": wire(self.iteration["end"]), "seq": self.iteration["seq"],
+                  "assign": [a.to_json() for a in self.iteration["assign"]]}
+        return {"kind": self.kind, "jobs": [j.to_json() for j in self.jobs],
+                "waiting": [j.to_json() for j in self.waiting],
+                "finish": [[s, wire(t)] for s, t in self.finish.items()],
+                "tags": [[s, wire(t)] for s, t in self.tags.items()],
+                "v": wire(self.v), "t_last": wire(self.t_last), "dirty": self.dirty,
+                "iteration": it, "registers": [wire(r) for r in self.registers],
+                "next_start": self.next_start}
+
+
+@dataclass
+class Counters:
+    next_seq: int = 0          # event sequence (ties of equal-time events)
+    next_adm: int = 0          # admission numbers (residents' order, lifo victims)
+    next_rel: int = 0          # release order (LRU ties)
+    next_dead: int = 1         # dead entries get owner −next_dead
+    next_serial: int = 0       # sessions spawned
+    machine: int = 0           # machine-stream draws consumed
+
+    def to_json(self):
+        return {"next_seq": self.next_seq, "next_adm": self.next_adm, "next_rel": self.next_rel,
+                "next_dead": self.next_dead, "next_serial": self.next_serial, "machine": self.machine}
+
+
+class Config:
+    """The dynamic state plus a reference to the static program (not serialised)."""
+
+    def __init__(self, program):
+        self.program = program
+        self.now = Fraction(0)
+        self.events: list[Event] = []
+        self.sessions: list[Session] = []
+        self.ready: list[int] = []
+        self.pools = [PoolState() for _ in program.pools]
+        self.stages = [StageState(kind=st["kind"]) for st in program.stages]
+        self.counters = Counters()
+        self.warm = False
+        self.steps = 0
+        self.records = new_records()
+
+    def __deepcopy__(self, memo):
+        other = Config.__new__(Config)
+        for k, v in self.__dict__.items():
+            setattr(other, k, v if k == "program" else copy.deepcopy(v, memo))
+        return other
+
+    def to_json(self) -> dict:
+        return {"now": wire(self.now), "events": [e.to_json() for e in self.events],
+                "sessions": [s.to_json() for s in self.sessions], "ready": self.ready,
+                "pools": [p.to_json() for p in self.pools],
+                "stages": [s.to_json() for s in self.stages],
+                "counters": self.counters.to_json(), "warm": self.warm, "steps": self.steps}
+
+    def canonical(self) -> str:
+        return canonical_json(self.to_json())
+
+
+def new_records() -> dict:
+    """The per-step output channel (docs/state.md RECORDS); not part of the state."""
+    return {"admitted": [], "preempted": [], "released": [], "evicted": [], "iterations": [],
+            "observations": [], "finished": []}

@@ -1,0 +1,354 @@
+"""The step engine (language.md §11.6): one iteration, its admission, its end; engine values (§4.5).
+
+Design principle (as in vLLM's scheduler): there is no prefill or decode phase. An iteration
+hands one token budget to the residents in serving order — a decode takes one token, a prefill
+up to the per-run cap — then to waiting requests admitted with the budget that is left. Growth
+happens block by block as positions advance; a growth that cannot be had preempts (§11.7).
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from . import values as V
+from .config import Assign
+from .errors import SpecError
+from .events import schedule_event
+from .expr import Env, evaluate
+from .pools import hold_of, select_head
+
+
+class IterCtx:
+    """The iteration being formed: budget left, served residents, the batch, its counts."""
+
+    def __init__(self, engine: int):
+        self.engine = engine
+        self.locals: list = []
+        self.each: dict = {}
+        self.granule = None
+        self.left = 0
+        self.served: set = set()
+        self.assign: list = []
+        self.preempted = 0
+        self.admitted = 0
+        self.stopped = False      # the budget is spent, or a grower preempted itself
+        self.no_admit = False     # a granule rounded a prefill to 0
+
+
+# -- residents -----------------------------------------------------------------------------------
+
+def add_resident(cfg, e: int, job) -> None:
+    """Residents are ordered by their owner's latest admission number (§11.2; no keep-your-place rule)."""
+    jobs = cfg.stages[e].jobs
+    i = len(jobs)
+    while i > 0 and jobs[i - 1].admission > job.admission:
+        i -= 1
+    jobs.insert(i, job)
+
+
+def memory_alloc(cfg, e: int, job) -> int:
+    """Units the job's owner holds in the engine's memory pool (0 without one)."""
+    mem = cfg.program.memory_of[e]
+    if mem is None:
+        return 0
+    h = hold_of(cfg.sessions[job.serial], mem)
+    return 0 if h is None else h.alloc[h.pools.index(mem)]
+
+
+# -- values --------------------------------------------------------------------------------------
+
+def engine_value(env: Env, name: str):
+    """`running.*`, `waiting.*`, `batch.*` of the engine being scheduled (§4.5)."""
+    cfg, e, ictx = env.cfg, env.engine, env.ictx
+    if e is None:
+        raise SpecError(f"engine value {name} read outside an engine", env.at, cfg.program.files)
+    jobs = cfg.stages[e].jobs
+    assign = ictx.assign if ictx is not None else []
+    modes = {a.serial: a.mode for a in assign}
+    byserial = {j.serial: j for j in jobs}
+    if name == "running.count":
+        return Fraction(len(jobs))
+    if name == "running.decoding":
+        return Fraction(sum(1 for j in jobs if j.mode == "decode"))
+    if name == "running.kv_decode":
+        return Fraction(sum(memory_alloc(cfg, e, j) for j in jobs if j.mode == "decode"))
+    if name == "running.kv_prefill":
+        return Fraction(sum(memory_alloc(cfg, e, j) for j in jobs if j.mode == "prefill"))
+    if name == "running.preempted":
+        return Fraction(ictx.preempted if ictx else 0)
+    if name == "waiting.count":
+        return Fraction(sum(len(cfg.pools[p].queue) for p in cfg.program.admitted_pools.get(e, [])))
+    if name == "waiting.admitted":
+        return Fraction(ictx.admitted if ictx else 0)
+    if name == "batch.tokens":
+        return Fraction(sum(a.tokens for a in assign))
+    if name == "batch.prefilled":
+        return Fraction(sum(a.tokens for a in assign if a.mode == "prefill"))
+    if name == "batch.decoding":
+        return Fraction(sum(1 for a in assign if a.mode == "decode"))
+    if name in ("batch.kv_decode", "batch.kv_prefill"):
+        mode = name.split("_")[1]
+        return Fraction(sum(memory_alloc(cfg, e, byserial[s]) for s, m in modes.items()
+                            if m == mode and s in byserial))
+    if name == "batch.attention":
+        total = Fraction(0)
+        for a in assign:
+            if a.mode == "prefill":
+                k = a.pos_before if a.pos_before is not None else 0
+                total += a.tokens * (k + Fraction(a.tokens, 2))
+        return total
+    raise SpecError(f"unknown engine value {name}", env.at, cfg.program.files)
+
+
+def job_value(env: Env, name: str):
+    """Per-request keys `decoding`, `admission`, `remaining` (§4.5)."""
+    j = env.job
+    if j is None:
+        raise SpecError(f"per-request key `{name}` read outside a resident", env.at, env.cfg.program.files)
+    if name == "decoding":
+        return Fraction(1 if j.mode == "decode" else 0)
+    if name == "admission":
+        return Fraction(j.admission)
+    if name == "remaining":
+        return Fraction(j.left)
+    raise SpecError(f"unknown per-request key {name}", env.at, env.cfg.program.files)
+
+
+def budget_left_outside(cfg, e: int):
+    """`budget_left(E)` outside E's admission: B − Σ want over residents, floored at 0 (§11.6)."""
+    ictx = IterCtx(e)
+    budget_moment(cfg, ictx)
+    cap = V.INF
+    for st in flat_schedule(cfg.program.stages[e]["schedule"]):
+        if st["op"] == "advance":
+            cap = ictx.each.get(id(st), V.INF)
+            break
+    want = 0
+    for j in cfg.stages[e].jobs:
+        want += min(1, j.left) if j.mode == "decode" else (j.left if V.is_inf(cap) else min(j.left, cap))
+    if V.is_inf(ictx.left):
+        return ictx.left
+    return Fraction(max(0, ictx.left - want))
+
+
+def flat_schedule(stmts):
+    for s in stmts:
+        yield s
+        if s["op"] == "branch":
+            yield from flat_schedule(s["then"])
+            yield from flat_schedule(s.get("else") or [])
+
+
+def whole_or_inf(v, what, cfg, at=None):
+    if V.is_inf(v):
+        if v < 0:
+            raise SpecError(f"{what} is -inf", at, cfg.program.files)
+        return v
+    if v.denominator != 1:
+        raise SpecError(f"{what} must be a whole number of tokens, got {V.wire(v)}", at, cfg.program.files)
+    return int(v)
+
+
+def budget_moment(cfg, ictx) -> None:
+    """`tokens cap`, the schedule's `let`s and `each at most` values, read once as the iteration starts."""
+    spec = cfg.program.stages[ictx.engine]
+    env = Env(cfg, engine=ictx.engine, ictx=ictx)
+    b = whole_or_inf(evaluate(spec["budget"], env), "tokens cap", cfg)
+    if not V.is_inf(b) and b < 0:
+        raise SpecError("tokens cap is negative", None, cfg.program.files)
+    ictx.left = b
+    for let in spec.get("lets", []):
+        ictx.locals.append(evaluate(let["expr"], env))
+    for st in flat_schedule(spec["schedule"]):
+        if st.get("each") is not None:
+            c = whole_or_inf(evaluate(st["each"], env), "each at most", cfg, st.get("at"))
+            if c <= 0:
+                raise SpecError("each at most must be positive", st.get("at"), cfg.program.files)
+            ictx.each[id(st)] = c
+    if spec.get("granule") is not None:
+        g = whole_or_inf(evaluate(spec["granule"], env), "granule", cfg)
+        ictx.granule = None if V.is_inf(g) else g
+
+
+# -- the iteration -------------------------------------------------------------------------------
+
+def has_work(cfg, e: int) -> bool:
+    """Residents, or a waiting head in a pool the engine admits."""
+    return bool(cfg.stages[e].jobs) or any(cfg.pools[p].queue for p in cfg.program.admitted_pools.get(e, []))
+
+
+def start_iteration(cfg, e: int) -> bool:
+    """start_iteration(E) of §11.6: form the batch; start it if it has tokens or preempted."""
+    st = cfg.stages[e]
+    spec = cfg.program.stages[e]
+    if st.iteration is not None or not has_work(cfg, e):
+        return False
+    registers_before = list(st.registers)
+    ictx = IterCtx(e)
+    budget_moment(cfg, ictx)
+    run_schedule(cfg, ictx, spec["schedule"])
+    if not ictx.assign and ictx.preempted == 0:
+        st.registers = registers_before   # no iteration: this attempt's register updates are undone
+        return False
+    env = Env(cfg, engine=e, ictx=ictx)
+    cost = evaluate(spec["cost"], env)
+    tokens = sum(a.tokens for a in ictx.assign)
+    if V.is_inf(cost) or cost < 0:
+        raise SpecError(f"engine {spec['name']}: iteration cost {V.wire(cost)}", None, cfg.program.files)
+    if tokens > 0 and cost == 0:
+        raise SpecError(f"engine {spec['name']}: an iteration with {tokens} tokens costs 0", None, cfg.program.files)
+    ev = schedule_event(cfg, cfg.now + cost, "iter_end", e)
+    st.iteration = {"end": ev.time, "seq": ev.seq, "assign": ictx.assign}
+    cfg.records["iterations"].append({
+        "stage": spec["name"], "start": cfg.now, "end": ev.time,
+        "assign": [[a.serial, a.mode, a.tokens] for a in ictx.assign],
+        "preempted": ictx.preempted, "admitted": ictx.admitted})
+    return True
+
+
+def run_schedule(cfg, ictx, stmts) -> None:
+    e = ictx.engine
+    for s in stmts:
+        if ictx.stopped:
+            return
+        op = s["op"]
+        if op == "advance":
+            serve_running(cfg, ictx, s)
+        elif op == "admit":
+            admit_waiting(cfg, ictx, s)
+        elif op == "set":
+            cfg.stages[e].registers[s["register"]] = evaluate(s["expr"], Env(cfg, engine=e, ictx=ictx, at=s.get("at")))
+        elif op == "branch":
+            c = evaluate(s["cond"], Env(cfg, engine=e, ictx=ictx, at=s.get("at")))
+            if V.truth(c, "a schedule branch guard", s.get("at")):
+                run_schedule(cfg, ictx, s["then"])
+            else:
+                run_schedule(cfg, ictx, s.get("else") or [])
+        else:
+            raise cfg.program.unsupported(f"schedule statement {op}", s.get("at"))
+
+
+def next_unserved(cfg, ictx, order):
+    """The first resident, in the serving order as it stands now, not yet served."""
+    e = ictx.engine
+    cands = [(i, j) for i, j in enumerate(cfg.stages[e].jobs) if j.serial not in ictx.served]
+    if not cands:
+        return None
+    kind = order["kind"] if order else "admission"
+    if kind == "admission":
+        return cands[0][1]
+    if kind == "decode_first":
+        return min(cands, key=lambda c: (0 if c[1].mode == "decode" else 1, c[0]))[1]
+
+    def key(c):
+        env = Env(cfg, cfg.sessions[c[1].serial], engine=e, ictx=ictx, job=c[1])
+        return tuple(evaluate(k, env) for k in order["keys"]) + (c[0],)
+    return min(cands, key=key)[1]
+
+
+def serve_running(cfg, ictx, stmt) -> None:
+    """`advance running`: serve every resident once, in serving order, while budget is left."""
+    while not ictx.stopped:
+        job = next_unserved(cfg, ictx, stmt.get("order"))
+        if job is None:
+            return
+        serve(cfg, ictx, job, stmt.get("only"), ictx.each.get(id(stmt), V.INF))
+
+
+def serve(cfg, ictx, job, only, cap) -> None:
+    """One resident's turn: want, tokens = min(want, left), growth, position, budget (§11.6)."""
+    from .growth import grow
+    ictx.served.add(job.serial)
+    s = cfg.sessions[job.serial]
+    if only is not None:
+        env = Env(cfg, s, engine=ictx.engine, ictx=ictx, job=job)
+        if not V.nz(evaluate(only, env)):
+            return
+    decoding = job.mode == "decode"
+    want = min(1, job.left) if decoding else (job.left if V.is_inf(cap) else min(job.left, cap))
+    tokens = want if V.is_inf(ictx.left) else min(want, ictx.left)
+    if not decoding and ictx.granule and tokens < job.left:
+        tokens = (tokens // ictx.granule) * ictx.granule
+        if tokens == 0:
+            ictx.no_admit = True
+    if tokens <= 0:
+        return
+    pos_before = None
+    if job.growing is not None:
+        if s.status[0] == "growing":
+            return   # a stalled resident gets no tokens until its growth succeeds
+        h = hold_of(s, job.growing)
+        i = h.pools.index(job.growing)
+        need = h.position[i] + tokens - h.alloc[i]
+        if need > 0 and not grow(cfg, s, job.growing, need, ictx):
+            if s.status[0] == "queued":
+                ictx.stopped = True   # a grower that preempts itself ends the running loop
+            return
+        pos_before = h.position[i]
+        h.position[i] += tokens
+        h.advanced[i] = True
+    ictx.assign.append(Assign(job.serial, job.mode, tokens, pos_before))
+    if not V.is_inf(ictx.left):
+        ictx.left -= tokens
+        if ictx.left <= 0:
+            ictx.stopped = True
+
+
+def admit_waiting(cfg, ictx, stmt) -> None:
+    """`admit waiting`: while budget is left and nothing was preempted, admit one and serve it (§11.6)."""
+    if stmt.get("only") is not None:
+        raise cfg.program.unsupported("`admit waiting only (…)`", stmt.get("at"))
+    cap = ictx.each.get(id(stmt), V.INF)
+    while not ictx.stopped:
+        if ictx.left <= 0 or ictx.preempted > 0 or ictx.no_admit:
+            return
+        if stmt.get("while") is not None:
+            c = evaluate(stmt["while"], Env(cfg, engine=ictx.engine, ictx=ictx, at=stmt.get("at")))
+            if not V.truth(c, "an admit while guard", stmt.get("at")):
+                return
+        if not admit_one(cfg, ictx):
+            return
+        ictx.admitted += 1
+        while not ictx.stopped:
+            job = next_unserved(cfg, ictx, None)
+            if job is None:
+                break
+            serve(cfg, ictx, job, None, cap)
+
+
+def admit_one(cfg, ictx) -> bool:
+    """admit_one(E, left): the first admitted pool with a head; admit it if it fits, run it at once."""
+    from .sessions import run_session, try_admit
+    for p in cfg.program.admitted_pools.get(ictx.engine, []):
+        head = select_head(cfg, p)
+        if head is None:
+            continue
+        s = cfg.sessions[head.serial]
+        if not try_admit(cfg, s, admit_left=(ictx.engine, ictx.left)):
+            return False   # head-of-line: admission stops for this iteration
+        run_session(cfg, s)
+        return True
+    return False
+
+
+def iteration_end(cfg, e: int) -> None:
+    """IterEnd: assigned jobs lose their tokens; finished ones leave in assignment order, ready (§11.6)."""
+    from .sessions import first_token
+    st = cfg.stages[e]
+    it = st.iteration
+    st.iteration = None
+    byserial = {j.serial: j for j in st.jobs}
+    for a in it["assign"]:
+        byserial[a.serial].left -= a.tokens
+    for a in it["assign"]:
+        job = byserial[a.serial]
+        if job.left == 0:
+            st.jobs.remove(job)
+            s = cfg.sessions[job.serial]
+            s.job = None
+            cfg.records["finished"].append([cfg.program.stages[e]["name"], job.serial])
+            if job.mode == "prefill":
+                first_token(cfg, s)
+            if s.status == ("stage", e):
+                s.status = ("ready",)
+                cfg.ready.append(s.serial)

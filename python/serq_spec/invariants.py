@@ -1,0 +1,97 @@
+"""Invariants checked after every step (issue item 4): real checks, never `assert`.
+
+`check_invariants(config, previous_now=None)` returns the list of violated properties (empty
+when all hold); `check_or_raise` stops the run with the step and the whole state.
+"""
+
+from __future__ import annotations
+
+from .errors import InvariantViolation
+from .values import wire
+
+
+def check_invariants(cfg, previous_now=None) -> list[str]:
+    prog = cfg.program
+    bad: list[str] = []
+    # time never decreases; every pending event is at or after now, in (time, seq) order
+    if previous_now is not None and cfg.now < previous_now:
+        bad.append(f"time went back from {wire(previous_now)} to {wire(cfg.now)}")
+    keys = [e.key() for e in cfg.events]
+    if keys != sorted(keys):
+        bad.append("the event list is not in (time, seq) order")
+    if any(e.time < cfg.now for e in cfg.events):
+        bad.append("an event is pending in the past")
+    if len({e.seq for e in cfg.events}) != len(cfg.events) or any(e.seq >= cfg.counters.next_seq for e in cfg.events):
+        bad.append("event sequence numbers are not unique or exceed the counter")
+    # pools: used + cached ≤ cap; used = Σ holders' allocations; holders in admission order
+    for p, st in enumerate(cfg.pools):
+        name = prog.pools[p]["name"]
+        cached = st.cached()
+        if st.used < 0 or cached < 0 or any(e.size <= 0 for e in st.entries):
+            bad.append(f"pool {name}: a negative quantity (used {st.used}, cached {cached}) or an empty entry")
+        if st.used + cached > prog.caps[p]:
+            bad.append(f"pool {name}: used {st.used} + cached {cached} > cap {wire(prog.caps[p])}")
+        held, order = 0, []
+        for s in cfg.sessions:
+            for h in s.holds:
+                if p in h.pools:
+                    i = h.pools.index(p)
+                    held += h.alloc[i]
+                    order.append((h.admission, s.serial))
+                    if h.alloc[i] < 0 or h.position[i] < 0:
+                        bad.append(f"pool {name}: session {s.serial} has a negative allocation or position")
+        if held != st.used:
+            bad.append(f"pool {name}: used {st.used} != sum of holders' allocations {held}")
+        if [x for _, x in sorted(order)] != st.holders:
+            bad.append(f"pool {name}: holders {st.holders} are not the holding sessions in admission order")
+        owners = [e.owner for e in st.entries]
+        if len(set(owners)) != len(owners):
+            bad.append(f"pool {name}: two cache entries with one owner")
+    # step engines: residents in admission order; work never negative
+    for i, st in enumerate(cfg.stages):
+        name = prog.stages[i]["name"]
+        if st.kind == "step":
+            adm = [j.admission for j in st.jobs]
+            if adm != sorted(adm):
+                bad.append(f"engine {name}: residents are not in admission order {adm}")
+        for j in st.jobs + st.waiting:
+            if j.left < 0:
+                bad.append(f"stage {name}: session {j.serial} has negative work left")
+    # every session in exactly one place
+    places: dict = {}
+
+    def put(serial, where):
+        places.setdefault(serial, []).append(where)
+    for p, st in enumerate(cfg.pools):
+        for q in st.queue:
+            put(q.serial, ("queued", p))
+        for g in st.growers:
+            put(g, ("growing", p))
+    for i, st in enumerate(cfg.stages):
+        for j in st.jobs + st.waiting:
+            put(j.serial, ("stage", i))
+    for serial in cfg.ready:
+        put(serial, ("ready",))
+    for s in cfg.sessions:
+        where = places.get(s.serial, [])
+        if s.status[0] == "ended":
+            if where:
+                bad.append(f"session {s.serial} ended but is still in {where}")
+            if s.holds:
+                bad.append(f"session {s.serial} ended holding pools")
+            continue
+        if s.status[0] == "growing":
+            # a stalled engine resident is also listed on its engine
+            expect = [("growing", s.status[1])] + ([("stage", s.job.stage)] if s.job else [])
+            if sorted(where) != sorted(expect):
+                bad.append(f"session {s.serial} is growing but is in {where}")
+        elif where != [s.status]:
+            bad.append(f"session {s.serial} has status {s.status} but is in {where}")
+    return bad
+
+
+def check_or_raise(cfg, step: int, previous_now=None) -> None:
+    bad = check_invariants(cfg, previous_now)
+    if bad:
+        from .trace import state_text
+        raise InvariantViolation(step, bad, state_text(cfg, cfg.records, step))

@@ -1,0 +1,184 @@
+"""Pools and holds (language.md §11.4, §11.7, §11.8): queues, admission, make_room, release, eviction."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from . import values as V
+from .config import Entry, QueueItem
+from .errors import SpecError
+from .expr import Env, evaluate
+
+
+def entry_of(cfg, p: int, owner: int):
+    """The cache entry of `owner` in pool p, or None."""
+    for e in cfg.pools[p].entries:
+        if e.owner == owner:
+            return e
+    return None
+
+
+def cached_units(cfg, p: int) -> int:
+    return cfg.pools[p].cached()
+
+
+# -- queues ------------------------------------------------------------------------------------
+
+def enqueue(cfg, p: int, session, head: bool = False) -> None:
+    """Join p's admission queue: at the tail, or at the head after a preemption (§11.2 ties)."""
+    item = QueueItem(session.serial, cfg.now, head)
+    if head:
+        cfg.pools[p].queue.insert(0, item)
+    else:
+        cfg.pools[p].queue.append(item)
+    session.status = ("queued", p)
+
+
+def select_head(cfg, p: int):
+    """The queue head: a head-requeued hold first, else `fifo` join order or the least `queue by` keys."""
+    q = cfg.pools[p].queue
+    if not q:
+        return None
+    if q[0].head:
+        return q[0]
+    spec = cfg.program.pools[p]["queue"]
+    if spec["kind"] == "fifo":
+        return q[0]
+    best, best_key = None, None
+    for item in q:
+        s = cfg.sessions[item.serial]
+        env = Env(cfg, s, ctx={"waited": cfg.now - item.joined})
+        key = tuple(evaluate(k, env) for k in spec["keys"])
+        if best is None or key < best_key:
+            best, best_key = item, key
+    return best
+
+
+def leave_queue(cfg, p: int, serial: int) -> None:
+    cfg.pools[p].queue = [q for q in cfg.pools[p].queue if q.serial != serial]
+
+
+# -- eviction ----------------------------------------------------------------------------------
+
+def eviction_victim(cfg, p: int) -> Entry:
+    """The entry to evict from: least (last, release) for `lru`; least keys then release for `by`."""
+    entries = cfg.pools[p].entries
+    spec = cfg.program.pools[p]["evict"]
+    if spec["kind"] == "lru":
+        return min(entries, key=lambda e: (e.last, e.rel))
+    best, best_key = None, None
+    for e in entries:
+        owner = cfg.sessions[e.owner] if e.owner >= 0 else None
+        waiting = owner is not None and owner.status[0] == "queued"
+        env = Env(cfg, owner, ctx={"size": Fraction(e.size), "last": e.last, "age": cfg.now - e.last,
+                                   "waiting": Fraction(int(waiting))})
+        key = tuple(evaluate(k, env) for k in spec["keys"]) + (e.rel,)
+        if best is None or key < best_key:
+            best, best_key = e, key
+    return best
+
+
+def make_room(cfg, p: int, need: int) -> None:
+    """Evict until used + cached + need ≤ cap; with a block size, one tail block at a time (§11.4 step 3)."""
+    cap = cfg.program.caps[p]
+    block = cfg.program.block[p]
+    st = cfg.pools[p]
+    while st.used + st.cached() + need > cap:
+        if not st.entries:
+            raise SpecError(f"make_room in pool {cfg.program.pools[p]['name']}: no room even with an empty cache")
+        e = eviction_victim(cfg, p)
+        take = min(block, e.size) if block is not None else e.size
+        e.size -= take
+        if e.size == 0:
+            st.entries.remove(e)
+        st.evicted_units += take
+        cfg.records["evicted"].append([e.owner, cfg.program.pools[p]["name"], take])
+
+
+def insert_entry(cfg, p: int, owner: int, size: int) -> None:
+    """Replace `owner`'s entry with a fresh one (last = now, next release order)."""
+    st = cfg.pools[p]
+    st.entries = [e for e in st.entries if e.owner != owner]
+    st.entries.append(Entry(owner, size, cfg.now, cfg.counters.next_rel))
+    cfg.counters.next_rel += 1
+
+
+def drop_entry(cfg, p: int, owner: int) -> None:
+    """`drop P;` removes this session's own entry now (§11.3)."""
+    st = cfg.pools[p]
+    st.entries = [e for e in st.entries if e.owner != owner]
+
+
+def consume_own_prefix(cfg, p: int, session, reuse_limit) -> int:
+    """Remove the session's entry; keep at most round_down(ρ) of it, the rest a dead entry (§11.4 step 1)."""
+    st = cfg.pools[p]
+    e = entry_of(cfg, p, session.serial)
+    if e is None:
+        return 0
+    st.entries.remove(e)
+    consumed = e.size
+    if reuse_limit is not None:
+        limit = reuse_limit
+        if not V.is_inf(limit):
+            limit = V.rounddown_block(max(0, int(V.floor_v(limit))), cfg.program.block[p])
+        consumed = min(e.size, limit)
+        rest = e.size - consumed
+        if rest > 0:
+            st.entries.append(Entry(-cfg.counters.next_dead, rest, e.last, e.rel))
+            cfg.counters.next_dead += 1
+    return int(consumed)
+
+
+# -- units -------------------------------------------------------------------------------------
+
+def caches_in(cfg, p: int) -> bool:
+    """A hold's `cache` clause (and its own-prefix consumption) applies to its pools that are not
+    admitted by an engine: an engine-admitted pool counts requests (the seed's `reqs` slots), not
+    tokens, so a token amount has no meaning there (docs/spec.md, "Ambiguities resolved")."""
+    return cfg.program.pools[p].get("admitted_by") is None
+
+
+def units_int(v, what, cfg, at) -> int:
+    """Pool units are whole numbers (docs/state.md); a negative amount is a run-time error (§11.9)."""
+    if V.is_inf(v):
+        raise SpecError(f"{what} is infinite", at, cfg.program.files)
+    if v < 0:
+        raise SpecError(f"{what} is negative ({V.wire(v)})", at, cfg.program.files)
+    if v.denominator != 1:
+        from .errors import NotSupported
+        raise NotSupported(f"a non-integer pool amount ({what} = {V.wire(v)})", at, cfg.program.files)
+    return int(v)
+
+
+def hold_of(session, p: int):
+    """The innermost active hold of the session that holds pool p."""
+    for h in reversed(session.holds):
+        if p in h.pools:
+            return h
+    return None
+
+
+# -- release -----------------------------------------------------------------------------------
+
+def release_hold(cfg, session, hold, preempted: bool) -> None:
+    """Release every pool of `hold`, caching per its `cache` clause (§11.4 Release, §11.8)."""
+    from .sessions import eval_in_session
+    stmt = cfg.program.stmt(hold.stmt)
+    ell = None
+    if stmt.get("cache") is not None:
+        ell = eval_in_session(cfg, session, stmt["cache"], hold.stream, stmt.get("at"))
+    for i, p in enumerate(hold.pools):
+        st = cfg.pools[p]
+        st.used -= hold.alloc[i]
+        st.holders.remove(session.serial)
+        kept = 0
+        if ell is not None and caches_in(cfg, p):
+            computed = hold.position[i] if (hold.advanced[i] or preempted) else hold.alloc[i]
+            amount = V.min_v(ell, Fraction(computed))
+            if V.is_inf(amount):
+                amount = Fraction(computed)
+            amount = max(0, int(V.floor_v(amount)))
+            kept = V.rounddown_block(amount, cfg.program.block[p])
+            if kept > 0:
+                insert_entry(cfg, p, session.serial, kept)
+        cfg.records["released"].append([session.serial, cfg.program.pools[p]["name"], kept])

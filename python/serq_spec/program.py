@@ -1,0 +1,195 @@
+"""The static program: the IR (docs/ir.md) checked for what the spec supports, with named slots.
+
+`Program` never changes during a run. `check_supported` walks the whole IR once and refuses,
+with the source location, every construct the spec does not implement yet, so nothing is ever
+ignored silently.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from serq.wire import WireError, value_from_wire
+
+from .errors import NotSupported, SpecError
+from .values import is_inf
+
+# Built-in attribute slots (docs/ir.md "Slots").
+SERIAL, TURN_NO, CACHED, COMPUTED, NEW, OUT, THINK, MORE, FORCED = range(9)
+
+STAGE_KINDS = ("fifo", "ps", "delay", "step")
+SUPPORTED_OBS = ("queue", "busy", "work", "budget_left", "used", "free", "cachedin", "holders", "queued")
+
+
+def v(text):
+    """An IR value string as an exact value."""
+    try:
+        return value_from_wire(text)
+    except WireError as exc:
+        raise SpecError(f"malformed IR value: {exc}")
+
+
+class Program:
+    def __init__(self, ir: dict, name: str = "program"):
+        if not isinstance(ir, dict) or ir.get("format") != "serq-ir/1":
+            raise SpecError("not a serq-ir/1 document")
+        self.ir = ir
+        self.name = name
+        self.files = ir.get("files") or [name]
+        self.attrs = ir["attrs"]
+        self.nslots = len(self.attrs)
+        self.observes = ir.get("observes", [])
+        self.blocks = ir["blocks"]
+        self.pools = ir["pools"]
+        self.stages = ir["stages"]
+        self.workload = ir["workload"]
+        self.gauges = ir.get("gauges", [])
+        self.workload_data = None          # the pre-drawn Workload (workload.py), set before a run
+        self.warmup = Fraction(0)          # run settings (not in the IR): warm-up and horizon
+        self.horizon = float("inf")
+        self.caps = [v(p["cap"]) for p in self.pools]
+        self.block = []
+        for p in self.pools:
+            b = p.get("block")
+            if b is None:
+                self.block.append(None)
+            else:
+                bv = v(b)
+                if is_inf(bv) or bv.denominator != 1 or bv <= 0:
+                    raise NotSupported(f"pool {p['name']} with a non-integer block {b}")
+                self.block.append(int(bv))
+        for p, c in zip(self.pools, self.caps):
+            if not is_inf(c) and c.denominator != 1:
+                raise NotSupported(f"pool {p['name']} with a non-integer cap {p['cap']}")
+        # pools each engine admits, in declaration order
+        self.admitted_pools = {i: [j for j, p in enumerate(self.pools) if p.get("admitted_by") == i]
+                               for i, s in enumerate(self.stages) if s["kind"] == "step"}
+        self.engines = [i for i, s in enumerate(self.stages) if s["kind"] == "step"]
+        self.memory_of = {i: s.get("memory") for i, s in enumerate(self.stages) if s["kind"] == "step"}
+        self.check_supported()
+
+    # ----------------------------------------------------------------------------------------
+    def stmt(self, ref) -> dict:
+        return self.blocks[ref[0]][ref[1]]
+
+    def loc(self, at) -> str:
+        from .errors import where
+        return where(at, self.files)
+
+    def unsupported(self, construct, at=None):
+        return NotSupported(construct, at, self.files)
+
+    def check_supported(self) -> None:
+        """Refuse, with its location, every construct the spec does not implement (docs/spec.md)."""
+        for i, p in enumerate(self.pools):
+            if p.get("reserve_held"):
+                raise self.unsupported(f"`reserve held` on pool {p['name']}")
+            for key in ("evict", "preempt", "queue"):
+                kind = (p.get(key) or {}).get("kind")
+                if kind not in ("lru", "none", "lifo", "by", "fifo"):
+                    raise self.unsupported(f"{key} {kind} on pool {p['name']}")
+                for e in (p.get(key) or {}).get("keys", []) or []:
+                    self.check_expr(e, None)
+        for s in self.stages:
+            if s["kind"] not in STAGE_KINDS:
+                raise self.unsupported(f"stage kind {s['kind']} ({s['name']})")
+            if s["kind"] == "step":
+                for e in (s["budget"], s["cost"], s.get("granule")):
+                    if e is not None:
+                        self.check_expr(e, None)
+                for let in s.get("lets", []):
+                    self.check_expr(let["expr"], None)
+                for r in s.get("registers", []):
+                    self.check_expr(r["init"], None)
+                self.check_schedule(s["schedule"], s["name"])
+            if s["kind"] == "ps":
+                self.check_expr(s["capacity"], None)
+        for b in self.blocks:
+            for st in b:
+                self.check_stmt(st)
+        for g in self.gauges:
+            self.check_expr(g["expr"], None)
+        arrival = self.workload["arrival"]["kind"]
+        if arrival not in ("poisson", "renewal", "closed", "batch", "none"):
+            raise self.unsupported(f"arrival {arrival}")
+
+    def check_schedule(self, stmts, name):
+        for s in stmts:
+            op = s["op"]
+            if op == "exclusive_prefill":
+                raise self.unsupported(f"`exclusive prefill` in the schedule of engine {name}", s.get("at"))
+            if op == "branch":
+                self.check_schedule(s["then"], name)
+                self.check_schedule(s.get("else") or [], name)
+            elif op not in ("advance", "admit", "set"):
+                raise self.unsupported(f"schedule statement {op} in engine {name}", s.get("at"))
+            for k in ("only", "while", "each", "expr", "cond"):
+                if s.get(k) is not None:
+                    self.check_expr(s[k], s.get("at"))
+            for e in ((s.get("order") or {}).get("keys") or []):
+                self.check_expr(e, s.get("at"))
+
+    def check_stmt(self, st):
+        op = st["op"]
+        at = st.get("at")
+        if op in ("release",):
+            raise self.unsupported(f"`{op}` statement (leases)", at)
+        if op not in ("set", "observe", "turn", "end", "branch", "while", "loop", "choose", "hold",
+                      "run", "grow", "load", "drop"):
+            raise self.unsupported(f"statement {op}", at)
+        if op == "hold" and st.get("lease"):
+            raise self.unsupported("`lease` on a hold", at)
+        for k in ("expr", "cond", "count", "work", "units", "reuse", "cache"):
+            if isinstance(st.get(k), dict):
+                self.check_expr(st[k], at)
+        for k in ("keys",):
+            for e in st.get(k) or []:
+                self.check_expr(e, at)
+        if op == "hold":
+            for hp in st["pools"]:
+                self.check_expr(hp["units"], at)
+                if hp.get("reserve") is not None:
+                    self.check_expr(hp["reserve"], at)
+            for b in st.get("bindings", []):
+                self.check_expr(b["expr"], at)
+        if op == "run":
+            ref = st["stage"]
+            if ref.get("count", 1) != 1 or ref.get("index") is not None:
+                pass  # indexed stages are evaluated at run time
+            base = ref["base"]
+            if self.stages[base]["kind"] == "step" and st["mode"] == "plain":
+                raise self.unsupported("a plain `run` on a step engine (use prefill/decode)", at)
+
+    def check_expr(self, e, at):
+        k = e.get("k")
+        if k == "obs" and e["f"] not in SUPPORTED_OBS:
+            raise self.unsupported(f"observable {e['f']}()", at)
+        if k == "ctx" and e["name"] not in ("now", "waited", "size", "last", "age", "waiting",
+                                             "present", "position", "computed"):
+            raise self.unsupported(f"context variable {e['name']}", at)
+        for key in ("a", "b", "c"):
+            if isinstance(e.get(key), dict):
+                self.check_expr(e[key], at)
+        for a in e.get("args", []) or []:
+            self.check_expr(a, at)
+        for ref_key in ("stage", "pool"):
+            r = e.get(ref_key)
+            if isinstance(r, dict) and isinstance(r.get("index"), dict):
+                self.check_expr(r["index"], at)
+
+
+def static_expr(e, static_slots: set) -> bool:
+    """True if `e` reads only numbers and attributes in `static_slots` (hold rejection, §11.4)."""
+    k = e["k"]
+    if k == "num":
+        return True
+    if k == "attr":
+        return e["slot"] in static_slots
+    if k in ("un", "bin", "cond", "fn"):
+        subs = [e[x] for x in ("a", "b", "c") if isinstance(e.get(x), dict)] + list(e.get("args", []) or [])
+        return all(static_expr(s, static_slots) for s in subs)
+    return False
+
+
+def zero_attrs(n: int) -> list:
+    return [Fraction(0)] * n

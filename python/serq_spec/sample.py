@@ -1,0 +1,82 @@
+"""`serq sample`: draw, once, every random value a program consumes for K sessions (docs/sessions.md).
+
+The program is run by the spec itself with a live `Workload`: each time a draw needs a value its
+list does not have, the value is drawn from the stream of docs/sessions.md (serq.draws) and
+appended. Arrival times come from the `arrival` stream, unordered trace picks from the `trace`
+stream. The run goes on until every session has ended (no horizon).
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+from serq import draws as live_draws
+
+from .config import Config
+from .errors import SpecError
+from .expr import Env, evaluate
+from .program import Program
+from .step import run
+from .workload import Workload
+
+
+def arrival_times(prog: Program, w: Workload, seed: int, count: int) -> list:
+    """Poisson: an arrival at 0, then exponential gaps of mean 1/λ; renewal: the first after one gap."""
+    arrival = prog.workload["arrival"]
+    kind = arrival["kind"]
+    if kind not in ("poisson", "renewal"):
+        return []
+    rng = live_draws.make_stream("arrival", seed)
+    times = []
+    t = Fraction(0)
+    if kind == "poisson":
+        rate = Fraction(arrival["rate"])
+        if rate <= 0:
+            raise SpecError("poisson rate must be positive")
+        for i in range(count):
+            if i > 0:
+                t += live_draws.draw_exact("exp", [Fraction(1) / rate], rng)
+            times.append(t)
+        return times
+    cfg = Config(prog)
+    w.arrival_rng = rng
+    for _ in range(count):
+        gap = evaluate(arrival["gap"], Env(cfg, stream=("arrival",)))
+        if isinstance(gap, float) or gap <= 0:
+            raise SpecError(f"a renewal gap must be positive and finite, got {gap}")
+        t += gap
+        times.append(t)
+    w.arrival_rng = None
+    return times
+
+
+def trace_picks(prog: Program, seed: int, count: int) -> list:
+    trace = prog.workload.get("trace")
+    if trace is None or trace["ordered"]:
+        return []
+    rng = live_draws.make_stream("trace", seed)
+    n = len(trace["sessions"])
+    return [min(n - 1, math.floor(rng.random() * n)) for _ in range(count)]
+
+
+def sample(ir: dict, seed: int, count: int, name: str = "program", max_steps: int | None = 10_000_000) -> dict:
+    """The sessions file of `count` sessions of program `ir` with seed `seed`."""
+    prog = Program(ir, name)
+    kind = prog.workload["arrival"]["kind"]
+    if kind == "batch" and count != prog.workload["arrival"]["n"]:
+        raise SpecError(f"the program spawns batch({prog.workload['arrival']['n']}): sample exactly that many sessions")
+    if kind == "none" and count != 0:
+        raise SpecError("the program has no arrivals (`arrive none`): sample 0 sessions")
+    w = Workload.live_sample(seed, count)
+    prog.workload_data = w
+    w.arrivals = arrival_times(prog, w, seed, count)
+    w.trace_picks = trace_picks(prog, seed, count)
+    cfg = run(prog, max_steps=max_steps, check=False)
+    if cfg.events:
+        raise SpecError(f"sampling did not finish within {max_steps} steps")
+    unfinished = [s.serial for s in cfg.sessions if s.status[0] != "ended"]
+    if unfinished or len(cfg.sessions) < count:
+        raise SpecError(f"sampling ended with sessions that never finished: {unfinished[:10]}"
+                        f" ({len(cfg.sessions)} of {count} spawned)")
+    return w.to_file(name, ir.get("inputs", {}))

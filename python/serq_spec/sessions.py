@@ -1,0 +1,433 @@
+"""Sessions (language.md §11.3–§11.4): spawn, statement execution, holds, `turn`, `end`, settle.
+
+A session runs its statements in zero time until it blocks (queued in a pool, a job on a stage,
+a stalled growth) or ends. Frames form a stack; a frame's `kind` says what its end does: a
+`while` re-reads its condition, a `loop` restarts, a `hold` ends the hold's scope (release).
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from . import values as V
+from .config import ENDED, READY, Frame, HoldState, Job, Request, Session
+from .errors import SpecError
+from .expr import Env, evaluate, resolve_ref
+from .pools import (caches_in, consume_own_prefix, drop_entry, enqueue, hold_of, leave_queue, make_room,
+                    release_hold, select_head, units_int)
+from .program import CACHED, COMPUTED, FORCED, MORE, NEW, OUT, SERIAL, THINK, TURN_NO, static_expr, zero_attrs
+
+STATEMENT_LIMIT = 1_000_000   # §11.9: a session that runs this many statements without blocking
+READY_LIMIT = 1000            # §11.9: a session made ready this many times in one instant
+
+
+def eval_in_session(cfg, s, e, stream, at, **kw):
+    return evaluate(e, Env(cfg, s, stream, at, **kw))
+
+
+def record_observation(cfg, name: str, s, value) -> None:
+    """`observe` and client records: (name, serial, turn_no, time, value), only after warm-up (§11.9)."""
+    if cfg.warm:
+        turn = s.attrs[TURN_NO] if s is not None else Fraction(0)
+        cfg.records["observations"].append([name, s.serial if s else None, int(turn), cfg.now, value])
+
+
+# -- spawn and end -------------------------------------------------------------------------------
+
+def spawn(cfg) -> Session:
+    """A new session (§11.3 Spawn): serial, zero attributes, trace pick, `init`, then its session block."""
+    prog = cfg.program
+    serial = cfg.counters.next_serial
+    cfg.counters.next_serial += 1
+    s = Session(serial=serial, attrs=zero_attrs(prog.nslots), frames=[], status=READY)
+    s.attrs[SERIAL] = Fraction(serial)
+    trace = prog.workload.get("trace")
+    if trace is not None:
+        n = len(trace["sessions"])
+        if trace["ordered"]:
+            pick = serial % n
+        else:
+            picks = prog.workload_data.trace_picks
+            if serial >= len(picks) or not 0 <= picks[serial] < n:
+                from .errors import SessionsFileError
+                raise SessionsFileError(f"the sessions file has no valid trace pick for session {serial}")
+            pick = picks[serial]
+        s.trace = [pick, 0]
+    cfg.sessions.append(s)
+    s.frames.append(Frame(prog.workload["session"], 0, "plain", None, ("session",)))
+    if prog.workload.get("init") is not None:
+        s.frames.append(Frame(prog.workload["init"], 0, "plain", None, ("init",)))
+    cfg.ready.append(serial)
+    return s
+
+
+def end_session(cfg, s) -> None:
+    """`end` (§11.3): release every hold (caching per its clause); cache entries stay; closed respawns."""
+    for h in reversed(s.holds):
+        release_hold(cfg, s, h, preempted=False)
+    s.holds = []
+    s.frames = []
+    s.request = None
+    s.status = ENDED
+    cfg.program.workload_data.check_consumed(cfg, s)
+    arrival = cfg.program.workload["arrival"]
+    if arrival["kind"] == "closed" and cfg.counters.next_serial < cfg.program.workload_data.count:
+        spawn(cfg)
+
+
+# -- holds ---------------------------------------------------------------------------------------
+
+def exec_hold(cfg, s, st, ref, stream) -> None:
+    """Executing a hold statement (§11.4 Hold request): reject what can never fit, else queue."""
+    at = st.get("at")
+    req = st.get("request")
+    if req is not None:
+        out = eval_in_session(cfg, s, req["output"], stream, at)
+        s.request = Request(stmt=tuple(ref), engine=req["engine"], submit=cfg.now, output=out)
+    if hold_rejected(cfg, s, st, stream):
+        return
+    first = resolve_ref(Env(cfg, s, stream, at), st["pools"][0]["pool"])
+    s.pending = (ref[0], ref[1], stream)
+    enqueue(cfg, first, s)
+
+
+def hold_rejected(cfg, s, st, stream) -> bool:
+    """A unit or reserve reading only attributes and numbers above its pool's cap → rejected, session ends."""
+    at = st.get("at")
+    static = set(range(cfg.program.nslots))
+    saved = list(s.attrs)
+    try:
+        for bnd in st.get("bindings", []):
+            if static_expr(bnd["expr"], static):
+                s.attrs[bnd["slot"]] = eval_in_session(cfg, s, bnd["expr"], stream, at)
+            else:
+                static.discard(bnd["slot"])
+        for hp in st["pools"]:
+            p = resolve_ref(Env(cfg, s, stream, at), hp["pool"])
+            cap = cfg.program.caps[p]
+            for e in (hp["units"], hp.get("reserve")):
+                if e is not None and static_expr(e, static):
+                    x = eval_in_session(cfg, s, e, stream, at)
+                    if not V.is_inf(x) and x >= 0 and x.denominator == 1:
+                        x = Fraction(V.roundup_block(int(x), cfg.program.block[p]))
+                    if x > cap:
+                        s.attrs[:] = saved
+                        cfg.pools[p].rejected += 1
+                        end_session(cfg, s)
+                        return True
+    finally:
+        if s.status != ENDED:
+            s.attrs[:] = saved
+    return False
+
+
+def try_admit(cfg, s, admit_left=None) -> bool:
+    """Admission attempt of the queued hold (§11.4): bindings, units, reserves read now; admit if all fit."""
+    prog = cfg.program
+    bi, pc, stream = s.pending
+    st = prog.blocks[bi][pc]
+    at = st.get("at")
+    env = Env(cfg, s, stream, at, admit_left=admit_left)
+    for bnd in st.get("bindings", []):
+        s.attrs[bnd["slot"]] = evaluate(bnd["expr"], env)
+    pools, units = [], []
+    fits = True
+    for hp in st["pools"]:
+        p = resolve_ref(env, hp["pool"])
+        u = units_int(evaluate(hp["units"], env), f"units of pool {prog.pools[p]['name']}", cfg, at)
+        need = u
+        if hp.get("reserve") is not None:
+            r = units_int(evaluate(hp["reserve"], env), f"reserve of pool {prog.pools[p]['name']}", cfg, at)
+            need = max(u, r)
+        pools.append(p)
+        units.append(u)
+        if cfg.pools[p].used + V.roundup_block(need, prog.block[p]) > prog.caps[p]:
+            fits = False   # cached units never block (§11.4)
+    if not fits:
+        return False
+    admit(cfg, s, st, (bi, pc), stream, pools, units, env)
+    return True
+
+
+def admit(cfg, s, st, ref, stream, pools, units, env) -> None:
+    """Admit (§11.4): consume the own prefix, make room, allocate, number the admission, enter the body."""
+    prog = cfg.program
+    has_cache = st.get("cache") is not None
+    reuse = evaluate(st["reuse"], env) if st.get("reuse") is not None else None
+    leave_queue(cfg, pools[0], s.serial)
+    hold = HoldState(stmt=tuple(ref), pools=[], alloc=[], position=[], advanced=[], admission=0,
+                     depth=len(s.frames), stream=stream)
+    largest = 0
+    for p, u in zip(pools, units):
+        consumed = consume_own_prefix(cfg, p, s, reuse) if has_cache and caches_in(cfg, p) else 0
+        largest = max(largest, consumed)
+        alloc = V.roundup_block(u, prog.block[p])
+        make_room(cfg, p, alloc)
+        cfg.pools[p].used += alloc
+        cfg.pools[p].holders.append(s.serial)
+        cfg.pools[p].admissions += 1
+        hold.pools.append(p)
+        hold.alloc.append(alloc)
+        hold.position.append(consumed)
+        hold.advanced.append(False)
+        cfg.records["admitted"].append([s.serial, prog.pools[p]["name"], alloc, consumed])
+    s.attrs[CACHED] = Fraction(largest)   # the largest consumed prefix among the hold's pools (defect 2)
+    hold.admission = cfg.counters.next_adm
+    s.adm_seq = cfg.counters.next_adm
+    cfg.counters.next_adm += 1
+    s.holds.append(hold)
+    s.pending = None
+    s.frames.append(Frame(st["body"], 0, "hold", tuple(ref), stream))
+    s.status = READY
+
+
+def scope_end(cfg, s) -> None:
+    """The end of a hold's body: release, reset `computed`, clear preemption memory, client records."""
+    hold = s.holds.pop()
+    release_hold(cfg, s, hold, preempted=False)
+    s.attrs[COMPUTED] = Fraction(0)
+    for p in hold.pools:
+        s.preempt_pos.pop(p, None)
+    r = s.request
+    if r is not None and r.stmt == hold.stmt:
+        response = cfg.now - r.submit
+        record_observation(cfg, "response", s, response)
+        if r.first is not None and not V.is_inf(r.output) and r.output > 1:
+            ttft = r.first - r.submit
+            record_observation(cfg, "tpot", s, (response - ttft) / (r.output - 1))
+        s.request = None
+
+
+def first_token(cfg, s) -> None:
+    """The first completion of a prefill run inside the request's hold records `ttft` (once)."""
+    r = s.request
+    if r is not None and r.first is None and any(h.stmt == r.stmt for h in s.holds):
+        r.first = cfg.now
+        record_observation(cfg, "ttft", s, cfg.now - r.submit)
+
+
+# -- statements ----------------------------------------------------------------------------------
+
+def run_session(cfg, s) -> None:
+    """Execute the session's statements in zero time until it blocks, yields or ends."""
+    count = 0
+    while s.status == READY:
+        if not s.frames:
+            end_session(cfg, s)
+            return
+        f = s.frames[-1]
+        block = cfg.program.blocks[f.block]
+        if f.pc >= len(block):
+            end_frame(cfg, s, f)
+            continue
+        st = block[f.pc]
+        ref = (f.block, f.pc)
+        f.pc += 1
+        count += 1
+        if count > STATEMENT_LIMIT:
+            raise SpecError(f"session {s.serial} ran {STATEMENT_LIMIT} statements without blocking",
+                            st.get("at"), cfg.program.files)
+        if exec_stmt(cfg, s, st, ref, f.stream) == "yield":
+            return
+
+
+def end_frame(cfg, s, f) -> None:
+    if f.kind == "while":
+        st = cfg.program.stmt(f.stmt)
+        if V.truth(eval_in_session(cfg, s, st["cond"], f.stream, st.get("at")), "a while guard", st.get("at")):
+            f.pc = 0
+            return
+        s.frames.pop()
+    elif f.kind == "loop":
+        f.pc = 0
+    elif f.kind == "hold":
+        s.frames.pop()
+        scope_end(cfg, s)
+    else:
+        s.frames.pop()
+
+
+def exec_stmt(cfg, s, st, ref, stream):
+    prog = cfg.program
+    op = st["op"]
+    at = st.get("at")
+    env = Env(cfg, s, stream, at)
+    if op == "set":
+        s.attrs[st["slot"]] = evaluate(st["expr"], env)
+    elif op == "observe":
+        record_observation(cfg, prog.observes[st["name"]], s, evaluate(st["expr"], env))
+    elif op == "branch":
+        if V.truth(evaluate(st["cond"], env), "a branch guard", at):
+            s.frames.append(Frame(st["then"], 0, "plain", None, stream))
+        elif st.get("else") is not None:
+            s.frames.append(Frame(st["else"], 0, "plain", None, stream))
+    elif op == "while":
+        if V.truth(evaluate(st["cond"], env), "a while guard", at):
+            s.frames.append(Frame(st["body"], 0, "while", ref, stream))
+    elif op == "loop":
+        s.frames.append(Frame(st["body"], 0, "loop", ref, stream))
+    elif op == "choose":
+        exec_choose(cfg, s, st, env)
+    elif op == "turn":
+        exec_turn(cfg, s)
+    elif op == "end":
+        end_session(cfg, s)
+    elif op == "hold":
+        exec_hold(cfg, s, st, ref, stream)
+    elif op == "run":
+        return exec_run(cfg, s, st, env)
+    elif op == "grow":
+        p = resolve_ref(env, st["pool"])
+        d = units_int(evaluate(st["units"], env), "grow amount", cfg, at)
+        from .growth import grow
+        if hold_of(s, p) is None:
+            raise SpecError(f"grow of pool {prog.pools[p]['name']} outside a hold of it", at, prog.files)
+        grow(cfg, s, p, d, None)
+    elif op == "load":
+        p = resolve_ref(env, st["pool"])
+        n = units_int(evaluate(st["units"], env), "load amount", cfg, at)
+        h = hold_of(s, p)
+        if h is None:
+            raise SpecError(f"load of pool {prog.pools[p]['name']} outside a hold of it", at, prog.files)
+        i = h.pools.index(p)
+        if h.position[i] + n > h.alloc[i]:
+            raise SpecError("load beyond the allocation", at, prog.files)
+        h.position[i] += n
+        h.advanced[i] = True
+    elif op == "drop":
+        drop_entry(cfg, resolve_ref(env, st["pool"]), s.serial)
+    else:
+        raise prog.unsupported(f"statement {op}", at)
+    return None
+
+
+def exec_choose(cfg, s, st, env) -> None:
+    """`choose x in n by (k…)`: the index with the least keys, ties to the smallest (§9)."""
+    n = V.as_int(evaluate(st["count"], env), "choose count", st.get("at"))
+    if n < 1:
+        raise SpecError("choose over an empty range", st.get("at"), cfg.program.files)
+    best, best_key = 0, None
+    for j in range(n):
+        s.attrs[st["slot"]] = Fraction(j)
+        key = tuple(evaluate(k, env) for k in st["keys"])
+        if best_key is None or key < best_key:
+            best, best_key = j, key
+    s.attrs[st["slot"]] = Fraction(best)
+
+
+def exec_turn(cfg, s) -> None:
+    """`turn;` (§11.3): turn_no += 1, load the next trace turn, run `turn` then the spliced server."""
+    prog = cfg.program
+    s.attrs[TURN_NO] = s.attrs[TURN_NO] + 1
+    s.turns += 1
+    prog.workload_data.note_turn(s)
+    trace = prog.workload.get("trace")
+    if trace is not None:
+        rows = trace["sessions"][s.trace[0]]
+        k = s.trace[1]
+        if k < len(rows):
+            new, out, think, forced = (V.value_from_wire(x) for x in rows[k])
+            s.attrs[NEW], s.attrs[OUT], s.attrs[THINK], s.attrs[FORCED] = new, out, think, forced
+            s.attrs[MORE] = Fraction(1 if k + 1 < len(rows) else 0)
+            s.trace[1] = k + 1
+        else:
+            s.attrs[MORE] = Fraction(0)
+    if prog.workload.get("server") is not None:
+        s.frames.append(Frame(prog.workload["server"], 0, "plain", None, ("session",)))
+    if prog.workload.get("turn") is not None:
+        s.frames.append(Frame(prog.workload["turn"], 0, "plain", None, ("turn", s.turns)))
+
+
+def exec_run(cfg, s, st, env):
+    """`run s (w)` (§11.5, §11.6): a job on the stage; zero work completes at once and yields."""
+    prog = cfg.program
+    at = st.get("at")
+    stage = resolve_ref(env, st["stage"])
+    kind = prog.stages[stage]["kind"]
+    w = evaluate(st["work"], env)
+    if V.is_inf(w):
+        raise SpecError("infinite run work", at, prog.files)
+    if w < 0:
+        raise SpecError(f"negative run work ({V.wire(w)})", at, prog.files)
+    mode = st["mode"]
+    growing = st.get("growing")
+    if kind == "step":
+        if w.denominator != 1:
+            raise prog.unsupported(f"non-integer work {V.wire(w)} on a step engine", at)
+        w = int(w)
+        if growing is not None and hold_of(s, growing) is None:
+            raise SpecError(f"a run growing pool {prog.pools[growing]['name']} outside a hold of it", at, prog.files)
+    elif growing is not None:
+        raise prog.unsupported("`growing` on a non-step stage", at)
+    if w == 0:
+        # zero work completes at once: no event, the session is ready again at the back (defect 4)
+        cfg.records["finished"].append([prog.stages[stage]["name"], s.serial])
+        if mode == "prefill":
+            first_token(cfg, s)
+        cfg.ready.append(s.serial)
+        return "yield"
+    job = Job(serial=s.serial, stage=stage, mode=mode, left=w, growing=growing,
+              admission=s.adm_seq if s.adm_seq is not None else -1)
+    s.job = job
+    s.status = ("stage", stage)
+    if kind == "step":
+        from .engine import add_resident
+        add_resident(cfg, stage, job)
+    else:
+        from .stages import start_job
+        start_job(cfg, job)
+    return None
+
+
+# -- settle --------------------------------------------------------------------------------------
+
+def retry_growers(cfg, p: int) -> None:
+    """Stalled growths in FIFO order; the head blocks the rest (§11.2, §11.7)."""
+    prog = cfg.program
+    st = cfg.pools[p]
+    while st.growers:
+        s = cfg.sessions[st.growers[0]]
+        _, target = s.growth
+        h = hold_of(s, p)
+        i = h.pools.index(p)
+        need = target - h.alloc[i]
+        if st.used + need > prog.caps[p]:
+            return
+        make_room(cfg, p, need)
+        st.used += need
+        h.alloc[i] = target
+        st.growers.pop(0)
+        s.growth = None
+        if s.job is not None:
+            s.status = ("stage", s.job.stage)
+        else:
+            s.status = READY
+            cfg.ready.append(s.serial)
+
+
+def settle(cfg) -> None:
+    """Run ready sessions in FIFO order; retry growers and admit heads of non-engine pools; repeat (§11.2)."""
+    prog = cfg.program
+    readied: dict = {}
+    while True:
+        while cfg.ready:
+            serial = cfg.ready.pop(0)
+            s = cfg.sessions[serial]
+            if s.status == READY:
+                readied[serial] = readied.get(serial, 0) + 1
+                if readied[serial] > READY_LIMIT:
+                    raise SpecError(f"session {serial} became ready {READY_LIMIT} times in one instant")
+                run_session(cfg, s)
+        for p in range(len(prog.pools)):
+            retry_growers(cfg, p)
+            if prog.pools[p].get("admitted_by") is None:
+                while True:
+                    head = select_head(cfg, p)
+                    if head is None:
+                        break
+                    s = cfg.sessions[head.serial]
+                    if not try_admit(cfg, s):
+                        break
+                    cfg.ready.append(s.serial)
+        if not cfg.ready:
+            return

@@ -1,0 +1,130 @@
+"""Non-step stages (language.md §11.5): fifo(c), delay, and ps(φ) with an exact virtual clock.
+
+A `ps` stage keeps a virtual clock v: every present job receives rate φ(n)/n, so v advances by
+that rate; a job's finish tag is v at its start plus its work. The next departure is the least
+tag (ties in start order) at now + (tag − v)/rate. At a departure v is advanced to now *before*
+the job is removed (oracle.md §10 defect 1), then v = max(v, tag).
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from . import values as V
+from .config import READY
+from .errors import SpecError
+from .events import schedule_event
+from .expr import Env, evaluate
+
+
+def present(cfg, s: int) -> int:
+    """queue(s): jobs present (waiting + in service; a step engine's residents)."""
+    st = cfg.stages[s]
+    return len(st.jobs) + len(st.waiting)
+
+
+def busy(cfg, s: int) -> int:
+    """busy(s): jobs in service (fifo: busy servers; step: jobs in the current iteration)."""
+    st = cfg.stages[s]
+    if st.kind == "step":
+        return len(st.iteration["assign"]) if st.iteration else 0
+    return len(st.jobs)
+
+
+def work(cfg, s: int):
+    """work(s): unfinished work at s."""
+    st = cfg.stages[s]
+    if st.kind == "step":
+        return Fraction(sum(j.left for j in st.jobs))
+    if st.kind == "ps":
+        advance_virtual_clock(cfg, s)
+        return sum((st.tags[j.serial] - st.v for j in st.jobs), Fraction(0))
+    total = sum((j.left for j in st.waiting), Fraction(0))
+    return total + sum((st.finish[j.serial] - cfg.now for j in st.jobs), Fraction(0))
+
+
+def ps_rate(cfg, s: int, n: int):
+    """Each of n present jobs gets φ(n)/n (Ps moment: φ may read `present`)."""
+    phi = evaluate(cfg.program.stages[s]["capacity"], Env(cfg, ctx={"present": Fraction(n)}))
+    if V.is_inf(phi) or phi <= 0:
+        raise SpecError(f"ps stage {cfg.program.stages[s]['name']}: capacity must be positive and finite, got {V.wire(phi)}")
+    return phi / n
+
+
+def advance_virtual_clock(cfg, s: int) -> None:
+    """v += rate·(now − t_last) with the rate of the jobs present since t_last."""
+    st = cfg.stages[s]
+    if st.jobs and cfg.now > st.t_last:
+        st.v += ps_rate(cfg, s, len(st.jobs)) * (cfg.now - st.t_last)
+    st.t_last = cfg.now
+
+
+def start_job(cfg, job) -> None:
+    """A job with positive work joins stage `job.stage` (§11.5)."""
+    s = job.stage
+    st = cfg.stages[s]
+    spec = cfg.program.stages[s]
+    job.start_order = st.next_start
+    st.next_start += 1
+    if st.kind == "delay":
+        st.jobs.append(job)
+        st.finish[job.serial] = cfg.now + job.left
+        schedule_event(cfg, st.finish[job.serial], "finish", (s, job.serial))
+    elif st.kind == "fifo":
+        if len(st.jobs) < spec["servers"]:
+            begin_fifo_service(cfg, s, job)
+        else:
+            st.waiting.append(job)
+    elif st.kind == "ps":
+        advance_virtual_clock(cfg, s)
+        st.jobs.append(job)
+        st.tags[job.serial] = st.v + job.left
+        st.dirty = True
+    else:
+        raise SpecError(f"start_job on a {st.kind} stage")
+
+
+def begin_fifo_service(cfg, s: int, job) -> None:
+    st = cfg.stages[s]
+    st.jobs.append(job)
+    st.finish[job.serial] = cfg.now + job.left
+    schedule_event(cfg, st.finish[job.serial], "finish", (s, job.serial))
+
+
+def finish_job(cfg, s: int, serial: int) -> None:
+    """A `finish` event: the job leaves its stage and its session becomes ready (§11.5, oracle §12.1)."""
+    st = cfg.stages[s]
+    job = next((j for j in st.jobs if j.serial == serial), None)
+    if job is None:
+        raise SpecError(f"finish of a job that is not on stage {cfg.program.stages[s]['name']}")
+    if st.kind == "ps":
+        advance_virtual_clock(cfg, s)          # advance v to now before removing the job (defect 1)
+        tag = st.tags.pop(serial)
+        st.jobs.remove(job)
+        st.v = max(st.v, tag)
+        st.dirty = True
+    else:
+        st.jobs.remove(job)
+        del st.finish[serial]
+        if st.kind == "fifo" and st.waiting:
+            begin_fifo_service(cfg, s, st.waiting.pop(0))
+    session = cfg.sessions[serial]
+    session.job = None
+    cfg.records["finished"].append([cfg.program.stages[s]["name"], serial])
+    if session.status == ("stage", s):
+        session.status = READY
+        cfg.ready.append(serial)
+
+
+def reschedule_ps(cfg, s: int) -> None:
+    """Withdraw the stage's pending departure and schedule the next one (end of settle, §11.2)."""
+    st = cfg.stages[s]
+    cfg.events = [e for e in cfg.events if not (e.kind == "finish" and e.arg[0] == s)]
+    st.dirty = False
+    if not st.jobs:
+        return
+    advance_virtual_clock(cfg, s)
+    rate = ps_rate(cfg, s, len(st.jobs))
+    nxt = min(st.jobs, key=lambda j: (st.tags[j.serial], j.start_order))
+    delta = st.tags[nxt.serial] - st.v
+    schedule_event(cfg, cfg.now + max(delta, Fraction(0)) / rate, "finish", (s, nxt.serial))

@@ -1,0 +1,97 @@
+"""The per-step observable line of docs/state.md (`serq-state/1`)."""
+
+from __future__ import annotations
+
+from serq.wire import canonical_json
+
+from .pools import hold_of
+from .values import wire
+
+
+def event_json(cfg, ev):
+    if ev is None:
+        return None
+    arg = ev.arg
+    names = cfg.program.stages
+    if ev.kind == "finish":
+        arg = [names[arg[0]]["name"], arg[1]]
+    elif ev.kind == "iter_end":
+        arg = names[arg]["name"]
+    return {"kind": ev.kind, "time": wire(ev.time), "seq": ev.seq, "arg": arg}
+
+
+def status_json(cfg, s) -> str:
+    st = s.status
+    if st[0] in ("ready", "ended"):
+        return st[0]
+    if st[0] in ("queued", "growing"):
+        return f"{st[0]}:{cfg.program.pools[st[1]]['name']}"
+    return f"stage:{cfg.program.stages[st[1]]['name']}"
+
+
+def pool_json(cfg, p: int) -> dict:
+    st = cfg.pools[p]
+    return {"name": cfg.program.pools[p]["name"], "used": st.used, "cached": st.cached(),
+            "queue": [q.serial for q in st.queue], "holders": list(st.holders),
+            "growers": list(st.growers),
+            "entries": [e.to_json() for e in sorted(st.entries, key=lambda e: (e.last, e.rel))],
+            "preemptions": st.preemptions}
+
+
+def stage_json(cfg, i: int) -> dict:
+    spec = cfg.program.stages[i]
+    st = cfg.stages[i]
+    out = {"name": spec["name"], "kind": st.kind}
+    if st.kind == "step":
+        mem = cfg.program.memory_of[i]
+        res = []
+        for j in st.jobs:
+            pos = alloc = None
+            if j.growing is not None:
+                h = hold_of(cfg.sessions[j.serial], j.growing)
+                k = h.pools.index(j.growing)
+                pos, alloc = h.position[k], h.alloc[k]
+            res.append({"serial": j.serial, "mode": j.mode, "remaining": j.left,
+                        "admission": j.admission, "position": pos, "allocation": alloc})
+        out["residents"] = res
+        it = st.iteration
+        out["iteration"] = None if it is None else {
+            "end": wire(it["end"]), "seq": it["seq"], "assign": [[a.serial, a.tokens] for a in it["assign"]]}
+        out["registers"] = [wire(r) for r in st.registers]
+        del mem
+    elif st.kind == "fifo":
+        out["waiting"] = [[j.serial, wire(j.left)] for j in st.waiting]
+        out["active"] = [[j.serial, wire(st.finish[j.serial])] for j in st.jobs]
+    elif st.kind == "delay":
+        out["active"] = [[j.serial, wire(st.finish[j.serial])] for j in st.jobs]
+    else:  # ps: remaining work at now, the clock advanced to now (without changing the state)
+        v = st.v
+        if st.jobs and cfg.now > st.t_last:
+            from .stages import ps_rate
+            v = v + ps_rate(cfg, i, len(st.jobs)) * (cfg.now - st.t_last)
+        out["active"] = [[j.serial, wire(st.tags[j.serial] - v)] for j in st.jobs]
+    return out
+
+
+def records_json(rec: dict) -> dict:
+    return {
+        "admitted": rec["admitted"], "preempted": rec["preempted"], "released": rec["released"],
+        "evicted": rec["evicted"], "finished": rec["finished"],
+        "iterations": [{"stage": it["stage"], "start": wire(it["start"]), "end": wire(it["end"]),
+                        "assign": it["assign"], "preempted": it["preempted"], "admitted": it["admitted"]}
+                       for it in rec["iterations"]],
+        "observations": [[n, s, t, wire(time), wire(v)] for n, s, t, time, v in rec["observations"]],
+    }
+
+
+def state_line(cfg, rec: dict, k: int) -> dict:
+    """The docs/state.md line of step k."""
+    return {"step": k, "event": event_json(cfg, rec.get("event")), "now": wire(cfg.now),
+            "pools": [pool_json(cfg, p) for p in range(len(cfg.program.pools))],
+            "stages": [stage_json(cfg, i) for i in range(len(cfg.program.stages))],
+            "sessions": [[s.serial, status_json(cfg, s)] for s in cfg.sessions],
+            "records": records_json(rec)}
+
+
+def state_text(cfg, rec: dict, k: int) -> str:
+    return canonical_json(state_line(cfg, rec, k))

@@ -1,0 +1,204 @@
+"""Exact values: rationals and ±inf, the arithmetic of language.md §3 without NaN, block rounding.
+
+A value is a `Fraction` or one of the floats `INF` / `-INF` (serq.wire). No other float ever
+appears: every operation here either returns an exact result or raises `SpecError`.
+
+Transcendental functions (`sqrt`, `exp`, `ln`, `pow` with a non-integer exponent) have no exact
+rational value in general. The spec computes them with Python's `decimal` module at 40
+significant digits, rounding half-even, and takes the resulting decimal as an exact rational
+(`Fraction(Decimal)`). This is deterministic on every machine and within 1e-39 relative of the
+real value; a perfect square's `sqrt` and `pow` with an integer exponent are exact.
+"""
+
+from __future__ import annotations
+
+import decimal
+import math
+from fractions import Fraction
+
+from serq.wire import INF, value_from_wire, value_to_wire  # noqa: F401  (re-exported)
+
+from .errors import SpecError
+
+ZERO = Fraction(0)
+ONE = Fraction(1)
+DIGITS = 40
+_CTX = decimal.Context(prec=DIGITS, rounding=decimal.ROUND_HALF_EVEN, Emax=999999, Emin=-999999)
+
+
+def is_inf(v) -> bool:
+    return isinstance(v, float)
+
+
+def finite(v, what: str = "value") -> Fraction:
+    """`v` as a Fraction; infinity is an error here."""
+    if isinstance(v, float):
+        raise SpecError(f"{what} is infinite")
+    return v
+
+
+def as_int(v, what: str, at=None) -> int:
+    """`v` as an int: tokens, units, counts must be whole numbers."""
+    if isinstance(v, float) or v.denominator != 1:
+        raise SpecError(f"{what} must be a whole number, got {value_to_wire(v)}", at)
+    return int(v)
+
+
+def truth(v, what: str = "guard", at=None) -> bool:
+    """A guard must be 0 or 1 (language.md §10, §11.9 run-time guard)."""
+    if v == 0:
+        return False
+    if v == 1:
+        return True
+    raise SpecError(f"{what} must be 0 or 1, got {value_to_wire(v)}", at)
+
+
+def nz(v) -> bool:
+    """C-like truth: any non-zero value is true (for `!`, `&&`, `||`, `?:`)."""
+    return v != 0
+
+
+def add(a, b):
+    if is_inf(a) and is_inf(b) and a != b:
+        raise SpecError("inf - inf is undefined")
+    if is_inf(a):
+        return a
+    if is_inf(b):
+        return b
+    return a + b
+
+
+def neg(a):
+    return -a
+
+
+def sub(a, b):
+    return add(a, neg(b))
+
+
+def mul(a, b):
+    if is_inf(a) or is_inf(b):
+        if a == 0 or b == 0:
+            raise SpecError("0 * inf is undefined")
+        return INF if (a > 0) == (b > 0) else -INF
+    return a * b
+
+
+def div(a, b):
+    if is_inf(b):
+        if is_inf(a):
+            raise SpecError("inf / inf is undefined")
+        return ZERO
+    if b == 0:
+        if a == 0:
+            raise SpecError("0 / 0 is undefined")
+        return INF if a > 0 else -INF
+    if is_inf(a):
+        return INF if (a > 0) == (b > 0) else -INF
+    return a / b
+
+
+def floor_v(a):
+    return a if is_inf(a) else Fraction(math.floor(a))
+
+
+def ceil_v(a):
+    return a if is_inf(a) else Fraction(math.ceil(a))
+
+
+def _dec(a: Fraction) -> decimal.Decimal:
+    return _CTX.divide(decimal.Decimal(a.numerator), decimal.Decimal(a.denominator))
+
+
+def _frac(d: decimal.Decimal) -> Fraction:
+    return Fraction(d)
+
+
+def sqrt_v(a):
+    if a < 0:
+        raise SpecError("sqrt of a negative number")
+    if is_inf(a):
+        return a
+    n, d = a.numerator, a.denominator
+    rn, rd = math.isqrt(n), math.isqrt(d)
+    if rn * rn == n and rd * rd == d:
+        return Fraction(rn, rd)
+    return _frac(_CTX.sqrt(_dec(a)))
+
+
+def exp_v(a):
+    if is_inf(a):
+        return INF if a > 0 else ZERO
+    if a == 0:
+        return ONE
+    if a < -100000:
+        return ZERO  # below 40 digits of anything representable: documented underflow
+    return _frac(_CTX.exp(_dec(a)))
+
+
+def ln_v(a):
+    if a < 0:
+        raise SpecError("ln of a negative number")
+    if a == 0:
+        return -INF
+    if is_inf(a):
+        return INF
+    if a == 1:
+        return ZERO
+    return _frac(_CTX.ln(_dec(a)))
+
+
+def pow_v(x, y):
+    """x ^ y: exact for an integer exponent, else exp(y·ln x) at 40 digits."""
+    if not is_inf(y) and y.denominator == 1 and not is_inf(x):
+        k = int(y)
+        if abs(k) > 4096:
+            raise SpecError("an integer exponent above 4096 in magnitude")
+        if k < 0:
+            if x == 0:
+                return INF
+            return Fraction(1) / (x ** -k)
+        return x ** k
+    if is_inf(x) or is_inf(y):
+        # the limits of x^y; undefined ones (1^inf, negative base) are errors
+        if not is_inf(x):
+            if x < 0:
+                raise SpecError("a negative number to an infinite power")
+            if x == 1:
+                raise SpecError("1 ^ inf is undefined")
+            big = x > 1
+            return (INF if big else ZERO) if y > 0 else (ZERO if big else INF)
+        if x < 0:
+            raise SpecError("-inf to a non-integer power")
+        return INF if y > 0 else ZERO
+    if x < 0:
+        raise SpecError("a negative number to a non-integer power")
+    if x == 0:
+        return ZERO if y > 0 else INF
+    return _frac(_CTX.power(_dec(x), _dec(y)))
+
+
+def min_v(a, b):
+    return a if a <= b else b
+
+
+def max_v(a, b):
+    return a if a >= b else b
+
+
+def roundup_block(units: int, block: int | None) -> int:
+    """A request is rounded up to a whole block (language.md §6)."""
+    if block is None:
+        return units
+    return -(-units // block) * block
+
+
+def rounddown_block(units: int, block: int | None) -> int:
+    """A cache entry is rounded down to a whole block (language.md §6, §11.4)."""
+    if block is None:
+        return units
+    return (units // block) * block
+
+
+def wire(v) -> str:
+    return value_to_wire(v)

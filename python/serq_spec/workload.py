@@ -1,0 +1,174 @@
+"""The pre-drawn workload (docs/sessions.md): every random value a run consumes, as data.
+
+`Workload.replay(file)` serves the values of a sessions file, in order, per stream; the cursors
+live in the Config (Session.cursors, Counters.machine), so the spec stays a function of its
+Config. `Workload.live(seed, n)` is used by `serq sample` only: when a list runs out it draws the
+next value from the stream of docs/sessions.md (serq.draws) and appends it, so the same code
+path records a fresh sample.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from serq import draws as live_draws
+from serq.wire import WireError, value_from_wire
+
+from .errors import SessionsFileError, SpecError
+from .values import wire
+
+FORMAT = "serq-sessions/1"
+
+
+def _val(x, where):
+    try:
+        v = value_from_wire(x)
+    except WireError as exc:
+        raise SessionsFileError(f"sessions file: {where}: {exc}")
+    if isinstance(v, float):
+        raise SessionsFileError(f"sessions file: {where}: a draw cannot be infinite")
+    return v
+
+
+def _list(x, where):
+    if not isinstance(x, list):
+        raise SessionsFileError(f"sessions file: {where} must be a list")
+    return x
+
+
+class Workload:
+    def __init__(self):
+        self.seed = None
+        self.live = False
+        self.count = 0                 # K: sessions in the file
+        self.arrivals: list = []
+        self.trace_picks: list = []
+        self.machine: list = []
+        self.sessions: list = []       # [{"init": [...], "turns": [[...]...], "session": [...]}]
+        self._rngs: dict = {}
+        self.arrival_rng = None         # sampling renewal gaps: draws come from the arrival stream
+
+    # -- construction -------------------------------------------------------------------------
+    @classmethod
+    def replay(cls, data) -> "Workload":
+        """Read a sessions file (already parsed JSON); malformed files raise SessionsFileError."""
+        w = cls()
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
+            raise SessionsFileError(f"not a {FORMAT} sessions file")
+        sessions = _list(data.get("sessions"), "sessions")
+        w.count = len(sessions)
+        w.arrivals = [_val(x, f"arrivals[{i}]") for i, x in enumerate(_list(data.get("arrivals", []), "arrivals"))]
+        for i in range(1, len(w.arrivals)):
+            if w.arrivals[i] < w.arrivals[i - 1] or w.arrivals[0] < 0:
+                raise SessionsFileError("sessions file: arrival times must be >= 0 and non-decreasing")
+        picks = _list(data.get("trace_picks", []), "trace_picks")
+        if any(not isinstance(p, int) or isinstance(p, bool) or p < 0 for p in picks):
+            raise SessionsFileError("sessions file: trace_picks must be non-negative integers")
+        w.trace_picks = picks
+        w.machine = [_val(x, f"machine[{i}]") for i, x in enumerate(_list(data.get("machine", []), "machine"))]
+        for i, s in enumerate(sessions):
+            if not isinstance(s, dict) or s.get("serial") != i:
+                raise SessionsFileError(f"sessions file: sessions[{i}] must have serial {i}")
+            w.sessions.append({
+                "init": [_val(x, f"sessions[{i}].init") for x in _list(s.get("init", []), f"sessions[{i}].init")],
+                "turns": [[_val(x, f"sessions[{i}].turns[{k}]") for x in _list(t, f"sessions[{i}].turns[{k}]")]
+                          for k, t in enumerate(_list(s.get("turns", []), f"sessions[{i}].turns"))],
+                "session": [_val(x, f"sessions[{i}].session") for x in _list(s.get("session", []), f"sessions[{i}].session")],
+            })
+        w.seed = data.get("seed")
+        return w
+
+    @classmethod
+    def live_sample(cls, seed: int, count: int) -> "Workload":
+        w = cls()
+        w.live = True
+        w.seed = seed
+        w.count = count
+        w.sessions = [{"init": [], "turns": [], "session": []} for _ in range(count)]
+        return w
+
+    def rng(self, *key):
+        if key not in self._rngs:
+            self._rngs[key] = live_draws.make_stream(*key)
+        return self._rngs[key]
+
+    # -- the streams --------------------------------------------------------------------------
+    def take(self, cfg, session, stream: tuple, dist: str, args: list, at) -> Fraction:
+        """The next value of `stream` for `session` (None: the machine stream)."""
+        if stream == ("arrival",) and self.arrival_rng is not None:
+            return live_draws.draw_exact(dist, args, self.arrival_rng)
+        if session is None:
+            lst = self.machine
+            i = cfg.counters.machine
+            key, where = ("machine", self.seed), "the machine stream"
+            cfg.counters.machine += 1
+        else:
+            rec = self.sessions[session.serial]
+            if stream[0] == "init":
+                lst, ckey, key = rec["init"], "init", ("turn", self.seed, session.serial, 0)
+            elif stream[0] == "turn":
+                k = stream[1]
+                while self.live and len(rec["turns"]) < k:
+                    rec["turns"].append([])
+                if k > len(rec["turns"]):
+                    raise SessionsFileError(
+                        f"the sessions file does not fit the program: session {session.serial} "
+                        f"starts turn {k} but the file has {len(rec['turns'])} turns "
+                        f"(draw at {cfg.program.loc(at)})")
+                lst, ckey, key = rec["turns"][k - 1], f"turn:{k}", ("turn", self.seed, session.serial, k)
+            else:
+                lst, ckey, key = rec["session"], "session", ("session", self.seed, session.serial)
+            i = session.cursors.get(ckey, 0)
+            session.cursors[ckey] = i + 1
+            where = f"session {session.serial}'s {ckey} stream"
+        if i < len(lst):
+            return lst[i]
+        if not self.live:
+            raise SessionsFileError(
+                f"the sessions file does not fit the program: {where} needs draw #{i + 1} "
+                f"(~{dist} at {cfg.program.loc(at)}) but the file has only {len(lst)}")
+        if key[0] == "machine":
+            key = ("machine", self.seed)
+        try:
+            x = live_draws.draw_exact(dist, args, self.rng(*key))
+        except live_draws.DrawError as exc:
+            raise SpecError(str(exc), at, cfg.program.files)
+        lst.append(x)
+        return x
+
+    def check_consumed(self, cfg, session) -> None:
+        """At a session's end every value of its streams must have been used (docs/sessions.md)."""
+        if self.live:
+            return
+        rec = self.sessions[session.serial]
+        c = session.cursors
+        problems = []
+        if c.get("init", 0) != len(rec["init"]):
+            problems.append(f"init stream: used {c.get('init', 0)} of {len(rec['init'])}")
+        if session.turns != len(rec["turns"]):
+            problems.append(f"ran {session.turns} turns, the file has {len(rec['turns'])}")
+        for k, t in enumerate(rec["turns"], start=1):
+            if c.get(f"turn:{k}", 0) != len(t) and k <= session.turns:
+                problems.append(f"turn {k} stream: used {c.get(f'turn:{k}', 0)} of {len(t)}")
+        if c.get("session", 0) != len(rec["session"]):
+            problems.append(f"session stream: used {c.get('session', 0)} of {len(rec['session'])}")
+        if problems:
+            raise SessionsFileError(
+                f"the sessions file does not fit the program: session {session.serial} ended with "
+                + "; ".join(problems))
+
+    def note_turn(self, session) -> None:
+        if self.live:
+            rec = self.sessions[session.serial]
+            while len(rec["turns"]) < session.turns:
+                rec["turns"].append([])
+
+    # -- output -------------------------------------------------------------------------------
+    def to_file(self, program_name: str, inputs: dict) -> dict:
+        return {"format": FORMAT, "seed": self.seed, "program": program_name, "inputs": inputs,
+                "arrivals": [wire(a) for a in self.arrivals], "trace_picks": self.trace_picks,
+                "machine": [wire(x) for x in self.machine],
+                "sessions": [{"serial": i, "init": [wire(x) for x in s["init"]],
+                              "turns": [[wire(x) for x in t] for t in s["turns"]],
+                              "session": [wire(x) for x in s["session"]]}
+                             for i, s in enumerate(self.sessions)]}

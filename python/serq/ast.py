@@ -1,0 +1,52 @@
+"""The syntax tree the parser builds and the linker reads.
+
+One small node type: a `kind`, a source position `pos = (file_id, line, column)` and named fields.
+Expressions and statements are both `Node`s; lists of statements are plain lists.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+Pos = tuple  # (file_id, line, column), all ints, 1-based line/column
+
+
+class Node:
+    __slots__ = ("kind", "pos", "f")
+
+    def __init__(self, kind: str, pos: Pos, **fields: Any):  # noqa: D107
+        self.kind = kind
+        self.pos = pos
+        self.f = fields
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self.f[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{k}={v!r}" for k, v in self.f.items())
+        return f"{self.kind}({inner})"
+
+    def children(self) -> Iterator["Node"]:
+        """Sub-nodes, in field order (lists flattened)."""
+        for v in self.f.values():
+            yield from _nodes(v)
+
+
+def _nodes(v: Any) -> Iterator[Node]:
+    if isinstance(v, Node):
+        yield v
+    elif isinstance(v, (list, tuple)):
+        for x in v:
+            yield from _nodes(x)
+
+
+def walk(node: Any) -> Iterator[Node]:
+    """Every node under `node` (pre-order, iterative, so deep trees do not recurse)."""
+    stack = list(_nodes(node))[::-1]
+    while stack:
+        n = stack.pop()
+        yield n
+        stack.extend(list(n.children())[::-1])

@@ -1,0 +1,40 @@
+"""The one error type of the front-end.
+
+Every problem with a program (unreadable file, syntax, linking, a bad `--set`, a bad trace row)
+is a `SerqError` carrying where it is (file, 1-based line and column) and what is wrong. The CLI
+prints it as `FILE:LINE:COLUMN: error: message`, then the source line and a caret.
+"""
+
+from __future__ import annotations
+
+
+class SerqError(Exception):
+    """A located error in a serQ program (or in its command-line settings when `file` is None)."""
+
+    def __init__(self, message: str, file: str | None = None, line: int | None = None,
+                 column: int | None = None, source_line: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.file = file
+        self.line = line
+        self.column = column
+        self.source_line = source_line
+
+    def location(self) -> str:
+        if self.file is None:
+            return "serq"
+        if self.line is None:
+            return self.file
+        return f"{self.file}:{self.line}:{self.column or 1}"
+
+    def render(self) -> str:
+        """`FILE:LINE:COLUMN: error: message`, then the source line and a caret under the column."""
+        out = f"{self.location()}: error: {self.message}"
+        if self.source_line is not None and self.line is not None:
+            text = self.source_line.rstrip("\r\n").expandtabs(1)
+            col = max(1, self.column or 1)
+            out += "\n  " + text + "\n  " + " " * (col - 1) + "^"
+        return out
+
+    def __str__(self) -> str:
+        return f"{self.location()}: {self.message}"

@@ -1,0 +1,210 @@
+"""Exact constant arithmetic for the linker: Fractions and ±inf, never NaN, never a float.
+
+Each operation returns a value, or raises `NaNError` (0/0, inf - inf, 0 * inf, sqrt(-1), …) or
+`Inexact` (the result is irrational, e.g. sqrt(2), or too large to keep exactly); the linker turns
+the first into a located error and keeps the second as an unfolded expression.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from typing import Union
+
+Value = Union[Fraction, float]
+INF = math.inf
+MAX_BITS = 4096  # larger numerators/denominators are not folded
+
+
+class NaNError(ArithmeticError):
+    pass
+
+
+class Inexact(ArithmeticError):
+    pass
+
+
+def is_inf(v: Value) -> bool:
+    return isinstance(v, float)
+
+
+def sign(v: Value) -> int:
+    return (v > 0) - (v < 0)
+
+
+def _check(v: Value) -> Value:
+    if isinstance(v, float):
+        if math.isnan(v):
+            raise NaNError()
+        if not math.isinf(v):
+            return Fraction(v)  # cannot happen for results below, kept for safety
+        return v
+    if isinstance(v, int):
+        v = Fraction(v)
+    if v.numerator.bit_length() > MAX_BITS or v.denominator.bit_length() > MAX_BITS:
+        raise Inexact()
+    return v
+
+
+def parse_number(text: str) -> Fraction:
+    """A decimal literal's exact value; Inexact if its exponent is absurd (1e100000)."""
+    mant, _, exp = text.lower().partition("e")
+    if exp and abs(int(exp)) > 1000:
+        raise Inexact()
+    return Fraction(text)
+
+
+def add(a: Value, b: Value) -> Value:
+    if is_inf(a) or is_inf(b):
+        if is_inf(a) and is_inf(b) and a != b:
+            raise NaNError()
+        return a if is_inf(a) else b
+    return _check(a + b)
+
+
+def neg(a: Value) -> Value:
+    return -a
+
+
+def sub(a: Value, b: Value) -> Value:
+    return add(a, neg(b))
+
+
+def mul(a: Value, b: Value) -> Value:
+    if is_inf(a) or is_inf(b):
+        s = sign(a) * sign(b)
+        if s == 0:
+            raise NaNError()
+        return INF if s > 0 else -INF
+    return _check(a * b)
+
+
+def div(a: Value, b: Value) -> Value:
+    if b == 0:
+        if a == 0:
+            raise NaNError()
+        return INF if a > 0 else -INF
+    if is_inf(b):
+        if is_inf(a):
+            raise NaNError()
+        return Fraction(0)
+    if is_inf(a):
+        return INF if sign(a) * sign(b) > 0 else -INF
+    return _check(Fraction(a) / Fraction(b))
+
+
+def _iroot(n: int, k: int) -> int | None:
+    """The exact integer k-th root of n >= 0, or None."""
+    if n < 0:
+        return None
+    if n < 2:
+        return n
+    r = int(round(n ** (1.0 / k))) if n.bit_length() < 1000 else None
+    if r is None:
+        lo, hi = 0, 1 << (n.bit_length() // k + 1)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if mid ** k < n:
+                lo = mid + 1
+            else:
+                hi = mid
+        r = lo
+    for c in (r - 1, r, r + 1):
+        if c >= 0 and c ** k == n:
+            return c
+    return None
+
+
+def sqrt(a: Value) -> Value:
+    if a < 0:
+        raise NaNError()
+    if is_inf(a):
+        return INF
+    a = Fraction(a)
+    n, d = _iroot(a.numerator, 2), _iroot(a.denominator, 2)
+    if n is None or d is None:
+        raise Inexact()
+    return Fraction(n, d)
+
+
+def power(a: Value, b: Value) -> Value:
+    if is_inf(b) or is_inf(a):
+        if is_inf(b):
+            if a == 1:
+                return Fraction(1)
+            if a < 0:
+                raise Inexact()
+            big = a > 1
+            if b > 0:
+                return INF if big else Fraction(0)
+            return Fraction(0) if big else INF
+        # a infinite, b finite
+        if b == 0:
+            return Fraction(1)
+        if a > 0:
+            return INF if b > 0 else Fraction(0)
+        raise Inexact()
+    a, b = Fraction(a), Fraction(b)
+    if b.denominator == 1:
+        e = b.numerator
+        if a == 0:
+            if e == 0:
+                return Fraction(1)
+            return Fraction(0) if e > 0 else INF
+        if abs(e) * max(a.numerator.bit_length(), a.denominator.bit_length(), 1) > MAX_BITS:
+            raise Inexact()
+        return _check(a ** e)
+    if a < 0:
+        raise NaNError()
+    # rational exponent p/q: exact only when a is a perfect q-th power
+    q = b.denominator
+    if q > 64:
+        raise Inexact()
+    n, d = _iroot(a.numerator, q), _iroot(a.denominator, q)
+    if n is None or d is None:
+        raise Inexact()
+    return power(Fraction(n, d), Fraction(b.numerator))
+
+
+def floor(a: Value) -> Value:
+    return a if is_inf(a) else Fraction(math.floor(a))
+
+
+def ceil(a: Value) -> Value:
+    return a if is_inf(a) else Fraction(math.ceil(a))
+
+
+def exp(a: Value) -> Value:
+    if is_inf(a):
+        return INF if a > 0 else Fraction(0)
+    if a == 0:
+        return Fraction(1)
+    raise Inexact()
+
+
+def ln(a: Value) -> Value:
+    if a < 0:
+        raise NaNError()
+    if a == 0:
+        return -INF
+    if is_inf(a):
+        return INF
+    if a == 1:
+        return Fraction(0)
+    raise Inexact()
+
+
+def truth(a: Value) -> bool:
+    return a != 0
+
+
+def b2v(x: bool) -> Fraction:
+    return Fraction(1 if x else 0)
+
+
+FUNCS1 = {"abs": abs, "floor": floor, "ceil": ceil, "sqrt": sqrt, "exp": exp, "ln": ln}
+BINOPS = {
+    "+": add, "-": sub, "*": mul, "/": div, "^": power,
+    "<": lambda a, b: b2v(a < b), "<=": lambda a, b: b2v(a <= b), ">": lambda a, b: b2v(a > b),
+    ">=": lambda a, b: b2v(a >= b), "==": lambda a, b: b2v(a == b), "!=": lambda a, b: b2v(a != b),
+}

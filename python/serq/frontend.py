@@ -1,0 +1,152 @@
+"""The front-end's public entry points: a program (file or text) and its settings -> the IR.
+
+    load_program(path, settings)            -> dict   (the IR of docs/ir.md)
+    compile_source(text, filename, settings) -> dict
+
+Both raise only `SerqError` (whatever the input: a missing file, a directory, bytes that are not
+UTF-8, a `use` cycle, a program nested too deeply, …).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Mapping
+
+from .errors import SerqError
+from .linker import Linker
+from .parser import Source, parse
+
+__all__ = ["load_program", "compile_source", "SerqError"]
+
+
+def _decode(raw: bytes, display: str) -> str:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        start = raw.rfind(b"\n", 0, e.start) + 1
+        line = raw.count(b"\n", 0, e.start) + 1
+        col = len(raw[start:e.start].decode("utf-8", "replace")) + 1
+        end = raw.find(b"\n", e.start)
+        src_line = raw[start:end if end >= 0 else len(raw)].decode("utf-8", "replace")
+        raise SerqError(f"the file is not valid UTF-8 (byte 0x{raw[e.start]:02x})", display, line, col,
+                        src_line) from None
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    return text
+
+
+def _read(path: str, display: str) -> str:
+    """The text of a source file; a SerqError (without a line) when it cannot be read."""
+    if os.path.isdir(path):
+        raise SerqError("cannot read: it is a directory", display)
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read()
+    except FileNotFoundError:
+        raise SerqError("cannot read: no such file", display) from None
+    except OSError as e:
+        raise SerqError(f"cannot read: {e.strerror or e}", display) from None
+    return _decode(raw, display)
+
+
+class _Program:
+    def __init__(self, main_path: str, settings: Mapping[str, str] | None):
+        self.main_path = main_path
+        self.main_dir = os.path.dirname(os.path.abspath(main_path))
+        self.files: list[str] = []
+        self.by_real: dict[str, int] = {}
+        self.nodes: dict[int, list] = {}
+        self.linker = Linker(dict(settings or {}), self.read_use)
+        self.linking: list[int] = []
+        self.linked: set[int] = set()
+
+    def add_source(self, path: str, display: str, text: str) -> int:
+        fid = len(self.linker.sources)
+        src = Source(display, text)
+        src.path = os.path.abspath(path)  # type: ignore[attr-defined]
+        self.linker.sources.append(src)
+        rel = os.path.relpath(os.path.abspath(path), self.main_dir)
+        self.files.append(rel.replace(os.sep, "/"))
+        self.by_real[os.path.realpath(path)] = fid
+        return fid
+
+    def read_use(self, rel: str, from_fid: int, pos: tuple):
+        src = self.linker.sources[from_fid]
+        path = os.path.normpath(os.path.join(os.path.dirname(src.path), rel))
+        real = os.path.realpath(path)
+        fid = self.by_real.get(real)
+        if fid is None:
+            display = os.path.normpath(os.path.join(os.path.dirname(src.name), rel))
+            try:
+                text = _read(path, display)
+            except SerqError as e:
+                if e.line is not None:
+                    raise
+                raise self.linker.err(pos, f"cannot read library \"{rel}\": {e.message.replace('cannot read: ', '')}") from None
+            fid = self.add_source(path, display, text)
+            self.nodes[fid] = parse(text, fid, self.linker.sources[fid])
+        if fid in self.linking:
+            chain = [self.linker.sources[f].name for f in self.linking[self.linking.index(fid):]]
+            chain.append(self.linker.sources[fid].name)
+            raise self.linker.err(pos, "`use` cycle: " + " -> ".join(chain))
+        if fid in self.linked:
+            return None
+        return fid, _Tracked(self, fid, self.nodes[fid])
+
+    def run(self, text: str) -> dict:
+        fid = self.add_source(self.main_path, self.main_path, text)
+        nodes = parse(text, fid, self.linker.sources[fid])
+        self.linking.append(fid)
+        self.linker.link_file(nodes, fid, is_main=True)
+        self.linking.pop()
+        return self.linker.ir(self.files)
+
+
+class _Tracked(list):
+    """The nodes of a library; iterating them marks the file as being linked (for cycle errors)."""
+
+    def __init__(self, prog: _Program, fid: int, nodes: list):
+        super().__init__(nodes)
+        self.prog = prog
+        self.fid = fid
+
+    def __iter__(self):
+        self.prog.linking.append(self.fid)
+        try:
+            yield from super().__iter__()
+        finally:
+            self.prog.linking.pop()
+            self.prog.linked.add(self.fid)
+
+
+def _guard(fn, display: str):
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(old, 6000))
+    try:
+        return fn()
+    except RecursionError:
+        raise SerqError("the program is nested too deeply to compile", display) from None
+    finally:
+        sys.setrecursionlimit(old)
+
+
+def load_program(path: str, settings: Mapping[str, str] | None = None) -> dict:
+    """The IR of the program in `path` with `--set` settings {input name: value text}."""
+    path = os.fspath(path)
+
+    def go():
+        text = _read(path, path)
+        return _Program(path, settings).run(text)
+
+    return _guard(go, path)
+
+
+def compile_source(text: str | bytes, filename: str = "<input>.sq", settings: Mapping[str, str] | None = None) -> dict:
+    """Like `load_program` for a text (or raw bytes); `use` paths are relative to `filename`'s directory."""
+
+    def go():
+        t = _decode(text, filename) if isinstance(text, (bytes, bytearray)) else text
+        return _Program(filename, settings).run(t)
+
+    return _guard(go, filename)

@@ -1,0 +1,79 @@
+"""`serq check` and `serq ir`: the front-end's subcommands (registered by serq/cli.py)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from .errors import SerqError
+
+
+def _settings(pairs: list[str] | None) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for p in pairs or []:
+        name, sep, value = p.partition("=")
+        if not sep or not name.strip():
+            raise SerqError(f"--set {p}: expected NAME=VALUE (an `args.number` input and a number or inf)")
+        out[name.strip()] = value  # the last one wins
+    return out
+
+
+def _report(e: SerqError) -> int:
+    print(e.render(), file=sys.stderr)
+    return 2
+
+
+def _load(args: argparse.Namespace) -> dict:
+    from .frontend import load_program
+
+    return load_program(args.file, _settings(args.set))
+
+
+def _guarded(fn, args: argparse.Namespace) -> int:
+    try:
+        return fn(args)
+    except SerqError as e:
+        return _report(e)
+    except Exception as e:  # noqa: BLE001 - a bug must still not print a traceback
+        print(f"{args.file}: error: internal error in the front-end ({type(e).__name__}: {e}); please report it",
+              file=sys.stderr)
+        return 2
+
+
+def _check(args: argparse.Namespace) -> int:
+    ir = _load(args)
+    print(f"OK: {len(ir['pools'])} pool(s), {len(ir['stages'])} stage(s), {len(ir['attrs'])} attribute(s), "
+          f"{len(ir['blocks'])} block(s)")
+    return 0
+
+
+def _ir(args: argparse.Namespace) -> int:
+    from .wire import canonical_json
+
+    ir = _load(args)
+    if args.pretty:
+        text = json.dumps(ir, sort_keys=True, indent=2, ensure_ascii=False)
+    else:
+        text = canonical_json(ir)
+    sys.stdout.write(text + "\n")
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    setting_help = "bind an `args.number` input (a number or inf); repeatable, the last one wins"
+    p = subparsers.add_parser("check", help="parse and link a program; print a one-line summary",
+                              description="Parse and link FILE (and the libraries it uses). Exit 0 and print a "
+                                          "summary when it links; otherwise print FILE:LINE:COLUMN: error: … "
+                                          "with the source line and a caret, and exit 2.")
+    p.add_argument("file", metavar="FILE", help="a serQ program (.sq)")
+    p.add_argument("--set", metavar="NAME=VALUE", action="append", help=setting_help)
+    p.set_defaults(func=lambda a: _guarded(_check, a))
+
+    p = subparsers.add_parser("ir", help="print the canonical IR of a program (docs/ir.md)",
+                              description="Print the IR of FILE as canonical JSON (sorted keys, exact numbers). "
+                                          "Errors as for `serq check`.")
+    p.add_argument("file", metavar="FILE", help="a serQ program (.sq)")
+    p.add_argument("--set", metavar="NAME=VALUE", action="append", help=setting_help)
+    p.add_argument("--pretty", action="store_true", help="indent the JSON (not canonical)")
+    p.set_defaults(func=lambda a: _guarded(_ir, a))

@@ -1,0 +1,1477 @@
+"""The linker: syntax tree of a whole program (with its libraries) -> the IR of docs/ir.md.
+
+One pass over the program in text order (`use` files are read where they are used), with the
+checks of language.md §2, §4, §5 and §10 done where the construct is compiled, and the checks that
+need the whole program (a value set from live state and read later in a hold header, hidden
+attributes read by the scheduler, loop bodies that must let time pass, attributes never set)
+done at the end. Every error is a `SerqError` at the source location of the construct.
+"""
+
+from __future__ import annotations
+
+import copy
+import csv
+import io
+import os
+from dataclasses import dataclass, field, replace
+from fractions import Fraction
+from typing import Any, Callable
+
+from . import exact
+from .ast import Node, walk
+from .errors import SerqError
+from .parser import Source
+from .wire import INF, value_from_wire, value_to_wire
+
+BUILTIN_ATTRS = ["serial", "turn_no", "cached", "computed", "new", "out", "think", "more", "forced"]
+CTX_VARS = {"now", "waited", "size", "last", "age", "waiting", "present", "position", "computed",
+            "demand", "served", "arrived"}
+JOB_KEYS = {"decoding", "admission", "remaining"}
+FUNCS = {"min": 2, "max": 2, "abs": 1, "floor": 1, "ceil": 1, "sqrt": 1, "exp": 1, "ln": 1, "pow": 2}
+STAGE_OBS = {"queue", "busy", "work", "budget_left"}
+POOL_OBS = {"used", "free", "cachedin", "holders", "queued"}
+LIVE_OBS = STAGE_OBS | POOL_OBS  # "live state" of §10 (the estimators are rejected earlier)
+DISTS = {"exp": 1, "det": 1, "uniform": 2, "erlang": 2, "h2": 2, "bernoulli": 1}
+
+EV_TOKENS_CAP = {"running.count", "running.decoding", "running.kv_decode", "running.kv_prefill", "waiting.count"}
+EV_SCHEDULE = EV_TOKENS_CAP | {"running.preempted", "waiting.admitted", "batch.tokens", "batch.prefilled"}
+EV_EXECUTE = {"running.count", "waiting.count", "batch.tokens", "batch.prefilled", "batch.decoding",
+              "batch.kv_decode", "batch.kv_prefill", "batch.attention"}
+EV_ALL = EV_SCHEDULE | EV_EXECUTE
+
+# moment -> (attributes readable, context variables readable, draws allowed, observables allowed,
+#            per-request keys, scheduler-facing (no hidden attributes))
+MOMENTS: dict[str, tuple[bool, frozenset, bool, bool, bool, bool]] = {
+    "const": (False, frozenset(), False, False, False, False),
+    "session": (True, frozenset({"now"}), True, True, False, False),
+    "admit": (True, frozenset({"now"}), False, True, False, True),
+    "select": (True, frozenset({"now", "waited"}), False, True, False, True),
+    "evict": (True, frozenset({"now", "size", "last", "age", "waiting"}), False, True, False, True),
+    "preempt": (True, frozenset({"now", "position", "computed"}), False, True, True, True),
+    "ps": (False, frozenset({"now", "present"}), True, True, False, False),
+    "tokens": (False, frozenset({"now"}), True, True, False, True),
+    "budget": (False, frozenset({"now"}), False, True, False, True),
+    "serve": (True, frozenset({"now"}), False, True, True, True),
+    "only": (True, frozenset(), False, True, True, True),
+    "guard": (False, frozenset(), False, True, False, True),
+    "step": (False, frozenset({"now"}), True, True, False, False),
+    "gauge": (False, frozenset(), False, True, False, False),
+    "arrival": (False, frozenset({"now"}), True, False, False, False),
+}
+CTX_HOME = {
+    "now": "any expression except gauges, `only` and schedule guards",
+    "waited": "queue keys (`queue by`)",
+    "size": "eviction keys (`evict by`)", "last": "eviction keys (`evict by`)",
+    "age": "eviction keys (`evict by`)", "waiting": "eviction keys (`evict by`)",
+    "present": "a ps stage's capacity",
+    "position": "preemption keys (`preempt by`)", "computed": "preemption keys (`preempt by`)",
+    "demand": "claims", "served": "claims", "arrived": "claims",
+}
+EACH_MSG = ("`each at most (…)` must select among positive constants: a constant, a schedule `let` "
+            "choosing between constants (`c ? k1 : k2`), or `max(k, e)` with a positive constant k")
+
+
+def num(v: Any) -> dict:
+    return {"k": "num", "v": value_to_wire(v)}
+
+
+def is_num(e: Any) -> bool:
+    return isinstance(e, dict) and e.get("k") == "num"
+
+
+def val(e: dict):
+    return value_from_wire(e["v"])
+
+
+def ir_walk(e: Any):
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, dict):
+            yield x
+            stack.extend(x.values())
+        elif isinstance(x, list):
+            stack.extend(x)
+
+
+def is_const_ir(e: dict) -> bool:
+    return all(x.get("k") in (None, "num", "un", "bin", "cond", "fn") for x in ir_walk(e) if "k" in x)
+
+
+@dataclass
+class Ctx:
+    """How an expression is read: its moment and what it may name."""
+    moment: str
+    where: str
+    engine: Any = None                 # EngineInfo when inside an engine
+    ev: frozenset = frozenset()        # engine values readable
+    locals: dict = field(default_factory=dict)   # schedule lets visible: name -> index
+    params: dict = field(default_factory=dict)   # macro parameters: name -> (Node, Ctx)
+    defs: dict = field(default_factory=dict)     # definitions visible: name -> DefInfo
+    devfns: dict = field(default_factory=dict)   # device time functions visible
+    hold: Any = None                   # HoldCtx for a hold body
+    record: Any = None                 # list collecting (slot, pos) attribute reads, or None
+
+
+@dataclass
+class HoldCtx:
+    has_cache: bool
+    impure: dict  # binding name -> pos of the binding that reads live state
+
+
+@dataclass
+class SCtx:
+    """Where a statement is: its block kind and its expression context."""
+    block: str          # session | server | init | turn
+    c: Ctx
+    at: Any = None      # call-site position overriding statement positions (macros, engine calls)
+
+
+@dataclass
+class DefInfo:
+    node: Node
+    scope: dict  # the definitions visible to its body
+
+
+@dataclass
+class EngineInfo:
+    name: str
+    index: int
+    device: Any
+    pos: tuple
+    caps: dict = field(default_factory=dict)
+    regs: dict = field(default_factory=dict)
+    lets: list = field(default_factory=list)
+    params: list = field(default_factory=list)
+    template: Any = None
+    taking_ast: Any = None
+    taking: Any = None
+    devfns: dict = field(default_factory=dict)
+
+
+class Linker:
+    def __init__(self, settings: dict[str, str], read_use: Callable):
+        self.settings = dict(settings)
+        self.read_use = read_use  # (path string, from file id, pos) -> (file id, nodes) or None if already read
+        self.sources: list[Source] = []
+        self.consts: dict[str, tuple[dict, tuple]] = {}
+        self.input_of: dict[str, str] = {}  # local name -> external name
+        self.inputs: dict[str, Any] = {}
+        self.input_pos: dict[str, tuple] = {}
+        self.args_enabled = False
+        self.defs: dict[str, DefInfo] = {}
+        self.attrs: list[str] = list(BUILTIN_ATTRS)
+        self.slot: dict[str, int] = {n: i for i, n in enumerate(BUILTIN_ATTRS)}
+        self.written: set[str] = set(BUILTIN_ATTRS)
+        self.first_read: dict[str, tuple] = {}
+        self.hidden: list[str] = []
+        self.hidden_pos: dict[str, tuple] = {}
+        self.observes: list[str] = []
+        self.pools: list[dict] = []
+        self.pool_names: dict[str, tuple] = {}   # name -> (base, count, pos)
+        self.stages: list[dict] = []
+        self.stage_names: dict[str, tuple] = {}  # name -> (base, count, kind, pos)
+        self.devices: dict[str, dict] = {}
+        self.engines: dict[str, EngineInfo] = {}
+        self.blocks: list[Any] = []
+        self.gauges: list[dict] = []
+        self.gauge_pos: dict[str, tuple] = {}
+        self.workload: dict | None = None
+        self.workload_parts: dict[str, Any] = {}
+        self.server_block: int | None = None
+        self.live_sets: dict[int, tuple] = {}    # slot -> pos of a `set` from live state
+        self.header_reads: list[tuple] = []      # (slot, pos) read in hold headers / taking
+        self.facing_reads: list[tuple] = []      # (slot, pos, where) read by scheduler-facing exprs
+        self.loops: list[tuple] = []             # (kind, block index, pos)
+        self.tool_refs: list[dict] = []
+        self.tool_pos: tuple | None = None
+        self.decl_pos: dict[str, tuple] = {}
+        self.main_seen = False
+
+    # ------------------------------------------------------------------ errors, positions
+    def err(self, pos: tuple, msg: str) -> SerqError:
+        fid, line, col = pos
+        return self.sources[fid].error(msg, line, col)
+
+    def where(self, pos: tuple) -> str:
+        fid, line, col = pos
+        return f"{self.sources[fid].name}:{line}:{col}"
+
+    def at(self, pos: tuple, s: SCtx | None = None) -> list:
+        p = s.at if (s is not None and s.at is not None) else pos
+        return [p[0], p[1], p[2]]
+
+    # ------------------------------------------------------------------ top level
+    def link_file(self, nodes: list[Node], fid: int, is_main: bool) -> None:
+        mains = [n for n in nodes if n.kind == "main"]
+        if is_main and not mains:
+            src = self.sources[fid]
+            raise src.error("no `fn main() { … }` in this program", max(1, len(src.lines)), 1)
+        if not is_main and mains:
+            raise self.err(mains[0].pos, "a library (a file read by `use`) cannot contain `fn main`")
+        if len(mains) > 1:
+            raise self.err(mains[1].pos, "a second `fn main`: a program has exactly one")
+        seen_main = False
+        for n in nodes:
+            if seen_main:
+                raise self.err(n.pos, "nothing may follow `fn main() { … }`")
+            if n.kind == "main":
+                seen_main = True
+                self.link_main(n)
+            else:
+                self.header(n, fid, in_main=False)
+
+    def header(self, n: Node, fid: int, in_main: bool) -> None:
+        if n.kind == "use":
+            if n.path == "std/args":
+                self.args_enabled = True
+                return
+            got = self.read_use(n.path, fid, n.path_pos)
+            if got is not None:
+                lib_fid, lib_nodes = got
+                self.link_file(lib_nodes, lib_fid, is_main=False)
+        elif n.kind == "let":
+            self.let(n, in_main)
+        elif n.kind == "def":
+            if n.name in self.defs:
+                raise self.err(n.pos, f"`{n.name}` is already defined at {self.where(self.defs[n.name].node.pos)}")
+            self.check_fresh_name(n.name, n.pos, "definition")
+            seen = set()
+            for p, ppos in n.params:
+                if p in seen:
+                    raise self.err(ppos, f"parameter `{p}` appears twice")
+                seen.add(p)
+            self.defs[n.name] = DefInfo(n, dict(self.defs))
+        else:  # pragma: no cover - the grammar allows nothing else here
+            raise self.err(n.pos, "unexpected declaration")
+
+    def check_fresh_name(self, name: str, pos: tuple, what: str) -> None:
+        if name == "inf":
+            raise self.err(pos, "`inf` is the reserved name of +∞")
+
+    def let(self, n: Node, in_main: bool) -> None:
+        name = n.name
+        if name == "inf":
+            raise self.err(n.name_pos, "`inf` is the reserved name of +∞ and cannot be redefined")
+        if name in CTX_VARS:
+            raise self.err(n.name_pos, f"`{name}` is a context variable; a constant may not share its name")
+        if name in self.consts:
+            raise self.err(n.name_pos, f"constant `{name}` is already defined at {self.where(self.consts[name][1])}")
+        if name in self.slot:
+            raise self.err(n.name_pos, f"`{name}` is a session attribute; a constant may not share its name")
+        e = n.expr
+        if e.kind == "args_call":
+            if not in_main:
+                raise self.err(e.pos, "`args.number(…)` may only initialise a `let` inside `fn main`")
+            if e.id != "args.number":
+                raise self.err(e.pos, f"unknown function `{e.id}` (did you mean `args.number`?)")
+            if not self.args_enabled:
+                raise self.err(e.pos, "`args.number` needs `use \"std/args\";` before it")
+            ext = e.ext
+            if ext in self.inputs:
+                raise self.err(e.ext_pos, f"input \"{ext}\" is already declared at {self.where(self.input_pos[ext])}")
+            if e.default is None:
+                raise self.err(e.pos, "`args.number(\"NAME\", default)` needs a default value")
+            d = self.cx(e.default, Ctx("const", "the default of an input", defs=self.defs))
+            if not is_num(d):
+                raise self.err(e.default.pos, "the default of an input must be an exact constant")
+            v = val(d)
+            if ext in self.settings:
+                v = self.parse_setting(ext, self.settings.pop(ext))
+            self.inputs[ext] = v
+            self.input_pos[ext] = e.ext_pos
+            self.input_of[name] = ext
+            self.consts[name] = (num(v), n.name_pos)
+            return
+        ir = self.cx(e, Ctx("const", "a constant (`let`)", defs=self.defs, record=None))
+        self.consts[name] = (ir, n.name_pos)
+
+    def parse_setting(self, name: str, text: str):
+        t = text.strip()
+        try:
+            if t in ("inf", "+inf"):
+                return INF
+            if t == "-inf":
+                return -INF
+            if "/" in t:
+                q = Fraction(t)
+                return q
+            return exact.parse_number(t.lstrip("+")) if not t.startswith("-") else -exact.parse_number(t[1:])
+        except (ValueError, ZeroDivisionError, exact.Inexact):
+            raise SerqError(f"--set {name}={text}: not a number (write a decimal like 0.5, 2e-5, or inf)") from None
+
+    # ------------------------------------------------------------------ main
+    def link_main(self, m: Node) -> None:
+        self.main_seen = True
+        # Slots: request parameters come right after the built-ins (docs/ir.md "Slots").
+        for it in m.items:
+            if it.kind == "engine":
+                for sub in it.items:
+                    if sub.kind == "request":
+                        for p, ppos in sub.params:
+                            self.new_attr(p, ppos, write=True)
+        for it in m.items:
+            k = it.kind
+            if k in ("use", "let", "def"):
+                self.header(it, it.pos[0], in_main=True)
+            elif k == "device":
+                self.device(it)
+            elif k == "engine":
+                self.engine(it)
+            elif k == "pool":
+                self.pool(it)
+            elif k == "stage":
+                self.stage(it)
+            elif k == "workload":
+                self.workload_decl(it)
+            elif k == "server":
+                self.server(it)
+            elif k == "gauge":
+                self.gauge(it)
+        for eng in self.engines.values():
+            self.engine_taking(eng)
+        self.finish()
+
+    def declare(self, name: str, pos: tuple, what: str) -> None:
+        if name in self.decl_pos:
+            raise self.err(pos, f"`{name}` is already declared at {self.where(self.decl_pos[name])}")
+        if name == "inf":
+            raise self.err(pos, "`inf` is the reserved name of +∞")
+        self.decl_pos[name] = pos
+
+    def dim(self, d: Node | None, what: str) -> int | None:
+        if d is None:
+            return None
+        e = self.cx(d, Ctx("const", "an array size", defs=self.defs))
+        if not is_num(e) or exact.is_inf(val(e)) or val(e).denominator != 1 or not (1 <= val(e) <= 4096):
+            raise self.err(d.pos, f"the size of {what} array must be a whole number from 1 to 4096")
+        return int(val(e))
+
+    def const_value(self, e: Node, what: str, ctx_where: str | None = None):
+        ir = self.cx(e, Ctx("const", ctx_where or what, defs=self.defs))
+        if not is_num(ir):
+            raise self.err(e.pos, f"{what} must be an exact constant (it is not a rational number)")
+        return val(ir)
+
+    # ------------------------------------------------------------------ devices
+    def device(self, d: Node) -> None:
+        self.declare(d.name, d.pos, "device")
+        if d.dim is not None:
+            raise self.err(d.dim.pos, "device arrays (`device NAME[N]`) are not supported yet")
+        fns, caps = {}, {}
+        for it in d.items:
+            if it.kind == "dev_fn":
+                if it.name in fns or it.name in caps:
+                    raise self.err(it.pos, f"`{it.name}` is declared twice in device `{d.name}`")
+                fns[it.name] = DefInfo(Node("def", it.pos, name=it.name, params=it.params, body=it.body, stmt=False),
+                                       dict(self.defs))
+            else:
+                if it.name in fns or it.name in caps:
+                    raise self.err(it.pos, f"`{it.name}` is declared twice in device `{d.name}`")
+                caps[it.name] = (self.const_value(it.expr, f"capacity `{it.name}`"), it.pos)
+        self.devices[d.name] = {"fns": fns, "caps": caps, "pos": d.pos}
+
+    # ------------------------------------------------------------------ pools
+    def pool(self, p: Node) -> None:
+        self.declare(p.name, p.pos, "pool")
+        count = self.dim(p.dim, "a pool") or 1
+        cap = None
+        admitted_by = None
+        if p.owner is not None:
+            owner = p.owner
+            cap_src = None
+            if p.owner_dev is not None:
+                dev, dpos = p.owner_dev
+                if owner not in self.engines:
+                    raise self.err(p.owner_pos, f"unknown engine `{owner}` (declare the engine above the pool)")
+                if dev not in self.devices:
+                    raise self.err(dpos, f"unknown device `{dev}` (declare the device above the pool)")
+                admitted_by = self.engines[owner].index
+                cap_src = ("device", dev, self.devices[dev]["caps"])
+            elif owner in self.devices:
+                cap_src = ("device", owner, self.devices[owner]["caps"])
+            elif owner in self.engines:
+                admitted_by = self.engines[owner].index
+                cap_src = ("engine", owner, self.engines[owner].caps)
+            else:
+                raise self.err(p.owner_pos, f"unknown device or engine `{owner}` (declare the device or the engine above the pool)")
+            kind, oname, caps = cap_src
+            if p.name not in caps:
+                raise self.err(p.pos, f"{kind} `{oname}` declares no capacity `{p.name}` (write `{p.name} cap …;` in it)")
+            cap = caps[p.name][0]
+        seen: dict[str, tuple] = {}
+        opts = {"block": None, "evict": {"kind": "lru"}, "preempt": {"kind": "none"}, "queue": {"kind": "fifo"},
+                "reserve_held": False}
+        for o in p.opts:
+            key = {"p_cap": "cap", "p_block": "block", "p_evict": "evict", "p_preempt": "preempt",
+                   "p_queue": "queue", "p_reserve_held": "reserve held"}[o.kind]
+            if key in seen:
+                raise self.err(o.pos, f"pool option `{key}` given twice (first at {self.where(seen[key])})")
+            seen[key] = o.pos
+            if o.kind == "p_cap":
+                if p.owner is not None:
+                    raise self.err(o.pos, f"pool `{p.name}` on `{p.owner}` takes its capacity from `{p.owner}`; drop `cap`")
+                cap = self.const_value(o.expr, "a pool's `cap`")
+                if cap < 0:
+                    raise self.err(o.expr.pos, "a pool's capacity cannot be negative")
+            elif o.kind == "p_block":
+                b = self.const_value(o.expr, "`block`")
+                if not (b > 0) or exact.is_inf(b):
+                    raise self.err(o.expr.pos, "`block` must be a positive finite constant")
+                opts["block"] = b
+            elif o.kind == "p_evict":
+                if o.how == "lru":
+                    opts["evict"] = {"kind": "lru"}
+                else:
+                    c = Ctx("evict", "eviction keys", defs=self.defs, record=[])
+                    opts["evict"] = {"kind": "by", "keys": [self.cx(k, c) for k in o.keys]}
+                    self.note_facing(c)
+            elif o.kind == "p_preempt":
+                if o.how == "by":
+                    c = Ctx("preempt", "preemption keys", defs=self.defs, record=[])
+                    opts["preempt"] = {"kind": "by", "keys": [self.cx(k, c) for k in o.keys], "requeue": o.requeue}
+                    self.note_facing(c)
+                else:
+                    opts["preempt"] = {"kind": o.how}
+            elif o.kind == "p_queue":
+                if o.how == "fifo":
+                    opts["queue"] = {"kind": "fifo"}
+                else:
+                    c = Ctx("select", "queue keys", defs=self.defs, record=[])
+                    opts["queue"] = {"kind": "by", "keys": [self.cx(k, c) for k in o.keys]}
+                    self.note_facing(c)
+            elif o.kind == "p_reserve_held":
+                opts["reserve_held"] = True
+        if cap is None:
+            raise self.err(p.pos, f"pool `{p.name}` has no capacity: write `cap …;` or declare it `on` a device or engine")
+        base = len(self.pools)
+        for j in range(count):
+            name = p.name if p.dim is None else f"{p.name}[{j}]"
+            self.pools.append({"name": name, "cap": value_to_wire(cap),
+                               "block": None if opts["block"] is None else value_to_wire(opts["block"]),
+                               "evict": opts["evict"], "preempt": opts["preempt"], "queue": opts["queue"],
+                               "reserve_held": opts["reserve_held"], "admitted_by": admitted_by})
+        self.pool_names[p.name] = (base, count if p.dim is not None else 1, p.pos, p.dim is not None)
+
+    # ------------------------------------------------------------------ stages
+    def stage(self, s: Node) -> None:
+        self.declare(s.name, s.pos, "stage")
+        count = self.dim(s.dim, "a stage") or 1
+        k = s.skind
+        if k.how == "fifo":
+            n = Fraction(1)
+            if k.expr is not None:
+                n = self.const_value(k.expr, "the number of servers")
+                if exact.is_inf(n) or n.denominator != 1 or n < 1:
+                    raise self.err(k.expr.pos, "a fifo stage needs a whole, positive number of servers")
+            proto = {"kind": "fifo", "servers": int(n)}
+        elif k.how == "ps":
+            proto = {"kind": "ps", "capacity": self.cx(k.expr, Ctx("ps", "a ps stage's capacity", defs=self.defs))}
+        else:
+            proto = {"kind": "delay"}
+        base = len(self.stages)
+        for j in range(count):
+            st = dict(proto)
+            st["name"] = s.name if s.dim is None else f"{s.name}[{j}]"
+            self.stages.append(st)
+        self.stage_names[s.name] = (base, count, proto["kind"], s.pos, s.dim is not None)
+
+    # ------------------------------------------------------------------ engines
+    def engine(self, e: Node) -> None:
+        self.declare(e.name, e.pos, "engine")
+        if e.dim is not None:
+            raise self.err(e.dim.pos, "engine arrays (`engine NAME[N]`) are not supported yet")
+        if e.device not in self.devices:
+            raise self.err(e.device_pos, f"unknown device `{e.device}` (declare the device above the engine)")
+        dev = self.devices[e.device]
+        index = len(self.stages)
+        info = EngineInfo(e.name, index, dev, e.pos, devfns=dev["fns"])
+        stage = {"name": e.name, "kind": "step", "budget": None, "granule": None, "cost": None, "memory": None,
+                 "registers": [], "lets": [], "schedule": []}
+        self.stages.append(stage)
+        self.stage_names[e.name] = (index, 1, "step", e.pos, False)
+        self.engines[e.name] = info
+        once: dict[str, tuple] = {}
+        for it in e.items:
+            if it.kind in ("tokens", "granule", "request", "schedule", "execute"):
+                if it.kind in once:
+                    raise self.err(it.pos, f"`{it.kind}` given twice in engine `{e.name}` (first at {self.where(once[it.kind])})")
+                once[it.kind] = it.pos
+        for what in ("tokens", "schedule", "execute"):
+            if what not in once:
+                label = {"tokens": "`tokens cap …;`", "schedule": "`schedule { … }`", "execute": "`execute (…);`"}[what]
+                raise self.err(e.pos, f"engine `{e.name}` needs {label}")
+
+        def ectx(moment: str, where: str, ev: frozenset, **kw) -> Ctx:
+            return Ctx(moment, where, engine=info, ev=ev, defs=self.defs, devfns=info.devfns, **kw)
+
+        for it in e.items:
+            if it.kind == "cap":
+                if it.name in info.caps:
+                    raise self.err(it.pos, f"capacity `{it.name}` declared twice in engine `{e.name}`")
+                info.caps[it.name] = (self.const_value(it.expr, f"capacity `{it.name}`"), it.pos)
+            elif it.kind == "state":
+                if it.name in info.regs:
+                    raise self.err(it.pos, f"register `{it.name}` declared twice")
+                init = self.cx(it.expr, Ctx("const", "a register's initial value", defs=self.defs))
+                info.regs[it.name] = len(stage["registers"])
+                stage["registers"].append({"name": it.name, "init": init})
+        for it in e.items:
+            if it.kind == "tokens":
+                c = ectx("tokens", "`tokens cap`", frozenset(EV_TOKENS_CAP), record=[])
+                b = self.cx(it.expr, c)
+                self.note_facing(c)
+                if is_num(b) and val(b) <= 0:
+                    raise self.err(it.expr.pos, f"`tokens cap` must be positive, got {b['v']}")
+                stage["budget"] = b
+            elif it.kind == "granule":
+                stage["granule"] = self.cx(it.expr, ectx("budget", "`granule`", frozenset(EV_TOKENS_CAP)))
+            elif it.kind == "request":
+                self.request_block(info, it)
+            elif it.kind == "schedule":
+                self.schedule(info, it, stage, ectx)
+            elif it.kind == "execute":
+                stage["cost"] = self.cx(it.expr, ectx("step", "`execute`", frozenset(EV_EXECUTE)))
+        if info.template is not None:
+            stage["memory"] = info.template["memory"]
+
+    def schedule(self, info: EngineInfo, sch: Node, stage: dict, ectx) -> None:
+        for lt in sch.lets:
+            if lt.name in info.regs or lt.name in self.consts or lt.name == "inf" or lt.name in CTX_VARS:
+                raise self.err(lt.name_pos, f"schedule `let {lt.name}` clashes with a register, constant or reserved name")
+            if any(x["name"] == lt.name for x in info.lets):
+                raise self.err(lt.name_pos, f"schedule `let {lt.name}` is defined twice")
+            c = ectx("budget", "a schedule `let`", frozenset(EV_SCHEDULE), locals=self.locals_of(info), record=[])
+            ir = self.cx(lt.expr, c)
+            self.note_facing(c)
+            info.lets.append({"name": lt.name, "expr": ir})
+        stage["lets"] = info.lets
+        eaches: list[tuple] = []
+        takings: list[Node] = []
+        if not sch.stmts:
+            raise self.err(sch.pos, "a schedule needs at least one statement (`advance running` or `admit waiting`)")
+
+        def comp(stmts: list[Node]) -> list[dict]:
+            out = []
+            for s in stmts:
+                loc = self.locals_of(info)
+
+                def ctx(moment, where, ev=frozenset(EV_SCHEDULE)):
+                    return ectx(moment, where, ev, locals=loc, record=[])
+
+                def x(node, moment, where):
+                    if node is None:
+                        return None
+                    c = ctx(moment, where)
+                    r = self.cx(node, c)
+                    self.note_facing(c)
+                    return r
+
+                def each(node):
+                    r = x(node, "budget", "`each at most`")
+                    if r is not None:
+                        eaches.append((r, node.pos))
+                    return r
+
+                if s.kind == "advance":
+                    if s.order is None or s.order.how == "admission":
+                        order = {"kind": "admission"}
+                    elif s.order.how == "decode_first":
+                        order = {"kind": "decode_first"}
+                    else:
+                        c = ctx("serve", "order keys")
+                        order = {"kind": "by", "keys": [self.cx(k, c) for k in s.order.keys]}
+                        self.note_facing(c)
+                    out.append({"op": "advance", "only": x(s.only, "only", "`only (…)`"), "order": order,
+                                "each": each(s.each)})
+                elif s.kind == "admit":
+                    if s.taking is not None:
+                        takings.append(s.taking)
+                    out.append({"op": "admit", "only": x(s.only, "only", "`only (…)`"),
+                                "while": x(s.cond, "guard", "a schedule guard (`while`)"), "each": each(s.each)})
+                elif s.kind == "exclusive":
+                    out.append({"op": "exclusive_prefill", "each": each(s.each)})
+                elif s.kind == "sbranch":
+                    cond = x(s.cond, "guard", "a schedule guard (`branch`)")
+                    self.check_branch_const(cond, s.cond.pos)
+                    out.append({"op": "branch", "cond": cond, "then": comp(s.then), "else": comp(s.els)})
+                elif s.kind == "sset":
+                    if s.name not in info.regs:
+                        raise self.err(s.name_pos, f"`{s.name}` is not a register of engine `{info.name}` (declare `state {s.name} = …;`)")
+                    out.append({"op": "set", "register": info.regs[s.name],
+                                "expr": x(s.expr, "budget", "a register update")})
+            return out
+
+        stage["schedule"] = comp(sch.stmts)
+
+        def reaches(stmts: list[dict]) -> bool:
+            for s in stmts:
+                if s["op"] in ("advance", "admit"):
+                    return True
+                if s["op"] == "branch" and reaches(s["then"]) and reaches(s["else"]):
+                    return True
+            return False
+
+        if not reaches(stage["schedule"]):
+            raise self.err(sch.pos, "a path through this schedule reaches neither `advance running` nor `admit waiting`")
+        first = None
+        for ir, pos in eaches:
+            self.check_each(ir, pos, info)
+            if first is None:
+                first = (ir, pos)
+            elif ir != first[0]:
+                raise self.err(pos, f"all `each at most (…)` of one schedule must be equal; this one differs from the one at {self.where(first[1])}")
+        if len(takings) > 1:
+            raise self.err(takings[1].pos, f"a second `taking` clause in the schedule of `{info.name}` (first at {self.where(takings[0].pos)}); an engine call lowers to one hold")
+        info.taking_ast = takings[0] if takings else None
+
+    def locals_of(self, info: EngineInfo) -> dict:
+        return {x["name"]: i for i, x in enumerate(info.lets)}
+
+    def check_each(self, ir: dict, pos: tuple, info: EngineInfo) -> None:
+        def sel(e: dict, depth: int = 0) -> bool:
+            if depth > 50:
+                return False
+            k = e.get("k")
+            if k == "num":
+                v = val(e)
+                if not (v > 0):
+                    raise self.err(pos, f"`each at most` must be positive (inf means no cap), got {e['v']}")
+                return True
+            if k == "local":
+                return sel(info.lets[e["index"]]["expr"], depth + 1)
+            if k == "cond":
+                return sel(e["a"], depth + 1) and sel(e["b"], depth + 1)
+            if k == "fn" and e["f"] == "max":
+                a, b = e["args"]
+                for kk in (a, b):
+                    if is_num(kk) and val(kk) > 0:
+                        return True
+                return False
+            return False
+
+        if not sel(ir):
+            raise self.err(pos, EACH_MSG)
+
+    def request_block(self, info: EngineInfo, r: Node) -> None:
+        params = []
+        seen = set()
+        for p, ppos in r.params:
+            if p in seen:
+                raise self.err(ppos, f"parameter `{p}` appears twice")
+            seen.add(p)
+            params.append(self.slot[p])
+        info.params = params
+        adm = [i for i, it in enumerate(r.items) if it.kind == "at_admission"]
+        if len(adm) > 1:
+            raise self.err(r.items[adm[1]].pos, "a second `at admission { … }` in this request block")
+        caches = [it for it in r.items if it.kind == "req_cache"]
+        if len(caches) > 1:
+            raise self.err(caches[1].pos, "a second `cache (…)` in this request block")
+        split = adm[0] if adm else 0
+        pre_items = r.items[:split]
+        post_items = r.items[split + 1:] if adm else r.items
+        sc = SCtx("server", Ctx("session", "a request block", defs=self.defs, record=[]))
+        pre = []
+        for it in pre_items:
+            if it.kind in ("req_run", "req_cache"):
+                raise self.err(it.pos, "`prefill`, `decode` and `cache` go after `at admission { … }`")
+            pre.extend(self.stmt(it, sc))
+        bindings = []
+        impure: dict[str, tuple] = {}
+        hdr_reads: list = []
+        if adm:
+            for name, npos, ex in r.items[adm[0]].bindings:
+                c = Ctx("admit", "an `at admission` binding", defs=self.defs, record=[])
+                e = self.cx(ex, c)
+                self.note_facing(c)
+                hdr_reads.extend(c.record)
+                slot = self.assign(name, npos)
+                bindings.append({"slot": slot, "expr": e})
+                if any(x.get("k") == "obs" for x in ir_walk(e)):
+                    impure[name] = npos
+        cache_ir = None
+        if caches:
+            cache_ir = self.cx(caches[0].expr, Ctx("session", "a `cache` amount", defs=self.defs))
+        hc = HoldCtx(has_cache=cache_ir is not None, impure=impure)
+        body_ctx = SCtx("server", Ctx("session", "a request block", defs=self.defs, hold=hc, record=[]))
+        body = []
+        memory = None
+        mem_pos = None
+        for it in post_items:
+            if it.kind == "req_cache":
+                continue
+            if it.kind == "req_run":
+                growing = None
+                if it.growing is not None:
+                    growing = self.pool_index(it.growing, body_ctx.c)
+                    if memory is not None and growing != memory:
+                        raise self.err(it.growing.pos, f"the runs of engine `{info.name}` grow two different pools (also at {self.where(mem_pos)})")
+                    memory, mem_pos = growing, it.growing.pos
+                body.append({"op": "run", "stage": {"base": info.index, "count": 1, "index": None}, "mode": it.mode,
+                             "work": self.cx(it.work, body_ctx.c), "growing": growing, "at": None})
+            else:
+                body.extend(self.stmt(it, body_ctx))
+        for slot, pos in hdr_reads:
+            self.header_reads.append((slot, pos))
+        info.template = {"params": params, "pre": pre, "bindings": bindings, "body": body, "cache": cache_ir,
+                         "memory": memory}
+
+    def engine_taking(self, info: EngineInfo) -> dict | None:
+        if info.taking is not None or info.taking_ast is None:
+            return info.taking
+        t = info.taking_ast
+        c = Ctx("admit", "a `taking` amount", engine=None, defs=self.defs, record=[],
+                hold=None)
+        pools = []
+        for tk in t.takes:
+            ref = self.ref(tk.ref, "pool", c)
+            units = self.cx(tk.units, c)
+            reserve = self.cx(tk.reserve, c) if tk.reserve is not None else None
+            self.check_units(ref, units, tk.units.pos)
+            if reserve is not None:
+                self.check_units(ref, reserve, tk.reserve.pos)
+            pools.append({"pool": ref, "units": units, "reserve": reserve})
+        reuse = self.cx(t.reuse, c) if t.reuse is not None else None
+        if reuse is not None and (info.template is None or info.template["cache"] is None):
+            raise self.err(t.reuse.pos, "`reuse (…)` needs a `cache (…)` in the engine's request block")
+        self.note_facing(c)
+        for slot, pos in c.record:
+            self.header_reads.append((slot, pos))
+        info.taking = {"pools": pools, "reuse": reuse}
+        return info.taking
+
+    def engine_call(self, info: EngineInfo, s: Node, sc: SCtx) -> list[dict]:
+        if sc.block != "server":
+            raise self.err(s.pos, f"a request to engine `{info.name}` is allowed only in the `server` block")
+        if info.template is None:
+            raise self.err(s.pos, f"engine `{info.name}` has no `request (…) {{ … }}` block, so it cannot be called")
+        taking = self.engine_taking(info)
+        if taking is None:
+            raise self.err(s.pos, f"engine `{info.name}` has no `admit waiting … taking …` clause, so a call cannot be lowered to a hold")
+        t = info.template
+        if len(s.args) != len(t["params"]):
+            raise self.err(s.pos, f"engine `{info.name}` takes {len(t['params'])} argument(s), got {len(s.args)}")
+        at = self.at(s.pos, sc)
+        out = []
+        for slot, a in zip(t["params"], s.args):
+            out.append({"op": "set", "slot": slot, "expr": self.cx(a, sc.c), "at": at})
+        for st in t["pre"]:
+            out.append(self.restamp(st, at))
+        body = self.new_block_ir([self.restamp(st, at) for st in t["body"]])
+        req = {"engine": info.index,
+               "prompt": {"k": "attr", "slot": t["params"][0]} if len(t["params"]) > 0 else None,
+               "output": {"k": "attr", "slot": t["params"][1]} if len(t["params"]) > 1 else None}
+        out.append({"op": "hold", "pools": copy.deepcopy(taking["pools"]), "reuse": copy.deepcopy(taking["reuse"]),
+                    "bindings": copy.deepcopy(t["bindings"]), "body": body, "cache": copy.deepcopy(t["cache"]),
+                    "request": req, "at": at})
+        return out
+
+    def restamp(self, st: dict, at: list) -> dict:
+        st = copy.deepcopy(st)
+        st["at"] = list(at)
+        return st
+
+    # ------------------------------------------------------------------ workload, server, gauges
+    def workload_decl(self, w: Node) -> None:
+        if self.workload is not None:
+            raise self.err(w.pos, "a second `workload` (a program has one)")
+        self.workload = {"arrival": {"kind": "none"}, "trace": None, "init": None, "turn": None, "session": None,
+                         "server": None}
+        once: dict[str, tuple] = {}
+        for it in w.items:
+            key = it.kind if it.kind != "wl_block" else it.which
+            if key in once and key != "hidden":
+                raise self.err(it.pos, f"`{key}` given twice in the workload (first at {self.where(once[key])})")
+            once[key] = it.pos
+            if it.kind == "arrive":
+                self.workload["arrival"] = self.arrival(it)
+            elif it.kind == "trace":
+                self.workload["trace"] = self.trace(it)
+            elif it.kind == "hidden":
+                for name, npos in it.names:
+                    self.check_attr_name(name, npos)
+                    if name in self.hidden_pos:
+                        raise self.err(npos, f"`{name}` is already hidden")
+                    self.new_attr(name, npos, write=False)
+                    self.hidden.append(name)
+                    self.hidden_pos[name] = npos
+            else:
+                which = it.which
+                if which in ("init", "turn"):
+                    for st in it.body:
+                        if st.kind not in ("set", "observe"):
+                            raise self.err(st.pos, f"only `set` and `observe` are allowed in the `{which}` block")
+                    self.workload[which] = self.block(it.body, SCtx(which, self.session_ctx()))
+                else:
+                    if not any(n.kind == "turn" for n in walk(it.body)) and not self.has_macro_turn(it.body):
+                        raise self.err(it.pos, "the `session` block must contain `turn;`")
+                    idx = self.block(it.body, SCtx("session", self.session_ctx()))
+                    self.blocks[idx].append({"op": "end", "at": [it.pos[0], it.pos[1], it.pos[2]]})
+                    self.workload["session"] = idx
+        if self.workload["session"] is None:
+            idx = len(self.blocks)
+            at = [w.pos[0], w.pos[1], w.pos[2]]
+            self.blocks.append([{"op": "turn", "at": at}, {"op": "end", "at": at}])
+            self.workload["session"] = idx
+
+    def has_macro_turn(self, body: list) -> bool:
+        for n in walk(body):
+            if n.kind == "callstmt" and n.fname in self.defs:
+                d = self.defs[n.fname]
+                if d.node.stmt and (any(x.kind == "turn" for x in walk(d.node.body))):
+                    return True
+        return False
+
+    def session_ctx(self) -> Ctx:
+        return Ctx("session", "a statement", defs=self.defs, record=[])
+
+    def arrival(self, a: Node) -> dict:
+        if a.how == "none":
+            return {"kind": "none"}
+        if a.how == "renewal":
+            return {"kind": "renewal", "gap": self.cx(a.expr, Ctx("arrival", "a renewal gap", defs=self.defs))}
+        v = self.const_value(a.expr, f"the argument of `{a.how}`")
+        if a.how == "poisson":
+            if not (v > 0) or exact.is_inf(v):
+                raise self.err(a.expr.pos, f"`poisson(rate)` needs a positive finite rate, got {value_to_wire(v)}")
+            return {"kind": "poisson", "rate": value_to_wire(v)}
+        if exact.is_inf(v) or v.denominator != 1 or v < 0 or v > 10 ** 6:
+            raise self.err(a.expr.pos, f"`{a.how}(n)` needs a whole number n from 0 to 1000000, got {value_to_wire(v)}")
+        return {"kind": a.how, "n": int(v)}
+
+    def trace(self, t: Node) -> dict:
+        fid = t.pos[0]
+        src = self.sources[fid]
+        base = os.path.dirname(src.path) if getattr(src, "path", None) else "."
+        path = os.path.join(base, t.path)
+        disp = os.path.normpath(os.path.join(os.path.dirname(src.name), t.path))
+        try:
+            with open(path, "rb") as fh:
+                raw = fh.read()
+        except IsADirectoryError:
+            raise self.err(t.pos, f"cannot read trace \"{t.path}\": it is a directory") from None
+        except OSError as e:
+            raise self.err(t.pos, f"cannot read trace \"{t.path}\": {e.strerror or e}") from None
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            line = raw[:e.start].count(b"\n") + 1
+            raise SerqError(f"invalid UTF-8 in trace (byte 0x{raw[e.start]:02x})", disp, line, 1) from None
+        tsrc = Source(disp, text)
+        sessions: list[list] = []
+        last_id = None
+        for lineno, line in enumerate(text.splitlines(), 1):
+            s = line.strip()
+            if not s or s.startswith("#") or s.startswith("session"):
+                continue
+            try:
+                fields = next(csv.reader(io.StringIO(s)))
+            except (csv.Error, StopIteration):
+                raise tsrc.error("cannot read this CSV row", lineno, 1) from None
+            if len(fields) not in (5, 6):
+                raise tsrc.error(f"a trace row has 5 or 6 fields (session,turn,new,out,think[,forced]), this one has {len(fields)}", lineno, 1)
+            vals = []
+            col = 1
+            offsets = []
+            pos_in = 0
+            for f in fields:
+                idx = line.find(f, pos_in)
+                offsets.append(idx + 1 if idx >= 0 else col)
+                pos_in = idx + len(f) if idx >= 0 else pos_in
+            for j, f in enumerate(fields[2:], start=2):
+                try:
+                    v = exact.parse_number(f.strip())
+                except (ValueError, ZeroDivisionError, exact.Inexact):
+                    raise tsrc.error(f"not a number: {f.strip()!r}", lineno, offsets[j]) from None
+                vals.append(value_to_wire(v))
+            if len(vals) == 3:
+                vals.append("0")
+            sid = fields[0].strip()
+            if sid != last_id or not sessions:
+                sessions.append([])
+                last_id = sid
+            sessions[-1].append(vals)
+        if not sessions:
+            raise self.err(t.pos, f"trace \"{t.path}\" has no data row")
+        return {"ordered": bool(t.ordered), "sessions": sessions}
+
+    def server(self, s: Node) -> None:
+        if self.server_block is not None:
+            raise self.err(s.pos, "a second `server` block (there is one server per workload)")
+        for st in walk(s.body):
+            if st.kind in ("turn", "end"):
+                raise self.err(st.pos, f"`{st.kind};` is not allowed in the server block")
+        self.server_block = self.block(s.body, SCtx("server", self.session_ctx()))
+
+    def gauge(self, g: Node) -> None:
+        if g.name in self.gauge_pos:
+            raise self.err(g.pos, f"gauge `{g.name}` is already declared at {self.where(self.gauge_pos[g.name])}")
+        self.gauge_pos[g.name] = g.pos
+        self.gauges.append({"name": g.name, "expr": self.cx(g.expr, Ctx("gauge", "a gauge", defs=self.defs))})
+
+    # ------------------------------------------------------------------ attributes
+    def check_attr_name(self, name: str, pos: tuple) -> None:
+        if name == "inf":
+            raise self.err(pos, "`inf` is the reserved name of +∞, not an attribute")
+        if name in CTX_VARS and name != "computed":
+            raise self.err(pos, f"`{name}` is a context variable; an attribute may not share its name")
+        if name in self.consts:
+            raise self.err(pos, f"`{name}` is a constant (defined at {self.where(self.consts[name][1])}); an attribute may not share its name")
+        if name in self.decl_pos:
+            raise self.err(pos, f"`{name}` is a pool, stage, device or engine, not an attribute")
+
+    def new_attr(self, name: str, pos: tuple, write: bool) -> int:
+        self.check_attr_name(name, pos)
+        if name not in self.slot:
+            self.slot[name] = len(self.attrs)
+            self.attrs.append(name)
+        if write:
+            self.written.add(name)
+        return self.slot[name]
+
+    def assign(self, name: str, pos: tuple) -> int:
+        return self.new_attr(name, pos, write=True)
+
+    def note_facing(self, c: Ctx) -> None:
+        if c.record:
+            for slot, pos in c.record:
+                self.facing_reads.append((slot, pos, c.where))
+
+    # ------------------------------------------------------------------ blocks and statements
+    def block(self, stmts: list[Node], sc: SCtx) -> int:
+        idx = len(self.blocks)
+        self.blocks.append(None)
+        out: list[dict] = []
+        for s in stmts:
+            out.extend(self.stmt(s, sc))
+        self.blocks[idx] = out
+        return idx
+
+    def new_block_ir(self, stmts: list[dict]) -> int:
+        self.blocks.append(stmts)
+        return len(self.blocks) - 1
+
+    def target(self, name: str, pos: tuple, c: Ctx) -> tuple[str, tuple, Ctx]:
+        """A `set`/`choose` target, through macro parameters bound to plain names."""
+        while name in c.params:
+            arg, actx = c.params[name]
+            if arg.kind != "name":
+                raise self.err(pos, f"parameter `{name}` is assigned here, so its argument must be a plain name")
+            name, pos, c = arg.id, arg.pos, actx
+        return name, pos, c
+
+    def stmt(self, s: Node, sc: SCtx) -> list[dict]:
+        k = s.kind
+        c = sc.c
+        at = self.at(s.pos, sc)
+        if k == "turn":
+            if sc.block != "session":
+                raise self.err(s.pos, "`turn;` is allowed only in the session block")
+            return [{"op": "turn", "at": at}]
+        if k == "end":
+            if sc.block != "session":
+                raise self.err(s.pos, "`end;` is allowed only in the session block")
+            return [{"op": "end", "at": at}]
+        if k == "set":
+            name, npos, _ = self.target(s.name, s.name_pos, c)
+            rc = replace(c, record=[])
+            e = self.cx(s.expr, rc)
+            slot = self.assign(name, npos)
+            if any(x.get("k") == "obs" and x.get("f") in LIVE_OBS for x in ir_walk(e)):
+                self.live_sets.setdefault(slot, s.pos)
+            return [{"op": "set", "slot": slot, "expr": e, "at": at}]
+        if k == "observe":
+            e = self.cx(s.expr, c)
+            if s.name not in self.observes:
+                self.observes.append(s.name)
+            return [{"op": "observe", "name": self.observes.index(s.name), "expr": e, "at": at}]
+        if k == "branch":
+            if s.coin:
+                p = self.cx(s.cond, c)
+                cond = {"k": "draw", "dist": "bernoulli", "args": [p]}
+            else:
+                cond = self.cx(s.cond, c)
+                self.check_branch_const(cond, s.cond.pos)
+            then = self.block(s.then, sc)
+            els = self.block(s.els, sc) if s.els is not None else None
+            return [{"op": "branch", "cond": cond, "then": then, "else": els, "at": at}]
+        if k == "while":
+            cond = self.cx(s.cond, c)
+            body = self.block(s.body, sc)
+            self.loops.append(("while", body, s.pos))
+            return [{"op": "while", "cond": cond, "body": body, "at": at}]
+        if k == "loop":
+            body = self.block(s.body, sc)
+            self.loops.append(("loop", body, s.pos))
+            return [{"op": "loop", "body": body, "at": at}]
+        if k == "choose":
+            name, npos, _ = self.target(s.name, s.name_pos, c)
+            slot = self.assign(name, npos)
+            return [{"op": "choose", "slot": slot, "count": self.cx(s.count, c),
+                     "keys": [self.cx(x, c) for x in s.keys], "at": at}]
+        if k == "hold":
+            return [self.hold(s, sc, at)]
+        if k in ("grow", "load"):
+            ref = self.ref(s.ref, "pool", c)
+            return [{"op": k, "pool": ref, "units": self.cx(s.units, c), "at": at}]
+        if k in ("drop", "release"):
+            return [{"op": k, "pool": self.ref(s.ref, "pool", c), "at": at}]
+        if k == "run":
+            ref = self.ref(s.ref, "stage", c)
+            if s.mode != "plain" and self.stage_kind(ref) != "step":
+                raise self.err(s.pos, f"`run … {s.mode}` needs an engine (a step stage)")
+            growing = self.pool_index(s.growing, c) if s.growing is not None else None
+            return [{"op": "run", "stage": ref, "mode": s.mode, "work": self.cx(s.work, c), "growing": growing,
+                     "at": at}]
+        if k == "tool":
+            work = self.cx(s.work, c)
+            if s.where is not None and s.where[0] == "on":
+                ref = self.ref(s.where[1], "stage", c)
+            else:
+                index = None
+                if s.where is not None:
+                    index = self.cx(s.where[1], c)
+                ref = {"base": None, "count": 1, "index": index, "_tool": list(s.pos)}
+                self.tool_refs.append(ref)
+                if self.tool_pos is None:
+                    self.tool_pos = s.pos
+            return [{"op": "run", "stage": ref, "mode": "plain", "work": work, "growing": None, "at": at}]
+        if k == "callstmt":
+            return self.call_stmt(s, sc)
+        if k in ("req_run", "req_cache", "at_admission"):  # pragma: no cover - grammar keeps them in request blocks
+            raise self.err(s.pos, "only inside an engine's request block")
+        raise self.err(s.pos, f"unexpected statement `{k}`")  # pragma: no cover
+
+    def call_stmt(self, s: Node, sc: SCtx) -> list[dict]:
+        name = s.fname
+        c = sc.c
+        if name in c.defs:
+            d = c.defs[name]
+            if not d.node.stmt:
+                raise self.err(s.pos, f"`{name}` is an expression definition; use it in an expression, not as a statement")
+            params = self.bind_params(d, s.args, s.pos, c)
+            inner = replace(c, params=params, defs=d.scope)
+            sc2 = SCtx(sc.block, inner, at=sc.at if sc.at is not None else s.pos)
+            out = []
+            for st in d.node.body:
+                out.extend(self.stmt(st, sc2))
+            return out
+        if name in self.engines:
+            return self.engine_call(self.engines[name], s, sc)
+        if name in self.defs:
+            raise self.err(s.pos, f"`{name}` is defined after this use (a definition sees only earlier ones; no recursion)")
+        if name in FUNCS or name in STAGE_OBS or name in POOL_OBS:
+            raise self.err(s.pos, f"`{name}(…)` is a value, not a statement")
+        raise self.err(s.pos, f"unknown engine or statement definition `{name}`")
+
+    def hold(self, s: Node, sc: SCtx, at: list) -> dict:
+        c = sc.c
+        hc = Ctx("admit", "a hold header", defs=c.defs, params=c.params, record=[])
+        pools = []
+        for tk in s.pools:
+            ref = self.ref(tk.ref, "pool", c)
+            units = self.cx(tk.units, replace(hc, where="hold units"))
+            reserve = self.cx(tk.reserve, replace(hc, where="a reserve")) if tk.reserve is not None else None
+            self.check_units(ref, units, tk.units.pos)
+            if reserve is not None:
+                self.check_units(ref, reserve, tk.reserve.pos)
+            pools.append({"pool": ref, "units": units, "reserve": reserve})
+        if s.reuse is not None and s.cache is None:
+            raise self.err(s.reuse.pos, "`reuse (…)` needs a `cache (…)` clause on the hold")
+        reuse = self.cx(s.reuse, replace(hc, where="`reuse`")) if s.reuse is not None else None
+        bindings = []
+        impure: dict[str, tuple] = {}
+        for name, npos, ex in s.bindings:
+            name, npos, _ = self.target(name, npos, c)
+            e = self.cx(ex, replace(hc, where="an `at admission` binding"))
+            slot = self.assign(name, npos)
+            bindings.append({"slot": slot, "expr": e})
+            if any(x.get("k") == "obs" for x in ir_walk(e)):
+                impure[name] = npos
+        self.note_facing(hc)
+        for slot, pos in hc.record:
+            self.header_reads.append((slot, pos))
+        cache = self.cx(s.cache, c) if s.cache is not None else None
+        inner = replace(c, hold=HoldCtx(has_cache=s.cache is not None, impure=impure))
+        body = self.block(s.body, SCtx(sc.block, inner, at=sc.at))
+        return {"op": "hold", "pools": pools, "reuse": reuse, "bindings": bindings, "body": body, "cache": cache,
+                "request": None, "at": at}
+
+    def check_branch_const(self, cond: dict, pos: tuple) -> None:
+        if is_num(cond) and val(cond) not in (0, 1):
+            raise self.err(pos, f"this branch condition is the constant {cond['v']}, not 0 or 1; for a coin write `branch with (p)`")
+
+    def check_units(self, ref: dict, units: dict, pos: tuple) -> None:
+        if not is_num(units) or ref.get("index") is not None:
+            return
+        u = val(units)
+        pool = self.pools[ref["base"]]
+        cap = value_from_wire(pool["cap"])
+        if u < 0:
+            raise self.err(pos, f"a negative amount ({units['v']}) of pool `{pool['name']}`")
+        b = value_from_wire(pool["block"]) if pool["block"] is not None else None
+        need = u
+        if b is not None and not exact.is_inf(u):
+            q = u / b
+            need = (-(-q.numerator // q.denominator)) * b
+        if need > cap:
+            raise self.err(pos, f"this asks for {units['v']} units of pool `{pool['name']}`, above its capacity {pool['cap']}: it would always be rejected")
+
+    def stage_kind(self, ref: dict) -> str:
+        if ref.get("base") is None:
+            return "delay"
+        return self.stages[ref["base"]]["kind"]
+
+    def bind_params(self, d: DefInfo, args: list[Node], pos: tuple, c: Ctx) -> dict:
+        params = d.node.params
+        if len(args) != len(params):
+            raise self.err(pos, f"`{d.node.name}` takes {len(params)} argument(s), got {len(args)}")
+        body_nodes = list(walk(d.node.body))
+        out = {}
+        for (p, ppos), a in zip(params, args):
+            if any(n.kind == "draw" for n in walk(a)) or (a.kind == "draw"):
+                reads = sum(1 for n in body_nodes if (n.kind == "name" and n.id == p) or (n.kind == "ref" and n.name == p))
+                if reads != 1:
+                    raise self.err(a.pos, f"an argument with a draw (`~…`) may only go to a parameter read exactly once; `{p}` of `{d.node.name}` is read {reads} time(s)")
+            out[p] = (a, c)
+        return out
+
+    # ------------------------------------------------------------------ references
+    def ref(self, node: Node, kind: str, c: Ctx) -> dict:
+        if node.kind in ("ref", "name", "indexed"):
+            name = node.name if node.kind == "ref" else node.id
+            index = node.index if node.kind in ("ref", "indexed") else None
+        else:
+            raise self.err(node.pos, f"expected a {kind} name here")
+        pos = node.pos
+        while name in c.params and index is None:
+            arg, actx = c.params[name]
+            if arg.kind not in ("name", "indexed"):
+                raise self.err(pos, f"parameter `{name}` is used as a {kind}, so its argument must be a {kind} name")
+            name, index, pos, c = arg.id, (arg.index if arg.kind == "indexed" else None), arg.pos, actx
+        table = self.pool_names if kind == "pool" else self.stage_names
+        if name not in table:
+            other = self.stage_names if kind == "pool" else self.pool_names
+            if name in other:
+                raise self.err(pos, f"`{name}` is a {'stage' if kind == 'pool' else 'pool'}, not a {kind}")
+            if name == "tool" and kind == "stage":
+                raise self.err(pos, "use `tool (…);` for the tool stage, or declare `stage tool : delay;`")
+            raise self.err(pos, f"unknown {kind} `{name}`" + (" (declare it above its first use)" if kind == "stage" else ""))
+        entry = table[name]
+        base, count, is_array = entry[0], entry[1], entry[-1]
+        if index is None:
+            if is_array:
+                raise self.err(pos, f"`{name}` is an array of {count}; write `{name}[i]`")
+            return {"base": base, "count": 1, "index": None}
+        if not is_array:
+            raise self.err(pos, f"`{name}` is not an array")
+        ie = self.cx(index, replace(c, where="an index"))
+        if is_num(ie):
+            v = val(ie)
+            if exact.is_inf(v) or v.denominator != 1 or not (0 <= v < count):
+                raise self.err(index.pos, f"index {ie['v']} is outside `{name}[0 … {count - 1}]`")
+        return {"base": base, "count": count, "index": ie}
+
+    def pool_index(self, node: Node, c: Ctx) -> int:
+        r = self.ref(node, "pool", c)
+        if r["index"] is None:
+            return r["base"]
+        if is_num(r["index"]):
+            return r["base"] + int(val(r["index"]))
+        raise self.err(node.pos, "the pool of `growing` must be a fixed pool (a constant index)")
+
+    # ------------------------------------------------------------------ expressions
+    def cx(self, e: Node, c: Ctx) -> dict:
+        k = e.kind
+        attrs_ok, ctx_ok, draws_ok, obs_ok, job_ok, facing = MOMENTS[c.moment]
+        if k == "num":
+            try:
+                return num(exact.parse_number(e.text))
+            except exact.Inexact:
+                raise self.err(e.pos, f"number {e.text} is out of range") from None
+        if k == "name":
+            return self.name(e, c)
+        if k == "bin":
+            a = self.cx(e.a, c)
+            b = self.cx(e.b, c)
+            if is_num(a) and is_num(b):
+                return self.fold(e, lambda: exact.BINOPS[e.op](val(a), val(b)) if e.op in exact.BINOPS
+                                 else exact.b2v(exact.truth(val(a)) and exact.truth(val(b))) if e.op == "&&"
+                                 else exact.b2v(exact.truth(val(a)) or exact.truth(val(b))),
+                                 {"k": "bin", "op": e.op, "a": a, "b": b})
+            return {"k": "bin", "op": e.op, "a": a, "b": b}
+        if k == "un":
+            a = self.cx(e.a, c)
+            if is_num(a):
+                return self.fold(e, lambda: exact.neg(val(a)) if e.op == "neg" else exact.b2v(not exact.truth(val(a))),
+                                 {"k": "un", "op": e.op, "a": a})
+            return {"k": "un", "op": e.op, "a": a}
+        if k == "cond":
+            cc = self.cx(e.c, c)
+            a = self.cx(e.a, c)
+            b = self.cx(e.b, c)
+            if is_num(cc):
+                return a if exact.truth(val(cc)) else b
+            return {"k": "cond", "c": cc, "a": a, "b": b}
+        if k == "call":
+            return self.call(e, c)
+        if k == "draw":
+            if not draws_ok:
+                what = "a constant" if c.moment == "const" else c.where
+                raise self.err(e.pos, f"a draw (`~{e.dist}`) cannot appear in {what}" +
+                               ("" if c.moment == "const" else ": it is re-read there (language.md §4.3)"))
+            if e.dist not in DISTS:
+                raise self.err(e.dist_pos, f"unknown distribution `~{e.dist}` (known: {', '.join('~' + d for d in DISTS)})")
+            if len(e.args) != DISTS[e.dist]:
+                raise self.err(e.pos, f"`~{e.dist}` takes {DISTS[e.dist]} argument(s), got {len(e.args)}")
+            return {"k": "draw", "dist": e.dist, "args": [self.cx(a, c) for a in e.args]}
+        if k == "engval":
+            if c.engine is None:
+                raise self.err(e.pos, f"`{e.name}` is a value of an engine: it can be read only in an engine's `tokens cap`, schedule or `execute`")
+            if e.name not in EV_ALL:
+                raise self.err(e.pos, f"unknown engine value `{e.name}`")
+            if e.name not in c.ev:
+                homes = [w for w, s in (("tokens cap", EV_TOKENS_CAP), ("the schedule", EV_SCHEDULE), ("execute", EV_EXECUTE)) if e.name in s]
+                raise self.err(e.pos, f"`{e.name}` cannot be read in {c.where} (readable in {', '.join(homes)})")
+            return {"k": "eng", "name": e.name}
+        if k == "agg":
+            return self.aggregate(e, c)
+        if k == "indexed":
+            if e.id in self.pool_names or e.id in self.stage_names:
+                raise self.err(e.pos, f"`{e.id}[…]` is a pool or stage; only an observable such as `used({e.id}[…])` takes it")
+            raise self.err(e.pos, f"`{e.id}` is not an array")
+        if k == "dotted":
+            raise self.err(e.pos, f"unknown name `{e.id}` (queue values of P/D programs are not supported yet)")
+        if k == "args_call":
+            raise self.err(e.pos, "`args.number(…)` must be the whole initializer of a `let` inside `fn main`")
+        raise self.err(e.pos, f"unexpected expression `{k}`")  # pragma: no cover
+
+    def fold(self, e: Node, f, unfolded: dict) -> dict:
+        try:
+            return num(f())
+        except exact.NaNError:
+            raise self.err(e.pos, "this constant expression is NaN (like 0/0 or inf - inf)") from None
+        except exact.Inexact:
+            return unfolded
+        except (OverflowError, ValueError, ZeroDivisionError):
+            return unfolded
+
+    def name(self, e: Node, c: Ctx) -> dict:
+        n = e.id
+        if n in c.params:
+            arg, actx = c.params[n]
+            return self.cx(arg, replace(c, params=actx.params, defs=actx.defs, devfns=actx.devfns,
+                                        locals=actx.locals))
+        if n == "inf":
+            return num(INF)
+        if n in c.locals:
+            return {"k": "local", "index": c.locals[n]}
+        if c.engine is not None and n in c.engine.regs:
+            return {"k": "reg", "stage": c.engine.index, "index": c.engine.regs[n]}
+        if n in self.consts:
+            return copy.deepcopy(self.consts[n][0])
+        attrs_ok, ctx_ok, draws_ok, obs_ok, job_ok, facing = MOMENTS[c.moment]
+        if n in CTX_VARS and not (n == "computed" and "computed" not in ctx_ok):
+            if n in ctx_ok:
+                return {"k": "ctx", "name": n}
+            raise self.err(e.pos, f"context variable `{n}` cannot be read in {c.where}; it is readable in {CTX_HOME[n]}")
+        if n in JOB_KEYS:
+            if job_ok:
+                return {"k": "job", "name": n}
+            if n == "admission":
+                raise self.err(e.pos, f"`admission` (a per-request key) cannot be read in {c.where}; it is readable in `advance … by (…)`, `only (…)` and preemption keys")
+        if n in self.pool_names or n in self.stage_names or n in self.devices:
+            raise self.err(e.pos, f"`{n}` is a pool, stage, device or engine, not a value")
+        if n in c.defs or n in c.devfns:
+            raise self.err(e.pos, f"`{n}` is a definition; call it as `{n}(…)`")
+        if not attrs_ok:
+            if c.moment == "const":
+                if n in self.slot and n not in BUILTIN_ATTRS[:0]:
+                    raise self.err(e.pos, f"`{n}` is a session attribute; a constant cannot read it")
+                raise self.err(e.pos, f"unknown constant `{n}`")
+            raise self.err(e.pos, f"session attribute `{n}` cannot be read in {c.where}")
+        if n == "cached" and c.hold is not None and not c.hold.has_cache:
+            raise self.err(e.pos, "`cached` is read in a hold without a `cache (…)` clause (it would always be 0)")
+        if c.hold is not None and n in c.hold.impure:
+            raise self.err(e.pos, f"`{n}` is an `at admission` binding that reads live state (at {self.where(c.hold.impure[n])}); the hold's body may not read it (read `cached` instead)")
+        slot = self.new_attr(n, e.pos, write=False)
+        self.first_read.setdefault(n, e.pos)
+        if c.record is not None:
+            c.record.append((slot, e.pos))
+        return {"k": "attr", "slot": slot}
+
+    def call(self, e: Node, c: Ctx) -> dict:
+        f = e.fname
+        attrs_ok, ctx_ok, draws_ok, obs_ok, job_ok, facing = MOMENTS[c.moment]
+        if f in c.devfns:
+            d = c.devfns[f]
+            params = self.bind_params(d, e.args, e.pos, c)
+            return self.cx(d.node.body, replace(c, params=params, defs=d.scope))
+        if f in c.defs:
+            d = c.defs[f]
+            if d.node.stmt:
+                raise self.err(e.pos, f"`{f}` is a statement definition; it cannot be used in an expression")
+            params = self.bind_params(d, e.args, e.pos, c)
+            return self.cx(d.node.body, replace(c, params=params, defs=d.scope))
+        if f in FUNCS:
+            if len(e.args) != FUNCS[f]:
+                raise self.err(e.pos, f"`{f}` takes exactly {FUNCS[f]} argument(s), got {len(e.args)}")
+            args = [self.cx(a, c) for a in e.args]
+            unf = {"k": "fn", "f": f, "args": args}
+            if all(is_num(a) for a in args):
+                vs = [val(a) for a in args]
+                if f == "min":
+                    return self.fold(e, lambda: min(vs[0], vs[1]), unf)
+                if f == "max":
+                    return self.fold(e, lambda: max(vs[0], vs[1]), unf)
+                if f == "pow":
+                    return self.fold(e, lambda: exact.power(vs[0], vs[1]), unf)
+                return self.fold(e, lambda: exact.FUNCS1[f](vs[0]), unf)
+            return unf
+        if f == "blocksize":
+            if c.moment == "const":
+                raise self.err(e.pos, "`blocksize(…)` cannot be used in a `let` (it is folded where the pool is known)")
+            if len(e.args) != 1:
+                raise self.err(e.pos, "`blocksize` takes exactly 1 argument (a pool)")
+            ref = self.ref(e.args[0], "pool", c)
+            pool = self.pools[ref["base"]]
+            if pool["block"] is None:
+                raise self.err(e.pos, f"`blocksize({pool['name'].split('[')[0]})`: the pool has no `block`")
+            return {"k": "num", "v": pool["block"]}
+        if f in STAGE_OBS or f in POOL_OBS:
+            if not obs_ok:
+                what = "a constant" if c.moment == "const" else c.where
+                raise self.err(e.pos, f"the observable `{f}(…)` cannot be read in {what}")
+            if len(e.args) != 1:
+                raise self.err(e.pos, f"`{f}` takes exactly 1 argument")
+            if f in STAGE_OBS:
+                ref = self.ref(e.args[0], "stage", c)
+                if f == "budget_left" and self.stage_kind(ref) != "step":
+                    raise self.err(e.args[0].pos, "`budget_left` takes an engine")
+                return {"k": "obs", "f": f, "stage": ref}
+            return {"k": "obs", "f": f, "pool": self.ref(e.args[0], "pool", c)}
+        if f in self.engines:
+            raise self.err(e.pos, f"a request to engine `{f}` is a statement (`{f} (…);` in the server), not a value")
+        if f in self.defs:
+            raise self.err(e.pos, f"`{f}` is defined after this use (a definition sees only earlier ones; no recursion)")
+        known = sorted(FUNCS) + ["blocksize"] + sorted(STAGE_OBS | POOL_OBS)
+        raise self.err(e.pos, f"unknown function `{f}` (known: {', '.join(known)}, and earlier `def`s)")
+
+    def aggregate(self, e: Node, c: Ctx) -> dict:
+        if e.count_is_num:
+            try:
+                n = exact.parse_number(e.count)
+            except exact.Inexact:
+                n = Fraction(-1)
+        else:
+            if e.count not in self.consts:
+                raise self.err(e.count_pos, f"the count of an aggregate must be a constant; `{e.count}` is not one")
+            ir = self.consts[e.count][0]
+            n = val(ir) if is_num(ir) else Fraction(-1)
+        if exact.is_inf(n) or n.denominator != 1 or not (1 <= n <= 4096):
+            raise self.err(e.count_pos, "the count of an aggregate must be a whole number from 1 to 4096")
+        parts = []
+        for j in range(int(n)):
+            params = dict(c.params)
+            params[e.var] = (Node("num", e.pos, text=str(j)), c)
+            parts.append(self.cx(e.body, replace(c, params=params)))
+        acc = parts[0]
+        for p in parts[1:]:
+            if e.op == "sum":
+                acc = {"k": "bin", "op": "+", "a": acc, "b": p}
+                if is_num(acc["a"]) and is_num(p):
+                    acc = self.fold(e, lambda a=acc: exact.add(val(a["a"]), val(a["b"])), acc)
+            else:
+                acc = {"k": "fn", "f": e.op, "args": [acc, p]}
+                if is_num(acc["args"][0]) and is_num(p):
+                    fn = max if e.op == "max" else min
+                    acc = self.fold(e, lambda a=acc: fn(val(a["args"][0]), val(a["args"][1])), acc)
+        return acc
+
+    # ------------------------------------------------------------------ whole-program checks
+    def passes_time(self, block: int, seen: set) -> bool:
+        for s in self.blocks[block]:
+            op = s["op"]
+            if op == "end":
+                return True
+            if op == "run" and not (is_num(s["work"]) and val(s["work"]) == 0):
+                return True
+            if op == "hold" and self.passes_time(s["body"], seen):
+                return True
+            if op == "branch" and s["else"] is not None and self.passes_time(s["then"], seen) and self.passes_time(s["else"], seen):
+                return True
+            if op == "loop" and self.passes_time(s["body"], seen):
+                return True
+            if op == "turn" and self.server_block is not None and self.server_block not in seen:
+                if self.passes_time(self.server_block, seen | {self.server_block}):
+                    return True
+        return False
+
+    def finish(self) -> None:
+        if self.settings:
+            name = sorted(self.settings)[0]
+            if name in self.consts:
+                raise SerqError(f"--set {name}: `{name}` is a plain `let`, which cannot be set; only `args.number` inputs can"
+                                + (f" (known inputs: {', '.join(self.inputs)})" if self.inputs else ""))
+            known = ", ".join(self.inputs) if self.inputs else "none: the program declares no `args.number` input"
+            raise SerqError(f"--set {name}: unknown input `{name}` (known inputs: {known})")
+        for kind, body, pos in self.loops:
+            if not self.passes_time(body, set()):
+                raise self.err(pos, f"the body of this `{kind}` does not let time pass on every path "
+                                    "(it needs a `run` with non-zero work, a `hold` whose body does, or `end`)")
+        for slot, pos in self.header_reads:
+            if slot in self.live_sets:
+                name = self.attrs[slot]
+                raise self.err(pos, f"`{name}` is set from live state at {self.where(self.live_sets[slot])} and read here in a hold header; compute it in `at admission` instead")
+        hidden = {self.slot[h] for h in self.hidden}
+        for slot, pos, where in self.facing_reads:
+            if slot in hidden:
+                raise self.err(pos, f"`{self.attrs[slot]}` is hidden (declared at {self.where(self.hidden_pos[self.attrs[slot]])}); the scheduler cannot read it in {where}")
+        for name in self.attrs:
+            if name not in self.written and name not in self.hidden_pos:
+                pos = self.first_read.get(name)
+                if pos is not None:
+                    raise self.err(pos, f"unknown name `{name}`: not a constant, and no `set`, `choose`, binding or request parameter assigns it")
+        tool_index = None
+        if self.tool_refs:
+            if "tool" in self.stage_names:
+                b, cnt, kind, pos, is_arr = self.stage_names["tool"]
+                tool_index = b
+                for r in self.tool_refs:
+                    if is_arr and r["index"] is None:
+                        raise self.err(tuple(r["_tool"]), "`tool` is a stage array: write `tool [i] (…);`")
+                    if not is_arr and r["index"] is not None:
+                        raise self.err(tuple(r["_tool"]), "`tool` is not an array")
+                    r["count"] = cnt
+            else:
+                tool_index = len(self.stages)
+                self.stages.append({"name": "tool", "kind": "delay"})
+                for r in self.tool_refs:
+                    if r["index"] is not None:
+                        raise self.err(tuple(r["_tool"]), "`tool [i]` needs a declared stage array `tool`")
+            for r in self.tool_refs:
+                r["base"] = tool_index
+                del r["_tool"]
+
+    def ir(self, files: list[str]) -> dict:
+        wl = self.workload or {"arrival": {"kind": "none"}, "trace": None, "init": None, "turn": None,
+                               "session": None, "server": None}
+        if wl["session"] is None:
+            idx = len(self.blocks)
+            self.blocks.append([{"op": "turn", "at": [0, 1, 1]}, {"op": "end", "at": [0, 1, 1]}])
+            wl["session"] = idx
+        wl["server"] = self.server_block
+        return {
+            "format": "serq-ir/1",
+            "files": files,
+            "inputs": {k: value_to_wire(v) for k, v in self.inputs.items()},
+            "attrs": list(self.attrs),
+            "hidden": [self.slot[h] for h in self.hidden],
+            "observes": list(self.observes),
+            "pools": self.pools,
+            "stages": self.stages,
+            "blocks": self.blocks,
+            "workload": wl,
+            "gauges": self.gauges,
+        }

@@ -1,0 +1,720 @@
+"""Lexer and parser of dialect S: `grammar.lark` (LALR(1)) plus located, readable errors.
+
+`parse(text, file_id, display_name)` returns the list of top-level nodes (see `ast.py`). Before
+parsing, the token stream is scanned once for constructs that are out of scope for now (they are
+rejected at their location with "… is not supported yet") and for reserved words that the
+grammar does not use, so that neither is ever silently accepted.
+"""
+
+from __future__ import annotations
+
+import functools
+import pathlib
+from typing import Any
+
+from lark import Lark, Token, Transformer, v_args
+from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
+
+from .ast import Node
+from .errors import SerqError
+
+# language.md §1: the reserved words (union over dialects).
+RESERVED = frozenset("""
+use let def fn main device engine pool stage queue workload server session init turn arrive
+poisson renewal closed batch none trace ordered hidden set observe hold reserve reuse at admission
+cache lease grow drop release load run prefill decode growing tool transfer from to on branch with
+else if while loop choose in by end fork join gauge claim given every some iteration of schedule
+advance running admit waiting only each at most exclusive first order taking tokens cap block evict
+lru preempt lifo requeue head tail fifo ps delay step spill via share maxmin bottleneck sum min max
+""".split())
+
+# Reserved words the grammar does not use: constructs out of scope for now, with the message that
+# rejects them at their first token.
+UNSUPPORTED = {
+    "fork": "`fork` (parallel branches of a session) is not supported yet",
+    "join": "`join` (parallel branches of a session) is not supported yet",
+    "transfer": "`transfer` (moving KV between pools, P/D disaggregation) is not supported yet",
+    "lease": "`lease` (keeping a pool past the hold) is not supported yet",
+    "spill": "`spill` (offloading evicted cache to another tier) is not supported yet",
+    "claim": "claims (`claim NAME : …`) are not supported yet",
+    "share": "`share maxmin | bottleneck` (multi-stage flows) is not supported yet",
+    "step": "the K-dialect stage kind `step { … }` is not supported yet; declare an `engine NAME on DEVICE { … }`",
+    "via": "the K-dialect `admit via STAGE` is not supported yet; write `pool NAME on ENGINE { … }`",
+}
+ESTIMATORS = {"est_lambda", "est_rho", "est_wait", "price"}
+
+_GRAMMAR = pathlib.Path(__file__).with_name("grammar.lark")
+
+_EXPR_START = {"NUMBER", "NAME", "LPAR", "MINUS", "BANG", "TILDE", "MIN", "MAX", "SUM", "QUEUE",
+               "RUNNING", "WAITING", "BATCH", "ADMISSION"}
+_STMT_START = {"TURN", "END", "SET", "OBSERVE", "BRANCH", "IF", "WHILE", "LOOP", "CHOOSE", "HOLD",
+               "GROW", "DROP", "RELEASE", "LOAD", "RUN", "TOOL"}
+_ITEM_START = {"DEVICE", "ENGINE", "POOL", "STAGE", "WORKLOAD", "SERVER", "GAUGE"}
+MAX_DEPTH = 200
+_OPERATORS = {"PLUS", "MINUS", "STAR", "SLASH", "CIRCUMFLEX", "LESSTHAN", "MORETHAN", "QMARK",
+              "__ANON_0", "__ANON_1", "__ANON_2", "__ANON_3", "__ANON_4", "__ANON_5", "LSQB", "DOT"}
+
+
+@functools.lru_cache(maxsize=1)
+def _lark() -> Lark:
+    return Lark(_GRAMMAR.read_text(encoding="utf-8"), parser="lalr", lexer="basic",
+                propagate_positions=True, maybe_placeholders=True)
+
+
+def _terminal_display() -> dict[str, str]:
+    out = {"NAME": "a name", "NUMBER": "a number", "STRING": "a string", "$END": "end of file"}
+    for t in _lark().terminals:
+        if t.pattern.type == "str":
+            out[t.name] = f"'{t.pattern.value}'"
+    return out
+
+
+def _show_token(tok: Token) -> str:
+    if tok.type == "$END":
+        return "end of file"
+    v = str(tok.value)
+    if len(v) > 30:
+        v = v[:27] + "..."
+    return f"'{v}'"
+
+
+def _describe_expected(expected: set[str]) -> list[str]:
+    disp = _terminal_display()
+    exp = set(expected)
+    words: list[str] = []
+    if {"NUMBER", "LPAR", "TILDE"} <= exp:
+        exp -= _EXPR_START
+        words.append("an expression")
+    if {"SET", "HOLD", "RUN"} <= exp:
+        exp -= _STMT_START
+        words.append("a statement")
+    if {"DEVICE", "ENGINE", "POOL"} <= exp:
+        exp -= _ITEM_START
+        words.append("a declaration")
+    order = [";", ")", "}", ",", "(", "{", "="]
+    rest = sorted((disp.get(e, e) for e in exp if not e.startswith("__ANON") or e in disp),
+                  key=lambda s: (order.index(s.strip("'")) if s.strip("'") in order else 99, s))
+    return words + rest
+
+
+def _fmt_expected(items: list[str]) -> str:
+    if not items:
+        return "something else"
+    if len(items) == 1:
+        return items[0]
+    if len(items) <= 6:
+        return ", ".join(items[:-1]) + " or " + items[-1]
+    return ", ".join(items[:6]) + ", …"
+
+
+class Source:
+    """A loaded source file: its display name and text (for carets)."""
+
+    def __init__(self, name: str, text: str):
+        self.name = name
+        self.text = text
+        self.lines = text.splitlines()
+
+    def line(self, n: int) -> str | None:
+        if 1 <= n <= len(self.lines):
+            return self.lines[n - 1]
+        if n == len(self.lines) + 1:
+            return ""
+        return None
+
+    def error(self, message: str, line: int, column: int) -> SerqError:
+        return SerqError(message, self.name, line, column, self.line(line))
+
+
+def _char_desc(c: str) -> str:
+    if c.isprintable() and not c.isspace():
+        return f"'{c}'"
+    return f"U+{ord(c):04X}"
+
+
+def _prescan(src: Source, tokens: list[Token]) -> None:
+    depth = 0
+    n = len(tokens)
+    for i, tok in enumerate(tokens):
+        t = tok.type
+        if t in ("LPAR", "LSQB", "LBRACE"):
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise src.error(f"nested more than {MAX_DEPTH} levels deep", tok.line, tok.column)
+        elif t in ("RPAR", "RSQB", "RBRACE"):
+            depth -= 1
+        nxt = tokens[i + 1] if i + 1 < n else None
+        if t == "NAME":
+            v = str(tok.value)
+            if v in UNSUPPORTED:
+                raise src.error(UNSUPPORTED[v], tok.line, tok.column)
+            if v in ESTIMATORS and nxt is not None and nxt.type == "LPAR":
+                raise src.error(f"the online estimator `{v}(…)` is not supported yet", tok.line, tok.column)
+            if v in ("pull", "push") and i > 0 and tokens[i - 1].type == "DOT":
+                raise src.error(f"queue operations (`.{v}(…)`, P/D disaggregation) are not supported yet",
+                                tok.line, tok.column)
+            if v in RESERVED:
+                raise src.error(f"`{v}` is a reserved word", tok.line, tok.column)
+        elif t == "QUEUE" and nxt is not None and nxt.type == "NAME":
+            raise src.error("queue declarations (`queue NAME : ROLE { … }`, P/D disaggregation) are not "
+                            "supported yet", tok.line, tok.column)
+        elif t == "RUN" and i + 2 < n and tokens[i + 1].type == "NAME" and tokens[i + 2].type == "COMMA":
+            raise src.error("a run over several stages (`run a, b (w);`) is not supported yet", tok.line, tok.column)
+        elif t == "HOLD":
+            pass
+
+
+def _unclosed_comment(src: Source) -> None:
+    text = src.text
+    i, n = 0, len(text)
+    line, col = 1, 1
+    while i < n:
+        c = text[i]
+        if c == '"':
+            j = text.find('"', i + 1)
+            nl = text.find("\n", i + 1)
+            if j < 0 or (0 <= nl < j):
+                raise src.error("unterminated string (a string ends with '\"' on the same line)", line, col)
+            col += j + 1 - i
+            i = j + 1
+            continue
+        if text.startswith("//", i):
+            j = text.find("\n", i)
+            j = n if j < 0 else j
+            col += j - i
+            i = j
+            continue
+        if text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            if j < 0:
+                raise src.error("unclosed block comment: '/*' without '*/'", line, col)
+            chunk = text[i:j + 2]
+            nls = chunk.count("\n")
+            if nls:
+                line += nls
+                col = len(chunk) - chunk.rfind("\n")
+            else:
+                col += len(chunk)
+            i = j + 2
+            continue
+        if c == "\n":
+            line += 1
+            col = 1
+        else:
+            col += 1
+        i += 1
+
+
+def parse(text: str, file_id: int, src: Source) -> list[Node]:
+    """Parse one file; raise SerqError located in `src`."""
+    _unclosed_comment(src)
+    lk = _lark()
+    try:
+        tokens = list(lk.lex(text))
+    except UnexpectedCharacters as e:
+        c = text[e.pos_in_stream] if e.pos_in_stream < len(text) else "?"
+        raise src.error(f"unexpected character {_char_desc(c)}", e.line, e.column) from None
+    _prescan(src, tokens)
+    try:
+        tree = lk.parse(text)
+    except UnexpectedToken as e:
+        raise _token_error(src, tokens, e.token, e.expected) from None
+    except UnexpectedEOF as e:
+        last = tokens[-1] if tokens else None
+        line = len(src.lines) + (1 if text.endswith("\n") or not text else 0)
+        line = max(1, line)
+        col = 1 if text.endswith("\n") or not text else len(src.lines[-1]) + 1
+        exps = set(e.expected)
+        if exps & {"SEMICOLON", "RPAR", "RBRACE", "COMMA", "RSQB"}:
+            exps = {x for x in exps if x not in _OPERATORS}
+        exp = _fmt_expected(_describe_expected(exps))
+        after = f" after {_show_token(last)}" if last is not None else ""
+        raise src.error(f"unexpected end of file: expected {exp}{after}", line, col) from None
+    except UnexpectedCharacters as e:  # pragma: no cover - the lexer ran above
+        raise src.error("unexpected character", e.line, e.column) from None
+    except UnexpectedInput as e:  # pragma: no cover
+        raise src.error("syntax error", getattr(e, "line", 1), getattr(e, "column", 1)) from None
+    try:
+        return _ToAst(file_id).transform(tree)
+    except VisitError as e:
+        if isinstance(e.orig_exc, SerqError):
+            raise e.orig_exc from None
+        if isinstance(e.orig_exc, RecursionError):
+            raise e.orig_exc from None
+        raise
+
+
+def _token_error(src: Source, tokens: list[Token], tok: Token, expected: set[str]) -> SerqError:
+    if tok.type == "$END":
+        line = max(1, len(src.lines))
+        col = len(src.lines[-1]) + 1 if src.lines else 1
+        prev = tokens[-1] if tokens else None
+    else:
+        line, col = tok.line, tok.column
+        prev = None
+        for t in tokens:
+            if t.start_pos >= tok.start_pos:
+                break
+            prev = t
+    expected = set(expected)
+    closers = {"SEMICOLON", "RPAR", "RBRACE", "COMMA", "RSQB", "COLON", "LBRACE"}
+    if expected & closers:
+        expected = {e for e in expected if e not in _OPERATORS}
+    items = _describe_expected(expected)
+    if "a statement" in items and "a name" in items:
+        items.remove("a name")
+    after = f" after {_show_token(prev)}" if prev is not None else ""
+    if tok.type != "NAME" and str(tok.value) in RESERVED and ("NAME" in expected or "a name" in items):
+        return src.error(f"`{tok.value}` is a reserved word and cannot be used as a name", line, col)
+    if len(items) == 1:
+        msg = f"expected {items[0]}{after}, found {_show_token(tok)}"
+    else:
+        msg = f"unexpected {_show_token(tok)}{after}: expected {_fmt_expected(items)}"
+    return src.error(msg, line, col)
+
+
+# --------------------------------------------------------------------------------------------
+# parse tree -> Node
+
+
+def _s(tok: Any) -> str | None:
+    return None if tok is None else str(tok)
+
+
+@v_args(meta=True)
+class _ToAst(Transformer):
+    def __init__(self, fid: int):
+        super().__init__()
+        self.fid = fid
+
+    def p(self, meta) -> tuple:
+        return (self.fid, getattr(meta, "line", 1), getattr(meta, "column", 1))
+
+    def tp(self, tok: Token) -> tuple:
+        return (self.fid, tok.line, tok.column)
+
+    def name_node(self, tok: Token) -> Node:
+        return Node("name", self.tp(tok), id=str(tok))
+
+    # -- top level
+    def start(self, meta, ch):
+        return list(ch)
+
+    def main_fn(self, meta, ch):
+        return Node("main", self.p(meta), items=list(ch))
+
+    def use_decl(self, meta, ch):
+        return Node("use", self.p(meta), path=str(ch[0])[1:-1], path_pos=self.tp(ch[0]))
+
+    def let_decl(self, meta, ch):
+        return Node("let", self.p(meta), name=str(ch[0]), name_pos=self.tp(ch[0]), expr=ch[1])
+
+    def names(self, meta, ch):
+        return [(str(t), self.tp(t)) for t in ch]
+
+    def def_expr(self, meta, ch):
+        return Node("def", self.p(meta), name=str(ch[0]), params=ch[1] or [], body=ch[2], stmt=False)
+
+    def def_stmts(self, meta, ch):
+        return Node("def", self.p(meta), name=str(ch[0]), params=ch[1] or [], body=list(ch[2:]), stmt=True)
+
+    def dim(self, meta, ch):
+        return ch[0]
+
+    # -- devices, engines
+    def device_decl(self, meta, ch):
+        return Node("device", self.p(meta), name=str(ch[0]), dim=ch[1], items=list(ch[2:]))
+
+    def dev_fn(self, meta, ch):
+        return Node("dev_fn", self.p(meta), name=str(ch[0]), params=ch[1] or [], body=ch[2])
+
+    def dev_cap(self, meta, ch):
+        return Node("cap", self.p(meta), name=str(ch[0]), expr=ch[1])
+
+    def engine_decl(self, meta, ch):
+        return Node("engine", self.p(meta), name=str(ch[0]), dim=ch[1], device=str(ch[2]),
+                    device_pos=self.tp(ch[2]), items=list(ch[3:]))
+
+    def eng_cap(self, meta, ch):
+        return Node("cap", self.p(meta), name=str(ch[0]), expr=ch[1])
+
+    def eng_tokens(self, meta, ch):
+        return Node("tokens", self.p(meta), expr=ch[0])
+
+    def eng_granule(self, meta, ch):
+        return Node("granule", self.p(meta), expr=ch[0])
+
+    def eng_state(self, meta, ch):
+        return Node("state", self.p(meta), name=str(ch[0]), expr=ch[1])
+
+    def eng_request(self, meta, ch):
+        return Node("request", self.p(meta), params=ch[0] or [], items=list(ch[1:]))
+
+    def eng_schedule(self, meta, ch):
+        lets = [c for c in ch if isinstance(c, Node) and c.kind == "slet"]
+        stmts = [c for c in ch if not (isinstance(c, Node) and c.kind == "slet")]
+        return Node("schedule", self.p(meta), lets=lets, stmts=stmts)
+
+    def eng_execute(self, meta, ch):
+        return Node("execute", self.p(meta), expr=ch[0])
+
+    def req_admission(self, meta, ch):
+        return Node("at_admission", self.p(meta), bindings=list(ch))
+
+    def binding(self, meta, ch):
+        return (str(ch[0]), self.tp(ch[0]), ch[1])
+
+    hbind = binding
+
+    def req_prefill(self, meta, ch):
+        return Node("req_run", self.p(meta), mode="prefill", work=ch[0], growing=ch[1])
+
+    def req_decode(self, meta, ch):
+        return Node("req_run", self.p(meta), mode="decode", work=ch[0], growing=ch[1])
+
+    def req_cache(self, meta, ch):
+        return Node("req_cache", self.p(meta), expr=ch[0])
+
+    def growing(self, meta, ch):
+        return ch[0]
+
+    def sched_let(self, meta, ch):
+        return Node("slet", self.p(meta), name=str(ch[0]), name_pos=self.tp(ch[0]), expr=ch[1])
+
+    def s_advance(self, meta, ch):
+        return Node("advance", self.p(meta), only=ch[0], order=ch[1], each=ch[2])
+
+    def s_admit(self, meta, ch):
+        return Node("admit", self.p(meta), only=ch[0], cond=ch[1], each=ch[2], taking=ch[3])
+
+    def s_exclusive(self, meta, ch):
+        return Node("exclusive", self.p(meta), each=ch[0])
+
+    def s_branch(self, meta, ch):
+        return Node("sbranch", self.p(meta), cond=ch[0], then=ch[1], els=ch[2] if ch[2] is not None else [])
+
+    def s_else(self, meta, ch):
+        c = ch[0]
+        return c if isinstance(c, list) else [c]
+
+    def s_body(self, meta, ch):
+        return list(ch)
+
+    def s_set(self, meta, ch):
+        return Node("sset", self.p(meta), name=str(ch[0]), name_pos=self.tp(ch[0]), expr=ch[1])
+
+    def only(self, meta, ch):
+        return ch[0]
+
+    def s_while(self, meta, ch):
+        return ch[0]
+
+    def each(self, meta, ch):
+        return ch[0]
+
+    def order_admission(self, meta, ch):
+        return Node("order", self.p(meta), how="admission", keys=[])
+
+    def order_decode_first(self, meta, ch):
+        return Node("order", self.p(meta), how="decode_first", keys=[])
+
+    def order_by(self, meta, ch):
+        return Node("order", self.p(meta), how="by", keys=ch[0])
+
+    def taking(self, meta, ch):
+        takes = [c for c in ch[:-1]]
+        return Node("taking", self.p(meta), takes=takes, reuse=ch[-1])
+
+    def take(self, meta, ch):
+        return Node("take", self.p(meta), ref=ch[0], units=ch[1], reserve=ch[2])
+
+    hpool = take
+
+    def reserve(self, meta, ch):
+        return ch[0]
+
+    def reuse(self, meta, ch):
+        return ch[0]
+
+    # -- pools, stages
+    def pool_free(self, meta, ch):
+        return Node("pool", self.p(meta), name=str(ch[0]), dim=ch[1], owner=None, owner_dev=None,
+                    owner_pos=None, opts=list(ch[2:]))
+
+    def pool_on(self, meta, ch):
+        return Node("pool", self.p(meta), name=str(ch[0]), dim=None, owner=str(ch[1]),
+                    owner_pos=self.tp(ch[1]), owner_dev=ch[2], opts=list(ch[3:]))
+
+    def owner_dev(self, meta, ch):
+        return (str(ch[0]), self.tp(ch[0]))
+
+    def p_cap(self, meta, ch):
+        return Node("p_cap", self.p(meta), expr=ch[0])
+
+    def p_block(self, meta, ch):
+        return Node("p_block", self.p(meta), expr=ch[0])
+
+    def p_evict_lru(self, meta, ch):
+        return Node("p_evict", self.p(meta), how="lru", keys=[])
+
+    def p_evict_by(self, meta, ch):
+        return Node("p_evict", self.p(meta), how="by", keys=ch[0])
+
+    def p_preempt_none(self, meta, ch):
+        return Node("p_preempt", self.p(meta), how="none", keys=[], requeue="head")
+
+    def p_preempt_lifo(self, meta, ch):
+        return Node("p_preempt", self.p(meta), how="lifo", keys=[], requeue="head")
+
+    def p_preempt_by(self, meta, ch):
+        return Node("p_preempt", self.p(meta), how="by", keys=ch[0], requeue=ch[1] or "head")
+
+    def rq_head(self, meta, ch):
+        return "head"
+
+    def rq_tail(self, meta, ch):
+        return "tail"
+
+    def p_queue_fifo(self, meta, ch):
+        return Node("p_queue", self.p(meta), how="fifo", keys=[])
+
+    def p_queue_by(self, meta, ch):
+        return Node("p_queue", self.p(meta), how="by", keys=ch[0])
+
+    def p_reserve_held(self, meta, ch):
+        return Node("p_reserve_held", self.p(meta))
+
+    def stage_decl(self, meta, ch):
+        return Node("stage", self.p(meta), name=str(ch[0]), dim=ch[1], skind=ch[2])
+
+    def kind_fifo(self, meta, ch):
+        return Node("kind", self.p(meta), how="fifo", expr=ch[0])
+
+    def kind_ps(self, meta, ch):
+        return Node("kind", self.p(meta), how="ps", expr=ch[0])
+
+    def kind_delay(self, meta, ch):
+        return Node("kind", self.p(meta), how="delay", expr=None)
+
+    # -- workload, server, gauges
+    def workload_decl(self, meta, ch):
+        return Node("workload", self.p(meta), items=list(ch))
+
+    def wl_arrive(self, meta, ch):
+        return ch[0]
+
+    def arr_poisson(self, meta, ch):
+        return Node("arrive", self.p(meta), how="poisson", expr=ch[0])
+
+    def arr_renewal(self, meta, ch):
+        return Node("arrive", self.p(meta), how="renewal", expr=ch[0])
+
+    def arr_closed(self, meta, ch):
+        return Node("arrive", self.p(meta), how="closed", expr=ch[0])
+
+    def arr_batch(self, meta, ch):
+        return Node("arrive", self.p(meta), how="batch", expr=ch[0])
+
+    def arr_none(self, meta, ch):
+        return Node("arrive", self.p(meta), how="none", expr=None)
+
+    def wl_trace(self, meta, ch):
+        return Node("trace", self.p(meta), path=str(ch[0])[1:-1], ordered=ch[1] is not None)
+
+    def ordered(self, meta, ch):
+        return True
+
+    def wl_hidden(self, meta, ch):
+        return Node("hidden", self.p(meta), names=ch[0])
+
+    def wl_init(self, meta, ch):
+        return Node("wl_block", self.p(meta), which="init", body=ch[0])
+
+    def wl_turn(self, meta, ch):
+        return Node("wl_block", self.p(meta), which="turn", body=ch[0])
+
+    def wl_session(self, meta, ch):
+        return Node("wl_block", self.p(meta), which="session", body=ch[0])
+
+    def server_decl(self, meta, ch):
+        return Node("server", self.p(meta), body=ch[0])
+
+    def gauge_decl(self, meta, ch):
+        return Node("gauge", self.p(meta), name=str(ch[0]), expr=ch[1])
+
+    # -- statements
+    def block(self, meta, ch):
+        return list(ch)
+
+    def turn_stmt(self, meta, ch):
+        return Node("turn", self.p(meta))
+
+    def end_stmt(self, meta, ch):
+        return Node("end", self.p(meta))
+
+    def set_stmt(self, meta, ch):
+        return Node("set", self.p(meta), name=str(ch[0]), name_pos=self.tp(ch[0]), expr=ch[1])
+
+    def observe_stmt(self, meta, ch):
+        return Node("observe", self.p(meta), name=str(ch[0]), expr=ch[1])
+
+    def branch_stmt(self, meta, ch):
+        return Node("branch", self.p(meta), cond=ch[0], coin=False, then=ch[1], els=ch[2])
+
+    def branch_with(self, meta, ch):
+        return Node("branch", self.p(meta), cond=ch[0], coin=True, then=ch[1], els=ch[2])
+
+    def else_part(self, meta, ch):
+        c = ch[0]
+        return c if isinstance(c, list) else [c]
+
+    def while_stmt(self, meta, ch):
+        return Node("while", self.p(meta), cond=ch[0], body=ch[1])
+
+    def loop_stmt(self, meta, ch):
+        return Node("loop", self.p(meta), body=ch[0])
+
+    def choose_stmt(self, meta, ch):
+        return Node("choose", self.p(meta), name=str(ch[0]), name_pos=self.tp(ch[0]), count=ch[1], keys=ch[2])
+
+    def hold_stmt(self, meta, ch):
+        pools = [c for c in ch if isinstance(c, Node) and c.kind == "take"]
+        rest = ch[len(pools):]
+        reuse, adm, body, cache = rest[0], rest[1], rest[2], rest[3]
+        return Node("hold", self.p(meta), pools=pools, reuse=reuse, bindings=adm or [], body=body, cache=cache)
+
+    def hold_admission(self, meta, ch):
+        return list(ch)
+
+    def hold_cache(self, meta, ch):
+        return ch[0]
+
+    def grow_stmt(self, meta, ch):
+        return Node("grow", self.p(meta), ref=ch[0], units=ch[1])
+
+    def drop_stmt(self, meta, ch):
+        return Node("drop", self.p(meta), ref=ch[0])
+
+    def release_stmt(self, meta, ch):
+        return Node("release", self.p(meta), ref=ch[0])
+
+    def load_stmt(self, meta, ch):
+        return Node("load", self.p(meta), ref=ch[0], units=ch[1])
+
+    def run_stmt(self, meta, ch):
+        return Node("run", self.p(meta), ref=ch[0], mode=ch[1] or "plain", work=ch[2], growing=ch[3])
+
+    def mode_prefill(self, meta, ch):
+        return "prefill"
+
+    def mode_decode(self, meta, ch):
+        return "decode"
+
+    def tool_stmt(self, meta, ch):
+        return Node("tool", self.p(meta), where=ch[0], work=ch[1])
+
+    def tool_where(self, meta, ch):
+        c = ch[0]
+        if isinstance(c, Node) and c.kind == "ref":
+            return ("on", c)
+        return ("index", c)
+
+    def call_stmt(self, meta, ch):
+        c = ch[0]
+        return Node("callstmt", self.p(meta), fname=c.fname, args=c.args, fname_pos=c.pos)
+
+    def pool_ref(self, meta, ch):
+        return Node("ref", self.tp(ch[0]), name=str(ch[0]), index=ch[1])
+
+    stage_ref = pool_ref
+
+    # -- expressions
+    def exprs(self, meta, ch):
+        return list(ch)
+
+    def cond(self, meta, ch):
+        return Node("cond", self.p(meta), c=ch[0], a=ch[1], b=ch[2])
+
+    def _bin(op):  # noqa: N805
+        def f(self, meta, ch):
+            return Node("bin", self.p(meta), op=op, a=ch[0], b=ch[1])
+        return f
+
+    or_ = _bin("||")
+    and_ = _bin("&&")
+    lt = _bin("<")
+    le = _bin("<=")
+    gt = _bin(">")
+    ge = _bin(">=")
+    eq = _bin("==")
+    ne = _bin("!=")
+    add = _bin("+")
+    sub = _bin("-")
+    mul = _bin("*")
+    div = _bin("/")
+    power = _bin("^")
+
+    def neg(self, meta, ch):
+        return Node("un", self.p(meta), op="neg", a=ch[0])
+
+    def not_(self, meta, ch):
+        return Node("un", self.p(meta), op="not", a=ch[0])
+
+    def num(self, meta, ch):
+        return Node("num", self.tp(ch[0]), text=str(ch[0]))
+
+    def name(self, meta, ch):
+        return self.name_node(ch[0])
+
+    def indexed(self, meta, ch):
+        return Node("indexed", self.tp(ch[0]), id=str(ch[0]), index=ch[1])
+
+    def call(self, meta, ch):
+        return Node("call", self.tp(ch[0]), fname=str(ch[0]), args=ch[1] or [])
+
+    def call_min(self, meta, ch):
+        return Node("call", self.p(meta), fname="min", args=ch[0] or [])
+
+    def call_max(self, meta, ch):
+        return Node("call", self.p(meta), fname="max", args=ch[0] or [])
+
+    def call_queue(self, meta, ch):
+        return Node("call", self.p(meta), fname="queue", args=ch[0] or [])
+
+    def draw(self, meta, ch):
+        return Node("draw", self.p(meta), dist=str(ch[0]), dist_pos=self.tp(ch[0]), args=ch[1] or [])
+
+    def _agg(op):  # noqa: N805
+        def f(self, meta, ch):
+            return Node("agg", self.p(meta), op=op, var=str(ch[0]), count=str(ch[1]),
+                        count_pos=self.tp(ch[1]), count_is_num=ch[1].type == "NUMBER", body=ch[2])
+        return f
+
+    agg_max = _agg("max")
+    agg_min = _agg("min")
+    agg_sum = _agg("sum")
+
+    def ev_running(self, meta, ch):
+        return Node("engval", self.p(meta), name="running." + str(ch[0]))
+
+    def ev_waiting(self, meta, ch):
+        return Node("engval", self.p(meta), name="waiting." + str(ch[0]))
+
+    def ev_batch(self, meta, ch):
+        return Node("engval", self.p(meta), name="batch." + str(ch[0]))
+
+    def ev_batch_tokens(self, meta, ch):
+        return Node("engval", self.p(meta), name="batch.tokens")
+
+    def ctx_waiting(self, meta, ch):
+        return Node("name", self.p(meta), id="waiting")
+
+    def job_admission(self, meta, ch):
+        return Node("name", self.p(meta), id="admission")
+
+    def dotted(self, meta, ch):
+        return Node("dotted", self.tp(ch[0]), id=f"{ch[0]}.{ch[1]}")
+
+    def args_call(self, meta, ch):
+        return Node("args_call", self.tp(ch[0]), id=f"{ch[0]}.{ch[1]}", ext=str(ch[2])[1:-1],
+                    ext_pos=self.tp(ch[2]), default=ch[3])

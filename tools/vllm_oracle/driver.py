@@ -60,6 +60,9 @@ for _k, _v in {
 TIME_EPS = 1e-12
 DUMMY_ARCH = "SerqOracleDummyForCausalLM"
 EMPTY_CALLS_BEFORE_STALL = 3
+# safety net: give up after this many empty schedule() calls in a run (a scenario whose pending
+# arrivals can never be admitted would otherwise only end at max_steps)
+MAX_EMPTY_CALLS = 1_000_000
 
 
 # ---------------------------------------------------------------------------------------------
@@ -359,6 +362,14 @@ class _Run:
             self.arrived_buffer.append(r.id)
         self.pending = still
 
+    def can_still_arrive(self) -> bool:
+        """Is some pending request able to arrive without the scheduler making progress?
+
+        A request chained by `after` to a parent that has not finished cannot: when the
+        scheduler is stuck, that parent never finishes.
+        """
+        return any(r.after is None or r.after in self.finish_known for r in self.pending)
+
     def next_arrival_time(self) -> float | None:
         times = [
             r.arrival_time
@@ -512,6 +523,7 @@ class _Run:
         async_mode = self.sc.config["async_scheduling"]
         inflight: deque = deque()
         streak = 0
+        total_empty = 0
         t0 = time.perf_counter()
         while self.step < self.sc.max_steps:
             if not self.pending and not self.sched.has_requests() and not inflight:
@@ -531,15 +543,19 @@ class _Run:
                 ):
                     continue
             self.process(inflight.pop())
-            # stall detection: schedule() keeps returning nothing although requests remain
-            if not scheduled_tokens and not inflight and self.sched.has_requests():
+            # Stall detection: schedule() keeps returning nothing although requests remain and
+            # no batch that carries tokens is in flight (async mode keeps empty batches in the
+            # queue, so look at what they carry rather than at the queue length).
+            busy = any(b[0].total_num_scheduled_tokens > 0 for b in inflight)
+            if has and not scheduled_tokens and not busy and self.sched.has_requests():
                 streak += 1
+                total_empty += 1
                 if streak >= EMPTY_CALLS_BEFORE_STALL:
-                    if not self.pending:
+                    if not self.can_still_arrive() or total_empty > MAX_EMPTY_CALLS:
                         self.stalled = True
                         break
                     self.advance_idle()
-            else:
+            elif scheduled_tokens:
                 streak = 0
         while inflight:
             self.process(inflight.pop())

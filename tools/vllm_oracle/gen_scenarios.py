@@ -1,0 +1,263 @@
+#!/usr/bin/env python3
+"""Seeded random scenarios for the vLLM oracle (standard library only).
+
+    python3 tools/vllm_oracle/gen_scenarios.py --seed 1 --count 120 --out-dir vectors/vllm
+    python3 tools/vllm_oracle/gen_scenarios.py --seed 7 --count 3 --print
+
+Scenario k of seed s depends only on (s, k): `--start` lets a run extend an earlier one, and one
+scenario can be re-created alone. Files are named `<prefix><k:04d>.scenario.json`.
+
+What the draws cover: step-based and time-based arrivals (bursts, spread, Poisson-like gaps),
+prompt lengths 1..600 and outputs from 1, shared prefix groups (aligned and unaligned lengths,
+`prefix_len` shorter than the group, prompts shorter than the prefix), explicit token ids (some
+sharing a prefix), multi-turn chains via `after` / `prompt_from` with `append_len` or
+`append_token_ids` and `delay_steps`, EOS at a random output index, small KV pools (always at
+least ceil(longest sequence / block_size) + 2 blocks, so every request fits alone), small
+token budgets, `long_prefill_token_threshold`, `max_num_seqs`, fcfs/priority, sync/async
+scheduling, `scheduler_reserve_full_isl` on/off, an occasional watermark, chunked prefill off,
+prefix caching off, and varied `step_time` clocks.
+
+Every scenario is validated with serq.oracle.scenario before it is written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent.parent / "python"))
+
+from serq.oracle.scenario import resolve_scenario  # noqa: E402
+
+MAX_STEPS = 800
+
+
+def _out_len(rng: random.Random) -> int:
+    u = rng.random()
+    if u < 0.12:
+        return 1
+    if u < 0.6:
+        return rng.randint(2, 16)
+    return rng.randint(17, 48)
+
+
+def _prompt_len(rng: random.Random) -> int:
+    u = rng.random()
+    if u < 0.2:
+        return rng.randint(1, 32)
+    if u < 0.85:
+        return rng.randint(16, 200)
+    return rng.randint(200, 600)
+
+
+def generate(seed: int, k: int, name: str) -> dict:
+    rng = random.Random(f"serq-oracle-scenario:{seed}:{k}")
+    bs = rng.choice([4, 8, 16, 16, 16, 32])
+    arrivals = rng.choice(["step", "step", "time"])
+    step_pattern = rng.choice(["burst", "spread", "gaps"])
+    policy = "priority" if rng.random() < 0.3 else "fcfs"
+    features: list[str] = [f"arrivals={arrivals}" + (f"/{step_pattern}" if arrivals == "step" else "")]
+
+    groups: dict[str, dict] = {}
+    for g in range(rng.choice([0, 0, 1, 1, 2])):
+        length = rng.randint(1, 10) * bs + (rng.randint(1, bs - 1) if rng.random() < 0.3 else 0)
+        groups[f"sys{g}"] = {"length": length}
+    if groups:
+        features.append(f"prefix_groups={len(groups)}")
+
+    n_base = rng.randint(1, 8)
+    requests: list[dict] = []
+    explicit_lists: list[list[int]] = []
+    t = 0.0
+    mean_gap = rng.choice([0.005, 0.02, 0.05, 0.2])
+    step_clock = 0
+    for i in range(n_base):
+        r: dict = {"id": f"r{i}"}
+        u = rng.random()
+        if groups and u < 0.55:
+            g = rng.choice(sorted(groups))
+            r["prefix_group"] = g
+            glen = groups[g]["length"]
+            plen = glen
+            if rng.random() < 0.3:
+                plen = rng.randint(0, glen)
+                r["prefix_len"] = plen
+            if rng.random() < 0.15:
+                r["prompt_len"] = rng.randint(1, max(1, plen))
+            else:
+                r["prompt_len"] = plen + rng.randint(0, 120)
+            if r["prompt_len"] == 0:
+                r["prompt_len"] = 1
+        elif u < 0.63:
+            if explicit_lists and rng.random() < 0.5:
+                base = rng.choice(explicit_lists)
+                keep = rng.randint(1, len(base))
+                ids = base[:keep] + [rng.randrange(10, 32000) for _ in range(rng.randint(0, 40))]
+            else:
+                ids = [rng.randrange(10, 32000) for _ in range(_prompt_len(rng))]
+            explicit_lists.append(ids)
+            r["prompt_token_ids"] = ids
+            features.append("explicit_ids")
+        else:
+            r["prompt_len"] = _prompt_len(rng)
+        r["max_tokens"] = _out_len(rng)
+        if rng.random() < 0.15:
+            # EOS somewhere in the output (sometimes past max_tokens: then length wins)
+            r["eos_at"] = rng.randint(0, r["max_tokens"] + (2 if rng.random() < 0.2 else -1))
+            features.append("eos")
+        if policy == "priority":
+            r["priority"] = rng.randint(-1, 3)
+        if arrivals == "step":
+            if step_pattern == "burst":
+                r["arrival_step"] = rng.choice([0, 0, 0, rng.randint(0, 3)])
+            elif step_pattern == "spread":
+                r["arrival_step"] = rng.randint(0, 40)
+            else:
+                step_clock += rng.choice([0, 0, 1, 2, 5, 12])
+                r["arrival_step"] = step_clock
+        else:
+            if i > 0 or rng.random() < 0.5:
+                t += rng.expovariate(1.0 / mean_gap)
+            r["arrival_time"] = round(t, 3)
+        requests.append(r)
+    if arrivals == "step" and step_pattern == "spread":
+        requests.sort(key=lambda r: r["arrival_step"])  # list order is FCFS order anyway
+
+    # multi-turn follow-ups, inserted somewhere after their parent
+    n_turns = 0
+    for parent in list(requests):
+        depth_parent = parent
+        depth = 0
+        while depth < 3 and rng.random() < (0.3 if depth == 0 else 0.5):
+            child: dict = {"id": f"{depth_parent['id']}.{depth + 2}", "after": depth_parent["id"]}
+            child["delay_steps"] = rng.choice([0, 0, 1, 2, 3, 6])
+            if rng.random() < 0.8:
+                child["prompt_from"] = depth_parent["id"]
+                if rng.random() < 0.1:
+                    child["append_token_ids"] = [rng.randrange(10, 32000) for _ in range(rng.randint(1, 20))]
+                else:
+                    child["append_len"] = rng.choice([0, rng.randint(1, 16), rng.randint(16, 80)])
+            else:
+                child["prompt_len"] = _prompt_len(rng)
+            child["max_tokens"] = _out_len(rng)
+            if policy == "priority":
+                child["priority"] = rng.randint(-1, 3)
+            pos = requests.index(depth_parent) + 1
+            requests.insert(rng.randint(pos, len(requests)), child)
+            n_turns += 1
+            depth_parent = child
+            depth += 1
+    if n_turns:
+        features.append(f"turns={n_turns}")
+
+    draft = {"name": name, "config": {"block_size": bs}, "prefix_groups": groups, "requests": requests}
+    sc = resolve_scenario(draft)
+    # prompt + max_tokens (not shortened by EOS): the longest sequence any request can reach
+    longest = max(sc.static_prompt_len(r.id) + r.max_tokens for r in sc.requests)
+    need = math.ceil(longest / bs) + 2  # every request fits alone (plus the null block)
+    pressure = rng.choice(["tight", "tight", "medium", "roomy"])
+    if pressure == "tight":
+        blocks = need + rng.randint(0, 3)
+    elif pressure == "medium":
+        blocks = need + rng.randint(0, 2 * need)
+    else:
+        blocks = 4 * need + 64
+    features.append(f"kv={pressure}")
+
+    seqs = rng.choice([1, 2, 3, 4, 8, 16, 128])
+    budget = rng.choice([16, 24, 32, 48, 64, 100, 128, 256, 512, 2048])
+    budget = max(budget, seqs)
+    cfg: dict = {
+        "block_size": bs,
+        "num_gpu_blocks": blocks,
+        "max_num_batched_tokens": budget,
+        "max_num_seqs": seqs,
+    }
+    if rng.random() < 0.5:
+        cfg["max_model_len"] = min(longest + rng.randint(0, 200), blocks * bs)
+    mml = cfg.get("max_model_len", min(32768, blocks * bs))
+    if rng.random() < 0.4:
+        cfg["long_prefill_token_threshold"] = rng.randint(1, min(budget, mml))
+        features.append("threshold")
+    if rng.random() < 0.25:
+        cfg["enable_prefix_caching"] = False
+    if rng.random() < 0.06:
+        cfg["enable_chunked_prefill"] = False
+        cfg["max_model_len"] = mml = max(longest, 1)
+        cfg["max_num_batched_tokens"] = budget = max(budget, mml)
+        cfg.pop("long_prefill_token_threshold", None)
+        features.append("no_chunking")
+    if policy == "priority":
+        cfg["policy"] = "priority"
+        features.append("priority")
+    if rng.random() < 0.3:
+        cfg["async_scheduling"] = True
+        features.append("async")
+    extra: dict = {}
+    if rng.random() < 0.3:
+        extra["scheduler_reserve_full_isl"] = False
+        features.append("no_reserve")
+    if rng.random() < 0.05:
+        extra["watermark"] = rng.choice([0.01, 0.02, 0.05])
+        features.append("watermark")
+    if extra:
+        cfg["scheduler_config_extra"] = extra
+    if arrivals == "time" or rng.random() < 0.15:
+        cfg["step_time"] = rng.choice(
+            [
+                {"base_s": 0.01, "per_token_s": 0.0001},
+                {"base_s": 0.005, "per_token_s": 0.0002},
+                {"base_s": 1, "per_token_s": 0},
+                {"base_s": 0.02},
+                {"per_token_s": 0.00005},
+            ]
+        )
+
+    scenario = {
+        "name": name,
+        "description": f"random scenario (gen_scenarios.py seed {seed}, index {k}): "
+        + ", ".join(dict.fromkeys(features)),
+        "config": cfg,
+    }
+    if groups:
+        scenario["prefix_groups"] = groups
+    scenario["requests"] = requests
+    scenario["max_steps"] = MAX_STEPS
+    resolve_scenario(scenario)  # must be valid
+    return scenario
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--count", type=int, default=10)
+    ap.add_argument("--start", type=int, default=1, help="index of the first scenario (default 1)")
+    ap.add_argument("--prefix", default="r", help="file/scenario name prefix (default r)")
+    ap.add_argument("--out-dir", help="directory for <prefix><k>.scenario.json files")
+    ap.add_argument("--print", action="store_true", help="print the scenarios to stdout instead")
+    args = ap.parse_args(argv)
+    if not args.out_dir and not args.print:
+        ap.error("give --out-dir or --print")
+    out = Path(args.out_dir) if args.out_dir else None
+    if out:
+        out.mkdir(parents=True, exist_ok=True)
+    for k in range(args.start, args.start + args.count):
+        name = f"{args.prefix}{k:04d}"
+        sc = generate(args.seed, k, name)
+        text = json.dumps(sc, indent=1) + "\n"
+        if out:
+            (out / f"{name}.scenario.json").write_text(text)
+        else:
+            sys.stdout.write(text)
+    if out:
+        print(f"wrote {args.count} scenarios to {out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -204,9 +204,6 @@ class Linker:
     # ------------------------------------------------------------------ top level
     def link_file(self, nodes: list[Node], fid: int, is_main: bool) -> None:
         mains = [n for n in nodes if n.kind == "main"]
-        if is_main and not mains:
-            src = self.sources[fid]
-            raise src.error("no `fn main() { … }` in this program", max(1, len(src.lines)), 1)
         if not is_main and mains:
             raise self.err(mains[0].pos, "a library (a file read by `use`) cannot contain `fn main`")
         if len(mains) > 1:
@@ -220,6 +217,9 @@ class Linker:
                 self.link_main(n)
             else:
                 self.header(n, fid, in_main=False)
+        if is_main and not mains:
+            src = self.sources[fid]
+            raise src.error("no `fn main() { … }` in this program", max(1, len(src.lines)), 1)
 
     def header(self, n: Node, fid: int, in_main: bool) -> None:
         if n.kind == "use":
@@ -721,8 +721,10 @@ class Linker:
         if info.taking is not None or info.taking_ast is None:
             return info.taking
         t = info.taking_ast
-        c = Ctx("admit", "a `taking` amount", engine=None, defs=self.defs, record=[],
-                hold=None)
+        # The amounts are read at each admission attempt inside the engine's iteration, so they
+        # may read the schedule's `let`s (language.md §7.1 caps the chunk with one).
+        c = Ctx("admit", "a `taking` amount", engine=info, defs=self.defs, record=[], hold=None,
+                locals=self.locals_of(info), devfns=info.devfns)
         pools = []
         for tk in t.takes:
             ref = self.ref(tk.ref, "pool", c)

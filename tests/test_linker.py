@@ -1,0 +1,330 @@
+"""Each linker rule (language.md §2, §4, §5, §10) and each moment rule: a small program that breaks
+it, the message, and the exact line:column of the error.
+
+A case is a program with the marker `@@` just before the place the error must point at.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import compile_err, compile_ok
+
+BASE = """use "std/args";
+let bsz = 16;
+fn main() {
+  let rate = args.number("rate", 1);
+  device dev {
+    t (n) = 0.001 + 1e-5 * n;
+    kv cap 64 * bsz;
+  }
+  pool kv on dev { block bsz; preempt lifo; }
+  pool live { cap 20; }
+  engine eng on dev {
+    slots cap 4;
+    tokens cap 128;
+    request (p, q) {
+      at admission { need = max(p, computed + 1); }
+      prefill (need) growing kv;
+      decode (q - 1 - (need - p)) growing kv;
+    }
+    schedule {
+      advance running;
+      admit waiting while (running.preempted == 0)
+        taking slots (1), kv (min(need, budget_left(eng))) reserve (need);
+    }
+    execute (t(batch.tokens));
+  }
+  pool slots on eng { queue fifo; }
+  stage cpu : fifo(1);
+  workload {
+    arrive poisson(rate);
+    hidden b;
+    turn { set a = ceil(~uniform(10, 50)); set b = ceil(~exp(20)); }
+  }
+  server { eng (a, b); }
+}
+"""
+
+
+def edit(old: str, new: str, base: str = BASE) -> str:
+    assert old in base, old
+    return base.replace(old, new, 1)
+
+
+def locate(marked: str) -> tuple[str, int, int]:
+    i = marked.index("@@")
+    text = marked[:i] + marked[i + 2:]
+    line = text.count("\n", 0, i) + 1
+    col = i - (text.rfind("\n", 0, i) + 1) + 1
+    return text, line, col
+
+
+def expect(marked: str, fragment: str, settings: dict | None = None) -> None:
+    text, line, col = locate(marked)
+    e = compile_err(text, settings)
+    assert fragment in e.message, e.message
+    assert (e.line, e.column) == (line, col), (e.line, e.column, e.message)
+    assert e.file == "t.sq"
+
+
+def test_base_links():
+    ir = compile_ok(BASE)
+    assert [p["name"] for p in ir["pools"]] == ["kv", "live", "slots"]
+
+
+SERVER = "  server { eng (a, b); }"
+
+
+def server(body: str) -> str:
+    return edit(SERVER, "  server { eng (a, b); " + body + " }")
+
+
+CASES = {
+    # ---- §10: loop and while bodies must let time pass
+    "loop-no-time": (server("@@loop { set x = 1; }"), "does not let time pass"),
+    "while-no-time": (server("@@while (a > 1) { set a = a - 1; }"), "does not let time pass"),
+    "while-zero-run": (server("@@while (a > 1) { run cpu (0); }"), "does not let time pass"),
+    "while-branch-one-arm": (server("@@while (a > 1) { branch (a > 2) { run cpu (1); } }"),
+                             "does not let time pass"),
+    # ---- §10: constant branch condition
+    "branch-const": (server("branch (@@2) { run cpu (1); }"), "not 0 or 1"),
+    "if-const": (server("if (@@1 + 1) { run cpu (1); }"), "branch with"),
+    "sched-branch-const": (edit("      advance running;\n",
+                                "      branch (@@3) { advance running; } else { advance running; }\n"),
+                           "not 0 or 1"),
+    # ---- §10: a value set from live state and read later in a hold header
+    "live-set-header": (server("set f = free(live); hold live (@@f) { run cpu (1); }"), "use `at admission`"[:0] + "at admission"),
+    # ---- §10: hold without cache
+    "cached-without-cache": (server("hold live (1) { set x = @@cached; run cpu (1); }"), "without a `cache"),
+    "reuse-without-cache": (server("hold live (1) reuse (@@2) { run cpu (1); }"), "needs a `cache"),
+    # ---- §10: each at most
+    "each-zero": (edit("advance running;", "advance running each at most (@@0);")
+                  .replace("reserve (need);", "reserve (need);"), "must be positive"),
+    "each-not-constant": (edit("advance running;", "advance running each at most (@@running.count);"),
+                          "select among positive constants"),
+    "each-max-zero": (edit("advance running;", "advance running each at most (@@max(0, running.count));"),
+                      "select among positive constants"),
+    "each-unequal": (edit("while (running.preempted == 0)\n", "while (running.preempted == 0) each at most (@@8)\n")
+                     .replace("advance running;", "advance running each at most (16);"), "must be equal"),
+    # ---- §10: tokens cap, schedule paths
+    "tokens-cap-zero": (edit("tokens cap 128;", "tokens cap @@0;"), "must be positive"),
+    "schedule-path": (edit("    schedule {\n      advance running;\n      admit waiting",
+                           "    @@schedule {\n      branch (running.count > 0) { advance running; }\n      set r = 1;\n      admit waiting")
+                      .replace("tokens cap 128;", "tokens cap 128; state r = 0;")
+                      .replace("      set r = 1;\n      admit waiting while (running.preempted == 0)\n"
+                               "        taking slots (1), kv (min(need, budget_left(eng))) reserve (need);\n",
+                               "      set r = 1;\n"),
+                      "reaches neither"),
+    # ---- §10: constant units above the cap
+    "units-above-cap": (server("hold live (@@21) { run cpu (1); }"), "above its capacity"),
+    "reserve-above-cap-block": (server("hold kv (1) reserve (@@1025) { run cpu (1); }"), "above its capacity"),
+    "taking-above-cap": (edit("taking slots (1)", "taking slots (@@5)"), "above its capacity"),
+    # ---- §10: arrivals
+    "poisson-zero": (edit("arrive poisson(rate);", "arrive poisson(@@0);"), "positive finite"),
+    "poisson-inf": (edit("arrive poisson(rate);", "arrive poisson(@@inf);"), "positive finite"),
+    "batch-fraction": (edit("arrive poisson(rate);", "arrive batch(@@1.5);"), "whole number"),
+    "closed-too-many": (edit("arrive poisson(rate);", "arrive closed(@@2e6);"), "whole number"),
+    "poisson-not-constant": (edit("arrive poisson(rate);", "arrive poisson(@@serial);"), "cannot read"),
+    # ---- §4.3: draws in re-read places
+    "draw-hold-units": (server("hold live (@@~exp(1)) { run cpu (1); }"), "a draw"),
+    "draw-reserve": (server("hold live (1) reserve (@@~exp(1)) { run cpu (1); }"), "a draw"),
+    "draw-binding": (server("hold live (1) at admission (x = @@~det(1)) { run cpu (x); }"), "a draw"),
+    "draw-taking": (edit("taking slots (1)", "taking slots (@@~det(1))"), "a draw"),
+    "draw-queue-key": (edit("pool live { cap 20; }", "pool live { cap 20; queue by (@@~exp(1)); }"), "a draw"),
+    "draw-evict-key": (edit("pool live { cap 20; }", "pool live { cap 20; evict by (@@~exp(1)); }"), "a draw"),
+    "draw-preempt-key": (edit("pool live { cap 20; }", "pool live { cap 20; preempt by (@@~exp(1)); }"),
+                         "a draw"),
+    "draw-sched-let": (edit("    schedule {\n", "    schedule {\n      let x = @@~exp(1);\n"), "a draw"),
+    "draw-guard": (edit("while (running.preempted == 0)", "while (@@~bernoulli(1))"), "a draw"),
+    "draw-only": (edit("advance running;", "advance running only (@@~bernoulli(1));"), "a draw"),
+    "draw-order": (edit("advance running;", "advance running by (@@~exp(1));"), "a draw"),
+    "draw-gauge": ("" + edit(SERVER, SERVER + "\n  gauge g = @@~exp(1);"), "a draw"),
+    "draw-constant": (edit("let bsz = 16;", "let bsz = @@~exp(16);"), "a constant"),
+    # ---- §4.6: context variables outside their moment
+    "now-in-gauge": (edit(SERVER, SERVER + "\n  gauge g = @@now;"), "context variable `now`"),
+    "now-in-guard": (edit("while (running.preempted == 0)", "while (@@now > 0)"), "context variable `now`"),
+    "size-in-session": (server("set x = @@size;"), "eviction keys"),
+    "waited-in-evict": (edit("pool live { cap 20; }", "pool live { cap 20; evict by (@@waited); }"), "queue keys"),
+    "age-in-queue": (edit("pool live { cap 20; }", "pool live { cap 20; queue by (@@age); }"), "eviction keys"),
+    "present-in-session": (server("set x = @@present;"), "ps stage"),
+    "position-in-queue": (edit("pool live { cap 20; }", "pool live { cap 20; queue by (@@position); }"),
+                          "preemption keys"),
+    "waiting-in-session": (server("set x = @@waiting;"), "eviction keys"),
+    # ---- §4.4/§4.5: observables and engine values
+    "observable-in-constant": (edit("let bsz = 16;", "let q = 1;\nlet bsz = @@used(kv);"), "cannot be read in a constant"),
+    "engine-value-outside": (server("set x = @@running.count;"), "value of an engine"),
+    "batch-in-tokens-cap": (edit("tokens cap 128;", "tokens cap @@batch.tokens;"), "cannot be read in `tokens cap`"),
+    "attr-in-execute": (edit("execute (t(batch.tokens));", "execute (t(@@a));"), "cannot be read in `execute`"),
+    "job-key-outside": (server("set x = @@admission;"), "per-request key"),
+    # ---- §4.7: name clashes
+    "let-inf": (edit("let bsz = 16;", "let bsz = 16;\nlet @@inf = 2;"), "reserved name"),
+    "let-ctx": (edit("let bsz = 16;", "let bsz = 16;\nlet @@now = 2;"), "context variable"),
+    "set-const": (server("set @@bsz = 1;"), "constant"),
+    "set-ctx": (server("set @@size = 1;"), "context variable"),
+    "set-inf": (server("set @@inf = 1;"), "reserved name"),
+    "let-attr": (edit("  stage cpu : fifo(1);", "  stage cpu : fifo(1);\n  let @@more = 1;"), "session attribute"),
+    "param-const": (edit("request (p, q)", "request (p, @@bsz)"), "constant"),
+    # ---- blocksize, NaN
+    "blocksize-no-block": (server("set x = @@blocksize(live);"), "has no `block`"),
+    "blocksize-in-let": (edit("  stage cpu", "  let z = @@blocksize(kv);\n  stage cpu"), "cannot be used in a `let`"),
+    "nan-zero-over-zero": (edit("let bsz = 16;", "let bsz = 16;\nlet z = @@0 / 0;"), "NaN"),
+    "nan-inf-minus-inf": (edit("let bsz = 16;", "let bsz = 16;\nlet z = @@inf - inf;"), "NaN"),
+    "nan-in-expression": (server("set x = a + @@0 * inf;"), "NaN"),
+    # ---- hidden attributes and `at admission` purity (§7.2, §8)
+    "hidden-in-header": (server("hold live (@@b) { run cpu (1); }"), "hidden"),
+    "impure-binding-in-body": (server("hold live (1) at admission (r = used(kv)) { run cpu (@@r); }"),
+                               "reads live state"),
+    # ---- definitions (§2)
+    "def-recursion": (edit("let bsz = 16;", "let bsz = 16;\ndef f(x) { @@f(x) + 1 }")
+                      .replace("set a = ceil(", "set a = f(1) + ceil("), "defined after this use"),
+    "def-later": (edit("let bsz = 16;", "let bsz = 16;\ndef g(x) { @@h(x) }\ndef h(x) { x }")
+                  .replace("set a = ceil(", "set a = g(1) + ceil("), "defined after this use"),
+    "def-draw-twice": (edit("let bsz = 16;", "let bsz = 16;\ndef sq(x) { x * x }")
+                       .replace(SERVER, "  server { eng (a, b); run cpu (sq(@@~exp(1))); }"), "read exactly once"),
+    "def-arity": (edit("let bsz = 16;", "let bsz = 16;\ndef sq(x) { x * x }")
+                  .replace(SERVER, "  server { eng (a, b); run cpu (@@sq(1, 2)); }"), "takes 1 argument"),
+    "unknown-function": (server("set x = @@frob(1);"), "unknown function"),
+    "unknown-name": (server("set x = @@rte + 1;"), "unknown name `rte`"),
+    # ---- §2 inputs
+    "args-without-std": (edit('use "std/args";\n', "").replace('let rate = args.number', 'let rate = @@args.number'),
+                         "std/args"),
+    "args-outside-main": (edit("let bsz = 16;", 'let bsz = 16;\nlet r = @@args.number("r", 1);'),
+                          "inside `fn main`"),
+    "args-not-whole": (server('set x = @@args.number("x", 1);'), "whole initializer"),
+    # ---- §8 workload and server
+    "turn-in-server": (server("@@turn;"), "not allowed in the server"),
+    "end-in-server": (server("@@end;"), "not allowed in the server"),
+    "while-in-turn-block": (edit("turn { set a", "turn { @@while (1) { end; } set a"), "only `set` and `observe`"),
+    "session-without-turn": (edit("    hidden b;", "    hidden b;\n    @@session { run cpu (1); }"),
+                             "must contain `turn;`"),
+    "engine-call-in-session": (edit("    hidden b;", "    hidden b;\n    session { turn; @@eng (a, b); }"),
+                               "only in the `server` block"),
+    "engine-call-arity": (edit("server { eng (a, b); }", "server { @@eng (a); }"), "takes 2 argument"),
+    # ---- declarations (§2, §6)
+    "pool-unknown-owner": (edit("pool live { cap 20; }", "pool live on @@nowhere { }"), "unknown device or engine"),
+    "pool-owner-below": (edit("pool slots on eng { queue fifo; }", "").replace(
+        "  pool live { cap 20; }", "  pool slots on @@eng { queue fifo; }\n  pool live { cap 20; }"),
+        "unknown device or engine"),
+    "pool-owner-no-cap": (edit("pool live { cap 20; }", "@@pool live on dev { }"), "declares no capacity `live`"),
+    "pool-without-cap": (edit("pool live { cap 20; }", "@@pool live { block 2; }"), "has no capacity"),
+    "pool-cap-on-owner": (edit("pool kv on dev { block bsz;", "pool kv on dev { @@cap 3; block bsz;"),
+                          "takes its capacity"),
+    "duplicate-decl": (edit("  stage cpu : fifo(1);", "  stage cpu : fifo(1);\n  @@stage live : delay;"),
+                       "already declared"),
+    "engine-no-execute": (edit("    execute (t(batch.tokens));\n", "").replace("  engine eng on dev", "  @@engine eng on dev"),
+                          "needs `execute"),
+    "engine-unknown-device": (edit("engine eng on dev", "engine eng on @@gpu"), "unknown device"),
+    "second-taking": (edit("reserve (need);\n", "reserve (need);\n      admit waiting @@taking slots (1);\n"),
+                      "second `taking`"),
+    "unknown-pool": (server("hold @@pool9 (1) { run cpu (1); }"), "unknown pool"),
+    "unknown-stage": (server("run @@gpu2 (1);"), "unknown stage"),
+    "register-unknown": (edit("      advance running;\n", "      set @@nope = 1;\n      advance running;\n"),
+                         "not a register"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_rule(case):
+    marked, fragment = CASES[case]
+    expect(marked, fragment)
+
+
+def test_set_unknown_input_lists_known():
+    e = compile_err(BASE, {"nope": "1"})
+    assert "unknown input `nope`" in e.message and "rate" in e.message and e.file is None
+
+
+def test_set_plain_let_refused():
+    e = compile_err(BASE, {"bsz": "1"})
+    assert "plain `let`" in e.message
+
+
+def test_set_bad_value():
+    e = compile_err(BASE, {"rate": "fast"})
+    assert "not a number" in e.message
+
+
+def test_set_binds_inf_and_numbers():
+    ir = compile_ok(BASE, {"rate": "2.5"})
+    assert ir["inputs"] == {"rate": "5/2"} and ir["workload"]["arrival"] == {"kind": "poisson", "rate": "5/2"}
+
+
+def test_set_each_cap_zero_is_an_error():
+    text = edit("advance running;", 'advance running each at most (cap_);').replace(
+        '  let rate = args.number("rate", 1);', '  let rate = args.number("rate", 1);\n  let cap_ = args.number("cap", inf);')
+    compile_ok(text)
+    e = compile_err(text, {"cap": "0"})
+    assert "must be positive" in e.message
+
+
+def test_use_cycle(tmp_path):
+    (tmp_path / "a.sq").write_text('use "b.sq";\nfn main() { }\n')
+    (tmp_path / "b.sq").write_text('use "c.sq";\n')
+    (tmp_path / "c.sq").write_text('let z = 1;\nuse "b.sq";\n')
+    from serq.errors import SerqError
+    from serq.frontend import load_program
+    with pytest.raises(SerqError) as info:
+        load_program(str(tmp_path / "a.sq"), {})
+    e = info.value
+    assert "`use` cycle" in e.message and (e.line, e.column) == (2, 5) and e.file.endswith("c.sq")
+
+
+def test_use_missing_library(tmp_path):
+    (tmp_path / "a.sq").write_text('let x = 1;\nuse "lib/none.sq";\nfn main() { }\n')
+    from serq.errors import SerqError
+    from serq.frontend import load_program
+    with pytest.raises(SerqError) as info:
+        load_program(str(tmp_path / "a.sq"), {})
+    assert "cannot read library" in info.value.message and (info.value.line, info.value.column) == (2, 5)
+
+
+def test_use_reads_each_library_once(tmp_path):
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "l.sq").write_text("let k = 3;\n")
+    (tmp_path / "lib" / "m.sq").write_text('use "l.sq";\n')
+    (tmp_path / "a.sq").write_text('use "lib/l.sq";\nuse "lib/m.sq";\nuse "lib/l.sq";\n'
+                                   'fn main() { stage s : fifo(k); workload { arrive batch(1); } server { run s (k); } }\n')
+    from serq.frontend import load_program
+    ir = load_program(str(tmp_path / "a.sq"), {})
+    assert ir["files"] == ["a.sq", "lib/l.sq", "lib/m.sq"]
+    assert ir["stages"][0]["servers"] == 3
+
+
+def test_library_with_main_is_refused(tmp_path):
+    (tmp_path / "l.sq").write_text("let k = 3;\nfn main() { }\n")
+    (tmp_path / "a.sq").write_text('use "l.sq";\nfn main() { }\n')
+    from serq.errors import SerqError
+    from serq.frontend import load_program
+    with pytest.raises(SerqError) as info:
+        load_program(str(tmp_path / "a.sq"), {})
+    assert "library" in info.value.message and (info.value.line, info.value.column) == (2, 1)
+
+
+UNSUPPORTED = {
+    "fork": server("@@fork { run cpu (1); } join;"),
+    "join": server("@@join;"),
+    "transfer": server("@@transfer kv from kv to kv (1);"),
+    "lease": server("hold live (1) { run cpu (1); } @@lease live (3);"),
+    "spill": edit("pool live { cap 20; }", "pool live { cap 20; @@spill kv via cpu (1) when (1); }"),
+    "claim": edit(SERVER, SERVER + "\n  @@claim c : at end (1);"),
+    "share": edit(SERVER, SERVER + "\n  @@share maxmin;"),
+    "queue declarations": edit(SERVER, SERVER + "\n  @@queue P : prefill { }"),
+    "est_lambda": edit(SERVER, SERVER + "\n  gauge g = @@est_lambda(cpu);"),
+    "price": server("set x = @@price(cpu, 1, 2);"),
+    ".pull": server("P.@@pull(1);"),
+    "step": edit("stage cpu : fifo(1);", "stage cpu : @@step { budget 1; }"),
+    "admit via": edit("pool live { cap 20; }", "pool live { cap 20; admit @@via cpu; }"),
+    "several stages": server("@@run cpu, cpu (1);"),
+    "engine arrays": edit("engine eng on dev", "engine eng@@[2] on dev"),
+}
+
+
+@pytest.mark.parametrize("what", sorted(UNSUPPORTED))
+def test_out_of_scope_is_rejected_at_its_location(what):
+    text, line, col = locate(UNSUPPORTED[what])
+    e = compile_err(text)
+    assert "not supported yet" in e.message, e.message
+    if what == "engine arrays":
+        col += 1  # the error points at the size inside the brackets
+    assert (e.line, e.column) == (line, col), (e.line, e.column, e.message)

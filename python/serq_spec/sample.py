@@ -9,6 +9,7 @@ stream. The run goes on until every session has ended (no horizon).
 from __future__ import annotations
 
 import math
+import sys
 from fractions import Fraction
 
 from serq import draws as live_draws
@@ -60,9 +61,15 @@ def trace_picks(prog: Program, seed: int, count: int) -> list:
     return [min(n - 1, math.floor(rng.random() * n)) for _ in range(count)]
 
 
-def sample(ir: dict, seed: int, count: int, name: str = "program", max_steps: int | None = 10_000_000) -> dict:
-    """The sessions file of `count` sessions of program `ir` with seed `seed`."""
+def sample(ir: dict, seed: int, count: int, name: str = "program", max_steps: int | None = 2_000_000,
+           horizon=float("inf")) -> dict:
+    """The sessions file of `count` sessions of program `ir` with seed `seed`.
+
+    Without a horizon the run goes on until every session has ended; with one (for sessions that
+    never end, e.g. a closed loop) it stops before the first event after it, and the file holds
+    the draws consumed until then (replay it with the same horizon)."""
     prog = Program(ir, name)
+    prog.horizon = horizon
     kind = prog.workload["arrival"]["kind"]
     if kind == "batch" and count != prog.workload["arrival"]["n"]:
         raise SpecError(f"the program spawns batch({prog.workload['arrival']['n']}): sample exactly that many sessions")
@@ -73,10 +80,13 @@ def sample(ir: dict, seed: int, count: int, name: str = "program", max_steps: in
     w.arrivals = arrival_times(prog, w, seed, count)
     w.trace_picks = trace_picks(prog, seed, count)
     cfg = run(prog, max_steps=max_steps, check=False)
-    if cfg.events:
-        raise SpecError(f"sampling did not finish within {max_steps} steps")
-    unfinished = [s.serial for s in cfg.sessions if s.status[0] != "ended"]
-    if unfinished or len(cfg.sessions) < count:
-        raise SpecError(f"sampling ended with sessions that never finished: {unfinished[:10]}"
-                        f" ({len(cfg.sessions)} of {count} spawned)")
+    if cfg.events and cfg.events[0].time <= horizon:
+        raise SpecError(f"sampling did not finish within {max_steps} steps (sessions that never end "
+                        "need --horizon T)")
+    stalled = [x.serial for x in cfg.sessions if x.status[0] != "ended"]
+    if stalled and horizon == float("inf"):
+        # e.g. a request larger than the KV cache blocks its queue forever (language.md §11.7): the
+        # replay stalls the same way; the file holds every draw consumed until no event was left
+        print(f"serq sample: note: {len(stalled)} session(s) never ended (blocked when the run "
+              f"ran out of events): {stalled[:10]}", file=sys.stderr)
     return w.to_file(name, ir.get("inputs", {}))

@@ -1,0 +1,151 @@
+"""`serq sample` and `serq spec` (registered into the top-level `serq` command).
+
+Bad input — an unreadable or malformed file, a sessions file that does not fit the program, a
+construct the spec does not support, a run-time guard — prints a clear message and exits 2.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from fractions import Fraction
+
+from serq.wire import WireError, canonical_json, parse_decimal
+
+from .errors import InvariantViolation, SpecError
+
+
+def add_program_args(p) -> None:
+    p.add_argument("file", metavar="FILE", help="a serQ program (.sq) or its IR (.json)")
+    p.add_argument("--set", dest="sets", action="append", default=[], metavar="NAME=VALUE",
+                   help="bind an args.number input (repeatable; the last one wins)")
+
+
+def register(subparsers) -> None:
+    sp = subparsers.add_parser("sample", help="draw every random value of K sessions once (a sessions file)")
+    add_program_args(sp)
+    sp.add_argument("--seed", type=int, required=True)
+    sp.add_argument("--sessions", type=int, required=True, metavar="K")
+    sp.add_argument("-o", "--output", metavar="OUT", help="write here instead of standard output")
+    sp.add_argument("--horizon", default="inf", metavar="T",
+                    help="stop at T (for sessions that never end); replay with the same --horizon")
+    sp.add_argument("--max-steps", type=int, default=2_000_000, metavar="N")
+    sp.set_defaults(func=cmd_sample)
+
+    pp = subparsers.add_parser("spec", help="run the exact semantics on a sessions file, one JSON line per step")
+    add_program_args(pp)
+    pp.add_argument("--sessions", required=True, metavar="S.json", help="a sessions file (serq sample)")
+    pp.add_argument("--max-steps", type=int, default=None, metavar="N")
+    pp.add_argument("--warmup", default="0", metavar="T", help="warm-up time (observations before it are not recorded)")
+    pp.add_argument("--horizon", default="inf", metavar="T", help="stop before the first event later than T")
+    pp.add_argument("--check-invariants", dest="check", action="store_true", default=True)
+    pp.add_argument("--no-check-invariants", dest="check", action="store_false")
+    pp.set_defaults(func=cmd_spec)
+
+
+def fail(msg: str) -> int:
+    print(f"serq: {msg}", file=sys.stderr)
+    return 2
+
+
+def load_ir(path: str, sets: list[str]) -> dict:
+    """The IR of FILE: a `.json` IR as it is, or a program compiled by the front-end with `--set`s."""
+    if path.endswith(".json"):
+        if sets:
+            raise SpecError("--set applies to a .sq program, not to an IR file")
+        try:
+            with open(path, encoding="utf-8") as fh:
+                return json.load(fh)
+        except (OSError, ValueError) as exc:
+            raise SpecError(f"cannot read the IR file {path}: {exc}")
+    settings = {}
+    for item in sets:
+        name, eq, value = item.partition("=")
+        if not eq or not name:
+            raise SpecError(f"--set expects NAME=VALUE, got {item!r}")
+        settings[name.strip()] = value.strip()
+    try:
+        from serq.frontend import load_program
+    except ImportError as exc:
+        raise SpecError(f"the front-end (serq.frontend) is not available: {exc}")
+    from serq.errors import SerqError
+    try:
+        return load_program(path, settings)
+    except SerqError as exc:
+        raise SpecError(exc.render() if hasattr(exc, "render") else str(exc))
+
+
+def time_arg(text: str, what: str):
+    if text == "inf":
+        return float("inf")
+    try:
+        v = parse_decimal(text)
+    except WireError:
+        raise SpecError(f"{what} must be a number, got {text!r}")
+    if v < 0:
+        raise SpecError(f"{what} must be >= 0")
+    return v
+
+
+def cmd_sample(args) -> int:
+    from .sample import sample
+    try:
+        if args.sessions < 0:
+            raise SpecError("--sessions must be >= 0")
+        ir = load_ir(args.file, args.sets)
+        data = sample(ir, args.seed, args.sessions, os.path.basename(args.file), args.max_steps,
+                      time_arg(args.horizon, "--horizon"))
+        text = canonical_json(data) + "\n"
+        if args.output:
+            with open(args.output, "w", encoding="utf-8") as fh:
+                fh.write(text)
+        else:
+            sys.stdout.write(text)
+        return 0
+    except SpecError as exc:
+        return fail(exc.render())
+    except (KeyError, TypeError, IndexError) as exc:
+        return fail(f"error: malformed IR ({type(exc).__name__}: {exc})")
+
+
+def load_sessions(path: str):
+    from .workload import Workload
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (OSError, ValueError) as exc:
+        raise SpecError(f"cannot read the sessions file {path}: {exc}")
+    return Workload.replay(data)
+
+
+def prepare(ir: dict, workload, name: str, warmup=Fraction(0), horizon=float("inf")):
+    from .program import Program
+    prog = Program(ir, name)
+    prog.workload_data = workload
+    prog.warmup = warmup
+    prog.horizon = horizon
+    return prog
+
+
+def cmd_spec(args) -> int:
+    from .step import run
+    from .trace import state_text
+    out = sys.stdout
+    try:
+        ir = load_ir(args.file, args.sets)
+        prog = prepare(ir, load_sessions(args.sessions), os.path.basename(args.file),
+                       time_arg(args.warmup, "--warmup"), time_arg(args.horizon, "--horizon"))
+
+        def emit(cfg, rec, k):
+            out.write(state_text(cfg, rec, k) + "\n")
+        run(prog, max_steps=args.max_steps, on_step=emit, check=args.check)
+        return 0
+    except InvariantViolation as exc:
+        out.flush()
+        return fail(exc.render())
+    except SpecError as exc:
+        out.flush()
+        return fail(exc.render())
+    except (KeyError, TypeError, IndexError) as exc:
+        return fail(f"error: malformed IR ({type(exc).__name__}: {exc})")

@@ -292,6 +292,7 @@ def _int(obj: dict, key: str, path: str, *, minimum: int | None = None, default:
     if key not in obj:
         return default
     v = obj[key]
+    where = f"{path}.{key}" if path else key
     if minimum == 0:
         what = "a non-negative integer"
     elif minimum == 1:
@@ -301,7 +302,7 @@ def _int(obj: dict, key: str, path: str, *, minimum: int | None = None, default:
     else:
         what = f"an integer >= {minimum}"
     if not _is_int(v) or (minimum is not None and v < minimum):
-        raise ScenarioError(f"{path}.{key}", f"must be {what}, got {_show(v)}")
+        raise ScenarioError(where, f"must be {what}, got {_show(v)}")
     return v
 
 

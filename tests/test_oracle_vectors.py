@@ -1,0 +1,144 @@
+"""Every committed vLLM vector: the scenario validates, the trace has the documented shape.
+
+Also: our regenerations of the five shipped scenarios agree with the shipped reference traces
+(when ../shared/oracle is present next to the repository).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "python"))
+
+from serq.oracle.compare import check_trace_shape, compare_traces  # noqa: E402
+from serq.oracle.scenario import CONFIG_KEYS, load_scenario  # noqa: E402
+
+VECTORS = ROOT / "vectors" / "vllm"
+SHIPPED_NAMES = ("caps", "longchunk", "multiturn", "preempt", "reserve")
+SCENARIOS = sorted(VECTORS.glob("*.scenario.json"))
+NAMES = [p.name[: -len(".scenario.json")] for p in SCENARIOS]
+
+TOP_KEYS = ["scenario", "vllm_version", "config", "num_usable_blocks", "steps", "requests",
+            "unfinished", "stalled", "timing"]
+STEP_KEYS = ["step", "time", "arrived", "scheduled", "total_tokens", "preempted",
+             "free_blocks_after_schedule", "cached_blocks", "num_running", "num_waiting",
+             "finished", "free_blocks_after_update"]
+ENTRY_KEYS = ["id", "tokens", "computed_before", "kind", "samples", "blocks"]
+REQUEST_KEYS = ["prompt_len", "max_tokens", "priority", "arrival_step", "arrival_time",
+                "first_scheduled_step", "first_token_step", "finish_step", "finish_reason",
+                "num_preemptions", "cached_tokens_at_admission", "output_len"]
+TIMING_KEYS = ["build_s", "loop_s", "schedule_s", "update_s", "num_steps", "empty_schedule_calls",
+               "steps_per_s"]
+
+
+def shared_oracle() -> Path | None:
+    for cand in (Path("/work/shared/oracle"), ROOT.parent / "shared" / "oracle"):
+        if (cand / "traces").is_dir() and (cand / "scenarios").is_dir():
+            return cand
+    return None
+
+
+def test_the_vector_set_is_complete():
+    random_ones = [n for n in NAMES if n.startswith("r") and n[1:].isdigit()]
+    assert len(random_ones) >= 120
+    assert set(SHIPPED_NAMES) <= set(NAMES)
+    for n in NAMES:
+        assert (VECTORS / f"{n}.trace.json").is_file(), f"{n} has no trace"
+    traces = {p.name[: -len(".trace.json")] for p in VECTORS.glob("*.trace.json")}
+    assert traces == set(NAMES), "every trace has a scenario"
+    total = sum(p.stat().st_size for p in VECTORS.iterdir())
+    assert total < 15 * 2**20
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_vector_pair(name):
+    sc = load_scenario(VECTORS / f"{name}.scenario.json")
+    t = json.loads((VECTORS / f"{name}.trace.json").read_text())
+    check_trace_shape(t)
+
+    # top level, in the documented order
+    assert list(t) == TOP_KEYS
+    assert t["scenario"] == sc.name
+    assert t["vllm_version"] == "0.31.0"
+    assert t["config"] == sc.config and list(t["config"])[: len(CONFIG_KEYS)] == list(CONFIG_KEYS)
+    assert t["num_usable_blocks"] == sc.config["num_gpu_blocks"] - 1
+    assert list(t["timing"]) == TIMING_KEYS and t["timing"]["num_steps"] == len(t["steps"])
+    assert isinstance(t["stalled"], bool)
+
+    # requests: one record per scenario request, in scenario order
+    ids = [r.id for r in sc.requests]
+    assert list(t["requests"]) == ids
+    unfinished = sorted(i for i, r in t["requests"].items() if r["finish_reason"] is None)
+    assert t["unfinished"] == unfinished
+    for r in sc.requests:
+        rec = t["requests"][r.id]
+        assert list(rec) == REQUEST_KEYS
+        assert rec["max_tokens"] == r.max_tokens and rec["priority"] == r.priority
+        assert rec["finish_reason"] in (None, "length", "stop")
+        assert 0 <= rec["output_len"] <= r.max_tokens
+        if rec["finish_reason"] == "length":
+            assert rec["output_len"] == r.max_tokens
+        if rec["finish_reason"] == "stop":
+            assert r.eos_at is not None and rec["output_len"] == r.eos_at + 1
+        if rec["finish_step"] is not None:
+            assert rec["first_scheduled_step"] <= rec["first_token_step"] <= rec["finish_step"]
+        if rec["prompt_len"] is not None and not any(s.kind == "parent" for s in r.prompt):
+            assert rec["prompt_len"] == sc.static_prompt_len(r.id)
+        if r.after is not None and rec["arrival_step"] is not None:
+            parent = t["requests"][r.after]
+            assert rec["arrival_step"] >= parent["finish_step"] + max(1, r.delay_steps)
+
+    # steps
+    usable = t["num_usable_blocks"]
+    last = -1
+    preemptions: dict[str, int] = {}
+    for s in t["steps"]:
+        assert list(s)[: len(STEP_KEYS)] == STEP_KEYS
+        assert set(s) - set(STEP_KEYS) <= {"prefix_cache"}
+        # numbers never decrease; a preempt-only record shares its number with the next step
+        assert s["step"] >= last
+        last = s["step"]
+        entries = s["scheduled"]
+        assert s["total_tokens"] == sum(e["tokens"] for e in entries)
+        assert s["total_tokens"] > 0 or s["preempted"]
+        assert s["total_tokens"] <= sc.config["max_num_batched_tokens"]
+        assert len({e["id"] for e in entries}) == len(entries)
+        for e in entries:
+            assert list(e) == ENTRY_KEYS and e["tokens"] > 0 and e["kind"] in ("new", "resumed", "running")
+        assert s["preempted"] == sorted(s["preempted"])
+        for rid in s["preempted"]:
+            preemptions[rid] = preemptions.get(rid, 0) + 1
+        assert 0 <= s["free_blocks_after_schedule"] <= usable
+        assert 0 <= s["free_blocks_after_update"] <= usable
+        for f in s["finished"]:
+            assert list(f) == ["id", "reason", "output_len"]
+        if "prefix_cache" in s:
+            assert list(s["prefix_cache"]) == ["requests", "queries", "hits"]
+    for rid, rec in t["requests"].items():
+        assert rec["num_preemptions"] == preemptions.get(rid, 0)
+
+
+def test_shipped_scenarios_are_verbatim_copies():
+    shared = shared_oracle()
+    if shared is None:
+        pytest.skip("the shipped oracle files (../shared/oracle) are not next to the repository")
+    for n in SHIPPED_NAMES:
+        assert (VECTORS / f"{n}.scenario.json").read_bytes() == (shared / "scenarios" / f"{n}.json").read_bytes()
+
+
+@pytest.mark.parametrize("name", SHIPPED_NAMES)
+def test_regenerated_shipped_trace_agrees_with_the_reference(name):
+    shared = shared_oracle()
+    if shared is None:
+        pytest.skip("the shipped oracle traces (../shared/oracle) are not next to the repository")
+    ref = json.loads((shared / "traces" / f"{name}.json").read_text())
+    ours = json.loads((VECTORS / f"{name}.trace.json").read_text())
+    assert compare_traces(ref, ours) == []
+    # stronger than the rule: every field except the wall-clock timing is identical
+    strip = lambda t: {k: v for k, v in t.items() if k != "timing"}  # noqa: E731
+    assert strip(ref) == strip(ours)

@@ -218,7 +218,13 @@ def parse(text: str, file_id: int, src: Source) -> list[Node]:
     try:
         tree = lk.parse(text)
     except UnexpectedToken as e:
-        raise _token_error(src, tokens, e.token, e.expected) from None
+        expected = set(e.expected)
+        try:  # the exact set (LALR's default reductions make `e.expected` too wide)
+            if e.interactive_parser is not None:
+                expected = set(e.interactive_parser.accepts()) or expected
+        except Exception:  # noqa: BLE001 - best effort: keep lark's own set
+            pass
+        raise _token_error(src, tokens, e.token, expected) from None
     except UnexpectedEOF as e:
         last = tokens[-1] if tokens else None
         line = len(src.lines) + (1 if text.endswith("\n") or not text else 0)

@@ -4,81 +4,118 @@ Copyright (c) 2026 The serQ authors. Released under the Apache 2.0 license.
 import SerqLang.Value
 
 /-!
-# Pools: allocation, the prefix cache and LRU eviction (language.md §11.4, §11.8)
+# Pools: queues, the prefix cache, LRU eviction (python/serq_spec/pools.py)
 
-A pool's state in whole units (`Nat`; docs/state.md: the spec refuses non-integer pool units):
-`used` (allocated units), cache `entries` `(owner, size, last, release)`, `holders` (admission
-order), the admission `queue`, the stalled `growers`, and the preemption counter. `cap` and
-`block` are copied from the static configuration so the invariant is a statement about one
-value:
+Mirrors `pools.py` function by function (names in lowerCamelCase: `make_room` ↦ `makeRoom`).
+Python mutates `cfg.pools[p]`; here each function takes the pool's static `cap`/`block` and its
+`PoolState` and returns the new state plus what Python appends to the step's records
+(`Evicted`) or returns (units consumed). Counters that live in the Config (`next_rel`,
+`next_dead`) are passed in; the caller advances them.
 
-  `Inv p := p.used + cached p ≤ p.cap`          (proved preserved in `SerqLang/Thm/Pool.lean`)
+Units are whole numbers (`Nat`; docs/state.md). `cap` is the floor of the IR's cap (for whole
+numbers `x ≤ c ↔ x ≤ ⌊c⌋`); an infinite cap is outside this fragment (`Config.ofIr` refuses it).
 
-Eviction is block-level LRU: the victim is the entry with the least `(last, release)` among
-entries of positive size; one eviction step removes `min(block, size)` units from the victim's
-tail (the whole entry for a pool without block size); the victim is chosen again after each
-step (`makeRoom`). Written as small structurally recursive functions over lists so that the
-proofs are inductions closed by `omega`.
+The memory invariant `Inv cap st := st.used + st.cached ≤ cap` is proved preserved by
+`makeRoom`, admission, growth, consumption, release and `drop` in `SerqLang/Thm/Pool.lean`.
 -/
 
 namespace SerqLang
 
-/-- A cache entry. `owner` is a session serial, or a negative number for a dead entry
-(−1, −2, … in order of creation). `release` is the global release counter at insertion (a dead
-entry keeps the number of the entry it came from). -/
+/-- config.py `Entry`: owner serial (negative for a dead entry), size, release time `last`,
+release order `rel`. -/
 structure Entry where
   owner : Int
   size : Nat
   last : Rat
-  release : Nat
-  deriving Inhabited
+  rel : Nat
+  deriving Inhabited, DecidableEq
 
 /-- The same entry with another size. -/
-def Entry.withSize (e : Entry) (s : Nat) : Entry := ⟨e.owner, s, e.last, e.release⟩
+def Entry.withSize (e : Entry) (s : Nat) : Entry := ⟨e.owner, s, e.last, e.rel⟩
 
 @[simp] theorem Entry.withSize_size (e : Entry) (s : Nat) : (e.withSize s).size = s := rfl
 
-/-- A pool's dynamic state (plus its static `cap` and `block`). -/
-structure Pool where
-  cap : Nat
-  block : Option Nat
-  used : Nat
-  entries : List Entry
-  holders : List Nat
-  queue : List Nat
-  growers : List Nat
-  preemptions : Nat
+/-- config.py `QueueItem`: who, when it joined, whether it was requeued at the head. -/
+structure QueueItem where
+  serial : Nat
+  joined : Rat
+  head : Bool
+  deriving Inhabited, DecidableEq
+
+/-- config.py `PoolState`. -/
+structure PoolState where
+  used : Nat := 0
+  entries : List Entry := []
+  holders : List Nat := []
+  queue : List QueueItem := []
+  growers : List Nat := []
+  admissions : Nat := 0
+  preemptions : Nat := 0
+  rejected : Nat := 0
+  stuck : Nat := 0
+  evictedUnits : Nat := 0
   deriving Inhabited
 
-/-- One eviction step, as recorded: `[owner, pool, units]`. -/
+/-- One eviction step as recorded (`[owner, pool, units]`, the pool name added by the caller). -/
 structure Evicted where
   owner : Int
   units : Nat
   deriving Inhabited
 
-namespace Pool
+namespace PoolState
 
 /-- Σ entry sizes. -/
 def cachedOf : List Entry → Nat
   | [] => 0
   | e :: es => e.size + cachedOf es
 
-/-- Cached units of a pool. -/
-def cached (p : Pool) : Nat := cachedOf p.entries
+/-- config.py `PoolState.cached`. -/
+def cached (st : PoolState) : Nat := cachedOf st.entries
 
-/-- The memory invariant. -/
-def Inv (p : Pool) : Prop := p.used + p.cached ≤ p.cap
+/-- The memory invariant of a pool. -/
+def Inv (cap : Nat) (st : PoolState) : Prop := st.used + st.cached ≤ cap
 
-/-- Admission and growth guard: allocated units only; cached units never block. -/
-def fits (p : Pool) (need : Nat) : Bool := decide (p.used + need ≤ p.cap)
+end PoolState
 
-/-! ## LRU victim -/
+namespace Pool
+open PoolState
 
-/-- Strictly earlier in eviction order: least `last`, ties by `release`. -/
+/-- pools.py `entry_of`: the cache entry of `owner`, if any. -/
+def entryOf (st : PoolState) (owner : Int) : Option Entry :=
+  st.entries.find? (fun e => e.owner == owner)
+
+/-- pools.py `cached_units`. -/
+def cachedUnits (st : PoolState) : Nat := st.cached
+
+/-! ## Queues -/
+
+/-- pools.py `enqueue` (the pool part; the session's status is set by the caller): join at the
+tail, or at the head after a preemption. -/
+def enqueue (st : PoolState) (serial : Nat) (now : Rat) (head : Bool) : PoolState :=
+  let item : QueueItem := ⟨serial, now, head⟩
+  if head then { st with queue := item :: st.queue } else { st with queue := st.queue ++ [item] }
+
+/-- pools.py `select_head` for a `fifo` queue: the queue's first item (a head-requeued hold is
+first by construction). `queue by` keys read expressions of the session; they are outside this
+fragment (an error says so). -/
+def selectHead (st : PoolState) (fifo : Bool) : Res (Option QueueItem) :=
+  match st.queue with
+  | [] => .ok none
+  | q :: _ =>
+    if q.head || fifo then .ok (some q)
+    else .error "not supported by SerqLang yet: queue by (keys)"
+
+/-- pools.py `leave_queue`. -/
+def leaveQueue (st : PoolState) (serial : Nat) : PoolState :=
+  { st with queue := st.queue.filter (fun q => q.serial != serial) }
+
+/-! ## Eviction -/
+
+/-- Strictly earlier in `lru` order: least `last`, ties by release order. -/
 def before (a b : Entry) : Bool :=
-  decide (a.last < b.last) || (decide (a.last = b.last) && decide (a.release < b.release))
+  decide (a.last < b.last) || (decide (a.last = b.last) && decide (a.rel < b.rel))
 
-/-- One step of `lruPick`: combine the head entry with the best pick of the tail. -/
+/-- One step of `lruPick`: the head entry against the best pick of the tail. -/
 def pickStep (e : Entry) : Option (Nat × Entry) → Option (Nat × Entry)
   | none => if 0 < e.size then some (0, e) else none
   | some (j, x) =>
@@ -86,10 +123,14 @@ def pickStep (e : Entry) : Option (Nat × Entry) → Option (Nat × Entry)
       if before x e = true then some (j + 1, x) else some (0, e)
     else some (j + 1, x)
 
-/-- The index and entry of the LRU victim among entries of positive size (the first of equals). -/
+/-- Index and entry of the least `(last, rel)` among entries of positive size, the first of
+equals (Python's `min`; entries of size 0 never exist in a valid state). -/
 def lruPick : List Entry → Option (Nat × Entry)
   | [] => none
   | e :: es => pickStep e (lruPick es)
+
+/-- pools.py `eviction_victim` for `lru` (`evict by` keys are outside this fragment). -/
+def evictionVictim (st : PoolState) : Option Entry := (lruPick st.entries).map (·.2)
 
 /-- Size of the entry at index `i` (0 past the end). -/
 def sizeAt : Nat → List Entry → Nat
@@ -103,92 +144,334 @@ def shrinkAt (k : Nat) : Nat → List Entry → List Entry
   | 0, e :: es => if e.size ≤ k then es else e.withSize (e.size - k) :: es
   | i + 1, e :: es => e :: shrinkAt k i es
 
-/-- Units removed by one eviction step from an entry of size `s`: one block (at least one unit),
-or the whole entry for a pool without block size. -/
+/-- Units one eviction step takes from an entry of size `s`: `min(block, s)`, the whole entry
+without a block size. (`max 1` changes nothing for the positive block sizes `Config.ofIr`
+admits; it makes "every step evicts something" true by construction.) -/
 def evictAmount (block : Option Nat) (s : Nat) : Nat :=
   match block with
   | none => s
   | some b => max 1 (min b s)
 
-/-- Apply a pick. -/
-def evictWith (p : Pool) : Option (Nat × Entry) → Option (Pool × Evicted)
+/-- Apply a pick: shrink the victim, count the evicted units. -/
+def evictWith (block : Option Nat) (st : PoolState) : Option (Nat × Entry) → Option (PoolState × Evicted)
   | none => none
   | some (i, e) =>
-    let k := evictAmount p.block e.size
-    some ({ p with entries := shrinkAt k i p.entries }, ⟨e.owner, k⟩)
+    let k := evictAmount block e.size
+    some ({ st with entries := shrinkAt k i st.entries, evictedUnits := st.evictedUnits + k },
+      ⟨e.owner, k⟩)
 
-/-- One eviction step (none when the cache is empty). -/
-def evictOne (p : Pool) : Option (Pool × Evicted) := evictWith p (lruPick p.entries)
+/-- One eviction step (none when nothing is cached). -/
+def evictOne (block : Option Nat) (st : PoolState) : Option (PoolState × Evicted) :=
+  evictWith block st (lruPick st.entries)
 
-/-- `makeRoom` with fuel; stops when `used + cached + need ≤ cap` or the cache is empty. -/
-def makeRoomGo (need : Nat) : Nat → Pool → List Evicted → Pool × List Evicted
-  | 0, p, acc => (p, acc.reverse)
-  | f + 1, p, acc =>
-    if p.used + p.cached + need ≤ p.cap then (p, acc.reverse)
+/-- `makeRoom` with fuel. -/
+def makeRoomGo (cap : Nat) (block : Option Nat) (need : Nat) :
+    Nat → PoolState → List Evicted → Res (PoolState × List Evicted)
+  | 0, _, _ => .error "make_room: out of fuel"
+  | f + 1, st, acc =>
+    if st.used + st.cached + need ≤ cap then .ok (st, acc.reverse)
     else
-      match evictOne p with
-      | none => (p, acc.reverse)
-      | some (q, ev) => makeRoomGo need f q (ev :: acc)
+      match evictOne block st with
+      | none => .error "no room even with an empty cache"
+      | some (q, ev) => makeRoomGo cap block need f q (ev :: acc)
 
-/-- Evict in LRU order until `used + cached + need ≤ cap` (or nothing is cached). Each step
-removes at least one unit, so `cached + 1` rounds always suffice (`Thm.makeRoom_room`). -/
-def makeRoom (p : Pool) (need : Nat) : Pool × List Evicted :=
-  makeRoomGo need (p.cached + 1) p []
+/-- pools.py `make_room`: evict in `lru` order, one tail block at a time, until
+`used + cached + need ≤ cap`; an error when the cache is empty and there is still no room.
+Every step evicts at least one unit, so `cached + 1` rounds suffice (the "out of fuel" error is
+unreachable; stated in docs/lean.md as a conjecture, not proved here). -/
+def makeRoom (cap : Nat) (block : Option Nat) (st : PoolState) (need : Nat) :
+    Res (PoolState × List Evicted) :=
+  makeRoomGo cap block need (st.cached + 1) st []
 
-/-! ## Operations -/
-
-/-- Allocate `alloc` units (already block-rounded) to session `sid` after the guard
-`fits p need` with `need ≥ alloc` succeeded: make room, then `used += alloc`, append the
-holder. -/
-def admit (p : Pool) (sid : Nat) (alloc : Nat) : Pool × List Evicted :=
-  let r := makeRoom p alloc
-  ({ r.1 with used := r.1.used + alloc, holders := r.1.holders ++ [sid] }, r.2)
-
-/-- A successful growth by `need` units (after `fits p need`): make room, `used += need`. -/
-def grow (p : Pool) (need : Nat) : Pool × List Evicted :=
-  let r := makeRoom p need
-  ({ r.1 with used := r.1.used + need }, r.2)
+/-! ## Entries -/
 
 /-- Entries without those of `owner`. -/
 def removeOwner (o : Int) : List Entry → List Entry
   | [] => []
   | e :: es => if e.owner = o then removeOwner o es else e :: removeOwner o es
 
-/-- Size of the first entry of `owner` (0 if none). -/
-def ownSize (o : Int) : List Entry → Nat
-  | [] => 0
-  | e :: es => if e.owner = o then e.size else ownSize o es
+/-- pools.py `insert_entry`: replace `owner`'s entry with a fresh one (`last = now`, release
+order `rel` = the Config's `next_rel`, which the caller then advances). -/
+def insertEntry (st : PoolState) (owner : Int) (size : Nat) (now : Rat) (rel : Nat) : PoolState :=
+  { st with entries := removeOwner owner st.entries ++ [⟨owner, size, now, rel⟩] }
 
-/-- Replace the first entry of `owner` by a dead entry `dead` of size `size − taken` (dropped
-when empty), keeping its age and release number. -/
-def replaceOwn (o dead : Int) (taken : Nat) : List Entry → List Entry
+/-- pools.py `drop_entry`: `drop P;` removes the session's own entry now. -/
+def dropEntry (st : PoolState) (owner : Int) : PoolState :=
+  { st with entries := removeOwner owner st.entries }
+
+/-- Remove the first entry of `owner` (pools.py's `entries.remove(e)` for `e = entry_of(…)`). -/
+def removeFirstOwner (o : Int) : List Entry → List Entry
   | [] => []
-  | e :: es =>
-    if e.owner = o then
-      (if e.size - taken = 0 then es else ⟨dead, e.size - taken, e.last, e.release⟩ :: es)
-    else e :: replaceOwn o dead taken es
+  | e :: es => if e.owner = o then es else e :: removeFirstOwner o es
 
-/-- Consume the session's own prefix at admission (only for a hold with a `cache` clause):
-take at most `limit` units of its entry (all of it without `reuse`), leave the rest as a dead
-entry `dead` (usable by nobody, evicted normally). Returns the pool and the units consumed. -/
-def consume (p : Pool) (sid : Nat) (limit : Option Nat) (dead : Int) : Pool × Nat :=
-  let e := ownSize sid p.entries
-  let taken := match limit with
-    | none => e
-    | some l => min e l
-  ({ p with entries := replaceOwn sid dead taken p.entries }, taken)
+/-- The limit a `reuse (ρ)` clause puts on the consumed prefix: none without a clause or for
+ρ = inf, else `rounddown_block(max(0, ⌊ρ⌋))` (−inf gives 0: pools.py has no exact answer there,
+see docs/lean.md). -/
+def reuseUnits (block : Option Nat) : Option Value → Option Nat
+  | none => none
+  | some (.fin q) => some (rounddownBlock (max 0 q.floor).toNat block)
+  | some .posInf => none
+  | some .negInf => some 0
 
-/-- Release `alloc` units held by `sid`, caching `keep` units (already `rounddownBlock
-(min(ℓ, position))`) as a fresh entry with age `now` and release number `rel`; the session's
-previous entry, if any, is replaced. -/
-def release (p : Pool) (sid : Nat) (alloc keep : Nat) (now : Rat) (rel : Nat) : Pool :=
-  let es := removeOwner sid p.entries
-  let es := if 0 < keep then es ++ [⟨sid, keep, now, rel⟩] else es
-  { p with used := p.used - alloc, holders := p.holders.erase sid, entries := es }
+/-- Entries, units consumed and "a dead entry was made", once the own entry `e` is found. -/
+def consumeWith (serial nextDead : Nat) (entries : List Entry) (e : Entry) :
+    Option Nat → List Entry × Nat × Bool
+  | none => (removeFirstOwner serial entries, e.size, false)
+  | some l =>
+    if 0 < e.size - min e.size l then
+      (removeFirstOwner serial entries ++ [⟨-(nextDead : Int), e.size - min e.size l, e.last, e.rel⟩],
+        min e.size l, true)
+    else (removeFirstOwner serial entries, min e.size l, false)
 
-/-- `drop P;`: remove the session's own entry. -/
-def drop (p : Pool) (sid : Nat) : Pool :=
-  { p with entries := removeOwner sid p.entries }
+/-- pools.py `consume_own_prefix`: remove the session's entry; with a finite `reuse` limit ρ keep
+at most `rounddown_block(max(0, ⌊ρ⌋))` of it and append the rest as a dead entry (owner
+`-nextDead`, the entry's age and release order). Returns the state, the units consumed, and
+whether a dead entry was made (the caller then advances `next_dead`). -/
+def consumeOwnPrefix (block : Option Nat) (st : PoolState) (serial : Nat) (reuseLimit : Option Value)
+    (nextDead : Nat) : PoolState × Nat × Bool :=
+  match entryOf st serial with
+  | none => (st, 0, false)
+  | some e =>
+    let r := consumeWith serial nextDead st.entries e (reuseUnits block reuseLimit)
+    ({ st with entries := r.1 }, r.2.1, r.2.2)
+
+/-- pools.py `units_int`: a pool amount must be a finite, non-negative whole number. -/
+def unitsInt (v : Value) (what : String) : Res Nat :=
+  match v with
+  | .fin q =>
+    if q < 0 then .error s!"{what} is negative ({v.toWire})"
+    else if q.den != 1 then .error s!"not supported by SerqLang yet: a non-integer pool amount ({what} = {v.toWire})"
+    else .ok q.num.toNat
+  | _ => .error s!"{what} is infinite"
+
+/-! ## Allocation and release (the pool part of sessions.py `admit`, growth.py `grow`,
+pools.py `release_hold`) -/
+
+/-- After `make_room`: allocate `alloc` units to `serial` (sessions.py `admit`). -/
+def allocate (st : PoolState) (serial alloc : Nat) : PoolState :=
+  { st with used := st.used + alloc, holders := st.holders ++ [serial], admissions := st.admissions + 1 }
+
+/-- The pool part of an admission: `make_room(alloc)`, then allocate. The caller has checked
+the guard `used + roundup_block(max(units, reserve)) ≤ cap` over every pool of the hold. -/
+def admitPool (cap : Nat) (block : Option Nat) (st : PoolState) (serial alloc : Nat) :
+    Res (PoolState × List Evicted) :=
+  match makeRoom cap block st alloc with
+  | .error e => .error e
+  | .ok (q, ev) => .ok (allocate q serial alloc, ev)
+
+/-- The pool part of a successful growth (growth.py `grow`, after `used + need ≤ cap`). -/
+def growPool (cap : Nat) (block : Option Nat) (st : PoolState) (need : Nat) :
+    Res (PoolState × List Evicted) :=
+  match makeRoom cap block st need with
+  | .error e => .error e
+  | .ok (q, ev) => .ok ({ q with used := q.used + need }, ev)
+
+/-- Give back `alloc` units and leave the holders. -/
+def giveBack (st : PoolState) (serial alloc : Nat) : PoolState :=
+  { st with used := st.used - alloc, holders := st.holders.erase serial }
+
+/-- The pool part of pools.py `release_hold`: give back `alloc` units, leave the holders, and
+cache `kept` units (already `rounddown_block(min(ℓ, computed))`) when positive. -/
+def releasePool (st : PoolState) (serial alloc kept : Nat) (now : Rat) (rel : Nat) : PoolState :=
+  if 0 < kept then insertEntry (giveBack st serial alloc) serial kept now rel
+  else giveBack st serial alloc
+
+end PoolState
+
+namespace Pool
+open PoolState
+
+/-- pools.py `entry_of`: the cache entry of `owner`, if any. -/
+def entryOf (st : PoolState) (owner : Int) : Option Entry :=
+  st.entries.find? (fun e => e.owner == owner)
+
+/-- pools.py `cached_units`. -/
+def cachedUnits (st : PoolState) : Nat := st.cached
+
+/-! ## Queues -/
+
+/-- pools.py `enqueue` (the pool part; the session's status is set by the caller): join at the
+tail, or at the head after a preemption. -/
+def enqueue (st : PoolState) (serial : Nat) (now : Rat) (head : Bool) : PoolState :=
+  let item : QueueItem := ⟨serial, now, head⟩
+  if head then { st with queue := item :: st.queue } else { st with queue := st.queue ++ [item] }
+
+/-- pools.py `select_head` for a `fifo` queue: the queue's first item (a head-requeued hold is
+first by construction). `queue by` keys read expressions of the session; they are outside this
+fragment (an error says so). -/
+def selectHead (st : PoolState) (fifo : Bool) : Res (Option QueueItem) :=
+  match st.queue with
+  | [] => .ok none
+  | q :: _ =>
+    if q.head || fifo then .ok (some q)
+    else .error "not supported by SerqLang yet: queue by (keys)"
+
+/-- pools.py `leave_queue`. -/
+def leaveQueue (st : PoolState) (serial : Nat) : PoolState :=
+  { st with queue := st.queue.filter (fun q => q.serial != serial) }
+
+/-! ## Eviction -/
+
+/-- Strictly earlier in `lru` order: least `last`, ties by release order. -/
+def before (a b : Entry) : Bool :=
+  decide (a.last < b.last) || (decide (a.last = b.last) && decide (a.rel < b.rel))
+
+/-- One step of `lruPick`: the head entry against the best pick of the tail. -/
+def pickStep (e : Entry) : Option (Nat × Entry) → Option (Nat × Entry)
+  | none => if 0 < e.size then some (0, e) else none
+  | some (j, x) =>
+    if 0 < e.size then
+      if before x e = true then some (j + 1, x) else some (0, e)
+    else some (j + 1, x)
+
+/-- Index and entry of the least `(last, rel)` among entries of positive size, the first of
+equals (Python's `min`; entries of size 0 never exist in a valid state). -/
+def lruPick : List Entry → Option (Nat × Entry)
+  | [] => none
+  | e :: es => pickStep e (lruPick es)
+
+/-- pools.py `eviction_victim` for `lru` (`evict by` keys are outside this fragment). -/
+def evictionVictim (st : PoolState) : Option Entry := (lruPick st.entries).map (·.2)
+
+/-- Size of the entry at index `i` (0 past the end). -/
+def sizeAt : Nat → List Entry → Nat
+  | _, [] => 0
+  | 0, e :: _ => e.size
+  | i + 1, _ :: es => sizeAt i es
+
+/-- Remove `k` units from the tail of the entry at index `i`; an entry left empty is dropped. -/
+def shrinkAt (k : Nat) : Nat → List Entry → List Entry
+  | _, [] => []
+  | 0, e :: es => if e.size ≤ k then es else e.withSize (e.size - k) :: es
+  | i + 1, e :: es => e :: shrinkAt k i es
+
+/-- Units one eviction step takes from an entry of size `s`: `min(block, s)`, the whole entry
+without a block size. (`max 1` changes nothing for the positive block sizes `Config.ofIr`
+admits; it makes "every step evicts something" true by construction.) -/
+def evictAmount (block : Option Nat) (s : Nat) : Nat :=
+  match block with
+  | none => s
+  | some b => max 1 (min b s)
+
+/-- Apply a pick: shrink the victim, count the evicted units. -/
+def evictWith (block : Option Nat) (st : PoolState) : Option (Nat × Entry) → Option (PoolState × Evicted)
+  | none => none
+  | some (i, e) =>
+    let k := evictAmount block e.size
+    some ({ st with entries := shrinkAt k i st.entries, evictedUnits := st.evictedUnits + k },
+      ⟨e.owner, k⟩)
+
+/-- One eviction step (none when nothing is cached). -/
+def evictOne (block : Option Nat) (st : PoolState) : Option (PoolState × Evicted) :=
+  evictWith block st (lruPick st.entries)
+
+/-- `makeRoom` with fuel. -/
+def makeRoomGo (cap : Nat) (block : Option Nat) (need : Nat) :
+    Nat → PoolState → List Evicted → Res (PoolState × List Evicted)
+  | 0, _, _ => .error "make_room: out of fuel"
+  | f + 1, st, acc =>
+    if st.used + st.cached + need ≤ cap then .ok (st, acc.reverse)
+    else
+      match evictOne block st with
+      | none => .error "no room even with an empty cache"
+      | some (q, ev) => makeRoomGo cap block need f q (ev :: acc)
+
+/-- pools.py `make_room`: evict in `lru` order, one tail block at a time, until
+`used + cached + need ≤ cap`; an error when the cache is empty and there is still no room.
+Every step evicts at least one unit, so `cached + 1` rounds suffice (the "out of fuel" error is
+unreachable; stated in docs/lean.md as a conjecture, not proved here). -/
+def makeRoom (cap : Nat) (block : Option Nat) (st : PoolState) (need : Nat) :
+    Res (PoolState × List Evicted) :=
+  makeRoomGo cap block need (st.cached + 1) st []
+
+/-! ## Entries -/
+
+/-- Entries without those of `owner`. -/
+def removeOwner (o : Int) : List Entry → List Entry
+  | [] => []
+  | e :: es => if e.owner = o then removeOwner o es else e :: removeOwner o es
+
+/-- pools.py `insert_entry`: replace `owner`'s entry with a fresh one (`last = now`, release
+order `rel` = the Config's `next_rel`, which the caller then advances). -/
+def insertEntry (st : PoolState) (owner : Int) (size : Nat) (now : Rat) (rel : Nat) : PoolState :=
+  { st with entries := removeOwner owner st.entries ++ [⟨owner, size, now, rel⟩] }
+
+/-- pools.py `drop_entry`: `drop P;` removes the session's own entry now. -/
+def dropEntry (st : PoolState) (owner : Int) : PoolState :=
+  { st with entries := removeOwner owner st.entries }
+
+/-- Remove the first entry of `owner` (pools.py's `entries.remove(e)` for `e = entry_of(…)`). -/
+def removeFirstOwner (o : Int) : List Entry → List Entry
+  | [] => []
+  | e :: es => if e.owner = o then es else e :: removeFirstOwner o es
+
+/-- The limit a `reuse (ρ)` clause puts on the consumed prefix: none without a clause or for
+ρ = inf, else `rounddown_block(max(0, ⌊ρ⌋))` (−inf gives 0: pools.py has no exact answer there,
+see docs/lean.md). -/
+def reuseUnits (block : Option Nat) : Option Value → Option Nat
+  | none => none
+  | some (.fin q) => some (rounddownBlock (max 0 q.floor).toNat block)
+  | some .posInf => none
+  | some .negInf => some 0
+
+/-- Entries, units consumed and "a dead entry was made", once the own entry `e` is found. -/
+def consumeWith (serial nextDead : Nat) (entries : List Entry) (e : Entry) :
+    Option Nat → List Entry × Nat × Bool
+  | none => (removeFirstOwner serial entries, e.size, false)
+  | some l =>
+    if 0 < e.size - min e.size l then
+      (removeFirstOwner serial entries ++ [⟨-(nextDead : Int), e.size - min e.size l, e.last, e.rel⟩],
+        min e.size l, true)
+    else (removeFirstOwner serial entries, min e.size l, false)
+
+/-- pools.py `consume_own_prefix`: remove the session's entry; with a finite `reuse` limit ρ keep
+at most `rounddown_block(max(0, ⌊ρ⌋))` of it and append the rest as a dead entry (owner
+`-nextDead`, the entry's age and release order). Returns the state, the units consumed, and
+whether a dead entry was made (the caller then advances `next_dead`). -/
+def consumeOwnPrefix (block : Option Nat) (st : PoolState) (serial : Nat) (reuseLimit : Option Value)
+    (nextDead : Nat) : PoolState × Nat × Bool :=
+  match entryOf st serial with
+  | none => (st, 0, false)
+  | some e =>
+    let r := consumeWith serial nextDead st.entries e (reuseUnits block reuseLimit)
+    ({ st with entries := r.1 }, r.2.1, r.2.2)
+
+/-- pools.py `units_int`: a pool amount must be a finite, non-negative whole number. -/
+def unitsInt (v : Value) (what : String) : Res Nat :=
+  match v with
+  | .fin q =>
+    if q < 0 then .error s!"{what} is negative ({v.toWire})"
+    else if q.den != 1 then .error s!"not supported by SerqLang yet: a non-integer pool amount ({what} = {v.toWire})"
+    else .ok q.num.toNat
+  | _ => .error s!"{what} is infinite"
+
+/-! ## Allocation and release (the pool part of sessions.py `admit`, growth.py `grow`,
+pools.py `release_hold`) -/
+
+/-- After `make_room`: allocate `alloc` units to `serial` (sessions.py `admit`). -/
+def allocate (st : PoolState) (serial alloc : Nat) : PoolState :=
+  { st with used := st.used + alloc, holders := st.holders ++ [serial], admissions := st.admissions + 1 }
+
+/-- The pool part of an admission: `make_room(alloc)`, then allocate. The caller has checked
+the guard `used + roundup_block(max(units, reserve)) ≤ cap` over every pool of the hold. -/
+def admitPool (cap : Nat) (block : Option Nat) (st : PoolState) (serial alloc : Nat) :
+    Res (PoolState × List Evicted) :=
+  match makeRoom cap block st alloc with
+  | .error e => .error e
+  | .ok (q, ev) => .ok (allocate q serial alloc, ev)
+
+/-- The pool part of a successful growth (growth.py `grow`, after `used + need ≤ cap`). -/
+def growPool (cap : Nat) (block : Option Nat) (st : PoolState) (need : Nat) :
+    Res (PoolState × List Evicted) :=
+  match makeRoom cap block st need with
+  | .error e => .error e
+  | .ok (q, ev) => .ok ({ q with used := q.used + need }, ev)
+
+/-- The pool part of pools.py `release_hold`: give back `alloc` units, leave the holders, and
+cache `kept` units (already `rounddown_block(min(ℓ, computed))`) when positive. -/
+def releasePool (st : PoolState) (serial alloc kept : Nat) (now : Rat) (rel : Nat) : PoolState :=
+  let st := { st with used := st.used - alloc, holders := st.holders.erase serial }
+  if 0 < kept then insertEntry st serial kept now rel else st
 
 end Pool
 

@@ -6,22 +6,25 @@ import SerqLang.Pool
 /-!
 # The memory invariant of a pool
 
-`Pool.Inv p := p.used + p.cached ≤ p.cap` is preserved by every pool operation:
+`PoolState.Inv cap st := st.used + st.cached ≤ cap` (language.md §11.1, docs/state.md):
 
-* `evictOne_inv`, `makeRoom_inv`: eviction never touches `used`, `cap`, and never adds cache;
-* `makeRoom_room`: `makeRoom` ends with room for `need` or with an empty cache;
-* `admit_inv`, `grow_inv`: after the guard `used + need ≤ cap` (allocated units only — cached
-  units never block), allocating `alloc ≤ need` units keeps the invariant;
-* `consume_inv`: taking the own prefix (the rest becomes a dead entry) keeps it;
-* `release_inv`: releasing an allocation and caching at most that much keeps it;
-* `drop_inv`.
+* `evictOne_some`: an eviction step keeps `used` and strictly shrinks the cache;
+  `evictOne_none`: no step is possible only when nothing is cached;
+* `makeRoom_ok`: a successful `makeRoom cap block st need` ends with
+  `used + cached + need ≤ cap`, the same `used`, and no more cache than before;
+  `makeRoom_inv`: so it preserves the invariant;
+* `admitPool_inv`, `growPool_inv`: a successful admission or growth ends in a state satisfying
+  the invariant — whatever the state before (make_room made room for exactly what is allocated);
+* `consumeOwnPrefix_inv`, `dropEntry_inv`: taking or dropping the own prefix preserves it;
+* `releasePool_inv`: releasing `alloc ≤ used` units and caching `kept ≤ alloc` preserves it.
 
-Core tactics only (`induction`, `cases`, `omega`, `simp only`, `rw`). Nothing here uses
-`sorry`, an axiom of ours or `native_decide`.
+Core tactics only (`induction`, `cases`, `rw`, `injection`, `subst`, `omega`). No `sorry`, no
+axiom of ours, no `native_decide`.
 -/
 
 namespace SerqLang
 namespace Pool
+open PoolState
 
 /-! ## Lemmas on entry lists -/
 
@@ -78,7 +81,7 @@ theorem shrinkAt_lt (k : Nat) (hk : 0 < k) : ∀ (i : Nat) (l : List Entry),
       have := ih j hs'
       omega
 
-/-- The pick is an entry of positive size, at the index returned. -/
+/-- The pick is an entry of positive size, found at the index returned. -/
 theorem lruPick_spec : ∀ (l : List Entry) (i : Nat) (x : Entry),
     lruPick l = some (i, x) → sizeAt i l = x.size ∧ 0 < x.size := by
   intro l
@@ -173,155 +176,6 @@ theorem evictAmount_pos (block : Option Nat) (s : Nat) (hs : 0 < s) :
       | exact Nat.lt_of_lt_of_le Nat.zero_lt_one (Nat.le_max_left 1 _)
       | omega
 
-/-! ## Eviction -/
-
-/-- An eviction step keeps `used` and `cap` and strictly shrinks the cache. -/
-theorem evictOne_some (p q : Pool) (ev : Evicted) (h : evictOne p = some (q, ev)) :
-    q.used = p.used ∧ q.cap = p.cap ∧ q.cached < p.cached := by
-  have h0 : evictWith p (lruPick p.entries) = some (q, ev) := h
-  cases hr : lruPick p.entries with
-  | none =>
-    rw [hr] at h0
-    exact Option.noConfusion h0
-  | some r =>
-    obtain ⟨i, e⟩ := r
-    rw [hr] at h0
-    have h1 : some ({ p with entries := shrinkAt (evictAmount p.block e.size) i p.entries },
-        (⟨e.owner, evictAmount p.block e.size⟩ : Evicted)) = some (q, ev) := h0
-    injection h1 with h2
-    injection h2 with h3 h4
-    subst h3
-    have hs := lruPick_spec p.entries i e hr
-    refine ⟨rfl, rfl, ?_⟩
-    show cachedOf (shrinkAt (evictAmount p.block e.size) i p.entries) < cachedOf p.entries
-    apply shrinkAt_lt _ (evictAmount_pos p.block e.size hs.2)
-    rw [hs.1]
-    exact hs.2
-
-/-- No eviction step is possible only when nothing is cached. -/
-theorem evictOne_none (p : Pool) (h : evictOne p = none) : p.cached = 0 := by
-  have h0 : evictWith p (lruPick p.entries) = none := h
-  cases hr : lruPick p.entries with
-  | none => exact lruPick_none p.entries hr
-  | some r =>
-    obtain ⟨i, e⟩ := r
-    rw [hr] at h0
-    exact Option.noConfusion h0
-
-theorem evictOne_inv (p q : Pool) (ev : Evicted) (hp : Inv p) (h : evictOne p = some (q, ev)) :
-    Inv q := by
-  have ⟨hu, hc, hlt⟩ := evictOne_some p q ev h
-  have hp' : p.used + p.cached ≤ p.cap := hp
-  show q.used + q.cached ≤ q.cap
-  omega
-
-/-- `makeRoomGo` keeps `used` and `cap` and never grows the cache. -/
-theorem makeRoomGo_mono (need : Nat) : ∀ (f : Nat) (p : Pool) (acc : List Evicted),
-    (makeRoomGo need f p acc).1.used = p.used ∧ (makeRoomGo need f p acc).1.cap = p.cap ∧
-    (makeRoomGo need f p acc).1.cached ≤ p.cached := by
-  intro f
-  induction f with
-  | zero => intro p acc; exact ⟨rfl, rfl, Nat.le_refl _⟩
-  | succ f ih =>
-    intro p acc
-    by_cases hroom : p.used + p.cached + need ≤ p.cap
-    · have e1 : makeRoomGo need (f + 1) p acc = (p, acc.reverse) := by
-        first
-          | (rw [makeRoomGo, if_pos hroom])
-          | simp only [makeRoomGo, if_pos hroom]
-      rw [e1]
-      exact ⟨rfl, rfl, Nat.le_refl _⟩
-    · cases he : evictOne p with
-      | none =>
-        have e1 : makeRoomGo need (f + 1) p acc = (p, acc.reverse) := by
-          first
-            | (rw [makeRoomGo, if_neg hroom, he] <;> rfl)
-            | simp only [makeRoomGo, if_neg hroom, he]
-        rw [e1]
-        exact ⟨rfl, rfl, Nat.le_refl _⟩
-      | some r =>
-        obtain ⟨q, ev⟩ := r
-        have e1 : makeRoomGo need (f + 1) p acc = makeRoomGo need f q (ev :: acc) := by
-          first
-            | (rw [makeRoomGo, if_neg hroom, he] <;> rfl)
-            | simp only [makeRoomGo, if_neg hroom, he]
-        rw [e1]
-        have ⟨hu, hc, hlt⟩ := evictOne_some p q ev he
-        have ⟨hu', hc', hle'⟩ := ih q (ev :: acc)
-        refine ⟨?_, ?_, ?_⟩ <;> omega
-
-/-- With enough fuel, `makeRoomGo` ends with room for `need` or with an empty cache. -/
-theorem makeRoomGo_room (need : Nat) : ∀ (f : Nat) (p : Pool) (acc : List Evicted),
-    p.cached < f →
-    (makeRoomGo need f p acc).1.used + (makeRoomGo need f p acc).1.cached + need ≤
-        (makeRoomGo need f p acc).1.cap ∨
-      (makeRoomGo need f p acc).1.cached = 0 := by
-  intro f
-  induction f with
-  | zero => intro p acc hf; exact absurd hf (Nat.not_lt_zero _)
-  | succ f ih =>
-    intro p acc hf
-    by_cases hroom : p.used + p.cached + need ≤ p.cap
-    · have e1 : makeRoomGo need (f + 1) p acc = (p, acc.reverse) := by
-        first
-          | (rw [makeRoomGo, if_pos hroom])
-          | simp only [makeRoomGo, if_pos hroom]
-      rw [e1]
-      exact Or.inl hroom
-    · cases he : evictOne p with
-      | none =>
-        have e1 : makeRoomGo need (f + 1) p acc = (p, acc.reverse) := by
-          first
-            | (rw [makeRoomGo, if_neg hroom, he] <;> rfl)
-            | simp only [makeRoomGo, if_neg hroom, he]
-        rw [e1]
-        exact Or.inr (evictOne_none p he)
-      | some r =>
-        obtain ⟨q, ev⟩ := r
-        have e1 : makeRoomGo need (f + 1) p acc = makeRoomGo need f q (ev :: acc) := by
-          first
-            | (rw [makeRoomGo, if_neg hroom, he] <;> rfl)
-            | simp only [makeRoomGo, if_neg hroom, he]
-        rw [e1]
-        have ⟨_, _, hlt⟩ := evictOne_some p q ev he
-        exact ih q (ev :: acc) (by omega)
-
-theorem makeRoom_room (p : Pool) (need : Nat) :
-    (makeRoom p need).1.used + (makeRoom p need).1.cached + need ≤ (makeRoom p need).1.cap ∨
-      (makeRoom p need).1.cached = 0 :=
-  makeRoomGo_room need (p.cached + 1) p [] (Nat.lt_succ_self _)
-
-theorem makeRoom_mono (p : Pool) (need : Nat) :
-    (makeRoom p need).1.used = p.used ∧ (makeRoom p need).1.cap = p.cap ∧
-      (makeRoom p need).1.cached ≤ p.cached :=
-  makeRoomGo_mono need (p.cached + 1) p []
-
-theorem makeRoom_inv (p : Pool) (need : Nat) (hp : Inv p) : Inv (makeRoom p need).1 := by
-  have ⟨hu, hc, hle⟩ := makeRoom_mono p need
-  have hp' : p.used + p.cached ≤ p.cap := hp
-  show (makeRoom p need).1.used + (makeRoom p need).1.cached ≤ (makeRoom p need).1.cap
-  omega
-
-/-! ## Admission, growth, consumption, release -/
-
-/-- Admission keeps the invariant when the guard held for (at least) the allocated units. -/
-theorem admit_inv (p : Pool) (sid alloc : Nat) (hp : Inv p) (hfit : p.used + alloc ≤ p.cap) :
-    Inv (admit p sid alloc).1 := by
-  have ⟨hu, hc, _⟩ := makeRoom_mono p alloc
-  have hroom := makeRoom_room p alloc
-  have hp' : p.used + p.cached ≤ p.cap := hp
-  show (makeRoom p alloc).1.used + alloc + (makeRoom p alloc).1.cached ≤ (makeRoom p alloc).1.cap
-  rcases hroom with h | h <;> omega
-
-/-- A successful growth keeps the invariant (same argument as admission). -/
-theorem grow_inv (p : Pool) (need : Nat) (hp : Inv p) (hfit : p.used + need ≤ p.cap) :
-    Inv (grow p need).1 := by
-  have ⟨hu, hc, _⟩ := makeRoom_mono p need
-  have hroom := makeRoom_room p need
-  have hp' : p.used + p.cached ≤ p.cap := hp
-  show (makeRoom p need).1.used + need + (makeRoom p need).1.cached ≤ (makeRoom p need).1.cap
-  rcases hroom with h | h <;> omega
-
 theorem removeOwner_le (o : Int) : ∀ (l : List Entry), cachedOf (removeOwner o l) ≤ cachedOf l := by
   intro l
   induction l with
@@ -333,46 +187,274 @@ theorem removeOwner_le (o : Int) : ∀ (l : List Entry), cachedOf (removeOwner o
     · rw [if_pos h, cachedOf_cons]; omega
     · rw [if_neg h, cachedOf_cons, cachedOf_cons]; omega
 
-theorem replaceOwn_le (o dead : Int) (taken : Nat) : ∀ (l : List Entry),
-    cachedOf (replaceOwn o dead taken l) ≤ cachedOf l := by
+/-- Removing the first entry of `o` removes exactly the size of `entryOf`'s entry. -/
+theorem removeFirstOwner_le (o : Int) : ∀ (l : List Entry),
+    cachedOf (removeFirstOwner o l) ≤ cachedOf l := by
   intro l
   induction l with
   | nil => exact Nat.le_refl 0
   | cons e es ih =>
-    show cachedOf (if e.owner = o then
-        (if e.size - taken = 0 then es else ⟨dead, e.size - taken, e.last, e.release⟩ :: es)
-      else e :: replaceOwn o dead taken es) ≤ cachedOf (e :: es)
+    show cachedOf (if e.owner = o then es else e :: removeFirstOwner o es) ≤ cachedOf (e :: es)
     by_cases h : e.owner = o
-    · rw [if_pos h]
-      by_cases hz : e.size - taken = 0
-      · rw [if_pos hz, cachedOf_cons]; omega
-      · rw [if_neg hz, cachedOf_cons, cachedOf_cons]
-        show e.size - taken + cachedOf es ≤ e.size + cachedOf es
-        omega
+    · rw [if_pos h, cachedOf_cons]; omega
     · rw [if_neg h, cachedOf_cons, cachedOf_cons]; omega
 
-theorem consume_inv (p : Pool) (sid : Nat) (limit : Option Nat) (dead : Int) (hp : Inv p) :
-    Inv (consume p sid limit dead).1 :=
-  Nat.le_trans (Nat.add_le_add_left (replaceOwn_le _ _ _ p.entries) p.used) hp
+/-- Removing the first entry of `o` removes exactly the entry `find?` returns. -/
+theorem removeFirstOwner_find (o : Int) : ∀ (l : List Entry) (e : Entry),
+    l.find? (fun x => x.owner == o) = some e →
+    cachedOf (removeFirstOwner o l) + e.size = cachedOf l := by
+  intro l
+  induction l with
+  | nil => intro e h; exact Option.noConfusion h
+  | cons x xs ih =>
+    intro e h
+    by_cases hx : x.owner = o
+    · have hb : (x.owner == o) = true := by simp [hx]
+      have hxe : x = e := by
+        first
+          | (rw [List.find?_cons_of_pos (h := hb)] at h; exact Option.some.inj h)
+          | (simp [List.find?, hx] at h; exact h)
+      rw [← hxe, removeFirstOwner, if_pos hx, cachedOf_cons]
+      omega
+    · have hb : ¬ (x.owner == o) = true := by simp [hx]
+      have h' : xs.find? (fun y => y.owner == o) = some e := by
+        first
+          | (rw [List.find?_cons_of_neg (h := hb)] at h; exact h)
+          | (simp [List.find?, hx] at h; exact h)
+      have := ih e h'
+      rw [removeFirstOwner, if_neg hx, cachedOf_cons, cachedOf_cons]
+      omega
+
+/-- `consumeWith` never adds cache: the dead rest is at most the entry removed. -/
+theorem consumeWith_le (serial nextDead : Nat) (entries : List Entry) (e : Entry)
+    (hsum : cachedOf (removeFirstOwner (serial : Int) entries) + e.size = cachedOf entries) :
+    ∀ (lim : Option Nat), cachedOf (consumeWith serial nextDead entries e lim).1 ≤ cachedOf entries := by
+  intro lim
+  cases lim with
+  | none =>
+    show cachedOf (removeFirstOwner (serial : Int) entries) ≤ cachedOf entries
+    omega
+  | some l =>
+    by_cases hp : 0 < e.size - min e.size l
+    · have h0 : (consumeWith serial nextDead entries e (some l)).1 =
+          removeFirstOwner (serial : Int) entries ++
+            [⟨-(nextDead : Int), e.size - min e.size l, e.last, e.rel⟩] := by
+        first
+          | (rw [consumeWith, if_pos hp] <;> rfl)
+          | simp only [consumeWith, if_pos hp]
+      rw [h0, cachedOf_append]
+      show cachedOf (removeFirstOwner (serial : Int) entries) + (e.size - min e.size l) ≤
+        cachedOf entries
+      omega
+    · have h0 : (consumeWith serial nextDead entries e (some l)).1 =
+          removeFirstOwner (serial : Int) entries := by
+        first
+          | (rw [consumeWith, if_neg hp] <;> rfl)
+          | simp only [consumeWith, if_neg hp]
+      rw [h0]
+      omega
+
+/-! ## Eviction and make_room -/
+
+/-- An eviction step keeps `used` and strictly shrinks the cache. -/
+theorem evictOne_some (block : Option Nat) (st q : PoolState) (ev : Evicted)
+    (h : evictOne block st = some (q, ev)) : q.used = st.used ∧ q.cached < st.cached := by
+  have h0 : evictWith block st (lruPick st.entries) = some (q, ev) := h
+  cases hr : lruPick st.entries with
+  | none =>
+    rw [hr] at h0
+    exact Option.noConfusion h0
+  | some r =>
+    obtain ⟨i, e⟩ := r
+    rw [hr] at h0
+    have h1 : some ({ st with entries := shrinkAt (evictAmount block e.size) i st.entries,
+        evictedUnits := st.evictedUnits + evictAmount block e.size },
+        (⟨e.owner, evictAmount block e.size⟩ : Evicted)) = some (q, ev) := h0
+    injection h1 with h2
+    injection h2 with h3 h4
+    subst h3
+    have hs := lruPick_spec st.entries i e hr
+    refine ⟨rfl, ?_⟩
+    show cachedOf (shrinkAt (evictAmount block e.size) i st.entries) < cachedOf st.entries
+    apply shrinkAt_lt _ (evictAmount_pos block e.size hs.2)
+    rw [hs.1]
+    exact hs.2
+
+/-- No eviction step is possible only when nothing is cached. -/
+theorem evictOne_none (block : Option Nat) (st : PoolState) (h : evictOne block st = none) :
+    st.cached = 0 := by
+  have h0 : evictWith block st (lruPick st.entries) = none := h
+  cases hr : lruPick st.entries with
+  | none => exact lruPick_none st.entries hr
+  | some r =>
+    obtain ⟨i, e⟩ := r
+    rw [hr] at h0
+    exact Option.noConfusion h0
+
+/-- What a successful `makeRoomGo` guarantees. -/
+theorem makeRoomGo_ok (cap : Nat) (block : Option Nat) (need : Nat) :
+    ∀ (f : Nat) (st : PoolState) (acc : List Evicted) (q : PoolState) (evs : List Evicted),
+      makeRoomGo cap block need f st acc = .ok (q, evs) →
+      q.used + q.cached + need ≤ cap ∧ q.used = st.used ∧ q.cached ≤ st.cached := by
+  intro f
+  induction f with
+  | zero =>
+    intro st acc q evs h
+    have h0 : (Except.error "make_room: out of fuel" : Res (PoolState × List Evicted)) =
+        .ok (q, evs) := h
+    exact Except.noConfusion h0
+  | succ f ih =>
+    intro st acc q evs h
+    by_cases hroom : st.used + st.cached + need ≤ cap
+    · have h0 : (Except.ok (st, acc.reverse) : Res (PoolState × List Evicted)) = .ok (q, evs) := by
+        rw [makeRoomGo, if_pos hroom] at h
+        exact h
+      injection h0 with h1
+      injection h1 with h2 h3
+      subst h2
+      exact ⟨hroom, rfl, Nat.le_refl _⟩
+    · cases he : evictOne block st with
+      | none =>
+        have h0 : (Except.error "no room even with an empty cache" :
+            Res (PoolState × List Evicted)) = .ok (q, evs) := by
+          rw [makeRoomGo, if_neg hroom, he] at h
+          exact h
+        exact Except.noConfusion h0
+      | some r =>
+        obtain ⟨st', ev⟩ := r
+        have h0 : makeRoomGo cap block need f st' (ev :: acc) = .ok (q, evs) := by
+          rw [makeRoomGo, if_neg hroom, he] at h
+          exact h
+        have ⟨hu, hlt⟩ := evictOne_some block st st' ev he
+        have ⟨hroom', hu', hle'⟩ := ih st' (ev :: acc) q evs h0
+        refine ⟨hroom', ?_, ?_⟩ <;> omega
+
+theorem makeRoom_ok (cap : Nat) (block : Option Nat) (st : PoolState) (need : Nat)
+    (q : PoolState) (evs : List Evicted) (h : makeRoom cap block st need = .ok (q, evs)) :
+    q.used + q.cached + need ≤ cap ∧ q.used = st.used ∧ q.cached ≤ st.cached :=
+  makeRoomGo_ok cap block need (st.cached + 1) st [] q evs h
+
+/-- `make_room` preserves the invariant (it never touches `used` and never adds cache). -/
+theorem makeRoom_inv (cap : Nat) (block : Option Nat) (st : PoolState) (need : Nat)
+    (q : PoolState) (evs : List Evicted) (hinv : Inv cap st)
+    (h : makeRoom cap block st need = .ok (q, evs)) : Inv cap q := by
+  have ⟨_, hu, hle⟩ := makeRoom_ok cap block st need q evs h
+  have hp : st.used + st.cached ≤ cap := hinv
+  show q.used + q.cached ≤ cap
+  omega
+
+/-! ## Admission, growth, consumption, drop, release -/
+
+/-- A successful admission ends in a state satisfying the invariant. -/
+theorem admitPool_inv (cap : Nat) (block : Option Nat) (st : PoolState) (serial alloc : Nat)
+    (r : PoolState) (evs : List Evicted) (h : admitPool cap block st serial alloc = .ok (r, evs)) :
+    Inv cap r := by
+  cases hm : makeRoom cap block st alloc with
+  | error e =>
+    have h0 : (Except.error e : Res (PoolState × List Evicted)) = .ok (r, evs) := by
+      unfold admitPool at h
+      rw [hm] at h
+      exact h
+    exact Except.noConfusion h0
+  | ok x =>
+    obtain ⟨q, ev⟩ := x
+    have h0 : (Except.ok (allocate q serial alloc, ev) : Res (PoolState × List Evicted)) =
+        .ok (r, evs) := by
+      unfold admitPool at h
+      rw [hm] at h
+      exact h
+    injection h0 with h1
+    injection h1 with h2 h3
+    subst h2
+    have ⟨hroom, _, _⟩ := makeRoom_ok cap block st alloc q ev hm
+    show q.used + alloc + q.cached ≤ cap
+    omega
+
+/-- A successful growth ends in a state satisfying the invariant. -/
+theorem growPool_inv (cap : Nat) (block : Option Nat) (st : PoolState) (need : Nat)
+    (r : PoolState) (evs : List Evicted) (h : growPool cap block st need = .ok (r, evs)) :
+    Inv cap r := by
+  cases hm : makeRoom cap block st need with
+  | error e =>
+    have h0 : (Except.error e : Res (PoolState × List Evicted)) = .ok (r, evs) := by
+      unfold growPool at h
+      rw [hm] at h
+      exact h
+    exact Except.noConfusion h0
+  | ok x =>
+    obtain ⟨q, ev⟩ := x
+    have h0 : (Except.ok ({ q with used := q.used + need }, ev) : Res (PoolState × List Evicted)) =
+        .ok (r, evs) := by
+      unfold growPool at h
+      rw [hm] at h
+      exact h
+    injection h0 with h1
+    injection h1 with h2 h3
+    subst h2
+    have ⟨hroom, _, _⟩ := makeRoom_ok cap block st need q ev hm
+    show q.used + need + q.cached ≤ cap
+    omega
+
+/-- Consuming the own prefix never adds cache and never touches `used`. -/
+theorem consumeOwnPrefix_cached (block : Option Nat) (st : PoolState) (serial : Nat)
+    (reuseLimit : Option Value) (nextDead : Nat) :
+    (consumeOwnPrefix block st serial reuseLimit nextDead).1.cached ≤ st.cached ∧
+    (consumeOwnPrefix block st serial reuseLimit nextDead).1.used = st.used := by
+  cases hf : entryOf st (serial : Int) with
+  | none =>
+    have h0 : consumeOwnPrefix block st serial reuseLimit nextDead = (st, 0, false) := by
+      unfold consumeOwnPrefix
+      rw [hf] <;> rfl
+    rw [h0]
+    exact ⟨Nat.le_refl _, rfl⟩
+  | some e =>
+    have h0 : (consumeOwnPrefix block st serial reuseLimit nextDead).1 =
+        { st with entries := (consumeWith serial nextDead st.entries e
+          (reuseUnits block reuseLimit)).1 } := by
+      unfold consumeOwnPrefix
+      rw [hf] <;> rfl
+    have hsum := removeFirstOwner_find (serial : Int) st.entries e hf
+    have hle := consumeWith_le serial nextDead st.entries e hsum (reuseUnits block reuseLimit)
+    rw [h0]
+    exact ⟨hle, rfl⟩
+
+theorem consumeOwnPrefix_inv (cap : Nat) (block : Option Nat) (st : PoolState) (serial : Nat)
+    (reuseLimit : Option Value) (nextDead : Nat) (hinv : Inv cap st) :
+    Inv cap (consumeOwnPrefix block st serial reuseLimit nextDead).1 := by
+  have ⟨hc, hu⟩ := consumeOwnPrefix_cached block st serial reuseLimit nextDead
+  have hp : st.used + st.cached ≤ cap := hinv
+  show (consumeOwnPrefix block st serial reuseLimit nextDead).1.used +
+    (consumeOwnPrefix block st serial reuseLimit nextDead).1.cached ≤ cap
+  omega
+
+theorem dropEntry_inv (cap : Nat) (st : PoolState) (owner : Int) (hinv : Inv cap st) :
+    Inv cap (dropEntry st owner) :=
+  Nat.le_trans (Nat.add_le_add_left (removeOwner_le owner st.entries) st.used) hinv
 
 /-- Release keeps the invariant when the allocation released is part of `used` and what is
-cached is at most the allocation (`keep = rounddown(min(ℓ, position)) ≤ position ≤ alloc`). -/
-theorem release_inv (p : Pool) (sid alloc keep : Nat) (now : Rat) (rel : Nat) (hp : Inv p)
-    (halloc : alloc ≤ p.used) (hkeep : keep ≤ alloc) :
-    Inv (release p sid alloc keep now rel) := by
-  have hp' : p.used + cachedOf p.entries ≤ p.cap := hp
-  have hr := removeOwner_le (sid : Int) p.entries
-  show p.used - alloc + cachedOf (if 0 < keep then removeOwner (sid : Int) p.entries ++
-      [(⟨(sid : Int), keep, now, rel⟩ : Entry)] else removeOwner (sid : Int) p.entries) ≤ p.cap
-  by_cases hk : 0 < keep
-  · rw [if_pos hk, cachedOf_append]
-    show p.used - alloc + (cachedOf (removeOwner (sid : Int) p.entries) + keep) ≤ p.cap
+cached is at most the allocation (`kept = rounddown(min(ℓ, computed)) ≤ computed ≤ alloc`). -/
+theorem releasePool_inv (cap : Nat) (st : PoolState) (serial alloc kept : Nat) (now : Rat)
+    (rel : Nat) (hinv : Inv cap st) (halloc : alloc ≤ st.used) (hkept : kept ≤ alloc) :
+    Inv cap (releasePool st serial alloc kept now rel) := by
+  have hp : st.used + cachedOf st.entries ≤ cap := hinv
+  have hr := removeOwner_le (serial : Int) st.entries
+  by_cases hk : 0 < kept
+  · have h0 : releasePool st serial alloc kept now rel =
+        insertEntry (giveBack st serial alloc) serial kept now rel := by
+      unfold releasePool
+      rw [if_pos hk]
+    rw [h0]
+    show st.used - alloc + cachedOf (removeOwner (serial : Int) st.entries ++
+      [(⟨(serial : Int), kept, now, rel⟩ : Entry)]) ≤ cap
+    rw [cachedOf_append]
+    show st.used - alloc + (cachedOf (removeOwner (serial : Int) st.entries) + kept) ≤ cap
     omega
-  · rw [if_neg hk]
+  · have h0 : releasePool st serial alloc kept now rel = giveBack st serial alloc := by
+      unfold releasePool
+      rw [if_neg hk]
+    rw [h0]
+    show st.used - alloc + cachedOf st.entries ≤ cap
     omega
-
-theorem drop_inv (p : Pool) (sid : Nat) (hp : Inv p) : Inv (drop p sid) :=
-  Nat.le_trans (Nat.add_le_add_left (removeOwner_le _ p.entries) p.used) hp
 
 end Pool
 end SerqLang

@@ -324,7 +324,7 @@ def admit_one(cfg, ictx) -> bool:
         if head is None:
             continue
         s = cfg.sessions[head.serial]
-        if not try_admit(cfg, s, admit_left=(ictx.engine, ictx.left)):
+        if not try_admit(cfg, s, ictx):
             return False   # head-of-line: admission stops for this iteration
         run_session(cfg, s)
         return True

@@ -121,13 +121,19 @@ def hold_rejected(cfg, s, st, stream) -> bool:
     return False
 
 
-def try_admit(cfg, s, admit_left=None) -> bool:
-    """Admission attempt of the queued hold (§11.4): bindings, units, reserves read now; admit if all fit."""
+def try_admit(cfg, s, ictx=None) -> bool:
+    """Admission attempt of the queued hold (§11.4): bindings, units, reserves read now; admit if all fit.
+
+    Inside engine E's admission (`ictx`, §11.6 admit_one) `budget_left(E)` is the budget the
+    iteration has left and the schedule's `let`s are visible."""
     prog = cfg.program
     bi, pc, stream = s.pending
     st = prog.blocks[bi][pc]
     at = st.get("at")
-    env = Env(cfg, s, stream, at, admit_left=admit_left)
+    if ictx is not None:
+        env = Env(cfg, s, stream, at, engine=ictx.engine, ictx=ictx, admit_left=(ictx.engine, ictx.left))
+    else:
+        env = Env(cfg, s, stream, at)
     for bnd in st.get("bindings", []):
         s.attrs[bnd["slot"]] = evaluate(bnd["expr"], env)
     pools, units = [], []

@@ -124,7 +124,8 @@ fn main() {
 
 
 def write_all(tmp_path):
-    (tmp_path / "lib").mkdir()
+    tmp_path = tmp_path / "all"
+    (tmp_path / "lib").mkdir(parents=True)
     (tmp_path / "lib" / "util.sq").write_text(LIB)
     p = tmp_path / "all.sq"
     p.write_text(ALL.replace("  pool other { cap 5; preempt lifo; preempt_ok_name_is_fine_here_not; }\n", ""))

@@ -1,0 +1,84 @@
+"""Whatever the input, the front-end raises nothing but SerqError (language.md §14, style.md §8).
+
+Three generators, each with a fixed, derandomized profile so the run is reproducible and short:
+random bytes, random sequences of the language's own tokens, and random token edits of a valid
+program (which reach the linker, not just the parser).
+"""
+
+from __future__ import annotations
+
+import re
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from serq.errors import SerqError
+from serq.frontend import compile_source
+from test_linker import BASE
+from test_parser import ALL
+
+PROFILE = settings(max_examples=250, deadline=None, derandomize=True, database=None,
+                   suppress_health_check=list(HealthCheck))
+
+VOCAB = (
+    "use let def fn main device engine pool stage workload server session init turn arrive poisson renewal "
+    "closed batch none trace ordered hidden set observe hold reserve reuse at admission cache grow drop "
+    "release load run prefill decode growing tool on branch with else if while loop choose in by end gauge "
+    "schedule advance running admit waiting only each most exclusive first taking tokens cap block evict lru "
+    "preempt lifo requeue head tail fifo ps delay sum min max request state execute granule held "
+    "fork join lease spill claim share queue transfer est_lambda price args number inf now size "
+    "x y kv vllm gpu tool cached computed blocksize used free cachedin budget_left "
+    "( ) { } [ ] ; , . : = + - * / ^ < <= > >= == != && || ! ? ~ 0 1 2.5 2e-5 1e999 \"std/args\" \"x.sq\" "
+    "/* */ // \n"
+).split(" ")
+
+
+def run(text) -> None:
+    try:
+        compile_source(text, "fuzz.sq", {})
+    except SerqError as e:
+        assert isinstance(e.message, str) and e.render()
+
+
+@PROFILE
+@given(st.binary(max_size=400))
+def test_random_bytes(data):
+    run(data)
+
+
+@PROFILE
+@given(st.lists(st.sampled_from(VOCAB), max_size=80))
+def test_random_token_sequences(tokens):
+    run(" ".join(tokens))
+
+
+_TOKEN = re.compile(r'"[^"\n]*"|[A-Za-z_][A-Za-z0-9_]*|\d+(?:\.\d*)?(?:[eE][+-]?\d+)?|&&|\|\||[<>=!]=|\S')
+BASE_TOKENS = _TOKEN.findall(BASE)
+ALL_TOKENS = _TOKEN.findall(ALL)
+
+
+@PROFILE
+@given(st.sampled_from([BASE_TOKENS, ALL_TOKENS]),
+       st.lists(st.tuples(st.sampled_from(["del", "ins", "rep", "dup"]), st.integers(0, 10 ** 6),
+                          st.sampled_from(VOCAB)), min_size=1, max_size=4))
+def test_token_edits_of_valid_programs(tokens, edits):
+    toks = list(tokens)
+    for op, i, word in edits:
+        i %= len(toks)
+        if op == "del":
+            del toks[i]
+        elif op == "ins":
+            toks.insert(i, word)
+        elif op == "rep":
+            toks[i] = word
+        else:
+            toks.insert(i, toks[i])
+    run(" ".join(toks))
+
+
+def test_deep_nesting_is_an_error_not_a_crash():
+    for text in ["let x = " + "(" * 5000 + "1" + ")" * 5000 + ";",
+                 "let x = " + " + ".join(["1"] * 20000) + ";",
+                 "let x = " + "-" * 20000 + "1;",
+                 "fn main() { server { " + "loop { " * 3000 + "}" * 3000 + " } }"]:
+        run(text)

@@ -240,6 +240,13 @@ def test_set_plain_let_refused():
     assert "plain `let`" in e.message
 
 
+def test_set_local_name_points_to_the_external_one():
+    text = BASE.replace('let rate = args.number("rate", 1);', 'let rate = args.number("Rate", 1);')
+    e = compile_err(text, {"rate": "2"})
+    assert "--set Rate=" in e.message
+    assert compile_ok(text, {"Rate": "2"})["inputs"] == {"Rate": "2"}
+
+
 def test_set_bad_value():
     e = compile_err(BASE, {"rate": "fast"})
     assert "not a number" in e.message

@@ -1413,6 +1413,9 @@ class Linker:
     def finish(self) -> None:
         if self.settings:
             name = sorted(self.settings)[0]
+            if name in self.input_of:
+                raise SerqError(f"--set {name}: `{name}` is the local name of the input \"{self.input_of[name]}\"; "
+                                f"write --set {self.input_of[name]}=…")
             if name in self.consts:
                 raise SerqError(f"--set {name}: `{name}` is a plain `let`, which cannot be set; only `args.number` inputs can"
                                 + (f" (known inputs: {', '.join(self.inputs)})" if self.inputs else ""))

@@ -1,0 +1,75 @@
+"""Replay the rule vectors of vectors/spec/: each pins one rule of language.md §11 with numbers
+derived by hand in its README.md (oracle.md §10 lists the defects that taught the rules)."""
+
+from __future__ import annotations
+
+import json
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+
+from serq.frontend import load_program
+from serq_spec.program import Program
+from serq_spec.step import run
+from serq_spec.workload import Workload
+
+ROOT = Path(__file__).resolve().parent.parent / "vectors" / "spec"
+VECTORS = sorted(p.name for p in ROOT.iterdir() if (p / "program.sq").exists())
+
+
+def run_vector(d: Path):
+    """Run a vector's program on its sessions file; collect the step records and the final Config."""
+    prog = Program(load_program(str(d / "program.sq"), {}), "program.sq")
+    prog.workload_data = Workload.replay(json.loads((d / "sessions.json").read_text()))
+    recs = []
+    cfg = run(prog, on_step=lambda c, r, k: recs.append((c.now, r)), check=True)
+    return cfg, recs
+
+
+def summary(cfg, recs) -> dict:
+    w = str
+    out = {"observations": {}, "iterations": {}, "admitted": [], "preempted": [], "released": [], "evicted": []}
+    for now, r in recs:
+        for name, serial, _turn, t, v in r["observations"]:
+            out["observations"].setdefault(name, []).append([serial, w(t), w(v)])
+        for it in r["iterations"]:
+            out["iterations"][w(it["start"])] = [[s, n] for s, _m, n in it["assign"]]
+        for key in ("admitted", "preempted", "released", "evicted"):
+            out[key] += [[w(now)] + list(x) for x in r[key]]
+    out["preemptions"] = {cfg.program.pools[i]["name"]: p.preemptions for i, p in enumerate(cfg.pools)}
+    out["final_entries"] = {cfg.program.pools[i]["name"]: [e.to_json() for e in sorted(p.entries, key=lambda e: (e.last, e.rel))]
+                            for i, p in enumerate(cfg.pools)}
+    return out
+
+
+def chrono(rows):
+    return sorted(rows, key=lambda r: (Fraction(r[1]), r[0]))
+
+
+@pytest.mark.parametrize("name", VECTORS)
+def test_vector(name):
+    d = ROOT / name
+    assert (d / "README.md").exists(), "every vector carries its hand derivation"
+    expected = json.loads((d / "expected.json").read_text())
+    got = summary(*run_vector(d))
+    for obs_name, rows in expected.get("observations", {}).items():
+        assert chrono(got["observations"].get(obs_name, [])) == chrono(rows), obs_name
+    for pool, n in expected.get("preemptions", {}).items():
+        assert got["preemptions"][pool] == n
+    for start, assign in expected.get("iterations", []):
+        assert got["iterations"].get(start) == assign, f"iteration at {start}"
+    for key in ("admitted", "preempted", "released"):
+        for row in expected.get(key, []):
+            assert row in got[key], f"{key} {row} not in {got[key]}"
+    if "evicted" in expected:
+        assert got["evicted"] == expected["evicted"]
+    for pool, entries in expected.get("final_entries", {}).items():
+        assert got["final_entries"][pool] == entries
+
+
+def test_every_vector_is_complete():
+    assert len(VECTORS) >= 13
+    for name in VECTORS:
+        for f in ("program.sq", "sessions.json", "expected.json", "README.md"):
+            assert (ROOT / name / f).exists(), f"{name}/{f}"

@@ -90,7 +90,7 @@ class Request:
 class Sim:
     def __init__(self, ir: dict, *, seed: int = 1, horizon: float = math.inf, warmup: float = 0.0,
                  arrivals: int | None = None, replay: dict | None = None, states: Any = None,
-                 records: list | None = None, progress: Any = None) -> None:
+                 records: list | None = None, progress: Any = None, max_steps: int | None = None) -> None:
         self.ir = ir
         self.seed = int(seed)
         self.horizon = float(horizon)
@@ -100,6 +100,7 @@ class Sim:
         self.states = states  # callable(line dict) or None: lockstep / state output
         self.records = records  # list to append per-turn rows to, or None
         self.progress = progress
+        self.max_steps = max_steps
         self.now = 0.0
         self.seq = 0
         self.heap: list = []
@@ -139,6 +140,7 @@ class Sim:
             self.replay_sessions = {s["serial"]: s for s in replay.get("sessions", [])}
             self.replay_k = len(replay.get("sessions", []))
         self.npreempt = 0
+        self.fault_pending = "ignore_pending" in P.FAULTS()
         # static structure
         self.pools = [P.Pool(i, p, self) for i, p in enumerate(ir["pools"])]
         self.stages = [S.make_stage(i, st, self) for i, st in enumerate(ir["stages"])]
@@ -251,7 +253,7 @@ class Sim:
         drain = self.arrivals_limit is not None
         prog = self.progress
         next_prog = _time.monotonic() + 0.5 if prog else None
-        while True:
+        while self.max_steps is None or step < self.max_steps:
             top = self._top()
             if top is None:
                 break
@@ -440,7 +442,7 @@ class Sim:
                     pool.admit_heads()
             if self.ready:
                 continue
-            if not self.pending_now():
+            if self.fault_pending or not self.pending_now():
                 for eng in self.engines:
                     if eng.iter is None and eng.has_work():
                         eng.start_iteration()

@@ -1,14 +1,203 @@
-"""Lockstep: the exact spec and the fast simulator on one sampled workload (placeholder)."""
+"""Lockstep: the exact spec (serq_spec) and the fast simulator (replay mode) on one sampled
+workload, compared after every step (docs/state.md).
+
+The comparison is written once (`compare_lines`): structure, names, integers and list order must
+be equal; times and values (wire strings on the spec side, floats here) must agree to 1e-9
+relative. The first differing step is reported with both states and the path of the difference.
+"""
 
 from __future__ import annotations
 
 import json
+import math
+import os
+import sys
+from fractions import Fraction
+
+REL_TOL = 1e-9
 
 
 def dump_line(line: dict) -> str:
-    return json.dumps(line, sort_keys=True, separators=(",", ":"))
+    def default(o):
+        raise TypeError(repr(o))
+
+    return json.dumps(line, sort_keys=True, separators=(",", ":"), default=default, allow_nan=True)
+
+
+class Divergence(Exception):
+    def __init__(self, step: int, path: str, spec, fast, spec_line=None, fast_line=None):
+        super().__init__(f"step {step}: {path}: spec {spec!r} != fast {fast!r}")
+        self.step, self.path, self.spec, self.fast = step, path, spec, fast
+        self.spec_line, self.fast_line = spec_line, fast_line
+
+
+def _num(x):
+    if isinstance(x, str):
+        if x == "inf":
+            return math.inf
+        if x == "-inf":
+            return -math.inf
+        try:
+            return float(Fraction(x))
+        except (ValueError, ZeroDivisionError):
+            return None
+    if isinstance(x, bool):
+        return None
+    if isinstance(x, (int, float)):
+        return float(x)
+    return None
+
+
+def _close(a: float, b: float) -> bool:
+    if a == b:
+        return True
+    if math.isinf(a) or math.isinf(b):
+        return False
+    return abs(a - b) <= REL_TOL * max(1.0, abs(a), abs(b))
+
+
+def _cmp(spec, fast, path: str):
+    """None if equal under the rules, else (path, spec, fast) of the first difference."""
+    if isinstance(spec, dict):
+        if not isinstance(fast, dict):
+            return path, spec, fast
+        if set(spec) != set(fast):
+            return path + " keys", sorted(spec), sorted(fast)
+        for k in sorted(spec):
+            d = _cmp(spec[k], fast[k], f"{path}.{k}")
+            if d:
+                return d
+        return None
+    if isinstance(spec, list):
+        if not isinstance(fast, list) or len(spec) != len(fast):
+            return path, spec, fast
+        for i, (a, b) in enumerate(zip(spec, fast)):
+            d = _cmp(a, b, f"{path}[{i}]")
+            if d:
+                return d
+        return None
+    if spec is None or fast is None:
+        return None if spec is fast else (path, spec, fast)
+    if isinstance(spec, bool) or isinstance(fast, bool):
+        return None if spec == fast else (path, spec, fast)
+    if isinstance(spec, int) and not isinstance(spec, bool):
+        # an integer of the contract: exactly equal (the fast side must be whole)
+        if isinstance(fast, (int, float)) and fast == spec:
+            return None
+        return path, spec, fast
+    if isinstance(spec, str):
+        if isinstance(fast, str):
+            return None if spec == fast else (path, spec, fast)
+        a, b = _num(spec), _num(fast)
+        if a is None or b is None or not _close(a, b):
+            return path, spec, fast
+        return None
+    return None if spec == fast else (path, spec, fast)
+
+
+def compare_lines(spec_line: dict, fast_line: dict, step: int) -> None:
+    d = _cmp(spec_line, fast_line, "")
+    if d:
+        raise Divergence(step, d[0] or "(line)", d[1], d[2], spec_line, fast_line)
+
+
+# ------------------------------------------------------------------ running both sides
+
+
+def sample_sessions(ir: dict, seed: int, k: int, name: str = "program", horizon=math.inf) -> dict:
+    from serq_spec.sample import sample
+
+    return sample(ir, seed, k, name, 2_000_000, horizon)
+
+
+def spec_lines(ir: dict, sessions: dict, name: str = "program", horizon=math.inf, max_steps=None) -> list:
+    from serq_spec.cli import prepare
+    from serq_spec.step import run
+    from serq_spec.trace import state_text
+    from serq_spec.workload import Workload
+
+    prog = prepare(ir, Workload.replay(sessions), name, Fraction(0), horizon if math.isinf(horizon) else Fraction(horizon))
+    out: list = []
+    run(prog, max_steps=max_steps, on_step=lambda cfg, rec, k: out.append(state_text(cfg, rec, k)), check=True)
+    return out
+
+
+def fast_lines(ir: dict, sessions: dict, horizon=math.inf, max_steps=None) -> list:
+    from serq_fast.engine import Sim
+
+    out: list = []
+    sim = Sim(ir, seed=int(sessions.get("seed", 1)), horizon=horizon, warmup=0.0, replay=sessions,
+              states=out.append, max_steps=max_steps)
+    sim.run()
+    return out
+
+
+def lockstep(ir: dict, seed: int, k: int, name: str = "program", horizon=math.inf, max_steps=None):
+    """Sample, run both, compare. Returns the number of steps compared; raises Divergence."""
+    sessions = sample_sessions(ir, seed, k, name, horizon)
+    spec = spec_lines(ir, sessions, name, horizon, max_steps)
+    fast_err = None
+    try:
+        fast = fast_lines(ir, sessions, horizon, max_steps)
+    except Exception as exc:  # a fast-side failure is a divergence at the step it reached
+        fast_err = exc
+        fast = getattr(exc, "partial", [])
+    for i, text in enumerate(spec):
+        line = json.loads(text)
+        if i >= len(fast):
+            raise Divergence(i, "(missing step)", "a step", f"no step ({fast_err!r})" if fast_err else "no step",
+                             line, None)
+        compare_lines(line, fast[i], i)
+    if len(fast) > len(spec):
+        raise Divergence(len(spec), "(extra step)", "no step", "a step", None, fast[len(spec)])
+    if fast_err is not None:
+        raise fast_err
+    return len(spec)
 
 
 def main(args) -> int:
-    print("serq lockstep: serq_spec is not available yet")
-    return 2
+    from serq_fast.cli import load_ir
+
+    try:
+        from serq.errors import SerqError
+    except ImportError:  # pragma: no cover
+        SerqError = ValueError  # noqa: N806
+    try:
+        import serq_spec.step  # noqa: F401
+    except ImportError as exc:
+        print(f"serq: error: lockstep needs serq_spec: {exc}", file=sys.stderr)
+        return 2
+    if args.sessions < 0:
+        print("serq: error: --sessions must be >= 0", file=sys.stderr)
+        return 2
+    try:
+        ir = load_ir(args.file, args.sets)
+    except SerqError as exc:
+        print(exc.render() if hasattr(exc, "render") else str(exc), file=sys.stderr)
+        return 2
+    except (OSError, ValueError) as exc:
+        print(f"serq: error: {exc}", file=sys.stderr)
+        return 2
+    horizon = math.inf if args.horizon is None else args.horizon
+    from serq_fast.expr import RunError
+    from serq_spec.errors import SpecError
+
+    try:
+        n = lockstep(ir, args.seed, args.sessions, os.path.basename(args.file), horizon, args.max_steps)
+    except Divergence as d:
+        print(f"lockstep: first divergence at step {d.step}: {d.path}: spec {d.spec!r} vs fast {d.fast!r}")
+        print(f"  program {args.file} --seed {args.seed} --sessions {args.sessions}"
+              + "".join(f" --set {s}" for s in args.sets))
+        if d.spec_line is not None:
+            print("spec: " + json.dumps(d.spec_line, sort_keys=True, separators=(",", ":")))
+        if d.fast_line is not None:
+            print("fast: " + dump_line(d.fast_line))
+        return 1
+    except SpecError as exc:
+        print(f"serq: error: {exc.render() if hasattr(exc, 'render') else exc}", file=sys.stderr)
+        return 2
+    except RunError as exc:
+        print(f"serq: error: fast run-time error: {exc}", file=sys.stderr)
+        return 2
+    print(f"lockstep: {n} steps agree ({args.file}, seed {args.seed}, {args.sessions} sessions)")
+    return 0

@@ -23,6 +23,13 @@ from serq_fast.expr import RunError, compile_expr, compile_ref, is_static
 EPS = 1e-9
 
 
+def FAULTS() -> set:
+    """Faults seeded on purpose (env SERQ_FAST_FAULT, comma-separated); empty in normal runs."""
+    import os
+
+    return set(filter(None, os.environ.get("SERQ_FAST_FAULT", "").split(",")))
+
+
 def wire(v: str) -> float:
     x = value_from_wire(v)
     return float(x)
@@ -191,6 +198,9 @@ class Pool:
         q = p.get("queue") or {"kind": "fifo"}
         self.queue_keys = None if q["kind"] == "fifo" else [compile_expr(k, sim) for k in q["keys"]]
         self.engine_memory = [st for st in sim.stages if st.kind == "step" and st.memory == self.idx]
+        # seeded faults, for showing that lockstep catches them (docs/fast.md "Seeded faults")
+        self.fault_lru = "lru_tiebreak" in FAULTS()
+        self.fault_victim = "victim_first" in FAULTS()
 
     # ------------------------------------------------------------ statistics
 
@@ -328,7 +338,7 @@ class Pool:
         rec = sim.rec
         for pool, (units, reserve) in zip(h.pools, amounts):
             consumed = 0.0
-            if has_cache:
+            if has_cache and pool.admitted_by is None:
                 e = pool.entries.pop(s.serial, None)
                 if e is not None:
                     pool.cached -= e.size
@@ -378,7 +388,7 @@ class Pool:
         self.entries[e.owner] = e
         self.cached += e.size
         if self.evict_keys is None:
-            heapq.heappush(self.lru, (e.last, e.rel, e.owner))
+            heapq.heappush(self.lru, (e.last, -e.rel if self.fault_lru else e.rel, e.owner))
 
     def put_entry(self, serial: int, size: float, attrs) -> None:
         """Replace the session's entry with a fresh one (release with a `cache` clause)."""
@@ -401,7 +411,7 @@ class Pool:
             while h:
                 last, rel, owner = h[0]
                 e = self.entries.get(owner)
-                if e is not None and e.rel == rel and e.last == last:
+                if e is not None and abs(e.rel) == abs(rel) and e.last == last:
                     return e
                 heapq.heappop(h)
             return None
@@ -527,6 +537,8 @@ class Pool:
         if not cands:
             return None
         if self.preempt_kind == "lifo":
+            if self.fault_victim:
+                return min(cands, key=lambda p: p.hold.sess.adm_seq)
             return max(cands, key=lambda p: p.hold.sess.adm_seq)
         sim = self.sim
         cx = sim.cx
@@ -573,7 +585,9 @@ def release_part(sim, part: Part, ell) -> None:
     pool.used -= part.alloc
     pool.holders.remove(part)
     kept = 0.0
-    if ell is not None:
+    # the cache clause applies to pools counted in tokens, not to engine-admitted request slots
+    # (docs/spec.md "Ambiguities resolved"; docs/fast.md)
+    if ell is not None and pool.admitted_by is None:
         comp = part.pos if part.advanced else part.alloc
         kept = rounddown(min(ell, comp), pool.block)
         if kept > EPS:

@@ -6,6 +6,11 @@ import SerqLang.Wire
 import SerqLang.Ir
 import SerqLang.Pool
 import SerqLang.Thm.Pool
+import SerqLang.Expr
+import SerqLang.Config
+import SerqLang.Program
+import SerqLang.Json
+import SerqLang.Workload
 
 /-!
 # SerqLang

@@ -242,22 +242,23 @@ mutual
     | "cond" => return .cond (← field j "c" exprOf) (← field j "a" exprOf) (← field j "b" exprOf)
     | "fn" => return .fn (← field j "f" str) (← field j "args" (list exprOf))
     | "draw" => return .draw (← field j "dist" str) (← field j "args" (list exprOf))
-    | "obs" =>
-      let f ← field j "f" str
-      match getOpt j "stage", getOpt j "pool" with
-      | some r, _ =>
-        let (b, c, i) ← at_ "stage" (refParts r)
-        return .obsStage f b c i
-      | none, some r =>
-        let (b, c, i) ← at_ "pool" (refParts r)
-        return .obsPool f b c i
-      | none, none => .error "obs: needs \"stage\" or \"pool\""
+    | "obs" => obsOf j (← field j "f" str)
     | "eng" => return .eng (← field j "name" str)
     | "job" => return .job (← field j "name" str)
     | other => .error s!"unknown expression kind \"{other}\""
 
   partial def refParts (j : Json) : Res (Nat × Nat × Option Expr) := do
-    return (← field j "base" nat, ← field j "count" nat, ← fieldOpt j "index" exprOf)
+    return ((← field j "base" nat), (← field j "count" nat), (← fieldOpt j "index" exprOf))
+
+  partial def obsOf (j : Json) (f : String) : Res Expr := do
+    match getOpt j "stage", getOpt j "pool" with
+    | some r, _ =>
+      let (b, c, i) ← at_ "stage" (refParts r)
+      return .obsStage f b c i
+    | none, some r =>
+      let (b, c, i) ← at_ "pool" (refParts r)
+      return .obsPool f b c i
+    | none, none => throw "obs: needs \"stage\" or \"pool\""
 end
 
 def refOf (j : Json) : Res Ref := do

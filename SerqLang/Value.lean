@@ -220,14 +220,12 @@ def ofWire (s : String) : Res Value :=
   else if s.startsWith "+" then bad
   else
     match s.splitOn "/" with
-    | [n] =>
-      match n.toInt? with
+    | [n] => (match n.toInt? with
       | some i => canon (mkRat i 1)
-      | none => bad
-    | [n, d] =>
-      match n.toInt?, d.toNat? with
+      | none => bad)
+    | [n, d] => (match n.toInt?, d.toNat? with
       | some i, some k => if k == 0 then bad else canon (mkRat i k)
-      | _, _ => bad
+      | _, _ => bad)
     | _ => bad
 
 end Value

@@ -117,13 +117,15 @@ inductive CJ where
   | str (s : String)
   | arr (xs : List CJ)
   | obj (kvs : List (String × CJ))
+  /-- JSON text inserted as is (already valid JSON). -/
+  | raw (text : String)
 
 instance : Inhabited CJ := ⟨.null⟩
 
 namespace CJ
 
 def val (v : Value) : CJ := .str v.toWire
-def nats (xs : List Nat) : CJ := .arr (xs.map .nat)
+def nats (xs : List Nat) : CJ := .arr (xs.map CJ.nat)
 def opt {α : Type} (f : α → CJ) : Option α → CJ
   | none => .null
   | some a => f a
@@ -165,6 +167,7 @@ partial def render : CJ → String
   | .int i => toString i
   | .str s => quote s
   | .arr xs => "[" ++ ",".intercalate (xs.map render) ++ "]"
+  | .raw text => text
   | .obj kvs =>
     "{" ++ ",".intercalate ((sortKeys kvs).map fun kv => quote kv.1 ++ ":" ++ render kv.2) ++ "}"
 

@@ -1,0 +1,181 @@
+/-
+Copyright (c) 2026 The serQ authors. Released under the Apache 2.0 license.
+-/
+import SerqLang.Pool
+
+/-!
+# The configuration (python/serq_spec/config.py)
+
+The whole dynamic state of a run as plain data, every tie-break counter included, mirroring the
+dataclasses of config.py field by field (snake_case fields become lowerCamelCase:
+`adm_seq` ↦ `admSeq`). `Entry`, `QueueItem` and `PoolState` live in `SerqLang.Pool`. The
+canonical JSON of each type (config.py `to_json`) is in `SerqLang.Json`.
+
+Conventions (config.py): times and attribute values are exact values (`Rat`, `Value`); tokens,
+units, blocks, positions and counters are naturals.
+-/
+
+namespace SerqLang
+
+/-- Where a frame's draws come from: `("session",)`, `("init",)`, `("turn", k)`. -/
+inductive DrawStream where
+  | session
+  | init
+  | turn (k : Nat)
+  deriving Inhabited, DecidableEq
+
+/-- The argument of an event: arrive → serial; finish → [stage, serial]; iter_end → stage;
+warmup_end → null. -/
+inductive EventArg where
+  | none
+  | serial (n : Nat)
+  | stageSerial (stage serial : Nat)
+  | stage (i : Nat)
+  deriving Inhabited, DecidableEq
+
+/-- config.py `Event`: a pending event; the list order is `(time, seq)`. -/
+structure Event where
+  time : Rat
+  seq : Nat
+  kind : String
+  arg : EventArg
+  deriving Inhabited
+
+/-- config.py `Event.key`, compared lexicographically. -/
+def Event.before (a b : Event) : Bool :=
+  decide (a.time < b.time) || (decide (a.time = b.time) && decide (a.seq < b.seq))
+
+/-- config.py `Frame`: statements of `block` from `pc`; `kind` ∈ plain, while, loop, hold. -/
+structure Frame where
+  block : Nat
+  pc : Nat
+  kind : String
+  stmt : Option (Nat × Nat)
+  stream : DrawStream
+  deriving Inhabited
+
+/-- config.py `HoldState`: an admitted hold, per pool its allocation and position. -/
+structure HoldState where
+  stmt : Nat × Nat
+  pools : List Nat
+  alloc : List Nat
+  position : List Nat
+  advanced : List Bool
+  admission : Nat
+  depth : Nat
+  stream : DrawStream
+  deriving Inhabited
+
+/-- config.py `Request`: the client-metric mark of an engine call. -/
+structure Request where
+  stmt : Nat × Nat
+  engine : Nat
+  submit : Rat
+  output : Value
+  first : Option Rat := none
+  deriving Inhabited
+
+/-- A job's work left: tokens on a step engine, an exact value elsewhere. -/
+inductive Work where
+  | tokens (n : Nat)
+  | value (v : Value)
+  deriving Inhabited
+
+/-- config.py `Job`: a run on a stage. -/
+structure Job where
+  serial : Nat
+  stage : Nat
+  mode : String
+  left : Work
+  growing : Option Nat
+  admission : Nat
+  startOrder : Nat := 0
+  deriving Inhabited
+
+/-- Session statuses (config.py): ready, queued in a pool, on a stage, growing in a pool, ended. -/
+inductive Status where
+  | ready
+  | queued (pool : Nat)
+  | stage (stage : Nat)
+  | growing (pool : Nat)
+  | ended
+  deriving Inhabited, DecidableEq
+
+/-- config.py `Session`. -/
+structure Session where
+  serial : Nat
+  attrs : List Value
+  frames : List Frame
+  status : Status
+  holds : List HoldState := []
+  pending : Option (Nat × Nat × DrawStream) := none
+  admSeq : Option Nat := none
+  /-- pool ↦ position at its last preemption, sorted by pool. -/
+  preemptPos : List (Nat × Nat) := []
+  stuck : Bool := false
+  /-- `[corpus session, next turn index]`. -/
+  trace : Option (Nat × Nat) := none
+  /-- draw cursors `"init"`, `"session"`, `"turn:k"`, sorted by name. -/
+  cursors : List (String × Nat) := []
+  turns : Nat := 0
+  request : Option Request := none
+  job : Option Job := none
+  /-- `[pool, target units]` of a stalled growth. -/
+  growth : Option (Nat × Nat) := none
+  deriving Inhabited
+
+/-- config.py `Assign`: one entry of an iteration's batch. -/
+structure Assign where
+  serial : Nat
+  mode : String
+  tokens : Nat
+  posBefore : Option Nat
+  deriving Inhabited
+
+/-- The iteration in flight on a step engine. -/
+structure Iteration where
+  «end» : Rat
+  seq : Nat
+  assign : List Assign
+  deriving Inhabited
+
+/-- config.py `StageState`. `finish` and `tags` are association lists in insertion order (the
+order of Python's dicts). -/
+structure StageState where
+  kind : String
+  jobs : List Job := []
+  waiting : List Job := []
+  finish : List (Nat × Rat) := []
+  tags : List (Nat × Rat) := []
+  v : Rat := 0
+  tLast : Rat := 0
+  dirty : Bool := false
+  iteration : Option Iteration := none
+  registers : List Value := []
+  nextStart : Nat := 0
+  deriving Inhabited
+
+/-- config.py `Counters`. -/
+structure Counters where
+  nextSeq : Nat := 0
+  nextAdm : Nat := 0
+  nextRel : Nat := 0
+  nextDead : Nat := 1
+  nextSerial : Nat := 0
+  machine : Nat := 0
+  deriving Inhabited
+
+/-- config.py `Config`: the dynamic state (the program is passed separately). -/
+structure Config where
+  now : Rat := 0
+  events : List Event := []
+  sessions : List Session := []
+  ready : List Nat := []
+  pools : List PoolState := []
+  stages : List StageState := []
+  counters : Counters := {}
+  warm : Bool := false
+  steps : Nat := 0
+  deriving Inhabited
+
+end SerqLang

@@ -1,0 +1,343 @@
+/-
+Copyright (c) 2026 The serQ authors. Released under the Apache 2.0 license.
+-/
+import SerqLang.Config
+import SerqLang.Wire
+
+/-!
+# The Config codec (config.py `to_json`, docs/state.md conventions)
+
+`toJson` gives, for every configuration type, the same JSON value as the `to_json` method of
+the config.py dataclass of the same name; `Config.canonical` is config.py `Config.canonical`
+(canonical JSON text: sorted keys, no whitespace, values as `"p/q"` strings). The `ofJson`
+decoders read that JSON back (`Lean.Json`), with the path of the first error.
+-/
+
+open Lean (Json)
+
+namespace SerqLang
+
+/-! ## Encoding -/
+
+def ratJ (q : Rat) : CJ := .str (toString q)
+def pairJ (p : Nat × Nat) : CJ := .arr [.nat p.1, .nat p.2]
+
+def DrawStream.toJson : DrawStream → CJ
+  | .session => .arr [.str "session"]
+  | .init => .arr [.str "init"]
+  | .turn k => .arr [.str "turn", .nat k]
+
+def EventArg.toJson : EventArg → CJ
+  | .none => .null
+  | .serial n => .nat n
+  | .stageSerial s n => .arr [.nat s, .nat n]
+  | .stage i => .nat i
+
+def Event.toJson (e : Event) : CJ :=
+  .arr [ratJ e.time, .nat e.seq, .str e.kind, e.arg.toJson]
+
+def Frame.toJson (f : Frame) : CJ :=
+  .arr [.nat f.block, .nat f.pc, .str f.kind, CJ.opt pairJ f.stmt, f.stream.toJson]
+
+def HoldState.toJson (h : HoldState) : CJ :=
+  .obj [("stmt", pairJ h.stmt), ("pools", CJ.nats h.pools), ("alloc", CJ.nats h.alloc),
+        ("position", CJ.nats h.position), ("advanced", .arr (h.advanced.map CJ.bool)),
+        ("admission", .nat h.admission), ("depth", .nat h.depth), ("stream", h.stream.toJson)]
+
+def Request.toJson (r : Request) : CJ :=
+  .obj [("stmt", pairJ r.stmt), ("engine", .nat r.engine), ("submit", ratJ r.submit),
+        ("output", CJ.val r.output), ("first", CJ.opt ratJ r.first)]
+
+def Work.toJson : Work → CJ
+  | .tokens n => .nat n
+  | .value v => CJ.val v
+
+def Job.toJson (j : Job) : CJ :=
+  .obj [("serial", .nat j.serial), ("stage", .nat j.stage), ("mode", .str j.mode),
+        ("left", j.left.toJson), ("growing", CJ.opt CJ.nat j.growing),
+        ("admission", .nat j.admission), ("start_order", .nat j.startOrder)]
+
+def Status.toJson : Status → CJ
+  | .ready => .arr [.str "ready"]
+  | .queued p => .arr [.str "queued", .nat p]
+  | .stage s => .arr [.str "stage", .nat s]
+  | .growing p => .arr [.str "growing", .nat p]
+  | .ended => .arr [.str "ended"]
+
+def Session.toJson (s : Session) : CJ :=
+  .obj [("serial", .nat s.serial), ("attrs", .arr (s.attrs.map CJ.val)),
+        ("frames", .arr (s.frames.map Frame.toJson)), ("status", s.status.toJson),
+        ("holds", .arr (s.holds.map HoldState.toJson)),
+        ("pending", CJ.opt (fun (p : Nat × Nat × DrawStream) =>
+          CJ.arr [.nat p.1, .nat p.2.1, p.2.2.toJson]) s.pending),
+        ("adm_seq", CJ.opt CJ.nat s.admSeq),
+        ("preempt_pos", .arr (s.preemptPos.map pairJ)),
+        ("stuck", .bool s.stuck), ("trace", CJ.opt pairJ s.trace),
+        ("cursors", .obj (s.cursors.map fun (k, n) => (k, CJ.nat n))), ("turns", .nat s.turns),
+        ("request", CJ.opt Request.toJson s.request), ("job", CJ.opt Job.toJson s.job),
+        ("growth", CJ.opt pairJ s.growth)]
+
+def Entry.toJson (e : Entry) : CJ := .arr [.int e.owner, .nat e.size, ratJ e.last, .nat e.rel]
+
+def QueueItem.toJson (q : QueueItem) : CJ := .arr [.nat q.serial, ratJ q.joined, .bool q.head]
+
+def PoolState.toJson (p : PoolState) : CJ :=
+  .obj [("used", .nat p.used), ("entries", .arr (p.entries.map Entry.toJson)),
+        ("holders", CJ.nats p.holders), ("queue", .arr (p.queue.map QueueItem.toJson)),
+        ("growers", CJ.nats p.growers), ("admissions", .nat p.admissions),
+        ("preemptions", .nat p.preemptions), ("rejected", .nat p.rejected),
+        ("stuck", .nat p.stuck), ("evicted_units", .nat p.evictedUnits)]
+
+def Assign.toJson (a : Assign) : CJ :=
+  .arr [.nat a.serial, .str a.mode, .nat a.tokens, CJ.opt CJ.nat a.posBefore]
+
+def Iteration.toJson (it : Iteration) : CJ :=
+  .obj [("end", ratJ it.«end»), ("seq", .nat it.seq), ("assign", .arr (it.assign.map Assign.toJson))]
+
+def StageState.toJson (s : StageState) : CJ :=
+  .obj [("kind", .str s.kind), ("jobs", .arr (s.jobs.map Job.toJson)),
+        ("waiting", .arr (s.waiting.map Job.toJson)),
+        ("finish", .arr (s.finish.map fun (n, t) => CJ.arr [.nat n, ratJ t])),
+        ("tags", .arr (s.tags.map fun (n, t) => CJ.arr [.nat n, ratJ t])),
+        ("v", ratJ s.v), ("t_last", ratJ s.tLast), ("dirty", .bool s.dirty),
+        ("iteration", CJ.opt Iteration.toJson s.iteration),
+        ("registers", .arr (s.registers.map CJ.val)), ("next_start", .nat s.nextStart)]
+
+def Counters.toJson (c : Counters) : CJ :=
+  .obj [("next_seq", .nat c.nextSeq), ("next_adm", .nat c.nextAdm), ("next_rel", .nat c.nextRel),
+        ("next_dead", .nat c.nextDead), ("next_serial", .nat c.nextSerial),
+        ("machine", .nat c.machine)]
+
+def Config.toJson (c : Config) : CJ :=
+  .obj [("now", ratJ c.now), ("events", .arr (c.events.map Event.toJson)),
+        ("sessions", .arr (c.sessions.map Session.toJson)), ("ready", CJ.nats c.ready),
+        ("pools", .arr (c.pools.map PoolState.toJson)),
+        ("stages", .arr (c.stages.map StageState.toJson)),
+        ("counters", c.counters.toJson), ("warm", .bool c.warm), ("steps", .nat c.steps)]
+
+/-- config.py `Config.canonical`. -/
+def Config.canonical (c : Config) : String := c.toJson.render
+
+/-! ## Decoding -/
+
+namespace Decode
+open Wire
+
+def rat (j : Json) : Res Rat := do
+  match (← value j) with
+  | .fin q => return q
+  | v => throw s!"expected a finite time, got {v.toWire}"
+
+def int (j : Json) : Res Int :=
+  match j.getInt? with
+  | .ok i => .ok i
+  | .error _ => .error "expected an integer"
+
+def pair (j : Json) : Res (Nat × Nat) := do
+  match (← list nat j) with
+  | [a, b] => return (a, b)
+  | _ => throw "expected [int, int]"
+
+def stream (j : Json) : Res DrawStream := do
+  let a ← arr j
+  match a.toList with
+  | [Json.str "session"] => return .session
+  | [Json.str "init"] => return .init
+  | [Json.str "turn", k] => return .turn (← nat k)
+  | _ => throw "expected [\"session\"], [\"init\"] or [\"turn\", k]"
+
+def eventArg (j : Json) : Res EventArg := do
+  match j with
+  | Json.null => return .none
+  | Json.arr _ => let (s, n) ← pair j; return .stageSerial s n
+  | _ => return .serial (← nat j)
+
+def event (j : Json) : Res Event := do
+  let a ← arr j
+  match a.toList with
+  | [t, s, k, x] =>
+    let kind ← str k
+    let arg ← if kind == "iter_end" then (do return EventArg.stage (← nat x)) else eventArg x
+    return { time := ← rat t, seq := ← nat s, kind, arg }
+  | _ => throw "expected [time, seq, kind, arg]"
+
+def frame (j : Json) : Res Frame := do
+  let a ← arr j
+  match a.toList with
+  | [b, pc, k, st, sm] =>
+    let stmt ← match st with
+      | Json.null => pure none
+      | _ => (do return some (← pair st))
+    return { block := ← nat b, pc := ← nat pc, kind := ← str k, stmt, stream := ← stream sm }
+  | _ => throw "expected [block, pc, kind, stmt, stream]"
+
+def hold (j : Json) : Res HoldState := do
+  return {
+    stmt := ← field j "stmt" pair
+    pools := ← field j "pools" (list nat)
+    alloc := ← field j "alloc" (list nat)
+    position := ← field j "position" (list nat)
+    advanced := ← field j "advanced" (list bool)
+    admission := ← field j "admission" nat
+    depth := ← field j "depth" nat
+    stream := ← field j "stream" stream }
+
+def request (j : Json) : Res Request := do
+  return {
+    stmt := ← field j "stmt" pair
+    engine := ← field j "engine" nat
+    submit := ← field j "submit" rat
+    output := ← field j "output" value
+    first := ← fieldOpt j "first" rat }
+
+def work (j : Json) : Res Work :=
+  match j with
+  | Json.str _ => (value j).map Work.value
+  | _ => (nat j).map Work.tokens
+
+def job (j : Json) : Res Job := do
+  return {
+    serial := ← field j "serial" nat
+    stage := ← field j "stage" nat
+    mode := ← field j "mode" str
+    left := ← field j "left" work
+    growing := ← fieldOpt j "growing" nat
+    admission := ← field j "admission" nat
+    startOrder := ← field j "start_order" nat }
+
+def status (j : Json) : Res Status := do
+  let a ← arr j
+  match a.toList with
+  | [Json.str "ready"] => return .ready
+  | [Json.str "ended"] => return .ended
+  | [Json.str "queued", p] => return .queued (← nat p)
+  | [Json.str "stage", s] => return .stage (← nat s)
+  | [Json.str "growing", p] => return .growing (← nat p)
+  | _ => throw "expected a status like [\"ready\"] or [\"queued\", pool]"
+
+def pending (j : Json) : Res (Nat × Nat × DrawStream) := do
+  let a ← arr j
+  match a.toList with
+  | [b, pc, sm] => return ((← nat b), (← nat pc), (← stream sm))
+  | _ => throw "expected [block, pc, stream]"
+
+/-- The cursors object, read through the keys config.py writes: `init`, `session` and
+`turn:k` for the turns `k ≤ turns` the session started (the object's own key set is not
+enumerated: `Lean.Json`'s object representation differs across releases). -/
+def cursors (turns : Nat) (j : Json) : Res (List (String × Nat)) := do
+  if !isObj j then throw "expected an object"
+  let keys := ["init", "session"] ++ (List.range (turns + 1)).map (fun k => s!"turn:{k}")
+  let mut out : List (String × Nat) := []
+  for k in keys do
+    match getOpt j k with
+    | some v => out := insertSorted (k, ← at_ k (nat v)) out
+    | none => pure ()
+  return out
+where
+  insertSorted (kv : String × Nat) : List (String × Nat) → List (String × Nat)
+    | [] => [kv]
+    | x :: xs => if decide (kv.1 < x.1) then kv :: x :: xs else x :: insertSorted kv xs
+
+def session (j : Json) : Res Session := do
+  let turns ← field j "turns" nat
+  return {
+    serial := ← field j "serial" nat
+    attrs := ← field j "attrs" (list value)
+    frames := ← field j "frames" (list frame)
+    status := ← field j "status" status
+    holds := ← field j "holds" (list hold)
+    pending := ← fieldOpt j "pending" pending
+    admSeq := ← fieldOpt j "adm_seq" nat
+    preemptPos := ← field j "preempt_pos" (list pair)
+    stuck := ← field j "stuck" bool
+    trace := ← fieldOpt j "trace" pair
+    cursors := ← field j "cursors" (cursors turns)
+    turns
+    request := ← fieldOpt j "request" request
+    job := ← fieldOpt j "job" job
+    growth := ← fieldOpt j "growth" pair }
+
+def entry (j : Json) : Res Entry := do
+  let a ← arr j
+  match a.toList with
+  | [o, s, l, r] => return { owner := ← int o, size := ← nat s, last := ← rat l, rel := ← nat r }
+  | _ => throw "expected [owner, size, last, rel]"
+
+def queueItem (j : Json) : Res QueueItem := do
+  let a ← arr j
+  match a.toList with
+  | [s, t, h] => return { serial := ← nat s, joined := ← rat t, head := ← bool h }
+  | _ => throw "expected [serial, joined, head]"
+
+def pool (j : Json) : Res PoolState := do
+  return {
+    used := ← field j "used" nat
+    entries := ← field j "entries" (list entry)
+    holders := ← field j "holders" (list nat)
+    queue := ← field j "queue" (list queueItem)
+    growers := ← field j "growers" (list nat)
+    admissions := ← field j "admissions" nat
+    preemptions := ← field j "preemptions" nat
+    rejected := ← field j "rejected" nat
+    stuck := ← field j "stuck" nat
+    evictedUnits := ← field j "evicted_units" nat }
+
+def assign (j : Json) : Res Assign := do
+  let a ← arr j
+  match a.toList with
+  | [s, m, t, p] =>
+    let posBefore ← match p with
+      | Json.null => pure none
+      | _ => (do return some (← nat p))
+    return { serial := ← nat s, mode := ← str m, tokens := ← nat t, posBefore }
+  | _ => throw "expected [serial, mode, tokens, pos_before]"
+
+def iteration (j : Json) : Res Iteration := do
+  return { «end» := ← field j "end" rat, seq := ← field j "seq" nat,
+           assign := ← field j "assign" (list assign) }
+
+def timed (j : Json) : Res (Nat × Rat) := do
+  let a ← arr j
+  match a.toList with
+  | [s, t] => return ((← nat s), (← rat t))
+  | _ => throw "expected [serial, time]"
+
+def stage (j : Json) : Res StageState := do
+  return {
+    kind := ← field j "kind" str
+    jobs := ← field j "jobs" (list job)
+    waiting := ← field j "waiting" (list job)
+    finish := ← field j "finish" (list timed)
+    tags := ← field j "tags" (list timed)
+    v := ← field j "v" rat
+    tLast := ← field j "t_last" rat
+    dirty := ← field j "dirty" bool
+    iteration := ← fieldOpt j "iteration" iteration
+    registers := ← field j "registers" (list value)
+    nextStart := ← field j "next_start" nat }
+
+def counters (j : Json) : Res Counters := do
+  return {
+    nextSeq := ← field j "next_seq" nat
+    nextAdm := ← field j "next_adm" nat
+    nextRel := ← field j "next_rel" nat
+    nextDead := ← field j "next_dead" nat
+    nextSerial := ← field j "next_serial" nat
+    machine := ← field j "machine" nat }
+
+/-- A configuration as written by config.py `Config.to_json`. -/
+def config (j : Json) : Res Config := do
+  return {
+    now := ← field j "now" rat
+    events := ← field j "events" (list event)
+    sessions := ← field j "sessions" (list session)
+    ready := ← field j "ready" (list nat)
+    pools := ← field j "pools" (list pool)
+    stages := ← field j "stages" (list stage)
+    counters := ← field j "counters" counters
+    warm := ← field j "warm" bool
+    steps := ← field j "steps" nat }
+
+end Decode
+
+end SerqLang

@@ -1,0 +1,210 @@
+/-
+Copyright (c) 2026 The serQ authors. Released under the Apache 2.0 license.
+-/
+import SerqLang.Expr
+import SerqLang.Config
+
+/-!
+# The static program (python/serq_spec/program.py) and events (python/serq_spec/events.py)
+
+`Program.ofIr` mirrors program.py's `Program.__init__` and `check_supported`: block sizes and
+caps as naturals, the engines, their memory pools and admitted pools, and a refusal — with the
+source location — of every construct serq_spec does not implement. SerqLang refuses one more:
+an infinite pool cap (its pool arithmetic is over naturals; docs/lean.md).
+-/
+
+namespace SerqLang
+
+/-- program.py `SUPPORTED_OBS`. -/
+def supportedObs : List String :=
+  ["queue", "busy", "work", "budget_left", "used", "free", "cachedin", "holders", "queued"]
+
+/-- The context variables program.py `check_expr` accepts. -/
+def supportedCtx : List String :=
+  ["now", "waited", "size", "last", "age", "waiting", "present", "position", "computed"]
+
+/-- program.py `Program` (run settings `warmup` and `horizon` included). -/
+structure Program where
+  ir : Ir
+  caps : List Nat
+  block : List (Option Nat)
+  engines : List Nat
+  warmup : Rat := 0
+  horizon : Value := .posInf
+  deriving Inhabited
+
+/-- Is this stage a step engine? -/
+def StageDecl.isStep (s : StageDecl) : Bool :=
+  match s.kind with
+  | .step _ => true
+  | _ => false
+
+namespace Program
+
+/-- The error of a construct serq_spec does not implement (errors.py `NotSupported.render`). -/
+def unsupported (ir : Ir) (construct : String) (loc : Option Loc := none) : String :=
+  let place := match loc with
+    | none => "<unknown location>"
+    | some l => s!"{(ir.files[l.file]?).getD (toString l.file)}:{l.line}:{l.col}"
+  s!"error: not supported by serq_spec yet: {construct} at {place}"
+
+/-- program.py `check_expr`. -/
+partial def checkExpr (ir : Ir) (e : Expr) (loc : Option Loc) : Res Unit := do
+  match e with
+  | .obsStage f _ _ i | .obsPool f _ _ i =>
+    if !supportedObs.contains f then throw (unsupported ir s!"observable {f}()" loc)
+    if let some ie := i then checkExpr ir ie loc
+  | .ctx name =>
+    if !supportedCtx.contains name then throw (unsupported ir s!"context variable {name}" loc)
+  | .un _ a => checkExpr ir a loc
+  | .bin _ a b => do checkExpr ir a loc; checkExpr ir b loc
+  | .cond c a b => do checkExpr ir c loc; checkExpr ir a loc; checkExpr ir b loc
+  | .fn _ args | .draw _ args => for a in args do checkExpr ir a loc
+  | _ => pure ()
+
+/-- program.py `check_schedule`. -/
+partial def checkSchedule (ir : Ir) (stmts : List Sched) (name : String) : Res Unit := do
+  for s in stmts do
+    match s with
+    | .exclusivePrefill _ => throw (unsupported ir s!"`exclusive prefill` in the schedule of engine {name}")
+    | .branch c t e => do
+      checkExpr ir c none
+      checkSchedule ir t name
+      checkSchedule ir e name
+    | .advance only order each => do
+      if let some x := only then checkExpr ir x none
+      if let some x := each then checkExpr ir x none
+      if let .keyed keys := order then for k in keys do checkExpr ir k none
+    | .admit only wh each => do
+      if let some x := only then checkExpr ir x none
+      if let some x := wh then checkExpr ir x none
+      if let some x := each then checkExpr ir x none
+    | .set _ x => checkExpr ir x none
+
+def optCheck (ir : Ir) (e : Option Expr) (loc : Option Loc) : Res Unit :=
+  match e with
+  | none => .ok ()
+  | some x => checkExpr ir x loc
+
+/-- program.py `check_stmt`. -/
+def checkStmt (ir : Ir) (st : Located) : Res Unit := do
+  let loc := some st.loc
+  match st.stmt with
+  | .release _ => throw (unsupported ir "`release` statement (leases)" loc)
+  | .set _ e | .observe _ e => checkExpr ir e loc
+  | .branch c _ _ | .while_ c _ => checkExpr ir c loc
+  | .choose _ n keys => do checkExpr ir n loc; for k in keys do checkExpr ir k loc
+  | .hold h => do
+    optCheck ir h.reuse loc
+    optCheck ir h.cache loc
+    for hp in h.pools do
+      checkExpr ir hp.units loc
+      optCheck ir hp.reserve loc
+    for bd in h.bindings do checkExpr ir bd.expr loc
+  | .run r mode w _ => do
+    checkExpr ir w loc
+    match ir.stages[r.base]? with
+    | some sd =>
+      if let .step _ := sd.kind then
+        if mode == .plain then
+          throw (unsupported ir "a plain `run` on a step engine (use prefill/decode)" loc)
+    | none => throw s!"run: no stage {r.base}"
+  | .grow _ u | .load _ u => checkExpr ir u loc
+  | _ => pure ()
+
+/-- A positive whole block size, or the error program.py gives. -/
+def blockOf (p : PoolDecl) : Res (Option Nat) :=
+  match p.block with
+  | none => .ok none
+  | some (.fin q) =>
+    if q.den == 1 && decide (0 < q.num) then .ok (some q.num.toNat)
+    else .error s!"error: not supported by serq_spec yet: pool {p.name} with a non-integer block {q} at <unknown location>"
+  | some v => .error s!"error: not supported by serq_spec yet: pool {p.name} with a non-integer block {v.toWire} at <unknown location>"
+
+/-- A whole cap as a natural; a non-integer cap is refused as in program.py, a negative or an
+infinite one by SerqLang. -/
+def capOf (p : PoolDecl) : Res Nat :=
+  match p.cap with
+  | .fin q =>
+    if q.den != 1 then
+      .error s!"error: not supported by serq_spec yet: pool {p.name} with a non-integer cap {q} at <unknown location>"
+    else if q.num < 0 then .error s!"pool {p.name}: a negative cap {q}"
+    else .ok q.num.toNat
+  | v => .error s!"error: not supported by SerqLang yet: pool {p.name} with an infinite cap {v.toWire} at <unknown location>"
+
+/-- program.py `Program.__init__` with `check_supported`. -/
+def ofIr (ir : Ir) : Res Program := do
+  let caps ← ir.pools.mapM capOf
+  let block ← ir.pools.mapM blockOf
+  for p in ir.pools do
+    if p.reserveHeld then throw (unsupported ir s!"`reserve held` on pool {p.name}")
+    match p.evict with
+    | .keyed keys => for k in keys do checkExpr ir k none
+    | .lru => pure ()
+    match p.preempt with
+    | .keyed keys _ => for k in keys do checkExpr ir k none
+    | _ => pure ()
+    match p.queue with
+    | .keyed keys => for k in keys do checkExpr ir k none
+    | .fifo => pure ()
+  for s in ir.stages do
+    match s.kind with
+    | .step d => do
+      checkExpr ir d.budget none
+      checkExpr ir d.cost none
+      optCheck ir d.granule none
+      for l in d.lets do checkExpr ir l.expr none
+      for r in d.registers do checkExpr ir r.expr none
+      checkSchedule ir d.schedule s.name
+    | .ps c => checkExpr ir c none
+    | _ => pure ()
+  for blk in ir.blocks do
+    for st in blk do checkStmt ir st
+  for g in ir.gauges do checkExpr ir g.expr none
+  let engines := (List.range ir.stages.length).filter fun i =>
+    (ir.stages[i]?.map StageDecl.isStep).getD false
+  return { ir, caps, block, engines }
+
+/-- The statement at `(block, pc)`. -/
+def stmt (prog : Program) (ref : Nat × Nat) : Option Located :=
+  (prog.ir.blocks[ref.1]?).bind (fun b => b[ref.2]?)
+
+end Program
+
+/-- config.py `Config.__init__`: the empty configuration of a program (before step 0). -/
+def Config.new (prog : Program) : Config :=
+  { pools := prog.ir.pools.map (fun _ => {})
+    stages := prog.ir.stages.map fun s =>
+      { kind := match s.kind with
+          | .fifo _ => "fifo"
+          | .ps _ => "ps"
+          | .delay => "delay"
+          | .step _ => "step" } }
+
+/-! ## Events (events.py) -/
+
+/-- Insert keeping `(time, seq)` order: after every event not later than it. -/
+def insertEvent (ev : Event) : List Event → List Event
+  | [] => [ev]
+  | e :: es => if Event.before ev e then ev :: e :: es else e :: insertEvent ev es
+
+/-- events.py `schedule_event`: insert an event at `time` with the next sequence number;
+same-time events keep their order. An event in the past is an error. -/
+def scheduleEvent (cfg : Config) (time : Rat) (kind : String) (arg : EventArg) : Res (Config × Event) :=
+  if time < cfg.now then .error s!"an event scheduled in the past ({time} < {cfg.now})"
+  else
+    let ev : Event := ⟨time, cfg.counters.nextSeq, kind, arg⟩
+    .ok ({ cfg with events := insertEvent ev cfg.events,
+                    counters := { cfg.counters with nextSeq := cfg.counters.nextSeq + 1 } }, ev)
+
+/-- events.py `withdraw_event`: remove the pending events of this kind and argument. -/
+def withdrawEvent (cfg : Config) (kind : String) (arg : EventArg) : Config :=
+  { cfg with events := cfg.events.filter (fun e => !(e.kind == kind && e.arg == arg)) }
+
+/-- events.py `pending_at_now`: is an event pending at the current instant? -/
+def pendingAtNow (cfg : Config) : Bool :=
+  match cfg.events with
+  | [] => false
+  | e :: _ => e.time == cfg.now
+
+end SerqLang

@@ -1,0 +1,106 @@
+/-
+Copyright (c) 2026 The serQ authors. Released under the Apache 2.0 license.
+-/
+import SerqLang.Wire
+
+/-!
+# The pre-drawn workload (python/serq_spec/workload.py, docs/sessions.md)
+
+`Workload.replay` mirrors workload.py's `Workload.replay`: it reads a `serq-sessions/1` file
+and checks it the same way (finite draws, non-decreasing arrival times, trace picks ≥ 0, serials
+`0 … K−1`), with the same messages. The values are served by cursors kept in the Config
+(`Session.cursors`, `Counters.machine`).
+-/
+
+open Lean (Json)
+
+namespace SerqLang
+
+/-- The draws of one session: the `init` block, each turn block, the session/server statements. -/
+structure SessionDraws where
+  init : List Rat
+  turns : List (List Rat)
+  session : List Rat
+  deriving Inhabited
+
+/-- workload.py `Workload` (replay mode). -/
+structure Workload where
+  seed : Option Nat
+  count : Nat
+  arrivals : List Rat
+  tracePicks : List Nat
+  machine : List Rat
+  sessions : List SessionDraws
+  deriving Inhabited
+
+namespace Workload
+open Wire
+
+/-- workload.py `FORMAT`. -/
+def format : String := "serq-sessions/1"
+
+/-- workload.py `_val`: a finite wire value. -/
+def val (j : Json) (where_ : String) : Res Rat :=
+  match value j with
+  | .ok (.fin q) => .ok q
+  | .ok _ => .error s!"sessions file: {where_}: a draw cannot be infinite"
+  | .error e => .error s!"sessions file: {where_}: {e}"
+
+/-- workload.py `_list`. -/
+def lst (j : Option Json) (where_ : String) : Res (List Json) :=
+  match j with
+  | none => .ok []
+  | some x =>
+    match x.getArr? with
+    | .ok a => .ok a.toList
+    | .error _ => .error s!"sessions file: {where_} must be a list"
+
+/-- The values of a list, each checked by `val`. -/
+def vals (j : Option Json) (where_ : String) : Res (List Rat) := do
+  (← lst j where_).mapM (fun x => val x where_)
+
+/-- Non-decreasing from a non-negative start. -/
+def nondecreasing : List Rat → Bool
+  | [] => true
+  | [a] => decide (0 ≤ a)
+  | a :: b :: rest => decide (a ≤ b) && nondecreasing (b :: rest)
+
+/-- workload.py `Workload.replay`. -/
+def replay (j : Json) : Res Workload := do
+  let fmt := (getOpt j "format").bind (fun x => x.getStr?.toOption)
+  if !isObj j || fmt != some format then throw s!"not a {format} sessions file"
+  let sessionsJ ← match getOpt j "sessions" with
+    | some x => lst (some x) "sessions"
+    | none => throw "sessions file: sessions must be a list"
+  let arrivals ← vals (getOpt j "arrivals") "arrivals"
+  if !nondecreasing arrivals then
+    throw "sessions file: arrival times must be >= 0 and non-decreasing"
+  let picksJ ← lst (getOpt j "trace_picks") "trace_picks"
+  let picks ← picksJ.mapM (fun p => match p.getNat? with
+    | .ok n => .ok n
+    | .error _ => .error "sessions file: trace_picks must be non-negative integers")
+  let machine ← vals (getOpt j "machine") "machine"
+  let mut sessions : Array SessionDraws := #[]
+  let mut i := 0
+  for s in sessionsJ do
+    let serialOk := match getOpt s "serial" with
+      | some x => x.getNat?.toOption == some i
+      | none => false
+    if !isObj s || !serialOk then throw s!"sessions file: sessions[{i}] must have serial {i}"
+    let init ← vals (getOpt s "init") s!"sessions[{i}].init"
+    let turnsJ ← lst (getOpt s "turns") s!"sessions[{i}].turns"
+    let mut turns : Array (List Rat) := #[]
+    let mut k := 0
+    for t in turnsJ do
+      turns := turns.push (← vals (some t) s!"sessions[{i}].turns[{k}]")
+      k := k + 1
+    let sess ← vals (getOpt s "session") s!"sessions[{i}].session"
+    sessions := sessions.push { init, turns := turns.toList, session := sess }
+    i := i + 1
+  let seed := (getOpt j "seed").bind (fun x => x.getNat?.toOption)
+  return { seed, count := sessionsJ.length, arrivals, tracePicks := picks, machine,
+           sessions := sessions.toList }
+
+end Workload
+
+end SerqLang

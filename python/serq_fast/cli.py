@@ -88,6 +88,7 @@ def _progress(now: float, horizon: float) -> None:
 
 
 def cmd_run(args) -> int:
+    from serq_fast import report
     from serq_fast.expr import RunError
 
     try:
@@ -116,6 +117,11 @@ def cmd_run(args) -> int:
         return 2
     except (OSError, ValueError) as exc:
         return _err(str(exc))
+    if args.records:
+        try:
+            report.check_records_path(args.records)
+        except RuntimeError as exc:
+            return _err(str(exc))
     replay = None
     if args.replay:
         try:
@@ -135,7 +141,6 @@ def cmd_run(args) -> int:
     records = [] if args.records else None
     progress = _progress if (sys.stderr.isatty() and not args.states) else None
     from serq_fast.engine import Sim
-    from serq_fast import report
 
     try:
         sim = Sim(ir, seed=args.seed if replay is None else int(replay.get("seed", args.seed)),

@@ -71,7 +71,7 @@ def to_json(rep: dict) -> str:
     return json.dumps(rep, indent=2, allow_nan=False)
 
 
-def _num(x, width=10):
+def _num(x, width=12):
     if x is None:
         return "-".rjust(width)
     if isinstance(x, int):
@@ -81,7 +81,7 @@ def _num(x, width=10):
     return f"{x:.4f}".rjust(width)
 
 
-def _ci(x, width=10):
+def _ci(x, width=12):
     return ("±inf" if x is None else "±" + _num(x, 0).strip()).rjust(width)
 
 
@@ -94,23 +94,23 @@ def to_text(rep: dict) -> str:
         "",
     ]
     rows = [(k, v) for k, v in rep["client"].items()]
-    out.append(f"{'client':<16}{'count':>10}{'mean':>10}{'95% CI':>10}{'p50':>10}{'p99':>10}")
+    out.append(f"{'client':<16}{'count':>10}{'mean':>12}{'95% CI':>12}{'p50':>12}{'p99':>12}")
     for k, v in rows:
         out.append(f"{k:<16}{v['count']:>10}{_num(v['mean'])}{_ci(v['ci'])}{_num(v['p50'])}{_num(v['p99'])}")
     if rep["observe"]:
         out.append("")
-        out.append(f"{'observe':<16}{'count':>10}{'mean':>10}{'95% CI':>10}{'cv2':>10}{'p50':>10}{'p99':>10}")
+        out.append(f"{'observe':<16}{'count':>10}{'mean':>12}{'95% CI':>12}{'cv2':>12}{'p50':>12}{'p99':>12}")
         for k, v in rep["observe"].items():
             out.append(f"{k:<16}{v['count']:>10}{_num(v['mean'])}{_ci(v['ci'])}{_num(v['cv2'])}"
                        f"{_num(v['p50'])}{_num(v['p99'])}")
     out.append("")
-    out.append(f"{'stage':<16}{'number':>10}{'util':>10}{'done':>10}{'thru':>10}{'wait':>10}{'service':>10}{'iters':>10}")
+    out.append(f"{'stage':<16}{'number':>12}{'util':>12}{'done':>10}{'thru':>12}{'wait':>12}{'service':>12}{'iters':>10}")
     for s in rep["stages"]:
         out.append(f"{s['name']:<16}{_num(s['mean_number'])}{_num(s['utilization'])}{s['completed']:>10}"
                    f"{_num(s['throughput'])}{_num(s['mean_wait'])}{_num(s['mean_service'])}{s['iterations']:>10}")
     if rep["pools"]:
         out.append("")
-        out.append(f"{'pool':<16}{'used':>10}{'cached':>10}{'queue':>10}{'admits':>10}{'evicted':>10}{'preempt':>10}{'reject':>10}")
+        out.append(f"{'pool':<16}{'used':>12}{'cached':>12}{'queue':>12}{'admits':>10}{'evicted':>12}{'preempt':>10}{'reject':>10}")
         for p in rep["pools"]:
             out.append(f"{p['name']:<16}{_num(p['mean_used'])}{_num(p['mean_cached'])}{_num(p['mean_queue'])}"
                        f"{p['admissions']:>10}{_num(p['evicted_units'])}{p['preemptions']:>10}{p['rejected']:>10}")
@@ -126,15 +126,27 @@ def record_rows(reqs):
         yield [q.serial, q.turn, q.submit, q.first, q.done, ttft, q.done - q.submit, q.prompt, q.output, q.hit]
 
 
-def write_records(path: str, reqs) -> None:
-    rows = list(record_rows(reqs))
+def check_records_path(path: str) -> None:
+    """Fail before the run, not after it, when Parquet is asked for without pyarrow."""
     if path.endswith(".parquet"):
         try:
-            import pyarrow as pa
-            import pyarrow.parquet as pq
+            import pyarrow  # noqa: F401
         except ImportError:
             raise RuntimeError("--records *.parquet needs pyarrow (pip install 'serq[records]'); "
                                "write a .csv path instead") from None
+
+
+def _whole(x):
+    return int(x) if isinstance(x, float) and math.isfinite(x) and x == int(x) else x
+
+
+def write_records(path: str, reqs) -> None:
+    rows = [[_whole(x) if i in (7, 8, 9) else x for i, x in enumerate(r)] for r in record_rows(reqs)]
+    if path.endswith(".parquet"):
+        check_records_path(path)
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
         cols = {c: [r[i] for r in rows] for i, c in enumerate(RECORD_COLUMNS)}
         pq.write_table(pa.table(cols), path)
         return

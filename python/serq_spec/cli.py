@@ -88,8 +88,16 @@ def time_arg(text: str, what: str):
     return v
 
 
+def located(exc: SpecError, ir) -> str:
+    """The message, with `at` triples resolved through the IR's file list."""
+    if exc.files is None and isinstance(ir, dict):
+        exc.files = ir.get("files")
+    return exc.render()
+
+
 def cmd_sample(args) -> int:
     from .sample import sample
+    ir = None
     try:
         if args.sessions < 0:
             raise SpecError("--sessions must be >= 0")
@@ -104,7 +112,7 @@ def cmd_sample(args) -> int:
             sys.stdout.write(text)
         return 0
     except SpecError as exc:
-        return fail(exc.render())
+        return fail(located(exc, ir))
     except (KeyError, TypeError, IndexError) as exc:
         return fail(f"error: malformed IR ({type(exc).__name__}: {exc})")
 
@@ -132,6 +140,7 @@ def cmd_spec(args) -> int:
     from .step import run
     from .trace import state_text
     out = sys.stdout
+    ir = None
     try:
         ir = load_ir(args.file, args.sets)
         prog = prepare(ir, load_sessions(args.sessions), os.path.basename(args.file),
@@ -146,6 +155,6 @@ def cmd_spec(args) -> int:
         return fail(exc.render())
     except SpecError as exc:
         out.flush()
-        return fail(exc.render())
+        return fail(located(exc, ir))
     except (KeyError, TypeError, IndexError) as exc:
         return fail(f"error: malformed IR ({type(exc).__name__}: {exc})")

@@ -48,5 +48,7 @@ def where(at, files) -> str:
     if not at:
         return "<unknown location>"
     f, line, col = at
-    name = files[f] if files and isinstance(f, int) and 0 <= f < len(files) else str(f)
+    name = files[f] if files and isinstance(f, int) and 0 <= f < len(files) else f"<file {f}>"
+    if line == "?":
+        return f"{name} (the IR gives no line for this construct)"
     return f"{name}:{line}:{col}"

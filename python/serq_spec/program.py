@@ -117,17 +117,23 @@ class Program:
         for s in stmts:
             op = s["op"]
             if op == "exclusive_prefill":
-                raise self.unsupported(f"`exclusive prefill` in the schedule of engine {name}", s.get("at"))
+                raise self.unsupported(f"`exclusive prefill` in the schedule of engine {name}", self.sched_at(s))
             if op == "branch":
                 self.check_schedule(s["then"], name)
                 self.check_schedule(s.get("else") or [], name)
             elif op not in ("advance", "admit", "set"):
-                raise self.unsupported(f"schedule statement {op} in engine {name}", s.get("at"))
+                raise self.unsupported(f"schedule statement {op} in engine {name}", self.sched_at(s))
+            if op == "admit" and s.get("only") is not None:
+                raise self.unsupported(f"`admit waiting only (…)` in engine {name}", self.sched_at(s))
             for k in ("only", "while", "each", "expr", "cond"):
                 if s.get(k) is not None:
                     self.check_expr(s[k], s.get("at"))
             for e in ((s.get("order") or {}).get("keys") or []):
                 self.check_expr(e, s.get("at"))
+
+    def sched_at(self, s):
+        """Schedule statements carry no `at` in the front-end's IR: fall back to the main file."""
+        return s.get("at") or [0, "?", "?"]
 
     def check_stmt(self, st):
         op = st["op"]

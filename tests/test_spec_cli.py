@@ -1,0 +1,162 @@
+"""`serq sample` + `serq spec` on every example program, the seed's vLLM program under a load that
+preempts, and bad input: a clear message and exit code 2, never a traceback."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from serq.cli import main
+from serq.frontend import load_program
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLES = sorted(str(p.relative_to(REPO)) for p in (REPO / "examples").rglob("*.sq") if "/lib/" not in str(p))
+
+
+def sample_then_spec(tmp_path, capsys, program, sets=(), sessions=3, horizon=None, seed=1):
+    set_args = [a for s in sets for a in ("--set", s)]
+    extra = ["--horizon", horizon] if horizon else []
+    out = tmp_path / "s.json"
+    rc = main(["sample", program, *set_args, "--seed", str(seed), "--sessions", str(sessions), "-o", str(out), *extra])
+    err = capsys.readouterr().err
+    assert rc == 0, err
+    rc = main(["spec", program, *set_args, "--sessions", str(out), *extra])
+    cap = capsys.readouterr()
+    assert rc == 0, cap.err
+    lines = [json.loads(x) for x in cap.out.splitlines()]
+    assert lines and lines[0]["step"] == 0 and lines[0]["event"] is None
+    assert [x["step"] for x in lines] == list(range(len(lines)))
+    return lines
+
+
+def arrival(program):
+    return load_program(str(REPO / program), {})["workload"]["arrival"]
+
+
+@pytest.mark.parametrize("program", EXAMPLES)
+def test_example_sample_and_spec(program, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(REPO)
+    a = arrival(program)
+    sessions = a.get("n", 3) if a["kind"] == "batch" else 3
+    horizon = "30" if a["kind"] == "closed" else None   # closed-loop sessions never end
+    lines = sample_then_spec(tmp_path, capsys, program, sessions=sessions, horizon=horizon)
+    times = [json.loads(json.dumps(x["now"])) for x in lines]
+    from fractions import Fraction
+    assert [Fraction(t) for t in times] == sorted(Fraction(t) for t in times)
+
+
+def test_vllm_twenty_sessions_preempts(tmp_path, capsys, monkeypatch):
+    """The seed's program with 20 sessions at --set blocks=300 --set Lambda=2 preempts."""
+    monkeypatch.chdir(REPO)
+    lines = sample_then_spec(tmp_path, capsys, "examples/multi-turn/vllm.sq",
+                             sets=("blocks=300", "Lambda=2"), sessions=20)
+    kv = next(p for p in lines[-1]["pools"] if p["name"] == "kv")
+    assert kv["preemptions"] > 0
+    assert sum(len(x["records"]["preempted"]) for x in lines) == kv["preemptions"]
+
+
+# -- bad input --------------------------------------------------------------------------------
+
+def run_cli(capsys, *argv):
+    rc = main(list(argv))
+    cap = capsys.readouterr()
+    assert "Traceback" not in cap.err
+    return rc, cap.err
+
+
+def test_sessions_file_of_another_program(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(REPO)
+    other = tmp_path / "other.json"
+    assert main(["sample", "examples/single-turn/mm1.sq", "--seed", "1", "--sessions", "3", "-o", str(other)]) == 0
+    capsys.readouterr()
+    rc, err = run_cli(capsys, "spec", "examples/multi-turn/vllm.sq", "--sessions", str(other))
+    assert rc == 2 and "does not fit the program" in err
+
+
+def test_sessions_file_with_too_many_draws(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(REPO)
+    f = tmp_path / "s.json"
+    assert main(["sample", "examples/single-turn/mm1.sq", "--seed", "1", "--sessions", "2", "-o", str(f)]) == 0
+    capsys.readouterr()
+    data = json.loads(f.read_text())
+    data["sessions"][0]["session"].append("1")
+    f.write_text(json.dumps(data))
+    rc, err = run_cli(capsys, "spec", "examples/single-turn/mm1.sq", "--sessions", str(f))
+    assert rc == 2 and "does not fit the program" in err and "session 0" in err
+
+
+@pytest.mark.parametrize("content, message", [
+    ("{not json", "cannot read the sessions file"),
+    ('{"format": "other"}', "not a serq-sessions/1"),
+    ('{"format": "serq-sessions/1", "sessions": [{"serial": 0, "turns": [["0.5"]]}]}', "lowest terms"),
+    ('{"format": "serq-sessions/1", "sessions": [{"serial": 3}]}', "serial 0"),
+    ('{"format": "serq-sessions/1", "sessions": [], "arrivals": [1.5]}', "must be a string"),
+])
+def test_malformed_sessions_file(tmp_path, capsys, monkeypatch, content, message):
+    monkeypatch.chdir(REPO)
+    f = tmp_path / "bad.json"
+    f.write_text(content)
+    rc, err = run_cli(capsys, "spec", "examples/single-turn/mm1.sq", "--sessions", str(f))
+    assert rc == 2 and message in err
+
+
+def test_missing_files(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(REPO)
+    rc, err = run_cli(capsys, "spec", "examples/single-turn/mm1.sq", "--sessions", str(tmp_path / "none.json"))
+    assert rc == 2 and "cannot read" in err
+    rc, err = run_cli(capsys, "sample", str(tmp_path / "none.sq"), "--seed", "1", "--sessions", "1")
+    assert rc == 2 and "error" in err
+
+
+UNSUPPORTED = """
+fn main() {
+  device d { kv cap 1600; }
+  pool kv on d { block 16; }
+  engine e on d {
+    reqs cap 4;
+    tokens cap 64;
+    request (p) { prefill (p) growing kv; }
+    schedule { advance running; exclusive prefill; admit waiting taking reqs (1), kv (p); }
+    execute (1);
+  }
+  pool reqs on e { queue fifo; }
+  workload { arrive batch(1); }
+  server { e (16); }
+}
+"""
+
+GUARD = """
+fn main() {
+  stage s : delay;
+  workload { arrive batch(1); }
+  server { set x = 2; branch (x) { run s (1); } }
+}
+"""
+
+
+def write(tmp_path, text, name="p.sq"):
+    p = tmp_path / name
+    p.write_text(text)
+    return str(p)
+
+
+def test_unsupported_construct_is_named_with_its_location(tmp_path, capsys):
+    prog = write(tmp_path, UNSUPPORTED)
+    rc, err = run_cli(capsys, "sample", prog, "--seed", "1", "--sessions", "1")
+    if "not supported by serq_spec yet" not in err:
+        pytest.skip(f"the front-end refuses the program first: {err.strip()[:200]}")
+    assert rc == 2 and "exclusive prefill" in err and "p.sq" in err
+
+
+def test_run_time_guard(tmp_path, capsys):
+    prog = write(tmp_path, GUARD)
+    rc, err = run_cli(capsys, "sample", prog, "--seed", "1", "--sessions", "1")
+    assert rc == 2 and "must be 0 or 1" in err and "p.sq:5:" in err
+
+
+def test_batch_count_must_match(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(REPO)
+    rc, err = run_cli(capsys, "sample", "examples/oracle/vllm_request.sq", "--seed", "1", "--sessions", "5")
+    assert rc == 2 and "batch(2)" in err

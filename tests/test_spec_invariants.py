@@ -1,0 +1,105 @@
+"""The invariant checker (issue item 4) catches seeded violations: corrupted configurations and a
+fault injected into the semantics itself."""
+
+from __future__ import annotations
+
+import json
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+
+from serq.frontend import load_program
+from serq_spec import growth, pools, sessions
+from serq_spec.config import Entry, QueueItem
+from serq_spec.errors import InvariantViolation
+from serq_spec.invariants import check_invariants
+from serq_spec.program import Program
+from serq_spec.step import run
+from serq_spec.workload import Workload
+
+VEC = Path(__file__).resolve().parent.parent / "vectors" / "spec"
+
+
+def program(name="s1111_preemption"):
+    prog = Program(load_program(str(VEC / name / "program.sq"), {}))
+    prog.workload_data = Workload.replay(json.loads((VEC / name / "sessions.json").read_text()))
+    return prog
+
+
+def mid_run(steps=5):
+    """A healthy configuration: two residents decoding, both holding kv and reqs."""
+    cfg = run(program(), max_steps=steps)
+    assert check_invariants(cfg) == []
+    return cfg
+
+
+def test_healthy_run_has_no_violation():
+    cfg = run(program(), check=True)
+    assert check_invariants(cfg) == []
+
+
+def test_used_not_sum_of_allocations():
+    cfg = mid_run()
+    cfg.pools[0].used += 16
+    assert any("sum of holders' allocations" in p for p in check_invariants(cfg))
+
+
+def test_used_plus_cached_above_cap():
+    cfg = mid_run()
+    cfg.pools[0].entries.append(Entry(7, 48, cfg.now, 99))
+    assert any("> cap" in p for p in check_invariants(cfg))
+
+
+def test_residents_out_of_admission_order():
+    cfg = mid_run()
+    jobs = cfg.stages[0].jobs
+    jobs.reverse()
+    assert any("admission order" in p for p in check_invariants(cfg))
+
+
+def test_session_in_two_places():
+    cfg = mid_run()
+    cfg.pools[1].queue.append(QueueItem(0, cfg.now, False))
+    assert any("session 0" in p for p in check_invariants(cfg))
+
+
+def test_negative_quantity():
+    cfg = mid_run()
+    cfg.stages[0].jobs[0].left = -1
+    assert any("negative" in p for p in check_invariants(cfg))
+
+
+def test_time_going_back():
+    cfg = mid_run()
+    assert any("time went back" in p for p in check_invariants(cfg, previous_now=cfg.now + 1))
+
+
+def test_holders_order():
+    cfg = mid_run()
+    cfg.pools[0].holders.reverse()
+    assert any("holders" in p for p in check_invariants(cfg))
+
+
+def test_injected_fault_stops_the_run_with_step_and_state(monkeypatch):
+    """make_room that evicts nothing: an admission then breaks used + cached <= cap; the run stops."""
+    monkeypatch.setattr(sessions, "make_room", lambda cfg, p, need: None)
+    monkeypatch.setattr(growth, "make_room", lambda cfg, p, need: None)
+    with pytest.raises(InvariantViolation) as err:
+        run(program("lru_release_order"), check=True)
+    assert err.value.step > 0
+    assert "> cap" in str(err.value)
+    assert '"pools"' in err.value.state
+
+
+def test_injected_release_fault_is_caught(monkeypatch):
+    """A release that forgets to remove the holder breaks `holders` / `used` bookkeeping."""
+    original = pools.release_hold
+
+    def leaky(cfg, session, hold, preempted):
+        original(cfg, session, hold, preempted)
+        cfg.pools[hold.pools[-1]].used += 1
+    monkeypatch.setattr(sessions, "release_hold", leaky)
+    with pytest.raises(InvariantViolation) as err:
+        run(program("zero_work"), check=True)
+    assert "sum of holders' allocations" in str(err.value)

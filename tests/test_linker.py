@@ -120,6 +120,15 @@ CASES = {
     "units-above-cap": (server("hold live (@@21) { run cpu (1); }"), "above its capacity"),
     "reserve-above-cap-block": (server("hold kv (1) reserve (@@1025) { run cpu (1); }"), "above its capacity"),
     "taking-above-cap": (edit("taking slots (1)", "taking slots (@@5)"), "above its capacity"),
+    "array-units-above-cap": (edit("pool live { cap 20; }", "pool live { cap 20; }\n  pool arr[2] { cap 4; }")
+                              .replace(SERVER, "  server { eng (a, b); hold arr[1] (@@5) { run cpu (1); } }"),
+                              "above its capacity"),
+    "array-index-out-of-range": (edit("pool live { cap 20; }", "pool live { cap 20; }\n  pool arr[2] { cap 4; }")
+                                 .replace(SERVER, "  server { eng (a, b); hold arr[@@2] (1) { run cpu (1); } }"),
+                                 "outside"),
+    "array-without-index": (edit("pool live { cap 20; }", "pool live { cap 20; }\n  pool arr[2] { cap 4; }")
+                            .replace(SERVER, "  server { eng (a, b); hold @@arr (1) { run cpu (1); } }"),
+                            "write `arr[i]`"),
     # ---- §10: arrivals
     "poisson-zero": (edit("arrive poisson(rate);", "arrive poisson(@@0);"), "positive finite"),
     "poisson-inf": (edit("arrive poisson(rate);", "arrive poisson(@@inf);"), "positive finite"),
@@ -324,6 +333,8 @@ UNSUPPORTED = {
     "admit via": edit("pool live { cap 20; }", "pool live { cap 20; admit @@via cpu; }"),
     "several stages": server("@@run cpu, cpu (1);"),
     "engine arrays": edit("engine eng on dev", "engine eng@@[2] on dev"),
+    "queue pools": server("hold @@P.kv (1) { run cpu (1); }"),
+    "queue values": server("set x = @@D.first_token;"),
 }
 
 

@@ -1105,10 +1105,10 @@ class Linker:
             raise self.err(pos, f"this branch condition is the constant {cond['v']}, not 0 or 1; for a coin write `branch with (p)`")
 
     def check_units(self, ref: dict, units: dict, pos: tuple) -> None:
-        if not is_num(units) or ref.get("index") is not None:
+        if not is_num(units) or (ref.get("index") is not None and not is_num(ref["index"])):
             return
         u = val(units)
-        pool = self.pools[ref["base"]]
+        pool = self.pools[ref["base"] + (int(val(ref["index"])) if ref.get("index") is not None else 0)]
         cap = value_from_wire(pool["cap"])
         if u < 0:
             raise self.err(pos, f"a negative amount ({units['v']}) of pool `{pool['name']}`")
@@ -1243,8 +1243,8 @@ class Linker:
             if e.id in self.pool_names or e.id in self.stage_names:
                 raise self.err(e.pos, f"`{e.id}[…]` is a pool or stage; only an observable such as `used({e.id}[…])` takes it")
             raise self.err(e.pos, f"`{e.id}` is not an array")
-        if k == "dotted":
-            raise self.err(e.pos, f"unknown name `{e.id}` (queue values of P/D programs are not supported yet)")
+        if k == "dotted":  # pragma: no cover - the pre-scan rejects queue members first
+            raise self.err(e.pos, f"`{e.id}`: queue members (P/D disaggregation) are not supported yet")
         if k == "args_call":
             raise self.err(e.pos, "`args.number(…)` must be the whole initializer of a `let` inside `fn main`")
         raise self.err(e.pos, f"unexpected expression `{k}`")  # pragma: no cover

@@ -80,5 +80,28 @@ def test_deep_nesting_is_an_error_not_a_crash():
     for text in ["let x = " + "(" * 5000 + "1" + ")" * 5000 + ";",
                  "let x = " + " + ".join(["1"] * 20000) + ";",
                  "let x = " + "-" * 20000 + "1;",
-                 "fn main() { server { " + "loop { " * 3000 + "}" * 3000 + " } }"]:
+                 "fn main() { server { " + "loop { " * 3000 + "}" * 3000 + " } }",
+                 "let x = " + "9" * 6000 + ";", "let x = 0." + "1" * 6000 + ";", "let x = 1e99999999999;",
+                 "let x = 10 ^ 100000; fn main() { pool p { cap x; } }",
+                 "let x = 2 ^ 0.5; let y = (-8) ^ (1/3); fn main() { }"]:
         run(text)
+
+
+@settings(max_examples=40, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
+@given(st.one_of(st.binary(max_size=200), st.lists(st.sampled_from(VOCAB), max_size=40).map(" ".join)))
+def test_serq_check_command_never_raises(tmp_path_factory, data):
+    """The `serq check` command itself: exit 0 or 2, one located message, no traceback."""
+    import contextlib
+    import io
+
+    from serq.cli import main
+
+    path = tmp_path_factory.mktemp("fuzz") / "p.sq"
+    path.write_bytes(data if isinstance(data, bytes) else data.encode("utf-8"))
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        rc = main(["check", str(path)])
+    assert rc in (0, 2)
+    if rc == 2:
+        assert err.getvalue().startswith(str(path) + ":") and ": error: " in err.getvalue()
+        assert "Traceback" not in err.getvalue() and "internal error" not in err.getvalue()

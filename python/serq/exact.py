@@ -49,9 +49,9 @@ def _check(v: Value) -> Value:
 def parse_number(text: str) -> Fraction:
     """A decimal literal's exact value; Inexact if its exponent is absurd (1e100000)."""
     mant, _, exp = text.lower().partition("e")
-    if exp and abs(int(exp)) > 1000:
+    if len(mant) > 400 or len(exp) > 8 or (exp and abs(int(exp)) > 1000):
         raise Inexact()
-    return Fraction(text)
+    return _check(Fraction(text))
 
 
 def add(a: Value, b: Value) -> Value:

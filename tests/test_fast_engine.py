@@ -73,3 +73,15 @@ def test_same_seed_same_json():
     c = report.to_json(report.build(Sim(ir, seed=4, horizon=60, warmup=6).run()))
     assert a == b and a != c
     json.loads(a)
+
+
+@pytest.mark.parametrize("settings", [{}, {"blocks": 2500}, {"blocks": 400, "Lambda": 1.0, "chunk": 64}])
+def test_fast_forward_is_exact(monkeypatch, settings):
+    """The decode fast-forward (docs/fast.md) changes nothing in the report, byte for byte."""
+    kw = {"blocks": settings.get("blocks", 10000), "Lambda": settings.get("Lambda", 0.3),
+          "chunk": settings.get("chunk", float("inf"))}
+    ir = seed_vllm_ir(**kw)
+    a = report.to_json(report.build(Sim(ir, seed=2, horizon=120, warmup=12).run()))
+    monkeypatch.setenv("SERQ_FAST_NO_FF", "1")
+    b = report.to_json(report.build(Sim(ir, seed=2, horizon=120, warmup=12).run()))
+    assert a == b

@@ -339,7 +339,7 @@ class PsStage(Stage):
 
 class Iteration:
     __slots__ = ("assign", "left", "budget", "pre0", "admitted", "served", "end", "seq", "no_admit",
-                 "start", "stopped")
+                 "start", "stopped", "grew", "cost", "template", "ev0")
 
     def __init__(self, pre0):
         self.assign: list = []  # [job, tokens, attention, position before]
@@ -353,6 +353,9 @@ class Iteration:
         self.no_admit = False
         self.start = 0.0
         self.stopped = False
+        self.grew = False
+        self.cost = 0.0
+        self.template = False
 
 
 class Engine(Stage):
@@ -379,6 +382,7 @@ class Engine(Stage):
         self.let_fns = [c(x["expr"]) for x in st.get("lets", [])]
         self.reg_inits = [c(x["init"]) for x in st.get("registers", [])]
         self.schedule = [self._compile_s(x, sim) for x in st["schedule"]]
+        self.ff_ok = _fast_forward_eligible(st, sim, self.idx)
         self.admits = [p for p in sim.pools if p.admitted_by == self.idx]
         cx = sim.cx
         cx.eng = self
@@ -619,6 +623,7 @@ class Engine(Stage):
                 return "skip"
             need = part.pos + tokens - part.alloc
             if need > EPS:
+                it.grew = True
                 res = part.pool.grow(part, need, job)
                 if res == "preempted":
                     return "self"
@@ -795,8 +800,14 @@ class Engine(Stage):
             raise RunError(f"engine {self.name}: iteration cost {cost} is not a finite value >= 0")
         if tokens > 0 and cost <= 0:
             raise RunError(f"engine {self.name}: an iteration with {tokens:g} tokens costs 0")
+        it.cost = cost
         it.end = sim.now + cost
         it.seq = sim.push(it.end, EV_ITER_END, self)
+        if self.ff_ok and not it.grew and preempted == 0 and it.admitted == 0 \
+                and len(it.assign) == len(self.residents):
+            it.ev0 = sim.events  # valid only if no other event is handled before its end
+            it.template = all(a[0].mode == "decode" and a[1] == 1 and not a[0].stalled
+                              and a[0].growpart is not None for a in it.assign)
         self.iter = it
         self.iterations += 1
         if sim.rec is not None:
@@ -804,3 +815,111 @@ class Engine(Stage):
                 "stage": self.name, "start": sim.now, "end": it.end,
                 "assign": [[a[0].sess.serial, a[0].mode, a[1]] for a in it.assign],
                 "preempted": preempted, "admitted": it.admitted})
+
+
+# ---------------------------------------------------------------- fast-forward (speed trick)
+#
+# Labelled speed trick (docs/fast.md "Decode fast-forward"): while an engine's batch is all
+# decodes, every resident is served one token, no growth, admission or preemption happens and no
+# other event falls in between, consecutive iterations are identical except for `now`,
+# `remaining` and `position`. `Engine.bulk` applies j such steps at once — the same float
+# additions in the same order, the same event sequence numbers and counters — so a run's cost
+# grows with batch-changing events, not with tokens. It applies only to engines whose schedule
+# and cost read nothing that changes with time alone (no `now`, draws or registers).
+
+
+def _reads(e, bad) -> bool:
+    """True if the expression reads something in `bad` (kinds, or ("ctx", name) pairs)."""
+    if isinstance(e, dict):
+        k = e.get("k")
+        if k in bad or (k == "ctx" and ("ctx", e.get("name")) in bad):
+            return True
+        if k == "obs" and e.get("f") in ("work", "est_lambda", "est_rho", "est_wait", "price"):
+            return True
+        return any(_reads(v, bad) for v in e.values() if isinstance(v, (dict, list)))
+    if isinstance(e, list):
+        return any(_reads(v, bad) for v in e)
+    return False
+
+
+def _fast_forward_eligible(st: dict, sim, idx: int) -> bool:
+    import os
+
+    if os.environ.get("SERQ_FAST_NO_FF"):
+        return False
+    bad = {"draw", "reg", ("ctx", "now"), "job"}
+    sched = st["schedule"]
+    seen_admit = False
+    for x in sched:
+        op = x["op"]
+        if op == "advance":
+            if seen_admit or x.get("only") is not None:
+                return False
+            if (x.get("order") or {"kind": "admission"})["kind"] not in ("admission", "decode_first"):
+                return False
+        elif op == "admit":
+            seen_admit = True
+        else:
+            return False
+    if st.get("registers"):
+        return False
+    if _reads([st["budget"], st["cost"], st.get("lets", []), sched], bad):
+        return False
+    # the heads the engine would try to admit: their header must not change with time alone
+    admitted = {i for i, p in enumerate(sim.ir["pools"]) if p.get("admitted_by") == idx}
+    for blk in sim.ir["blocks"]:
+        for s in blk:
+            if s.get("op") == "hold" and s["pools"] and s["pools"][0]["pool"]["base"] in admitted:
+                if _reads([s["pools"], s.get("bindings"), s.get("reuse")], {"draw", ("ctx", "now")}):
+                    return False
+    for i in admitted:
+        q = sim.ir["pools"][i].get("queue") or {"kind": "fifo"}
+        if q["kind"] != "fifo":
+            return False
+    return True
+
+
+def bulk(self, t1: float, t_next: float, horizon: float, max_j: int) -> int:
+    """Handle the end of the in-flight template iteration (popped at `t1`) and the identical
+    iterations after it, as long as nothing else can happen; returns the steps handled (0: none,
+    use the normal path)."""
+    it = self.iter
+    c = it.cost
+    if it.ev0 != self.sim.events - 1:
+        return 0  # another event was handled while the template was in flight
+    for other in self.sim.engines:
+        if other is not self and other.iter is None and other.has_work():
+            return 0
+    jl = min(int(a[0].left) for a in it.assign) - 1  # no resident finishes
+    jp = min(int(a[0].growpart.alloc - a[0].growpart.pos) for a in it.assign)  # no growth
+    cap = min(jl, jp, max_j)
+    if cap < 2:
+        return 0
+    j = 0
+    t = t1
+    last = t1
+    while j < cap and t < t_next and t <= horizon:
+        j += 1
+        last = t
+        t = t + c
+    if j < 2:
+        return 0
+    sim = self.sim
+    for a in it.assign:
+        job = a[0]
+        job.left -= j
+        a[3] = job.growpart.pos + (j - 1)
+        job.growpart.pos += j
+    sim.now = last
+    it.start = last
+    it.end = last + c
+    sim.seq += j - 1
+    from serq_fast.engine import EV_ITER_END
+
+    it.seq = sim.push(it.end, EV_ITER_END, self)
+    self.iterations += j
+    sim.events += j - 1  # the caller counts the popped event
+    return j
+
+
+Engine.bulk = bulk

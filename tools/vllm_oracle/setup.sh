@@ -80,13 +80,21 @@ if [[ ! -x "$VENV/bin/python" ]]; then
 fi
 VPY="$VENV/bin/python"
 PIP=("$VPY" -m pip --disable-pip-version-check)
+# pip, minus its warnings about local index folders that lack a package (noise on this setup)
+pipq() {
+  set +o pipefail
+  "${PIP[@]}" "$@" 2>&1 | { grep -v "is ignored: it is neither a file nor a directory" || true; }
+  local rc=${PIPESTATUS[0]}
+  set -o pipefail
+  return "$rc"
+}
 
 # ---- 1. torch (CPU, from disk, no dependencies) ----------------------------------------------
 t0=$SECONDS
 if [[ -n "$TORCH_WHEEL" && -f "$TORCH_WHEEL" ]]; then
-  "${PIP[@]}" install -q --no-deps "$TORCH_WHEEL"
+  pipq install -q --no-deps "$TORCH_WHEEL"
 else
-  "${PIP[@]}" install -q --no-deps "torch==${TORCH_VERSION}"
+  pipq install -q --no-deps "torch==${TORCH_VERSION}"
 fi
 "$VPY" - <<EOF || { "${PIP[@]}" uninstall -y -q torch; die "installed torch is not the ${TORCH_VERSION} CPU build; removed it"; }
 import importlib.metadata as md, sys
@@ -105,12 +113,12 @@ t0=$SECONDS
 CONSTRAINT="$(mktemp)"
 trap 'rm -f "$CONSTRAINT"' EXIT
 echo "torch==${TORCH_VERSION}" > "$CONSTRAINT"
-PIP_CONSTRAINT="$CONSTRAINT" "${PIP[@]}" install -q -r "$LOCK"
+PIP_CONSTRAINT="$CONSTRAINT" pipq install -q -r "$LOCK"
 say "pinned dependencies installed in $((SECONDS - t0)) s"
 
 # ---- 3. vLLM itself, without its (CUDA) dependencies ------------------------------------------
 t0=$SECONDS
-"${PIP[@]}" install -q --no-deps "vllm==${VLLM_VERSION}" "xgrammar==0.2.7" "apache-tvm-ffi==0.1.11"
+pipq install -q --no-deps "vllm==${VLLM_VERSION}" "xgrammar==0.2.7" "apache-tvm-ffi==0.1.11"
 say "vllm ${VLLM_VERSION} installed (--no-deps) in $((SECONDS - t0)) s"
 
 # ---- 4. optional prune ------------------------------------------------------------------------

@@ -257,6 +257,8 @@ class Linker:
             raise self.err(n.name_pos, f"`{name}` is a context variable; a constant may not share its name")
         if name in self.consts:
             raise self.err(n.name_pos, f"constant `{name}` is already defined at {self.where(self.consts[name][1])}")
+        if name in self.slot and name not in self.written and name in self.first_read:
+            raise self.err(n.name_pos, f"`{name}` is read at {self.where(self.first_read[name])} before this `let` defines it")
         if name in self.slot:
             raise self.err(n.name_pos, f"`{name}` is a session attribute; a constant may not share its name")
         e = n.expr

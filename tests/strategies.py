@@ -1,0 +1,142 @@
+"""Hypothesis strategies for small random serQ programs, written as source text (fed through the
+front-end), shared by the spec's property test and the spec <-> fast lockstep.
+
+`vllm_programs()` draws a program of the vLLM fragment (oracle.md §12.5 item 4): one engine with a
+paged KV pool, request slots, a token budget, an optional chunk threshold, a unit or affine
+rational cost, the seed's request logic with a choice of cache amount, multi-turn sessions with
+tool times and staggered starts. Every request fits alone (blocks >= the longest possible known
+sequence + 1), so no request preempts itself forever. `queue_programs()` draws fifo / ps / delay
+networks. Each draw is a `Case`: the program text, its session count and a sampling seed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import ceil
+
+from hypothesis import strategies as st
+
+
+@dataclass(frozen=True)
+class Case:
+    text: str
+    sessions: int
+    seed: int
+    name: str = "generated.sq"
+
+    def __repr__(self) -> str:  # pastes into a test as a Python literal
+        return f"Case(text={self.text!r}, sessions={self.sessions!r}, seed={self.seed!r})"
+
+
+RATIONALS = ["1/2", "1/3", "5/7", "1", "2", "3/4"]
+
+VLLM = """\
+def reusable(x, b) {{ floor((x - 1) / b) * b }}
+
+fn main() {{
+  device acc {{ kv cap {blocks} * {bs}; }}
+  pool kv on acc {{ block {bs}; evict lru; preempt {preempt}; }}
+  engine eng on acc {{
+    reqs cap {slots};
+    tokens cap {budget};
+    request (prompt, output) {{
+      set kept = prompt;
+      at admission {{
+        known = max(kept, computed + 1);
+        reused = min(cachedin(kv), reusable(known, blocksize(kv)));
+      }}
+      set kept = known;
+      set c = min(cached, reusable(known, blocksize(kv)));
+      observe hit = c;
+      observe prefilled = known - c;
+      prefill (known - c) growing kv;
+      decode (output - 1 - (known - prompt)) growing kv;
+      cache ({cache});
+    }}
+    schedule {{
+      let lim = running.count + waiting.count > 1 ? {chunk} : inf;
+      advance running each at most (lim);
+      admit waiting while (running.preempted == 0) each at most (lim)
+        taking reqs (1), kv (min(known, reused + budget_left(eng))) reserve (known);
+    }}
+    execute ({cost});
+  }}
+  pool reqs on eng {{ queue fifo; }}
+  stage gate : delay;
+  workload {{
+    arrive batch({sessions});
+    hidden o;
+    init {{ set ctx = 0; }}
+    turn {{
+      set n = 1 + floor(~uniform(0, {maxp}));
+      set o = 1 + floor(~uniform(0, {maxo}));
+      set more = turn_no < {turns} ? ~bernoulli(1/2) : 0;
+    }}
+    session {{
+      run gate (serial * {stagger});
+      turn;
+      while (more) {{
+        set ctx = ctx + n + o;
+        tool (~uniform(0, {think}));
+        turn;
+      }}
+    }}
+  }}
+  server {{
+    set prompt = {prompt};
+    eng (prompt, o);
+  }}
+}}
+"""
+
+
+@st.composite
+def vllm_programs(draw) -> Case:
+    sessions = draw(st.sampled_from([4, 3, 2, 1]))
+    bs = draw(st.sampled_from([16, 4, 1]))
+    maxp = draw(st.integers(1, 100))
+    maxo = draw(st.one_of(st.sampled_from([20, 8]), st.integers(1, 24)))
+    turns = draw(st.sampled_from([1, 3, 2]))
+    # each turn's prompt extends the conversation (the seed's structure), so a session's cached
+    # prefix is always a prefix of its next prompt
+    longest = turns * (maxp + maxo)
+    blocks = ceil(longest / bs) + 1 + draw(st.sampled_from([0, 0, 1, 2, 8]))
+    cost = draw(st.one_of(
+        st.just("1"),
+        st.builds(lambda c0, a, d: f"{c0} + {a} * batch.tokens + {d} * batch.decoding",
+                  st.sampled_from(RATIONALS), st.sampled_from(RATIONALS + ["0"]), st.sampled_from(RATIONALS + ["0"]))))
+    text = VLLM.format(
+        bs=bs, blocks=blocks, slots=draw(st.sampled_from([4, 2, 1, 3])), budget=draw(st.one_of(st.sampled_from([16, 64, 8, 32]), st.integers(1, 64))),
+        preempt=draw(st.sampled_from(["lifo", "lifo", "none"])),
+        chunk=draw(st.one_of(st.just("inf"), st.integers(1, 32).map(str))),
+        cache=draw(st.sampled_from(["prompt + output", "prompt + output - 1", "0"])),
+        cost=cost, sessions=sessions,
+        maxp=maxp, maxo=maxo, turns=turns, stagger=draw(st.sampled_from(["0", "1/2", "1", "3"])),
+        think=draw(st.sampled_from(["0", "1", "5/2"])),
+        prompt="ctx + n")
+    return Case(text=text, sessions=sessions,
+                seed=draw(st.integers(0, 2 ** 16)))
+
+
+QUEUES = """\
+fn main() {{
+  stage s : {kind};
+  stage gate : delay;
+  workload {{ arrive batch({sessions}); }}
+  server {{
+    run gate ({gap} * serial);
+    set t_in = now;
+    run s ({work});
+    observe sojourn = now - t_in;
+  }}
+}}
+"""
+
+
+@st.composite
+def queue_programs(draw) -> Case:
+    kind = draw(st.sampled_from(["fifo", "fifo(2)", "ps(1)", "ps(2)", "delay"]))
+    sessions = draw(st.integers(1, 6))
+    text = QUEUES.format(kind=kind, sessions=sessions, gap=draw(st.sampled_from(["0", "1/3", "1", "2"])),
+                         work=draw(st.sampled_from(["~exp(1)", "~uniform(0, 2)", "1", "~det(3/2)", "0"])))
+    return Case(text=text, sessions=sessions, seed=draw(st.integers(0, 2 ** 16)))

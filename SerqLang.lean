@@ -11,6 +11,15 @@ import SerqLang.Config
 import SerqLang.Program
 import SerqLang.Json
 import SerqLang.Workload
+import SerqLang.State
+import SerqLang.Eval
+import SerqLang.Holds
+import SerqLang.Growth
+import SerqLang.Stages
+import SerqLang.Session
+import SerqLang.Engine
+import SerqLang.Step
+import SerqLang.Ffi
 
 /-!
 # SerqLang

@@ -88,7 +88,8 @@ structure Job where
   mode : String
   left : Work
   growing : Option Nat
-  admission : Nat
+  /-- The owner's admission number when the job was created (−1 if it never was admitted). -/
+  admission : Int
   startOrder : Nat := 0
   deriving Inhabited
 

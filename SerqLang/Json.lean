@@ -55,7 +55,7 @@ def Work.toJson : Work → CJ
 def Job.toJson (j : Job) : CJ :=
   .obj [("serial", .nat j.serial), ("stage", .nat j.stage), ("mode", .str j.mode),
         ("left", j.left.toJson), ("growing", CJ.opt CJ.nat j.growing),
-        ("admission", .nat j.admission), ("start_order", .nat j.startOrder)]
+        ("admission", .int j.admission), ("start_order", .nat j.startOrder)]
 
 def Status.toJson : Status → CJ
   | .ready => .arr [.str "ready"]
@@ -202,7 +202,7 @@ def job (j : Json) : Res Job := do
     mode := ← field j "mode" str
     left := ← field j "left" work
     growing := ← fieldOpt j "growing" nat
-    admission := ← field j "admission" nat
+    admission := ← field j "admission" int
     startOrder := ← field j "start_order" nat }
 
 def status (j : Json) : Res Status := do

@@ -1,0 +1,238 @@
+/-
+Copyright (c) 2026 The serQ authors. Released under the Apache 2.0 license.
+-/
+import SerqLang.Session
+
+/-!
+# The step engine (python/serq_spec/engine.py, language.md §11.6)
+
+One iteration hands one token budget to the residents in serving order — a decode takes one
+token, a prefill up to the per-run cap — then to waiting requests admitted with the budget that
+is left. Growth happens as positions advance; a growth that cannot be had preempts (§11.7).
+The iteration context is threaded explicitly; schedule statements are identified by their
+pre-order position (engine.py uses the statement objects).
+
+Python shares one `Job` object between the engine's residents and `Session.job`; here they are
+two copies kept equal (`syncJob`).
+-/
+
+namespace SerqLang
+
+/-- engine.py `has_work`: residents, or a waiting head in a pool the engine admits. -/
+def hasWork (e : Nat) : M Bool := do
+  if !(← stage e).jobs.isEmpty then return true
+  for p in (← admittedPools e) do
+    if !(← pool p).queue.isEmpty then return true
+  return false
+
+/-- The number of statements of a schedule statement's subtree (pre-order size). -/
+def schedSize (s : Sched) : Nat := (flatSchedule [s]).length
+
+/-- A resident's work left in tokens. -/
+def tokensLeft (j : Job) : Nat :=
+  match j.left with
+  | .tokens n => n
+  | .value _ => 0
+
+/-- engine.py `next_unserved`: the first resident in the serving order not yet served. -/
+def nextUnserved (ic : IterCtx) (order : Option Order) : M (Option Job) := do
+  let jobs := (← stage ic.engine).jobs
+  let cands := ((List.range jobs.length).zip jobs).filter fun (_, j) => !ic.served.contains j.serial
+  match cands with
+  | [] => return none
+  | (_, first) :: _ =>
+    match order with
+    | none => return some first
+    | some .admission => return some first
+    | some .decodeFirst =>
+      -- least (0 if decoding else 1, index): the first decoding resident, else the first
+      match cands.find? (fun c => c.2.mode == "decode") with
+      | some c => return some c.2
+      | none => return some first
+    | some (.keyed keys) =>
+      let mut best : Option (Job × List Value) := none
+      for (i, j) in cands do
+        let env : EnvM := { session := some j.serial, engine := some ic.engine, ictx := some ic, job := some j }
+        let key := (← keys.mapM (evaluate env)) ++ [Value.ofNat i]
+        match best with
+        | none => best := some (j, key)
+        | some (_, bk) => if lexLt key bk then best := some (j, key)
+      return best.map (·.1)
+
+/-- engine.py `serve`: one resident's turn. -/
+def serve (ic : IterCtx) (job : Job) (only : Option Expr) (cap : Tok) : M IterCtx := do
+  let mut ic := { ic with served := ic.served ++ [job.serial] }
+  let s ← session job.serial
+  if let some o := only then
+    let env : EnvM := { session := some job.serial, engine := some ic.engine, ictx := some ic, job := some job }
+    if !Value.nz (← evaluate env o) then return ic
+  let decoding := job.mode == "decode"
+  let left := tokensLeft job
+  let want : Nat := if decoding then min 1 left else
+    match cap with
+    | .inf => left
+    | .n c => min left c
+  let mut tokens : Nat := match ic.left with
+    | .inf => want
+    | .n l => min want l
+  if !decoding && tokens < left then
+    if let some g := ic.granule then
+      if g > 0 then
+        tokens := tokens / g * g
+        if tokens == 0 then ic := { ic with noAdmit := true }
+  if tokens == 0 then return ic
+  let mut posBefore : Option Nat := none
+  if let some gp := job.growing then
+    if let .growing _ := s.status then return ic
+    let some h := holdOf s gp | specError s!"internal: resident {job.serial} holds no pool {gp}"
+    let i := h.slot gp
+    let need := h.position.getD i 0 + tokens - h.alloc.getD i 0
+    if need > 0 then
+      let (ok, ic') ← grow job.serial gp need (some ic)
+      ic := ic'.getD ic
+      if !ok then
+        if let .queued _ := (← session job.serial).status then ic := { ic with stopped := true }
+        return ic
+    let s ← session job.serial
+    let some k := holdIndex s gp | specError s!"internal: resident {job.serial} lost its hold"
+    let h := s.holds.getD k default
+    let pos := h.position.getD i 0
+    posBefore := some pos
+    let h := { h with position := h.position.set i (pos + tokens), advanced := h.advanced.set i true }
+    setSession { s with holds := s.holds.set k h }
+  ic := { ic with assign := ic.assign.push { serial := job.serial, mode := job.mode, tokens, posBefore } }
+  match ic.left with
+  | .inf => pure ()
+  | .n l =>
+    ic := { ic with left := .n (l - tokens) }
+    if l - tokens == 0 then ic := { ic with stopped := true }
+  return ic
+
+/-- engine.py `serve_running`: serve every resident once, in serving order, while budget is left. -/
+partial def serveRunning (ic : IterCtx) (order : Order) (only : Option Expr) (cap : Tok) : M IterCtx := do
+  if ic.stopped then return ic
+  match (← nextUnserved ic (some order)) with
+  | none => return ic
+  | some job =>
+    let ic ← serve ic job only cap
+    serveRunning ic order only cap
+
+/-- engine.py `admit_one`: the first admitted pool with a head; admit it if it fits, run it. -/
+def admitOne (ic : IterCtx) : M Bool := do
+  for p in (← admittedPools ic.engine) do
+    match (← selectHead p) with
+    | none => pure ()
+    | some head =>
+      if !(← tryAdmit head.serial (some ic)) then return false
+      runSession head.serial
+      return true
+  return false
+
+/-- Serve the residents not yet served (after an admission), in admission order. -/
+partial def serveUnserved (ic : IterCtx) (cap : Tok) : M IterCtx := do
+  if ic.stopped then return ic
+  match (← nextUnserved ic none) with
+  | none => return ic
+  | some job =>
+    let ic ← serve ic job none cap
+    serveUnserved ic cap
+
+/-- engine.py `admit_waiting`: while budget is left and nothing was preempted, admit one and
+serve it. -/
+partial def admitWaiting (ic : IterCtx) (wh : Option Expr) (cap : Tok) : M IterCtx := do
+  if ic.stopped then return ic
+  let exhausted := match ic.left with
+    | .inf => false
+    | .n l => l == 0
+  if exhausted || ic.preempted > 0 || ic.noAdmit then return ic
+  if let some w := wh then
+    let c ← evaluate { engine := some ic.engine, ictx := some ic } w
+    if !(← truthAt c "an admit while guard" none) then return ic
+  if !(← admitOne ic) then return ic
+  let ic := { ic with admitted := ic.admitted + 1 }
+  let ic ← serveUnserved ic cap
+  admitWaiting ic wh cap
+
+/-- engine.py `run_schedule`; `base` is the pre-order index of the first statement. -/
+partial def runSchedule (ic : IterCtx) (stmts : List Sched) (base : Nat) : M IterCtx := do
+  let mut ic := ic
+  let mut idx := base
+  for s in stmts do
+    if ic.stopped then return ic
+    let cap : Tok := ((ic.each[idx]?).getD none).getD .inf
+    match s with
+    | .advance only order _ => ic ← serveRunning ic order only cap
+    | .admit only wh _ =>
+      if only.isSome then notSupported "`admit waiting only (…)`"
+      ic ← admitWaiting ic wh cap
+    | .set reg e =>
+      let v ← evaluate { engine := some ic.engine, ictx := some ic } e
+      let st ← stage ic.engine
+      setStage ic.engine { st with registers := st.registers.set reg v }
+    | .branch c t el =>
+      let cv ← evaluate { engine := some ic.engine, ictx := some ic } c
+      if (← truthAt cv "a schedule branch guard" none) then
+        ic ← runSchedule ic t (idx + 1)
+      else
+        ic ← runSchedule ic el (idx + 1 + (t.map schedSize).foldl (· + ·) 0)
+    | .exclusivePrefill _ => notSupported "schedule statement exclusive_prefill"
+    idx := idx + schedSize s
+  return ic
+
+/-- engine.py `start_iteration`: form the batch; start it if it has tokens or preempted. -/
+def startIteration (e : Nat) : M Bool := do
+  let st ← stage e
+  if st.iteration.isSome then return false
+  if !(← hasWork e) then return false
+  let d ← stageDecl e
+  let .step sd := d.kind | specError s!"start_iteration on a non-engine stage {d.name}"
+  let registersBefore := st.registers
+  let ic ← budgetMoment { engine := e }
+  let ic ← runSchedule ic sd.schedule 0
+  if ic.assign.isEmpty && ic.preempted == 0 then
+    let st ← stage e
+    setStage e { st with registers := registersBefore }
+    return false
+  let cost ← evaluate { engine := some e, ictx := some ic } sd.cost
+  let tokens := sumNat (ic.assign.toList.map (·.tokens))
+  let c ← match cost with
+    | .fin q =>
+      if q < 0 then specError s!"engine {d.name}: iteration cost {cost.toWire}" else pure q
+    | _ => specError s!"engine {d.name}: iteration cost {cost.toWire}"
+  if decide (tokens > 0) && c == 0 then specError s!"engine {d.name}: an iteration with {tokens} tokens costs 0"
+  let now := (← getCfg).now
+  let (cfg, ev) ← liftRes (scheduleEvent (← getCfg) (now + c) "iter_end" (.stage e))
+  setCfg cfg
+  let st ← stage e
+  setStage e { st with iteration := some { «end» := ev.time, seq := ev.seq, assign := ic.assign.toList } }
+  let assignJ := ic.assign.toList.map fun a => CJ.arr [.nat a.serial, .str a.mode, .nat a.tokens]
+  modifyRec fun r => { r with iterations := r.iterations.push (.obj [
+    ("stage", .str d.name), ("start", ratJ now), ("end", ratJ ev.time), ("assign", .arr assignJ),
+    ("preempted", .nat ic.preempted), ("admitted", .nat ic.admitted)]) }
+  return true
+
+/-- engine.py `iteration_end`: assigned jobs lose their tokens; finished ones leave in
+assignment order and their sessions become ready. -/
+def iterationEnd (e : Nat) : M Unit := do
+  let st ← stage e
+  let some it := st.iteration | specError s!"internal: iteration end of {e} with no iteration"
+  let dec (jobs : List Job) (a : Assign) : List Job :=
+    jobs.map fun j => if j.serial == a.serial then { j with left := .tokens (tokensLeft j - a.tokens) } else j
+  let jobs := it.assign.foldl dec st.jobs
+  setStage e { st with iteration := none, jobs }
+  for j in jobs do syncJob e j.serial
+  let name ← stageName e
+  for a in it.assign do
+    let st ← stage e
+    if let some job := st.jobs.find? (·.serial == a.serial) then
+      if tokensLeft job == 0 then
+        setStage e { st with jobs := st.jobs.filter (·.serial != a.serial) }
+        modifySession job.serial fun s => { s with job := none }
+        modifyRec fun r => { r with finished := r.finished.push (.arr [.str name, .nat job.serial]) }
+        if job.mode == "prefill" then firstToken job.serial
+        let s ← session job.serial
+        if s.status == .stage e then
+          setSession { s with status := .ready }
+          pushReady job.serial
+
+end SerqLang

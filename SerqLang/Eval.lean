@@ -1,0 +1,409 @@
+/-
+Copyright (c) 2026 The serQ authors. Released under the Apache 2.0 license.
+-/
+import SerqLang.State
+
+/-!
+# Evaluation in a configuration (expr.py `evaluate`/`observable`, engine.py values and the
+budget moment, stages.py `present`/`busy`/`work`/`ps_rate`/`advance_virtual_clock`,
+workload.py `take`)
+
+These read (and, for draws and the `ps` virtual clock, advance) the configuration, so they live
+in the step monad. They are mutually recursive as in serq_spec: an observable `work(s)` of a
+`ps` stage advances its clock, which evaluates the stage's capacity; `budget_left(E)` evaluates
+E's budget moment.
+-/
+
+namespace SerqLang
+
+/-- expr.py `Env`: the moment an expression is read in. `ictx` is a snapshot of the iteration
+being formed (engine.py passes the object; nothing evaluates while changing it). -/
+structure EnvM where
+  session : Option Nat := none
+  stream : DrawStream := .session
+  loc : Option Loc := none
+  engine : Option Nat := none
+  ictx : Option IterCtx := none
+  job : Option Job := none
+  ctx : List (String × Value) := []
+  admitLeft : Option (Nat × Tok) := none
+  deriving Inhabited
+
+/-- The value of an attribute slot (0 outside a session). -/
+def attrOf (env : EnvM) (slot : Nat) : M Value := do
+  if let some serial := env.session then
+    let s ← session serial
+    if slot < s.attrs.length then return s.attr slot
+    else throw s!"internal: attribute slot {slot} out of range"
+  else return Value.zero
+
+/-- Insert or replace a key of a sorted association list (cursors). -/
+def upsertSorted (k : String) (v : Nat) : List (String × Nat) → List (String × Nat)
+  | [] => [(k, v)]
+  | (k', v') :: rest =>
+    if k' == k then (k, v) :: rest
+    else if decide (k < k') then (k, v) :: (k', v') :: rest
+    else (k', v') :: upsertSorted k v rest
+
+/-- workload.py `Workload.take` (replay): the next value of the stream for the session (the
+machine stream outside a session); the cursors advance in the configuration. -/
+def take (env : EnvM) (dist : String) : M Value := do
+  let w ← getWork
+  let cfg ← getCfg
+  let loc ← whereOf env.loc
+  match env.session with
+  | none =>
+    let i := cfg.counters.machine
+    setCfg { cfg with counters := { cfg.counters with machine := i + 1 } }
+    match w.machine[i]? with
+    | some x => return .fin x
+    | none => specError s!"the sessions file does not fit the program: the machine stream needs draw #{i + 1} (~{dist} at {loc}) but the file has only {w.machine.length}"
+  | some serial =>
+    let s ← session serial
+    let some rec := w.sessions[serial]?
+      | specError s!"the sessions file does not fit the program: no draws for session {serial}"
+    let (lst, ckey) ← match env.stream with
+      | .init => pure (rec.init, "init")
+      | .session => pure (rec.session, "session")
+      | .turn k =>
+        if k > rec.turns.length || k == 0 then
+          specError s!"the sessions file does not fit the program: session {serial} starts turn {k} but the file has {rec.turns.length} turns (draw at {loc})"
+        else pure ((rec.turns[k - 1]?).getD [], s!"turn:{k}")
+    let i := (List.lookup ckey s.cursors).getD 0
+    setSession { s with cursors := upsertSorted ckey (i + 1) s.cursors }
+    match lst[i]? with
+    | some x => return .fin x
+    | none => specError s!"the sessions file does not fit the program: session {serial}'s {ckey} stream needs draw #{i + 1} (~{dist} at {loc}) but the file has only {lst.length}"
+
+/-- engine.py `memory_alloc`: units the job's owner holds in the engine's memory pool. -/
+def memoryAlloc (e : Nat) (job : Job) : M Nat := do
+  let d ← stageDecl e
+  let mem := match d.kind with
+    | .step sd => sd.memory
+    | _ => none
+  match mem with
+  | none => return 0
+  | some p =>
+    let s ← session job.serial
+    match holdOf s p with
+    | none => return 0
+    | some h => return h.alloc.getD (h.slot p) 0
+
+/-- The pools engine `e` admits, in declaration order (program.py `admitted_pools`). -/
+def admittedPools (e : Nat) : M (List Nat) := do
+  let pools := (← getProg).ir.pools
+  return (List.range pools.length).filter fun p =>
+    (pools[p]?.bind (·.admittedBy)) == some e
+
+/-- Σ of a list of naturals. -/
+def sumNat (xs : List Nat) : Nat := xs.foldl (· + ·) 0
+
+/-- engine.py `engine_value`: `running.*`, `waiting.*`, `batch.*` of the engine being read. -/
+def engineValue (env : EnvM) (name : String) : M Value := do
+  let some e := env.engine | specError s!"engine value {name} read outside an engine" env.loc
+  let jobs := (← stage e).jobs
+  let assign := (env.ictx.map (·.assign.toList)).getD []
+  let ofN (n : Nat) : Value := Value.ofNat n
+  if name == "running.count" then return ofN jobs.length
+  else if name == "running.decoding" then return ofN (jobs.filter (·.mode == "decode")).length
+  else if name == "running.kv_decode" then
+    return ofN (sumNat (← (jobs.filter (·.mode == "decode")).mapM (memoryAlloc e)))
+  else if name == "running.kv_prefill" then
+    return ofN (sumNat (← (jobs.filter (·.mode == "prefill")).mapM (memoryAlloc e)))
+  else if name == "running.preempted" then return ofN ((env.ictx.map (·.preempted)).getD 0)
+  else if name == "waiting.count" then
+    let ps ← admittedPools e
+    let mut n := 0
+    for p in ps do n := n + (← pool p).queue.length
+    return ofN n
+  else if name == "waiting.admitted" then return ofN ((env.ictx.map (·.admitted)).getD 0)
+  else if name == "batch.tokens" then return ofN (sumNat (assign.map (·.tokens)))
+  else if name == "batch.prefilled" then
+    return ofN (sumNat ((assign.filter (·.mode == "prefill")).map (·.tokens)))
+  else if name == "batch.decoding" then return ofN (assign.filter (·.mode == "decode")).length
+  else if name == "batch.kv_decode" || name == "batch.kv_prefill" then
+    let mode := if name == "batch.kv_decode" then "decode" else "prefill"
+    -- modes by serial: the last assignment of a serial wins (a dict in engine.py)
+    let mut total := 0
+    let mut seen : List Nat := []
+    for a in assign.reverse do
+      if !seen.contains a.serial then
+        seen := a.serial :: seen
+        if a.mode == mode then
+          if let some j := jobs.find? (·.serial == a.serial) then
+            total := total + (← memoryAlloc e j)
+    return ofN total
+  else if name == "batch.attention" then
+    let mut total : Rat := 0
+    for a in assign do
+      if a.mode == "prefill" then
+        let k : Rat := ((a.posBefore.getD 0 : Nat) : Rat)
+        let t : Rat := ((a.tokens : Nat) : Rat)
+        total := total + t * (k + t / 2)
+    return .fin total
+  else specError s!"unknown engine value {name}" env.loc
+
+/-- engine.py `job_value`: per-request keys `decoding`, `admission`, `remaining`. -/
+def jobValue (env : EnvM) (name : String) : M Value := do
+  let some j := env.job | specError s!"per-request key `{name}` read outside a resident" env.loc
+  if name == "decoding" then return Value.ofBool (j.mode == "decode")
+  else if name == "admission" then return Value.ofInt j.admission
+  else if name == "remaining" then
+    match j.left with
+    | .tokens n => return Value.ofNat n
+    | .value v => return v
+  else specError s!"unknown per-request key {name}" env.loc
+
+/-- stages.py `present`: jobs present. -/
+def present (s : Nat) : M Nat := do
+  let st ← stage s
+  return st.jobs.length + st.waiting.length
+
+/-- stages.py `busy`: jobs in service. -/
+def busy (s : Nat) : M Nat := do
+  let st ← stage s
+  if st.kind == "step" then return (st.iteration.map (·.assign.length)).getD 0
+  else return st.jobs.length
+
+/-- A value as a natural token count or `inf` (engine.py `whole_or_inf`, refusing what it
+refuses; a negative whole number is returned as an error here, see docs/lean.md). -/
+def wholeOrInf (v : Value) (what : String) (loc : Option Loc := none) : M (Option Int) := do
+  match v with
+  | .posInf => return none
+  | .negInf => specError s!"{what} is -inf" loc
+  | .fin q =>
+    if q.den != 1 then specError s!"{what} must be a whole number of tokens, got {v.toWire}" loc
+    else return some q.num
+
+/-- The flat (pre-order) list of schedule statements (engine.py `flat_schedule`). -/
+partial def flatSchedule (stmts : List Sched) : List Sched :=
+  stmts.foldr (fun s acc =>
+    match s with
+    | .branch _ t e => s :: (flatSchedule t ++ flatSchedule e ++ acc)
+    | _ => s :: acc) []
+
+/-- The `each` clause of a schedule statement. -/
+def Sched.each? : Sched → Option Expr
+  | .advance _ _ e => e
+  | .admit _ _ e => e
+  | .exclusivePrefill e => e
+  | _ => none
+
+/-- A job's work left as a rational (an infinite amount never exists: exec_run refuses it). -/
+def workLeft (j : Job) : Rat :=
+  match j.left with
+  | .tokens n => (n : Rat)
+  | .value (.fin q) => q
+  | .value _ => 0
+
+def jobsLeftRat (jobs : List Job) : Rat := jobs.foldl (fun acc j => acc + workLeft j) 0
+
+/-- A `Res` of values.py as a run-time error of the semantics (values.py raises `SpecError`
+without a location). -/
+def liftRes {α : Type} (r : Res α) : M α :=
+  match r with
+  | .ok a => pure a
+  | .error e => specError e
+
+mutual
+
+/-- expr.py `evaluate`. -/
+partial def evaluate (env : EnvM) (e : Expr) : M Value := do
+  match e with
+  | .num v => return v
+  | .attr slot => attrOf env slot
+  | .bin op x y =>
+    if op == "&&" then
+      let a ← evaluate env x
+      if Value.nz a then return Value.ofBool (Value.nz (← evaluate env y))
+      else return Value.ofBool false
+    else if op == "||" then
+      let a ← evaluate env x
+      if Value.nz a then return Value.ofBool true
+      else return Value.ofBool (Value.nz (← evaluate env y))
+    else
+      let a ← evaluate env x
+      let c ← evaluate env y
+      liftRes (bin op a c)
+  | .un op x =>
+    let a ← evaluate env x
+    if op == "neg" then return Value.neg a else return Value.ofBool (!Value.nz a)
+  | .cond c x y =>
+    let t ← evaluate env c
+    if Value.nz t then evaluate env x else evaluate env y
+  | .fn f args =>
+    let vs ← args.mapM (evaluate env)
+    liftRes (fnValue f vs)
+  | .ctx name =>
+    if name == "now" then return .fin (← getCfg).now
+    else
+      match List.lookup name env.ctx with
+      | some v => return v
+      | none => specError s!"context variable `{name}` read outside its moment" env.loc
+  | .draw dist args =>
+    let _ ← args.mapM (evaluate env)
+    take env dist
+  | .loc i =>
+    let some ic := env.ictx | specError "a schedule `let` read outside its schedule" env.loc
+    match ic.locals[i]? with
+    | some v => return v
+    | none => specError s!"schedule `let` {i} read before it is computed" env.loc
+  | .reg s i =>
+    match (← stage s).registers[i]? with
+    | some v => return v
+    | none => specError s!"register {i} of stage {s} out of range" env.loc
+  | .eng name => engineValue env name
+  | .job name => jobValue env name
+  | .obsStage f base count index => observable env f false base count index
+  | .obsPool f base count index => observable env f true base count index
+
+/-- expr.py `resolve_ref`. -/
+partial def resolveRef (env : EnvM) (base count : Nat) (index : Option Expr) : M Nat := do
+  match index with
+  | none => return base
+  | some ie =>
+    let i ← evaluate env ie
+    match i with
+    | .fin q =>
+      if q.den == 1 && decide (0 ≤ q.num) && decide (q.num < (count : Int)) then
+        return base + q.num.toNat
+      else specError s!"index {i.toWire} out of range 0..{count - 1}" env.loc
+    | _ => specError s!"index {i.toWire} out of range 0..{count - 1}" env.loc
+
+/-- expr.py `observable`. -/
+partial def observable (env : EnvM) (f : String) (onPool : Bool) (base count : Nat)
+    (index : Option Expr) : M Value := do
+  if onPool then
+    let p ← resolveRef env base count index
+    let st ← pool p
+    if f == "used" then return Value.ofNat st.used
+    else if f == "free" then return .fin (((← capOf p) : Rat) - (st.used : Rat))
+    else if f == "cachedin" then
+      match env.session with
+      | none => return Value.zero
+      | some serial =>
+        return Value.ofNat (sumNat ((st.entries.filter (·.owner == (serial : Int))).map (·.size)))
+    else if f == "holders" then return Value.ofNat st.holders.length
+    else if f == "queued" then return Value.ofNat st.queue.length
+    else specError s!"observable {f}() is not supported" env.loc
+  else
+    let s ← resolveRef env base count index
+    if f == "queue" then return Value.ofNat (← present s)
+    else if f == "busy" then return Value.ofNat (← busy s)
+    else if f == "work" then work s
+    else if f == "budget_left" then
+      match env.admitLeft with
+      | some (e, left) =>
+        if e == s then return left.toValue else budgetLeftOutside s
+      | none => budgetLeftOutside s
+    else specError s!"observable {f}() is not supported" env.loc
+
+/-- stages.py `ps_rate`: each of `n` present jobs gets φ(n)/n. -/
+partial def psRate (s n : Nat) : M Rat := do
+  let d ← stageDecl s
+  let cap := match d.kind with
+    | .ps c => c
+    | _ => Expr.num Value.one
+  let phi ← evaluate { ctx := [("present", Value.ofNat n)] } cap
+  match phi with
+  | .fin q =>
+    if q ≤ 0 then specError s!"ps stage {d.name}: capacity must be positive and finite, got {phi.toWire}"
+    else return q / (n : Rat)
+  | _ => specError s!"ps stage {d.name}: capacity must be positive and finite, got {phi.toWire}"
+
+/-- stages.py `advance_virtual_clock`. -/
+partial def advanceVirtualClock (s : Nat) : M Unit := do
+  let st ← stage s
+  let now := (← getCfg).now
+  if !st.jobs.isEmpty && decide (now > st.tLast) then
+    let rate ← psRate s st.jobs.length
+    let st ← stage s
+    setStage s { st with v := st.v + rate * (now - st.tLast), tLast := now }
+  else
+    setStage s { st with tLast := now }
+
+/-- stages.py `work`: unfinished work at a stage. -/
+partial def work (s : Nat) : M Value := do
+  let st ← stage s
+  if st.kind == "step" then return .fin (jobsLeftRat st.jobs)
+  else if st.kind == "ps" then
+    advanceVirtualClock s
+    let st ← stage s
+    let total := st.jobs.foldl (fun acc j => acc + ((List.lookup j.serial st.tags).getD st.v - st.v)) (0 : Rat)
+    return .fin total
+  else
+    let now := (← getCfg).now
+    let total := jobsLeftRat st.waiting +
+      st.jobs.foldl (fun acc j => acc + ((List.lookup j.serial st.finish).getD now - now)) (0 : Rat)
+    return .fin total
+
+/-- engine.py `budget_moment`: `tokens cap`, the `let`s and the `each at most` values, read once
+as the iteration starts. -/
+partial def budgetMoment (ictx : IterCtx) : M IterCtx := do
+  let d ← stageDecl ictx.engine
+  let .step sd := d.kind | specError s!"budget moment of a non-engine stage {d.name}"
+  let envOf (ic : IterCtx) : EnvM := { engine := some ic.engine, ictx := some ic }
+  let mut ic := ictx
+  let b ← wholeOrInf (← evaluate (envOf ic) sd.budget) "tokens cap"
+  match b with
+  | none => ic := { ic with left := .inf }
+  | some k =>
+    if k < 0 then specError "tokens cap is negative"
+    ic := { ic with left := .n k.toNat }
+  for l in sd.lets do
+    let v ← evaluate (envOf ic) l.expr
+    ic := { ic with locals := ic.locals.push v }
+  let mut each : Array (Option Tok) := #[]
+  for s in flatSchedule sd.schedule do
+    match s.each? with
+    | none => each := each.push none
+    | some ee =>
+      let c ← wholeOrInf (← evaluate (envOf ic) ee) "each at most"
+      match c with
+      | none => each := each.push (some .inf)
+      | some k =>
+        if k ≤ 0 then specError "each at most must be positive"
+        each := each.push (some (.n k.toNat))
+  ic := { ic with each }
+  if let some ge := sd.granule then
+    let g ← wholeOrInf (← evaluate (envOf ic) ge) "granule"
+    match g with
+    | none => ic := { ic with granule := none }
+    | some k =>
+      if k < 0 then specError "granule is negative (refused by SerqLang; see docs/lean.md)"
+      ic := { ic with granule := some k.toNat }
+  return ic
+
+/-- engine.py `budget_left_outside`: B − Σ want over residents, floored at 0. -/
+partial def budgetLeftOutside (e : Nat) : M Value := do
+  let ic ← budgetMoment { engine := e }
+  let d ← stageDecl e
+  let sched := match d.kind with
+    | .step sd => sd.schedule
+    | _ => []
+  -- the cap of the first `advance` statement in pre-order
+  let flat := flatSchedule sched
+  let idx := ((List.range flat.length).zip flat).find? fun (_, s) =>
+    match s with
+    | .advance _ _ _ => true
+    | _ => false
+  let cap : Tok := match idx with
+    | some (i, _) => ((ic.each[i]?).getD none).getD .inf
+    | none => .inf
+  let mut want := 0
+  for j in (← stage e).jobs do
+    let left := match j.left with
+      | .tokens n => n
+      | .value _ => 0
+    if j.mode == "decode" then want := want + min 1 left
+    else
+      match cap with
+      | .inf => want := want + left
+      | .n c => want := want + min left c
+  match ic.left with
+  | .inf => return .posInf
+  | .n l => return Value.ofNat (l - want)
+
+end
+
+end SerqLang

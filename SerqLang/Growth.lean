@@ -1,0 +1,187 @@
+/-
+Copyright (c) 2026 The serQ authors. Released under the Apache 2.0 license.
+-/
+import SerqLang.Holds
+
+/-!
+# Growth and preemption (python/serq_spec/growth.py, language.md §11.7)
+
+`grow` adds whole blocks to a hold; when the pool is full it preempts a victim chosen by the
+pool's `preempt` rule, or stalls. The iteration being formed (engine.py `IterCtx`) is threaded
+explicitly: a preempted victim already served in it leaves the batch.
+-/
+
+namespace SerqLang
+
+/-- The memory pool of a step engine. -/
+def StageDecl.memory? (d : StageDecl) : Option Nat :=
+  match d.kind with
+  | .step sd => sd.memory
+  | _ => none
+
+/-- Insert or replace `(k, v)` in a list sorted by `k`. -/
+def upsertNat (k v : Nat) : List (Nat × Nat) → List (Nat × Nat)
+  | [] => [(k, v)]
+  | (k', v') :: rest =>
+    if k' == k then (k, v) :: rest
+    else if k < k' then (k, v) :: (k', v') :: rest
+    else (k', v') :: upsertNat k v rest
+
+/-- The engines whose memory is pool `p`. -/
+def enginesOf (p : Nat) : M (List Nat) := do
+  let prog ← getProg
+  return prog.engines.filter fun e =>
+    ((prog.ir.stages[e]?).bind StageDecl.memory?) == some p
+
+/-- growth.py `stall`: no room and no victim — the session waits in p's growers. -/
+def stall (serial p target : Nat) : M Unit := do
+  modifySession serial fun s => { s with status := .growing p, growth := some (p, target) }
+  let st ← pool p
+  setPool p { st with growers := st.growers ++ [serial] }
+
+/-- growth.py `preemption_candidates`: holders of p that are residents of an engine whose
+memory is p. -/
+def preemptionCandidates (p : Nat) : M (List Session) := do
+  let engines ← enginesOf p
+  if engines.isEmpty then
+    notSupported s!"preemption in pool {← poolName p}, which is no engine's memory"
+  let mut out : List Session := []
+  for serial in (← pool p).holders do
+    let s ← session serial
+    if let some j := s.job then
+      if engines.contains j.stage then out := out ++ [s]
+  return out
+
+/-- growth.py `choose_victim`: `lifo` = the latest admitted candidate; `by (k…)` = least keys,
+ties to the latest admitted. -/
+def chooseVictim (p : Nat) : M (Option Nat) := do
+  match (← poolDecl p).preempt with
+  | .none => return none
+  | .lifo =>
+    let cands ← preemptionCandidates p
+    let mut best : Option Session := none
+    for s in cands do
+      match best with
+      | none => best := some s
+      | some b => if (s.admSeq.getD 0) > (b.admSeq.getD 0) then best := some s
+    return best.map (·.serial)
+  | .keyed keys _ =>
+    let cands ← preemptionCandidates p
+    let mut best : Option (Nat × List Value) := none
+    for s in cands do
+      let some h := holdOf s p | specError s!"internal: candidate {s.serial} holds no {p}"
+      let i := h.slot p
+      let env : EnvM := { session := some s.serial, engine := s.job.map (·.stage), job := s.job,
+                          ctx := [("position", Value.ofNat (h.position.getD i 0)),
+                                  ("computed", s.attr COMPUTED)] }
+      let key := (← keys.mapM (evaluate env)) ++ [Value.ofInt (-((s.admSeq.getD 0 : Nat) : Int))]
+      match best with
+      | none => best := some (s.serial, key)
+      | some (_, bk) => if lexLt key bk then best := some (s.serial, key)
+    return best.map (·.1)
+
+/-- Restore a hold position of the session (the hold holding `p`). -/
+def setPosition (serial p pos : Nat) : M Unit := do
+  let s ← session serial
+  match holdIndex s p with
+  | none => pure ()
+  | some k =>
+    let h := s.holds.getD k default
+    let h := { h with position := h.position.set (h.slot p) pos }
+    setSession { s with holds := s.holds.set k h }
+
+/-- growth.py `preempt`: computed, stuck, detach, release caching to the position, requeue. -/
+def preempt (v p : Nat) (ictx : Option IterCtx) : M (Option IterCtx) := do
+  let s ← session v
+  let some h := holdOf s p | specError s!"internal: preempting {v}, which holds no pool {p}"
+  let some job := s.job | specError s!"internal: preempting {v}, which has no job"
+  let est ← stage job.stage
+  let mut ictx := ictx
+  match ictx with
+  | some ic =>
+    if ic.engine == job.stage then
+      let mut ic := ic
+      for a in ic.assign do
+        if a.serial == v then
+          ic := { ic with assign := ic.assign.filter (·.serial != v),
+                          left := match ic.left with
+                            | .inf => .inf
+                            | .n l => .n (l + a.tokens) }
+          if let some pb := a.posBefore then
+            if let some g := job.growing then setPosition v g pb
+      ictx := some ic
+    else if (est.iteration.map (fun it => it.assign.any (·.serial == v))).getD false then
+      notSupported "preemption of a resident of another engine's iteration in flight"
+  | none =>
+    if (est.iteration.map (fun it => it.assign.any (·.serial == v))).getD false then
+      notSupported "preemption of a resident of another engine's iteration in flight"
+  -- the hold again, after a possible position restore
+  let s ← session v
+  let some k := holdIndex s p | specError s!"internal: {v} lost its hold of {p}"
+  let h := s.holds.getD k default
+  let computed := h.position.getD (h.slot p) 0
+  let mut s := s
+  match List.lookup p s.preemptPos with
+  | some prev =>
+    if decide (computed ≤ prev) && !s.stuck then
+      s := { s with stuck := true }
+      let ps ← pool p
+      setPool p { ps with stuck := ps.stuck + 1 }
+  | none => pure ()
+  let pp := upsertNat p computed s.preemptPos
+  s := { (s.setAttr COMPUTED (Value.ofNat computed)) with preemptPos := pp, job := none }
+  let est ← stage job.stage
+  setStage job.stage { est with jobs := est.jobs.eraseIdx ((est.jobs.findIdx? (·.serial == v)).getD est.jobs.length) }
+  if let .growing q := s.status then
+    let qs ← pool q
+    setPool q { qs with growers := qs.growers.erase v }
+    s := { s with growth := none }
+  setSession s
+  for inner in (s.holds.drop k).reverse do
+    releaseHold v inner true
+  let s ← session v
+  setSession { s with holds := s.holds.take k, frames := s.frames.take h.depth,
+                      pending := some (h.stmt.1, h.stmt.2, h.stream) }
+  let requeueHead := match (← poolDecl p).preempt with
+    | .keyed _ head => head
+    | _ => true
+  enqueue (h.pools.headD p) v requeueHead
+  let ps ← pool p
+  setPool p { ps with preemptions := ps.preemptions + 1 }
+  let name ← poolName p
+  modifyRec fun r => { r with preempted := r.preempted.push (.arr [.nat v, .str name, .nat computed]) }
+  return ictx.map fun ic => { ic with preempted := ic.preempted + 1 }
+
+/-- growth.py `grow`: grow the session's hold on p by `d` units, rounded up to the block;
+`true` on success. -/
+partial def grow (serial p d : Nat) (ictx : Option IterCtx) : M (Bool × Option IterCtx) := do
+  let s ← session serial
+  let some h := holdOf s p | specError s!"internal: grow of {p} outside a hold"
+  let i := h.slot p
+  let target := roundupBlock (h.alloc.getD i 0 + d) (← blockOf p)
+  growLoop serial p i target ictx
+where
+  growLoop (serial p i target : Nat) (ictx : Option IterCtx) : M (Bool × Option IterCtx) := do
+    let s ← session serial
+    let some k := holdIndex s p | return (false, ictx)
+    let h := s.holds.getD k default
+    let need := target - h.alloc.getD i 0
+    let st ← pool p
+    if st.used + need ≤ (← capOf p) then
+      makeRoom p need
+      let st ← pool p
+      setPool p { st with used := st.used + need }
+      let s ← session serial
+      let h := s.holds.getD k default
+      setSession { s with holds := s.holds.set k { h with alloc := h.alloc.set i target } }
+      return (true, ictx)
+    match (← chooseVictim p) with
+    | none =>
+      stall serial p target
+      return (false, ictx)
+    | some victim =>
+      let ictx ← preempt victim p ictx
+      if victim == serial then return (false, ictx)
+      growLoop serial p i target ictx
+
+end SerqLang

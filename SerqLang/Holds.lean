@@ -1,0 +1,171 @@
+/-
+Copyright (c) 2026 The serQ authors. Released under the Apache 2.0 license.
+-/
+import SerqLang.Eval
+
+/-!
+# Pools in the step monad (python/serq_spec/pools.py)
+
+The functions of pools.py that read or write the configuration: queues (with `queue by` keys),
+`make_room` (with `evict by` keys; the `lru` case is `Pool.makeRoom`, whose invariant is proved),
+`insert_entry`, `drop_entry`, `consume_own_prefix` (advancing `next_rel` / `next_dead`),
+`units_int`, `caches_in`, `release_hold`.
+-/
+
+namespace SerqLang
+
+/-- Lexicographic order of key tuples (Python's tuple `<` on values). -/
+def lexLt : List Value → List Value → Bool
+  | [], [] => false
+  | [], _ :: _ => true
+  | _ :: _, [] => false
+  | a :: as, b :: bs => Value.lt a b || (a == b && lexLt as bs)
+
+/-- pools.py `enqueue`: join the queue (at the head after a preemption); the session is queued. -/
+def enqueue (p serial : Nat) (head : Bool := false) : M Unit := do
+  let now := (← getCfg).now
+  setPool p (Pool.enqueue (← pool p) serial now head)
+  modifySession serial fun s => { s with status := .queued p }
+
+/-- The keys of a queue item under `queue by` (pools.py `select_head`). -/
+def queueKeys (keys : List Expr) (item : QueueItem) : M (List Value) := do
+  let now := (← getCfg).now
+  keys.mapM (evaluate { session := some item.serial, ctx := [("waited", .fin (now - item.joined))] })
+
+/-- pools.py `select_head`: a head-requeued hold first, else `fifo` order or the least keys. -/
+def selectHead (p : Nat) : M (Option QueueItem) := do
+  let q := (← pool p).queue
+  match q with
+  | [] => return none
+  | first :: _ =>
+    if first.head then return some first
+    match (← poolDecl p).queue with
+    | .fifo => return some first
+    | .keyed keys =>
+      let mut best : Option (QueueItem × List Value) := none
+      for item in q do
+        let key ← queueKeys keys item
+        match best with
+        | none => best := some (item, key)
+        | some (_, bk) => if lexLt key bk then best := some (item, key)
+      return best.map (·.1)
+
+/-- pools.py `leave_queue`. -/
+def leaveQueue (p serial : Nat) : M Unit := do
+  setPool p (Pool.leaveQueue (← pool p) serial)
+
+/-- The index of the `evict by` victim: least keys, then release order. -/
+def keyedVictim (keys : List Expr) (entries : List Entry) : M (Option Nat) := do
+  let now := (← getCfg).now
+  let mut best : Option (Nat × List Value) := none
+  let mut i := 0
+  for e in entries do
+    let owner? : Option Nat := if e.owner ≥ 0 then some e.owner.toNat else none
+    let waiting ← match owner? with
+      | none => pure false
+      | some o => do
+        let s ← session o
+        match s.status with
+        | .queued _ => pure true
+        | _ => pure false
+    let env : EnvM := { session := owner?,
+                        ctx := [("size", Value.ofNat e.size), ("last", .fin e.last),
+                                ("age", .fin (now - e.last)), ("waiting", Value.ofBool waiting)] }
+    let key := (← keys.mapM (evaluate env)) ++ [Value.ofNat e.rel]
+    match best with
+    | none => best := some (i, key)
+    | some (_, bk) => if lexLt key bk then best := some (i, key)
+    i := i + 1
+  return best.map (·.1)
+
+/-- pools.py `make_room`: evict until `used + cached + need ≤ cap`, one tail block at a time; the
+evictions go to the step's records. -/
+partial def makeRoom (p need : Nat) : M Unit := do
+  let name ← poolName p
+  let cap ← capOf p
+  let block ← blockOf p
+  match (← poolDecl p).evict with
+  | .lru =>
+    match Pool.makeRoom cap block (← pool p) need with
+    | .error e => specError s!"make_room in pool {name}: {e}"
+    | .ok (st, evs) =>
+      setPool p st
+      modifyRec fun r => { r with evicted := evs.foldl (fun acc ev =>
+        acc.push (.arr [.int ev.owner, .str name, .nat ev.units])) r.evicted }
+  | .keyed keys =>
+    let st ← pool p
+    if st.used + st.cached + need ≤ cap then return
+    if st.entries.isEmpty then
+      specError s!"make_room in pool {name}: no room even with an empty cache"
+    let some i ← keyedVictim keys st.entries | specError s!"make_room in pool {name}: no victim"
+    let e := st.entries.getD i default
+    let k := Pool.evictAmount block e.size
+    setPool p { st with entries := Pool.shrinkAt k i st.entries, evictedUnits := st.evictedUnits + k }
+    modifyRec fun r => { r with evicted := r.evicted.push (.arr [.int e.owner, .str name, .nat k]) }
+    makeRoom p need
+
+/-- pools.py `insert_entry`: a fresh entry with the next release order. -/
+def insertEntry (p : Nat) (owner : Int) (size : Nat) : M Unit := do
+  let cfg ← getCfg
+  setPool p (Pool.insertEntry (← pool p) owner size cfg.now cfg.counters.nextRel)
+  modifyCfg fun c => { c with counters := { c.counters with nextRel := c.counters.nextRel + 1 } }
+
+/-- pools.py `drop_entry`. -/
+def dropEntry (p : Nat) (owner : Int) : M Unit := do
+  setPool p (Pool.dropEntry (← pool p) owner)
+
+/-- pools.py `consume_own_prefix`. -/
+def consumeOwnPrefix (p serial : Nat) (reuseLimit : Option Value) : M Nat := do
+  let cfg ← getCfg
+  let (st, consumed, dead) :=
+    Pool.consumeOwnPrefix (← blockOf p) (← pool p) serial reuseLimit cfg.counters.nextDead
+  setPool p st
+  if dead then
+    modifyCfg fun c => { c with counters := { c.counters with nextDead := c.counters.nextDead + 1 } }
+  return consumed
+
+/-- pools.py `caches_in`: a hold's `cache` clause applies to its pools not admitted by an engine. -/
+def cachesIn (p : Nat) : M Bool := do
+  return (← poolDecl p).admittedBy.isNone
+
+/-- pools.py `units_int`. -/
+def unitsInt (v : Value) (what : String) (loc : Option Loc) : M Nat := do
+  match Pool.unitsInt v what with
+  | .ok n => return n
+  | .error e =>
+    if e.startsWith "not supported" then
+      notSupported s!"a non-integer pool amount ({what} = {v.toWire})" loc
+    else specError e loc
+
+/-- pools.py `release_hold`: release every pool of the hold, caching per its `cache` clause. -/
+def releaseHold (serial : Nat) (hold : HoldState) (preempted : Bool) : M Unit := do
+  let st ← stmtAt hold.stmt
+  let cacheExpr := match st.stmt with
+    | .hold h => h.cache
+    | _ => none
+  let ell ← match cacheExpr with
+    | none => pure none
+    | some ce => do
+      return some (← evaluate { session := some serial, stream := hold.stream, loc := some st.loc } ce)
+  let mut i := 0
+  for p in hold.pools do
+    let alloc := hold.alloc.getD i 0
+    let ps ← pool p
+    let ps := Pool.giveBack ps serial alloc
+    setPool p ps
+    let mut kept := 0
+    if let some ell := ell then
+      if (← cachesIn p) then
+        let computed := if hold.advanced.getD i false || preempted then hold.position.getD i 0 else alloc
+        let amount := Value.minV ell (Value.ofNat computed)
+        let amount := if amount.isInf then Value.ofNat computed else amount
+        let whole : Nat := match amount.floorV with
+          | .fin q => if q.num < 0 then 0 else q.num.toNat
+          | _ => 0
+        kept := rounddownBlock whole (← blockOf p)
+        if kept > 0 then insertEntry p serial kept
+    let name ← poolName p
+    modifyRec fun r => { r with released := r.released.push (.arr [.nat serial, .str name, .nat kept]) }
+    i := i + 1
+
+end SerqLang

@@ -1,0 +1,480 @@
+/-
+Copyright (c) 2026 The serQ authors. Released under the Apache 2.0 license.
+-/
+import SerqLang.Stages
+
+/-!
+# Sessions (python/serq_spec/sessions.py, language.md §11.3–§11.4)
+
+Spawn, statement execution, holds, `turn`, `end`, settle. A session runs its statements in zero
+time until it blocks (queued in a pool, a job on a stage, a stalled growth) or ends. Python
+passes the `Session` object and mutates it; here a session is named by its serial and read
+again from the configuration after every call that may have changed it.
+-/
+
+namespace SerqLang
+
+/-- sessions.py `STATEMENT_LIMIT`. -/
+def STATEMENT_LIMIT : Nat := 1000000
+/-- sessions.py `READY_LIMIT`. -/
+def READY_LIMIT : Nat := 1000
+
+/-- sessions.py `eval_in_session`. -/
+def evalInSession (serial : Nat) (e : Expr) (stream : DrawStream) (loc : Option Loc) : M Value :=
+  evaluate { session := some serial, stream, loc } e
+
+/-- values.py `truth` with the statement's location. -/
+def truthAt (v : Value) (what : String) (loc : Option Loc) : M Bool := do
+  match Value.truth v what with
+  | .ok b => return b
+  | .error e => specError e loc
+
+def setAttr (serial slot : Nat) (v : Value) : M Unit :=
+  modifySession serial fun s => s.setAttr slot v
+
+def pushFrame (serial : Nat) (f : Frame) : M Unit :=
+  modifySession serial fun s => { s with frames := s.frames ++ [f] }
+
+def popFrame (serial : Nat) : M Unit :=
+  modifySession serial fun s => { s with frames := s.frames.dropLast }
+
+def pushReady (serial : Nat) : M Unit :=
+  modifyCfg fun c => { c with ready := c.ready ++ [serial] }
+
+/-! ## Spawn and end -/
+
+/-- sessions.py `spawn`: serial, zero attributes, trace pick, `init`, then the session block. -/
+def spawn : M Nat := do
+  let prog ← getProg
+  let cfg ← getCfg
+  let serial := cfg.counters.nextSerial
+  setCfg { cfg with counters := { cfg.counters with nextSerial := serial + 1 } }
+  let attrs := (List.replicate prog.ir.attrs.length Value.zero).set SERIAL (Value.ofNat serial)
+  let mut trace : Option (Nat × Nat) := none
+  if let some tr := prog.ir.workload.trace then
+    let n := tr.sessions.length
+    if tr.ordered then trace := some (serial % n, 0)
+    else
+      let picks := (← getWork).tracePicks
+      match picks[serial]? with
+      | some pick =>
+        if pick < n then trace := some (pick, 0)
+        else specError s!"the sessions file has no valid trace pick for session {serial}"
+      | none => specError s!"the sessions file has no valid trace pick for session {serial}"
+  let w := prog.ir.workload
+  let frames := [{ block := w.session, pc := 0, kind := "plain", stmt := none, stream := .session : Frame }]
+  let frames := match w.init with
+    | some b => frames ++ [{ block := b, pc := 0, kind := "plain", stmt := none, stream := .init }]
+    | none => frames
+  modifyCfg fun c => { c with sessions := c.sessions ++ [{ serial, attrs, frames, status := .ready, trace }] }
+  pushReady serial
+  return serial
+
+/-- workload.py `check_consumed`: at a session's end every value of its streams was used. -/
+def checkConsumed (serial : Nat) : M Unit := do
+  let s ← session serial
+  let some rec := (← getWork).sessions[serial]? | return
+  let c (k : String) : Nat := (List.lookup k s.cursors).getD 0
+  let mut problems : List String := []
+  if c "init" != rec.init.length then
+    problems := problems ++ [s!"init stream: used {c "init"} of {rec.init.length}"]
+  if s.turns != rec.turns.length then
+    problems := problems ++ [s!"ran {s.turns} turns, the file has {rec.turns.length}"]
+  let mut k := 1
+  for t in rec.turns do
+    let tk := s!"turn:{k}"
+    if c tk != t.length && decide (k ≤ s.turns) then
+      problems := problems ++ [s!"turn {k} stream: used {c tk} of {t.length}"]
+    k := k + 1
+  if c "session" != rec.session.length then
+    problems := problems ++ [s!"session stream: used {c "session"} of {rec.session.length}"]
+  if !problems.isEmpty then
+    specError s!"the sessions file does not fit the program: session {serial} ended with {"; ".intercalate problems}"
+
+/-- sessions.py `end_session`: release every hold, cache entries stay; `closed` respawns. -/
+def endSession (serial : Nat) : M Unit := do
+  let s ← session serial
+  for h in s.holds.reverse do
+    releaseHold serial h false
+  modifySession serial fun s => { s with holds := [], frames := [], request := none, status := .ended }
+  checkConsumed serial
+  let prog ← getProg
+  if let .closed _ := prog.ir.workload.arrival then
+    if (← getCfg).counters.nextSerial < (← getWork).count then
+      discard spawn
+
+/-! ## Holds -/
+
+/-- sessions.py `hold_rejected`: a unit or reserve reading only attributes and numbers above
+its pool's cap → rejected, the session ends. -/
+def holdRejected (serial : Nat) (h : Hold) (stream : DrawStream) (loc : Option Loc) : M Bool := do
+  let prog ← getProg
+  let saved := (← session serial).attrs
+  let mut static := List.range prog.ir.attrs.length
+  for bnd in h.bindings do
+    if staticExpr bnd.expr static then
+      setAttr serial bnd.slot (← evalInSession serial bnd.expr stream loc)
+    else static := static.erase bnd.slot
+  for hp in h.pools do
+    let p ← resolveRef { session := some serial, stream, loc } hp.pool.base hp.pool.count hp.pool.index
+    let cap ← capOf p
+    let blk ← blockOf p
+    for e? in [some hp.units, hp.reserve] do
+      if let some e := e? then
+        if staticExpr e static then
+          let x ← evalInSession serial e stream loc
+          let x ← match x with
+            | .fin q =>
+              if q.den == 1 && decide (0 ≤ q.num) then
+                pure (Value.ofNat (roundupBlock q.num.toNat blk))
+              else pure x
+            | _ => pure x
+          if Value.lt (Value.ofNat cap) x then
+            modifySession serial fun s => { s with attrs := saved }
+            let ps ← pool p
+            setPool p { ps with rejected := ps.rejected + 1 }
+            endSession serial
+            return true
+  modifySession serial fun s => { s with attrs := saved }
+  return false
+
+/-- sessions.py `exec_hold`: reject what can never fit, else queue in the first pool. -/
+def execHold (serial : Nat) (h : Hold) (ref : Nat × Nat) (stream : DrawStream) (loc : Option Loc) : M Unit := do
+  if let some req := h.request then
+    let out ← evalInSession serial req.output stream loc
+    let now := (← getCfg).now
+    modifySession serial fun s => { s with request := some { stmt := ref, engine := req.engine, submit := now, output := out } }
+  if (← holdRejected serial h stream loc) then return
+  let some hp := h.pools.head? | specError "a hold with no pool" loc
+  let first ← resolveRef { session := some serial, stream, loc } hp.pool.base hp.pool.count hp.pool.index
+  modifySession serial fun s => { s with pending := some (ref.1, ref.2, stream) }
+  enqueue first serial
+
+/-- sessions.py `admit`: consume the own prefix, make room, allocate, number the admission,
+enter the body. -/
+def admit (serial : Nat) (h : Hold) (ref : Nat × Nat) (stream : DrawStream) (pools units : List Nat)
+    (env : EnvM) : M Unit := do
+  let hasCache := h.cache.isSome
+  let reuse ← match h.reuse with
+    | none => pure none
+    | some r => do return some (← evaluate env r)
+  leaveQueue (pools.headD 0) serial
+  let depth := (← session serial).frames.length
+  let mut hold : HoldState := { stmt := ref, pools := [], alloc := [], position := [], advanced := [],
+                                admission := 0, depth, stream }
+  let mut largest := 0
+  for (p, u) in pools.zip units do
+    let consumed ← if hasCache && (← cachesIn p) then consumeOwnPrefix p serial reuse else pure 0
+    largest := max largest consumed
+    let alloc := roundupBlock u (← blockOf p)
+    makeRoom p alloc
+    setPool p (Pool.allocate (← pool p) serial alloc)
+    hold := { hold with pools := hold.pools ++ [p], alloc := hold.alloc ++ [alloc],
+                        position := hold.position ++ [consumed], advanced := hold.advanced ++ [false] }
+    let name ← poolName p
+    modifyRec fun r => { r with admitted := r.admitted.push (.arr [.nat serial, .str name, .nat alloc, .nat consumed]) }
+  let cfg ← getCfg
+  let adm := cfg.counters.nextAdm
+  setCfg { cfg with counters := { cfg.counters with nextAdm := adm + 1 } }
+  let hold := { hold with admission := adm }
+  modifySession serial fun s =>
+    { (s.setAttr CACHED (Value.ofNat largest)) with
+        admSeq := some adm, holds := s.holds ++ [hold], pending := none,
+        frames := s.frames ++ [{ block := h.body, pc := 0, kind := "hold", stmt := some ref, stream }],
+        status := .ready }
+
+/-- The hold statement a session is queued with. -/
+def pendingHold (serial : Nat) : M (Hold × (Nat × Nat) × DrawStream × Option Loc) := do
+  let s ← session serial
+  let some (bi, pc, stream) := s.pending | specError s!"internal: session {serial} has no pending hold"
+  let st ← stmtAt (bi, pc)
+  match st.stmt with
+  | .hold h => return (h, (bi, pc), stream, some st.loc)
+  | _ => specError s!"internal: session {serial} is pending on a statement that is no hold"
+
+/-- sessions.py `try_admit`: bindings, units, reserves read now; admit if every pool fits.
+Inside engine E's admission (`ictx`) `budget_left(E)` is the budget left and the schedule's
+`let`s are visible. -/
+def tryAdmit (serial : Nat) (ictx : Option IterCtx := none) : M Bool := do
+  let (h, ref, stream, loc) ← pendingHold serial
+  let env : EnvM := match ictx with
+    | some ic => { session := some serial, stream, loc, engine := some ic.engine, ictx := some ic,
+                   admitLeft := some (ic.engine, ic.left) }
+    | none => { session := some serial, stream, loc }
+  for bnd in h.bindings do
+    setAttr serial bnd.slot (← evaluate env bnd.expr)
+  let mut pools : List Nat := []
+  let mut units : List Nat := []
+  let mut fits := true
+  for hp in h.pools do
+    let p ← resolveRef env hp.pool.base hp.pool.count hp.pool.index
+    let name ← poolName p
+    let u ← unitsInt (← evaluate env hp.units) s!"units of pool {name}" loc
+    let mut need := u
+    if let some re := hp.reserve then
+      let r ← unitsInt (← evaluate env re) s!"reserve of pool {name}" loc
+      need := max u r
+    pools := pools ++ [p]
+    units := units ++ [u]
+    if (← pool p).used + roundupBlock need (← blockOf p) > (← capOf p) then fits := false
+  if !fits then return false
+  admit serial h ref stream pools units env
+  return true
+
+/-- sessions.py `first_token`: the first completion of a prefill run inside the request's hold. -/
+def firstToken (serial : Nat) : M Unit := do
+  let s ← session serial
+  if let some r := s.request then
+    if r.first.isNone && s.holds.any (·.stmt == r.stmt) then
+      let now := (← getCfg).now
+      setSession { s with request := some { r with first := some now } }
+      recordObservation "ttft" (some (← session serial)) (.fin (now - r.submit))
+
+/-- sessions.py `scope_end`: release, reset `computed`, clear preemption memory, client records. -/
+def scopeEnd (serial : Nat) : M Unit := do
+  let s ← session serial
+  let some hold := s.holds.getLast? | specError s!"internal: scope end of session {serial} without a hold"
+  setSession { s with holds := s.holds.dropLast }
+  releaseHold serial hold false
+  modifySession serial fun s =>
+    { (s.setAttr COMPUTED Value.zero) with preemptPos := s.preemptPos.filter (fun pp => !hold.pools.contains pp.1) }
+  let s ← session serial
+  if let some r := s.request then
+    if r.stmt == hold.stmt then
+      let now := (← getCfg).now
+      let response := now - r.submit
+      recordObservation "response" (some s) (.fin response)
+      if let some first := r.first then
+        if let .fin out := r.output then
+          if out > 1 then
+            let ttft := first - r.submit
+            recordObservation "tpot" (some s) (.fin ((response - ttft) / (out - 1)))
+      modifySession serial fun s => { s with request := none }
+
+/-! ## Statements -/
+
+/-- sessions.py `exec_choose`: the index with the least keys, ties to the smallest. -/
+def execChoose (serial slot : Nat) (count : Expr) (keys : List Expr) (env : EnvM) (loc : Option Loc) : M Unit := do
+  let nv ← evaluate env count
+  let n ← match Value.asInt nv "choose count" with
+    | .ok i => pure i
+    | .error e => specError e loc
+  if n < 1 then specError "choose over an empty range" loc
+  let mut best := 0
+  let mut bestKey : Option (List Value) := none
+  for j in List.range n.toNat do
+    setAttr serial slot (Value.ofNat j)
+    let key ← keys.mapM (evaluate env)
+    match bestKey with
+    | none =>
+      best := j
+      bestKey := some key
+    | some bk =>
+      if lexLt key bk then
+        best := j
+        bestKey := some key
+  setAttr serial slot (Value.ofNat best)
+
+/-- sessions.py `exec_turn`: turn_no += 1, load the next trace turn, run `turn` then the server. -/
+def execTurn (serial : Nat) : M Unit := do
+  let prog ← getProg
+  let s ← session serial
+  let tn ← liftRes (Value.add (s.attr TURN_NO) Value.one)
+  let mut s := { (s.setAttr TURN_NO tn) with turns := s.turns + 1 }
+  if let some tr := prog.ir.workload.trace then
+    if let some (pick, k) := s.trace then
+      let rows := tr.sessions.getD pick []
+      match rows[k]? with
+      | some row =>
+        s := s.setAttr NEW row.new |>.setAttr OUT row.out |>.setAttr THINK row.think |>.setAttr FORCED row.forced
+        s := s.setAttr MORE (Value.ofBool (decide (k + 1 < rows.length)))
+        s := { s with trace := some (pick, k + 1) }
+      | none => s := s.setAttr MORE Value.zero
+  setSession s
+  let w := prog.ir.workload
+  if let some b := w.server then
+    pushFrame serial { block := b, pc := 0, kind := "plain", stmt := none, stream := .session }
+  if let some b := w.turn then
+    pushFrame serial { block := b, pc := 0, kind := "plain", stmt := none, stream := .turn s.turns }
+
+/-- sessions.py `exec_run`: a job on the stage; zero work completes at once and yields. -/
+def execRun (serial : Nat) (sref : Ref) (mode : RunMode) (workE : Expr) (growing : Option Nat)
+    (env : EnvM) (loc : Option Loc) : M Bool := do
+  let stg ← resolveRef env sref.base sref.count sref.index
+  let d ← stageDecl stg
+  let w ← evaluate env workE
+  let q ← match w with
+    | .fin q => pure q
+    | _ => specError "infinite run work" loc
+  if q < 0 then specError s!"negative run work ({w.toWire})" loc
+  let modeStr := match mode with
+    | .plain => "plain"
+    | .prefill => "prefill"
+    | .decode => "decode"
+  let isStep := d.isStep
+  let mut left : Work := .value w
+  if isStep then
+    if q.den != 1 then notSupported s!"non-integer work {w.toWire} on a step engine" loc
+    left := .tokens q.num.toNat
+    if let some g := growing then
+      if (holdOf (← session serial) g).isNone then
+        specError s!"a run growing pool {← poolName g} outside a hold of it" loc
+  else if growing.isSome then notSupported "`growing` on a non-step stage" loc
+  if q == 0 then
+    modifyRec fun r => { r with finished := r.finished.push (.arr [.str d.name, .nat serial]) }
+    if mode == .prefill then firstToken serial
+    pushReady serial
+    return true
+  let s ← session serial
+  let job : Job := { serial, stage := stg, mode := modeStr, left, growing,
+                     admission := match s.admSeq with
+                       | some a => (a : Int)
+                       | none => -1 }
+  setSession { s with job := some job, status := .stage stg }
+  if isStep then addResident stg job else startJob job
+  syncJob stg serial
+  return false
+
+/-- sessions.py `exec_stmt`; `true` = the session yields. -/
+def execStmt (serial : Nat) (st : Located) (ref : Nat × Nat) (stream : DrawStream) : M Bool := do
+  let prog ← getProg
+  let loc := some st.loc
+  let env : EnvM := { session := some serial, stream, loc }
+  match st.stmt with
+  | .set slot e => setAttr serial slot (← evaluate env e)
+  | .observe name e =>
+    let v ← evaluate env e
+    recordObservation ((prog.ir.observes[name]?).getD s!"observe{name}") (some (← session serial)) v
+  | .branch c t el =>
+    if (← truthAt (← evaluate env c) "a branch guard" loc) then
+      pushFrame serial { block := t, pc := 0, kind := "plain", stmt := none, stream }
+    else if let some e := el then
+      pushFrame serial { block := e, pc := 0, kind := "plain", stmt := none, stream }
+  | .while_ c body =>
+    if (← truthAt (← evaluate env c) "a while guard" loc) then
+      pushFrame serial { block := body, pc := 0, kind := "while", stmt := some ref, stream }
+  | .loop body => pushFrame serial { block := body, pc := 0, kind := "loop", stmt := some ref, stream }
+  | .choose slot count keys => execChoose serial slot count keys env loc
+  | .turn => execTurn serial
+  | .end_ => endSession serial
+  | .hold h => execHold serial h ref stream loc
+  | .run r mode w g => return (← execRun serial r mode w g env loc)
+  | .grow r u =>
+    let p ← resolveRef env r.base r.count r.index
+    let d ← unitsInt (← evaluate env u) "grow amount" loc
+    if (holdOf (← session serial) p).isNone then
+      specError s!"grow of pool {← poolName p} outside a hold of it" loc
+    discard (grow serial p d none)
+  | .load r u =>
+    let p ← resolveRef env r.base r.count r.index
+    let n ← unitsInt (← evaluate env u) "load amount" loc
+    let s ← session serial
+    let some k := holdIndex s p | specError s!"load of pool {← poolName p} outside a hold of it" loc
+    let h := s.holds.getD k default
+    let i := h.slot p
+    if h.position.getD i 0 + n > h.alloc.getD i 0 then specError "load beyond the allocation" loc
+    let h := { h with position := h.position.set i (h.position.getD i 0 + n),
+                      advanced := h.advanced.set i true }
+    setSession { s with holds := s.holds.set k h }
+  | .drop r =>
+    let p ← resolveRef env r.base r.count r.index
+    dropEntry p serial
+  | .release _ => notSupported "statement release" loc
+  return false
+
+/-- sessions.py `end_frame`. -/
+def endFrame (serial : Nat) (f : Frame) : M Unit := do
+  if f.kind == "while" then
+    let some sref := f.stmt | specError "internal: a while frame without its statement"
+    let st ← stmtAt sref
+    match st.stmt with
+    | .while_ c _ =>
+      let v ← evalInSession serial c f.stream (some st.loc)
+      if (← truthAt v "a while guard" (some st.loc)) then
+        modifySession serial fun s => { s with frames := s.frames.dropLast ++ [{ f with pc := 0 }] }
+        return
+      popFrame serial
+    | _ => specError "internal: a while frame whose statement is no while"
+  else if f.kind == "loop" then
+    modifySession serial fun s => { s with frames := s.frames.dropLast ++ [{ f with pc := 0 }] }
+  else if f.kind == "hold" then
+    popFrame serial
+    scopeEnd serial
+  else popFrame serial
+
+/-- sessions.py `run_session`: execute statements in zero time until the session blocks,
+yields or ends. -/
+def runSession (serial : Nat) : M Unit := do
+  let prog ← getProg
+  let mut count := 0
+  repeat
+    let s ← session serial
+    if s.status != .ready then break
+    match s.frames.getLast? with
+    | none =>
+      endSession serial
+      break
+    | some f =>
+      let block := prog.ir.blocks.getD f.block []
+      match block[f.pc]? with
+      | none => endFrame serial f
+      | some st =>
+        modifySession serial fun s => { s with frames := s.frames.dropLast ++ [{ f with pc := f.pc + 1 }] }
+        count := count + 1
+        if count > STATEMENT_LIMIT then
+          specError s!"session {serial} ran {STATEMENT_LIMIT} statements without blocking" (some st.loc)
+        if (← execStmt serial st (f.block, f.pc) f.stream) then break
+
+/-! ## Settle -/
+
+/-- sessions.py `retry_growers`: stalled growths in FIFO order; the head blocks the rest. -/
+def retryGrowers (p : Nat) : M Unit := do
+  repeat
+    let st ← pool p
+    let some serial := st.growers.head? | break
+    let s ← session serial
+    let some (_, target) := s.growth | specError s!"internal: grower {serial} without a growth"
+    let some k := holdIndex s p | specError s!"internal: grower {serial} holds no pool {p}"
+    let h := s.holds.getD k default
+    let i := h.slot p
+    let need := target - h.alloc.getD i 0
+    if st.used + need > (← capOf p) then break
+    makeRoom p need
+    let st ← pool p
+    setPool p { st with used := st.used + need, growers := st.growers.drop 1 }
+    let s ← session serial
+    let h := s.holds.getD k default
+    let s := { s with holds := s.holds.set k { h with alloc := h.alloc.set i target }, growth := none }
+    match s.job with
+    | some j => setSession { s with status := .stage j.stage }
+    | none =>
+      setSession { s with status := .ready }
+      pushReady serial
+
+/-- sessions.py `settle`: run ready sessions in FIFO order; retry growers and admit heads of
+non-engine pools; repeat until nothing is ready. -/
+def settle : M Unit := do
+  let prog ← getProg
+  let mut readied : List (Nat × Nat) := []
+  repeat
+    repeat
+      let cfg ← getCfg
+      let some serial := cfg.ready.head? | break
+      setCfg { cfg with ready := cfg.ready.drop 1 }
+      let s ← session serial
+      if s.status == .ready then
+        let n := (List.lookup serial readied).getD 0 + 1
+        readied := (serial, n) :: readied.filter (·.1 != serial)
+        if n > READY_LIMIT then
+          specError s!"session {serial} became ready {READY_LIMIT} times in one instant"
+        runSession serial
+    for p in List.range prog.ir.pools.length do
+      retryGrowers p
+      if (← poolDecl p).admittedBy.isNone then
+        repeat
+          let some head ← selectHead p | break
+          if !(← tryAdmit head.serial) then break
+          pushReady head.serial
+    if (← getCfg).ready.isEmpty then break
+
+end SerqLang

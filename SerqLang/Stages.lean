@@ -1,0 +1,141 @@
+/-
+Copyright (c) 2026 The serQ authors. Released under the Apache 2.0 license.
+-/
+import SerqLang.Growth
+
+/-!
+# Non-step stages (python/serq_spec/stages.py) and engine residents (engine.py `add_resident`)
+
+`fifo(c)`, `delay`, and `ps(φ)` with an exact virtual clock; `present`, `busy`, `work`,
+`ps_rate`, `advance_virtual_clock` are in `SerqLang.Eval` (observables read them).
+-/
+
+namespace SerqLang
+
+/-- Set or add `serial ↦ t` in an insertion-ordered association list (a Python dict). -/
+def dictSet (serial : Nat) (t : Rat) (d : List (Nat × Rat)) : List (Nat × Rat) :=
+  if d.any (·.1 == serial) then d.map (fun x => if x.1 == serial then (serial, t) else x)
+  else d ++ [(serial, t)]
+
+/-- Remove a key from an insertion-ordered association list. -/
+def dictDel (serial : Nat) (d : List (Nat × Rat)) : List (Nat × Rat) := d.filter (·.1 != serial)
+
+/-- The stage of a `finish` event's argument. -/
+def EventArg.stageOf? : EventArg → Option Nat
+  | .stageSerial s _ => some s
+  | _ => none
+
+/-- A job's work as a rational time (non-step stages). -/
+def jobTime (j : Job) : Rat := workLeft j
+
+/-- engine.py `add_resident`: residents ordered by their owner's latest admission number. -/
+def addResident (e : Nat) (job : Job) : M Unit := do
+  let st ← stage e
+  -- scan from the end past the residents admitted later, insert there (engine.py)
+  let rev := st.jobs.reverse
+  let later := rev.takeWhile (fun j => decide (j.admission > job.admission))
+  let earlier := (rev.drop later.length).reverse
+  setStage e { st with jobs := earlier ++ [job] ++ later.reverse }
+
+/-- Make the session's `job` equal to its copy on the stage (Python shares one `Job` object
+between the stage and `Session.job`; SerqLang keeps two equal copies). -/
+def syncJob (e serial : Nat) : M Unit := do
+  let st ← stage e
+  match st.jobs.find? (·.serial == serial), st.waiting.find? (·.serial == serial) with
+  | some j, _ => modifySession serial fun s => { s with job := some j }
+  | none, some j => modifySession serial fun s => { s with job := some j }
+  | none, none => pure ()
+
+/-- stages.py `begin_fifo_service`. -/
+def beginFifoService (s : Nat) (job : Job) : M Unit := do
+  let now := (← getCfg).now
+  let fin := now + jobTime job
+  let st ← stage s
+  setStage s { st with jobs := st.jobs ++ [job], finish := dictSet job.serial fin st.finish }
+  let (cfg, _) ← liftRes (scheduleEvent (← getCfg) fin "finish" (.stageSerial s job.serial))
+  setCfg cfg
+
+/-- stages.py `start_job`: a job with positive work joins its stage. -/
+def startJob (job : Job) : M Unit := do
+  let s := job.stage
+  let st ← stage s
+  let d ← stageDecl s
+  let job := { job with startOrder := st.nextStart }
+  let st := { st with nextStart := st.nextStart + 1 }
+  setStage s st
+  let now := (← getCfg).now
+  match d.kind with
+  | .delay =>
+    let fin := now + jobTime job
+    setStage s { st with jobs := st.jobs ++ [job], finish := dictSet job.serial fin st.finish }
+    let (cfg, _) ← liftRes (scheduleEvent (← getCfg) fin "finish" (.stageSerial s job.serial))
+    setCfg cfg
+  | .fifo servers =>
+    if st.jobs.length < servers then beginFifoService s job
+    else setStage s { st with waiting := st.waiting ++ [job] }
+  | .ps _ =>
+    advanceVirtualClock s
+    let st ← stage s
+    setStage s { st with jobs := st.jobs ++ [job], tags := dictSet job.serial (st.v + jobTime job) st.tags,
+                         dirty := true }
+  | .step _ => specError s!"start_job on a {st.kind} stage"
+
+/-- stages.py `finish_job`: the job leaves its stage and its session becomes ready. -/
+def finishJob (s serial : Nat) : M Unit := do
+  let st ← stage s
+  let name ← stageName s
+  if (st.jobs.find? (·.serial == serial)).isNone then
+    specError s!"finish of a job that is not on stage {name}"
+  if st.kind == "ps" then
+    advanceVirtualClock s
+    let st ← stage s
+    let tag := (List.lookup serial st.tags).getD st.v
+    let v := if st.v < tag then tag else st.v
+    setStage s { st with tags := dictDel serial st.tags,
+                         jobs := st.jobs.eraseIdx ((st.jobs.findIdx? (·.serial == serial)).getD st.jobs.length),
+                         v, dirty := true }
+  else
+    let st := { st with jobs := st.jobs.eraseIdx ((st.jobs.findIdx? (·.serial == serial)).getD st.jobs.length),
+                        finish := dictDel serial st.finish }
+    setStage s st
+    if st.kind == "fifo" then
+      match st.waiting with
+      | [] => pure ()
+      | w :: rest =>
+        setStage s { st with waiting := rest }
+        beginFifoService s w
+  let sess ← session serial
+  modifyRec fun r => { r with finished := r.finished.push (.arr [.str name, .nat serial]) }
+  if sess.status == .stage s then
+    setSession { sess with job := none, status := .ready }
+    modifyCfg fun c => { c with ready := c.ready ++ [serial] }
+  else
+    setSession { sess with job := none }
+
+/-- stages.py `reschedule_ps`: withdraw the stage's pending departure, schedule the next one. -/
+def reschedulePs (s : Nat) : M Unit := do
+  modifyCfg fun c => { c with events := c.events.filter fun e =>
+    !(e.kind == "finish" && e.arg.stageOf? == some s) }
+  let st ← stage s
+  setStage s { st with dirty := false }
+  if st.jobs.isEmpty then return
+  advanceVirtualClock s
+  let rate ← psRate s st.jobs.length
+  let st ← stage s
+  -- the least (tag, start order)
+  let mut best : Option (Job × Rat) := none
+  for j in st.jobs do
+    let tag := (List.lookup j.serial st.tags).getD st.v
+    match best with
+    | none => best := some (j, tag)
+    | some (b, bt) =>
+      if decide (tag < bt) || (tag == bt && decide (j.startOrder < b.startOrder)) then
+        best := some (j, tag)
+  let some (nxt, tag) := best | return
+  let delta := tag - st.v
+  let delta := if delta < 0 then 0 else delta
+  let now := (← getCfg).now
+  let (cfg, _) ← liftRes (scheduleEvent (← getCfg) (now + delta / rate) "finish" (.stageSerial s nxt.serial))
+  setCfg cfg
+
+end SerqLang

@@ -1,0 +1,214 @@
+/-
+Copyright (c) 2026 The serQ authors. Released under the Apache 2.0 license.
+-/
+import SerqLang.Json
+import SerqLang.Program
+import SerqLang.Workload
+
+/-!
+# The step monad
+
+serq_spec mutates one `Config` in place; SerqLang threads it through
+`M := ReaderT Ctx (StateT St (Except String))`: the static program and the pre-drawn workload are
+read-only (`Ctx`), the configuration and the step's records are the state (`St`; config.py keeps
+the records on the Config as `cfg.records`, outside its JSON), and a run-time error of the
+semantics (errors.py `SpecError`) is the exception, carried as its message.
+
+Also here: config.py `new_records`, the built-in slots of program.py, the iteration context of
+engine.py (`IterCtx`), and accessors that read and write one session, pool or stage by index.
+-/
+
+namespace SerqLang
+
+/-- program.py built-in attribute slots. -/
+def SERIAL : Nat := 0
+def TURN_NO : Nat := 1
+def CACHED : Nat := 2
+def COMPUTED : Nat := 3
+def NEW : Nat := 4
+def OUT : Nat := 5
+def THINK : Nat := 6
+def MORE : Nat := 7
+def FORCED : Nat := 8
+
+/-- config.py `new_records`: the per-step output channel, already in docs/state.md form. -/
+structure Records where
+  admitted : Array CJ := #[]
+  preempted : Array CJ := #[]
+  released : Array CJ := #[]
+  evicted : Array CJ := #[]
+  iterations : Array CJ := #[]
+  observations : Array CJ := #[]
+  finished : Array CJ := #[]
+  deriving Inhabited
+
+/-- What never changes during a run. -/
+structure Ctx where
+  prog : Program
+  work : Workload
+  deriving Inhabited
+
+/-- The state a step transforms. -/
+structure St where
+  cfg : Config
+  rec : Records := {}
+  deriving Inhabited
+
+abbrev M := ReaderT Ctx (StateT St (Except String))
+
+instance {α : Type} : Inhabited (M α) := ⟨throw "unreachable: a partial function was given no value"⟩
+
+/-- A token amount or no limit (engine.py: ints and `inf`). -/
+inductive Tok where
+  | n (k : Nat)
+  | inf
+  deriving Inhabited, DecidableEq
+
+def Tok.toValue : Tok → Value
+  | .n k => Value.ofNat k
+  | .inf => .posInf
+
+/-- engine.py `IterCtx`: the iteration being formed. `each` is indexed by the pre-order position
+of a schedule statement (engine.py keys it by the statement object). -/
+structure IterCtx where
+  engine : Nat
+  locals : Array Value := #[]
+  each : Array (Option Tok) := #[]
+  granule : Option Nat := none
+  left : Tok := .n 0
+  served : List Nat := []
+  assign : Array Assign := #[]
+  preempted : Nat := 0
+  admitted : Nat := 0
+  stopped : Bool := false
+  noAdmit : Bool := false
+  deriving Inhabited
+
+/-! ## Accessors -/
+
+def getCfg : M Config := do return (← get).cfg
+def setCfg (c : Config) : M Unit := modify fun st => { st with cfg := c }
+def modifyCfg (f : Config → Config) : M Unit := modify fun st => { st with cfg := f st.cfg }
+def modifyRec (f : Records → Records) : M Unit := modify fun st => { st with rec := f st.rec }
+def getProg : M Program := do return (← read).prog
+def getWork : M Workload := do return (← read).work
+
+def session (serial : Nat) : M Session := do
+  match (← getCfg).sessions[serial]? with
+  | some s => return s
+  | none => throw s!"internal: no session {serial}"
+
+def setSession (s : Session) : M Unit :=
+  modifyCfg fun c => { c with sessions := c.sessions.set s.serial s }
+
+def modifySession (serial : Nat) (f : Session → Session) : M Unit := do
+  setSession (f (← session serial))
+
+def pool (p : Nat) : M PoolState := do
+  match (← getCfg).pools[p]? with
+  | some st => return st
+  | none => throw s!"internal: no pool {p}"
+
+def setPool (p : Nat) (st : PoolState) : M Unit :=
+  modifyCfg fun c => { c with pools := c.pools.set p st }
+
+def stage (i : Nat) : M StageState := do
+  match (← getCfg).stages[i]? with
+  | some st => return st
+  | none => throw s!"internal: no stage {i}"
+
+def setStage (i : Nat) (st : StageState) : M Unit :=
+  modifyCfg fun c => { c with stages := c.stages.set i st }
+
+def poolDecl (p : Nat) : M PoolDecl := do
+  match (← getProg).ir.pools[p]? with
+  | some d => return d
+  | none => throw s!"no pool {p}"
+
+def stageDecl (i : Nat) : M StageDecl := do
+  match (← getProg).ir.stages[i]? with
+  | some d => return d
+  | none => throw s!"no stage {i}"
+
+def poolName (p : Nat) : M String := do return (← poolDecl p).name
+def stageName (i : Nat) : M String := do return (← stageDecl i).name
+
+def capOf (p : Nat) : M Nat := do
+  match (← getProg).caps[p]? with
+  | some c => return c
+  | none => throw s!"no pool {p}"
+
+def blockOf (p : Nat) : M (Option Nat) := do
+  match (← getProg).block[p]? with
+  | some b => return b
+  | none => throw s!"no pool {p}"
+
+/-- The statement at `(block, pc)`. -/
+def stmtAt (ref : Nat × Nat) : M Located := do
+  match (← getProg).stmt ref with
+  | some st => return st
+  | none => throw s!"internal: no statement {ref.1}:{ref.2}"
+
+/-- errors.py `where`: `file:line:col` of a location. -/
+def whereOf (loc : Option Loc) : M String := do
+  match loc with
+  | none => return "<unknown location>"
+  | some l => return s!"{((← getProg).ir.files[l.file]?).getD (toString l.file)}:{l.line}:{l.col}"
+
+/-- errors.py `SpecError.render`. -/
+def specError {α : Type} (msg : String) (loc : Option Loc := none) : M α := do
+  match loc with
+  | none => throw s!"error: {msg}"
+  | some _ => throw s!"{← whereOf loc}: error: {msg}"
+
+/-- errors.py `NotSupported.render`. -/
+def notSupported {α : Type} (construct : String) (loc : Option Loc := none) : M α := do
+  throw s!"error: not supported by serq_spec yet: {construct} at {← whereOf loc}"
+
+/-- An attribute of a session (0 past the end). -/
+def Session.attr (s : Session) (slot : Nat) : Value := s.attrs.getD slot Value.zero
+
+def Session.setAttr (s : Session) (slot : Nat) (v : Value) : Session :=
+  { s with attrs := s.attrs.set slot v }
+
+/-- The first index (in the given order) of a hold holding `p`. -/
+def findHold (p : Nat) : List (Nat × HoldState) → Option Nat
+  | [] => none
+  | (k, h) :: rest => if h.pools.contains p then some k else findHold p rest
+
+/-- The index of the innermost active hold of the session that holds pool `p`. -/
+def holdIndex (s : Session) (p : Nat) : Option Nat :=
+  findHold p ((List.range s.holds.length).zip s.holds).reverse
+
+/-- pools.py `hold_of`: the innermost active hold of the session that holds pool `p`. -/
+def holdOf (s : Session) (p : Nat) : Option HoldState :=
+  (holdIndex s p).bind (fun k => s.holds[k]?)
+
+/-- The position of `x` in a list. -/
+def indexIn (x : Nat) : List Nat → Option Nat
+  | [] => none
+  | y :: ys => if y == x then some 0 else (indexIn x ys).map (· + 1)
+
+/-- The index of `p` in a hold's pools (`h.pools.index(p)`). -/
+def HoldState.slot (h : HoldState) (p : Nat) : Nat := (indexIn p h.pools).getD 0
+
+/-- The integer part of a value (Python's `int` on a whole number; 0 for an infinity). -/
+def intOf (v : Value) : Int :=
+  match v with
+  | .fin q => if q.num < 0 then -((-q).floor) else q.floor
+  | _ => 0
+
+/-- sessions.py `record_observation`: only after warm-up. -/
+def recordObservation (name : String) (s : Option Session) (value : Value) : M Unit := do
+  let cfg ← getCfg
+  if cfg.warm then
+    let turn : Int := match s with
+      | some x => intOf (x.attr TURN_NO)
+      | none => 0
+    let who : CJ := match s with
+      | some x => .nat x.serial
+      | none => .null
+    modifyRec fun r => { r with observations := r.observations.push
+      (.arr [.str name, who, .int turn, ratJ cfg.now, CJ.val value]) }
+
+end SerqLang

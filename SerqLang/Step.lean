@@ -1,0 +1,232 @@
+/-
+Copyright (c) 2026 The serQ authors. Released under the Apache 2.0 license.
+-/
+import SerqLang.Engine
+
+/-!
+# One event per step (python/serq_spec/step.py) and the observable line (trace.py)
+
+    step = pop the least (time, seq) event; now := its time; handle it; settle;
+           if no other event is pending at now: start iterations of idle engines;
+           reschedule the departures of ps stages whose job set changed.
+
+`step prog w cfg` is a function: it returns the next configuration, the step's records and the
+event handled, or `none` for a final configuration. `stateLine` is trace.py's `state_line`, the
+docs/state.md line compared byte for byte across engines.
+-/
+
+namespace SerqLang
+
+/-- step.py `SETTLE_ROUNDS`. -/
+def SETTLE_ROUNDS : Nat := 100000
+
+/-- Run a computation of the step monad from a configuration. -/
+def runM {α : Type} (prog : Program) (w : Workload) (cfg : Config) (x : M α) : Res (α × St) :=
+  (x.run { prog, work := w }).run { cfg }
+
+/-- Schedule an event (events.py `schedule_event`) in the monad. -/
+def scheduleEventM (time : Rat) (kind : String) (arg : EventArg) : M Unit := do
+  let (cfg, _) ← liftRes (scheduleEvent (← getCfg) time kind arg)
+  setCfg cfg
+
+/-- step.py `after_event`: settle; start iterations when nothing else is pending now;
+reschedule ps departures. -/
+def afterEvent : M Unit := do
+  let prog ← getProg
+  let mut done := false
+  for _ in [0:SETTLE_ROUNDS] do
+    settle
+    if !pendingAtNow (← getCfg) then
+      for e in prog.engines do
+        discard (startIteration e)
+    if (← getCfg).ready.isEmpty then
+      done := true
+      break
+  if !done then specError "settle did not reach a fixed point"
+  for i in List.range (← getCfg).stages.length do
+    let st ← stage i
+    if st.kind == "ps" && st.dirty then reschedulePs i
+
+/-- step.py `initial` (step 0): warm-up event, first arrival or the closed/batch sessions, settle. -/
+def initialM : M Unit := do
+  let prog ← getProg
+  let w ← getWork
+  for i in prog.engines do
+    let d ← stageDecl i
+    if let .step sd := d.kind then
+      let mut regs : List Value := []
+      for r in sd.registers do
+        regs := regs ++ [← evaluate { engine := some i } r.expr]
+      let st ← stage i
+      setStage i { st with registers := regs }
+  if prog.warmup > 0 then scheduleEventM prog.warmup "warmup_end" .none
+  else modifyCfg fun c => { c with warm := true }
+  match prog.ir.workload.arrival with
+  | .poisson _ | .renewal _ =>
+    if w.arrivals.length != w.count then
+      specError s!"the sessions file has {w.count} sessions but {w.arrivals.length} arrival times"
+    if w.count > 0 then scheduleEventM (w.arrivals.headD 0) "arrive" (.serial 0)
+  | .closed n | .batch n =>
+    let kind := match prog.ir.workload.arrival with
+      | .batch _ => "batch"
+      | _ => "closed"
+    if kind == "batch" && w.count != n then
+      specError s!"the program spawns batch({n}) sessions but the sessions file has {w.count}"
+    if !w.arrivals.isEmpty then
+      specError s!"a {kind} workload takes no arrival times, the sessions file has {w.arrivals.length}"
+    for _ in [0:min n w.count] do
+      discard spawn
+  | .none =>
+    if w.count != 0 then
+      specError s!"the program has no arrivals but the sessions file has {w.count} sessions"
+  afterEvent
+
+/-- step.py `handle`: apply one event. -/
+def handle (ev : Event) : M Unit := do
+  let w ← getWork
+  if ev.kind == "arrive" then
+    match ev.arg with
+    | .serial k =>
+      if k + 1 < w.count then scheduleEventM ((w.arrivals[k + 1]?).getD 0) "arrive" (.serial (k + 1))
+      discard spawn
+    | _ => specError "an arrive event without a serial"
+  else if ev.kind == "finish" then
+    match ev.arg with
+    | .stageSerial s serial => finishJob s serial
+    | _ => specError "a finish event without [stage, serial]"
+  else if ev.kind == "iter_end" then
+    match ev.arg with
+    | .stage e => iterationEnd e
+    | _ => specError "an iter_end event without a stage"
+  else if ev.kind == "warmup_end" then modifyCfg fun c => { c with warm := true }
+  else specError s!"unknown event kind {ev.kind}"
+
+/-- step.py `step_in_place`: handle the next event; `none` if there is none or it is past the
+horizon. -/
+def stepInPlace : M (Option Event) := do
+  let prog ← getProg
+  let cfg ← getCfg
+  match cfg.events with
+  | [] => return none
+  | ev :: rest =>
+    if Value.lt prog.horizon (.fin ev.time) then return none
+    setCfg { cfg with events := rest, now := ev.time }
+    modify fun st => { st with rec := {} }
+    handle ev
+    afterEvent
+    modifyCfg fun c => { c with steps := c.steps + 1 }
+    return some ev
+
+/-- step.py `initial`: the configuration after step 0 and its records. -/
+def initial (prog : Program) (w : Workload) : Res (Config × Records) := do
+  let (_, st) ← runM prog w (Config.new prog) initialM
+  return (st.cfg, st.rec)
+
+/-- step.py `step`: `Config → Config × record`; a final configuration gives `none`. -/
+def step (prog : Program) (w : Workload) (cfg : Config) : Res (Option (Config × Records × Event)) := do
+  let (ev?, st) ← runM prog w cfg stepInPlace
+  match ev? with
+  | none => return none
+  | some ev => return some (st.cfg, st.rec, ev)
+
+/-! ## The observable line (trace.py) -/
+
+/-- trace.py `event_json`. -/
+def eventJson (prog : Program) (ev : Option Event) : CJ :=
+  match ev with
+  | none => .null
+  | some e =>
+    let name (i : Nat) : String := ((prog.ir.stages[i]?).map (·.name)).getD (toString i)
+    let arg : CJ := match e.arg with
+      | .stageSerial s n => .arr [.str (name s), .nat n]
+      | .stage s => .str (name s)
+      | .serial n => .nat n
+      | .none => .null
+    .obj [("kind", .str e.kind), ("time", ratJ e.time), ("seq", .nat e.seq), ("arg", arg)]
+
+/-- trace.py `status_json`. -/
+def statusJson (prog : Program) (s : Session) : String :=
+  let pname (p : Nat) : String := ((prog.ir.pools[p]?).map (·.name)).getD (toString p)
+  let sname (i : Nat) : String := ((prog.ir.stages[i]?).map (·.name)).getD (toString i)
+  match s.status with
+  | .ready => "ready"
+  | .ended => "ended"
+  | .queued p => s!"queued:{pname p}"
+  | .growing p => s!"growing:{pname p}"
+  | .stage i => s!"stage:{sname i}"
+
+/-- Entries in `lru` order: by `(last, rel)`. -/
+def sortEntries (es : List Entry) : List Entry :=
+  let rec ins (e : Entry) : List Entry → List Entry
+    | [] => [e]
+    | x :: xs => if Pool.before e x then e :: x :: xs else x :: ins e xs
+  es.foldl (fun acc e => ins e acc) []
+
+/-- trace.py `pool_json`. -/
+def poolJson (prog : Program) (p : Nat) (st : PoolState) : CJ :=
+  .obj [("name", .str (((prog.ir.pools[p]?).map (·.name)).getD "")), ("used", .nat st.used),
+        ("cached", .nat st.cached), ("queue", CJ.nats (st.queue.map (·.serial))),
+        ("holders", CJ.nats st.holders), ("growers", CJ.nats st.growers),
+        ("entries", .arr ((sortEntries st.entries).map Entry.toJson)),
+        ("preemptions", .nat st.preemptions)]
+
+/-- trace.py `stage_json` (a `ps` stage's remaining work with its clock advanced to now; the
+line is computed on a copy of the configuration, see `stateLine`). -/
+def stageJson (i : Nat) : M CJ := do
+  let cfg ← getCfg
+  let d ← stageDecl i
+  let st ← stage i
+  let base : List (String × CJ) := [("name", .str d.name), ("kind", .str st.kind)]
+  match d.kind with
+  | .step _ =>
+    let mut res : List CJ := []
+    for j in st.jobs do
+      let mut pos : CJ := .null
+      let mut alloc : CJ := .null
+      if let some g := j.growing then
+        let s ← session j.serial
+        if let some h := holdOf s g then
+          let k := h.slot g
+          pos := .nat (h.position.getD k 0)
+          alloc := .nat (h.alloc.getD k 0)
+      res := res ++ [.obj [("serial", .nat j.serial), ("mode", .str j.mode), ("remaining", j.left.toJson),
+                           ("admission", .int j.admission), ("position", pos), ("allocation", alloc)]]
+    let it : CJ := match st.iteration with
+      | none => .null
+      | some it => .obj [("end", ratJ it.«end»), ("seq", .nat it.seq),
+                         ("assign", .arr (it.assign.map fun a => CJ.arr [.nat a.serial, .nat a.tokens]))]
+    return .obj (base ++ [("residents", .arr res), ("iteration", it),
+                          ("registers", .arr (st.registers.map CJ.val))])
+  | .fifo _ =>
+    return .obj (base ++ [
+      ("waiting", .arr (st.waiting.map fun j => CJ.arr [.nat j.serial, j.left.toJson])),
+      ("active", .arr (st.jobs.map fun j =>
+        CJ.arr [.nat j.serial, ratJ ((List.lookup j.serial st.finish).getD 0)]))])
+  | .delay =>
+    return .obj (base ++ [("active", .arr (st.jobs.map fun j =>
+        CJ.arr [.nat j.serial, ratJ ((List.lookup j.serial st.finish).getD 0)]))])
+  | .ps _ =>
+    let mut v := st.v
+    if !st.jobs.isEmpty && decide (cfg.now > st.tLast) then
+      v := v + (← psRate i st.jobs.length) * (cfg.now - st.tLast)
+    return .obj (base ++ [("active", .arr (st.jobs.map fun j =>
+        CJ.arr [.nat j.serial, ratJ ((List.lookup j.serial st.tags).getD v - v)]))])
+
+/-- trace.py `records_json`. -/
+def recordsJson (r : Records) : CJ :=
+  .obj [("admitted", .arr r.admitted.toList), ("preempted", .arr r.preempted.toList),
+        ("released", .arr r.released.toList), ("evicted", .arr r.evicted.toList),
+        ("finished", .arr r.finished.toList), ("iterations", .arr r.iterations.toList),
+        ("observations", .arr r.observations.toList)]
+
+/-- trace.py `state_line`: the docs/state.md line of step `k`. -/
+def stateLine (prog : Program) (w : Workload) (cfg : Config) (rec : Records) (ev : Option Event)
+    (k : Nat) : Res CJ := do
+  let (stages, _) ← runM prog w cfg ((List.range cfg.stages.length).mapM stageJson)
+  let pools := (List.range cfg.pools.length).zip cfg.pools |>.map fun (p, st) => poolJson prog p st
+  return .obj [("step", .nat k), ("event", eventJson prog ev), ("now", ratJ cfg.now),
+               ("pools", .arr pools), ("stages", .arr stages),
+               ("sessions", .arr (cfg.sessions.map fun s => CJ.arr [.nat s.serial, .str (statusJson prog s)])),
+               ("records", recordsJson rec)]
+
+end SerqLang

@@ -142,3 +142,34 @@ def test_regenerated_shipped_trace_agrees_with_the_reference(name):
     # stronger than the rule: every field except the wall-clock timing is identical
     strip = lambda t: {k: v for k, v in t.items() if k != "timing"}  # noqa: E731
     assert strip(ref) == strip(ours)
+
+
+def test_random_vectors_are_reproduced_by_the_generator():
+    """r0001.. are exactly `gen_scenarios.py --seed 1`; each fits alone in the KV cache."""
+    import math
+
+    sys.path.insert(0, str(ROOT / "tools" / "vllm_oracle"))
+    import gen_scenarios
+
+    random_ones = [n for n in NAMES if n.startswith("r") and n[1:].isdigit()]
+    for n in random_ones:
+        k = int(n[1:])
+        text = json.dumps(gen_scenarios.generate(1, k, n), indent=1) + "\n"
+        assert (VECTORS / f"{n}.scenario.json").read_text() == text, n
+        sc = load_scenario(VECTORS / f"{n}.scenario.json")
+        longest = max(sc.static_prompt_len(r.id) + r.max_tokens for r in sc.requests)
+        assert sc.config["num_gpu_blocks"] >= math.ceil(longest / sc.block_size) + 2
+        assert sc.config["max_model_len"] >= longest
+
+
+def test_generator_is_deterministic_and_valid():
+    sys.path.insert(0, str(ROOT / "tools" / "vllm_oracle"))
+    import gen_scenarios
+    from serq.oracle.scenario import resolve_scenario
+
+    for k in range(1, 40):
+        a = gen_scenarios.generate(77, k, f"x{k}")
+        assert a == gen_scenarios.generate(77, k, f"x{k}")
+        resolve_scenario(a)
+        arrivals = {("time" if "arrival_time" in r else "step") for r in a["requests"] if "after" not in r}
+        assert len(arrivals) <= 1  # never mixes time- and step-based arrivals

@@ -35,10 +35,10 @@ def reusable(x, b) {{ floor((x - 1) / b) * b }}
 
 fn main() {{
   device acc {{ kv cap {blocks} * {bs}; }}
-  pool kv on acc {{ block {bs}; evict lru; preempt {preempt}; }}
+  pool kv on acc {{ block {bs}; evict {evict}; preempt {preempt}; }}
   engine eng on acc {{
     reqs cap {slots};
-    tokens cap {budget};
+    tokens cap {budget};{granule}
     request (prompt, output) {{
       set kept = prompt;
       at admission {{
@@ -55,13 +55,13 @@ fn main() {{
     }}
     schedule {{
       let lim = running.count + waiting.count > 1 ? {chunk} : inf;
-      advance running each at most (lim);
+      advance running{order} each at most (lim);
       admit waiting while (running.preempted == 0) each at most (lim)
         taking reqs (1), kv (min(known, reused + budget_left(eng))) reserve (known);
     }}
     execute ({cost});
   }}
-  pool reqs on eng {{ queue fifo; }}
+  pool reqs on eng {{ queue {queue}; }}
   stage gate : delay;
   workload {{
     arrive batch({sessions});
@@ -107,14 +107,22 @@ def vllm_programs(draw) -> Case:
                   st.sampled_from(RATIONALS), st.sampled_from(RATIONALS + ["0"]), st.sampled_from(RATIONALS + ["0"]))))
     text = VLLM.format(
         bs=bs, blocks=blocks, slots=draw(st.sampled_from([4, 2, 1, 3])), budget=draw(st.one_of(st.sampled_from([16, 64, 8, 32]), st.integers(1, 64))),
-        preempt=draw(st.sampled_from(["lifo", "lifo", "none"])),
+        preempt=draw(st.sampled_from(["lifo", "lifo", "none", "by (-admission)",
+                                      "by (decoding ? 0 : 1, -admission) requeue tail"])),
+        evict=draw(st.sampled_from(["lru", "by (-size)", "by (size, last)"])),
+        granule="{granule}",
+        order=draw(st.sampled_from(["", "", " decode first", " by (remaining)"])),
+        queue=draw(st.sampled_from(["fifo", "fifo", "by (prompt)"])),
         chunk=draw(st.one_of(st.just("inf"), st.integers(1, 32).map(str))),
         cache=draw(st.sampled_from(["prompt + output", "prompt + output - 1", "0"])),
         cost=cost, sessions=sessions,
         maxp=maxp, maxo=maxo, turns=turns, stagger=draw(st.sampled_from(["0", "1/2", "1", "3"])),
         think=draw(st.sampled_from(["0", "1", "5/2"])),
         prompt="ctx + n")
-    return Case(text=text, sessions=sessions,
+    budget = int(text.split("tokens cap ")[1].split(";")[0])
+    # a granule above what the budget can leave a prefill would starve it (language.md §11.6)
+    granule = draw(st.sampled_from(["", "", "\n    granule 4;"])) if budget >= 8 else ""
+    return Case(text=text.replace("{granule}", granule), sessions=sessions,
                 seed=draw(st.integers(0, 2 ** 16)))
 
 

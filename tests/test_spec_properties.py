@@ -38,7 +38,7 @@ def test_vllm_fragment_keeps_invariants(case):
         assert s.status[0] in ("ended", "queued", "growing", "stage")
     # with a unit or positive cost and room for every request, a run ends with every session done
     # unless a `preempt none` growth stalled forever
-    if "preempt lifo" in case.text and not cfg.events:
+    if "preempt lifo" in case.text and "granule" not in case.text and not cfg.events:
         assert all(s.status[0] == "ended" for s in cfg.sessions), case
 
 

@@ -324,6 +324,8 @@ DECLS = {
     "pool-options": "pool r { cap 5; block 1; evict by (size); preempt by (position) requeue head; queue by (waited); reserve held; }",
     "stages": "stage f1 : fifo; stage f2 : fifo(3); stage g : ps(1); stage h : delay; stage arr[3] : fifo(1);",
     "gauge": "gauge gg = used(p);",
+    "pool-on-engine-device": "device d { kv cap 64; } engine e on d { tokens cap 8; request (a) { prefill (a) growing kv; } "
+                             "schedule { advance running; admit waiting taking kv (a); } execute (1); } pool kv on e.d { }",
 }
 
 

@@ -147,6 +147,7 @@ class EngineInfo:
     taking_ast: Any = None
     taking: Any = None
     devfns: dict = field(default_factory=dict)
+    pending_growing: list = field(default_factory=list)
 
 
 class Linker:
@@ -535,7 +536,10 @@ class Linker:
             elif it.kind == "execute":
                 stage["cost"] = self.cx(it.expr, ectx("step", "`execute`", frozenset(EV_EXECUTE)))
         if info.template is not None:
-            stage["memory"] = info.template["memory"]
+            try:  # resolve the growing pool now when it is already declared (the usual order)
+                self.engine_resolve(info)
+            except SerqError:
+                pass
 
     def schedule(self, info: EngineInfo, sch: Node, stage: dict, ectx) -> None:
         for lt in sch.lets:
@@ -698,28 +702,39 @@ class Linker:
         hc = HoldCtx(has_cache=cache_ir is not None, impure=impure)
         body_ctx = SCtx("server", Ctx("session", "a request block", defs=self.defs, hold=hc, record=[]))
         body = []
-        memory = None
-        mem_pos = None
         for it in post_items:
             if it.kind == "req_cache":
                 continue
             if it.kind == "req_run":
-                growing = None
+                run = {"op": "run", "stage": {"base": info.index, "count": 1, "index": None}, "mode": it.mode,
+                       "work": self.cx(it.work, body_ctx.c), "growing": None, "at": None}
                 if it.growing is not None:
-                    growing = self.pool_index(it.growing, body_ctx.c)
-                    if memory is not None and growing != memory:
-                        raise self.err(it.growing.pos, f"the runs of engine `{info.name}` grow two different pools (also at {self.where(mem_pos)})")
-                    memory, mem_pos = growing, it.growing.pos
-                body.append({"op": "run", "stage": {"base": info.index, "count": 1, "index": None}, "mode": it.mode,
-                             "work": self.cx(it.work, body_ctx.c), "growing": growing, "at": None})
+                    # resolved with the `taking` pools: `pool kv on E.D` can only follow the engine
+                    info.pending_growing.append((run, it.growing, body_ctx.c))
+                body.append(run)
             else:
                 body.extend(self.stmt(it, body_ctx))
         for slot, pos in hdr_reads:
             self.header_reads.append((slot, pos))
         info.template = {"params": params, "pre": pre, "bindings": bindings, "body": body, "cache": cache_ir,
-                         "memory": memory}
+                         "memory": None}
+
+    def engine_resolve(self, info: EngineInfo) -> None:
+        """Resolve the pools an engine names before they may be declared: its runs' `growing` pool."""
+        memory, mem_pos = None, None
+        for run, node, c in info.pending_growing:
+            growing = self.pool_index(node, c)
+            if memory is not None and growing != memory:
+                raise self.err(node.pos, f"the runs of engine `{info.name}` grow two different pools (also at {self.where(mem_pos)})")
+            memory, mem_pos = growing, node.pos
+            run["growing"] = growing
+        info.pending_growing = []
+        if memory is not None:
+            info.template["memory"] = memory
+            self.stages[info.index]["memory"] = memory
 
     def engine_taking(self, info: EngineInfo) -> dict | None:
+        self.engine_resolve(info)
         if info.taking is not None or info.taking_ast is None:
             return info.taking
         t = info.taking_ast

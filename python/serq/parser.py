@@ -157,7 +157,7 @@ def _prescan(src: Source, tokens: list[Token]) -> None:
                 raise src.error(f"`{v}` is a reserved word", tok.line, tok.column)
             if (v != "args" and nxt is not None and nxt.type == "DOT" and i + 2 < n
                     and tokens[i + 2].type == "NAME" and tokens[i + 2].value not in ("pull", "push")
-                    and not (i > 0 and tokens[i - 1].type == "DOT")):
+                    and not (i > 0 and tokens[i - 1].type in ("DOT", "ON"))):
                 raise src.error(f"`{v}.{tokens[i + 2].value}`: queue members (P/D disaggregation) are not "
                                 "supported yet", tok.line, tok.column)
         elif t == "QUEUE" and nxt is not None and nxt.type == "NAME":

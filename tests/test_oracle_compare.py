@@ -265,6 +265,8 @@ def test_compact_trace_agrees_with_full_trace(multiturn, tmp_path):
         ({"steps": [{"step": 0, "sched": "a"}], "requests": {}}, "steps[0].sched: bad compact schedule entry"),
         ({"steps": [{"step": 0, "scheduled": [{"id": 1}]}], "requests": {}}, "steps[0].scheduled[0]"),
         ({"steps": [{"step": 0, "scheduled": []}], "requests": {}}, "missing free_blocks_after_schedule"),
+        ({"steps": [{"step": 0, "scheduled": [], "preempted": [1]}], "requests": {}}, "steps[0].preempted: must be a list of ids"),
+        ({"steps": [], "requests": {"a": 1}}, "requests.a: must be an object"),
     ],
 )
 def test_bad_traces_are_rejected_with_a_message(tmp_path, obj, message):

@@ -47,7 +47,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
     except TraceError as exc:
         _err(str(exc))
         return 2
-    diffs = compare_traces(a, b, limit=None if args.all else 1)
+    try:
+        diffs = compare_traces(a, b, limit=None if args.all else 1)
+    except (TypeError, KeyError, ValueError) as exc:  # a shape the checks above let through
+        _err(f"cannot compare {args.a} and {args.b}: malformed trace ({type(exc).__name__}: {exc})")
+        return 2
     if not diffs:
         print(
             f"agree: {args.a} and {args.b} ({len(a['steps'])} / {len(b['steps'])} step records, "

@@ -163,8 +163,9 @@ def check_trace_shape(t: Any) -> None:
                 raise TraceError(f"{where}.sched: {exc}") from None
         else:
             raise TraceError(f"{where}: needs 'scheduled' or the compact 'sched'")
-        if not isinstance(s.get("preempted", []), list):
-            raise TraceError(f"{where}.preempted: must be a list")
+        pre = s.get("preempted", [])
+        if not isinstance(pre, list) or not all(isinstance(x, str) for x in pre):
+            raise TraceError(f"{where}.preempted: must be a list of ids")
         fin = s.get("finished", [])
         if not isinstance(fin, list):
             raise TraceError(f"{where}.finished: must be a list")

@@ -255,6 +255,8 @@ def test_comparisons_do_not_chain():
     ("fn main() { } let x = 1;", 1, 15, "nothing may follow"),
     ("fn main(x) { }", 1, 9, "expected ')'"),
     ("let a = 1;", 1, 1, "no `fn main"),
+    ("fn main() { server { branch (x = 1) { } } }", 1, 32, "write '=='"),
+    ("fn main() { device d { c cap 1; } engine e on d { scheduler { } } }", 1, 61, "writes `schedule"),
 ])
 def test_syntax_errors_say_what_was_expected(text, line, col, fragment):
     e = compile_err(text)

@@ -51,6 +51,13 @@ _STMT_START = {"TURN", "END", "SET", "OBSERVE", "BRANCH", "IF", "WHILE", "LOOP",
                "GROW", "DROP", "RELEASE", "LOAD", "RUN", "TOOL"}
 _ITEM_START = {"DEVICE", "ENGINE", "POOL", "STAGE", "WORKLOAD", "SERVER", "GAUGE"}
 MAX_DEPTH = 200
+# Dialect P spellings (language.md §15) met where dialect S expects something else.
+_P_HINTS = {
+    "scheduler": "dialect S writes `schedule { … }`",
+    "worker": "dialect S writes `execute (…);`",
+    "forward": "dialect S writes `execute (…);`",
+    "send": "in dialect S the server calls the engine by name: `E (prompt, output);`",
+}
 _OPERATORS = {"PLUS", "MINUS", "STAR", "SLASH", "CIRCUMFLEX", "LESSTHAN", "MORETHAN", "QMARK",
               "__ANON_0", "__ANON_1", "__ANON_2", "__ANON_3", "__ANON_4", "__ANON_5", "LSQB", "DOT"}
 
@@ -268,6 +275,7 @@ def _token_error(src: Source, tokens: list[Token], tok: Token, expected: set[str
                 break
             prev = t
     expected = set(expected)
+    raw = set(expected)
     closers = {"SEMICOLON", "RPAR", "RBRACE", "COMMA", "RSQB", "COLON", "LBRACE"}
     if expected & closers:
         expected = {e for e in expected if e not in _OPERATORS}
@@ -277,11 +285,18 @@ def _token_error(src: Source, tokens: list[Token], tok: Token, expected: set[str
     after = f" after {_show_token(prev)}" if prev is not None else ""
     if tok.type != "NAME" and str(tok.value) in RESERVED and ("NAME" in expected or "a name" in items):
         return src.error(f"`{tok.value}` is a reserved word and cannot be used as a name", line, col)
+    hint = ""
+    if tok.type == "EQUAL" and "__ANON_4" in raw:
+        hint = " (to compare, write '==')"
+    elif tok.type == "NAME" and str(tok.value) in _P_HINTS:
+        hint = f" ({_P_HINTS[str(tok.value)]})"
+    elif prev is not None and prev.type == "NAME" and str(prev.value) in _P_HINTS:
+        hint = f" ({_P_HINTS[str(prev.value)]})"
     if len(items) == 1:
         msg = f"expected {items[0]}{after}, found {_show_token(tok)}"
     else:
         msg = f"unexpected {_show_token(tok)}{after}: expected {_fmt_expected(items)}"
-    return src.error(msg, line, col)
+    return src.error(msg + hint, line, col)
 
 
 # --------------------------------------------------------------------------------------------

@@ -39,6 +39,8 @@ def register(subparsers) -> None:
     pp.add_argument("--max-steps", type=int, default=None, metavar="N")
     pp.add_argument("--warmup", default="0", metavar="T", help="warm-up time (observations before it are not recorded)")
     pp.add_argument("--horizon", default="inf", metavar="T", help="stop before the first event later than T")
+    pp.add_argument("--gauges", action="store_true",
+                    help="add every gauge's end-of-step value to the records (not part of lockstep)")
     pp.add_argument("--check-invariants", dest="check", action="store_true", default=True)
     pp.add_argument("--no-check-invariants", dest="check", action="store_false")
     pp.set_defaults(func=cmd_spec)
@@ -145,6 +147,7 @@ def cmd_spec(args) -> int:
         ir = load_ir(args.file, args.sets)
         prog = prepare(ir, load_sessions(args.sessions), os.path.basename(args.file),
                        time_arg(args.warmup, "--warmup"), time_arg(args.horizon, "--horizon"))
+        prog.emit_gauges = args.gauges
 
         def emit(cfg, rec, k):
             out.write(state_text(cfg, rec, k) + "\n")

@@ -47,6 +47,7 @@ class Program:
         self.workload_data = None          # the pre-drawn Workload (workload.py), set before a run
         self.warmup = Fraction(0)          # run settings (not in the IR): warm-up and horizon
         self.horizon = float("inf")
+        self.emit_gauges = False           # `serq spec --gauges`: gauge values in every record
         self.caps = [v(p["cap"]) for p in self.pools]
         self.block = []
         for p in self.pools:

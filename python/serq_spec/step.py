@@ -55,6 +55,7 @@ def initial(program) -> tuple[Config, dict]:
         if w.count != 0:
             raise SessionsFileError(f"the program has no arrivals but the sessions file has {w.count} sessions")
     after_event(cfg)
+    sample_gauges(cfg)
     return cfg, cfg.records
 
 
@@ -72,6 +73,12 @@ def after_event(cfg) -> None:
     for i, st in enumerate(cfg.stages):
         if st.kind == "ps" and st.dirty:
             reschedule_ps(cfg, i)
+
+
+def sample_gauges(cfg) -> None:
+    """With `serq spec --gauges`: every gauge's value at the end of the step (Gauge moment, §5)."""
+    if cfg.program.emit_gauges:
+        cfg.records["gauges"] = [[g["name"], evaluate(g["expr"], Env(cfg))] for g in cfg.program.gauges]
 
 
 def handle(cfg, ev) -> None:
@@ -100,6 +107,7 @@ def step_in_place(cfg) -> dict | None:
     cfg.now = ev.time
     handle(cfg, ev)
     after_event(cfg)
+    sample_gauges(cfg)
     cfg.steps += 1
     rec = cfg.records
     rec["event"] = ev

@@ -74,7 +74,7 @@ def stage_json(cfg, i: int) -> dict:
 
 
 def records_json(rec: dict) -> dict:
-    return {
+    out = {
         "admitted": rec["admitted"], "preempted": rec["preempted"], "released": rec["released"],
         "evicted": rec["evicted"], "finished": rec["finished"],
         "iterations": [{"stage": it["stage"], "start": wire(it["start"]), "end": wire(it["end"]),
@@ -82,6 +82,9 @@ def records_json(rec: dict) -> dict:
                        for it in rec["iterations"]],
         "observations": [[n, s, t, wire(time), wire(v)] for n, s, t, time, v in rec["observations"]],
     }
+    if "gauges" in rec:
+        out["gauges"] = [[n, wire(v)] for n, v in rec["gauges"]]
+    return out
 
 
 def state_line(cfg, rec: dict, k: int) -> dict:

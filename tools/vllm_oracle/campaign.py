@@ -24,7 +24,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent.parent / "python"))
 
 import gen_scenarios  # noqa: E402
-from regen import run_driver  # noqa: E402
+from regen import MISSING_VENV, run_driver  # noqa: E402
 from serq.oracle.compare import check_trace_shape  # noqa: E402
 
 
@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.time()
         rc = run_driver(scenarios, d)
         wall = time.time() - t0
-        if rc == 2:
+        if rc == MISSING_VENV:
             return 2
         c: collections.Counter = collections.Counter()
         problems = []

@@ -267,6 +267,10 @@ class _VllmEnv:
 # one run
 
 
+class ConfigRejected(Exception):
+    """vLLM refused to build a scheduler for the scenario's configuration (bad input, exit 2)."""
+
+
 def _reason(fr) -> str | None:
     if fr is None:
         return None
@@ -279,7 +283,11 @@ class _Run:
         self.sc = sc
         self.notes: list[str] = []
         t0 = time.perf_counter()
-        self.sched, self.block_hasher = env.build(sc, self.notes)
+        try:
+            self.sched, self.block_hasher = env.build(sc, self.notes)
+        except Exception as exc:  # vLLM's own config validation (e.g. an extra knob's value)
+            msg = " ".join(str(exc).split())
+            raise ConfigRejected(f"vLLM rejected the configuration: {type(exc).__name__}: {msg[:500]}") from exc
         self.build_s = time.perf_counter() - t0
         self.base_s = sc.step_base_s
         self.per_token_s = sc.step_per_token_s
@@ -632,6 +640,10 @@ def main(argv: list[str] | None = None) -> int:
     for p, sc in resolved:
         try:
             trace, notes = run_scenario(env, sc)
+        except ConfigRejected as exc:
+            print(f"driver.py: {p}: {exc}", file=sys.stderr)
+            status = status or 2
+            continue
         except Exception as exc:  # report and go on with the other scenarios
             import traceback
 

@@ -45,14 +45,18 @@ def without_timing(t: dict) -> dict:
     return {k: v for k, v in t.items() if k != "timing"}
 
 
+MISSING_VENV = 127
+
+
 def run_driver(scenarios: list[Path], out_dir: Path, extra: list[str] = ()) -> int:
+    """Run the driver on many scenarios in one process; MISSING_VENV if there is no venv."""
     py = venv_python()
     if not py.exists():
         print(
             f"regen: the oracle venv is missing ({py.parent.parent}); run tools/vllm_oracle/setup.sh",
             file=sys.stderr,
         )
-        return 2
+        return MISSING_VENV
     cmd = [str(py), str(HERE / "driver.py"), "--quiet", "--out-dir", str(out_dir), *extra]
     cmd += [str(p) for p in scenarios]
     return subprocess.run(cmd).returncode
@@ -81,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="serq-regen-") as tmp:
         tmpdir = Path(tmp)
         rc = run_driver(scenarios, tmpdir)
-        if rc == 2:
+        if rc == MISSING_VENV:
             return 2
         counts = {"same": 0, "fields": 0, "DRIFT": 0, "new": 0, "FAILED": 0}
         for sp in scenarios:

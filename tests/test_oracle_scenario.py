@@ -56,6 +56,9 @@ def test_minimal_scenario_gets_every_default():
     assert r.prompt == [PromptSegment("fresh", source="req:0", length=5)]
     assert sc.num_usable_blocks == 1023
     assert sc.step_base_s == 0.01 and sc.step_per_token_s == 0.0001
+    from fractions import Fraction
+
+    assert sc.step_base_exact == Fraction(1, 100) and sc.step_per_token_exact == Fraction(1, 10000)
     assert sc.warnings == []
 
 

@@ -195,6 +195,16 @@ class ResolvedScenario:
         # cost then means 0, not the default.
         return float(self.config["step_time"].get("per_token_s", 0.0))
 
+    @property
+    def step_base_exact(self) -> Fraction:
+        """`step_base_s` as the exact rational its decimal text denotes (0.01 -> 1/100)."""
+        return _exact_decimal(self.config["step_time"].get("base_s", DEFAULT_STEP_TIME["base_s"]))
+
+    @property
+    def step_per_token_exact(self) -> Fraction:
+        """`step_per_token_s` as an exact rational (0.0001 -> 1/10000)."""
+        return _exact_decimal(self.config["step_time"].get("per_token_s", 0))
+
     def request(self, rid: str) -> ResolvedRequest:
         for r in self.requests:
             if r.id == rid:

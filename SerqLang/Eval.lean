@@ -60,15 +60,15 @@ def take (env : EnvM) (dist : String) : M Value := do
     | none => specError s!"the sessions file does not fit the program: the machine stream needs draw #{i + 1} (~{dist} at {loc}) but the file has only {w.machine.length}"
   | some serial =>
     let s ← session serial
-    let some rec := w.sessions[serial]?
+    let some draws := w.sessions[serial]?
       | specError s!"the sessions file does not fit the program: no draws for session {serial}"
     let (lst, ckey) ← match env.stream with
-      | .init => pure (rec.init, "init")
-      | .session => pure (rec.session, "session")
+      | .init => pure (draws.init, "init")
+      | .session => pure (draws.session, "session")
       | .turn k =>
-        if k > rec.turns.length || k == 0 then
-          specError s!"the sessions file does not fit the program: session {serial} starts turn {k} but the file has {rec.turns.length} turns (draw at {loc})"
-        else pure ((rec.turns[k - 1]?).getD [], s!"turn:{k}")
+        if decide (k > draws.turns.length) || k == 0 then
+          specError s!"the sessions file does not fit the program: session {serial} starts turn {k} but the file has {draws.turns.length} turns (draw at {loc})"
+        else pure ((draws.turns[k - 1]?).getD [], s!"turn:{k}")
     let i := (List.lookup ckey s.cursors).getD 0
     setSession { s with cursors := upsertSorted ckey (i + 1) s.cursors }
     match lst[i]? with
@@ -93,7 +93,7 @@ def memoryAlloc (e : Nat) (job : Job) : M Nat := do
 def admittedPools (e : Nat) : M (List Nat) := do
   let pools := (← getProg).ir.pools
   return (List.range pools.length).filter fun p =>
-    (pools[p]?.bind (·.admittedBy)) == some e
+    ((pools[p]?).bind (·.admittedBy)) == some e
 
 /-- Σ of a list of naturals. -/
 def sumNat (xs : List Nat) : Nat := xs.foldl (· + ·) 0

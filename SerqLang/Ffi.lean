@@ -45,8 +45,8 @@ def initCore (irText sessionsText : String) : Res String := do
   let irJ ← Wire.parse "ir" irText
   let sJ ← Wire.parse "sessions" sessionsText
   let (prog, w) ← loadProgram irJ sJ
-  let (cfg, rec) ← initial prog w
-  let line ← stateLine prog w cfg rec none 0
+  let (cfg, rd) ← initial prog w
+  let line ← stateLine prog w cfg rd none 0
   return (CJ.obj [("state", stateJson irJ sJ cfg), ("line", line)]).render
 
 def decodeState (text : String) : Res (Json × Json × Program × Workload × Config) := do
@@ -61,8 +61,8 @@ def stepCore (text : String) : Res String := do
   let (irJ, sJ, prog, w, cfg) ← decodeState text
   match (← step prog w cfg) with
   | none => return (CJ.obj [("state", stateJson irJ sJ cfg), ("line", .null)]).render
-  | some (cfg', rec, ev) =>
-    let line ← stateLine prog w cfg' rec (some ev) cfg'.steps
+  | some (cfg', rd, ev) =>
+    let line ← stateLine prog w cfg' rd (some ev) cfg'.steps
     return (CJ.obj [("state", stateJson irJ sJ cfg'), ("line", line)]).render
 
 def runCore (text : String) (k : Nat) : Res String := do
@@ -72,8 +72,8 @@ def runCore (text : String) (k : Nat) : Res String := do
   for _ in [0:k] do
     match (← step prog w cfg) with
     | none => break
-    | some (cfg', rec, ev) =>
-      lines := lines.push (← stateLine prog w cfg' rec (some ev) cfg'.steps)
+    | some (cfg', rd, ev) =>
+      lines := lines.push (← stateLine prog w cfg' rd (some ev) cfg'.steps)
       cfg := cfg'
   return (CJ.obj [("state", stateJson irJ sJ cfg), ("lines", .arr lines.toList)]).render
 

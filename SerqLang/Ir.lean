@@ -147,6 +147,8 @@ structure Hold where
   body : Nat
   cache : Option Expr
   request : Option Request
+  /-- A `lease` clause is present (serq_spec refuses leases). -/
+  lease : Bool := false
   deriving Inhabited
 
 inductive Stmt where
@@ -279,7 +281,7 @@ def preemptOf (j : Json) : Res PreemptRule := do
   | "lifo" => return .lifo
   | "by" =>
     let keys ← field j "keys" exprsOf
-    let rq ← field j "requeue" str
+    let rq := ((← fieldOpt j "requeue" str).getD "head")
     if rq == "head" then return .keyed keys true
     else if rq == "tail" then return .keyed keys false
     else .error s!"requeue: expected \"head\" or \"tail\", got \"{rq}\""
@@ -379,7 +381,11 @@ def stmtOf (j : Json) : Res Stmt := do
       bindings := ← field j "bindings" (list bindingOf)
       body := ← field j "body" nat
       cache := ← fieldOpt j "cache" exprOf
-      request := ← fieldOpt j "request" requestOf }
+      request := ← fieldOpt j "request" requestOf
+      lease := match getOpt j "lease" with
+        | none => false
+        | some (Json.bool false) => false
+        | some _ => true }
   | "run" =>
     return .run (← field j "stage" refOf) (← field j "mode" modeOf) (← field j "work" exprOf)
       (← fieldOpt j "growing" nat)

@@ -95,6 +95,7 @@ def checkStmt (ir : Ir) (st : Located) : Res Unit := do
   | .branch c _ _ | .while_ c _ => checkExpr ir c loc
   | .choose _ n keys => do checkExpr ir n loc; for k in keys do checkExpr ir k loc
   | .hold h => do
+    if h.lease then throw (unsupported ir "`lease` on a hold" loc)
     optCheck ir h.reuse loc
     optCheck ir h.cache loc
     for hp in h.pools do
@@ -134,8 +135,8 @@ def capOf (p : PoolDecl) : Res Nat :=
 
 /-- program.py `Program.__init__` with `check_supported`. -/
 def ofIr (ir : Ir) : Res Program := do
-  let caps ← ir.pools.mapM capOf
   let block ← ir.pools.mapM blockOf
+  let caps ← ir.pools.mapM capOf
   for p in ir.pools do
     if p.reserveHeld then throw (unsupported ir s!"`reserve held` on pool {p.name}")
     match p.evict with
@@ -162,7 +163,7 @@ def ofIr (ir : Ir) : Res Program := do
     for st in blk do checkStmt ir st
   for g in ir.gauges do checkExpr ir g.expr none
   let engines := (List.range ir.stages.length).filter fun i =>
-    (ir.stages[i]?.map StageDecl.isStep).getD false
+    ((ir.stages[i]?).map StageDecl.isStep).getD false
   return { ir, caps, block, engines }
 
 /-- The statement at `(block, pc)`. -/
@@ -171,15 +172,17 @@ def stmt (prog : Program) (ref : Nat × Nat) : Option Located :=
 
 end Program
 
+/-- The `kind` string of a stage (config.py `StageState.kind`). -/
+def stageKindName : StageKind → String
+  | .fifo _ => "fifo"
+  | .ps _ => "ps"
+  | .delay => "delay"
+  | .step _ => "step"
+
 /-- config.py `Config.__init__`: the empty configuration of a program (before step 0). -/
 def Config.new (prog : Program) : Config :=
-  { pools := prog.ir.pools.map (fun _ => {})
-    stages := prog.ir.stages.map fun s =>
-      { kind := match s.kind with
-          | .fifo _ => "fifo"
-          | .ps _ => "ps"
-          | .delay => "delay"
-          | .step _ => "step" } }
+  { pools := prog.ir.pools.map (fun _ => ({} : PoolState))
+    stages := prog.ir.stages.map fun s => ({ kind := stageKindName s.kind } : StageState) }
 
 /-! ## Events (events.py) -/
 

@@ -73,21 +73,21 @@ def spawn : M Nat := do
 /-- workload.py `check_consumed`: at a session's end every value of its streams was used. -/
 def checkConsumed (serial : Nat) : M Unit := do
   let s ← session serial
-  let some rec := (← getWork).sessions[serial]? | return
+  let some draws := (← getWork).sessions[serial]? | return
   let c (k : String) : Nat := (List.lookup k s.cursors).getD 0
   let mut problems : List String := []
-  if c "init" != rec.init.length then
-    problems := problems ++ [s!"init stream: used {c "init"} of {rec.init.length}"]
-  if s.turns != rec.turns.length then
-    problems := problems ++ [s!"ran {s.turns} turns, the file has {rec.turns.length}"]
+  if c "init" != draws.init.length then
+    problems := problems ++ [s!"init stream: used {c "init"} of {draws.init.length}"]
+  if s.turns != draws.turns.length then
+    problems := problems ++ [s!"ran {s.turns} turns, the file has {draws.turns.length}"]
   let mut k := 1
-  for t in rec.turns do
+  for t in draws.turns do
     let tk := s!"turn:{k}"
     if c tk != t.length && decide (k ≤ s.turns) then
       problems := problems ++ [s!"turn {k} stream: used {c tk} of {t.length}"]
     k := k + 1
-  if c "session" != rec.session.length then
-    problems := problems ++ [s!"session stream: used {c "session"} of {rec.session.length}"]
+  if c "session" != draws.session.length then
+    problems := problems ++ [s!"session stream: used {c "session"} of {draws.session.length}"]
   if !problems.isEmpty then
     specError s!"the sessions file does not fit the program: session {serial} ended with {"; ".intercalate problems}"
 

@@ -51,7 +51,7 @@ structure Ctx where
 /-- The state a step transforms. -/
 structure St where
   cfg : Config
-  rec : Records := {}
+  records : Records := {}
   deriving Inhabited
 
 abbrev M := ReaderT Ctx (StateT St (Except String))
@@ -89,7 +89,7 @@ structure IterCtx where
 def getCfg : M Config := do return (← get).cfg
 def setCfg (c : Config) : M Unit := modify fun st => { st with cfg := c }
 def modifyCfg (f : Config → Config) : M Unit := modify fun st => { st with cfg := f st.cfg }
-def modifyRec (f : Records → Records) : M Unit := modify fun st => { st with rec := f st.rec }
+def modifyRec (f : Records → Records) : M Unit := modify fun st => { st with records := f st.records }
 def getProg : M Program := do return (← read).prog
 def getWork : M Workload := do return (← read).work
 

@@ -111,7 +111,7 @@ def stepInPlace : M (Option Event) := do
   | ev :: rest =>
     if Value.lt prog.horizon (.fin ev.time) then return none
     setCfg { cfg with events := rest, now := ev.time }
-    modify fun st => { st with rec := {} }
+    modify fun st => { st with records := {} }
     handle ev
     afterEvent
     modifyCfg fun c => { c with steps := c.steps + 1 }
@@ -120,14 +120,14 @@ def stepInPlace : M (Option Event) := do
 /-- step.py `initial`: the configuration after step 0 and its records. -/
 def initial (prog : Program) (w : Workload) : Res (Config × Records) := do
   let (_, st) ← runM prog w (Config.new prog) initialM
-  return (st.cfg, st.rec)
+  return (st.cfg, st.records)
 
 /-- step.py `step`: `Config → Config × record`; a final configuration gives `none`. -/
 def step (prog : Program) (w : Workload) (cfg : Config) : Res (Option (Config × Records × Event)) := do
   let (ev?, st) ← runM prog w cfg stepInPlace
   match ev? with
   | none => return none
-  | some ev => return some (st.cfg, st.rec, ev)
+  | some ev => return some (st.cfg, st.records, ev)
 
 /-! ## The observable line (trace.py) -/
 
@@ -220,13 +220,13 @@ def recordsJson (r : Records) : CJ :=
         ("observations", .arr r.observations.toList)]
 
 /-- trace.py `state_line`: the docs/state.md line of step `k`. -/
-def stateLine (prog : Program) (w : Workload) (cfg : Config) (rec : Records) (ev : Option Event)
+def stateLine (prog : Program) (w : Workload) (cfg : Config) (recs : Records) (ev : Option Event)
     (k : Nat) : Res CJ := do
   let (stages, _) ← runM prog w cfg ((List.range cfg.stages.length).mapM stageJson)
   let pools := (List.range cfg.pools.length).zip cfg.pools |>.map fun (p, st) => poolJson prog p st
   return .obj [("step", .nat k), ("event", eventJson prog ev), ("now", ratJ cfg.now),
                ("pools", .arr pools), ("stages", .arr stages),
                ("sessions", .arr (cfg.sessions.map fun s => CJ.arr [.nat s.serial, .str (statusJson prog s)])),
-               ("records", recordsJson rec)]
+               ("records", recordsJson recs)]
 
 end SerqLang

@@ -31,7 +31,7 @@ def ObsRow.before (a b : ObsRow) : Bool :=
   decide (a.time < b.time) || (a.time == b.time && decide (a.serial < b.serial))
 
 def sortRows (rows : List ObsRow) : List ObsRow :=
-  let rec ins (r : ObsRow) : List ObsRow → List ObsRow
+  let rd ins (r : ObsRow) : List ObsRow → List ObsRow
     | [] => [r]
     | x :: xs => if ObsRow.before r x then r :: x :: xs else x :: ins r xs
   rows.foldl (fun acc r => ins r acc) []
@@ -62,9 +62,9 @@ def replayVector (irText sessionsText expectedText : String) : Res (Option Strin
     fuel := fuel - 1
     match (← step prog w cfg) with
     | none => going := false
-    | some (cfg', rec, _) =>
+    | some (cfg', rd, _) =>
       cfg := cfg'
-      recs := recs.push rec
+      recs := recs.push rd
   -- observations: every name the program observes plus the client records
   let names := ir.observes ++ ["ttft", "response", "tpot"]
   let mut problems : List String := []

@@ -349,3 +349,21 @@ def test_out_of_scope_is_rejected_at_its_location(what):
     if what == "engine arrays":
         col += 1  # the error points at the size inside the brackets
     assert (e.line, e.column) == (line, col), (e.line, e.column, e.message)
+
+
+def test_several_errors_in_one_pass_without_cascades():
+    e = compile_err("""fn main() {
+  pool p { cap 0/0; }
+  stage s : fifo(0);
+  workload { turn { set x = 1; } }
+  server {
+    hold p (1) { run s (1); }
+    set now = 3;
+    branch (2) { run s (1); }
+    run q (1);
+  }
+}
+""")
+    got = [(x.line, x.column) for x in [e] + e.more]
+    assert got == [(2, 16), (3, 18), (7, 9), (8, 13), (9, 9)]  # nothing about `p` or `s` being unknown
+    assert e.render().count(": error: ") == 5

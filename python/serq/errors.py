@@ -19,6 +19,8 @@ class SerqError(Exception):
         self.line = line
         self.column = column
         self.source_line = source_line
+        self.more: list[SerqError] = []  # further errors found in the same pass
+        self.about: str | None = None
 
     def location(self) -> str:
         if self.file is None:
@@ -34,6 +36,8 @@ class SerqError(Exception):
             text = self.source_line.rstrip("\r\n").expandtabs(1)
             col = max(1, self.column or 1)
             out += "\n  " + text + "\n  " + " " * (col - 1) + "^"
+        for other in self.more:
+            out += "\n" + other.render()
         return out
 
     def __str__(self) -> str:

@@ -67,6 +67,7 @@ CTX_HOME = {
     "position": "preemption keys (`preempt by`)", "computed": "preemption keys (`preempt by`)",
     "demand": "claims", "served": "claims", "arrived": "claims",
 }
+MAX_ERRORS = 20
 EACH_MSG = ("`each at most (…)` must select among positive constants: a constant, a schedule `let` "
             "choosing between constants (`c ? k1 : k2`), or `max(k, e)` with a positive constant k")
 
@@ -188,11 +189,34 @@ class Linker:
         self.tool_pos: tuple | None = None
         self.decl_pos: dict[str, tuple] = {}
         self.main_seen = False
+        self.errors: list[SerqError] = []
+        self.failed: set[str] = set()
 
     # ------------------------------------------------------------------ errors, positions
-    def err(self, pos: tuple, msg: str) -> SerqError:
+    def err(self, pos: tuple, msg: str, about: str | None = None) -> SerqError:
         fid, line, col = pos
-        return self.sources[fid].error(msg, line, col)
+        e = self.sources[fid].error(msg, line, col)
+        e.about = about  # a name whose failed declaration may have caused this error
+        return e
+
+    def collect(self, fn, *args, name: str | None = None):
+        """Run one item or statement; record its error and go on, so one pass reports several."""
+        try:
+            return fn(*args)
+        except SerqError as e:
+            if name is not None:
+                self.failed.add(name)
+            if getattr(e, "about", None) in self.failed:
+                return None  # a consequence of an error already reported
+            self.errors.append(e)
+            if len(self.errors) >= MAX_ERRORS:
+                raise self.combined() from None
+            return None
+
+    def combined(self) -> SerqError:
+        first = self.errors[0]
+        first.more = self.errors[1:]
+        return first
 
     def where(self, pos: tuple) -> str:
         fid, line, col = pos
@@ -313,26 +337,19 @@ class Linker:
                     if sub.kind == "request":
                         for p, ppos in sub.params:
                             self.new_attr(p, ppos, write=True)
+        handlers = {"device": self.device, "engine": self.engine, "pool": self.pool, "stage": self.stage,
+                    "workload": self.workload_decl, "server": self.server, "gauge": self.gauge}
         for it in m.items:
             k = it.kind
             if k in ("use", "let", "def"):
-                self.header(it, it.pos[0], in_main=True)
-            elif k == "device":
-                self.device(it)
-            elif k == "engine":
-                self.engine(it)
-            elif k == "pool":
-                self.pool(it)
-            elif k == "stage":
-                self.stage(it)
-            elif k == "workload":
-                self.workload_decl(it)
-            elif k == "server":
-                self.server(it)
-            elif k == "gauge":
-                self.gauge(it)
+                self.collect(self.header, it, it.pos[0], True, name=getattr(it, "name", None) if k != "use" else None)
+            else:
+                self.collect(handlers[k], it, name=getattr(it, "name", None) if k not in ("workload", "server") else None)
         for eng in self.engines.values():
-            self.engine_taking(eng)
+            if eng.name not in self.failed:
+                self.collect(self.engine_taking, eng, name=eng.name)
+        if self.errors:
+            raise self.combined()
         self.finish()
 
     def declare(self, name: str, pos: tuple, what: str) -> None:
@@ -397,7 +414,8 @@ class Linker:
                 admitted_by = self.engines[owner].index
                 cap_src = ("engine", owner, self.engines[owner].caps)
             else:
-                raise self.err(p.owner_pos, f"unknown device or engine `{owner}` (declare the device or the engine above the pool)")
+                raise self.err(p.owner_pos, f"unknown device or engine `{owner}` (declare the device or the engine above the pool)",
+                               about=owner)
             kind, oname, caps = cap_src
             if p.name not in caps:
                 raise self.err(p.pos, f"{kind} `{oname}` declares no capacity `{p.name}` (write `{p.name} cap …;` in it)")
@@ -485,7 +503,8 @@ class Linker:
         if e.dim is not None:
             raise self.err(e.dim.pos, "engine arrays (`engine NAME[N]`) are not supported yet")
         if e.device not in self.devices:
-            raise self.err(e.device_pos, f"unknown device `{e.device}` (declare the device above the engine)")
+            raise self.err(e.device_pos, f"unknown device `{e.device}` (declare the device above the engine)",
+                           about=e.device)
         dev = self.devices[e.device]
         index = len(self.stages)
         info = EngineInfo(e.name, index, dev, e.pos, devfns=dev["fns"])
@@ -761,6 +780,8 @@ class Linker:
         return info.taking
 
     def engine_call(self, info: EngineInfo, s: Node, sc: SCtx) -> list[dict]:
+        if info.name in self.failed:
+            return []  # its declaration already reported an error
         if sc.block != "server":
             raise self.err(s.pos, f"a request to engine `{info.name}` is allowed only in the `server` block")
         if info.template is None:
@@ -963,7 +984,7 @@ class Linker:
         self.blocks.append(None)
         out: list[dict] = []
         for s in stmts:
-            out.extend(self.stmt(s, sc))
+            out.extend(self.collect(self.stmt, s, sc) or [])
         self.blocks[idx] = out
         return idx
 
@@ -1082,7 +1103,7 @@ class Linker:
             raise self.err(s.pos, f"`{name}` is defined after this use (a definition sees only earlier ones; no recursion)")
         if name in FUNCS or name in STAGE_OBS or name in POOL_OBS:
             raise self.err(s.pos, f"`{name}(…)` is a value, not a statement")
-        raise self.err(s.pos, f"unknown engine or statement definition `{name}`")
+        raise self.err(s.pos, f"unknown engine or statement definition `{name}`", about=name)
 
     def hold(self, s: Node, sc: SCtx, at: list) -> dict:
         c = sc.c
@@ -1176,7 +1197,8 @@ class Linker:
                 raise self.err(pos, f"`{name}` is a {'stage' if kind == 'pool' else 'pool'}, not a {kind}")
             if name == "tool" and kind == "stage":
                 raise self.err(pos, "use `tool (…);` for the tool stage, or declare `stage tool : delay;`")
-            raise self.err(pos, f"unknown {kind} `{name}`" + (" (declare it above its first use)" if kind == "stage" else ""))
+            raise self.err(pos, f"unknown {kind} `{name}`" + (" (declare it above its first use)" if kind == "stage" else ""),
+                           about=name)
         entry = table[name]
         base, count, is_array = entry[0], entry[1], entry[-1]
         if index is None:
@@ -1308,7 +1330,7 @@ class Linker:
             if c.moment == "const":
                 if n in self.slot and n not in BUILTIN_ATTRS[:0]:
                     raise self.err(e.pos, f"`{n}` is a session attribute; a constant cannot read it")
-                raise self.err(e.pos, f"unknown constant `{n}`")
+                raise self.err(e.pos, f"unknown constant `{n}`", about=n)
             raise self.err(e.pos, f"session attribute `{n}` cannot be read in {c.where}")
         if n == "cached" and c.hold is not None and not c.hold.has_cache:
             raise self.err(e.pos, "`cached` is read in a hold without a `cache (…)` clause (it would always be 0)")
@@ -1375,7 +1397,7 @@ class Linker:
         if f in self.defs:
             raise self.err(e.pos, f"`{f}` is defined after this use (a definition sees only earlier ones; no recursion)")
         known = sorted(FUNCS) + ["blocksize"] + sorted(STAGE_OBS | POOL_OBS)
-        raise self.err(e.pos, f"unknown function `{f}` (known: {', '.join(known)}, and earlier `def`s)")
+        raise self.err(e.pos, f"unknown function `{f}` (known: {', '.join(known)}, and earlier `def`s)", about=f)
 
     def aggregate(self, e: Node, c: Ctx) -> dict:
         if e.count_is_num:

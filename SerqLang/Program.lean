@@ -45,8 +45,16 @@ namespace Program
 def unsupported (ir : Ir) (construct : String) (loc : Option Loc := none) : String :=
   let place := match loc with
     | none => "<unknown location>"
-    | some l => s!"{(ir.files[l.file]?).getD (toString l.file)}:{l.line}:{l.col}"
+    | some l =>
+      let f := (ir.files[l.file]?).getD s!"<file {l.file}>"
+      s!"{f}:{l.line}:{l.col}"
   s!"error: not supported by serq_spec yet: {construct} at {place}"
+
+/-- program.py `sched_at`: schedule statements carry no location in the IR; errors name the
+main file (errors.py `where` with line "?"). -/
+def unsupportedSched (ir : Ir) (construct : String) : String :=
+  let main := (ir.files[0]?).getD "<file 0>"
+  s!"error: not supported by serq_spec yet: {construct} at {main} (the IR gives no line for this construct)"
 
 /-- program.py `check_expr`. -/
 partial def checkExpr (ir : Ir) (e : Expr) (loc : Option Loc) : Res Unit := do
@@ -66,7 +74,8 @@ partial def checkExpr (ir : Ir) (e : Expr) (loc : Option Loc) : Res Unit := do
 partial def checkSchedule (ir : Ir) (stmts : List Sched) (name : String) : Res Unit := do
   for s in stmts do
     match s with
-    | .exclusivePrefill _ => throw (unsupported ir s!"`exclusive prefill` in the schedule of engine {name}")
+    | .exclusivePrefill _ =>
+      throw (unsupportedSched ir s!"`exclusive prefill` in the schedule of engine {name}")
     | .branch c t e => do
       checkExpr ir c none
       checkSchedule ir t name
@@ -76,7 +85,7 @@ partial def checkSchedule (ir : Ir) (stmts : List Sched) (name : String) : Res U
       if let some x := each then checkExpr ir x none
       if let .keyed keys := order then for k in keys do checkExpr ir k none
     | .admit only wh each => do
-      if let some x := only then checkExpr ir x none
+      if only.isSome then throw (unsupportedSched ir s!"`admit waiting only (…)` in engine {name}")
       if let some x := wh then checkExpr ir x none
       if let some x := each then checkExpr ir x none
     | .set _ x => checkExpr ir x none

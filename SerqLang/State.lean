@@ -153,7 +153,9 @@ def stmtAt (ref : Nat × Nat) : M Located := do
 def whereOf (loc : Option Loc) : M String := do
   match loc with
   | none => return "<unknown location>"
-  | some l => return s!"{((← getProg).ir.files[l.file]?).getD (toString l.file)}:{l.line}:{l.col}"
+  | some l =>
+    let name := ((← getProg).ir.files[l.file]?).getD s!"<file {l.file}>"
+    return s!"{name}:{l.line}:{l.col}"
 
 /-- errors.py `SpecError.render`. -/
 def specError {α : Type} (msg : String) (loc : Option Loc := none) : M α := do

@@ -272,3 +272,81 @@ def new_records() -> dict:
     """The per-step output channel (docs/state.md RECORDS); not part of the state."""
     return {"admitted": [], "preempted": [], "released": [], "evicted": [], "iterations": [],
             "observations": [], "finished": []}
+
+
+# -- decoding: the inverse of `Config.to_json` ---------------------------------------------------
+
+def _v(s):
+    from serq.wire import value_from_wire
+    return value_from_wire(s)
+
+
+def _tup(x):
+    return None if x is None else tuple(x)
+
+
+def _job(d) -> Job:
+    left = d["left"] if isinstance(d["left"], int) else _v(d["left"])
+    return Job(d["serial"], d["stage"], d["mode"], left, d["growing"], d["admission"], d["start_order"])
+
+
+def _session(d) -> Session:
+    s = Session(serial=d["serial"], attrs=[_v(a) for a in d["attrs"]],
+                frames=[Frame(f[0], f[1], f[2], _tup(f[3]), tuple(f[4])) for f in d["frames"]],
+                status=tuple(d["status"]))
+    s.holds = [HoldState(tuple(h["stmt"]), h["pools"], h["alloc"], h["position"], h["advanced"],
+                         h["admission"], h["depth"], tuple(h["stream"])) for h in d["holds"]]
+    p = d["pending"]
+    s.pending = None if p is None else (p[0], p[1], tuple(p[2]))
+    s.adm_seq = d["adm_seq"]
+    s.preempt_pos = {k: v for k, v in d["preempt_pos"]}
+    s.stuck = d["stuck"]
+    s.trace = d["trace"]
+    s.cursors = dict(d["cursors"])
+    s.turns = d["turns"]
+    r = d["request"]
+    if r is not None:
+        s.request = Request(tuple(r["stmt"]), r["engine"], _v(r["submit"]), _v(r["output"]),
+                            None if r["first"] is None else _v(r["first"]))
+    s.job = None if d["job"] is None else _job(d["job"])
+    s.growth = d["growth"]
+    return s
+
+
+def from_json(program, d: dict) -> Config:
+    """The Config whose `to_json` is `d` (for the given static program): a complete round trip."""
+    cfg = Config(program)
+    cfg.now = _v(d["now"])
+    cfg.events = [Event(_v(t), seq, kind, tuple(arg) if isinstance(arg, list) else arg)
+                  for t, seq, kind, arg in d["events"]]
+    cfg.sessions = [_session(s) for s in d["sessions"]]
+    cfg.ready = list(d["ready"])
+    cfg.pools = []
+    for p in d["pools"]:
+        ps = PoolState(used=p["used"], holders=list(p["holders"]), growers=list(p["growers"]),
+                       admissions=p["admissions"], preemptions=p["preemptions"], rejected=p["rejected"],
+                       stuck=p["stuck"], evicted_units=p["evicted_units"])
+        ps.entries = [Entry(o, size, _v(last), rel) for o, size, last, rel in p["entries"]]
+        ps.queue = [QueueItem(serial, _v(joined), head) for serial, joined, head in p["queue"]]
+        cfg.pools.append(ps)
+    cfg.stages = []
+    for s in d["stages"]:
+        st = StageState(kind=s["kind"], jobs=[_job(j) for j in s["jobs"]], waiting=[_job(j) for j in s["waiting"]],
+                        finish={serial: _v(t) for serial, t in s["finish"]},
+                        tags={serial: _v(t) for serial, t in s["tags"]},
+                        v=_v(s["v"]), t_last=_v(s["t_last"]), dirty=s["dirty"],
+                        registers=[_v(r) for r in s["registers"]], next_start=s["next_start"])
+        it = s["iteration"]
+        if it is not None:
+            st.iteration = {"end": _v(it["end"]), "seq": it["seq"],
+                            "assign": [Assign(a[0], a[1], a[2], a[3]) for a in it["assign"]]}
+        cfg.stages.append(st)
+    # a session's job is the very object its stage holds
+    for st in cfg.stages:
+        for j in st.jobs + st.waiting:
+            cfg.sessions[j.serial].job = j
+    c = d["counters"]
+    cfg.counters = Counters(c["next_seq"], c["next_adm"], c["next_rel"], c["next_dead"], c["next_serial"], c["machine"])
+    cfg.warm = d["warm"]
+    cfg.steps = d["steps"]
+    return cfg

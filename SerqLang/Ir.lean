@@ -128,7 +128,7 @@ structure Binding where
   expr : Expr
   deriving Inhabited
 
-structure Request where
+structure RequestDecl where
   engine : Nat
   prompt : Expr
   output : Expr
@@ -146,7 +146,7 @@ structure Hold where
   bindings : List Binding
   body : Nat
   cache : Option Expr
-  request : Option Request
+  request : Option RequestDecl
   /-- A `lease` clause is present (serq_spec refuses leases). -/
   lease : Bool := false
   deriving Inhabited
@@ -201,7 +201,7 @@ structure Trace where
   sessions : List (List TraceTurn)
   deriving Inhabited
 
-structure Workload where
+structure WorkloadDecl where
   arrival : Arrival
   trace : Option Trace
   init : Option Nat
@@ -218,7 +218,7 @@ structure Ir where
   pools : List PoolDecl
   stages : List StageDecl
   blocks : List (List Located)
-  workload : Workload
+  workload : WorkloadDecl
   gauges : List Named
   deriving Inhabited
 
@@ -353,7 +353,7 @@ def holdPoolOf (j : Json) : Res HoldPool := do
 def bindingOf (j : Json) : Res Binding := do
   return { slot := ← field j "slot" nat, expr := ← field j "expr" exprOf }
 
-def requestOf (j : Json) : Res Request := do
+def requestOf (j : Json) : Res RequestDecl := do
   return { engine := ← field j "engine" nat, prompt := ← field j "prompt" exprOf,
            output := ← field j "output" exprOf }
 
@@ -421,7 +421,7 @@ def traceOf (j : Json) : Res Trace := do
   return { ordered := ← field j "ordered" bool,
            sessions := ← field j "sessions" (list (list traceTurnOf)) }
 
-def workloadOf (j : Json) : Res Workload := do
+def workloadOf (j : Json) : Res WorkloadDecl := do
   return {
     arrival := ← field j "arrival" arrivalOf
     trace := ← fieldOpt j "trace" traceOf

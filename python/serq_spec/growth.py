@@ -12,7 +12,7 @@ from fractions import Fraction
 
 from . import values as V
 from .errors import NotSupported
-from .expr import Env, evaluate
+from .expr import Env, evaluate, resolve_ref
 from .pools import enqueue, hold_of, make_room, release_hold
 from .program import COMPUTED
 
@@ -123,7 +123,9 @@ def preempt(cfg, v, p: int, ictx) -> None:
     v.frames = v.frames[:h.depth]
     v.pending = (h.stmt[0], h.stmt[1], h.stream)
     requeue = prog.pools[p]["preempt"].get("requeue", "head")
-    enqueue(cfg, h.pools[0], v, head=(requeue != "tail"))
+    stmt = prog.stmt(h.stmt)
+    first = resolve_ref(Env(cfg, v, h.stream, stmt.get("at")), stmt["pools"][0]["pool"])
+    enqueue(cfg, first, v, head=(requeue != "tail"))
     cfg.pools[p].preemptions += 1
     if ictx is not None:
         ictx.preempted += 1

@@ -160,6 +160,20 @@ def hold_of(session, p: int):
 
 # -- release -----------------------------------------------------------------------------------
 
+def release_pool_early(cfg, session, p: int, at=None) -> None:
+    """`release P;` (§11.4): the hold's allocation on P is released now, caching per the hold's
+    `cache` clause; the rest of the hold stays until its scope ends."""
+    hold = hold_of(session, p)
+    if hold is None:
+        raise SpecError(f"release of pool {cfg.program.pools[p]['name']} outside a hold of it", at, cfg.program.files)
+    i = hold.pools.index(p)
+    part = type(hold)(stmt=hold.stmt, pools=[p], alloc=[hold.alloc[i]], position=[hold.position[i]],
+                      advanced=[hold.advanced[i]], admission=hold.admission, depth=hold.depth, stream=hold.stream)
+    release_hold(cfg, session, part, preempted=False)
+    for field in (hold.pools, hold.alloc, hold.position, hold.advanced):
+        del field[i]
+
+
 def release_hold(cfg, session, hold, preempted: bool) -> None:
     """Release every pool of `hold`, caching per its `cache` clause (§11.4 Release, §11.8)."""
     from .sessions import eval_in_session

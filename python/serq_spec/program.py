@@ -139,10 +139,8 @@ class Program:
     def check_stmt(self, st):
         op = st["op"]
         at = st.get("at")
-        if op in ("release",):
-            raise self.unsupported(f"`{op}` statement (leases)", at)
         if op not in ("set", "observe", "turn", "end", "branch", "while", "loop", "choose", "hold",
-                      "run", "grow", "load", "drop"):
+                      "run", "grow", "load", "drop", "release"):
             raise self.unsupported(f"statement {op}", at)
         if op == "hold" and st.get("lease"):
             raise self.unsupported("`lease` on a hold", at)

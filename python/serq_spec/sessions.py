@@ -302,6 +302,9 @@ def exec_stmt(cfg, s, st, ref, stream):
         h.advanced[i] = True
     elif op == "drop":
         drop_entry(cfg, resolve_ref(env, st["pool"]), s.serial)
+    elif op == "release":
+        from .pools import release_pool_early
+        release_pool_early(cfg, s, resolve_ref(env, st["pool"]), at)
     else:
         raise prog.unsupported(f"statement {op}", at)
     return None

@@ -105,7 +105,10 @@ theorem lruPick_spec : ∀ (l : List Entry) (i : Nat) (x : Entry),
         subst h3; subst h4
         exact ⟨rfl, hc⟩
       · rw [if_neg hc] at h1
-        exact Option.noConfusion h1
+        first
+          | exact Option.noConfusion h1
+          | cases h1
+          | simp at h1
     | some q =>
       obtain ⟨j, y⟩ := q
       rw [hr] at h0
@@ -146,7 +149,10 @@ theorem lruPick_none : ∀ (l : List Entry), lruPick l = none → cachedOf l = 0
       have h1 : (if 0 < e.size then some (0, e) else none) = none := h0
       by_cases hc : 0 < e.size
       · rw [if_pos hc] at h1
-        exact Option.noConfusion h1
+        first
+          | exact Option.noConfusion h1
+          | cases h1
+          | simp at h1
       · have he := ih hr
         rw [cachedOf_cons, he]
         omega
@@ -160,12 +166,20 @@ theorem lruPick_none : ∀ (l : List Entry), lruPick l = none → cachedOf l = 0
       · rw [if_pos hc] at h1
         by_cases hb : before y e = true
         · rw [if_pos hb] at h1
-          exact Option.noConfusion h1
+          first
+            | exact Option.noConfusion h1
+            | cases h1
+            | simp at h1
         · rw [if_neg hb] at h1
-          exact Option.noConfusion h1
+          first
+            | exact Option.noConfusion h1
+            | cases h1
+            | simp at h1
       · rw [if_neg hc] at h1
-        exact Option.noConfusion h1
-
+        first
+          | exact Option.noConfusion h1
+          | cases h1
+          | simp at h1
 theorem evictAmount_pos (block : Option Nat) (s : Nat) (hs : 0 < s) :
     0 < evictAmount block s := by
   cases block with
@@ -205,21 +219,21 @@ theorem removeFirstOwner_find (o : Int) : ∀ (l : List Entry) (e : Entry),
     cachedOf (removeFirstOwner o l) + e.size = cachedOf l := by
   intro l
   induction l with
-  | nil => intro e h; exact Option.noConfusion h
+  | nil => intro e h; first | exact Option.noConfusion h | cases h | simp at h
   | cons x xs ih =>
     intro e h
     by_cases hx : x.owner = o
     · have hb : (x.owner == o) = true := by simp [hx]
       have hxe : x = e := by
         first
-          | (rw [List.find?_cons_of_pos (h := hb)] at h; exact Option.some.inj h)
+          | (rw [List.find?_cons_of_pos (p := fun y => y.owner == o) (h := hb)] at h; exact Option.some.inj h)
           | (simp [List.find?, hx] at h; exact h)
       rw [← hxe, removeFirstOwner, if_pos hx, cachedOf_cons]
       omega
     · have hb : ¬ (x.owner == o) = true := by simp [hx]
       have h' : xs.find? (fun y => y.owner == o) = some e := by
         first
-          | (rw [List.find?_cons_of_neg (h := hb)] at h; exact h)
+          | (rw [List.find?_cons_of_neg (p := fun y => y.owner == o) (h := hb)] at h; exact h)
           | (simp [List.find?, hx] at h; exact h)
       have := ih e h'
       rw [removeFirstOwner, if_neg hx, cachedOf_cons, cachedOf_cons]
@@ -263,7 +277,10 @@ theorem evictOne_some (block : Option Nat) (st q : PoolState) (ev : Evicted)
   cases hr : lruPick st.entries with
   | none =>
     rw [hr] at h0
-    exact Option.noConfusion h0
+    first
+      | exact Option.noConfusion h0
+      | cases h0
+      | simp at h0
   | some r =>
     obtain ⟨i, e⟩ := r
     rw [hr] at h0
@@ -289,8 +306,10 @@ theorem evictOne_none (block : Option Nat) (st : PoolState) (h : evictOne block 
   | some r =>
     obtain ⟨i, e⟩ := r
     rw [hr] at h0
-    exact Option.noConfusion h0
-
+    first
+      | exact Option.noConfusion h0
+      | cases h0
+      | simp at h0
 /-- What a successful `makeRoomGo` guarantees. -/
 theorem makeRoomGo_ok (cap : Nat) (block : Option Nat) (need : Nat) :
     ∀ (f : Nat) (st : PoolState) (acc : List Evicted) (q : PoolState) (evs : List Evicted),
@@ -302,7 +321,10 @@ theorem makeRoomGo_ok (cap : Nat) (block : Option Nat) (need : Nat) :
     intro st acc q evs h
     have h0 : (Except.error "make_room: out of fuel" : Res (PoolState × List Evicted)) =
         .ok (q, evs) := h
-    exact Except.noConfusion h0
+    first
+      | exact Except.noConfusion h0
+      | cases h0
+      | simp at h0
   | succ f ih =>
     intro st acc q evs h
     by_cases hroom : st.used + st.cached + need ≤ cap
@@ -319,7 +341,10 @@ theorem makeRoomGo_ok (cap : Nat) (block : Option Nat) (need : Nat) :
             Res (PoolState × List Evicted)) = .ok (q, evs) := by
           rw [makeRoomGo, if_neg hroom, he] at h
           exact h
-        exact Except.noConfusion h0
+        first
+          | exact Except.noConfusion h0
+          | cases h0
+          | simp at h0
       | some r =>
         obtain ⟨st', ev⟩ := r
         have h0 : makeRoomGo cap block need f st' (ev :: acc) = .ok (q, evs) := by
@@ -355,7 +380,10 @@ theorem admitPool_inv (cap : Nat) (block : Option Nat) (st : PoolState) (serial 
       unfold admitPool at h
       rw [hm] at h
       exact h
-    exact Except.noConfusion h0
+    first
+      | exact Except.noConfusion h0
+      | cases h0
+      | simp at h0
   | ok x =>
     obtain ⟨q, ev⟩ := x
     have h0 : (Except.ok (allocate q serial alloc, ev) : Res (PoolState × List Evicted)) =
@@ -380,7 +408,10 @@ theorem growPool_inv (cap : Nat) (block : Option Nat) (st : PoolState) (need : N
       unfold growPool at h
       rw [hm] at h
       exact h
-    exact Except.noConfusion h0
+    first
+      | exact Except.noConfusion h0
+      | cases h0
+      | simp at h0
   | ok x =>
     obtain ⟨q, ev⟩ := x
     have h0 : (Except.ok ({ q with used := q.used + need }, ev) : Res (PoolState × List Evicted)) =

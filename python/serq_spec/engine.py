@@ -216,6 +216,8 @@ def run_schedule(cfg, ictx, stmts) -> None:
             serve_running(cfg, ictx, s)
         elif op == "admit":
             admit_waiting(cfg, ictx, s)
+        elif op == "exclusive_prefill":
+            exclusive_prefill(cfg, ictx, s)
         elif op == "set":
             cfg.stages[e].registers[s["register"]] = evaluate(s["expr"], Env(cfg, engine=e, ictx=ictx, at=s.get("at")))
         elif op == "branch":
@@ -314,6 +316,31 @@ def admit_waiting(cfg, ictx, stmt) -> None:
             if job is None:
                 break
             serve(cfg, ictx, job, None, cap)
+
+
+def exclusive_prefill(cfg, ictx, stmt) -> None:
+    """`exclusive prefill` (§11.6): a resident prefill runs alone (decodes stall); otherwise the
+    decodes are chosen tentatively and a waiting request that fits with the full budget replaces
+    them and takes the whole budget. After this statement nothing more is admitted."""
+    cap = ictx.each.get(id(stmt), V.INF)
+    ictx.no_admit = True
+    stalled = lambda j: cfg.sessions[j.serial].status[0] == "growing"
+    prefill = next((j for j in cfg.stages[ictx.engine].jobs
+                    if j.mode == "prefill" and j.serial not in ictx.served and not stalled(j)), None)
+    if prefill is None and ictx.left > 0 and ictx.preempted == 0:
+        if admit_one(cfg, ictx):                       # budget_left(E) = the full budget here
+            ictx.admitted += 1
+            prefill = next((j for j in cfg.stages[ictx.engine].jobs
+                            if j.mode == "prefill" and j.serial not in ictx.served and not stalled(j)), None)
+    if prefill is not None:
+        serve(cfg, ictx, prefill, None, cap)
+        ictx.stopped = True                            # it runs alone: decodes stall
+        return
+    for j in list(cfg.stages[ictx.engine].jobs):
+        if ictx.stopped:
+            return
+        if j.mode == "decode" and j.serial not in ictx.served:
+            serve(cfg, ictx, j, None, cap)
 
 
 def admit_one(cfg, ictx) -> bool:

@@ -117,12 +117,10 @@ class Program:
     def check_schedule(self, stmts, name):
         for s in stmts:
             op = s["op"]
-            if op == "exclusive_prefill":
-                raise self.unsupported(f"`exclusive prefill` in the schedule of engine {name}", self.sched_at(s))
             if op == "branch":
                 self.check_schedule(s["then"], name)
                 self.check_schedule(s.get("else") or [], name)
-            elif op not in ("advance", "admit", "set"):
+            elif op not in ("advance", "admit", "set", "exclusive_prefill"):
                 raise self.unsupported(f"schedule statement {op} in engine {name}", self.sched_at(s))
             if op == "admit" and s.get("only") is not None:
                 raise self.unsupported(f"`admit waiting only (…)` in engine {name}", self.sched_at(s))

@@ -159,3 +159,18 @@ def test_lowering_of_the_seed_request_block(seed_tree):
                                                         ("observe", None), ("run", "prefill"), ("run", "decode")]
     assert [ir["observes"][s["name"]] for s in body if s["op"] == "observe"] == ["hit", "prefill_tokens"]
     assert hold["request"] == {"engine": 0, "prompt": attr(ir, "prompt"), "output": attr(ir, "output")}
+
+
+def test_cli_help_and_unreadable_inputs(tmp_path):
+    r = serq("--help")
+    assert r.returncode == 0 and b"check" in r.stdout and b"ir" in r.stdout
+    (tmp_path / "bad.sq").write_bytes(b"let x = 1;\nlet y = \xff;\n")
+    cases = {str(tmp_path): "it is a directory", str(tmp_path / "none.sq"): "no such file",
+             str(tmp_path / "bad.sq"): "not valid UTF-8"}
+    for path, msg in cases.items():
+        r = serq("check", path)
+        err = r.stderr.decode()
+        assert r.returncode == 2 and msg in err and "Traceback" not in err and r.stdout == b""
+    assert serq("check", str(tmp_path / "bad.sq")).stderr.decode().startswith(f"{tmp_path / 'bad.sq'}:2:9: error: ")
+    r = serq("check", str(tmp_path / "bad.sq"), "--set", "novalue")
+    assert r.returncode == 2 and "NAME=VALUE" in r.stderr.decode()

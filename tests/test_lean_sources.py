@@ -151,3 +151,40 @@ def test_every_theorem_is_documented():
     assert names
     undocumented = sorted(n for n in names if f"`{n}`" not in doc and f"`{n.split('.')[-1]}`" not in doc)
     assert not undocumented, f"theorems missing from docs/lean.md: {undocumented}"
+
+
+@pytest.mark.parametrize("path", lean_files(), ids=lambda p: str(p.relative_to(REPO)))
+def test_brackets_balance(path):
+    """(), [], {}, ⟨⟩ balance outside comments and strings — a cheap stand-in for the parser."""
+    pairs = {"(": ")", "[": "]", "{": "}", "⟨": "⟩"}
+    closing = {v: k for k, v in pairs.items()}
+    code = strip_comments_and_strings(path.read_text())
+    stack = []
+    for i, ch in enumerate(code):
+        if ch in pairs:
+            stack.append((ch, i))
+        elif ch in closing:
+            assert stack and stack[-1][0] == closing[ch], \
+                f"{path.relative_to(REPO)}: unmatched {ch!r} on line {code[:i].count(chr(10)) + 1}"
+            stack.pop()
+    assert not stack, f"{path.relative_to(REPO)}: unclosed {stack[-1][0]!r} on line {code[:stack[-1][1]].count(chr(10)) + 1}"
+
+
+def test_no_declaration_is_made_twice():
+    """Two files declaring the same fully qualified name would not compile together."""
+    decl = re.compile(r"^\s*(?:@\[[^\]]*\]\s*)?(?:(?:private|protected|partial|noncomputable)\s+)*"
+                      r"(def|theorem|structure|inductive|abbrev|class)\s+([\w.?!']+)")
+    seen: dict[str, str] = {}
+    for path in sorted(LIB.rglob("*.lean")):
+        spaces: list[str] = []
+        for n, line in enumerate(strip_comments_and_strings(path.read_text()).splitlines(), 1):
+            if m := re.match(r"^\s*namespace\s+([\w.]+)", line):
+                spaces.append(m.group(1))
+            elif (m := re.match(r"^\s*end\s+([\w.]+)\s*$", line)) and spaces and spaces[-1] == m.group(1):
+                spaces.pop()
+            elif m := decl.match(line):
+                full = ".".join(spaces + [m.group(2)])
+                where = f"{path.relative_to(REPO)}:{n}"
+                assert full not in seen, f"{full} declared at {seen[full]} and {where}"
+                seen[full] = where
+    assert len(seen) > 100

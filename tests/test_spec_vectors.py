@@ -55,6 +55,10 @@ def test_vector(name):
     got = summary(*run_vector(d))
     for obs_name, rows in expected.get("observations", {}).items():
         assert chrono(got["observations"].get(obs_name, [])) == chrono(rows), obs_name
+    for obs_name, per_serial in expected.get("values_by_serial", {}).items():
+        for serial, values in per_serial.items():
+            got_values = [v for s, _t, v in got["observations"].get(obs_name, []) if s == int(serial)]
+            assert got_values == values, f"{obs_name} of session {serial}"
     for pool, n in expected.get("preemptions", {}).items():
         assert got["preemptions"][pool] == n
     for start, assign in expected.get("iterations", []):

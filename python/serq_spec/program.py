@@ -67,7 +67,19 @@ class Program:
                                for i, s in enumerate(self.stages) if s["kind"] == "step"}
         self.engines = [i for i, s in enumerate(self.stages) if s["kind"] == "step"]
         self.memory_of = {i: s.get("memory") for i, s in enumerate(self.stages) if s["kind"] == "step"}
+        self.infer_memory()
         self.check_supported()
+
+    def infer_memory(self) -> None:
+        """An engine without a `request` block gets `memory: null` from the front-end; its memory
+        is then the pool its `growing` runs grow (docs/ir.md: "the pool its growing runs grow")."""
+        for b in self.blocks:
+            for st in b:
+                if st["op"] == "run" and st.get("growing") is not None:
+                    base = st["stage"]["base"]
+                    for e in range(base, base + st["stage"].get("count", 1)):
+                        if e in self.memory_of and self.memory_of[e] is None:
+                            self.memory_of[e] = st["growing"]
 
     # ----------------------------------------------------------------------------------------
     def stmt(self, ref) -> dict:

@@ -104,3 +104,39 @@ def test_transcendental_rounding_is_exact_and_deterministic():
     assert isinstance(r, Fraction) and abs(r * r - 2) < Fraction(1, 10 ** 38)
     assert V.ln_v(V.exp_v(Fraction(1))) - 1 < Fraction(1, 10 ** 38)
     assert V.exp_v(Fraction(1)) == V.exp_v(Fraction(1))
+
+
+# oracle.md §9.5: further exact facts (unit cost), through the same oracle program.
+FACTS = [
+    # (name, sets, requests [(prompt, out)], first, done, preemptions, prefilled per request or None)
+    ("growth_preempts_last", {"budget": "100", "blocks": "10"}, [(80, 20), (80, 3)],
+     [1, 21], [20, 23], 1, None),
+    ("resumes_from_outputs", {"budget": "1000", "blocks": "10"}, [(64, 20), (48, 40)],
+     [1, 1], [20, 43], 1, [["64"], ["48", "65"]]),
+    ("resumes_from_outputs_cached", {"budget": "1000", "blocks": "10", "caching": "1"}, [(64, 20), (48, 40)],
+     [1, 1], [20, 43], 1, [["64"], ["48", "1"]]),
+    ("request_cap", {"budget": "1024", "blocks": "999", "max_seqs": "2"}, [(16, 5)] * 4,
+     [1, 1, 6, 6], [5, 5, 10, 10], 0, None),
+    ("chunked_alone", {"budget": "1024", "blocks": "999"}, [(3000, 2)], [3], [4], 0, None),
+]
+
+
+@pytest.mark.parametrize("name, sets, requests, first, done, preemptions, prefilled", FACTS, ids=[f[0] for f in FACTS])
+def test_vllm_fact(tmp_path, name, sets, requests, first, done, preemptions, prefilled):
+    csv = tmp_path / "t.csv"
+    csv.write_text("session,turn,new,out,think\n" + "".join(f"{i},1,{p},{o},0\n" for i, (p, o) in enumerate(requests)))
+    text = ORACLE.read_text().replace('"data/preempt.csv"', json.dumps(str(csv)))
+    prog = Program(compile_source(text, str(ORACLE), dict(sets, requests=str(len(requests)))), "vllm_request.sq")
+    prog.workload_data = empty_sessions(len(requests))
+    obs: dict = {}
+
+    def collect(cfg, rec, k):
+        for n, serial, _t, _time, value in rec["observations"]:
+            obs.setdefault(n, {}).setdefault(serial, []).append(str(value))
+    cfg = run(prog, on_step=collect)
+    n = len(requests)
+    assert [int(obs["first_step"][i][0]) for i in range(n)] == first
+    assert [int(obs["last_step"][i][0]) for i in range(n)] == done
+    assert cfg.pools[0].preemptions == preemptions
+    if prefilled is not None:
+        assert [obs["prefilled"][i] for i in range(n)] == prefilled

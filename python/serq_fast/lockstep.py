@@ -117,8 +117,14 @@ def spec_lines(ir: dict, sessions: dict, name: str = "program", horizon=math.inf
     from serq_spec.workload import Workload
 
     prog = prepare(ir, Workload.replay(sessions), name, Fraction(0), horizon if math.isinf(horizon) else Fraction(horizon))
+    from serq_spec.errors import SpecError
+
     out: list = []
-    run(prog, max_steps=max_steps, on_step=lambda cfg, rec, k: out.append(state_text(cfg, rec, k)), check=True)
+    try:
+        run(prog, max_steps=max_steps, on_step=lambda cfg, rec, k: out.append(state_text(cfg, rec, k)), check=True)
+    except SpecError as exc:
+        exc.partial = out
+        raise
     return out
 
 
@@ -126,16 +132,27 @@ def fast_lines(ir: dict, sessions: dict, horizon=math.inf, max_steps=None) -> li
     from serq_fast.engine import Sim
 
     out: list = []
-    sim = Sim(ir, seed=int(sessions.get("seed", 1)), horizon=horizon, warmup=0.0, replay=sessions,
-              states=out.append, max_steps=max_steps)
-    sim.run()
+    try:
+        sim = Sim(ir, seed=int(sessions.get("seed", 1)), horizon=horizon, warmup=0.0, replay=sessions,
+                  states=out.append, max_steps=max_steps)
+        sim.run()
+    except Exception as exc:
+        exc.partial = out
+        raise
     return out
 
 
 def lockstep(ir: dict, seed: int, k: int, name: str = "program", horizon=math.inf, max_steps=None):
     """Sample, run both, compare. Returns the number of steps compared; raises Divergence."""
+    from serq_spec.errors import SpecError
+
     sessions = sample_sessions(ir, seed, k, name, horizon)
-    spec = spec_lines(ir, sessions, name, horizon, max_steps)
+    spec_err = None
+    try:
+        spec = spec_lines(ir, sessions, name, horizon, max_steps)
+    except SpecError as exc:  # a run-time error of the spec: the fast side must stop there too
+        spec_err = exc
+        spec = exc.partial
     fast_err = None
     try:
         fast = fast_lines(ir, sessions, horizon, max_steps)
@@ -160,8 +177,8 @@ def lockstep(ir: dict, seed: int, k: int, name: str = "program", horizon=math.in
         j += 1
     if j < len(fast):
         raise Divergence(len(spec), "(extra step)", "no step", "a step", None, fast[j])
-    if fast_err is not None:
-        raise fast_err
+    if (spec_err is None) != (fast_err is None):
+        raise Divergence(len(spec), "(run-time error)", repr(spec_err), repr(fast_err), None, None)
     return compared
 
 

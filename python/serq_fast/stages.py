@@ -502,6 +502,9 @@ class Engine(Stage):
             job.growpart = find_part(s, pool)
             if job.growpart is None:
                 raise RunError(f"run {self.name} growing {pool.name}: the session holds no {pool.name}")
+            # a hold grown by a run caches up to its position (what was computed), even before
+            # the run is first served: its allocation beyond the position holds nothing yet
+            job.growpart.advanced = True
         if w <= 0:
             self._zero(job)
             if mode == "prefill":
@@ -898,7 +901,10 @@ def bulk(self, t1: float, t_next: float, horizon: float, max_j: int) -> int:
     j = 0
     t = t1
     last = t1
-    while j < cap and t < t_next and t <= horizon:
+    from serq_fast.engine import TIE_EPS
+
+    t_stop = t_next - TIE_EPS * max(1.0, abs(t_next))  # strictly before the next instant
+    while j < cap and t < t_stop and t <= horizon:
         j += 1
         last = t
         t = t + c

@@ -1,0 +1,47 @@
+"""Lockstep of serq_spec and serq_fast on random small programs (tests/strategies.py).
+
+Default profile: 200 derandomised programs. Long profile (documented in docs/fast.md):
+`SERQ_LOCKSTEP_PROFILE=long python -m pytest tests/test_lockstep_random.py` runs 10,000 programs
+(set SERQ_LOCKSTEP_EXAMPLES to choose another count).
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+pytest.importorskip("serq_spec.step")
+strategies = pytest.importorskip("strategies")
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from serq.frontend import compile_source  # noqa: E402
+from serq_fast.lockstep import lockstep  # noqa: E402
+
+LONG = os.environ.get("SERQ_LOCKSTEP_PROFILE") == "long"
+EXAMPLES = int(os.environ.get("SERQ_LOCKSTEP_EXAMPLES", 10_000 if LONG else 200))
+
+PROGRAMS = st.one_of(strategies.vllm_programs(), strategies.queue_programs())
+
+
+@settings(max_examples=EXAMPLES, deadline=None, derandomize=not LONG, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(PROGRAMS)
+def test_random_programs_agree(case):
+    ir = compile_source(case.text, case.name, {})
+    lockstep(ir, case.seed, case.sessions, case.name)
+
+
+@settings(max_examples=max(20, EXAMPLES // 10), deadline=None, derandomize=not LONG, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(strategies.vllm_programs())
+def test_random_programs_agree_every_step(case):
+    """The same without the decode fast-forward: every step compared."""
+    os.environ["SERQ_FAST_NO_FF"] = "1"
+    try:
+        ir = compile_source(case.text, case.name, {})
+        lockstep(ir, case.seed, case.sessions, case.name)
+    finally:
+        del os.environ["SERQ_FAST_NO_FF"]

@@ -132,6 +132,7 @@ def budget_left_outside(cfg, e: int):
 
 
 def flat_schedule(stmts):
+    """Every schedule statement, branches included, in order."""
     for s in stmts:
         yield s
         if s["op"] == "branch":
@@ -140,6 +141,7 @@ def flat_schedule(stmts):
 
 
 def whole_or_inf(v, what, cfg, at=None):
+    """A token amount: a whole number or +inf."""
     if V.is_inf(v):
         if v < 0:
             raise SpecError(f"{what} is -inf", at, cfg.program.files)
@@ -207,6 +209,7 @@ def start_iteration(cfg, e: int) -> bool:
 
 
 def run_schedule(cfg, ictx, stmts) -> None:
+    """Run the schedule's statements in order (§11.6); stop when the iteration is stopped."""
     e = ictx.engine
     for s in stmts:
         if ictx.stopped:

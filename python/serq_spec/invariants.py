@@ -11,6 +11,7 @@ from .values import wire
 
 
 def check_invariants(cfg, previous_now=None) -> list[str]:
+    """The violated invariants of `cfg` (empty when all hold); `previous_now` checks time monotony."""
     prog = cfg.program
     bad: list[str] = []
     # time never decreases; every pending event is at or after now, in (time, seq) order
@@ -91,6 +92,7 @@ def check_invariants(cfg, previous_now=None) -> list[str]:
 
 
 def check_or_raise(cfg, step: int, previous_now=None) -> None:
+    """Stop the run with the step and the whole state if an invariant is violated."""
     bad = check_invariants(cfg, previous_now)
     if bad:
         from .trace import state_text

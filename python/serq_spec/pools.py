@@ -19,6 +19,7 @@ def entry_of(cfg, p: int, owner: int):
 
 
 def cached_units(cfg, p: int) -> int:
+    """Units in p's cache entries."""
     return cfg.pools[p].cached()
 
 
@@ -55,6 +56,7 @@ def select_head(cfg, p: int):
 
 
 def leave_queue(cfg, p: int, serial: int) -> None:
+    """Remove the session from p's admission queue."""
     cfg.pools[p].queue = [q for q in cfg.pools[p].queue if q.serial != serial]
 
 

@@ -127,6 +127,7 @@ class Program:
             raise self.unsupported(f"arrival {arrival}")
 
     def check_schedule(self, stmts, name):
+        """Refuse unsupported schedule statements."""
         for s in stmts:
             op = s["op"]
             if op == "branch":
@@ -147,6 +148,7 @@ class Program:
         return s.get("at") or [0, "?", "?"]
 
     def check_stmt(self, st):
+        """Refuse unsupported statements."""
         op = st["op"]
         at = st.get("at")
         if op not in ("set", "observe", "turn", "end", "branch", "while", "loop", "choose", "hold",
@@ -176,6 +178,7 @@ class Program:
                 raise self.unsupported("a plain `run` on a step engine (use prefill/decode)", at)
 
     def check_expr(self, e, at):
+        """Refuse unsupported observables and context variables."""
         k = e.get("k")
         if k == "obs" and e["f"] not in SUPPORTED_OBS:
             raise self.unsupported(f"observable {e['f']}()", at)

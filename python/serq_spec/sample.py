@@ -53,6 +53,7 @@ def arrival_times(prog: Program, w: Workload, seed: int, count: int) -> list:
 
 
 def trace_picks(prog: Program, seed: int, count: int) -> list:
+    """Unordered trace: the corpus session of each serial, floor(U·n) from the trace stream."""
     trace = prog.workload.get("trace")
     if trace is None or trace["ordered"]:
         return []

@@ -22,6 +22,7 @@ READY_LIMIT = 1000            # §11.9: a session made ready this many times in 
 
 
 def eval_in_session(cfg, s, e, stream, at, **kw):
+    """Evaluate `e` in the Session moment of session `s` (§5)."""
     return evaluate(e, Env(cfg, s, stream, at, **kw))
 
 
@@ -238,6 +239,7 @@ def run_session(cfg, s) -> None:
 
 
 def end_frame(cfg, s, f) -> None:
+    """The end of a frame: a `while` re-reads its guard, a `loop` restarts, a hold's scope ends."""
     if f.kind == "while":
         st = cfg.program.stmt(f.stmt)
         if V.truth(eval_in_session(cfg, s, st["cond"], f.stream, st.get("at")), "a while guard", st.get("at")):
@@ -254,6 +256,7 @@ def end_frame(cfg, s, f) -> None:
 
 
 def exec_stmt(cfg, s, st, ref, stream):
+    """Execute one statement (docs/ir.md statements); "yield" when the session must give way."""
     prog = cfg.program
     op = st["op"]
     at = st.get("at")

@@ -85,6 +85,7 @@ def start_job(cfg, job) -> None:
 
 
 def begin_fifo_service(cfg, s: int, job) -> None:
+    """A fifo job enters service: its `finish` event is at now + work."""
     st = cfg.stages[s]
     st.jobs.append(job)
     st.finish[job.serial] = cfg.now + job.left

@@ -9,6 +9,7 @@ from .values import wire
 
 
 def event_json(cfg, ev):
+    """The event of docs/state.md (stage names instead of indices)."""
     if ev is None:
         return None
     arg = ev.arg
@@ -21,6 +22,7 @@ def event_json(cfg, ev):
 
 
 def status_json(cfg, s) -> str:
+    """STATUS of docs/state.md."""
     st = s.status
     if st[0] in ("ready", "ended"):
         return st[0]
@@ -30,6 +32,7 @@ def status_json(cfg, s) -> str:
 
 
 def pool_json(cfg, p: int) -> dict:
+    """POOL of docs/state.md."""
     st = cfg.pools[p]
     return {"name": cfg.program.pools[p]["name"], "used": st.used, "cached": st.cached(),
             "queue": [q.serial for q in st.queue], "holders": list(st.holders),
@@ -39,6 +42,7 @@ def pool_json(cfg, p: int) -> dict:
 
 
 def stage_json(cfg, i: int) -> dict:
+    """STAGE of docs/state.md."""
     spec = cfg.program.stages[i]
     st = cfg.stages[i]
     out = {"name": spec["name"], "kind": st.kind}
@@ -74,6 +78,7 @@ def stage_json(cfg, i: int) -> dict:
 
 
 def records_json(rec: dict) -> dict:
+    """RECORDS of docs/state.md."""
     out = {
         "admitted": rec["admitted"], "preempted": rec["preempted"], "released": rec["released"],
         "evicted": rec["evicted"], "finished": rec["finished"],
@@ -97,4 +102,5 @@ def state_line(cfg, rec: dict, k: int) -> dict:
 
 
 def state_text(cfg, rec: dict, k: int) -> str:
+    """The canonical JSON text of the docs/state.md line of step k."""
     return canonical_json(state_line(cfg, rec, k))

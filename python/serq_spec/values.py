@@ -27,6 +27,7 @@ _CTX = decimal.Context(prec=DIGITS, rounding=decimal.ROUND_HALF_EVEN, Emax=99999
 
 
 def is_inf(v) -> bool:
+    """Is v one of ±inf?"""
     return isinstance(v, float)
 
 
@@ -59,6 +60,7 @@ def nz(v) -> bool:
 
 
 def add(a, b):
+    """a + b; inf − inf is an error."""
     if is_inf(a) and is_inf(b) and a != b:
         raise SpecError("inf - inf is undefined")
     if is_inf(a):
@@ -69,14 +71,17 @@ def add(a, b):
 
 
 def neg(a):
+    """−a."""
     return -a
 
 
 def sub(a, b):
+    """a − b."""
     return add(a, neg(b))
 
 
 def mul(a, b):
+    """a · b; 0 · inf is an error."""
     if is_inf(a) or is_inf(b):
         if a == 0 or b == 0:
             raise SpecError("0 * inf is undefined")
@@ -85,6 +90,7 @@ def mul(a, b):
 
 
 def div(a, b):
+    """a / b; x/0 = ±inf for x ≠ 0, 0/0 and inf/inf are errors."""
     if is_inf(b):
         if is_inf(a):
             raise SpecError("inf / inf is undefined")
@@ -99,10 +105,12 @@ def div(a, b):
 
 
 def floor_v(a):
+    """floor; ±inf unchanged."""
     return a if is_inf(a) else Fraction(math.floor(a))
 
 
 def ceil_v(a):
+    """ceil; ±inf unchanged."""
     return a if is_inf(a) else Fraction(math.ceil(a))
 
 
@@ -115,6 +123,7 @@ def _frac(d: decimal.Decimal) -> Fraction:
 
 
 def sqrt_v(a):
+    """sqrt: exact for perfect squares, else 40 digits (module docstring)."""
     if a < 0:
         raise SpecError("sqrt of a negative number")
     if is_inf(a):
@@ -127,6 +136,7 @@ def sqrt_v(a):
 
 
 def exp_v(a):
+    """exp at 40 digits (module docstring)."""
     if is_inf(a):
         return INF if a > 0 else ZERO
     if a == 0:
@@ -137,6 +147,7 @@ def exp_v(a):
 
 
 def ln_v(a):
+    """ln at 40 digits (module docstring); ln 0 = −inf."""
     if a < 0:
         raise SpecError("ln of a negative number")
     if a == 0:
@@ -179,10 +190,12 @@ def pow_v(x, y):
 
 
 def min_v(a, b):
+    """min of two values."""
     return a if a <= b else b
 
 
 def max_v(a, b):
+    """max of two values."""
     return a if a >= b else b
 
 

@@ -117,6 +117,16 @@ def cmd_sample(args) -> int:
         return fail(located(exc, ir))
     except (KeyError, TypeError, IndexError) as exc:
         return fail(f"error: malformed IR ({type(exc).__name__}: {exc})")
+    except Exception as exc:  # noqa: BLE001 -- never a traceback (SERQ_TRACEBACK=1 shows it)
+        return internal(exc)
+
+
+def internal(exc: Exception) -> int:
+    """An unexpected exception is a defect of serq_spec: say so in one line (exit 2)."""
+    if os.environ.get("SERQ_TRACEBACK"):
+        raise exc
+    return fail(f"internal error in serq_spec: {type(exc).__name__}: {exc} "
+                "(set SERQ_TRACEBACK=1 for the traceback)")
 
 
 def load_sessions(path: str):
@@ -161,3 +171,5 @@ def cmd_spec(args) -> int:
         return fail(located(exc, ir))
     except (KeyError, TypeError, IndexError) as exc:
         return fail(f"error: malformed IR ({type(exc).__name__}: {exc})")
+    except Exception as exc:  # noqa: BLE001
+        return internal(exc)

@@ -153,6 +153,37 @@ partial def admitWaiting (ic : IterCtx) (wh : Option Expr) (cap : Tok) : M IterC
   let ic ← serveUnserved ic cap
   admitWaiting ic wh cap
 
+/-- The first resident prefill not served yet and not stalled in a growth. -/
+def firstPrefill (ic : IterCtx) : M (Option Job) := do
+  for j in (← stage ic.engine).jobs do
+    if j.mode == "prefill" && !ic.served.contains j.serial then
+      match (← session j.serial).status with
+      | .growing _ => pure ()
+      | _ => return some j
+  return none
+
+/-- engine.py `exclusive_prefill`: a resident prefill runs alone (decodes stall); otherwise the
+decodes are chosen tentatively and a waiting request that fits with the full budget replaces
+them and takes the whole budget. After this statement nothing more is admitted. -/
+def exclusivePrefill (ic : IterCtx) (cap : Tok) : M IterCtx := do
+  let mut ic := { ic with noAdmit := true }
+  let mut prefill ← firstPrefill ic
+  let hasLeft := match ic.left with
+    | .inf => true
+    | .n l => decide (l > 0)
+  if prefill.isNone && hasLeft && ic.preempted == 0 then
+    if (← admitOne ic) then
+      ic := { ic with admitted := ic.admitted + 1 }
+      prefill ← firstPrefill ic
+  if let some j := prefill then
+    ic ← serve ic j none cap
+    return { ic with stopped := true }
+  for j in (← stage ic.engine).jobs do
+    if ic.stopped then return ic
+    if j.mode == "decode" && !ic.served.contains j.serial then
+      ic ← serve ic j none cap
+  return ic
+
 /-- engine.py `run_schedule`; `base` is the pre-order index of the first statement. -/
 partial def runSchedule (ic : IterCtx) (stmts : List Sched) (base : Nat) : M IterCtx := do
   let mut ic := ic
@@ -175,7 +206,7 @@ partial def runSchedule (ic : IterCtx) (stmts : List Sched) (base : Nat) : M Ite
         ic ← runSchedule ic t (idx + 1)
       else
         ic ← runSchedule ic el (idx + 1 + (t.map schedSize).foldl (· + ·) 0)
-    | .exclusivePrefill _ => notSupported "schedule statement exclusive_prefill"
+    | .exclusivePrefill _ => ic ← exclusivePrefill ic cap
     idx := idx + schedSize s
   return ic
 

@@ -77,10 +77,7 @@ def take (env : EnvM) (dist : String) : M Value := do
 
 /-- engine.py `memory_alloc`: units the job's owner holds in the engine's memory pool. -/
 def memoryAlloc (e : Nat) (job : Job) : M Nat := do
-  let d ← stageDecl e
-  let mem := match d.kind with
-    | .step sd => sd.memory
-    | _ => none
+  let mem := ((← getProg).memoryOf[e]?).getD none
   match mem with
   | none => return 0
   | some p =>

@@ -30,8 +30,7 @@ def upsertNat (k v : Nat) : List (Nat × Nat) → List (Nat × Nat)
 /-- The engines whose memory is pool `p`. -/
 def enginesOf (p : Nat) : M (List Nat) := do
   let prog ← getProg
-  return prog.engines.filter fun e =>
-    ((prog.ir.stages[e]?).bind StageDecl.memory?) == some p
+  return prog.engines.filter fun e => (prog.memoryOf[e]?).getD none == some p
 
 /-- growth.py `stall`: no room and no victim — the session waits in p's growers. -/
 def stall (serial p target : Nat) : M Unit := do
@@ -145,7 +144,15 @@ def preempt (v p : Nat) (ictx : Option IterCtx) : M (Option IterCtx) := do
   let requeueHead := match (← poolDecl p).preempt with
     | .keyed _ head => head
     | _ => true
-  enqueue (h.pools.headD p) v requeueHead
+  let st ← stmtAt h.stmt
+  let first ← match st.stmt with
+    | .hold hd => match hd.pools.head? with
+      | some hp =>
+        resolveRef { session := some v, stream := h.stream, loc := some st.loc }
+          hp.pool.base hp.pool.count hp.pool.index
+      | none => pure (h.pools.headD p)
+    | _ => pure (h.pools.headD p)
+  enqueue first v requeueHead
   let ps ← pool p
   setPool p { ps with preemptions := ps.preemptions + 1 }
   let name ← poolName p

@@ -168,4 +168,24 @@ def releaseHold (serial : Nat) (hold : HoldState) (preempted : Bool) : M Unit :=
     modifyRec fun r => { r with released := r.released.push (.arr [.nat serial, .str name, .nat kept]) }
     i := i + 1
 
+/-- Remove the `i`-th element of a list. -/
+def dropAt {α : Type} (l : List α) (i : Nat) : List α := l.eraseIdx i
+
+/-- pools.py `release_pool_early`: `release P;` releases the hold's allocation on P now, caching
+per the hold's `cache` clause; the rest of the hold stays until its scope ends. -/
+def releasePoolEarly (serial p : Nat) (loc : Option Loc) : M Unit := do
+  let s ← session serial
+  let some k := holdIndex s p
+    | specError s!"release of pool {← poolName p} outside a hold of it" loc
+  let hold := s.holds.getD k default
+  let i := hold.slot p
+  let part : HoldState := { hold with pools := [p], alloc := [hold.alloc.getD i 0],
+                                      position := [hold.position.getD i 0],
+                                      advanced := [hold.advanced.getD i false] }
+  releaseHold serial part false
+  let s ← session serial
+  let hold := { hold with pools := dropAt hold.pools i, alloc := dropAt hold.alloc i,
+                          position := dropAt hold.position i, advanced := dropAt hold.advanced i }
+  setSession { s with holds := s.holds.set k hold }
+
 end SerqLang

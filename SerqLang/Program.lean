@@ -29,6 +29,9 @@ structure Program where
   caps : List Nat
   block : List (Option Nat)
   engines : List Nat
+  /-- program.py `memory_of`: each stage's memory pool (engines only), inferred from the pool
+  its `growing` runs grow when the IR gives none (`infer_memory`). -/
+  memoryOf : List (Option Nat) := []
   warmup : Rat := 0
   horizon : Value := .posInf
   deriving Inhabited
@@ -74,8 +77,8 @@ partial def checkExpr (ir : Ir) (e : Expr) (loc : Option Loc) : Res Unit := do
 partial def checkSchedule (ir : Ir) (stmts : List Sched) (name : String) : Res Unit := do
   for s in stmts do
     match s with
-    | .exclusivePrefill _ =>
-      throw (unsupportedSched ir s!"`exclusive prefill` in the schedule of engine {name}")
+    | .exclusivePrefill each => do
+      if let some x := each then checkExpr ir x none
     | .branch c t e => do
       checkExpr ir c none
       checkSchedule ir t name
@@ -99,7 +102,6 @@ def optCheck (ir : Ir) (e : Option Expr) (loc : Option Loc) : Res Unit :=
 def checkStmt (ir : Ir) (st : Located) : Res Unit := do
   let loc := some st.loc
   match st.stmt with
-  | .release _ => throw (unsupported ir "`release` statement (leases)" loc)
   | .set _ e | .observe _ e => checkExpr ir e loc
   | .branch c _ _ | .while_ c _ => checkExpr ir c loc
   | .choose _ n keys => do checkExpr ir n loc; for k in keys do checkExpr ir k loc
@@ -142,6 +144,23 @@ def capOf (p : PoolDecl) : Res Nat :=
     else .ok q.num.toNat
   | v => .error s!"error: not supported by SerqLang yet: pool {p.name} with an infinite cap {v.toWire} at <unknown location>"
 
+/-- program.py `infer_memory`: an engine without a memory pool in the IR gets the pool its
+`growing` runs grow. -/
+def inferMemory (ir : Ir) : List (Option Nat) := Id.run do
+  let mut mem : List (Option Nat) := ir.stages.map fun s =>
+    match s.kind with
+    | .step sd => sd.memory
+    | _ => none
+  for blk in ir.blocks do
+    for st in blk do
+      if let .run r _ _ (some g) := st.stmt then
+        for e in List.range r.count do
+          let e := r.base + e
+          let isStep := ((ir.stages[e]?).map StageDecl.isStep).getD false
+          if isStep && (mem.getD e none).isNone then
+            mem := mem.set e (some g)
+  return mem
+
 /-- program.py `Program.__init__` with `check_supported`. -/
 def ofIr (ir : Ir) : Res Program := do
   let block ← ir.pools.mapM blockOf
@@ -173,7 +192,7 @@ def ofIr (ir : Ir) : Res Program := do
   for g in ir.gauges do checkExpr ir g.expr none
   let engines := (List.range ir.stages.length).filter fun i =>
     ((ir.stages[i]?).map StageDecl.isStep).getD false
-  return { ir, caps, block, engines }
+  return { ir, caps, block, engines, memoryOf := inferMemory ir }
 
 /-- The statement at `(block, pc)`. -/
 def stmt (prog : Program) (ref : Nat × Nat) : Option Located :=

@@ -379,7 +379,9 @@ def execStmt (serial : Nat) (st : Located) (ref : Nat × Nat) (stream : DrawStre
   | .drop r =>
     let p ← resolveRef env r.base r.count r.index
     dropEntry p serial
-  | .release _ => notSupported "statement release" loc
+  | .release r =>
+    let p ← resolveRef env r.base r.count r.index
+    releasePoolEarly serial p loc
   return false
 
 /-- sessions.py `end_frame`. -/

@@ -21,9 +21,9 @@ from serq.oracle.compare import TraceError, compare_traces, load_trace, render_s
 from serq.oracle.scenario import ScenarioError, load_scenario
 
 #: Packages that add more `serq oracle` subcommands. Each listed module exposes
-#: `register_oracle(oracle_subparsers)`. This is where `serq oracle run` — serQ's own model of a
-#: scenario, writing a trace in the same format — plugs in once the simulator provides it.
-ORACLE_SUBCOMMAND_PROVIDERS: list[str] = []
+#: `register_oracle(oracle_subparsers)`. `serq.oracle.model` adds `serq oracle run` — serQ's own
+#: model of a scenario, writing a trace in the same format (docs/vllm-model.md).
+ORACLE_SUBCOMMAND_PROVIDERS: list[str] = ["serq.oracle.model"]
 
 VENV_ENV_VAR = "SERQ_VLLM_VENV"
 
@@ -216,8 +216,7 @@ def register(subparsers) -> None:
     p.add_argument("--steps", metavar="FROM:TO", help="only these step numbers (inclusive)")
     p.set_defaults(func=cmd_render)
 
-    # `serq oracle run` (serQ's own model) is contributed by the simulator through
-    # ORACLE_SUBCOMMAND_PROVIDERS; nothing is registered for it until that exists.
+    # `serq oracle run` (serQ's own model) is contributed through ORACLE_SUBCOMMAND_PROVIDERS.
     for name in ORACLE_SUBCOMMAND_PROVIDERS:
         try:
             module = importlib.import_module(name)

@@ -1,0 +1,653 @@
+"""serQ's model of the vLLM scheduler on an oracle scenario: `serq oracle run`.
+
+A scenario (docs/oracle.md §3) becomes one serQ program run (docs/vllm-model.md):
+
+- the program is `examples/oracle/vllm_scenario.sq` (FCFS) or
+  `examples/oracle/vllm_scenario_priority.sq` (the priority policy), with the scenario's config as
+  `args.number` inputs;
+- the requests become the sessions of an ordered trace written straight into the IR: one session
+  per `after` chain, one turn per request (new = the whole prompt, out = the output length,
+  think = the gate delay before the request is added, forced = an ordering key), spawned by
+  `batch(n)` at time 0;
+- the engine (serq_fast by default, serq_spec with `--engine spec`) prints its per-step state
+  lines (docs/state.md); `build_trace` turns them into a trace of the oracle format
+  (docs/oracle.md §4), which `serq oracle compare` compares with vLLM's.
+
+Scenarios that need a vLLM feature the language cannot express yet are refused with
+`Unsupported` naming the feature (never a silently wrong trace).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import os
+import sys
+import time as _time
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+from serq.oracle.scenario import (
+    ResolvedScenario,
+    ScenarioError,
+    fake_output_token,
+    load_scenario,
+    tokens_for_segment,
+)
+
+__all__ = [
+    "Unsupported",
+    "ModelError",
+    "Plan",
+    "plan_scenario",
+    "run_scenario",
+    "run_scenario_file",
+    "FEATURES",
+    "register_oracle",
+]
+
+MODEL_VERSION = "serq-model/1"
+
+#: Feature names used in refusals (the divergence classes of docs/vllm-model.md).
+FEATURES = {
+    "async": "async scheduling (frees seen one step later)",
+    "content-prefix": "prefix sharing by content across requests (prefix groups / equal token ids)",
+    "chain-prefix": "a next turn whose prompt does not extend its previous turn",
+    "watermark": "the watermark knob",
+    "extra-knob": "a scheduler/cache knob the model does not know",
+    "max-model-len": "max_model_len capping a request",
+    "after-fanout": "several requests `after` one parent",
+    "mixed-arrivals": "step-based and time-based arrivals in one scenario",
+    "step-delay-on-time": "an `after` delay of >= 2 steps on a seconds clock",
+    "priority-after-time": "priority policy with arrivals needing vLLM's float clock",
+    "adaptive-threshold": "long_prefill_token_threshold_adaptive",
+}
+
+
+class Unsupported(Exception):
+    """The scenario needs a vLLM feature serQ's language does not express (yet)."""
+
+    def __init__(self, feature: str, detail: str):
+        self.feature = feature
+        self.detail = detail
+        super().__init__(f"unsupported: {FEATURES.get(feature, feature)}: {detail}")
+
+
+class ModelError(Exception):
+    """The engine failed or produced state lines the trace builder cannot read."""
+
+
+def _repo_root() -> Path:
+    here = Path(__file__).resolve()
+    for cand in (here.parents[3], Path.cwd()):
+        if (cand / "examples" / "oracle" / "vllm_scenario.sq").is_file():
+            return cand
+    raise ModelError("cannot find examples/oracle/vllm_scenario.sq (run from the serQ source tree)")
+
+
+def program_path(priority: bool) -> Path:
+    name = "vllm_scenario_priority.sq" if priority else "vllm_scenario.sq"
+    return _repo_root() / "examples" / "oracle" / name
+
+
+# --------------------------------------------------------------------------------------------
+# scenario -> plan
+
+
+@dataclass
+class Turn:
+    rid: str
+    index: int  # scenario list index
+    prompt: int
+    out: int
+    think: Fraction  # gate delay before the request is added
+    hit_cap: int  # the most the own cache may give at the first admission (tokens)
+    order: int  # FCFS tie key (list index / rank) or the priority key's id rank
+
+
+@dataclass
+class Plan:
+    scenario: ResolvedScenario
+    priority: bool
+    unit_clock: bool
+    settings: dict[str, str]
+    sessions: list[list[Turn]]
+    radix: int
+    by_id: dict[str, tuple[int, int]] = field(default_factory=dict)  # id -> (serial, turn index)
+
+
+def _dec(x: Fraction) -> str:
+    x = Fraction(x)
+    return str(x.numerator) if x.denominator == 1 else f"{x.numerator}/{x.denominator}"
+
+
+def _request_tokens(sc: ResolvedScenario) -> dict[str, tuple[list[int], list[int]]]:
+    """id -> (prompt ids, output ids) assuming every request runs to completion."""
+    by_id = {r.id: r for r in sc.requests}
+    memo: dict[str, tuple[list[int], list[int]]] = {}
+
+    def get(rid: str):
+        if rid not in memo:
+            r = by_id[rid]
+            prompt: list[int] = []
+            for seg in r.prompt:
+                if seg.kind == "parent":
+                    pp, po = get(seg.source)
+                    prompt += tokens_for_segment(seg, pp + po)
+                else:
+                    prompt += tokens_for_segment(seg)
+            outs = [fake_output_token(rid, i, r.eos_at) for i in range(r.expected_output_len)]
+            memo[rid] = (prompt, outs)
+        return memo[rid]
+
+    for r in sc.requests:
+        get(r.id)
+    return memo
+
+
+def _lcp(a: list[int], b: list[int]) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+def plan_scenario(sc: ResolvedScenario) -> Plan:
+    """Map a resolved scenario to program inputs and sessions, or raise Unsupported."""
+    cfg = sc.config
+    bs = sc.block_size
+    if cfg["async_scheduling"]:
+        raise Unsupported("async", "config.async_scheduling is true")
+    reserve_full = 1
+    for k, v in cfg["scheduler_config_extra"].items():
+        if k == "scheduler_reserve_full_isl":
+            reserve_full = 1 if v else 0
+        elif k == "watermark":
+            if v:
+                raise Unsupported("watermark", f"config.scheduler_config_extra.watermark = {v}")
+        elif k == "long_prefill_token_threshold_adaptive":
+            if v:
+                raise Unsupported("adaptive-threshold", "config.scheduler_config_extra."
+                                  "long_prefill_token_threshold_adaptive is true")
+        else:
+            raise Unsupported("extra-knob", f"config.scheduler_config_extra.{k}")
+    for k in cfg["cache_config_extra"]:
+        raise Unsupported("extra-knob", f"config.cache_config_extra.{k}")
+    extra = [k for k in cfg if k not in (
+        "block_size", "num_gpu_blocks", "max_num_batched_tokens", "max_num_seqs", "max_model_len",
+        "long_prefill_token_threshold", "enable_prefix_caching", "enable_chunked_prefill", "policy",
+        "async_scheduling", "step_time", "scheduler_config_extra", "cache_config_extra")]
+    if extra:
+        raise Unsupported("extra-knob", f"config.{extra[0]}")
+    priority = cfg["policy"] == "priority"
+    reqs = sc.requests
+    by_id = {r.id: r for r in reqs}
+    mml = cfg["max_model_len"]
+    for r in reqs:
+        plen = sc.static_prompt_len(r.id)
+        if plen + r.expected_output_len > mml:
+            raise Unsupported("max-model-len", f"requests[{r.index}] ({r.id!r}): prompt {plen} + "
+                              f"output {r.expected_output_len} > max_model_len {mml}")
+    kinds = {r.arrival_kind for r in reqs}
+    time_based = "time" in kinds
+    if time_based:
+        for r in reqs:
+            if r.arrival_kind == "step" and r.arrival_step:
+                raise Unsupported("mixed-arrivals", f"requests[{r.index}].arrival_step = "
+                                  f"{r.arrival_step} beside arrival_time requests")
+            if r.arrival_kind == "after" and r.delay_steps >= 2:
+                raise Unsupported("step-delay-on-time", f"requests[{r.index}].delay_steps = "
+                                  f"{r.delay_steps} with arrival_time requests (a seconds clock)")
+    # sessions: `after` chains
+    children: dict[str, list] = {}
+    for r in reqs:
+        if r.after is not None:
+            children.setdefault(r.after, []).append(r)
+    for pid, cs in children.items():
+        if len(cs) > 1:
+            raise Unsupported("after-fanout", f"requests {', '.join(repr(c.id) for c in cs)} "
+                              f"all follow {pid!r}")
+    chains: list[list] = []
+    for r in reqs:
+        if r.after is None:
+            chain = [r]
+            while chain[-1].id in children:
+                chain.append(children[chain[-1].id][0])
+            chains.append(chain)
+    # prefix sharing: only within a chain, and only what the previous turn cached
+    caching = bool(cfg["enable_prefix_caching"])
+    toks = _request_tokens(sc)
+    chain_of = {r.id: ci for ci, ch in enumerate(chains) for r in ch}
+    hit_cap: dict[str, int] = {}
+    for ci, ch in enumerate(chains):
+        for k, r in enumerate(ch):
+            prompt = toks[r.id][0]
+            reusable = (len(prompt) - 1) // bs * bs
+            if not caching:
+                hit_cap[r.id] = 0
+                continue
+            # what vLLM can hit: any computed full block of any other request
+            for o in reqs:
+                if o.id == r.id:
+                    continue
+                op, oo = toks[o.id]
+                seq = op + oo[:-1] if oo else op
+                common = min(_lcp(seq, prompt), len(seq), reusable) // bs * bs
+                if common == 0:
+                    continue
+                if chain_of[o.id] != ci:
+                    raise Unsupported("content-prefix", f"requests {o.id!r} and {r.id!r} share "
+                                      f"{common} prompt tokens (whole blocks) across sessions")
+            true_hit = 0
+            for j in range(k):
+                op, oo = toks[ch[j].id]
+                seq = op + oo[:-1]
+                true_hit = max(true_hit, min(_lcp(seq, prompt), len(seq), reusable) // bs * bs)
+            if k > 0:
+                op, oo = toks[ch[k - 1].id]
+                seq = op + oo[:-1]
+                prev_hit = min(_lcp(seq, prompt), len(seq), reusable) // bs * bs
+                if prev_hit != true_hit:
+                    raise Unsupported("chain-prefix", f"request {r.id!r} shares more with an older "
+                                      f"turn than with {ch[k - 1].id!r}")
+            hit_cap[r.id] = true_hit
+    # ordering keys
+    n = len(reqs)
+    radix = max(n, 1)
+    if priority:
+        ranks = {rid: i for i, rid in enumerate(sorted(r.id for r in reqs))}
+    else:
+        ranks = {r.id: r.index for r in reqs}
+    sessions: list[list[Turn]] = []
+    plan_by_id: dict[str, tuple[int, int]] = {}
+    for si, ch in enumerate(chains):
+        turns = []
+        for k, r in enumerate(ch):
+            if r.arrival_kind == "after":
+                think = Fraction(max(1, r.delay_steps) - 1)
+            elif r.arrival_kind == "time":
+                think = r.arrival_time_exact
+            else:
+                think = Fraction(r.arrival_step or 0)
+            turns.append(Turn(r.id, r.index, len(toks[r.id][0]), r.expected_output_len, think,
+                              hit_cap[r.id], ranks[r.id]))
+            plan_by_id[r.id] = (si, k)
+        sessions.append(turns)
+    thr = cfg["long_prefill_token_threshold"]
+    settings = {
+        "budget": str(cfg["max_num_batched_tokens"]),
+        "max_seqs": str(cfg["max_num_seqs"]),
+        "block": str(bs),
+        "blocks": str(sc.num_usable_blocks),
+        "threshold": str(thr) if thr > 0 else "inf",
+        "caching": "1" if caching else "0",
+        "reserve_full": str(reserve_full),
+        "chunked": "1" if cfg["enable_chunked_prefill"] else "0",
+        "base": _dec(sc.step_base_exact) if time_based else "1",
+        "per_token": _dec(sc.step_per_token_exact) if time_based else "0",
+        "key_time": "0" if time_based and not priority else "1",
+        "radix": str(radix),
+        "requests": str(len(sessions)),
+    }
+    if time_based and sc.step_base_exact <= 0:
+        raise Unsupported("extra-knob", "config.step_time.base_s = 0 on a seconds clock")
+    return Plan(sc, priority, not time_based, settings, sessions, radix, plan_by_id)
+
+
+# --------------------------------------------------------------------------------------------
+# plan -> IR -> state lines
+
+
+_IR_CACHE: dict[tuple, dict] = {}
+
+
+def _ir_for(plan: Plan, order: dict[str, int] | None = None) -> dict:
+    from serq import frontend
+
+    path = program_path(plan.priority)
+    key = (str(path), tuple(sorted(plan.settings.items())))
+    if key not in _IR_CACHE:
+        _IR_CACHE[key] = frontend.load_program(str(path), plan.settings)
+    ir = copy.deepcopy(_IR_CACHE[key])
+    rows = []
+    for turns in plan.sessions:
+        srows = []
+        for t in turns:
+            o = t.order if order is None else order[t.rid]
+            forced = t.hit_cap // plan.scenario.block_size * plan.radix + o
+            srows.append([str(t.prompt), str(t.out), _dec(t.think), str(forced)])
+        rows.append(srows)
+    ir["workload"]["trace"] = {"ordered": True, "sessions": rows}
+    ir["workload"]["arrival"] = {"kind": "batch", "n": len(plan.sessions)}
+    return ir
+
+
+def _run_engine(ir: dict, engine: str, nsessions: int, turns: list[int]) -> list[dict]:
+    if engine == "fast":
+        from serq_fast.engine import Sim
+        from serq_fast.expr import RunError
+
+        out: list = []
+        try:
+            Sim(ir, seed=1, horizon=math.inf, warmup=0.0, states=out.append).run()
+        except RunError as exc:
+            raise ModelError(f"serq_fast run-time error: {exc}") from None
+        return out
+    if engine == "spec":
+        from serq_spec.cli import prepare
+        from serq_spec.errors import SpecError
+        from serq_spec.step import run
+        from serq_spec.trace import state_text
+        from serq_spec.workload import Workload
+
+        data = {"format": "serq-sessions/1", "seed": 1, "arrivals": [], "trace_picks": [],
+                "machine": [],
+                "sessions": [{"serial": i, "init": [], "turns": [[] for _ in range(turns[i])],
+                              "session": []} for i in range(nsessions)]}
+        prog = prepare(ir, Workload.replay(data), "vllm_scenario.sq")
+        out = []
+        try:
+            run(prog, on_step=lambda cfg, rec, k: out.append(json.loads(state_text(cfg, rec, k))),
+                check=False)
+        except SpecError as exc:
+            raise ModelError(f"serq_spec run-time error: {exc}") from None
+        return out
+    raise ValueError(f"unknown engine {engine!r} (spec or fast)")
+
+
+def _t(x) -> Fraction:
+    """A state-line time (wire string from the spec, float from the fast engine) as a Fraction."""
+    if isinstance(x, str):
+        return Fraction(x)
+    return Fraction(x).limit_denominator(10**12) if isinstance(x, float) else Fraction(x)
+
+
+# --------------------------------------------------------------------------------------------
+# state lines -> trace
+
+
+@dataclass
+class _Iter:
+    start: Fraction
+    end: Fraction
+    assign: list  # [(rid, tokens, computed_before, kind)]
+    preempted: list
+    used_units: int
+    running: int
+    waiting: int
+    call: int
+    step: int = -1
+    arrived: list = field(default_factory=list)
+
+
+def build_trace(plan: Plan, lines: list[dict]) -> tuple[dict, dict[str, int]]:
+    """The oracle trace from the state lines; also each request's schedule() call at joining."""
+    sc = plan.scenario
+    bs = sc.block_size
+    usable = sc.num_usable_blocks
+    pools = None
+    kv_i = reqs_i = eng_i = gate_i = None
+    turn_of: dict[int, int] = {}  # serial -> current turn index (0-based)
+    join_call: dict[str, int] = {}
+    join_step_line: dict[str, int] = {}
+    iters: list[_Iter] = []
+    end_to_iter: dict[Fraction, _Iter] = {}
+    preempt_count: dict[str, int] = {}
+    seen: set[str] = set()
+    resume: set[str] = set()
+    obs: dict[str, dict[str, list]] = {}
+    maxpos: dict[str, int] = {}
+    pending_arrivals: list[str] = []
+    for line in lines:
+        if pools is None:
+            names = [p["name"] for p in line["pools"]]
+            kv_i, reqs_i = names.index("kv"), names.index("reqs")
+            snames = [s["name"] for s in line["stages"]]
+            eng_i, gate_i = snames.index("vllm"), snames.index("gate")
+            pools = names
+        rec = line["records"]
+        for st, serial in rec["finished"]:
+            if st == "gate":
+                k = turn_of.get(serial, -1) + 1
+                turn_of[serial] = k
+                rid = plan.sessions[serial][k].rid
+                join_call[rid] = len(iters)
+                pending_arrivals.append(rid)
+        for name, serial, turn_no, t, value in rec["observations"]:
+            rid = plan.sessions[serial][turn_no - 1].rid
+            obs.setdefault(rid, {}).setdefault(name, []).append((_t(t), _t(value)))
+        for it in rec["iterations"]:
+            stage = line["stages"][eng_i]
+            residents = {r["serial"]: r for r in stage["residents"]}
+            assign = []
+            for serial, mode, tokens in it["assign"]:
+                rid = plan.sessions[serial][turn_of[serial]].rid
+                pos = residents[serial]["position"]
+                before = pos - tokens
+                if rid not in seen:
+                    kind = "new"
+                elif rid in resume:
+                    kind = "resumed"
+                else:
+                    kind = "running"
+                resume.discard(rid)
+                seen.add(rid)
+                maxpos[rid] = max(maxpos.get(rid, 0), pos)
+                assign.append((rid, tokens, before, kind))
+            pre = []
+            for serial, pool, position in rec["preempted"]:
+                if (pools[pool] if isinstance(pool, int) else pool) == "kv":
+                    rid = plan.sessions[serial][turn_of[serial]].rid
+                    pre.append(rid)
+                    preempt_count[rid] = preempt_count.get(rid, 0) + 1
+                    resume.add(rid)
+            # a victim served earlier in the same call gave its tokens back (its entry is gone
+            # from the assignment list the engine reports)
+            kv = line["pools"][kv_i]
+            itr = _Iter(_t(it["start"]), _t(it["end"]), assign, sorted(pre), kv["used"],
+                        len(stage["residents"]), len(line["pools"][reqs_i]["queue"]), len(iters))
+            itr.arrived = pending_arrivals
+            pending_arrivals = []
+            iters.append(itr)
+            if assign:
+                end_to_iter[itr.end] = itr
+    # step numbers
+    token_iters = [it for it in iters if it.assign]
+    if plan.unit_clock:
+        for it in iters:
+            if it.start.denominator != 1:
+                raise ModelError(f"an iteration starts at {it.start} on the unit clock")
+            it.step = int(it.start)
+    else:
+        k = 0
+        for it in iters:
+            it.step = k
+            if it.assign:
+                k += 1
+    # vLLM's virtual clock at each step
+    base, per = sc.step_base_s, sc.step_per_token_s
+    clock = 0.0
+    step_time: dict[int, float] = {}
+    if plan.unit_clock:
+        for it in token_iters:
+            step_time[it.step] = clock
+            clock += base + per * sum(a[1] for a in it.assign)
+    else:
+        for it in token_iters:
+            step_time[it.step] = float(it.start)
+
+    def step_of_end(t: Fraction) -> int:
+        it = end_to_iter.get(t)
+        if it is None:
+            raise ModelError(f"no iteration ends at {t}")
+        return it.step
+
+    # requests
+    requests: dict[str, dict] = {}
+    finished_at: dict[int, list] = {}
+    for r in sc.requests:
+        o = obs.get(r.id, {})
+        added = r.id in join_call
+        first_step = None
+        fin_step = None
+        if o.get("first_end") and o.get("last_end"):
+            first_step = step_of_end(o["first_end"][0][1])
+            fin_step = step_of_end(o["last_end"][0][1])
+        elif r.id in seen:
+            pass
+        first_sched = next((it.step for it in token_iters if any(a[0] == r.id for a in it.assign)),
+                           None)
+        if fin_step is None and first_sched is not None:
+            # unfinished: a first token if the prefill ever completed
+            pass
+        out_len = r.expected_output_len if fin_step is not None else max(
+            0, maxpos.get(r.id, 0) - sc.static_prompt_len(r.id) + 1) if added else 0
+        reason = None
+        if fin_step is not None:
+            reason = "stop" if (r.eos_at is not None and r.eos_at + 1 < r.max_tokens) else "length"
+            finished_at.setdefault(fin_step, []).append({"id": r.id, "reason": reason,
+                                                          "output_len": out_len})
+        hits = o.get("hit", [])
+        arr_step = None
+        if added:
+            call = join_call[r.id]
+            nxt = next((it for it in iters[call:] if it.assign), None)
+            arr_step = nxt.step if nxt is not None else None
+        requests[r.id] = {
+            "prompt_len": sc.static_prompt_len(r.id) if added else None,
+            "max_tokens": r.max_tokens,
+            "priority": r.priority,
+            "arrival_step": arr_step,
+            "arrival_time": (r.arrival_time if r.arrival_time is not None
+                             else step_time.get(arr_step)) if added else None,
+            "first_scheduled_step": first_sched,
+            "first_token_step": first_step,
+            "finish_step": fin_step,
+            "finish_reason": reason,
+            "num_preemptions": preempt_count.get(r.id, 0),
+            "cached_tokens_at_admission": int(hits[0][1]) if hits else None,
+            "output_len": out_len,
+        }
+    steps = []
+    carried: list = []
+    for it in iters:
+        if not it.assign and not it.preempted:
+            carried += it.arrived
+            continue
+        tokens = sum(a[1] for a in it.assign)
+        steps.append({
+            "step": it.step,
+            "time": round(step_time.get(it.step, clock), 9),
+            "arrived": carried + it.arrived,
+            "scheduled": [{"id": a[0], "tokens": a[1], "computed_before": a[2], "kind": a[3]}
+                          for a in it.assign],
+            "total_tokens": tokens,
+            "preempted": it.preempted,
+            "free_blocks_after_schedule": usable - it.used_units // bs,
+            "num_running": it.running,
+            "num_waiting": it.waiting,
+            "finished": finished_at.get(it.step, []) if it.assign else [],
+        })
+        carried = []
+    unfinished = sorted(rid for rid, rr in requests.items() if rr["finish_step"] is None)
+    if sc.max_steps is not None:
+        steps = [s for s in steps if s["step"] < sc.max_steps]
+    trace = {
+        "scenario": sc.name,
+        "vllm_version": MODEL_VERSION,
+        "config": sc.config,
+        "num_usable_blocks": usable,
+        "steps": steps,
+        "requests": requests,
+        "unfinished": unfinished,
+        "stalled": bool(unfinished),
+    }
+    return trace, join_call
+
+
+def run_scenario(sc: ResolvedScenario, engine: str = "fast") -> dict:
+    """The serQ trace of a resolved scenario (raises Unsupported / ModelError)."""
+    t0 = _time.perf_counter()
+    plan = plan_scenario(sc)
+    turns = [len(s) for s in plan.sessions]
+    ir = _ir_for(plan)
+    trace, join_call = build_trace(plan, _run_engine(ir, engine, len(plan.sessions), turns))
+    if not plan.unit_clock and not plan.priority:
+        # Seconds clock, FCFS: vLLM's waiting queue is in (schedule() call at joining, list
+        # index) order, which the first run (keyed by joining time) only approximates. Rerun
+        # with that total order as the key until it reproduces itself.
+        plan.settings["key_time"] = "0"
+        order = None
+        for _ in range(6):
+            new = sorted(join_call, key=lambda rid: (join_call[rid], sc.request(rid).index))
+            new_order = {rid: i for i, rid in enumerate(new)}
+            for r in sc.requests:
+                new_order.setdefault(r.id, len(new_order))
+            if new_order == order:
+                break
+            order = new_order
+            ir = _ir_for(plan, order)
+            trace, join_call = build_trace(plan, _run_engine(ir, engine, len(plan.sessions), turns))
+        else:
+            raise ModelError("the FCFS arrival order did not settle after 6 runs")
+    trace["timing"] = {"model_s": round(_time.perf_counter() - t0, 4), "engine": engine,
+                       "num_steps": len(trace["steps"])}
+    return trace
+
+
+def run_scenario_file(path: str, engine: str = "fast", **kwargs) -> dict:
+    return run_scenario(load_scenario(path, **kwargs), engine)
+
+
+# --------------------------------------------------------------------------------------------
+# CLI: `serq oracle run`
+
+
+def _err(msg: str) -> None:
+    print(f"serq oracle: {msg}", file=sys.stderr)
+
+
+def cmd_run(args) -> int:
+    try:
+        sc = load_scenario(args.scenario)
+    except ScenarioError as exc:
+        _err(f"{args.scenario}: {exc}")
+        return 2
+    try:
+        trace = run_scenario(sc, args.engine)
+    except Unsupported as exc:
+        _err(f"{args.scenario}: {exc}")
+        return 2
+    except ModelError as exc:
+        _err(f"{args.scenario}: the model failed: {exc}")
+        return 1
+    text = json.dumps(trace, indent=1) + "\n"
+    if args.output:
+        try:
+            Path(args.output).write_text(text, encoding="utf-8")
+        except OSError as exc:
+            _err(f"cannot write {args.output}: {exc.strerror or exc}")
+            return 2
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def register_oracle(sub) -> None:
+    p = sub.add_parser(
+        "run",
+        help="run a scenario through serQ's vLLM model and write its trace",
+        description="Map the scenario to examples/oracle/vllm_scenario.sq (docs/vllm-model.md), "
+        "run it with the fast simulator (or the exact spec) and write a trace in the oracle "
+        "format, to compare with `serq oracle compare`. Exit 0 ok, 1 model failure, 2 bad or "
+        "unsupported scenario (the message names the field or the missing feature).",
+    )
+    p.add_argument("scenario", metavar="SCENARIO.json")
+    p.add_argument("-o", "--output", metavar="OUT", help="trace file (default: stdout)")
+    p.add_argument("--engine", choices=("fast", "spec"), default="fast",
+                   help="serq_fast (default) or serq_spec (exact, slower)")
+    p.set_defaults(func=cmd_run)

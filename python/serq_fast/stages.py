@@ -383,6 +383,12 @@ class Engine(Stage):
         self.reg_inits = [c(x["init"]) for x in st.get("registers", [])]
         self.schedule = [self._compile_s(x, sim) for x in st["schedule"]]
         self.ff_ok = _fast_forward_eligible(st, sim, self.idx)
+        # growth inside a fast-forward needs a budget that the growth cannot change
+        constant_names = {"running.count", "running.decoding", "waiting.count", "running.preempted",
+                          "waiting.admitted"}
+        self.ff_grow = self.ff_ok and self.memory is not None and not _reads_any(
+            [st["budget"], st.get("lets", []), st["schedule"]],
+            lambda e: e.get("k") == "obs" or (e.get("k") == "eng" and e.get("name") not in constant_names))
         self.admits = [p for p in sim.pools if p.admitted_by == self.idx]
         cx = sim.cx
         cx.eng = self
@@ -845,6 +851,16 @@ def _reads(e, bad) -> bool:
     return False
 
 
+def _reads_any(e, pred) -> bool:
+    if isinstance(e, dict):
+        if "k" in e and pred(e):
+            return True
+        return any(_reads_any(v, pred) for v in e.values() if isinstance(v, (dict, list)))
+    if isinstance(e, list):
+        return any(_reads_any(v, pred) for v in e)
+    return False
+
+
 def _fast_forward_eligible(st: dict, sim, idx: int) -> bool:
     import os
 
@@ -885,47 +901,99 @@ def _fast_forward_eligible(st: dict, sim, idx: int) -> bool:
 def bulk(self, t1: float, t_next: float, horizon: float, max_j: int) -> int:
     """Handle the end of the in-flight template iteration (popped at `t1`) and the identical
     iterations after it, as long as nothing else can happen; returns the steps handled (0: none,
-    use the normal path)."""
+    use the normal path).
+
+    Runs of steps without growth are applied in O(1) each (`left`, `position` and time advance
+    together); a step at a block boundary grows the residents' blocks exactly as the iteration
+    would (serving order, eviction of cached blocks by make_room) when the pool has room without
+    preemption and no request waits, then re-reads the cost on the grown batch."""
+    from serq_fast.engine import EV_ITER_END, TIE_EPS
+    from serq_fast.pools import roundup
+
+    sim = self.sim
     it = self.iter
-    c = it.cost
-    if it.ev0 != self.sim.events - 1:
+    if it.ev0 != sim.events - 1:
         return 0  # another event was handled while the template was in flight
-    for other in self.sim.engines:
+    for other in sim.engines:
         if other is not self and other.iter is None and other.has_work():
             return 0
-    jl = min(int(a[0].left) for a in it.assign) - 1  # no resident finishes
-    jp = min(int(a[0].growpart.alloc - a[0].growpart.pos) for a in it.assign)  # no growth
-    cap = min(jl, jp, max_j)
-    if cap < 2:
+    jobs = [a[0] for a in it.assign]
+    parts = [j.growpart for j in jobs]
+    cap_steps = min(min(int(j.left) for j in jobs) - 1, max_j)  # no resident finishes
+    if cap_steps < 2:
         return 0
-    j = 0
+    grow_ok = self.ff_grow and not any(p.qlen() for p in self.admits)
+    t_stop = t_next - TIE_EPS * max(1.0, abs(t_next))  # strictly before the next instant
+    c = it.cost
     t = t1
     last = t1
-    from serq_fast.engine import TIE_EPS
-
-    t_stop = t_next - TIE_EPS * max(1.0, abs(t_next))  # strictly before the next instant
-    while j < cap and t < t_stop and t <= horizon:
-        j += 1
+    total = 0
+    last_growth = False
+    while total < cap_steps:
+        k_free = min(int(p.alloc - p.pos) for p in parts)
+        lim = min(k_free, cap_steps - total)
+        n = 0
+        while n < lim and t < t_stop and t <= horizon:
+            n += 1
+            last = t
+            t = t + c
+        if n:
+            for j, p in zip(jobs, parts):
+                j.left -= n
+                p.pos += n
+            total += n
+            last_growth = False
+        if n < lim or total >= cap_steps or not grow_ok or not (t < t_stop and t <= horizon):
+            break
+        # the next formation crosses a block boundary: grow in serving order if it fits
+        pool = parts[0].pool
+        if any(p.pool is not pool for p in parts):
+            break
+        used = pool.used
+        for p in parts:
+            if p.pos + 1 > p.alloc:
+                need = roundup(p.alloc + (p.pos + 1 - p.alloc), pool.block) - p.alloc
+                used += need
+        if used > pool.cap + 1e-9:
+            break  # the iteration would preempt or stall: the normal path handles it
+        sim.now = t
+        if sim.rec is not None:
+            sim.rec = sim._new_rec()
+        for j, p in zip(jobs, parts):
+            j.left -= 1
+            if p.pos + 1 > p.alloc:
+                pool.grow(p, p.pos + 1 - p.alloc, j)
+            p.pos += 1
+        total += 1
+        last_growth = True
+        cx = sim.cx
+        saved = (cx.attrs, cx.sess, cx.draw, cx.eng, cx.var, cx.job)
+        cx.attrs, cx.sess, cx.draw, cx.eng, cx.var, cx.job = [], None, sim.machine_src, self, {}, None
+        self.cur = it
+        try:
+            c = self.cost_fn(cx)
+        finally:
+            cx.attrs, cx.sess, cx.draw, cx.eng, cx.var, cx.job = saved
+        if not (c > 0) or math.isinf(c):
+            raise RunError(f"engine {self.name}: an iteration with {len(jobs)} tokens costs {c}")
+        sim.sample()
         last = t
         t = t + c
-    if j < 2:
+    if total == 0:
         return 0
-    sim = self.sim
+    if not last_growth and sim.rec is not None:
+        sim.rec = sim._new_rec()
     for a in it.assign:
-        job = a[0]
-        job.left -= j
-        a[3] = job.growpart.pos + (j - 1)
-        job.growpart.pos += j
+        a[3] = a[0].growpart.pos - 1
     sim.now = last
     it.start = last
+    it.cost = c
     it.end = last + c
-    sim.seq += j - 1
-    from serq_fast.engine import EV_ITER_END
-
+    sim.seq += total - 1
     it.seq = sim.push(it.end, EV_ITER_END, self)
-    self.iterations += j
-    sim.events += j - 1  # the caller counts the popped event
-    return j
+    self.iterations += total
+    sim.events += total - 1  # the caller counts the popped event
+    return total
 
 
 Engine.bulk = bulk

@@ -148,3 +148,32 @@ def queue_programs(draw) -> Case:
     text = QUEUES.format(kind=kind, sessions=sessions, gap=draw(st.sampled_from(["0", "1/3", "1", "2"])),
                          work=draw(st.sampled_from(["~exp(1)", "~uniform(0, 2)", "1", "~det(3/2)", "0"])))
     return Case(text=text, sessions=sessions, seed=draw(st.integers(0, 2 ** 16)))
+
+
+ROUTING = """\
+fn main() {{
+  stage rep[{j}] : {kind};
+  stage gate : delay;
+  workload {{ arrive {arrival}; }}
+  server {{
+    run gate ({gap} * serial);
+    choose k in {j} by ({key});
+    set t_in = now;
+    run rep[k] ({work});
+    observe sojourn = now - t_in;
+    observe replica = k;
+  }}
+}}
+"""
+
+
+@st.composite
+def routing_programs(draw) -> Case:
+    """J replicas chosen by `choose` over an observable key (arrays, `choose`, observables)."""
+    sessions = draw(st.integers(1, 6))
+    text = ROUTING.format(
+        j=draw(st.integers(1, 3)), kind=draw(st.sampled_from(["fifo", "ps(1)", "fifo(2)"])),
+        arrival=f"batch({sessions})", gap=draw(st.sampled_from(["0", "1/2", "1"])),
+        key=draw(st.sampled_from(["queue(rep[k])", "work(rep[k]), k", "busy(rep[k]), -k", "0"])),
+        work=draw(st.sampled_from(["~exp(1)", "1 + ~uniform(0, 1)", "3/2"])))
+    return Case(text=text, sessions=sessions, seed=draw(st.integers(0, 2 ** 16)))

@@ -13,7 +13,7 @@ from serq_spec.sample import sample
 from serq_spec.step import run
 from serq_spec.workload import Workload
 
-from strategies import queue_programs, vllm_programs
+from strategies import queue_programs, routing_programs, vllm_programs
 
 LONG = bool(os.environ.get("SERQ_LONG"))
 PROFILE = dict(max_examples=400 if LONG else 25, deadline=None, derandomize=not LONG,
@@ -45,5 +45,12 @@ def test_vllm_fragment_keeps_invariants(case):
 @settings(**PROFILE)
 @given(queue_programs())
 def test_queue_programs_keep_invariants(case):
+    cfg = replay(case)
+    assert not cfg.events and all(s.status[0] == "ended" for s in cfg.sessions)
+
+
+@settings(**PROFILE)
+@given(routing_programs())
+def test_routing_programs_keep_invariants(case):
     cfg = replay(case)
     assert not cfg.events and all(s.status[0] == "ended" for s in cfg.sessions)

@@ -103,3 +103,19 @@ def test_injected_release_fault_is_caught(monkeypatch):
     with pytest.raises(InvariantViolation) as err:
         run(program("zero_work"), check=True)
     assert "sum of holders' allocations" in str(err.value)
+
+
+def test_position_beyond_allocation():
+    cfg = mid_run()
+    h = cfg.sessions[0].holds[-1]
+    i = h.pools.index(0)
+    h.position[i] = h.alloc[i] + 1
+    assert any("beyond its allocation" in p for p in check_invariants(cfg))
+
+
+def test_iteration_serving_a_non_resident():
+    cfg = mid_run()
+    it = cfg.stages[0].iteration
+    assert it is not None
+    it["assign"][0].serial = 42
+    assert any("no resident" in p for p in check_invariants(cfg))

@@ -55,6 +55,18 @@ def check_invariants(cfg, previous_now=None) -> list[str]:
             adm = [j.admission for j in st.jobs]
             if adm != sorted(adm):
                 bad.append(f"engine {name}: residents are not in admission order {adm}")
+            serials = {j.serial for j in st.jobs}
+            if st.iteration is not None and any(a.serial not in serials for a in st.iteration["assign"]):
+                bad.append(f"engine {name}: the iteration in flight serves a session that is no resident")
+            for j in st.jobs:
+                s = cfg.sessions[j.serial]
+                if j.growing is None or s.status[0] == "growing":
+                    continue
+                h = next((h for h in reversed(s.holds) if j.growing in h.pools), None)
+                if h is None:
+                    bad.append(f"engine {name}: session {j.serial} grows a pool it does not hold")
+                elif h.advanced[h.pools.index(j.growing)] and h.position[h.pools.index(j.growing)] > h.alloc[h.pools.index(j.growing)]:
+                    bad.append(f"engine {name}: session {j.serial}'s position is beyond its allocation")
         for j in st.jobs + st.waiting:
             if j.left < 0:
                 bad.append(f"stage {name}: session {j.serial} has negative work left")

@@ -264,6 +264,21 @@ def test_set_bad_value():
     assert "not a number" in e.message
 
 
+@pytest.mark.parametrize("text", ["--5", "+-5", "- 5", "1_000", "\u0663", "1/0", "1/-2", "0x10", "nan",
+                                  "INF", "1e5/3", "", "5\n6"])
+def test_set_value_that_is_not_one_number(text):
+    e = compile_err(BASE, {"rate": text})
+    assert e.file is None and "not a number" in e.message, e.message
+
+
+@pytest.mark.parametrize("text, wire", [("+5", "5"), (" 2.5 ", "5/2"), ("-1/2", "-1/2"), ("1e3", "1000"),
+                                        (".5", "1/2"), ("5.", "5"), ("-inf", "-inf"), ("+inf", "inf")])
+def test_set_value_spellings(text, wire):
+    text_ = BASE.replace('  let rate = args.number("rate", 1);',
+                         '  let rate = args.number("rate", 1);\n  let x = args.number("x", 0);')
+    assert compile_ok(text_, {"x": text})["inputs"] == {"rate": "1", "x": wire}
+
+
 def test_set_binds_inf_and_numbers():
     ir = compile_ok(BASE, {"rate": "2.5"})
     assert ir["inputs"] == {"rate": "5/2"} and ir["workload"]["arrival"] == {"kind": "poisson", "rate": "5/2"}

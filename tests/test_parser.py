@@ -193,6 +193,12 @@ def test_trace_bad_row_points_into_the_csv(tmp_path):
     with pytest.raises(SerqError) as info:
         load_program(str(p), {})
     assert (info.value.line, info.value.column) == (1, 10) and "not a number" in info.value.message
+    # what `Fraction` would take but a decimal is not: digit separators, a ratio, other scripts' digits
+    for bad in ("1_0", "1/2", "\u0663"):
+        (tmp_path / "t.csv").write_text(f"1,0,{bad},5,0\n", encoding="utf-8")
+        with pytest.raises(SerqError) as info:
+            load_program(str(p), {})
+        assert (info.value.line, info.value.column) == (1, 5) and "not a number" in info.value.message, bad
 
 
 def test_comments_numbers_strings():

@@ -11,6 +11,8 @@ import math
 from fractions import Fraction
 from typing import Union
 
+from .wire import is_decimal, parse_decimal
+
 Value = Union[Fraction, float]
 INF = math.inf
 MAX_BITS = 4096  # larger numerators/denominators are not folded
@@ -47,11 +49,19 @@ def _check(v: Value) -> Value:
 
 
 def parse_number(text: str) -> Fraction:
-    """A decimal literal's exact value; Inexact if its exponent is absurd (1e100000)."""
+    """A decimal literal's exact value (`2e-5` -> 1/50000).
+
+    ValueError unless `text` is spelled as `wire.parse_decimal` wants (an optional sign, ASCII
+    digits, an optional fraction and exponent: `Fraction` alone would also take `1_000`, `1/2`,
+    inner spaces and other scripts' digits); Inexact if it is absurdly long or large (1e100000),
+    checked before the value is built.
+    """
+    if not is_decimal(text):
+        raise ValueError(f"not a decimal number: {text!r}")
     mant, _, exp = text.lower().partition("e")
     if len(mant) > 400 or len(exp) > 8 or (exp and abs(int(exp)) > 1000):
         raise Inexact()
-    return _check(Fraction(text))
+    return _check(parse_decimal(text))
 
 
 def add(a: Value, b: Value) -> Value:

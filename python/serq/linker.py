@@ -13,6 +13,7 @@ import copy
 import csv
 import io
 import os
+import re
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any, Callable
@@ -68,6 +69,7 @@ CTX_HOME = {
     "demand": "claims", "served": "claims", "arrived": "claims",
 }
 MAX_ERRORS = 20
+SETTING_RATIO = re.compile(r"[0-9]+/[0-9]+")  # `--set x=1/3`, ASCII digits only
 EACH_MSG = ("`each at most (…)` must select among positive constants: a constant, a schedule `let` "
             "choosing between constants (`c ? k1 : k2`), or `max(k, e)` with a positive constant k")
 
@@ -314,18 +316,20 @@ class Linker:
         self.consts[name] = (ir, n.name_pos)
 
     def parse_setting(self, name: str, text: str):
+        """The value of `--set name=text`: one optional sign, then a decimal, `p/q` or `inf`."""
         t = text.strip()
+        sign, body = (-1, t[1:]) if t.startswith("-") else (1, t[1:] if t.startswith("+") else t)
         try:
-            if t in ("inf", "+inf"):
-                return INF
-            if t == "-inf":
-                return -INF
-            if "/" in t:
-                q = Fraction(t)
-                return q
-            return exact.parse_number(t.lstrip("+")) if not t.startswith("-") else -exact.parse_number(t[1:])
+            if body == "inf":
+                return sign * INF
+            if SETTING_RATIO.fullmatch(body):
+                return sign * Fraction(body)
+            if body.startswith(("+", "-")):  # a second sign: `--5` is not 5
+                raise ValueError(body)
+            return sign * exact.parse_number(body)
         except (ValueError, ZeroDivisionError, exact.Inexact):
-            raise SerqError(f"--set {name}={text}: not a number (write a decimal like 0.5, 2e-5, or inf)") from None
+            raise SerqError(f"--set {name}={text}: not a number (write a decimal like 0.5 or 2e-5, "
+                            "a ratio like 1/3, or inf)") from None
 
     # ------------------------------------------------------------------ main
     def link_main(self, m: Node) -> None:

@@ -22,17 +22,23 @@ Value = Union[Fraction, float]  # float only for +inf / -inf
 
 INF = math.inf
 
-_DECIMAL = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
-_RATIONAL = re.compile(r"^-?\d+(/\d+)?$")
+# ASCII digits only: `\d` would also match other scripts' digits, which `Fraction` then accepts.
+_DECIMAL = re.compile(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?")
+_RATIONAL = re.compile(r"-?[0-9]+(/[0-9]+)?")
 
 
 class WireError(ValueError):
     """A value or document that does not follow the wire format."""
 
 
+def is_decimal(text: str) -> bool:
+    """Is `text` a decimal literal: optional sign, ASCII digits, optional fraction and exponent?"""
+    return _DECIMAL.fullmatch(text) is not None
+
+
 def parse_decimal(text: str) -> Fraction:
     """The exact rational a decimal literal denotes: `2e-5` -> 1/50000, `0.9` -> 9/10."""
-    if not _DECIMAL.match(text):
+    if not is_decimal(text):
         raise WireError(f"not a decimal number: {text!r}")
     return Fraction(text)
 
@@ -62,7 +68,7 @@ def value_from_wire(s: Any) -> Value:
         return INF
     if s == "-inf":
         return -INF
-    if not _RATIONAL.match(s):
+    if not _RATIONAL.fullmatch(s):
         raise WireError(f"not a rational in lowest terms: {s!r}")
     q = Fraction(s)
     if str(q) != s:

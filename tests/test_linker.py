@@ -217,6 +217,9 @@ CASES = {
         "unknown device or engine"),
     "pool-owner-no-cap": (edit("pool live { cap 20; }", "@@pool live on dev { }"), "declares no capacity `live`"),
     "pool-without-cap": (edit("pool live { cap 20; }", "@@pool live { block 2; }"), "has no capacity"),
+    "pool-cap-negative": (edit("pool live { cap 20; }", "pool live { cap @@-1; }"), "cannot be negative"),
+    "device-cap-negative": (edit("kv cap 64 * bsz;", "kv cap @@-64 * bsz;"), "cannot be negative"),
+    "engine-cap-negative": (edit("slots cap 4;", "slots cap @@-4;"), "cannot be negative"),
     "pool-cap-on-owner": (edit("pool kv on dev { block bsz;", "pool kv on dev { @@cap 3; block bsz;"),
                           "takes its capacity"),
     "duplicate-decl": (edit("  stage cpu : fifo(1);", "  stage cpu : fifo(1);\n  @@stage live : delay;"),
@@ -277,6 +280,14 @@ def test_set_value_spellings(text, wire):
     text_ = BASE.replace('  let rate = args.number("rate", 1);',
                          '  let rate = args.number("rate", 1);\n  let x = args.number("x", 0);')
     assert compile_ok(text_, {"x": text})["inputs"] == {"rate": "1", "x": wire}
+
+
+def test_set_negative_capacity_is_an_error_at_the_capacity():
+    text = BASE.replace("kv cap 64 * bsz;", "kv cap blocks * bsz;").replace(
+        '  let rate = args.number("rate", 1);', '  let rate = args.number("rate", 1);\n  let blocks = args.number("blocks", 64);')
+    compile_ok(text)
+    e = compile_err(text, {"blocks": "-1"})
+    assert "capacity `kv` cannot be negative, got -16" in e.message and (e.line, e.column) == (8, 12)
 
 
 def test_set_binds_inf_and_numbers():

@@ -377,6 +377,13 @@ class Linker:
             raise self.err(e.pos, f"{what} must be an exact constant (it is not a rational number)")
         return val(ir)
 
+    def capacity(self, e: Node, name: str):
+        """A capacity (`NAME cap e;` of a device or engine, a pool's `cap e;`): a constant >= 0."""
+        cap = self.const_value(e, f"capacity `{name}`")
+        if cap < 0:
+            raise self.err(e.pos, f"capacity `{name}` cannot be negative, got {value_to_wire(cap)}")
+        return cap
+
     # ------------------------------------------------------------------ devices
     def device(self, d: Node) -> None:
         self.declare(d.name, d.pos, "device")
@@ -392,7 +399,7 @@ class Linker:
             else:
                 if it.name in fns or it.name in caps:
                     raise self.err(it.pos, f"`{it.name}` is declared twice in device `{d.name}`")
-                caps[it.name] = (self.const_value(it.expr, f"capacity `{it.name}`"), it.pos)
+                caps[it.name] = (self.capacity(it.expr, it.name), it.pos)
         self.devices[d.name] = {"fns": fns, "caps": caps, "pos": d.pos}
 
     # ------------------------------------------------------------------ pools
@@ -436,9 +443,7 @@ class Linker:
             if o.kind == "p_cap":
                 if p.owner is not None:
                     raise self.err(o.pos, f"pool `{p.name}` on `{p.owner}` takes its capacity from `{p.owner}`; drop `cap`")
-                cap = self.const_value(o.expr, "a pool's `cap`")
-                if cap < 0:
-                    raise self.err(o.expr.pos, "a pool's capacity cannot be negative")
+                cap = self.capacity(o.expr, "cap")
             elif o.kind == "p_block":
                 b = self.const_value(o.expr, "`block`")
                 if not (b > 0) or exact.is_inf(b):
@@ -535,7 +540,7 @@ class Linker:
             if it.kind == "cap":
                 if it.name in info.caps:
                     raise self.err(it.pos, f"capacity `{it.name}` declared twice in engine `{e.name}`")
-                info.caps[it.name] = (self.const_value(it.expr, f"capacity `{it.name}`"), it.pos)
+                info.caps[it.name] = (self.capacity(it.expr, it.name), it.pos)
             elif it.kind == "state":
                 if it.name in info.regs:
                     raise self.err(it.pos, f"register `{it.name}` declared twice")

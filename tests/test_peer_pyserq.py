@@ -110,42 +110,12 @@ SEEDS = [int(s) for s in os.environ.get("SERQ_PEER_SEEDS", "1,2,3,4").split(",")
 TOLERANCE = 0.05
 
 
-def _kv(rep):
-    return next(p for p in rep["pools"] if p["name"] == "kv")
-
-
-def _row(rep):
-    kv = _kv(rep)
-    return (f"ttft {rep['client']['ttft']['mean']:.5f} ±{rep['client']['ttft']['ci'] or math.inf:.5f}  "
-            f"response {rep['client']['response']['mean']:.5f} ±{rep['client']['response']['ci'] or math.inf:.5f}  "
-            f"prefill {rep['observe']['prefill_tokens']['mean']:.1f}  hit {rep['observe']['hit']['mean']:.4f}  "
-            f"turns {rep['run']['turns']}  live {rep['run']['mean_live']:.2f}  "
-            f"preempt {kv['preemptions']}  rejected {kv['rejected']}")
-
-
 @pytest.mark.slow
 @pytest.mark.skipif(not PEER_ON, reason="the 5 % agreement with pyserq runs only with SERQ_PEER=1 (minutes of CPU)")
 @pytest.mark.parametrize("sets", [{}, {"blocks": 2500}], ids=["defaults", "blocks=2500"])
 def test_mean_ttft_and_response_agree_within_5_percent(sets):
-    ours, peer = [], []
-    for seed in SEEDS:
-        ours.append(pyserq_peer.run_ours("vllm", sets, seed, HORIZON))
-        peer.append(pyserq_peer.run_peer("vllm", sets, seed, HORIZON))
-    lines = [f"vllm {sets or 'defaults'}, horizon {HORIZON:g}, warm-up 10 %, seeds {SEEDS}"]
-    for seed, a, b in zip(SEEDS, ours, peer):
-        lines.append(f"  seed {seed} ours   {_row(a)}")
-        lines.append(f"  seed {seed} pyserq {_row(b)}")
-    bad = []
-    for metric in ("ttft", "response"):
-        ma = sum(r["client"][metric]["mean"] for r in ours) / len(ours)
-        mb = sum(r["client"][metric]["mean"] for r in peer) / len(peer)
-        # Half-width of the seed average: the per-seed half-widths combined as independent errors.
-        ha = math.sqrt(sum((r["client"][metric]["ci"] or math.inf) ** 2 for r in ours)) / len(ours)
-        hb = math.sqrt(sum((r["client"][metric]["ci"] or math.inf) ** 2 for r in peer)) / len(peer)
-        rel = (ma - mb) / mb
-        lines.append(f"  mean {metric}: ours {ma:.5f} ±{ha:.5f}, pyserq {mb:.5f} ±{hb:.5f}, "
-                     f"ours/pyserq - 1 = {rel:+.2%} (half-width of the difference {math.hypot(ha, hb) / mb:.2%})")
-        if abs(rel) > TOLERANCE:
-            bad.append(metric)
-    print("\n".join(lines))
-    assert not bad, f"{', '.join(bad)} differ by more than {TOLERANCE:.0%}:\n" + "\n".join(lines)
+    a = pyserq_peer.agreement("vllm", sets, SEEDS, HORIZON)
+    report = pyserq_peer.format_agreement(a)
+    print(report)
+    bad = [m for m, s in a["summary"].items() if abs(s["rel"]) > TOLERANCE]
+    assert not bad, f"{', '.join(bad)}: ours and pyserq differ by more than {TOLERANCE:.0%}\n{report}"

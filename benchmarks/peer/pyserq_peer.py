@@ -12,6 +12,7 @@ As a script:
 
     python benchmarks/peer/pyserq_peer.py vllm --set blocks=2500 --seed 3 --horizon 2000
     python benchmarks/peer/pyserq_peer.py vllm --compare --horizon 2000      # ours | pyserq
+    python benchmarks/peer/pyserq_peer.py vllm --agree 1,2,3,4 --horizon 20000 --set blocks=2500
     python benchmarks/peer/pyserq_peer.py --deployment D.sq --workload W.sq --json
 
 PROGRAM is a name of PROGRAMS (our S program and its P translation, benchmarks/peer/README.md) or
@@ -43,6 +44,9 @@ REPO = HERE.parent.parent
 PROGRAMS = {
     "vllm": (REPO / "examples/multi-turn/vllm.sq", HERE / "vllm_p.sq", HERE / "vllm_p_workload.sq"),
     "mm1": (REPO / "examples/single-turn/mm1.sq", HERE / "mm1_p.sq", HERE / "mm1_p_workload.sq"),
+    # Diagnostic (README, "blocks=2500"): sessions end once their conversation reaches 30000 tokens.
+    "vllm_capped": (HERE / "diagnostics/vllm_capped.sq", HERE / "vllm_p.sq",
+                    HERE / "diagnostics/vllm_capped_p_workload.sq"),
 }
 
 DEFAULT_HORIZON = 600.0  # as `serq run`
@@ -232,6 +236,67 @@ def compare(program: str, sets: dict | None = None, seed: int = 1, horizon: floa
     return ours, peer
 
 
+def _kv(rep: dict) -> dict:
+    return next((p for p in rep["pools"] if p["name"] == "kv"), {})
+
+
+def agreement(program: str, sets: dict | None, seeds: list, horizon: float,
+              warmup: float | None = None, metrics=("ttft", "response"), log=None) -> dict:
+    """Both sides over SEEDS: per-seed rows, and per metric the seed-averaged means, their
+    half-widths (per-seed batch-means half-widths combined as independent errors) and
+    ours/pyserq - 1."""
+    rows = []
+    for seed in seeds:
+        for side, fn in (("ours", run_ours), ("pyserq", run_peer)):
+            r = fn(program, sets, seed, horizon, warmup)
+            kv = _kv(r)
+            row = {"side": side, "seed": seed,
+                   **{m: r["client"][m]["mean"] for m in metrics},
+                   **{m + "_ci": r["client"][m]["ci"] for m in metrics},
+                   "prefill": r["observe"].get("prefill_tokens", {}).get("mean"),
+                   "hit": r["observe"].get("hit", {}).get("mean"),
+                   "turns": r["run"]["turns"], "mean_live": r["run"]["mean_live"],
+                   "preemptions": kv.get("preemptions"), "rejected": kv.get("rejected"),
+                   "cpu": r["cpu"]["total"]}
+            rows.append(row)
+            if log:
+                log(format_agreement_row(row))
+    summary = {}
+    for m in metrics:
+        out = {}
+        for side in ("ours", "pyserq"):
+            rs = [r for r in rows if r["side"] == side]
+            mean = sum(r[m] for r in rs) / len(rs)
+            hw = math.sqrt(sum((r[m + "_ci"] if r[m + "_ci"] is not None else math.inf) ** 2 for r in rs)) / len(rs)
+            out[side] = {"mean": mean, "ci": hw}
+        out["rel"] = out["ours"]["mean"] / out["pyserq"]["mean"] - 1.0
+        out["rel_ci"] = math.hypot(out["ours"]["ci"], out["pyserq"]["ci"]) / out["pyserq"]["mean"]
+        summary[m] = out
+    return {"program": program, "sets": sets or {}, "seeds": list(seeds), "horizon": horizon,
+            "warmup": _warmup(horizon, warmup), "rows": rows, "summary": summary}
+
+
+def format_agreement_row(r: dict) -> str:
+    def ci(x):
+        return "inf" if x is None else f"{x:.5f}"
+    return (f"seed {r['seed']:>3} {r['side']:<7} ttft {r['ttft']:.5f} ±{ci(r['ttft_ci'])}  "
+            f"response {r['response']:.5f} ±{ci(r['response_ci'])}  prefill {_fmt(r['prefill'])}  "
+            f"hit {_fmt(r['hit'])}  turns {r['turns']}  live {r['mean_live']:.2f}  "
+            f"preempt {r['preemptions']}  rejected {r['rejected']}  cpu {r['cpu']:.1f}s")
+
+
+def format_agreement(a: dict, rows: bool = True) -> str:
+    lines = [f"{a['program']}  sets {a['sets'] or '{}'}  horizon {a['horizon']:g}  warmup {a['warmup']:g}  "
+             f"seeds {','.join(map(str, a['seeds']))}"]
+    if rows:
+        lines += [format_agreement_row(r) for r in a["rows"]]
+    for m, s in a["summary"].items():
+        lines.append(f"mean {m}: ours {s['ours']['mean']:.5f} ±{s['ours']['ci']:.5f}  pyserq "
+                     f"{s['pyserq']['mean']:.5f} ±{s['pyserq']['ci']:.5f}  ours/pyserq - 1 = {s['rel']:+.2%} "
+                     f"(±{s['rel_ci']:.2%})")
+    return "\n".join(lines)
+
+
 # ---------------------------------------------------------------------------------------------
 # Printing
 
@@ -307,6 +372,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warmup", type=float, default=None, help="default 10%% of the horizon (as serq run)")
     ap.add_argument("--compare", action="store_true",
                     help="also run `serq run --json` on our program with the same inputs; print both")
+    ap.add_argument("--agree", metavar="SEEDS",
+                    help="comma-separated seeds: both sides on each, seed-averaged mean TTFT / response")
     ap.add_argument("--json", action="store_true", help="print JSON instead of a table")
     args = ap.parse_args(argv)
     why = why_unavailable()
@@ -322,6 +389,14 @@ def main(argv: list[str] | None = None) -> int:
     else:
         ap.error("give PROGRAM or --deployment/--workload")
     sets = _parse_sets(args.sets)
+    if args.agree:
+        if not isinstance(program, str):
+            ap.error("--agree needs PROGRAM")
+        seeds = [int(x) for x in args.agree.split(",") if x.strip()]
+        log = None if args.json else (lambda line: print(line, flush=True))
+        a = agreement(program, sets, seeds, args.horizon, args.warmup, log=log)
+        print(json.dumps(a, indent=2) if args.json else format_agreement(a, rows=False))
+        return 0
     if args.compare:
         ours, peer = compare(program, sets, args.seed, args.horizon, args.warmup)
         if args.json:

@@ -8,5 +8,12 @@ from __future__ import annotations
 
 
 def backends() -> list[str]:
-    """The executable semantics available: the Python one (a Lean backend will be added later)."""
-    return ["python"]
+    """The executable semantics available here: always `"python"`; `"lean"` too when the Lean
+    backend loads (`serq_lean.available()[0]`, docs/lean.md). serq_lean is imported lazily and
+    its absence, or any failure to import it, means Python only."""
+    try:
+        import serq_lean
+        ok = serq_lean.available()[0]
+    except Exception:  # noqa: BLE001 -- an absent or broken Lean backend is simply not offered
+        ok = False
+    return ["python", "lean"] if ok else ["python"]

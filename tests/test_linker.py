@@ -174,6 +174,20 @@ CASES = {
     "set-inf": (server("set @@inf = 1;"), "reserved name"),
     "let-attr": (edit("  stage cpu : fifo(1);", "  stage cpu : fifo(1);\n  let @@more = 1;"), "session attribute"),
     "param-const": (edit("request (p, q)", "request (p, @@bsz)"), "constant"),
+    "sched-let-hides-attr": (edit("    schedule {\n", "    schedule {\n      let need = 5;\n")
+                             .replace("kv (min(need,", "kv (min(@@need,"), "both a schedule `let`"),
+    "register-hides-attr": (edit("tokens cap 128;", "tokens cap 128; state a = 0;")
+                            .replace("advance running;", "advance running by (@@a);"), "both a register"),
+    "register-const": (edit("tokens cap 128;", "tokens cap 128; @@state bsz = 0;"), "constant"),
+    "register-inf": (edit("tokens cap 128;", "tokens cap 128; @@state inf = 0;"), "reserved"),
+    "register-twice": (edit("tokens cap 128;", "tokens cap 128; state r = 0; @@state r = 1;"), "already a register"),
+    "sched-let-ctx": (edit("    schedule {\n", "    schedule {\n      let @@age = 5;\n"), "reserved or context"),
+    "def-then-engine": (edit("let bsz = 16;", "let bsz = 16;\ndef eng(x, y) { set z = 1; }")
+                        .replace("  engine eng on dev", "  @@engine eng on dev"), "already a definition"),
+    "engine-then-def": (edit("  stage cpu : fifo(1);", "  stage cpu : fifo(1);\n  @@def eng(x, y) { set z = 1; }"),
+                        "already declared"),
+    "def-builtin": (edit("let bsz = 16;", "let bsz = 16;\n@@def floor(x) { x }"), "built-in function"),
+    "devfn-builtin": (edit("    t (n) =", "    @@ceil (n) = 1;\n    t (n) ="), "built-in function"),
     # ---- blocksize, NaN
     "blocksize-no-block": (server("set x = @@blocksize(live);"), "has no `block`"),
     "blocksize-in-let": (edit("  stage cpu", "  let z = @@blocksize(kv);\n  stage cpu"), "cannot be used in a `let`"),
@@ -243,6 +257,17 @@ CASES = {
 def test_rule(case):
     marked, fragment = CASES[case]
     expect(marked, fragment)
+
+
+def test_schedule_let_beside_an_attribute_it_does_not_read():
+    # language.md §10's adaptive threshold `let n = …` beside the seed's attribute `n`: no clash
+    # while no expression that sees both reads `n`.
+    text = edit("    schedule {\n", "    schedule {\n      let n = running.count + waiting.count;\n"
+                "      let c = n > 1 ? max(16, floor(128 / n)) : inf;\n").replace(
+        "advance running;", "advance running each at most (c);").replace(
+        "set a = ceil(~uniform(10, 50));", "set n = ceil(~uniform(10, 50)); set a = n;")
+    ir = compile_ok(text)
+    assert [x["name"] for x in ir["stages"][0]["lets"]] == ["n", "c"] and "n" in ir["attrs"]
 
 
 def test_set_unknown_input_lists_known():

@@ -31,6 +31,7 @@ JOB_KEYS = {"decoding", "admission", "remaining"}
 FUNCS = {"min": 2, "max": 2, "abs": 1, "floor": 1, "ceil": 1, "sqrt": 1, "exp": 1, "ln": 1, "pow": 2}
 STAGE_OBS = {"queue", "busy", "work", "budget_left"}
 POOL_OBS = {"used", "free", "cachedin", "holders", "queued"}
+BUILTIN_FUNCS = set(FUNCS) | STAGE_OBS | POOL_OBS | {"blocksize"}
 LIVE_OBS = STAGE_OBS | POOL_OBS  # "live state" of §10 (the estimators are rejected earlier)
 DISTS = {"exp": 1, "det": 1, "uniform": 2, "erlang": 2, "h2": 2, "bernoulli": 1}
 
@@ -191,6 +192,7 @@ class Linker:
         self.tool_pos: tuple | None = None
         self.decl_pos: dict[str, tuple] = {}
         self.main_seen = False
+        self.engine_name_reads: list[tuple] = []  # (name, pos, engine, what) read where attributes are readable too
         self.errors: list[SerqError] = []
         self.failed: set[str] = set()
 
@@ -273,8 +275,28 @@ class Linker:
             raise self.err(n.pos, "unexpected declaration")
 
     def check_fresh_name(self, name: str, pos: tuple, what: str) -> None:
+        """A definition or a device's time function: called by name, so it may not hide another callee."""
         if name == "inf":
             raise self.err(pos, "`inf` is the reserved name of +∞")
+        if name in BUILTIN_FUNCS:
+            raise self.err(pos, f"`{name}` is a built-in function; a {what} may not take its name")
+        if name in self.decl_pos:
+            raise self.err(pos, f"`{name}` is already declared at {self.where(self.decl_pos[name])}; "
+                                f"a {what} may not take its name")
+
+    def check_engine_name(self, info: EngineInfo, name: str, pos: tuple, what: str) -> None:
+        """A schedule `let` or a register: it would hide a constant everywhere in the engine (§4.7).
+
+        An attribute of the same name is refused only where an expression reads the name while
+        both are visible (`only`, order keys, `taking` amounts; see `finish`): language.md §10's
+        own `let n = running.count + waiting.count;` sits beside the seed's attribute `n`.
+        """
+        if name == "inf" or name in CTX_VARS:
+            raise self.err(pos, f"`{name}` is a reserved or context variable name; a {what} may not take it")
+        if name in self.consts:
+            raise self.err(pos, f"`{name}` is a constant (defined at {self.where(self.consts[name][1])}); a {what} may not share its name")
+        if name in info.regs or any(x["name"] == name for x in info.lets):
+            raise self.err(pos, f"`{name}` is already a register or schedule `let` of engine `{info.name}`")
 
     def let(self, n: Node, in_main: bool) -> None:
         name = n.name
@@ -359,6 +381,9 @@ class Linker:
     def declare(self, name: str, pos: tuple, what: str) -> None:
         if name in self.decl_pos:
             raise self.err(pos, f"`{name}` is already declared at {self.where(self.decl_pos[name])}")
+        if name in self.defs:
+            # `E (a, b);` would expand the statement definition instead of calling the engine
+            raise self.err(pos, f"`{name}` is already a definition at {self.where(self.defs[name].node.pos)}")
         if name == "inf":
             raise self.err(pos, "`inf` is the reserved name of +∞")
         self.decl_pos[name] = pos
@@ -394,6 +419,7 @@ class Linker:
             if it.kind == "dev_fn":
                 if it.name in fns or it.name in caps:
                     raise self.err(it.pos, f"`{it.name}` is declared twice in device `{d.name}`")
+                self.check_fresh_name(it.name, it.pos, "time function")
                 fns[it.name] = DefInfo(Node("def", it.pos, name=it.name, params=it.params, body=it.body, stmt=False),
                                        dict(self.defs))
             else:
@@ -542,8 +568,7 @@ class Linker:
                     raise self.err(it.pos, f"capacity `{it.name}` declared twice in engine `{e.name}`")
                 info.caps[it.name] = (self.capacity(it.expr, it.name), it.pos)
             elif it.kind == "state":
-                if it.name in info.regs:
-                    raise self.err(it.pos, f"register `{it.name}` declared twice")
+                self.check_engine_name(info, it.name, it.pos, "register")
                 init = self.cx(it.expr, Ctx("const", "a register's initial value", defs=self.defs))
                 info.regs[it.name] = len(stage["registers"])
                 stage["registers"].append({"name": it.name, "init": init})
@@ -571,10 +596,7 @@ class Linker:
 
     def schedule(self, info: EngineInfo, sch: Node, stage: dict, ectx) -> None:
         for lt in sch.lets:
-            if lt.name in info.regs or lt.name in self.consts or lt.name == "inf" or lt.name in CTX_VARS:
-                raise self.err(lt.name_pos, f"schedule `let {lt.name}` clashes with a register, constant or reserved name")
-            if any(x["name"] == lt.name for x in info.lets):
-                raise self.err(lt.name_pos, f"schedule `let {lt.name}` is defined twice")
+            self.check_engine_name(info, lt.name, lt.name_pos, "schedule `let`")
             c = ectx("budget", "a schedule `let`", frozenset(EV_SCHEDULE), locals=self.locals_of(info), record=[])
             ir = self.cx(lt.expr, c)
             self.note_facing(c)
@@ -1315,9 +1337,14 @@ class Linker:
                                         locals=actx.locals))
         if n == "inf":
             return num(INF)
+        attrs_ok = MOMENTS[c.moment][0]
         if n in c.locals:
+            if attrs_ok:
+                self.engine_name_reads.append((n, e.pos, c.engine.name, "schedule `let`"))
             return {"k": "local", "index": c.locals[n]}
         if c.engine is not None and n in c.engine.regs:
+            if attrs_ok:
+                self.engine_name_reads.append((n, e.pos, c.engine.name, "register"))
             return {"k": "reg", "stage": c.engine.index, "index": c.engine.regs[n]}
         if n in self.consts:
             return copy.deepcopy(self.consts[n][0])
@@ -1469,6 +1496,10 @@ class Linker:
                                 + (f" (known inputs: {', '.join(self.inputs)})" if self.inputs else ""))
             known = ", ".join(self.inputs) if self.inputs else "none: the program declares no `args.number` input"
             raise SerqError(f"--set {name}: unknown input `{name}` (known inputs: {known})")
+        for n, pos, eng, what in self.engine_name_reads:
+            if n in self.slot:
+                raise self.err(pos, f"`{n}` is both a {what} of engine `{eng}` and a session attribute, and both "
+                                    "can be read here; rename one (language.md §4.7)")
         for kind, body, pos in self.loops:
             if not self.passes_time(body, set()):
                 raise self.err(pos, f"the body of this `{kind}` does not let time pass on every path "

@@ -155,20 +155,26 @@ def budget_moment(cfg, ictx) -> None:
     """`tokens cap`, the schedule's `let`s and `each at most` values, read once as the iteration starts."""
     spec = cfg.program.stages[ictx.engine]
     env = Env(cfg, engine=ictx.engine, ictx=ictx)
-    b = whole_or_inf(evaluate(spec["budget"], env), "tokens cap", cfg)
+    name = spec["name"]
+    b = whole_or_inf(evaluate(spec["budget"], env), f"engine {name}: tokens cap", cfg)
     if not V.is_inf(b) and b < 0:
-        raise SpecError("tokens cap is negative", None, cfg.program.files)
+        raise SpecError(f"engine {name}: tokens cap is negative ({V.wire(b)})", None, cfg.program.files)
     ictx.left = b
     for let in spec.get("lets", []):
         ictx.locals.append(evaluate(let["expr"], env))
     for st in flat_schedule(spec["schedule"]):
         if st.get("each") is not None:
-            c = whole_or_inf(evaluate(st["each"], env), "each at most", cfg, st.get("at"))
+            c = whole_or_inf(evaluate(st["each"], env), f"engine {name}: each at most", cfg, st.get("at"))
             if c <= 0:
-                raise SpecError("each at most must be positive", st.get("at"), cfg.program.files)
+                raise SpecError(f"engine {name}: each at most must be positive, got {V.wire(c)}",
+                                st.get("at"), cfg.program.files)
             ictx.each[id(st)] = c
     if spec.get("granule") is not None:
-        g = whole_or_inf(evaluate(spec["granule"], env), "granule", cfg)
+        g = whole_or_inf(evaluate(spec["granule"], env), f"engine {name}: granule", cfg)
+        if g <= 0:
+            # a run-time guard (§11.9): a granule is a positive number of tokens (inf: none)
+            raise SpecError(f"engine {name}: granule must be positive, got {V.wire(g)}",
+                            None, cfg.program.files)
         ictx.granule = None if V.is_inf(g) else g
 
 

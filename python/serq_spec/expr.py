@@ -139,7 +139,8 @@ def observable(e: dict, env: Env):
         return S.work(cfg, s)
     if f == "budget_left":
         if env.admit_left is not None and env.admit_left[0] == s:
-            return Fraction(env.admit_left[1])
+            left = env.admit_left[1]
+            return left if V.is_inf(left) else Fraction(left)   # `tokens cap inf`: inf
         from .engine import budget_left_outside
-        return Fraction(budget_left_outside(cfg, s))
+        return budget_left_outside(cfg, s)
     raise SpecError(f"observable {f}() is not supported", env.at, cfg.program.files)

@@ -120,8 +120,12 @@ def consume_own_prefix(cfg, p: int, session, reuse_limit) -> int:
     st.entries.remove(e)
     consumed = e.size
     if reuse_limit is not None:
+        # keep at most round_down_block(ρ): +inf keeps all; ρ < 0 (−inf included) keeps nothing,
+        # like any ρ below one block (docs/spec.md "Ambiguities resolved")
         limit = reuse_limit
-        if not V.is_inf(limit):
+        if V.is_inf(limit):
+            limit = limit if limit > 0 else 0
+        else:
             limit = V.rounddown_block(max(0, int(V.floor_v(limit))), cfg.program.block[p])
         consumed = min(e.size, limit)
         rest = e.size - consumed

@@ -71,10 +71,37 @@ def stage_json(cfg, i: int) -> dict:
     else:  # ps: remaining work at now, the clock advanced to now (without changing the state)
         v = st.v
         if st.jobs and cfg.now > st.t_last:
-            from .stages import ps_rate
-            v = v + ps_rate(cfg, i, len(st.jobs)) * (cfg.now - st.t_last)
+            v = v + ps_line_rate(cfg, i) * (cfg.now - st.t_last)
         out["active"] = [[j.serial, wire(st.tags[j.serial] - v)] for j in st.jobs]
     return out
+
+
+def reads_state(e) -> bool:
+    """Can evaluating IR expression `e` change the Config? A draw consumes a stream value; an
+    observable may advance a ps clock (`work`) or evaluate a capacity that draws."""
+    if isinstance(e, dict):
+        if e.get("k") in ("draw", "obs"):
+            return True
+        return any(reads_state(x) for x in e.values())
+    if isinstance(e, list):
+        return any(reads_state(x) for x in e)
+    return False
+
+
+def ps_line_rate(cfg, i: int):
+    """The per-job rate of ps stage i since its clock was last advanced, for the line only:
+    printing a line must never change the state. A capacity that reads only numbers, `present`
+    and pure functions is evaluated (it cannot draw); one that draws or reads an observable is not
+    evaluated — the rate is the one the pending departure was scheduled with, recovered exactly
+    from that event: (tag − v) / (time − t_last)."""
+    st = cfg.stages[i]
+    if not reads_state(cfg.program.stages[i]["capacity"]):
+        from .stages import ps_rate
+        return ps_rate(cfg, i, len(st.jobs))
+    ev = next((e for e in cfg.events if e.kind == "finish" and e.arg[0] == i), None)
+    if ev is None or ev.time <= st.t_last:
+        return 0   # no departure pending (horizon reached): the clock is shown where it stands
+    return (st.tags[ev.arg[1]] - st.v) / (ev.time - st.t_last)
 
 
 def records_json(rec: dict) -> dict:

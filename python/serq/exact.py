@@ -9,12 +9,9 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
-from typing import Union
 
-from .wire import is_decimal, parse_decimal
+from .wire import INF, Value, is_decimal, is_inf, parse_decimal  # noqa: F401  (INF, is_inf re-exported)
 
-Value = Union[Fraction, float]
-INF = math.inf
 MAX_BITS = 4096  # larger numerators/denominators are not folded
 
 
@@ -26,8 +23,9 @@ class Inexact(ArithmeticError):
     pass
 
 
-def is_inf(v: Value) -> bool:
-    return isinstance(v, float)
+def whole_in(v: Value, lo: int, hi: int) -> bool:
+    """Is v a whole number with lo <= v <= hi? (sizes, counts, indices, numbers of servers)"""
+    return not is_inf(v) and v.denominator == 1 and lo <= v <= hi
 
 
 def sign(v: Value) -> int:

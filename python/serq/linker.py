@@ -392,7 +392,7 @@ class Linker:
         if d is None:
             return None
         e = self.cx(d, Ctx("const", "an array size", defs=self.defs))
-        if not is_num(e) or exact.is_inf(val(e)) or val(e).denominator != 1 or not (1 <= val(e) <= 4096):
+        if not is_num(e) or not exact.whole_in(val(e), 1, 4096):
             raise self.err(d.pos, f"the size of {what} array must be a whole number from 1 to 4096")
         return int(val(e))
 
@@ -518,7 +518,7 @@ class Linker:
             n = Fraction(1)
             if k.expr is not None:
                 n = self.const_value(k.expr, "the number of servers")
-                if exact.is_inf(n) or n.denominator != 1 or n < 1:
+                if not exact.whole_in(n, 1, INF):
                     raise self.err(k.expr.pos, "a fifo stage needs a whole, positive number of servers")
             proto = {"kind": "fifo", "servers": int(n)}
         elif k.how == "ps":
@@ -907,7 +907,7 @@ class Linker:
             if not (v > 0) or exact.is_inf(v):
                 raise self.err(a.expr.pos, f"`poisson(rate)` needs a positive finite rate, got {value_to_wire(v)}")
             return {"kind": "poisson", "rate": value_to_wire(v)}
-        if exact.is_inf(v) or v.denominator != 1 or v < 0 or v > 10 ** 6:
+        if not exact.whole_in(v, 0, 10 ** 6):
             raise self.err(a.expr.pos, f"`{a.how}(n)` needs a whole number n from 0 to 1000000, got {value_to_wire(v)}")
         return {"kind": a.how, "n": int(v)}
 
@@ -1241,7 +1241,7 @@ class Linker:
         ie = self.cx(index, replace(c, where="an index"))
         if is_num(ie):
             v = val(ie)
-            if exact.is_inf(v) or v.denominator != 1 or not (0 <= v < count):
+            if not exact.whole_in(v, 0, count - 1):
                 raise self.err(index.pos, f"index {ie['v']} is outside `{name}[0 … {count - 1}]`")
         return {"base": base, "count": count, "index": ie}
 
@@ -1446,7 +1446,7 @@ class Linker:
                 raise self.err(e.count_pos, f"the count of an aggregate must be a constant; `{e.count}` is not one")
             ir = self.consts[e.count][0]
             n = val(ir) if is_num(ir) else Fraction(-1)
-        if exact.is_inf(n) or n.denominator != 1 or not (1 <= n <= 4096):
+        if not exact.whole_in(n, 1, 4096):
             raise self.err(e.count_pos, "the count of an aggregate must be a whole number from 1 to 4096")
         parts = []
         for j in range(int(n)):

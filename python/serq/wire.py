@@ -80,6 +80,11 @@ def is_finite(v: Value) -> bool:
     return isinstance(v, Fraction) or (isinstance(v, int) and not isinstance(v, bool))
 
 
+def is_inf(v: Value) -> bool:
+    """Is v one of ±inf? (the only floats a value can be)"""
+    return isinstance(v, float)
+
+
 def canonical_json(obj: Any) -> str:
     """Canonical JSON text (no trailing newline). Floats are refused: they have no exact meaning here."""
 

@@ -163,7 +163,8 @@ def test_lowering_of_the_seed_request_block(seed_tree):
 
 def test_cli_help_and_unreadable_inputs(tmp_path):
     r = serq("--help")
-    assert r.returncode == 0 and b"check" in r.stdout and b"ir" in r.stdout
+    assert r.returncode == 0 and re.search(rb"^ +check +parse and link", r.stdout, re.M) \
+        and re.search(rb"^ +ir +print the canonical IR", r.stdout, re.M), r.stdout
     (tmp_path / "bad.sq").write_bytes(b"let x = 1;\nlet y = \xff;\n")
     cases = {str(tmp_path): "it is a directory", str(tmp_path / "none.sq"): "no such file",
              str(tmp_path / "bad.sq"): "not valid UTF-8"}
@@ -174,3 +175,29 @@ def test_cli_help_and_unreadable_inputs(tmp_path):
     assert serq("check", str(tmp_path / "bad.sq")).stderr.decode().startswith(f"{tmp_path / 'bad.sq'}:2:9: error: ")
     r = serq("check", str(tmp_path / "bad.sq"), "--set", "novalue")
     assert r.returncode == 2 and "NAME=VALUE" in r.stderr.decode()
+
+
+def test_readme_command_table_lists_every_subcommand():
+    """README.md's command table has a row for each subcommand `serq --help` shows."""
+    import argparse
+
+    from serq.cli import build_parser
+
+    def commands(parser: argparse.ArgumentParser, prefix: str) -> set[str]:
+        out = set()
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    nested = commands(sub, f"{prefix} {name}")
+                    out |= nested or {f"{prefix} {name}"}
+        return out
+
+    installed = commands(build_parser(), "serq")
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    table = readme[readme.index("## Commands"):]
+    table = table[:table.index("\n## ")]
+    rows = set()
+    for m in re.finditer(r"^\| `(serq(?: [a-z]+)+)", table, re.M):
+        words = m.group(1).split()
+        rows.add(" ".join(w for w in words if w.islower() and w.isalpha()))
+    assert installed <= rows, f"subcommands without a row in README.md: {sorted(installed - rows)}"

@@ -344,6 +344,7 @@ class Sim:
 
     def _reset_averages(self, t: float) -> None:
         self.ta_live.reset(t)
+        self.ta_live.v = self.live
         for p in self.pools:
             p.reset_averages(t)
         for st in self.stages:
@@ -493,6 +494,9 @@ class Sim:
         self.sample()
 
     def sample(self) -> None:
+        # time averages are reset at the warm-up, so nothing before it needs sampling
+        if not self.measuring:
+            return
         now = self.now
         self.ta_live.set(now, self.live)
         for p in self.pools:

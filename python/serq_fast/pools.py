@@ -205,14 +205,24 @@ class Pool:
     # ------------------------------------------------------------ statistics
 
     def sample(self, now: float) -> None:
-        self.ta_used.set(now, self.used)
-        self.ta_cached.set(now, self.cached)
-        self.ta_queue.set(now, self.qlen())
-        self.ta_holders.set(now, len(self.holders))
+        ta = self.ta_used
+        if ta.v != self.used:
+            ta.set(now, self.used)
+        ta = self.ta_cached
+        if ta.v != self.cached:
+            ta.set(now, self.cached)
+        q = len(self.front) + len(self.queue) - self.queue_head
+        if self.ta_queue.v != q:
+            self.ta_queue.set(now, q)
+        if self.ta_holders.v != len(self.holders):
+            self.ta_holders.set(now, len(self.holders))
 
     def reset_averages(self, t: float) -> None:
-        for ta in (self.ta_used, self.ta_cached, self.ta_queue, self.ta_holders):
-            ta.reset(t)
+        # the values held at the warm-up carry on: only the integrals restart
+        self.ta_used.reset(t, self.used)
+        self.ta_cached.reset(t, self.cached)
+        self.ta_queue.reset(t, self.qlen())
+        self.ta_holders.reset(t, len(self.holders))
 
     # ------------------------------------------------------------ observables
 

@@ -95,8 +95,9 @@ class Stage:
         pass
 
     def reset_averages(self, t):
-        self.ta_number.reset(t)
-        self.ta_util.reset(t)
+        n = self.present()
+        self.ta_number.reset(t, n)
+        self.ta_util.reset(t, 1.0 if n > 0 else 0.0)
 
     def present(self) -> int:
         raise NotImplementedError
@@ -381,6 +382,7 @@ class Engine(Stage):
         self.cost_fn = c(st["cost"])
         self.let_fns = [c(x["expr"]) for x in st.get("lets", [])]
         self.reg_inits = [c(x["init"]) for x in st.get("registers", [])]
+        self._vf = self._value_table()
         self.schedule = [self._compile_s(x, sim) for x in st["schedule"]]
         self.ff_ok = _fast_forward_eligible(st, sim, self.idx)
         # growth inside a fast-forward needs a budget that the growth cannot change
@@ -461,36 +463,42 @@ class Engine(Stage):
         return tot
 
     def value(self, name):
-        it = self.cur
-        if name == "running.count":
-            return float(len(self.residents))
-        if name == "running.decoding":
-            return float(sum(1 for j in self.residents if j.mode == "decode"))
-        if name == "running.kv_decode":
-            return self._kv(self.residents, True)
-        if name == "running.kv_prefill":
-            return self._kv(self.residents, False)
-        if name == "running.preempted":
-            return float(self.sim.npreempt - it.pre0) if it is not None else 0.0
-        if name == "waiting.count":
-            return float(sum(p.qlen() for p in self.admits))
-        if name == "waiting.admitted":
-            return float(it.admitted) if it is not None else 0.0
-        if it is None:
-            return 0.0
-        if name == "batch.tokens":
-            return float(sum(a[1] for a in it.assign))
-        if name == "batch.prefilled":
-            return float(sum(a[1] for a in it.assign if a[0].mode == "prefill"))
-        if name == "batch.decoding":
-            return float(sum(1 for a in it.assign if a[0].mode == "decode"))
-        if name == "batch.kv_decode":
-            return self._kv([a[0] for a in it.assign], True)
-        if name == "batch.kv_prefill":
-            return self._kv([a[0] for a in it.assign], False)
-        if name == "batch.attention":
-            return float(sum(a[2] for a in it.assign))
-        raise RunError(f"unknown engine value {name}")
+        """An engine value of language.md §4.5 (dispatch table built once: speed)."""
+        try:
+            return self._vf[name]()
+        except KeyError:
+            raise RunError(f"unknown engine value {name}") from None
+
+    def _value_table(self):
+        def cur_assign():
+            it = self.cur
+            return it.assign if it is not None else ()
+
+        def kv_assigned(decode):
+            tot = 0.0
+            mem = self.memory
+            for a in cur_assign():
+                j = a[0]
+                if (j.mode == "decode") == decode and j.growpart is not None and j.growpart.pool.idx == mem:
+                    tot += j.growpart.alloc
+            return tot
+
+        sim = self.sim
+        return {
+            "running.count": lambda: float(len(self.residents)),
+            "running.decoding": lambda: float(sum(1 for j in self.residents if j.mode == "decode")),
+            "running.kv_decode": lambda: self._kv(self.residents, True),
+            "running.kv_prefill": lambda: self._kv(self.residents, False),
+            "running.preempted": lambda: float(sim.npreempt - self.cur.pre0) if self.cur is not None else 0.0,
+            "waiting.count": lambda: float(sum(p.qlen() for p in self.admits)),
+            "waiting.admitted": lambda: float(self.cur.admitted) if self.cur is not None else 0.0,
+            "batch.tokens": lambda: float(sum(a[1] for a in cur_assign())),
+            "batch.prefilled": lambda: float(sum(a[1] for a in cur_assign() if a[0].mode == "prefill")),
+            "batch.decoding": lambda: float(sum(1 for a in cur_assign() if a[0].mode == "decode")),
+            "batch.kv_decode": lambda: kv_assigned(True),
+            "batch.kv_prefill": lambda: kv_assigned(False),
+            "batch.attention": lambda: float(sum(a[2] for a in cur_assign())),
+        }
 
     # ------------------------------------------------------------ jobs
 
@@ -949,20 +957,28 @@ def bulk(self, t1: float, t_next: float, horizon: float, max_j: int) -> int:
         pool = parts[0].pool
         if any(p.pool is not pool for p in parts):
             break
-        used = pool.used
+        grows = []
+        need_total = 0.0
         for p in parts:
             if p.pos + 1 > p.alloc:
-                need = roundup(p.alloc + (p.pos + 1 - p.alloc), pool.block) - p.alloc
-                used += need
-        if used > pool.cap + 1e-9:
+                tgt = roundup(p.pos + 1, pool.block)
+                grows.append((p, tgt))
+                need_total += tgt - p.alloc
+        if pool.used + need_total > pool.cap + 1e-9:
             break  # the iteration would preempt or stall: the normal path handles it
         sim.now = t
         if sim.rec is not None:
             sim.rec = sim._new_rec()
-        for j, p in zip(jobs, parts):
+        # Pool.grow's success path, in serving order: make room (evicting cached blocks), allocate
+        for p, tgt in grows:
+            need = tgt - p.alloc
+            if pool.used + pool.cached + need > pool.cap + 1e-9:
+                pool.make_room(need)
+            pool.used += need
+            p.alloc = tgt
+        for j in jobs:
             j.left -= 1
-            if p.pos + 1 > p.alloc:
-                pool.grow(p, p.pos + 1 - p.alloc, j)
+        for p in parts:
             p.pos += 1
         total += 1
         last_growth = True
@@ -976,7 +992,8 @@ def bulk(self, t1: float, t_next: float, horizon: float, max_j: int) -> int:
             cx.attrs, cx.sess, cx.draw, cx.eng, cx.var, cx.job = saved
         if not (c > 0) or math.isinf(c):
             raise RunError(f"engine {self.name}: an iteration with {len(jobs)} tokens costs {c}")
-        sim.sample()
+        if sim.measuring:
+            pool.sample(t)  # only the pool changed at this step
         last = t
         t = t + c
     if total == 0:

@@ -154,10 +154,12 @@ class TimeAverage:
             self.t = now
             self.v = v
 
-    def reset(self, now: float) -> None:
+    def reset(self, now: float, v: float | None = None) -> None:
         self.area = 0.0
         self.t = now
         self.start = now
+        if v is not None:
+            self.v = v
 
     def mean(self, end: float) -> float | None:
         span = end - self.start

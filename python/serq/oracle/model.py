@@ -64,16 +64,19 @@ FEATURES = {
     "step-delay-on-time": "an `after` delay of >= 2 steps on a seconds clock",
     "priority-after-time": "priority policy with arrivals needing vLLM's float clock",
     "adaptive-threshold": "long_prefill_token_threshold_adaptive",
+    "priority": "the priority policy",
 }
 
 
 class Unsupported(Exception):
     """The scenario needs a vLLM feature serQ's language does not express (yet)."""
 
-    def __init__(self, feature: str, detail: str):
+    def __init__(self, feature: str, detail: str, all_needs: list | None = None):
         self.feature = feature
         self.detail = detail
-        super().__init__(f"unsupported: {FEATURES.get(feature, feature)}: {detail}")
+        self.needs = all_needs or [(feature, detail)]
+        msg = "; ".join(f"{FEATURES.get(f, f)}: {d}" for f, d in self.needs)
+        super().__init__(f"unsupported: {msg}")
 
 
 class ModelError(Exception):
@@ -160,29 +163,37 @@ def plan_scenario(sc: ResolvedScenario) -> Plan:
     """Map a resolved scenario to program inputs and sessions, or raise Unsupported."""
     cfg = sc.config
     bs = sc.block_size
+    needs: list[tuple[str, str]] = []
+
+    def need(feature: str, detail: str) -> None:
+        if all(f != feature for f, _ in needs):
+            needs.append((feature, detail))
+
+    if cfg["policy"] == "priority" and not program_path(True).is_file():
+        need("priority", "config.policy is \"priority\"")
     if cfg["async_scheduling"]:
-        raise Unsupported("async", "config.async_scheduling is true")
+        need("async", "config.async_scheduling is true")
     reserve_full = 1
     for k, v in cfg["scheduler_config_extra"].items():
         if k == "scheduler_reserve_full_isl":
             reserve_full = 1 if v else 0
         elif k == "watermark":
             if v:
-                raise Unsupported("watermark", f"config.scheduler_config_extra.watermark = {v}")
+                need("watermark", f"config.scheduler_config_extra.watermark = {v}")
         elif k == "long_prefill_token_threshold_adaptive":
             if v:
-                raise Unsupported("adaptive-threshold", "config.scheduler_config_extra."
+                need("adaptive-threshold", "config.scheduler_config_extra."
                                   "long_prefill_token_threshold_adaptive is true")
         else:
-            raise Unsupported("extra-knob", f"config.scheduler_config_extra.{k}")
+            need("extra-knob", f"config.scheduler_config_extra.{k}")
     for k in cfg["cache_config_extra"]:
-        raise Unsupported("extra-knob", f"config.cache_config_extra.{k}")
+        need("extra-knob", f"config.cache_config_extra.{k}")
     extra = [k for k in cfg if k not in (
         "block_size", "num_gpu_blocks", "max_num_batched_tokens", "max_num_seqs", "max_model_len",
         "long_prefill_token_threshold", "enable_prefix_caching", "enable_chunked_prefill", "policy",
         "async_scheduling", "step_time", "scheduler_config_extra", "cache_config_extra")]
     if extra:
-        raise Unsupported("extra-knob", f"config.{extra[0]}")
+        need("extra-knob", f"config.{extra[0]}")
     priority = cfg["policy"] == "priority"
     reqs = sc.requests
     by_id = {r.id: r for r in reqs}
@@ -190,17 +201,17 @@ def plan_scenario(sc: ResolvedScenario) -> Plan:
     for r in reqs:
         plen = sc.static_prompt_len(r.id)
         if plen + r.expected_output_len > mml:
-            raise Unsupported("max-model-len", f"requests[{r.index}] ({r.id!r}): prompt {plen} + "
+            need("max-model-len", f"requests[{r.index}] ({r.id!r}): prompt {plen} + "
                               f"output {r.expected_output_len} > max_model_len {mml}")
     kinds = {r.arrival_kind for r in reqs}
     time_based = "time" in kinds
     if time_based:
         for r in reqs:
             if r.arrival_kind == "step" and r.arrival_step:
-                raise Unsupported("mixed-arrivals", f"requests[{r.index}].arrival_step = "
+                need("mixed-arrivals", f"requests[{r.index}].arrival_step = "
                                   f"{r.arrival_step} beside arrival_time requests")
             if r.arrival_kind == "after" and r.delay_steps >= 2:
-                raise Unsupported("step-delay-on-time", f"requests[{r.index}].delay_steps = "
+                need("step-delay-on-time", f"requests[{r.index}].delay_steps = "
                                   f"{r.delay_steps} with arrival_time requests (a seconds clock)")
     # sessions: `after` chains
     children: dict[str, list] = {}
@@ -209,7 +220,7 @@ def plan_scenario(sc: ResolvedScenario) -> Plan:
             children.setdefault(r.after, []).append(r)
     for pid, cs in children.items():
         if len(cs) > 1:
-            raise Unsupported("after-fanout", f"requests {', '.join(repr(c.id) for c in cs)} "
+            need("after-fanout", f"requests {', '.join(repr(c.id) for c in cs)} "
                               f"all follow {pid!r}")
     chains: list[list] = []
     for r in reqs:
@@ -240,7 +251,7 @@ def plan_scenario(sc: ResolvedScenario) -> Plan:
                 if common == 0:
                     continue
                 if chain_of[o.id] != ci:
-                    raise Unsupported("content-prefix", f"requests {o.id!r} and {r.id!r} share "
+                    need("content-prefix", f"requests {o.id!r} and {r.id!r} share "
                                       f"{common} prompt tokens (whole blocks) across sessions")
             true_hit = 0
             for j in range(k):
@@ -252,9 +263,11 @@ def plan_scenario(sc: ResolvedScenario) -> Plan:
                 seq = op + oo[:-1]
                 prev_hit = min(_lcp(seq, prompt), len(seq), reusable) // bs * bs
                 if prev_hit != true_hit:
-                    raise Unsupported("chain-prefix", f"request {r.id!r} shares more with an older "
+                    need("chain-prefix", f"request {r.id!r} shares more with an older "
                                       f"turn than with {ch[k - 1].id!r}")
             hit_cap[r.id] = true_hit
+    if needs:
+        raise Unsupported(needs[0][0], needs[0][1], needs)
     # ordering keys
     n = len(reqs)
     radix = max(n, 1)
@@ -326,17 +339,19 @@ def _ir_for(plan: Plan, order: dict[str, int] | None = None) -> dict:
     return ir
 
 
-def _run_engine(ir: dict, engine: str, nsessions: int, turns: list[int]) -> list[dict]:
+def _run_engine(ir: dict, engine: str, plan: Plan) -> "_Collector":
+    col = _Collector(plan)
     if engine == "fast":
         from serq_fast.engine import Sim
         from serq_fast.expr import RunError
 
-        out: list = []
         try:
-            Sim(ir, seed=1, horizon=math.inf, warmup=0.0, states=out.append).run()
+            Sim(ir, seed=1, horizon=math.inf, warmup=0.0, states=col.feed).run()
+        except _Stop:
+            pass
         except RunError as exc:
             raise ModelError(f"serq_fast run-time error: {exc}") from None
-        return out
+        return col
     if engine == "spec":
         from serq_spec.cli import prepare
         from serq_spec.errors import SpecError
@@ -346,16 +361,17 @@ def _run_engine(ir: dict, engine: str, nsessions: int, turns: list[int]) -> list
 
         data = {"format": "serq-sessions/1", "seed": 1, "arrivals": [], "trace_picks": [],
                 "machine": [],
-                "sessions": [{"serial": i, "init": [], "turns": [[] for _ in range(turns[i])],
-                              "session": []} for i in range(nsessions)]}
+                "sessions": [{"serial": i, "init": [], "turns": [[] for _ in s], "session": []}
+                             for i, s in enumerate(plan.sessions)]}
         prog = prepare(ir, Workload.replay(data), "vllm_scenario.sq")
-        out = []
         try:
-            run(prog, on_step=lambda cfg, rec, k: out.append(json.loads(state_text(cfg, rec, k))),
+            run(prog, on_step=lambda cfg, rec, k: col.feed(json.loads(state_text(cfg, rec, k))),
                 check=False)
+        except _Stop:
+            pass
         except SpecError as exc:
             raise ModelError(f"serq_spec run-time error: {exc}") from None
-        return out
+        return col
     raise ValueError(f"unknown engine {engine!r} (spec or fast)")
 
 
@@ -384,90 +400,106 @@ class _Iter:
     arrived: list = field(default_factory=list)
 
 
-def build_trace(plan: Plan, lines: list[dict]) -> tuple[dict, dict[str, int]]:
-    """The oracle trace from the state lines; also each request's schedule() call at joining."""
-    sc = plan.scenario
-    bs = sc.block_size
-    usable = sc.num_usable_blocks
-    pools = None
-    kv_i = reqs_i = eng_i = gate_i = None
-    turn_of: dict[int, int] = {}  # serial -> current turn index (0-based)
-    join_call: dict[str, int] = {}
-    join_step_line: dict[str, int] = {}
-    iters: list[_Iter] = []
-    end_to_iter: dict[Fraction, _Iter] = {}
-    preempt_count: dict[str, int] = {}
-    seen: set[str] = set()
-    resume: set[str] = set()
-    obs: dict[str, dict[str, list]] = {}
-    maxpos: dict[str, int] = {}
-    pending_arrivals: list[str] = []
-    for line in lines:
-        if pools is None:
-            names = [p["name"] for p in line["pools"]]
-            kv_i, reqs_i = names.index("kv"), names.index("reqs")
+class _Stop(Exception):
+    """Raised from the state-line callback to end a run early (vLLM's max_steps)."""
+
+
+class _Collector:
+    """Consumes state lines one by one (docs/state.md) and keeps what the trace needs."""
+
+    def __init__(self, plan: Plan):
+        self.plan = plan
+        self.names = None
+        self.turn_of: dict[int, int] = {}  # serial -> current turn index (0-based)
+        self.join_call: dict[str, int] = {}
+        self.iters: list[_Iter] = []
+        self.end_to_iter: dict[Fraction, _Iter] = {}
+        self.preempt_count: dict[str, int] = {}
+        self.seen: set[str] = set()
+        self.resume: set[str] = set()
+        self.obs: dict[str, dict[str, list]] = {}
+        self.maxpos: dict[str, int] = {}
+        self.pending_arrivals: list[str] = []
+        self.ntoken = 0
+        self.idle_calls = 0
+        self.truncated = False
+
+    def feed(self, line: dict) -> None:
+        plan = self.plan
+        if self.names is None:
+            self.names = [p["name"] for p in line["pools"]]
+            self.kv_i, self.reqs_i = self.names.index("kv"), self.names.index("reqs")
             snames = [s["name"] for s in line["stages"]]
-            eng_i, gate_i = snames.index("vllm"), snames.index("gate")
-            pools = names
+            self.eng_i = snames.index("vllm")
         rec = line["records"]
         for st, serial in rec["finished"]:
             if st == "gate":
-                k = turn_of.get(serial, -1) + 1
-                turn_of[serial] = k
+                k = self.turn_of.get(serial, -1) + 1
+                self.turn_of[serial] = k
                 rid = plan.sessions[serial][k].rid
-                join_call[rid] = len(iters)
-                pending_arrivals.append(rid)
+                self.join_call[rid] = len(self.iters)
+                self.pending_arrivals.append(rid)
         for name, serial, turn_no, t, value in rec["observations"]:
             rid = plan.sessions[serial][turn_no - 1].rid
-            obs.setdefault(rid, {}).setdefault(name, []).append((_t(t), _t(value)))
+            self.obs.setdefault(rid, {}).setdefault(name, []).append((_t(t), _t(value)))
         for it in rec["iterations"]:
-            stage = line["stages"][eng_i]
+            stage = line["stages"][self.eng_i]
             residents = {r["serial"]: r for r in stage["residents"]}
             assign = []
             for serial, mode, tokens in it["assign"]:
-                rid = plan.sessions[serial][turn_of[serial]].rid
+                rid = plan.sessions[serial][self.turn_of[serial]].rid
                 pos = residents[serial]["position"]
-                before = pos - tokens
-                if rid not in seen:
+                if rid not in self.seen:
                     kind = "new"
-                elif rid in resume:
+                elif rid in self.resume:
                     kind = "resumed"
                 else:
                     kind = "running"
-                resume.discard(rid)
-                seen.add(rid)
-                maxpos[rid] = max(maxpos.get(rid, 0), pos)
-                assign.append((rid, tokens, before, kind))
+                self.resume.discard(rid)
+                self.seen.add(rid)
+                self.maxpos[rid] = max(self.maxpos.get(rid, 0), pos)
+                assign.append((rid, tokens, pos - tokens, kind))
             pre = []
             for serial, pool, position in rec["preempted"]:
-                if (pools[pool] if isinstance(pool, int) else pool) == "kv":
-                    rid = plan.sessions[serial][turn_of[serial]].rid
+                if (self.names[pool] if isinstance(pool, int) else pool) == "kv":
+                    rid = plan.sessions[serial][self.turn_of[serial]].rid
                     pre.append(rid)
-                    preempt_count[rid] = preempt_count.get(rid, 0) + 1
-                    resume.add(rid)
-            # a victim served earlier in the same call gave its tokens back (its entry is gone
-            # from the assignment list the engine reports)
-            kv = line["pools"][kv_i]
+                    self.preempt_count[rid] = self.preempt_count.get(rid, 0) + 1
+                    self.resume.add(rid)
+            kv = line["pools"][self.kv_i]
             itr = _Iter(_t(it["start"]), _t(it["end"]), assign, sorted(pre), kv["used"],
-                        len(stage["residents"]), len(line["pools"][reqs_i]["queue"]), len(iters))
-            itr.arrived = pending_arrivals
-            pending_arrivals = []
-            iters.append(itr)
+                        len(stage["residents"]), len(line["pools"][self.reqs_i]["queue"]),
+                        len(self.iters))
+            itr.arrived = self.pending_arrivals
+            self.pending_arrivals = []
+            if plan.unit_clock:
+                if itr.start.denominator != 1:
+                    raise ModelError(f"an iteration starts at {itr.start} on the unit clock")
+                itr.step = int(itr.start)
+            else:
+                itr.step = self.ntoken
             if assign:
-                end_to_iter[itr.end] = itr
-    # step numbers
+                self.ntoken += 1
+                self.idle_calls = 0
+                if itr.step >= plan.scenario.max_steps:
+                    self.truncated = True
+                    raise _Stop()
+                self.end_to_iter[itr.end] = itr
+            else:
+                self.idle_calls += 1
+                if self.idle_calls > 10000:
+                    raise ModelError("more than 10000 preempt-only iterations in a row (livelock)")
+            self.iters.append(itr)
+
+
+def build_trace(plan: Plan, col: _Collector) -> tuple[dict, dict[str, int]]:
+    """The oracle trace from the collected state; also each request's schedule() call at joining."""
+    sc = plan.scenario
+    bs = sc.block_size
+    usable = sc.num_usable_blocks
+    iters, end_to_iter, obs, join_call = col.iters, col.end_to_iter, col.obs, col.join_call
+    preempt_count, seen, maxpos = col.preempt_count, col.seen, col.maxpos
     token_iters = [it for it in iters if it.assign]
-    if plan.unit_clock:
-        for it in iters:
-            if it.start.denominator != 1:
-                raise ModelError(f"an iteration starts at {it.start} on the unit clock")
-            it.step = int(it.start)
-    else:
-        k = 0
-        for it in iters:
-            it.step = k
-            if it.assign:
-                k += 1
     # vLLM's virtual clock at each step
     base, per = sc.step_base_s, sc.step_per_token_s
     clock = 0.0
@@ -564,7 +596,7 @@ def build_trace(plan: Plan, lines: list[dict]) -> tuple[dict, dict[str, int]]:
         "steps": steps,
         "requests": requests,
         "unfinished": unfinished,
-        "stalled": bool(unfinished),
+        "stalled": bool(unfinished) and not col.truncated,
     }
     return trace, join_call
 
@@ -573,9 +605,8 @@ def run_scenario(sc: ResolvedScenario, engine: str = "fast") -> dict:
     """The serQ trace of a resolved scenario (raises Unsupported / ModelError)."""
     t0 = _time.perf_counter()
     plan = plan_scenario(sc)
-    turns = [len(s) for s in plan.sessions]
     ir = _ir_for(plan)
-    trace, join_call = build_trace(plan, _run_engine(ir, engine, len(plan.sessions), turns))
+    trace, join_call = build_trace(plan, _run_engine(ir, engine, plan))
     if not plan.unit_clock and not plan.priority:
         # Seconds clock, FCFS: vLLM's waiting queue is in (schedule() call at joining, list
         # index) order, which the first run (keyed by joining time) only approximates. Rerun
@@ -591,7 +622,7 @@ def run_scenario(sc: ResolvedScenario, engine: str = "fast") -> dict:
                 break
             order = new_order
             ir = _ir_for(plan, order)
-            trace, join_call = build_trace(plan, _run_engine(ir, engine, len(plan.sessions), turns))
+            trace, join_call = build_trace(plan, _run_engine(ir, engine, plan))
         else:
             raise ModelError("the FCFS arrival order did not settle after 6 runs")
     trace["timing"] = {"model_s": round(_time.perf_counter() - t0, 4), "engine": engine,
@@ -651,3 +682,7 @@ def register_oracle(sub) -> None:
     p.add_argument("--engine", choices=("fast", "spec"), default="fast",
                    help="serq_fast (default) or serq_spec (exact, slower)")
     p.set_defaults(func=cmd_run)
+
+    from serq.oracle import agreement
+
+    agreement.register(sub)

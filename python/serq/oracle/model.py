@@ -62,7 +62,7 @@ FEATURES = {
     "after-fanout": "several requests `after` one parent",
     "mixed-arrivals": "step-based and time-based arrivals in one scenario",
     "step-delay-on-time": "an `after` delay of >= 2 steps on a seconds clock",
-    "priority-after-time": "priority policy with arrivals needing vLLM's float clock",
+    "priority-clock": "priority ties on a virtual clock that does not advance",
     "adaptive-threshold": "long_prefill_token_threshold_adaptive",
     "priority": "the priority policy",
 }
@@ -119,6 +119,8 @@ class Plan:
     settings: dict[str, str]
     sessions: list[list[Turn]]
     radix: int
+    prio_min: int = 0
+    prio_span: int = 1
     by_id: dict[str, tuple[int, int]] = field(default_factory=dict)  # id -> (serial, turn index)
 
 
@@ -169,8 +171,9 @@ def plan_scenario(sc: ResolvedScenario) -> Plan:
         if all(f != feature for f, _ in needs):
             needs.append((feature, detail))
 
-    if cfg["policy"] == "priority" and not program_path(True).is_file():
-        need("priority", "config.policy is \"priority\"")
+    if cfg["policy"] == "priority" and sc.step_base_exact <= 0 and not any(
+            r.arrival_kind == "time" for r in sc.requests):
+        need("priority-clock", "config.step_time.base_s = 0: vLLM's arrival clock never moves")
     if cfg["async_scheduling"]:
         need("async", "config.async_scheduling is true")
     reserve_full = 1
@@ -302,13 +305,20 @@ def plan_scenario(sc: ResolvedScenario) -> Plan:
         "chunked": "1" if cfg["enable_chunked_prefill"] else "0",
         "base": _dec(sc.step_base_exact) if time_based else "1",
         "per_token": _dec(sc.step_per_token_exact) if time_based else "0",
-        "key_time": "0" if time_based and not priority else "1",
         "radix": str(radix),
         "requests": str(len(sessions)),
     }
+    prio_min = min((r.priority for r in reqs), default=0)
+    prio_span = max((r.priority for r in reqs), default=0) - prio_min + 1
+    if priority:
+        settings["prio_min"] = str(prio_min)
+        settings["prio_span"] = str(prio_span)
+    else:
+        settings["key_time"] = "1"
     if time_based and sc.step_base_exact <= 0:
         raise Unsupported("extra-knob", "config.step_time.base_s = 0 on a seconds clock")
-    return Plan(sc, priority, not time_based, settings, sessions, radix, plan_by_id)
+    return Plan(sc, priority, not time_based, settings, sessions, radix, prio_min, prio_span,
+                plan_by_id)
 
 
 # --------------------------------------------------------------------------------------------
@@ -331,7 +341,12 @@ def _ir_for(plan: Plan, order: dict[str, int] | None = None) -> dict:
         srows = []
         for t in turns:
             o = t.order if order is None else order[t.rid]
-            forced = t.hit_cap // plan.scenario.block_size * plan.radix + o
+            hb = t.hit_cap // plan.scenario.block_size
+            if plan.priority:
+                pr = plan.scenario.request(t.rid).priority - plan.prio_min
+                forced = (hb * plan.prio_span + pr) * plan.radix + o
+            else:
+                forced = hb * plan.radix + o
             srows.append([str(t.prompt), str(t.out), _dec(t.think), str(forced)])
         rows.append(srows)
     ir["workload"]["trace"] = {"ordered": True, "sessions": rows}
@@ -443,6 +458,16 @@ class _Collector:
             rid = plan.sessions[serial][turn_no - 1].rid
             self.obs.setdefault(rid, {}).setdefault(name, []).append((_t(t), _t(value)))
         for it in rec["iterations"]:
+            start = _t(it["start"])
+            if plan.unit_clock:
+                if start.denominator != 1:
+                    raise ModelError(f"an iteration starts at {start} on the unit clock")
+                step = int(start)
+            else:
+                step = self.ntoken
+            if step >= plan.scenario.max_steps:  # vLLM's loop stops before this schedule()
+                self.truncated = True
+                raise _Stop()
             stage = line["stages"][self.eng_i]
             residents = {r["serial"]: r for r in stage["residents"]}
             assign = []
@@ -472,18 +497,10 @@ class _Collector:
                         len(self.iters))
             itr.arrived = self.pending_arrivals
             self.pending_arrivals = []
-            if plan.unit_clock:
-                if itr.start.denominator != 1:
-                    raise ModelError(f"an iteration starts at {itr.start} on the unit clock")
-                itr.step = int(itr.start)
-            else:
-                itr.step = self.ntoken
+            itr.step = step
             if assign:
                 self.ntoken += 1
                 self.idle_calls = 0
-                if itr.step >= plan.scenario.max_steps:
-                    self.truncated = True
-                    raise _Stop()
                 self.end_to_iter[itr.end] = itr
             else:
                 self.idle_calls += 1
@@ -526,16 +543,13 @@ def build_trace(plan: Plan, col: _Collector) -> tuple[dict, dict[str, int]]:
         added = r.id in join_call
         first_step = None
         fin_step = None
-        if o.get("first_end") and o.get("last_end"):
-            first_step = step_of_end(o["first_end"][0][1])
+        firsts = [v for _, v in o.get("first_end", []) if v >= 0]
+        if firsts:
+            first_step = step_of_end(firsts[0])
+        if o.get("last_end"):
             fin_step = step_of_end(o["last_end"][0][1])
-        elif r.id in seen:
-            pass
         first_sched = next((it.step for it in token_iters if any(a[0] == r.id for a in it.assign)),
                            None)
-        if fin_step is None and first_sched is not None:
-            # unfinished: a first token if the prefill ever completed
-            pass
         out_len = r.expected_output_len if fin_step is not None else max(
             0, maxpos.get(r.id, 0) - sc.static_prompt_len(r.id) + 1) if added else 0
         reason = None

@@ -201,3 +201,44 @@ def test_readme_command_table_lists_every_subcommand():
         words = m.group(1).split()
         rows.add(" ".join(w for w in words if w.islower() and w.isalpha()))
     assert installed <= rows, f"subcommands without a row in README.md: {sorted(installed - rows)}"
+
+
+def _ir_rows(doc: str) -> dict[str, str]:
+    """The rows of docs/ir.md tables whose first cell is `` `name` `` (or `` `a` / `b` ``): name ->
+    the rest of its rows (`set` and `branch` have a row as a statement and as a schedule statement)."""
+    rows: dict[str, str] = {}
+    for m in re.finditer(r"^\| `([a-z_ /`]+)` \|(.*)$", doc, re.M):
+        for name in re.findall(r"[a-z_]+", m.group(1)):
+            rows[name] = rows.get(name, "") + m.group(2)
+    return rows
+
+
+def test_docs_ir_names_every_field_the_front_end_writes(tmp_path):
+    """Every statement `op`, expression `k` and field in the IR of the examples (and of the
+    all-constructs program) is named in docs/ir.md, in the row of its op or kind."""
+    doc = (ROOT / "docs" / "ir.md").read_text(encoding="utf-8")
+    rows = _ir_rows(doc)
+    programs = sorted((ROOT / "examples").rglob("*.sq")) + [write_all(tmp_path)]
+    missing = set()
+    for path in programs:
+        ir = load_program(str(path), {})
+        assert set(ir) == set(re.findall(r"^\| `([a-z_]+)` \|", doc[doc.index("## Top level"):doc.index("### Slots")], re.M))
+        stack = [ir["blocks"], [s.get("schedule", []) for s in ir["stages"]], ir["stages"], ir["pools"], ir["gauges"]]
+        while stack:
+            x = stack.pop()
+            if isinstance(x, list):
+                stack.extend(x)
+                continue
+            if not isinstance(x, dict):
+                continue
+            stack.extend(x.values())
+            tag = x.get("op") if "op" in x and "k" not in x else x.get("k")
+            if tag is None:
+                continue
+            if tag not in rows:
+                missing.add(f"{tag} (no row)")
+                continue
+            for field in set(x) - {"op", "k", "at"}:
+                if f"`{field}`" not in rows[tag]:
+                    missing.add(f"{tag}.{field}")
+    assert not missing, sorted(missing)

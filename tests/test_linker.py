@@ -95,6 +95,8 @@ CASES = {
                            "not 0 or 1"),
     # ---- §10: a value set from live state and read later in a hold header
     "live-set-header": (server("set f = free(live); hold live (@@f) { run cpu (1); }"), "use `at admission`"[:0] + "at admission"),
+    "live-set-copied-header": (server("set f = free(live); set g = f + 1; hold live (@@g) { run cpu (1); }"),
+                               "at admission"),
     # ---- §10: hold without cache
     "cached-without-cache": (server("hold live (1) { set x = @@cached; run cpu (1); }"), "without a `cache"),
     "reuse-without-cache": (server("hold live (1) reuse (@@2) { run cpu (1); }"), "needs a `cache"),

@@ -185,6 +185,7 @@ class Linker:
         self.workload_parts: dict[str, Any] = {}
         self.server_block: int | None = None
         self.live_sets: dict[int, tuple] = {}    # slot -> pos of a `set` from live state
+        self.copies: list[tuple] = []            # (slot, slots its `set` reads, pos): live state passes through
         self.header_reads: list[tuple] = []      # (slot, pos) read in hold headers / taking
         self.facing_reads: list[tuple] = []      # (slot, pos, where) read by scheduler-facing exprs
         self.loops: list[tuple] = []             # (kind, block index, pos)
@@ -1051,6 +1052,7 @@ class Linker:
             slot = self.assign(name, npos)
             if any(x.get("k") == "obs" and x.get("f") in LIVE_OBS for x in ir_walk(e)):
                 self.live_sets.setdefault(slot, s.pos)
+            self.copies.append((slot, {x["slot"] for x in ir_walk(e) if x.get("k") == "attr"}, s.pos))
             return [{"op": "set", "slot": slot, "expr": e, "at": at}]
         if k == "observe":
             e = self.cx(s.expr, c)
@@ -1504,6 +1506,14 @@ class Linker:
             if not self.passes_time(body, set()):
                 raise self.err(pos, f"the body of this `{kind}` does not let time pass on every path "
                                     "(it needs a `run` with non-zero work, a `hold` whose body does, or `end`)")
+        # A value copied from one set from live state is just as frozen: `set f = free(P); set g = f;`.
+        changed = True
+        while changed:
+            changed = False
+            for slot, reads, pos in self.copies:
+                if slot not in self.live_sets and reads & self.live_sets.keys():
+                    self.live_sets[slot] = pos
+                    changed = True
         for slot, pos in self.header_reads:
             if slot in self.live_sets:
                 name = self.attrs[slot]

@@ -34,10 +34,16 @@ VOCAB = (
 
 
 def run(text) -> None:
+    """Compile; an error must be located in this text (the files it may `use` do not exist), inside it."""
     try:
         compile_source(text, "fuzz.sq", {})
     except SerqError as e:
-        assert isinstance(e.message, str) and e.render()
+        for err in [e] + e.more:
+            assert err.message and err.file == "fuzz.sq", err.render()
+            if err.line is not None:
+                n_lines = (text.count(b"\n") if isinstance(text, bytes) else len(text.splitlines())) + 1
+                assert 1 <= err.line <= n_lines and (err.column or 1) >= 1, (err.line, err.column, err.render())
+            assert err.render().startswith(f"{err.location()}: error: {err.message}")
 
 
 @PROFILE

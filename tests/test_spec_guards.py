@@ -196,3 +196,101 @@ def test_state_line_twice_is_the_same(tmp_path, capsys):
         assert state_text(c, r, k) == state_text(c, r, k)
         assert json.dumps(c.to_json(), sort_keys=True) == before
     run_program(str(f), s, on_step=twice)
+
+
+# -- the crash hunt: located arithmetic errors, huge exact values, CLI arguments ---------------
+
+SIMPLE = """
+fn main() {{
+  stage cpu : fifo(1);
+  pool mem {{ cap 100; block 4; evict {evict}; }}
+  {extra}
+  workload {{ arrive batch(2); }}
+  server {{
+{body}
+  }}
+}}
+"""
+
+
+def simple(tmp_path, body, evict="lru", extra=""):
+    f = tmp_path / "p.sq"
+    f.write_text(SIMPLE.format(body=body, evict=evict, extra=extra))
+    return str(f)
+
+
+@pytest.mark.parametrize("body, message", [
+    ("    observe x = (serial * 0) / (serial * 0);", "p.sq:8:5: error: 0 / 0 is undefined"),
+    ("    observe x = (serial >= 0 ? inf : 0) - (serial >= 0 ? inf : 0);", "p.sq:8:5: error: inf - inf is undefined"),
+    ("    observe x = ln(serial - 5);", "p.sq:8:5: error: ln of a negative number"),
+    ("    hold mem (8) { run cpu (1); } cache ((serial >= 0 ? inf : 1) - (serial >= 0 ? inf : 1));",
+     "p.sq:8:5: error: inf - inf is undefined"),
+])
+def test_arithmetic_error_in_a_statement_is_located(tmp_path, capsys, body, message):
+    rc, err, _ = sample_spec(tmp_path, capsys, simple(tmp_path, body))
+    assert_clear_error(rc, err, message)
+
+
+def test_arithmetic_error_without_location_names_what_was_evaluated(tmp_path, capsys):
+    """Keys, capacities and gauges have no location in the IR: the message names them."""
+    body = "    hold mem (60) { run cpu (1); } cache (60);"
+    rc, err, _ = sample_spec(tmp_path, capsys, simple(tmp_path, body, evict="by (age * (size >= 0 ? inf : 1))"))
+    assert_clear_error(rc, err, "pool mem: an eviction key: 0 * inf is undefined")
+    prog = simple(tmp_path, "    run cpu (1);", extra="gauge g = (queue(cpu) * 0) / (queue(cpu) * 0);")
+    assert main(["sample", prog, "--seed", "1", "--sessions", "2", "-o", str(tmp_path / "g.json")]) == 0
+    capsys.readouterr()
+    rc = main(["spec", prog, "--sessions", str(tmp_path / "g.json"), "--gauges"])
+    assert_clear_error(rc, capsys.readouterr().err, "gauge g: 0 / 0 is undefined")
+
+
+def test_renewal_gap_error_names_the_arrival(tmp_path, capsys):
+    f = tmp_path / "r.sq"
+    f.write_text("fn main() { stage cpu : fifo(1); workload { arrive renewal(0); } server { run cpu (1); } }")
+    rc, err, _ = sample_spec(tmp_path, capsys, str(f), sessions=2)
+    assert_clear_error(rc, err, "`arrive renewal(…)`: a renewal gap must be positive and finite, got 0")
+
+
+@pytest.mark.parametrize("expr, digits", [("exp(10000 + serial)", 4343), ("pow(1000 + serial, 4096)", 12289)])
+def test_exact_values_beyond_python_text_limit_print(tmp_path, capsys, expr, digits):
+    """Python refuses to print an int of more than 4300 digits by default; an exact value may
+    have more (before the fix: an internal ValueError)."""
+    rc, err, lines = sample_spec(tmp_path, capsys, simple(tmp_path, f"    observe x = {expr};"))
+    assert rc == 0, err
+    values = [o[4] for o in observations(lines, "x")]
+    assert len(values) == 2 and len(values[0].split("/")[0]) >= digits
+
+
+def test_sample_output_unwritable_is_a_clear_error(tmp_path, capsys):
+    prog = simple(tmp_path, "    run cpu (1);")
+    rc = main(["sample", prog, "--seed", "1", "--sessions", "2", "-o", str(tmp_path / "no" / "dir" / "s.json")])
+    assert_clear_error(rc, capsys.readouterr().err, "cannot write the sessions file")
+
+
+def test_negative_max_steps_is_refused(tmp_path, capsys):
+    prog = simple(tmp_path, "    run cpu (1);")
+    rc = main(["sample", prog, "--seed", "1", "--sessions", "2", "--max-steps", "-3"])
+    assert_clear_error(rc, capsys.readouterr().err, "--max-steps must be >= 0")
+    assert main(["sample", prog, "--seed", "1", "--sessions", "2", "-o", str(tmp_path / "s.json")]) == 0
+    capsys.readouterr()
+    rc = main(["spec", prog, "--sessions", str(tmp_path / "s.json"), "--max-steps", "-1"])
+    assert_clear_error(rc, capsys.readouterr().err, "--max-steps must be >= 0")
+
+
+ADVERSARIAL = [
+    # (what, program keyword arguments of ENGINE) — every one either runs or stops with exit 2
+    ("tokens cap inf", dict(tokens="inf")), ("each at most inf", dict(each="inf")),
+    ("dynamic tokens cap -1", dict(tokens="(running.count >= 0 ? -1 : 1)")),
+    ("dynamic tokens cap -inf", dict(tokens="(running.count >= 0 ? -inf : 1)")),
+    ("dynamic each 0", dict(each="(running.count >= 0 ? 0 : 1)")),
+    ("dynamic execute inf", dict(execute="(running.count >= 0 ? inf : 1)")),
+    ("dynamic execute 0", dict(execute="(running.count >= 0 ? 0 : 1)")),
+    ("prompt inf", dict(prompt="(serial >= 0 ? inf : 1)")), ("prompt 0", dict(prompt="0")),
+    ("output -inf", dict(output="(serial >= 0 ? -inf : 1)")), ("output 1/2", dict(output="1/2")),
+]
+
+
+@pytest.mark.parametrize("what, kw", ADVERSARIAL, ids=[a[0] for a in ADVERSARIAL])
+def test_adversarial_engine_values(tmp_path, capsys, what, kw):
+    rc, err, _ = sample_spec(tmp_path, capsys, engine_program(tmp_path, **kw))
+    if rc != 0:
+        assert_clear_error(rc, err)

@@ -103,13 +103,18 @@ def cmd_sample(args) -> int:
     try:
         if args.sessions < 0:
             raise SpecError("--sessions must be >= 0")
+        if args.max_steps < 0:
+            raise SpecError("--max-steps must be >= 0")
         ir = load_ir(args.file, args.sets)
         data = sample(ir, args.seed, args.sessions, os.path.basename(args.file), args.max_steps,
                       time_arg(args.horizon, "--horizon"))
         text = canonical_json(data) + "\n"
         if args.output:
-            with open(args.output, "w", encoding="utf-8") as fh:
-                fh.write(text)
+            try:
+                with open(args.output, "w", encoding="utf-8") as fh:
+                    fh.write(text)
+            except OSError as exc:
+                raise SpecError(f"cannot write the sessions file {args.output}: {exc.strerror or exc}")
         else:
             sys.stdout.write(text)
         return 0
@@ -154,6 +159,8 @@ def cmd_spec(args) -> int:
     out = sys.stdout
     ir = None
     try:
+        if args.max_steps is not None and args.max_steps < 0:
+            raise SpecError("--max-steps must be >= 0")
         ir = load_ir(args.file, args.sets)
         prog = prepare(ir, load_sessions(args.sessions), os.path.basename(args.file),
                        time_arg(args.warmup, "--warmup"), time_arg(args.horizon, "--horizon"))

@@ -154,8 +154,8 @@ def whole_or_inf(v, what, cfg, at=None):
 def budget_moment(cfg, ictx) -> None:
     """`tokens cap`, the schedule's `let`s and `each at most` values, read once as the iteration starts."""
     spec = cfg.program.stages[ictx.engine]
-    env = Env(cfg, engine=ictx.engine, ictx=ictx)
     name = spec["name"]
+    env = Env(cfg, engine=ictx.engine, ictx=ictx, what=f"engine {name}: tokens cap, let or each at most")
     b = whole_or_inf(evaluate(spec["budget"], env), f"engine {name}: tokens cap", cfg)
     if not V.is_inf(b) and b < 0:
         raise SpecError(f"engine {name}: tokens cap is negative ({V.wire(b)})", None, cfg.program.files)
@@ -198,7 +198,7 @@ def start_iteration(cfg, e: int) -> bool:
     if not ictx.assign and ictx.preempted == 0:
         st.registers = registers_before   # no iteration: this attempt's register updates are undone
         return False
-    env = Env(cfg, engine=e, ictx=ictx)
+    env = Env(cfg, engine=e, ictx=ictx, what=f"engine {spec['name']}: execute")
     cost = evaluate(spec["cost"], env)
     tokens = sum(a.tokens for a in ictx.assign)
     if V.is_inf(cost) or cost < 0:
@@ -252,7 +252,8 @@ def next_unserved(cfg, ictx, order):
         return min(cands, key=lambda c: (0 if c[1].mode == "decode" else 1, c[0]))[1]
 
     def key(c):
-        env = Env(cfg, cfg.sessions[c[1].serial], engine=e, ictx=ictx, job=c[1])
+        env = Env(cfg, cfg.sessions[c[1].serial], engine=e, ictx=ictx, job=c[1],
+                  what=f"engine {cfg.program.stages[e]['name']}: a serving-order key")
         return tuple(evaluate(k, env) for k in order["keys"]) + (c[0],)
     return min(cands, key=key)[1]
 
@@ -272,7 +273,8 @@ def serve(cfg, ictx, job, only, cap) -> None:
     ictx.served.add(job.serial)
     s = cfg.sessions[job.serial]
     if only is not None:
-        env = Env(cfg, s, engine=ictx.engine, ictx=ictx, job=job)
+        env = Env(cfg, s, engine=ictx.engine, ictx=ictx, job=job,
+                  what=f"engine {cfg.program.stages[ictx.engine]['name']}: `only`")
         if not V.nz(evaluate(only, env)):
             return
     decoding = job.mode == "decode"

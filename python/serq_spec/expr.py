@@ -15,10 +15,10 @@ from .values import ZERO, ONE
 
 
 class Env:
-    __slots__ = ("cfg", "session", "stream", "at", "engine", "ictx", "job", "ctx", "admit_left")
+    __slots__ = ("cfg", "session", "stream", "at", "engine", "ictx", "job", "ctx", "admit_left", "what")
 
     def __init__(self, cfg, session=None, stream=("session",), at=None, engine=None, ictx=None,
-                 job=None, ctx=None, admit_left=None):
+                 job=None, ctx=None, admit_left=None, what=None):
         self.cfg = cfg
         self.session = session
         self.stream = stream
@@ -28,6 +28,7 @@ class Env:
         self.job = job
         self.ctx = ctx or {}
         self.admit_left = admit_left      # (engine, tokens left) inside that engine's admission
+        self.what = what                  # names the expression in errors when there is no `at`
 
 
 def b(x: bool) -> Fraction:
@@ -54,7 +55,25 @@ _FN1 = {"abs": abs, "floor": V.floor_v, "ceil": V.ceil_v, "sqrt": V.sqrt_v, "exp
 
 
 def evaluate(e: dict, env: Env):
-    """The value of expression `e` in `env` (exact; errors instead of NaN)."""
+    """The value of expression `e` in `env` (exact; errors instead of NaN).
+
+    An arithmetic error (values.py raises it without a location) gets the statement's location,
+    or, for expressions the IR gives no location (engine items, keys, capacities, gauges), the
+    name of what was being evaluated."""
+    try:
+        return _evaluate(e, env)
+    except SpecError as exc:
+        if type(exc) is SpecError and exc.at is None and not getattr(exc, "named", False):
+            if env.at:
+                exc.at, exc.files = env.at, env.cfg.program.files
+            elif env.what:
+                exc.message = f"{env.what}: {exc.message}"
+                exc.named = True
+            exc.args = (exc.render(),)
+        raise
+
+
+def _evaluate(e: dict, env: Env):
     k = e["k"]
     if k == "num":
         return V.value_from_wire(e["v"])

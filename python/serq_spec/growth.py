@@ -76,7 +76,7 @@ def choose_victim(cfg, p: int):
     for s in cands:
         h = hold_of(s, p)
         i = h.pools.index(p)
-        env = Env(cfg, s, engine=s.job.stage, job=s.job,
+        env = Env(cfg, s, engine=s.job.stage, job=s.job, what=f"pool {cfg.program.pools[p]['name']}: a preemption key",
                   ctx={"position": Fraction(h.position[i]), "computed": s.attrs[COMPUTED]})
         key = tuple(evaluate(k, env) for k in spec["keys"]) + (-s.adm_seq,)
         if best is None or key < best_key:

@@ -19,6 +19,7 @@ from .errors import SpecError
 from .expr import Env, evaluate
 from .program import Program
 from .step import run
+from .values import wire
 from .workload import Workload
 
 
@@ -43,9 +44,9 @@ def arrival_times(prog: Program, w: Workload, seed: int, count: int) -> list:
     cfg = Config(prog)
     w.arrival_rng = rng
     for _ in range(count):
-        gap = evaluate(arrival["gap"], Env(cfg, stream=("arrival",)))
+        gap = evaluate(arrival["gap"], Env(cfg, stream=("arrival",), what="`arrive renewal(…)`: the gap"))
         if isinstance(gap, float) or gap <= 0:
-            raise SpecError(f"a renewal gap must be positive and finite, got {gap}")
+            raise SpecError(f"`arrive renewal(…)`: a renewal gap must be positive and finite, got {wire(gap)}")
         t += gap
         times.append(t)
     w.arrival_rng = None

@@ -45,7 +45,8 @@ def work(cfg, s: int):
 
 def ps_rate(cfg, s: int, n: int):
     """Each of n present jobs gets φ(n)/n (Ps moment: φ may read `present`)."""
-    phi = evaluate(cfg.program.stages[s]["capacity"], Env(cfg, ctx={"present": Fraction(n)}))
+    phi = evaluate(cfg.program.stages[s]["capacity"], Env(cfg, ctx={"present": Fraction(n)},
+                                                                   what=f"ps stage {cfg.program.stages[s]['name']}: capacity"))
     if V.is_inf(phi) or phi <= 0:
         raise SpecError(f"ps stage {cfg.program.stages[s]['name']}: capacity must be positive and finite, got {V.wire(phi)}")
     return phi / n

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import decimal
 import math
+import sys
 from fractions import Fraction
 
 from serq.wire import INF, value_from_wire, value_to_wire  # noqa: F401  (re-exported)
@@ -214,4 +215,17 @@ def rounddown_block(units: int, block: int | None) -> int:
 
 
 def wire(v) -> str:
-    return value_to_wire(v)
+    """The wire text of a value ("p/q", "inf"), whatever its size: an exact value may have more
+    digits than Python's default limit for int-to-text conversion (4300; `exp(10000)` has 4343),
+    which is lifted for this conversion only."""
+    try:
+        return value_to_wire(v)
+    except ValueError:
+        if not hasattr(sys, "set_int_max_str_digits"):
+            raise
+        old = sys.get_int_max_str_digits()
+        sys.set_int_max_str_digits(0)
+        try:
+            return value_to_wire(v)
+        finally:
+            sys.set_int_max_str_digits(old)

@@ -316,10 +316,26 @@ STATEMENTS = {
 }
 
 
+# the ops the server block holds for each statement above (`tool` runs on the added delay stage)
+STATEMENT_OPS = {
+    "set": ["set"], "observe": ["observe"], "branch": ["branch"], "branch-else": ["branch"],
+    "branch-with": ["branch"], "if-else-if": ["branch"], "while": ["while"], "loop-end": ["loop"],
+    "choose": ["choose", "hold"], "hold-full": ["hold"], "hold-semicolon": ["hold"],
+    "grow-load-release-drop": ["hold", "drop"], "run": ["run"], "tool-paren": ["run"], "tool-bare": ["run"],
+    "tool-on": ["run"], "draws": ["run"], "functions": ["run"], "observables": ["observe"],
+    "aggregates": ["observe"], "conditional": ["run"], "inf": ["observe"],
+}
+
+
 @pytest.mark.parametrize("name", sorted(STATEMENTS))
 def test_each_statement_parses_and_links(name):
     ir = compile_ok(SMALL.format(decl="", stmt=STATEMENTS[name]))
-    assert ir["blocks"][ir["workload"]["server"]]
+    server = ir["blocks"][ir["workload"]["server"]]
+    assert [st["op"] for st in server] == STATEMENT_OPS[name]
+    if name.startswith("tool"):
+        assert ir["stages"][server[0]["stage"]["base"]]["name"] == ("s" if name == "tool-on" else "tool")
+    if name == "branch-with":
+        assert server[0]["cond"] == {"k": "draw", "dist": "bernoulli", "args": [{"k": "num", "v": "1/2"}]}
 
 
 DECLS = {
@@ -337,6 +353,20 @@ DECLS = {
 }
 
 
+# what each declaration adds to the IR beside SMALL's own stage `s` and pools `p`, `q[0]`, `q[1]`
+DECL_ADDS = {
+    "device": ([], []), "pool-on-device": (["c"], []),
+    "pool-options": (["r"], []), "stages": ([], ["f1", "f2", "g", "h", "arr[0]", "arr[1]", "arr[2]"]),
+    "pool-on-engine-device": (["kv"], ["e"]),
+}
+
+
 @pytest.mark.parametrize("name", sorted(DECLS))
 def test_each_declaration_parses_and_links(name):
-    compile_ok(SMALL.format(decl=DECLS[name], stmt="run s (1);"))
+    ir = compile_ok(SMALL.format(decl=DECLS[name], stmt="run s (1);"))
+    pools, stages = DECL_ADDS.get(name, ([], []))
+    assert [x["name"] for x in ir["pools"]] == ["p", "q[0]", "q[1]"] + pools
+    assert sorted(x["name"] for x in ir["stages"]) == sorted(["s"] + stages)
+    if name == "gauge":
+        assert ir["gauges"] == [{"name": "gg", "expr": {"k": "obs", "f": "used",
+                                                        "pool": {"base": 0, "count": 1, "index": None}}}]

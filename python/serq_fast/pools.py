@@ -399,6 +399,10 @@ class Pool:
         self.cached += e.size
         if self.evict_keys is None:
             heapq.heappush(self.lru, (e.last, -e.rel if self.fault_lru else e.rel, e.owner))
+            if len(self.lru) > 2 * len(self.entries) + 64:
+                # drop the keys of consumed or replaced entries: memory stays bounded by the cache
+                self.lru = [(x.last, -x.rel if self.fault_lru else x.rel, x.owner) for x in self.entries.values()]
+                heapq.heapify(self.lru)
 
     def put_entry(self, serial: int, size: float, attrs) -> None:
         """Replace the session's entry with a fresh one (release with a `cache` clause)."""

@@ -328,13 +328,20 @@ def plan_scenario(sc: ResolvedScenario) -> Plan:
 _IR_CACHE: dict[tuple, dict] = {}
 
 
-def _ir_for(plan: Plan, order: dict[str, int] | None = None) -> dict:
+def _ir_for(plan: Plan, order: dict[str, int] | None = None, source: str | None = None) -> dict:
+    """The program's IR with the plan's inputs and its sessions written in as an ordered trace.
+
+    `source` replaces the program text (same file name, so `use` paths still resolve): the
+    tests use it to seed faults."""
     from serq import frontend
 
     path = program_path(plan.priority)
-    key = (str(path), tuple(sorted(plan.settings.items())))
+    key = (str(path), tuple(sorted(plan.settings.items())), source)
     if key not in _IR_CACHE:
-        _IR_CACHE[key] = frontend.load_program(str(path), plan.settings)
+        if source is None:
+            _IR_CACHE[key] = frontend.load_program(str(path), plan.settings)
+        else:
+            _IR_CACHE[key] = frontend.compile_source(source, str(path), plan.settings)
     ir = copy.deepcopy(_IR_CACHE[key])
     rows = []
     for turns in plan.sessions:
@@ -615,11 +622,15 @@ def build_trace(plan: Plan, col: _Collector) -> tuple[dict, dict[str, int]]:
     return trace, join_call
 
 
-def run_scenario(sc: ResolvedScenario, engine: str = "fast") -> dict:
-    """The serQ trace of a resolved scenario (raises Unsupported / ModelError)."""
+def run_scenario(sc: ResolvedScenario, engine: str = "fast",
+                 sources: dict[bool, str] | None = None) -> dict:
+    """The serQ trace of a resolved scenario (raises Unsupported / ModelError).
+
+    `sources` optionally replaces the program text ({priority?: text}; tests seed faults)."""
     t0 = _time.perf_counter()
     plan = plan_scenario(sc)
-    ir = _ir_for(plan)
+    source = (sources or {}).get(plan.priority)
+    ir = _ir_for(plan, None, source)
     trace, join_call = build_trace(plan, _run_engine(ir, engine, plan))
     if not plan.unit_clock and not plan.priority:
         # Seconds clock, FCFS: vLLM's waiting queue is in (schedule() call at joining, list
@@ -635,7 +646,7 @@ def run_scenario(sc: ResolvedScenario, engine: str = "fast") -> dict:
             if new_order == order:
                 break
             order = new_order
-            ir = _ir_for(plan, order)
+            ir = _ir_for(plan, order, source)
             trace, join_call = build_trace(plan, _run_engine(ir, engine, plan))
         else:
             raise ModelError("the FCFS arrival order did not settle after 6 runs")

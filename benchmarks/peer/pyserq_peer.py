@@ -266,21 +266,35 @@ def agreement(program: str, sets: dict | None, seeds: list, horizon: float,
         out = {}
         for side in ("ours", "pyserq"):
             rs = [r for r in rows if r["side"] == side]
-            mean = sum(r[m] for r in rs) / len(rs)
+            # A run with no sample after warm-up (mean None) makes the average NaN: it is not skipped.
+            mean = sum(r[m] if r[m] is not None else math.nan for r in rs) / len(rs)
             hw = math.sqrt(sum((r[m + "_ci"] if r[m + "_ci"] is not None else math.inf) ** 2 for r in rs)) / len(rs)
             out[side] = {"mean": mean, "ci": hw}
         out["rel"] = out["ours"]["mean"] / out["pyserq"]["mean"] - 1.0
         out["rel_ci"] = math.hypot(out["ours"]["ci"], out["pyserq"]["ci"]) / out["pyserq"]["mean"]
         summary[m] = out
+    # A side whose live sessions pile up (engine idle with work waiting) no longer serves the same
+    # workload: name it, so a disagreement is not mistaken for noise.
+    notes = []
+    for seed in seeds:
+        a = next(r for r in rows if r["seed"] == seed and r["side"] == "ours")
+        b = next(r for r in rows if r["seed"] == seed and r["side"] == "pyserq")
+        la, lb = a["mean_live"] or 0.0, b["mean_live"] or 0.0
+        if la > 3 * lb or lb > 3 * la:
+            notes.append(f"seed {seed}: mean live sessions ours {la:.1f} vs pyserq {lb:.1f}, turns {a['turns']} vs "
+                         f"{b['turns']}: one side stopped serving (benchmarks/peer/README.md, 'blocks=2500')")
     return {"program": program, "sets": sets or {}, "seeds": list(seeds), "horizon": horizon,
-            "warmup": _warmup(horizon, warmup), "rows": rows, "summary": summary}
+            "warmup": _warmup(horizon, warmup), "rows": rows, "summary": summary, "notes": notes}
 
 
 def format_agreement_row(r: dict) -> str:
     def ci(x):
         return "inf" if x is None else f"{x:.5f}"
-    return (f"seed {r['seed']:>3} {r['side']:<7} ttft {r['ttft']:.5f} ±{ci(r['ttft_ci'])}  "
-            f"response {r['response']:.5f} ±{ci(r['response_ci'])}  prefill {_fmt(r['prefill'])}  "
+
+    def m(x):
+        return "-" if x is None else f"{x:.5f}"
+    return (f"seed {r['seed']:>3} {r['side']:<7} ttft {m(r['ttft'])} ±{ci(r['ttft_ci'])}  "
+            f"response {m(r['response'])} ±{ci(r['response_ci'])}  prefill {_fmt(r['prefill'])}  "
             f"hit {_fmt(r['hit'])}  turns {r['turns']}  live {r['mean_live']:.2f}  "
             f"preempt {r['preemptions']}  rejected {r['rejected']}  cpu {r['cpu']:.1f}s")
 
@@ -294,6 +308,7 @@ def format_agreement(a: dict, rows: bool = True) -> str:
         lines.append(f"mean {m}: ours {s['ours']['mean']:.5f} ±{s['ours']['ci']:.5f}  pyserq "
                      f"{s['pyserq']['mean']:.5f} ±{s['pyserq']['ci']:.5f}  ours/pyserq - 1 = {s['rel']:+.2%} "
                      f"(±{s['rel_ci']:.2%})")
+    lines += ["NOTE " + n for n in a.get("notes", [])]
     return "\n".join(lines)
 
 

@@ -2,7 +2,7 @@
 traces under the oracle comparison rule (docs/oracle.md; docs/vllm-model.md).
 
 No vLLM needed: the reference traces are committed in vectors/vllm/. Every committed vector is
-run (about 5 s with the fast simulator): a vector the model supports must agree exactly; one it
+run (about 6 s: serq_fast, and serq_spec for the priority policy): a vector the model supports must agree exactly; one it
 does not support must be refused with `Unsupported` naming a known feature. The five shipped
 scenarios are also run on the exact spec. A seeded fault (the seed's admission allocation, which
 leaves the threshold out) must make `caps` diverge.
@@ -40,7 +40,7 @@ ALL = sorted(p.name[: -len(".scenario.json")] for p in VECTORS.glob("*.scenario.
 MIN_AGREE = 69
 
 
-def _run(name: str, engine: str = "fast", **kw) -> dict:
+def _run(name: str, engine: str = "auto", **kw) -> dict:
     return run_scenario(load_scenario(VECTORS / f"{name}.scenario.json"), engine, **kw)
 
 
@@ -112,7 +112,7 @@ def test_seeded_fault_seed_allocation_diverges_on_caps():
     good = "kv (min(known, avail + min(lim, budget_left(vllm)))"
     assert good in text
     faulty = text.replace(good, "kv (min(known, avail + budget_left(vllm))")
-    trace = _run("caps", sources={False: faulty})
+    trace = _run("caps", "fast", sources={False: faulty})
     diffs = _diffs("caps", trace)
     assert diffs, "the seeded fault went unnoticed"
     d = diffs[0]

@@ -30,7 +30,7 @@ def vector_names(directory: Path) -> list[str]:
                   if (directory / (p.name[: -len(".scenario.json")] + ".trace.json")).exists())
 
 
-def check_vector(directory: Path, name: str, engine: str = "fast") -> dict:
+def check_vector(directory: Path, name: str, engine: str = "auto", force: bool = False) -> dict:
     from serq.oracle.model import ModelError, Unsupported, run_scenario
 
     t0 = time.perf_counter()
@@ -41,6 +41,16 @@ def check_vector(directory: Path, name: str, engine: str = "fast") -> dict:
     except Unsupported as exc:
         row.update(status=f"refused:{exc.feature}", detail=exc.detail,
                    needs=[f for f, _ in exc.needs])
+        if force:  # what the refusal protects against: approximate the features and compare
+            try:
+                forced = run_scenario(sc, engine, force=True)
+            except Unsupported:
+                row["forced"] = "not forceable"
+            except Exception as exc2:  # noqa: BLE001
+                row["forced"] = f"error: {exc2}"
+            else:
+                d = compare_traces(forced, load_trace(directory / f"{name}.trace.json"), limit=1)
+                row["forced"] = f"diverge: {d[0].describe('serQ', 'vLLM')}" if d else "agree"
     except (ModelError, ScenarioError) as exc:
         row.update(status="error", detail=str(exc))
     except Exception as exc:  # an engine crash: report it, go on with the next vector
@@ -61,8 +71,9 @@ def main(argv: list[str] | None = None) -> int:
 
     ap = argparse.ArgumentParser(prog="serq oracle agreement")
     ap.add_argument("dir", nargs="?", default=None)
-    ap.add_argument("--engine", choices=("fast", "spec"), default="fast")
+    ap.add_argument("--engine", choices=("auto", "fast", "spec"), default="auto")
     ap.add_argument("--json", metavar="OUT")
+    ap.add_argument("--force", action="store_true")
     args = ap.parse_args(argv)
     return run(args)
 
@@ -73,13 +84,19 @@ def run(args) -> int:
     directory = Path(args.dir) if args.dir else _repo_root() / "vectors" / "vllm"
     rows = []
     for name in vector_names(directory):
-        row = check_vector(directory, name, args.engine)
+        row = check_vector(directory, name, args.engine, getattr(args, "force", False))
         rows.append(row)
         extra = f" (needs {', '.join(row['needs'])})" if len(row.get("needs", ())) > 1 else ""
+        if "forced" in row:
+            extra += f" [forced: {row['forced']}]"
         print(f"{row['status']:<28} {name:<10} {row['seconds']:6.2f}s  {row['detail']}{extra}",
               flush=True)
     counts = Counter(r["status"] for r in rows)
     print(f"--- {len(rows)} vectors: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+    if any("forced" in r for r in rows):
+        fc = Counter((r["status"], r["forced"].split(":")[0]) for r in rows if "forced" in r)
+        print("--- refused, then forced (features approximated): " + ", ".join(
+            f"{s} -> {f} {v}" for (s, f), v in sorted(fc.items())))
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
     return 0 if counts.get("diverge", 0) + counts.get("error", 0) == 0 else 1
@@ -94,8 +111,12 @@ def register(sub) -> None:
         "(agree / diverge / refused:<feature> / error) and a summary.",
     )
     p.add_argument("dir", nargs="?", default=None, metavar="DIR")
-    p.add_argument("--engine", choices=("fast", "spec"), default="fast")
+    p.add_argument("--engine", choices=("auto", "fast", "spec"), default="auto")
     p.add_argument("--json", metavar="OUT", help="also write the table as JSON")
+    p.add_argument("--force", action="store_true",
+                   help="also run each refused vector with its missing features approximated "
+                   "(async as sync, cross-session sharing ignored, ...) and report whether it "
+                   "agrees anyway: what each refusal protects against")
     p.set_defaults(func=run)
 
 

@@ -85,3 +85,24 @@ def test_fast_forward_is_exact(monkeypatch, settings):
     monkeypatch.setenv("SERQ_FAST_NO_FF", "1")
     b = report.to_json(report.build(Sim(ir, seed=2, horizon=120, warmup=12).run()))
     assert a == b
+
+
+def test_live_run_equals_replay_of_its_sample():
+    """docs/sessions.md: a live fast run and the replay of the sample of the same seed agree
+    (the same streams, the same 12-digit values)."""
+    sample = pytest.importorskip("serq_spec.sample")
+    from pathlib import Path
+
+    from serq.frontend import load_program
+
+    ir = load_program(str(Path(__file__).resolve().parents[1] / "examples" / "multi-turn" / "vllm.sq"),
+                      {"blocks": "2500", "Lambda": "2"})
+    k = 12
+    data = sample.sample(ir, 7, k, "vllm.sq")
+    live = Sim(ir, seed=7, horizon=float("inf"), warmup=0.0, arrivals=k).run()
+    replay = Sim(ir, seed=7, horizon=float("inf"), warmup=0.0, replay=data).run()
+    for name in ("ttft", "response", "tpot"):
+        a, b = live.client[name].exact, replay.client[name].exact
+        assert len(a) == len(b) > 0
+        assert a == pytest.approx(b, rel=1e-9)
+    assert live.narrivals == replay.narrivals == k

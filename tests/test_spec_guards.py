@@ -294,3 +294,54 @@ def test_adversarial_engine_values(tmp_path, capsys, what, kw):
     rc, err, _ = sample_spec(tmp_path, capsys, engine_program(tmp_path, **kw))
     if rc != 0:
         assert_clear_error(rc, err)
+
+
+# -- a ps rate is fixed between changes of the job set (§11.5) ---------------------------------
+
+PS_READ = """
+fn main() {{
+  stage cpu : ps(~uniform(1, 2));
+  stage gate : delay;
+  workload {{ arrive batch(3); }}
+  server {{
+    run gate (serial == 2 ? 0.5 : 0);
+    {probe}
+    run cpu (serial == 2 ? 0 : serial + 1);
+    observe t = now;
+  }}
+}}
+"""
+
+
+def ps_run(tmp_path, capsys, probe):
+    f = tmp_path / "ps.sq"
+    f.write_text(PS_READ.format(probe=probe))
+    s = tmp_path / "s.json"
+    assert main(["sample", str(f), "--seed", "1", "--sessions", "3", "-o", str(s)]) == 0
+    capsys.readouterr()
+    lines = []
+    cfg = run_program(str(f), s, on_step=lambda c, r, k: lines.append(json.loads(state_text(c, r, k))))
+    return cfg, lines, json.loads(s.read_text())["machine"]
+
+
+def test_ps_departure_leaves_the_other_job_its_exact_share(tmp_path, capsys):
+    """Jobs of work 1 and 2 start together at rate φ/2 each: when the first leaves, the second
+    has received exactly 1 — whatever φ was drawn. Before the fix the clock was advanced with a
+    fresh draw at the departure (another rate than the one the departure was scheduled with)."""
+    cfg, lines, machine = ps_run(tmp_path, capsys, "")
+    dep = next(x for x in lines if x["event"] and x["event"]["kind"] == "finish" and x["event"]["arg"] == ["cpu", 0])
+    assert dep["stages"][0]["active"] == [[1, "1"]]
+    assert Fraction(dep["now"]) == 2 / Fraction(machine[0])           # 1 unit at φ₁/2
+    assert len(machine) == 2                                          # one draw per reschedule
+
+
+def test_reading_work_of_a_ps_stage_does_not_change_the_run(tmp_path, capsys):
+    """`work(cpu)` read at t = 1/2 advances the clock with the rate in effect; it draws nothing."""
+    _, plain, m1 = ps_run(tmp_path, capsys, "")
+    _, probed, m2 = ps_run(tmp_path, capsys, "observe w = work(cpu);")
+    assert m1 == m2
+    times = lambda lines: [o for o in observations(lines, "t")]
+    assert times(plain) == times(probed)
+    w = [o for o in observations(probed, "w") if o[1] == 2]
+    rate = Fraction(m1[0]) / 2
+    assert w[0][4] == str(3 - 2 * rate / 2)                           # 1 + 2 − both jobs' service

@@ -52,11 +52,24 @@ def ps_rate(cfg, s: int, n: int):
     return phi / n
 
 
+def current_rate(cfg, s: int):
+    """The per-job rate in effect since t_last: the one the pending departure was scheduled with
+    (§11.5: the rate changes only when the job set does, at the reschedule that ends a settle),
+    recovered exactly from that `finish` event as (tag − v)/(time − t_last). The capacity is not
+    evaluated again: evaluating it could draw a machine-stream value, and one that reads live
+    state could give another rate than the one the departure time was computed with."""
+    st = cfg.stages[s]
+    for ev in cfg.events:
+        if ev.kind == "finish" and ev.arg[0] == s and ev.time > st.t_last:
+            return (st.tags[ev.arg[1]] - st.v) / (ev.time - st.t_last)
+    return ps_rate(cfg, s, len(st.jobs))   # not reached in a run: a present job has its departure
+
+
 def advance_virtual_clock(cfg, s: int) -> None:
     """v += rate·(now − t_last) with the rate of the jobs present since t_last."""
     st = cfg.stages[s]
     if st.jobs and cfg.now > st.t_last:
-        st.v += ps_rate(cfg, s, len(st.jobs)) * (cfg.now - st.t_last)
+        st.v += current_rate(cfg, s) * (cfg.now - st.t_last)
     st.t_last = cfg.now
 
 
@@ -100,8 +113,13 @@ def finish_job(cfg, s: int, serial: int) -> None:
     if job is None:
         raise SpecError(f"finish of a job that is not on stage {cfg.program.stages[s]['name']}")
     if st.kind == "ps":
-        advance_virtual_clock(cfg, s)          # advance v to now before removing the job (defect 1)
+        # advance v to now before removing the job (defect 1): the departure was scheduled for
+        # the moment v reaches the job's tag, so v is that tag now (exactly what v + rate·(now −
+        # t_last) gives with the rate it was scheduled with; its event has just been taken)
         tag = st.tags.pop(serial)
+        if st.jobs and cfg.now > st.t_last:
+            st.v = tag
+        st.t_last = cfg.now
         st.jobs.remove(job)
         st.v = max(st.v, tag)
         st.dirty = True

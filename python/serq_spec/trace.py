@@ -93,7 +93,7 @@ def ps_line_rate(cfg, i: int):
     printing a line must never change the state. A capacity that reads only numbers, `present`
     and pure functions is evaluated (it cannot draw); one that draws or reads an observable is not
     evaluated — the rate is the one the pending departure was scheduled with, recovered exactly
-    from that event: (tag − v) / (time − t_last)."""
+    from that event (stages.current_rate), as the run itself does."""
     st = cfg.stages[i]
     if not reads_state(cfg.program.stages[i]["capacity"]):
         from .stages import ps_rate

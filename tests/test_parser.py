@@ -201,6 +201,28 @@ def test_trace_bad_row_points_into_the_csv(tmp_path):
         assert (info.value.line, info.value.column) == (1, 5) and "not a number" in info.value.message, bad
 
 
+def test_trace_with_byte_order_mark_and_bad_bytes(tmp_path):
+    p = tmp_path / "w.sq"
+    p.write_text('fn main() { stage s : delay; workload { trace "t.csv"; } server { run s (1); } }\n')
+    from serq.errors import SerqError
+    from serq.frontend import load_program
+    # a spreadsheet's CSV: a byte-order mark before the header, CRLF line ends
+    (tmp_path / "t.csv").write_bytes("\ufeffsession,turn,new,out,think\r\n1,0,10,5,0\r\n".encode("utf-8"))
+    assert load_program(str(p), {})["workload"]["trace"]["sessions"] == [[["10", "5", "0", "0"]]]
+    (tmp_path / "t.csv").write_bytes(b"1,0,10,5,0\n1,1,1\xff,5,0\n")
+    with pytest.raises(SerqError) as info:
+        load_program(str(p), {})
+    e = info.value
+    assert e.file.endswith("t.csv") and (e.line, e.column) == (2, 6) and "not valid UTF-8" in e.message
+
+
+@pytest.mark.parametrize("sep", ["\x0c", "\x0b", "\u2028", "\x1c"])
+def test_error_shows_its_own_line_whatever_the_comment_holds(sep):
+    # lines end at "\n" only; other separators inside a comment must not shift the shown line
+    e = compile_err(f"fn main() {{\n  // a{sep}b\n  let x = 0/0;\n}}\n")
+    assert (e.line, e.column) == (3, 11) and e.source_line == "  let x = 0/0;"
+
+
 def test_comments_numbers_strings():
     ir = compile_ok("""// line comment
 /* block

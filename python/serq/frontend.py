@@ -15,25 +15,9 @@ from typing import Mapping
 
 from .errors import SerqError
 from .linker import Linker
-from .parser import Source, parse
+from .parser import Source, decode_source, parse
 
 __all__ = ["load_program", "compile_source", "SerqError"]
-
-
-def _decode(raw: bytes, display: str) -> str:
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        start = raw.rfind(b"\n", 0, e.start) + 1
-        line = raw.count(b"\n", 0, e.start) + 1
-        col = len(raw[start:e.start].decode("utf-8", "replace")) + 1
-        end = raw.find(b"\n", e.start)
-        src_line = raw[start:end if end >= 0 else len(raw)].decode("utf-8", "replace")
-        raise SerqError(f"the file is not valid UTF-8 (byte 0x{raw[e.start]:02x})", display, line, col,
-                        src_line) from None
-    if text.startswith("\ufeff"):
-        text = text[1:]
-    return text
 
 
 def _read(path: str, display: str) -> str:
@@ -47,7 +31,7 @@ def _read(path: str, display: str) -> str:
         raise SerqError("cannot read: no such file", display) from None
     except OSError as e:
         raise SerqError(f"cannot read: {e.strerror or e}", display) from None
-    return _decode(raw, display)
+    return decode_source(raw, display)
 
 
 class _Program:
@@ -146,7 +130,7 @@ def compile_source(text: str | bytes, filename: str = "<input>.sq", settings: Ma
     """Like `load_program` for a text (or raw bytes); `use` paths are relative to `filename`'s directory."""
 
     def go():
-        t = _decode(text, filename) if isinstance(text, (bytes, bytearray)) else text
+        t = decode_source(bytes(text), filename) if isinstance(text, (bytes, bytearray)) else text
         return _Program(filename, settings).run(t)
 
     return _guard(go, filename)

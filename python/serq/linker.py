@@ -21,7 +21,7 @@ from typing import Any, Callable
 from . import exact
 from .ast import Node, walk
 from .errors import SerqError
-from .parser import Source
+from .parser import Source, decode_source
 from .wire import INF, value_from_wire, value_to_wire
 
 BUILTIN_ATTRS = ["serial", "turn_no", "cached", "computed", "new", "out", "think", "more", "forced"]
@@ -925,15 +925,10 @@ class Linker:
             raise self.err(t.pos, f"cannot read trace \"{t.path}\": it is a directory") from None
         except OSError as e:
             raise self.err(t.pos, f"cannot read trace \"{t.path}\": {e.strerror or e}") from None
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as e:
-            line = raw[:e.start].count(b"\n") + 1
-            raise SerqError(f"invalid UTF-8 in trace (byte 0x{raw[e.start]:02x})", disp, line, 1) from None
-        tsrc = Source(disp, text)
+        tsrc = Source(disp, decode_source(raw, disp))
         sessions: list[list] = []
         last_id = None
-        for lineno, line in enumerate(text.splitlines(), 1):
+        for lineno, line in enumerate(tsrc.lines, 1):
             s = line.strip()
             if not s or s.startswith("#") or s.startswith("session"):
                 continue

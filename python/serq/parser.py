@@ -114,13 +114,33 @@ def _fmt_expected(items: list[str]) -> str:
     return ", ".join(items[:6]) + ", …"
 
 
+def decode_source(raw: bytes, display: str) -> str:
+    """The text of a source or trace file (UTF-8, a leading byte-order mark dropped); a SerqError
+    located at the first byte that is not UTF-8."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        start = raw.rfind(b"\n", 0, e.start) + 1
+        line = raw.count(b"\n", 0, e.start) + 1
+        col = len(raw[start:e.start].decode("utf-8", "replace")) + 1
+        end = raw.find(b"\n", e.start)
+        src_line = raw[start:end if end >= 0 else len(raw)].decode("utf-8", "replace")
+        raise SerqError(f"the file is not valid UTF-8 (byte 0x{raw[e.start]:02x})", display, line, col,
+                        src_line) from None
+    return text[1:] if text.startswith("\ufeff") else text
+
+
 class Source:
     """A loaded source file: its display name and text (for carets)."""
 
     def __init__(self, name: str, text: str):
         self.name = name
         self.text = text
-        self.lines = text.splitlines()
+        # Lines end at "\n" only, as the lexer counts them: `str.splitlines` would also split at a
+        # form feed or U+2028 and show the wrong line under an error.
+        self.lines = [x[:-1] if x.endswith("\r") else x for x in text.split("\n")]
+        if self.lines and self.lines[-1] == "" and text.endswith("\n"):
+            self.lines.pop()
 
     def line(self, n: int) -> str | None:
         if 1 <= n <= len(self.lines):

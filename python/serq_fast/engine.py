@@ -141,6 +141,9 @@ class Sim:
             self.replay_sessions = {s["serial"]: s for s in replay.get("sessions", [])}
             self.replay_k = len(replay.get("sessions", []))
         self.npreempt = 0
+        import os
+
+        self.trace_iter = bool(os.environ.get("SERQ_TRACE_ITER"))  # language.md §14 debug line
         self.fault_pending = "ignore_pending" in P.FAULTS()
         # static structure
         self.pools = [P.Pool(i, p, self) for i, p in enumerate(ir["pools"])]

@@ -752,6 +752,21 @@ class Engine(Stage):
             if self._serve(j, cap, None) == "self":
                 return
 
+    def _trace_line(self, it) -> None:
+        """The `SERQ_TRACE_ITER` debug line of language.md §14 (one per iteration, stderr)."""
+        import sys
+
+        from serq_fast.engine import TURN_NO
+
+        parts = [f"{a[0].sess.serial}:{int(a[0].sess.attrs[TURN_NO])}:{'d' if a[0].mode == 'decode' else 'p'}{a[1]:g}"
+                 for a in it.assign]
+        tail = ""
+        if self.memory is not None:
+            pool = self.sim.pools[self.memory]
+            b = pool.block or 1
+            tail = f" | used {pool.used / b:g} cached {pool.cached / b:g}"
+        sys.stderr.write(f"ITER {self.sim.now:.4f} {' '.join(parts)}{tail}\n")
+
     def _admit_one(self, only) -> bool:
         sim = self.sim
         cx = sim.cx
@@ -827,6 +842,8 @@ class Engine(Stage):
                               and a[0].growpart is not None for a in it.assign)
         self.iter = it
         self.iterations += 1
+        if sim.trace_iter:
+            self._trace_line(it)
         if sim.rec is not None:
             sim.rec["iterations"].append({
                 "stage": self.name, "start": sim.now, "end": it.end,
@@ -872,7 +889,7 @@ def _reads_any(e, pred) -> bool:
 def _fast_forward_eligible(st: dict, sim, idx: int) -> bool:
     import os
 
-    if os.environ.get("SERQ_FAST_NO_FF"):
+    if os.environ.get("SERQ_FAST_NO_FF") or os.environ.get("SERQ_TRACE_ITER"):
         return False
     bad = {"draw", "reg", ("ctx", "now"), "job"}
     sched = st["schedule"]

@@ -267,6 +267,13 @@ def test_compact_trace_agrees_with_full_trace(multiturn, tmp_path):
         ({"steps": [{"step": 0, "scheduled": []}], "requests": {}}, "missing free_blocks_after_schedule"),
         ({"steps": [{"step": 0, "scheduled": [], "preempted": [1]}], "requests": {}}, "steps[0].preempted: must be a list of ids"),
         ({"steps": [], "requests": {"a": 1}}, "requests.a: must be an object"),
+        # fields `serq oracle render` shows: a wrong type is a TraceError, not a TypeError there
+        ({"steps": [{"step": 0, "scheduled": [], "arrived": [1.5]}], "requests": {}}, "steps[0].arrived: must be a list of ids"),
+        ({"steps": [{"step": 0, "scheduled": [], "time": "0.1"}], "requests": {}}, "steps[0].time: must be a number"),
+        ({"steps": [{"step": 0, "scheduled": [{"id": "a", "tokens": 1, "kind": []}]}], "requests": {}},
+         "kind must be a string"),
+        ({"steps": [{"step": 0, "scheduled": [{"id": "a", "tokens": 1, "computed_before": "3"}]}], "requests": {}},
+         "computed_before an integer"),
     ],
 )
 def test_bad_traces_are_rejected_with_a_message(tmp_path, obj, message):

@@ -156,6 +156,11 @@ def check_trace_shape(t: Any) -> None:
                     e.get("tokens")
                 ):
                     raise TraceError(f"{where}.scheduled[{j}]: must be {{id: string, tokens: int, ...}}")
+                # what `render_step` shows of an entry
+                if not isinstance(e.get("kind", ""), str) or not (
+                    e.get("computed_before") is None or _is_int(e["computed_before"])
+                ):
+                    raise TraceError(f"{where}.scheduled[{j}]: kind must be a string, computed_before an integer")
         elif "sched" in s:
             try:
                 parse_compact_schedule(s["sched"])
@@ -163,9 +168,13 @@ def check_trace_shape(t: Any) -> None:
                 raise TraceError(f"{where}.sched: {exc}") from None
         else:
             raise TraceError(f"{where}: needs 'scheduled' or the compact 'sched'")
-        pre = s.get("preempted", [])
-        if not isinstance(pre, list) or not all(isinstance(x, str) for x in pre):
-            raise TraceError(f"{where}.preempted: must be a list of ids")
+        for key in ("preempted", "arrived"):
+            ids = s.get(key, [])
+            if not isinstance(ids, list) or not all(isinstance(x, str) for x in ids):
+                raise TraceError(f"{where}.{key}: must be a list of ids")
+        clock = s.get("time")
+        if clock is not None and (isinstance(clock, bool) or not isinstance(clock, (int, float))):
+            raise TraceError(f"{where}.time: must be a number")
         fin = s.get("finished", [])
         if not isinstance(fin, list):
             raise TraceError(f"{where}.finished: must be a list")

@@ -67,9 +67,24 @@ def _preempt_program():
     return p.ir({"kind": "batch", "n": 2}, session, server=server)
 
 
+def _requeue_tail_program():
+    """Three requests outgrow 5 blocks under `preempt by (−admission) requeue tail`: a victim
+    re-enters its queue as a newcomer, behind a hold that is still waiting."""
+    p = Program()
+    call, kv, reqs, eng = vllm_engine(p, budget=64, blocks=5, max_seqs=2, cost=N(1))
+    p.pools[kv]["preempt"] = {"kind": "by", "keys": [{"k": "un", "op": "neg", "a": {"k": "job", "name": "admission"}}],
+                              "requeue": "tail"}
+    # the waiting line by descending serial: a re-queued hold can be chosen from behind the head
+    p.pools[reqs]["queue"] = {"kind": "by", "keys": [{"k": "un", "op": "neg", "a": p.A("serial")}]}
+    server = p.block(call(N(16), N(30)))
+    session = p.block([{"op": "turn"}, {"op": "end"}])
+    return p.ir({"kind": "batch", "n": 3}, session, server=server)
+
+
 def test_handbuilt_programs_agree():
     assert lockstep(_tie_program(), 1, 3) > 0
     assert lockstep(_preempt_program(), 1, 2) > 0
+    assert lockstep(_requeue_tail_program(), 1, 3) > 0
 
 
 @pytest.mark.parametrize("fault,program,k", [

@@ -299,7 +299,9 @@ class Pool:
                 del q[:self.queue_head]
                 self.queue_head = 0
             return
-        q.remove(h)
+        # entries below queue_head are already admitted (kept until compaction): search above it,
+        # or a re-queued hold (requeue tail) would remove its own stale copy
+        del q[q.index(h, self.queue_head)]
 
     # ------------------------------------------------------------ admission
 

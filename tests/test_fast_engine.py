@@ -106,3 +106,14 @@ def test_live_run_equals_replay_of_its_sample():
         assert len(a) == len(b) > 0
         assert a == pytest.approx(b, rel=1e-9)
     assert live.narrivals == replay.narrivals == k
+
+
+def test_reuse_inf_keeps_the_whole_entry():
+    """`reuse (inf)` keeps all of the own prefix (language.md §11.4); it once crashed."""
+    ir = _vector_program([(100, 10), (160, 10)], budget=64, blocks=100, tool=5)
+    for blk in ir["blocks"]:
+        for st in blk:
+            if st["op"] == "hold":
+                st["reuse"] = N(float("inf"))
+    sim = Sim(ir).run()
+    assert _obs(sim, "prefill_tokens") == [100.0, 64.0]

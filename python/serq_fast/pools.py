@@ -36,7 +36,7 @@ def wire(v: str) -> float:
 
 
 def roundup(x: float, b) -> float:
-    if b is None or x <= 0:
+    if b is None or x <= 0 or math.isinf(x):
         return x
     return math.ceil(x / b - EPS) * b
 
@@ -46,6 +46,8 @@ def rounddown(x: float, b) -> float:
         return x
     if x <= 0:
         return 0.0
+    if math.isinf(x):
+        return x  # e.g. `reuse (inf)`: keep the whole entry
     return math.floor(x / b + EPS) * b
 
 

@@ -94,3 +94,22 @@ fn main() {
     rc, out, err = _run(capsys, str(prog), "--horizon", "100")
     assert rc == 2
     assert "guard" in err and "Traceback" not in err
+
+
+def test_records_parquet(capsys, tmp_path):
+    pq = pytest.importorskip("pyarrow.parquet")
+    path = tmp_path / "r.parquet"
+    rc, out, err = _run(capsys, VLLM, "--horizon", "30", "--warmup", "0", "--records", str(path))
+    assert rc == 0, err
+    t = pq.read_table(str(path))
+    assert t.column_names == ["session", "turn", "submit", "first_token", "completion", "ttft",
+                              "response", "prompt", "output", "hit"]
+    assert t.num_rows > 0
+
+
+def test_records_parquet_without_pyarrow(capsys, tmp_path, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "pyarrow", None)
+    rc, out, err = _run(capsys, VLLM, "--horizon", "30", "--records", str(tmp_path / "r.parquet"))
+    assert rc == 2 and "pyarrow" in err and out == ""

@@ -345,3 +345,16 @@ def test_reading_work_of_a_ps_stage_does_not_change_the_run(tmp_path, capsys):
     w = [o for o in observations(probed, "w") if o[1] == 2]
     rate = Fraction(m1[0]) / 2
     assert w[0][4] == str(3 - 2 * rate / 2)                           # 1 + 2 − both jobs' service
+
+
+def test_front_end_error_is_passed_on_once(tmp_path, capsys):
+    """The front-end's located message is printed as it is (before: `serq: error: FILE:L:C: error: …`)."""
+    f = tmp_path / "bad.sq"
+    f.write_text("fn main() {\n  pool kv { cap 10; block 0; }\n  workload { arrive batch(1); }\n  server { }\n}\n")
+    rc = main(["sample", str(f), "--seed", "1", "--sessions", "1"])
+    err = capsys.readouterr().err
+    assert_clear_error(rc, err, f"serq: {f}:2:")
+    assert err.count("error:") == 1
+    rc = main(["sample", str(f), "--set", "nope=1", "--seed", "1", "--sessions", "1"])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.startswith("serq: ") and err.count("serq:") == 1

@@ -46,8 +46,16 @@ def register(subparsers) -> None:
     pp.set_defaults(func=cmd_spec)
 
 
+class FrontEndError(SpecError):
+    """The front-end's own located message (`FILE:LINE:COLUMN: error: …` with the source line),
+    passed on as it is: no second `error:`."""
+
+    def render(self) -> str:
+        return self.message
+
+
 def fail(msg: str) -> int:
-    print(f"serq: {msg}", file=sys.stderr)
+    print(msg if msg.startswith("serq: ") else f"serq: {msg}", file=sys.stderr)
     return 2
 
 
@@ -75,7 +83,7 @@ def load_ir(path: str, sets: list[str]) -> dict:
     try:
         return load_program(path, settings)
     except SerqError as exc:
-        raise SpecError(exc.render() if hasattr(exc, "render") else str(exc))
+        raise FrontEndError(exc.render() if hasattr(exc, "render") else str(exc))
 
 
 def time_arg(text: str, what: str):

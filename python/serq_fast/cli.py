@@ -160,7 +160,7 @@ def cmd_run(args) -> int:
     if args.json:
         sys.stdout.write(report.to_json(rep) + "\n")
     elif not args.states or args.states != "-":
-        sys.stdout.write(report.to_text(rep))
+        sys.stdout.write(report.to_text(rep, getattr(sim, "report_notes", None)))
     if args.records:
         try:
             report.write_records(args.records, records)

@@ -16,6 +16,24 @@ def _f(x):
     return x
 
 
+def notes(sim) -> list:
+    """Text-only notes (language.md §14): engines idle with work, sessions stuck or rejected."""
+    out = []
+    for st in sim.engines:
+        waiting = sum(p.qlen() for p in st.admits)
+        if st.iter is None and waiting and not st.residents:
+            h = next((p.head() for p in st.admits if p.qlen()), None)
+            who = f" (head: session {h.sess.serial})" if h is not None else ""
+            out.append(f"idle: engine {st.name} ends idle with {waiting} waiting request(s){who}: "
+                       f"the head never fits (head-of-line blocking, language.md §11.4)")
+    for p in sim.pools:
+        if p.stuck:
+            out.append(f"stuck: pool {p.name}: {p.stuck} session(s) preempted without progress (§11.7)")
+        if p.rejected:
+            out.append(f"rejected: pool {p.name}: {p.rejected} hold(s) asked for more than the cap (§11.4)")
+    return out
+
+
 def build(sim) -> dict:
     end = sim.end
     span = end - sim.warmup if end > sim.warmup else 0.0
@@ -48,6 +66,7 @@ def build(sim) -> dict:
             "preemptions": p.preemptions,
             "rejected": p.rejected,
         })
+    sim.report_notes = notes(sim)
     return {
         "run": {
             "horizon": _f(sim.horizon),
@@ -85,7 +104,7 @@ def _ci(x, width=12):
     return ("±inf" if x is None else "±" + _num(x, 0).strip()).rjust(width)
 
 
-def to_text(rep: dict) -> str:
+def to_text(rep: dict, notes_: list | None = None) -> str:
     r = rep["run"]
     out = [
         f"run: horizon {r['horizon']}  end {r['end']:.6g}  warmup {r['warmup']:g}  seed {r['seed']}  "
@@ -114,6 +133,9 @@ def to_text(rep: dict) -> str:
         for p in rep["pools"]:
             out.append(f"{p['name']:<16}{_num(p['mean_used'])}{_num(p['mean_cached'])}{_num(p['mean_queue'])}"
                        f"{p['admissions']:>10}{_num(p['evicted_units'])}{p['preemptions']:>10}{p['rejected']:>10}")
+    if notes_:
+        out.append("")
+        out.extend(notes_)
     return "\n".join(out) + "\n"
 
 

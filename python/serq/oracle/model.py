@@ -61,7 +61,6 @@ FEATURES = {
     "max-model-len": "max_model_len capping a request",
     "after-fanout": "several requests `after` one parent",
     "mixed-arrivals": "step-based and time-based arrivals in one scenario",
-    "step-delay-on-time": "an `after` delay of >= 2 steps on a seconds clock",
     "priority-clock": "priority ties on a virtual clock that does not advance",
     "adaptive-threshold": "long_prefill_token_threshold_adaptive",
     "priority": "the priority policy",
@@ -164,10 +163,9 @@ def _lcp(a: list[int], b: list[int]) -> int:
 
 #: Missing features `force` can approximate (for measuring what a refusal protects against):
 #: async -> synchronous, watermark / unknown knobs / max_model_len ignored, sharing across
-#: sessions ignored, an older turn's extra sharing ignored, step-counted delays on a seconds
-#: clock -> the next step.
+#: sessions ignored, an older turn's extra sharing ignored.
 FORCEABLE = {"async", "watermark", "extra-knob", "max-model-len", "content-prefix",
-             "chain-prefix", "step-delay-on-time", "adaptive-threshold", "priority-clock"}
+             "chain-prefix", "adaptive-threshold", "priority-clock"}
 
 
 def plan_scenario(sc: ResolvedScenario, force: bool = False) -> Plan:
@@ -225,9 +223,6 @@ def plan_scenario(sc: ResolvedScenario, force: bool = False) -> Plan:
             if r.arrival_kind == "step" and r.arrival_step:
                 need("mixed-arrivals", f"requests[{r.index}].arrival_step = "
                                   f"{r.arrival_step} beside arrival_time requests")
-            if r.arrival_kind == "after" and r.delay_steps >= 2:
-                need("step-delay-on-time", f"requests[{r.index}].delay_steps = "
-                                  f"{r.delay_steps} with arrival_time requests (a seconds clock)")
     # sessions: `after` chains
     children: dict[str, list] = {}
     for r in reqs:
@@ -297,6 +292,7 @@ def plan_scenario(sc: ResolvedScenario, force: bool = False) -> Plan:
         turns = []
         for k, r in enumerate(ch):
             if r.arrival_kind == "after":
+                # on a seconds clock: a first guess, refined by run_scenario's fixpoint
                 think = Fraction(max(1, r.delay_steps) - 1) if not time_based else Fraction(0)
             elif r.arrival_kind == "time":
                 think = r.arrival_time_exact
@@ -343,7 +339,8 @@ def plan_scenario(sc: ResolvedScenario, force: bool = False) -> Plan:
 _IR_CACHE: dict[tuple, dict] = {}
 
 
-def _ir_for(plan: Plan, order: dict[str, int] | None = None, source: str | None = None) -> dict:
+def _ir_for(plan: Plan, order: dict[str, int] | None = None, source: str | None = None,
+            thinks: dict[str, Fraction] | None = None) -> dict:
     """The program's IR with the plan's inputs and its sessions written in as an ordered trace.
 
     `source` replaces the program text (same file name, so `use` paths still resolve): the
@@ -358,6 +355,7 @@ def _ir_for(plan: Plan, order: dict[str, int] | None = None, source: str | None 
         else:
             _IR_CACHE[key] = frontend.compile_source(source, str(path), plan.settings)
     ir = copy.deepcopy(_IR_CACHE[key])
+    thinks = thinks or {}
     rows = []
     for turns in plan.sessions:
         srows = []
@@ -369,7 +367,7 @@ def _ir_for(plan: Plan, order: dict[str, int] | None = None, source: str | None 
                 forced = (hb * plan.prio_span + pr) * plan.radix + o
             else:
                 forced = hb * plan.radix + o
-            srows.append([str(t.prompt), str(t.out), _dec(t.think), str(forced)])
+            srows.append([str(t.prompt), str(t.out), _dec(thinks.get(t.rid, t.think)), str(forced)])
         rows.append(srows)
     ir["workload"]["trace"] = {"ordered": True, "sessions": rows}
     ir["workload"]["arrival"] = {"kind": "batch", "n": len(plan.sessions)}
@@ -449,6 +447,7 @@ class _Collector:
         self.names = None
         self.turn_of: dict[int, int] = {}  # serial -> current turn index (0-based)
         self.join_call: dict[str, int] = {}
+        self.join_time: dict[str, Fraction] = {}
         self.iters: list[_Iter] = []
         self.end_to_iter: dict[Fraction, _Iter] = {}
         self.preempt_count: dict[str, int] = {}
@@ -475,6 +474,7 @@ class _Collector:
                 self.turn_of[serial] = k
                 rid = plan.sessions[serial][k].rid
                 self.join_call[rid] = len(self.iters)
+                self.join_time[rid] = _t(line["now"])
                 self.pending_arrivals.append(rid)
         for name, serial, turn_no, t, value in rec["observations"]:
             rid = plan.sessions[serial][turn_no - 1].rid
@@ -531,6 +531,81 @@ class _Collector:
             self.iters.append(itr)
 
 
+def _seconds_steps(plan: Plan, col: "_Collector") -> tuple[list[int], dict[str, Fraction]]:
+    """vLLM's step numbers of the token iterations of a seconds-clock run, and the clock at which
+    vLLM adds each `after` request (docs/oracle.md §2.3, the driver's loop).
+
+    The oracle driver counts a step per token-carrying `schedule()`, and, while the scheduler is
+    empty and no `arrival_time` request lies in the future, one idle step per round without moving
+    the clock; an `after` request is added before the first call whose step number is at least its
+    parent's finish step + max(1, delay_steps). Walking serQ's token iterations in order with that
+    rule gives the numbering and each child's vLLM add time; run_scenario feeds the add times back
+    as gate delays until they reproduce themselves."""
+    sc = plan.scenario
+    toks = [it for it in col.iters if it.assign]
+    index = {id(it): k for k, it in enumerate(toks)}
+    fin_k: dict[str, int] = {}
+    for rid, o in col.obs.items():
+        if o.get("last_end"):
+            it = col.end_to_iter.get(o["last_end"][0][1])
+            if it is not None:
+                fin_k[rid] = index[id(it)]
+    by_fin: dict[int, list[str]] = {}
+    for rid, k in fin_k.items():
+        by_fin.setdefault(k, []).append(rid)
+    children: dict[str, list] = {}
+    for r in sc.requests:
+        if r.after is not None:
+            children.setdefault(r.after, []).append(r)
+    timed = {r.id: r.arrival_time_exact for r in sc.requests if r.arrival_kind == "time"}
+    target: dict[str, int] = {}
+    added: dict[str, Fraction] = {}
+    bound: dict[str, Fraction] = {}
+    finished: set[str] = set()
+    steps: list[int] = []
+    S = 0
+    for k, it in enumerate(toks):
+        clock = toks[k - 1].end if k else Fraction(0)
+        if k:
+            for rid in by_fin.get(k - 1, ()):
+                finished.add(rid)
+                for c in children.get(rid, ()):
+                    target[c.id] = steps[k - 1] + max(1, c.delay_steps)
+
+        def ready(r) -> bool:
+            if r.arrival_kind == "time":
+                return timed[r.id] <= clock
+            if r.arrival_kind == "after":
+                return r.id in target and target[r.id] <= S
+            return True
+
+        while True:
+            for r in sc.requests:
+                if r.id not in added and ready(r):
+                    added[r.id] = clock
+            if any(rid not in finished for rid in added):
+                break
+            future = [t for rid, t in timed.items() if rid not in added and t > clock]
+            if future:
+                clock = min(future)
+                # a request waiting for the step counter cannot be added before this jump
+                for rid, t in target.items():
+                    if rid not in added and t > S:
+                        bound[rid] = max(bound.get(rid, clock), clock)
+                continue
+            waiting = [t for rid, t in target.items() if rid not in added and t > S]
+            if not waiting:
+                break
+            S = min(waiting)
+        steps.append(S)
+        S += 1
+    for rid, b in bound.items():
+        if rid in added and added[rid] < b:
+            added[rid] = b
+    return steps, added
+
+
+
 def build_trace(plan: Plan, col: _Collector) -> tuple[dict, dict[str, int]]:
     """The oracle trace from the collected state; also each request's schedule() call at joining."""
     sc = plan.scenario
@@ -539,6 +614,16 @@ def build_trace(plan: Plan, col: _Collector) -> tuple[dict, dict[str, int]]:
     iters, end_to_iter, obs, join_call = col.iters, col.end_to_iter, col.obs, col.join_call
     preempt_count, seen, maxpos = col.preempt_count, col.seen, col.maxpos
     token_iters = [it for it in iters if it.assign]
+    if not plan.unit_clock:
+        numbers, col.vllm_added = _seconds_steps(plan, col)
+        for it, n in zip(token_iters, numbers):
+            it.step = n
+        nxt = None
+        for it in reversed(iters):  # a preempt-only record takes the next step's number
+            if it.assign:
+                nxt = it.step
+            else:
+                it.step = nxt if nxt is not None else (numbers[-1] + 1 if numbers else 0)
     # vLLM's virtual clock at each step
     base, per = sc.step_base_s, sc.step_per_token_s
     clock = 0.0
@@ -622,8 +707,7 @@ def build_trace(plan: Plan, col: _Collector) -> tuple[dict, dict[str, int]]:
         })
         carried = []
     unfinished = sorted(rid for rid, rr in requests.items() if rr["finish_step"] is None)
-    if sc.max_steps is not None:
-        steps = [s for s in steps if s["step"] < sc.max_steps]
+    steps = [s for s in steps if s["step"] < sc.max_steps]
     trace = {
         "scenario": sc.name,
         "vllm_version": MODEL_VERSION,
@@ -645,30 +729,41 @@ def run_scenario(sc: ResolvedScenario, engine: str = "auto",
     t0 = _time.perf_counter()
     plan = plan_scenario(sc, force)
     if engine == "auto":
-        # serq_fast mishandles a tail-requeued hold under `queue by` (docs/vllm-model.md, engine
-        # bugs), which the priority program uses: run those on the exact spec.
-        engine = "spec" if plan.priority else "fast"
+        engine = "fast"
     source = (sources or {}).get(plan.priority)
     ir = _ir_for(plan, None, source)
-    trace, join_call = build_trace(plan, _run_engine(ir, engine, plan))
-    if not plan.unit_clock and not plan.priority:
-        # Seconds clock, FCFS: vLLM's waiting queue is in (schedule() call at joining, list
-        # index) order, which the first run (keyed by joining time) only approximates. Rerun
-        # with that total order as the key until it reproduces itself.
-        plan.settings["key_time"] = "0"
+    col = _run_engine(ir, engine, plan)
+    trace, join_call = build_trace(plan, col)
+    if not plan.unit_clock:
+        # Seconds clock. (1) An `after` request is added when vLLM's step counter reaches its
+        # parent's finish step + max(1, delay_steps): `_seconds_steps` derives that clock from
+        # the run, and it becomes the request's gate delay. (2) FCFS: vLLM's waiting queue is in
+        # (schedule() call at joining, list index) order, which the first run (keyed by joining
+        # time) only approximates. Rerun with both until the run reproduces them.
         order = None
-        for _ in range(6):
-            new = sorted(join_call, key=lambda rid: (join_call[rid], sc.request(rid).index))
-            new_order = {rid: i for i, rid in enumerate(new)}
+        thinks: dict[str, Fraction] = {}
+        if not plan.priority:
+            plan.settings["key_time"] = "0"
+        for _ in range(40):
+            fin_end = {rid: o["last_end"][0][1] for rid, o in col.obs.items() if o.get("last_end")}
+            new_thinks = dict(thinks)
             for r in sc.requests:
-                new_order.setdefault(r.id, len(new_order))
-            if new_order == order:
+                if r.after is not None and r.id in col.vllm_added and r.after in fin_end:
+                    new_thinks[r.id] = max(Fraction(0), col.vllm_added[r.id] - fin_end[r.after])
+            new_order = order
+            if not plan.priority:
+                new = sorted(join_call, key=lambda rid: (join_call[rid], sc.request(rid).index))
+                new_order = {rid: i for i, rid in enumerate(new)}
+                for r in sc.requests:
+                    new_order.setdefault(r.id, len(new_order))
+            if new_order == order and new_thinks == thinks:
                 break
-            order = new_order
-            ir = _ir_for(plan, order, source)
-            trace, join_call = build_trace(plan, _run_engine(ir, engine, plan))
+            order, thinks = new_order, new_thinks
+            ir = _ir_for(plan, order, source, thinks)
+            col = _run_engine(ir, engine, plan)
+            trace, join_call = build_trace(plan, col)
         else:
-            raise ModelError("the FCFS arrival order did not settle after 6 runs")
+            raise ModelError("the arrival order and add times did not settle after 40 runs")
     if plan.forced:
         trace["model_forced"] = plan.forced
     trace["timing"] = {"model_s": round(_time.perf_counter() - t0, 4), "engine": engine,
@@ -726,8 +821,7 @@ def register_oracle(sub) -> None:
     p.add_argument("scenario", metavar="SCENARIO.json")
     p.add_argument("-o", "--output", metavar="OUT", help="trace file (default: stdout)")
     p.add_argument("--engine", choices=("auto", "fast", "spec"), default="auto",
-                   help="serq_fast, serq_spec (exact, slower), or auto (default): serq_spec for "
-                   "the priority policy (a known serq_fast bug), serq_fast otherwise")
+                   help="serq_fast (auto, the default) or serq_spec (exact, slower)")
     p.set_defaults(func=cmd_run)
 
     from serq.oracle import agreement

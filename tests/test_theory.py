@@ -160,3 +160,22 @@ def test_vllm_batch_one_equals_fifo():
     es2 = a * a * (ep2 + eq2 + 1 + 2 * ep * eq - 2 * ep - 2 * eq)
     rho = lam * es
     _check(f, "sojourn", es + lam * es2 / (2 * (1 - rho)))
+
+
+# ------------------------------------------------------------------ the shipped example programs
+
+EXAMPLES = __import__("pathlib").Path(__file__).resolve().parents[1] / "examples"
+
+
+@pytest.mark.parametrize("path,sets,name,theory,horizon", [
+    ("single-turn/mm1.sq", {}, "sojourn", 5.0, 60_000),
+    ("single-turn/ps.sq", {"lambda": "0.7"}, "sojourn", 1 / 0.3, 60_000),   # insensitive to cv² = 4
+    ("single-turn/mmc.sq", {}, "wait", _erlang_c(3, 2.4) / (3 - 2.4), 15_000),
+    ("multi-turn/closed.sq", {}, "response_time", _mva(10, 1.0, 8.0), 60_000),
+])
+def test_example_programs_match_theory(path, sets, name, theory, horizon):
+    from serq.frontend import load_program
+
+    ir = load_program(str(EXAMPLES / path), sets)
+    sim = Sim(ir, seed=11, horizon=horizon, warmup=horizon / 10).run()
+    _check(sim, name, theory)

@@ -358,3 +358,17 @@ def test_front_end_error_is_passed_on_once(tmp_path, capsys):
     rc = main(["sample", str(f), "--set", "nope=1", "--seed", "1", "--sessions", "1"])
     err = capsys.readouterr().err
     assert rc == 2 and err.startswith("serq: ") and err.count("serq:") == 1
+
+
+def test_budget_left_outside_with_a_drawing_budget_is_an_error(tmp_path, capsys):
+    """`budget_left(E)` outside E's admission re-reads E's `tokens cap`: with a draw there it
+    consumed a machine-stream value on every read (an observable changing the run); §4.3 forbids
+    draws wherever the machine re-reads an expression. Without such a read the program runs."""
+    prog = engine_program(tmp_path, tokens="floor(~uniform(8, 9))")
+    rc, err, _ = sample_spec(tmp_path, capsys, prog)
+    assert_clear_error(rc, err, "p.sq:", "budget_left(eng) outside its admission", "draw")
+    text = (tmp_path / "p.sq").read_text()
+    (tmp_path / "p.sq").write_text(text.replace("observe outside = budget_left(eng);", "")
+                                   .replace("observe inside = budget_left(eng);", ""))
+    rc, err, lines = sample_spec(tmp_path, capsys, prog)
+    assert rc == 0, err

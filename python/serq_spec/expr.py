@@ -160,6 +160,28 @@ def observable(e: dict, env: Env):
         if env.admit_left is not None and env.admit_left[0] == s:
             left = env.admit_left[1]
             return left if V.is_inf(left) else Fraction(left)   # `tokens cap inf`: inf
+        if budget_draws(cfg.program, s):
+            raise SpecError(f"budget_left({cfg.program.stages[s]['name']}) outside its admission re-reads the "
+                            "engine's `tokens cap` and `let`s, which draw: draws are forbidden where the "
+                            "machine re-reads an expression (language.md §4.3)", env.at, cfg.program.files)
         from .engine import budget_left_outside
         return budget_left_outside(cfg, s)
     raise SpecError(f"observable {f}() is not supported", env.at, cfg.program.files)
+
+
+def has_draw(e) -> bool:
+    """Does IR expression (or list of them) `e` contain a draw?"""
+    if isinstance(e, dict):
+        return e.get("k") == "draw" or any(has_draw(x) for x in e.values())
+    if isinstance(e, list):
+        return any(has_draw(x) for x in e)
+    return False
+
+
+def budget_draws(prog, s: int) -> bool:
+    """Do engine s's Budget-moment expressions (`tokens cap`, `let`s, `each at most`) draw?"""
+    cache = prog.__dict__.setdefault("_budget_draws", {})
+    if s not in cache:
+        st = prog.stages[s]
+        cache[s] = has_draw([st.get("budget"), [x["expr"] for x in st.get("lets", [])], st.get("schedule", [])])
+    return cache[s]

@@ -30,7 +30,16 @@ CASES = [
     ("multi-turn/vllm.sq", {"blocks": "400", "Lambda": "3"}, 10, 8, math.inf),
     ("multi-turn/vllm.sq", {"blocks": "2500", "chunk_cap": "64", "Lambda": "3"}, 11, 5, math.inf),
     ("oracle/vllm_request.sq", {}, 1, 2, math.inf),
+    ("oracle/vllm_scenario.sq", {}, 1, 2, math.inf),
+    ("oracle/vllm_scenario_priority.sq", {}, 1, 2, math.inf),
+    ("replay/vllm_replay.sq", {}, 1, 6, math.inf),
 ]
+
+
+def test_every_example_is_in_lockstep():
+    """A new example program must be added to CASES (the index is complete)."""
+    shipped = {str(p.relative_to(EX)) for p in EX.rglob("*.sq")}
+    assert shipped <= {c[0] for c in CASES}, sorted(shipped - {c[0] for c in CASES})
 
 
 @pytest.mark.parametrize("ff", [True, False], ids=["fast-forward", "every-step"])

@@ -102,6 +102,8 @@ def cmd_run(args) -> int:
         horizon = math.inf
     if not (horizon > 0):
         return _err(f"--horizon must be positive, got {args.horizon}")
+    if math.isinf(horizon) and not args.replay and args.arrivals is None:
+        return _err("--horizon inf needs --arrivals N or --replay (the run would never end)")
     if args.warmup is None:
         warmup = DEFAULT_WARMUP_FRACTION * horizon if math.isfinite(horizon) else 0.0
     else:

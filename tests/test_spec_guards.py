@@ -372,3 +372,16 @@ def test_budget_left_outside_with_a_drawing_budget_is_an_error(tmp_path, capsys)
                                    .replace("observe inside = budget_left(eng);", ""))
     rc, err, lines = sample_spec(tmp_path, capsys, prog)
     assert rc == 0, err
+
+
+@pytest.mark.parametrize("arrive, work, message", [
+    ("batch(2)", "~erlang(serial >= 0 ? inf : 1, 1)", "p.sq:5:12: error: ~erlang(inf, 1): arguments outside"),
+    ("renewal(~erlang(inf, 1))", "1", "`arrive renewal(…)`: the gap: ~erlang(inf, 1)"),
+    ("renewal(~exp(-1))", "1", "`arrive renewal(…)`: the gap: ~exp needs a mean >= 0"),
+])
+def test_draw_the_sampler_cannot_take_is_a_located_error(tmp_path, capsys, arrive, work, message):
+    f = tmp_path / "p.sq"
+    f.write_text(f"fn main() {{\n  stage cpu : fifo(1);\n  workload {{ arrive {arrive}; }}\n"
+                 f"  server {{\n    run cpu ({work});\n  }}\n}}\n")
+    rc, err, _ = sample_spec(tmp_path, capsys, str(f), sessions=2)
+    assert_clear_error(rc, err, message)

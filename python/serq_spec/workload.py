@@ -96,7 +96,7 @@ class Workload:
     def take(self, cfg, session, stream: tuple, dist: str, args: list, at) -> Fraction:
         """The next value of `stream` for `session` (None: the machine stream)."""
         if stream == ("arrival",) and self.arrival_rng is not None:
-            return live_draws.draw_exact(dist, args, self.arrival_rng)
+            return self._draw(cfg, dist, args, self.arrival_rng, at)
         if session is None:
             lst = self.machine
             i = cfg.counters.machine
@@ -129,12 +129,22 @@ class Workload:
                 f"(~{dist} at {cfg.program.loc(at)}) but the file has only {len(lst)}")
         if key[0] == "machine":
             key = ("machine", self.seed)
-        try:
-            x = live_draws.draw_exact(dist, args, self.rng(*key))
-        except live_draws.DrawError as exc:
-            raise SpecError(str(exc), at, cfg.program.files)
+        x = self._draw(cfg, dist, args, self.rng(*key), at)
         lst.append(x)
         return x
+
+    @staticmethod
+    def _draw(cfg, dist, args, rng, at):
+        """One fresh draw (sampling only); arguments outside the law are a located error — also
+        those the sampler itself trips on (e.g. `~erlang(inf, m)`: OverflowError)."""
+        try:
+            return live_draws.draw_exact(dist, args, rng)
+        except live_draws.DrawError as exc:
+            raise SpecError(str(exc), at, cfg.program.files)
+        except (ArithmeticError, ValueError) as exc:
+            shown = ", ".join(wire(a) for a in args)
+            raise SpecError(f"~{dist}({shown}): arguments outside what the draw can sample ({exc})",
+                            at, cfg.program.files)
 
     def check_consumed(self, cfg, session) -> None:
         """At a session's end every value of its streams must have been used (docs/sessions.md)."""

@@ -37,7 +37,7 @@ ALL = sorted(p.name[: -len(".scenario.json")] for p in VECTORS.glob("*.scenario.
 #: The vectors the model supports today and that agree exactly (measured: docs/vllm-model.md).
 #: A change that makes one of them unsupported or divergent fails `test_vector`; this floor
 #: catches a change that silently refuses more of them.
-MIN_AGREE = 78
+MIN_AGREE = 96
 
 
 def _run(name: str, engine: str = "auto", **kw) -> dict:
@@ -94,6 +94,12 @@ def test_vector_spec(name):
     except Unsupported:
         return
     assert not _diffs(name, trace)
+
+
+@pytest.mark.parametrize("name", ["h_async_multiturn", "h_async_reserve", "r0084"])
+def test_async_vectors_are_supported(name):
+    """Async scheduling on the unit clock, FCFS: lingering finishes and the EOS extra token."""
+    assert not _diffs(name, _run(name))
 
 
 def test_priority_vectors_are_supported():
@@ -194,8 +200,9 @@ def test_cli_malformed_scenario(tmp_path, mutate, field):
 
 
 def test_cli_unsupported_feature(tmp_path):
-    r = _cli("run", str(VECTORS / "h_async_reserve.scenario.json"))
+    r = _cli("run", str(VECTORS / "r0012.scenario.json"))  # async + the priority policy
     assert r.returncode == 2 and r.stdout == ""
     assert "unsupported: async scheduling" in r.stderr and "Traceback" not in r.stderr
+    assert "with the priority policy" in r.stderr
     r = _cli("run", str(VECTORS / "h_prefix_groups.scenario.json"))
     assert r.returncode == 2 and "prefix sharing by content across requests" in r.stderr

@@ -90,8 +90,9 @@ def _repo_root() -> Path:
     raise ModelError("cannot find examples/oracle/vllm_scenario.sq (run from the serQ source tree)")
 
 
-def program_path(priority: bool) -> Path:
-    name = "vllm_scenario_priority.sq" if priority else "vllm_scenario.sq"
+def program_path(priority: bool, asynchronous: bool = False) -> Path:
+    name = ("vllm_scenario_async.sq" if asynchronous
+            else "vllm_scenario_priority.sq" if priority else "vllm_scenario.sq")
     return _repo_root() / "examples" / "oracle" / name
 
 
@@ -108,6 +109,9 @@ class Turn:
     think: Fraction  # gate delay before the request is added
     hit_cap: int  # the most the own cache may give at the first admission (tokens)
     order: int  # FCFS tie key (list index / rank) or the priority key's id rank
+    extra: int = 0  # async: an EOS stop gets one more (discarded) token
+    parent: str | None = None  # the previous turn (its `after` parent)
+    delay: int = 0  # delay_steps
 
 
 @dataclass
@@ -120,6 +124,8 @@ class Plan:
     radix: int
     prio_min: int = 0
     prio_span: int = 1
+    asynchronous: bool = False
+    lags: dict = field(default_factory=dict)  # async: rid -> 0/1 (finish processed a step later)
     by_id: dict[str, tuple[int, int]] = field(default_factory=dict)  # id -> (serial, turn index)
     forced: list = field(default_factory=list)
 
@@ -185,7 +191,10 @@ def plan_scenario(sc: ResolvedScenario, force: bool = False) -> Plan:
             r.arrival_kind == "time" for r in sc.requests):
         need("priority-clock", "config.step_time.base_s = 0: vLLM's arrival clock never moves")
     if cfg["async_scheduling"]:
-        need("async", "config.async_scheduling is true")
+        if cfg["policy"] == "priority":
+            need("async", "config.async_scheduling is true with the priority policy")
+        elif any(r.arrival_kind == "time" for r in sc.requests):
+            need("async", "config.async_scheduling is true on a seconds clock (arrival_time)")
     reserve_full = 1
     for k, v in cfg["scheduler_config_extra"].items():
         if k == "scheduler_reserve_full_isl":
@@ -298,8 +307,11 @@ def plan_scenario(sc: ResolvedScenario, force: bool = False) -> Plan:
                 think = r.arrival_time_exact
             else:
                 think = Fraction(r.arrival_step or 0)
+            extra = int(bool(cfg["async_scheduling"]) and r.eos_at is not None
+                        and r.eos_at + 1 < r.max_tokens)
             turns.append(Turn(r.id, r.index, len(toks[r.id][0]), r.expected_output_len, think,
-                              hit_cap[r.id], ranks[r.id]))
+                              hit_cap[r.id], ranks[r.id], extra,
+                              ch[k - 1].id if k else None, r.delay_steps))
             plan_by_id[r.id] = (si, k)
         sessions.append(turns)
     thr = cfg["long_prefill_token_threshold"]
@@ -326,9 +338,12 @@ def plan_scenario(sc: ResolvedScenario, force: bool = False) -> Plan:
         settings["key_time"] = "1"
     if time_based and sc.step_base_exact <= 0:
         raise Unsupported("extra-knob", "config.step_time.base_s = 0 on a seconds clock")
-    plan = Plan(sc, priority, not time_based, settings, sessions, radix, prio_min, prio_span,
-                plan_by_id)
+    plan = Plan(sc, priority, not time_based, settings, sessions, radix, prio_min=prio_min,
+                prio_span=prio_span, by_id=plan_by_id)
     plan.forced = [f for f, _ in needs]
+    if cfg["async_scheduling"] and not (force and needs):
+        plan.asynchronous = True
+        plan.lags = {t.rid: (0 if t.extra else 1) for ts in sessions for t in ts}
     return plan
 
 
@@ -347,7 +362,7 @@ def _ir_for(plan: Plan, order: dict[str, int] | None = None, source: str | None 
     tests use it to seed faults."""
     from serq import frontend
 
-    path = program_path(plan.priority)
+    path = program_path(plan.priority, plan.asynchronous)
     key = (str(path), tuple(sorted(plan.settings.items())), source)
     if key not in _IR_CACHE:
         if source is None:
@@ -362,12 +377,22 @@ def _ir_for(plan: Plan, order: dict[str, int] | None = None, source: str | None 
         for t in turns:
             o = t.order if order is None else order[t.rid]
             hb = t.hit_cap // plan.scenario.block_size
-            if plan.priority:
+            think = thinks.get(t.rid, t.think)
+            if plan.asynchronous:
+                lag = plan.lags.get(t.rid, 0)
+                forced = ((hb * 4 + lag * 2 + t.extra) * plan.radix) + o
+                if t.parent is not None:
+                    # vLLM adds it at its parent's finish step + max(1 + late, delay_steps);
+                    # the session resumes at finish + 1 + late
+                    p = next(x for x in turns if x.rid == t.parent)
+                    late = plan.lags.get(p.rid, 0) or p.extra
+                    think = Fraction(max(0, max(1, t.delay) - 1 - late))
+            elif plan.priority:
                 pr = plan.scenario.request(t.rid).priority - plan.prio_min
                 forced = (hb * plan.prio_span + pr) * plan.radix + o
             else:
                 forced = hb * plan.radix + o
-            srows.append([str(t.prompt), str(t.out), _dec(thinks.get(t.rid, t.think)), str(forced)])
+            srows.append([str(t.prompt), str(t.out), _dec(think), str(forced)])
         rows.append(srows)
     ir["workload"]["trace"] = {"ordered": True, "sessions": rows}
     ir["workload"]["arrival"] = {"kind": "batch", "n": len(plan.sessions)}
@@ -448,6 +473,7 @@ class _Collector:
         self.turn_of: dict[int, int] = {}  # serial -> current turn index (0-based)
         self.join_call: dict[str, int] = {}
         self.join_time: dict[str, Fraction] = {}
+        self.assigned: dict[str, list[int]] = {}  # rid -> steps (unit clock) it got tokens in
         self.iters: list[_Iter] = []
         self.end_to_iter: dict[Fraction, _Iter] = {}
         self.preempt_count: dict[str, int] = {}
@@ -505,6 +531,7 @@ class _Collector:
                 self.resume.discard(rid)
                 self.seen.add(rid)
                 self.maxpos[rid] = max(self.maxpos.get(rid, 0), pos)
+                self.assigned.setdefault(rid, []).append(step)
                 assign.append((rid, tokens, pos - tokens, kind))
             pre = []
             for serial, pool, position in rec["preempted"]:
@@ -642,6 +669,7 @@ def build_trace(plan: Plan, col: _Collector) -> tuple[dict, dict[str, int]]:
             raise ModelError(f"no iteration ends at {t}")
         return it.step
 
+    extra_of = {t.rid: t.extra for ts in plan.sessions for t in ts}
     # requests
     requests: dict[str, dict] = {}
     finished_at: dict[int, list] = {}
@@ -655,6 +683,9 @@ def build_trace(plan: Plan, col: _Collector) -> tuple[dict, dict[str, int]]:
             first_step = step_of_end(firsts[0])
         if o.get("last_end"):
             fin_step = step_of_end(o["last_end"][0][1])
+            if extra_of.get(r.id) and len(col.assigned.get(r.id, ())) >= 2:
+                # async: the EOS was sampled a step before the discarded extra token
+                fin_step = col.assigned[r.id][-2]
         first_sched = next((it.step for it in token_iters if any(a[0] == r.id for a in it.assign)),
                            None)
         out_len = r.expected_output_len if fin_step is not None else max(
@@ -734,6 +765,34 @@ def run_scenario(sc: ResolvedScenario, engine: str = "auto",
     ir = _ir_for(plan, None, source)
     col = _run_engine(ir, engine, plan)
     trace, join_call = build_trace(plan, col)
+    if plan.asynchronous:
+        # Async scheduling: a finish is processed after the next schedule() when that call has
+        # tokens (other requests keep the engine busy), else at once. Decide each request's lag
+        # in finish order on a run in which it still lingers: no token step right after its
+        # finish step means vLLM's next call was empty, so its blocks came back at once.
+        confirmed: set[str] = set()
+        for _ in range(4 * len(sc.requests) + 4):
+            token_steps = {it.step for it in col.iters if it.assign}
+            fins = sorted((rr["finish_step"], rid) for rid, rr in trace["requests"].items()
+                          if rr["finish_step"] is not None and rid not in confirmed
+                          and plan.lags.get(rid))
+            changed = False
+            first_f = fins[0][0] if fins else None
+            for f, rid in fins:
+                if f != first_f:
+                    break
+                confirmed.add(rid)
+                if f + 1 not in token_steps:
+                    plan.lags[rid] = 0
+                    changed = True
+            if not fins:
+                break
+            if changed:
+                ir = _ir_for(plan, None, source)
+                col = _run_engine(ir, engine, plan)
+                trace, join_call = build_trace(plan, col)
+        else:
+            raise ModelError("the async finish lags did not settle")
     if not plan.unit_clock:
         # Seconds clock. (1) An `after` request is added when vLLM's step counter reaches its
         # parent's finish step + max(1, delay_steps): `_seconds_steps` derives that clock from

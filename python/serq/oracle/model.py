@@ -90,8 +90,8 @@ def _repo_root() -> Path:
     raise ModelError("cannot find examples/oracle/vllm_scenario.sq (run from the serQ source tree)")
 
 
-def program_path(priority: bool, asynchronous: bool = False) -> Path:
-    name = ("vllm_scenario_async.sq" if asynchronous
+def program_path(priority: bool, hold: bool = False) -> Path:
+    name = ("vllm_scenario_async.sq" if hold
             else "vllm_scenario_priority.sq" if priority else "vllm_scenario.sq")
     return _repo_root() / "examples" / "oracle" / name
 
@@ -125,6 +125,7 @@ class Plan:
     prio_min: int = 0
     prio_span: int = 1
     asynchronous: bool = False
+    use_hold: bool = False  # the explicit-hold program (async scheduling, watermark)
     lags: dict = field(default_factory=dict)  # async: rid -> 0/1 (finish processed a step later)
     by_id: dict[str, tuple[int, int]] = field(default_factory=dict)  # id -> (serial, turn index)
     forced: list = field(default_factory=list)
@@ -191,17 +192,16 @@ def plan_scenario(sc: ResolvedScenario, force: bool = False) -> Plan:
             r.arrival_kind == "time" for r in sc.requests):
         need("priority-clock", "config.step_time.base_s = 0: vLLM's arrival clock never moves")
     if cfg["async_scheduling"]:
-        if cfg["policy"] == "priority":
-            need("async", "config.async_scheduling is true with the priority policy")
-        elif any(r.arrival_kind == "time" for r in sc.requests):
+        if any(r.arrival_kind == "time" for r in sc.requests):
             need("async", "config.async_scheduling is true on a seconds clock (arrival_time)")
     reserve_full = 1
+    watermark_blocks = 0
     for k, v in cfg["scheduler_config_extra"].items():
         if k == "scheduler_reserve_full_isl":
             reserve_full = 1 if v else 0
         elif k == "watermark":
             if v:
-                need("watermark", f"config.scheduler_config_extra.watermark = {v}")
+                watermark_blocks = math.floor(v * cfg["num_gpu_blocks"])
         elif k == "long_prefill_token_threshold_adaptive":
             if v:
                 need("adaptive-threshold", "config.scheduler_config_extra."
@@ -344,6 +344,9 @@ def plan_scenario(sc: ResolvedScenario, force: bool = False) -> Plan:
     if cfg["async_scheduling"] and not (force and needs):
         plan.asynchronous = True
         plan.lags = {t.rid: (0 if t.extra else 1) for ts in sessions for t in ts}
+    if watermark_blocks:
+        settings["watermark"] = str(watermark_blocks * bs)
+    plan.use_hold = (plan.asynchronous or bool(watermark_blocks)) and not plan.priority
     return plan
 
 
@@ -362,7 +365,7 @@ def _ir_for(plan: Plan, order: dict[str, int] | None = None, source: str | None 
     tests use it to seed faults."""
     from serq import frontend
 
-    path = program_path(plan.priority, plan.asynchronous)
+    path = program_path(plan.priority, plan.use_hold)
     key = (str(path), tuple(sorted(plan.settings.items())), source)
     if key not in _IR_CACHE:
         if source is None:
@@ -378,18 +381,19 @@ def _ir_for(plan: Plan, order: dict[str, int] | None = None, source: str | None 
             o = t.order if order is None else order[t.rid]
             hb = t.hit_cap // plan.scenario.block_size
             think = thinks.get(t.rid, t.think)
-            if plan.asynchronous:
-                lag = plan.lags.get(t.rid, 0)
-                forced = ((hb * 4 + lag * 2 + t.extra) * plan.radix) + o
-                if t.parent is not None:
-                    # vLLM adds it at its parent's finish step + max(1 + late, delay_steps);
-                    # the session resumes at finish + 1 + late
-                    p = next(x for x in turns if x.rid == t.parent)
-                    late = plan.lags.get(p.rid, 0) or p.extra
-                    think = Fraction(max(0, max(1, t.delay) - 1 - late))
-            elif plan.priority:
+            lag = plan.lags.get(t.rid, 0)
+            if plan.asynchronous and t.parent is not None:
+                # vLLM adds it at its parent's finish step + max(1 + late, delay_steps); the
+                # session resumes at finish + 1 + late
+                p = next(x for x in turns if x.rid == t.parent)
+                late = plan.lags.get(p.rid, 0) or p.extra
+                think = Fraction(max(0, max(1, t.delay) - 1 - late))
+            code = hb * 4 + lag * 2 + t.extra
+            if plan.priority:
                 pr = plan.scenario.request(t.rid).priority - plan.prio_min
-                forced = (hb * plan.prio_span + pr) * plan.radix + o
+                forced = (code * plan.prio_span + pr) * plan.radix + o
+            elif plan.use_hold:
+                forced = code * plan.radix + o
             else:
                 forced = hb * plan.radix + o
             srows.append([str(t.prompt), str(t.out), _dec(think), str(forced)])

@@ -19,6 +19,8 @@ DISTRIBUTIONS = ("exp", "det", "uniform", "erlang", "h2", "bernoulli")
 
 # How many arguments each law takes.
 ARITY = {"exp": 1, "det": 1, "uniform": 2, "erlang": 2, "h2": 2, "bernoulli": 1}
+# An Erlang draw sums k exponentials, one `U` each: a bound keeps a huge k from hanging a run.
+MAX_ERLANG_PHASES = 10 ** 6
 
 
 class DrawError(ValueError):
@@ -42,16 +44,25 @@ def exact(x: float) -> Fraction:
     return Fraction(format(x, ".12g"))
 
 
+def _outside(dist: str, args: Sequence[float], reason: str) -> DrawError:
+    shown = ", ".join(format(a, "g") for a in args)
+    return DrawError(f"~{dist}({shown}): arguments outside what the draw can sample ({reason})")
+
+
 def _exp(mean: float, u: float) -> float:
     return -mean * math.log1p(-u)  # = -m·ln(1 − U); log1p keeps precision for small U
 
 
 def draw_float(dist: str, args: Sequence[float], rng: random.Random) -> float:
     """One draw of law `dist` with float arguments, consuming `U`s from `rng` (language.md §4.3)."""
+    if dist != "det" and not all(math.isfinite(a) for a in args):
+        raise _outside(dist, args, "the arguments must be finite")
+    if dist in ("exp", "erlang", "h2"):
+        mean = args[1] if dist == "erlang" else args[0]
+        if mean < 0:
+            raise DrawError(f"~{dist} needs a mean >= 0, got {mean}")
     if dist == "exp":
         (m,) = args
-        if m < 0:
-            raise DrawError(f"~exp needs a mean >= 0, got {m}")
         return _exp(m, rng.random())
     if dist == "det":
         (x,) = args
@@ -61,6 +72,8 @@ def draw_float(dist: str, args: Sequence[float], rng: random.Random) -> float:
         return lo + (hi - lo) * rng.random()
     if dist == "erlang":
         k, m = args
+        if k > MAX_ERLANG_PHASES:
+            raise _outside(dist, args, f"at most {MAX_ERLANG_PHASES} phases")
         n = max(int(k), 1)
         return sum(_exp(m / n, rng.random()) for _ in range(n))
     if dist == "h2":

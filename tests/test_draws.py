@@ -1,0 +1,40 @@
+"""The draw streams and laws shared by both engines (python/serq/draws.py, docs/sessions.md)."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import sys
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
+
+from serq import draws  # noqa: E402
+
+
+def test_stream_seed_is_the_documented_hash():
+    want = int.from_bytes(hashlib.sha256(b"serq/1:turn:7:12:3").digest()[:8], "big")
+    assert draws.stream_seed("turn", 7, 12, 3) == want
+
+
+def test_exact_values():
+    rng = draws.make_stream("session", 1, 0)
+    assert draws.draw_exact("det", [Fraction(1, 3)], rng) == Fraction(1, 3)
+    assert draws.draw_exact("bernoulli", [Fraction(1)], rng) == 1
+    x = draws.draw_exact("exp", [Fraction(2)], draws.make_stream("session", 1, 0))
+    assert x == Fraction(format(draws.draw_float("exp", [2.0], draws.make_stream("session", 1, 0)), ".12g"))
+
+
+@pytest.mark.parametrize("dist, args", [
+    ("erlang", [math.inf, 1.0]),        # int(inf) raised OverflowError inside a run
+    ("erlang", [1e12, 1.0]),            # a trillion exponentials: the run hung
+    ("erlang", [2.0, -1.0]), ("h2", [-1.0, 4.0]), ("exp", [-1.0]),  # negative means
+    ("h2", [1.0, math.inf]), ("exp", [math.inf]), ("uniform", [0.0, math.inf]),
+    ("uniform", [math.nan, 1.0]),
+])
+def test_arguments_outside_the_law_are_a_draw_error(dist, args):
+    with pytest.raises(draws.DrawError):
+        draws.draw_float(dist, args, draws.make_stream("machine", 1))

@@ -15,9 +15,7 @@ from typing import Sequence
 
 from serq.wire import Value
 
-DISTRIBUTIONS = ("exp", "det", "uniform", "erlang", "h2", "bernoulli")
-
-# How many arguments each law takes.
+# The laws of language.md §4.3 and how many arguments each takes (the linker checks calls with it).
 ARITY = {"exp": 1, "det": 1, "uniform": 2, "erlang": 2, "h2": 2, "bernoulli": 1}
 # An Erlang draw sums k exponentials, one `U` each: a bound keeps a huge k from hanging a run.
 MAX_ERLANG_PHASES = 10 ** 6

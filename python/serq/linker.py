@@ -20,6 +20,7 @@ from typing import Any, Callable
 
 from . import exact
 from .ast import Node, walk
+from .draws import ARITY
 from .errors import SerqError
 from .parser import Source, decode_source
 from .wire import INF, value_from_wire, value_to_wire
@@ -33,7 +34,7 @@ STAGE_OBS = {"queue", "busy", "work", "budget_left"}
 POOL_OBS = {"used", "free", "cachedin", "holders", "queued"}
 BUILTIN_FUNCS = set(FUNCS) | STAGE_OBS | POOL_OBS | {"blocksize"}
 LIVE_OBS = STAGE_OBS | POOL_OBS  # "live state" of §10 (the estimators are rejected earlier)
-DISTS = {"exp": 1, "det": 1, "uniform": 2, "erlang": 2, "h2": 2, "bernoulli": 1}
+DISTS = ARITY  # the laws of §4.3 and how many arguments each takes (serq.draws)
 
 EV_TOKENS_CAP = {"running.count", "running.decoding", "running.kv_decode", "running.kv_prefill", "waiting.count"}
 EV_SCHEDULE = EV_TOKENS_CAP | {"running.preempted", "waiting.admitted", "batch.tokens", "batch.prefilled"}

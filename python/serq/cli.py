@@ -21,6 +21,17 @@ SUBCOMMAND_MODULES = [
 ]
 
 
+def import_optional(name: str):
+    """The module `name`, or None when it (or the package holding it) is not written yet; any
+    other import failure, such as a module it imports being missing, is raised."""
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if exc.name and name.startswith(exc.name):
+            return None
+        raise
+
+
 def build_parser() -> argparse.ArgumentParser:
     from serq import __version__
 
@@ -31,14 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"serq {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in SUBCOMMAND_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            # A subcommand package that is not written yet must not break the others.
-            if exc.name and name.startswith(exc.name):
-                continue
-            raise
-        module.register(subparsers)
+        module = import_optional(name)  # a subcommand package not written yet must not break the others
+        if module is not None:
+            module.register(subparsers)
     return parser
 
 

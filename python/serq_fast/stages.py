@@ -373,6 +373,7 @@ class Engine(Stage):
         self.cur = None  # the iteration being formed, then in flight (engine values)
         self.registers: list = []
         self.locals: list = []
+        self._ff_vals = None  # engine values fixed during a fast-forward growth step
 
     def link(self, sim):
         st = self.spec
@@ -464,6 +465,9 @@ class Engine(Stage):
 
     def value(self, name):
         """An engine value of language.md §4.5 (dispatch table built once: speed)."""
+        ff = self._ff_vals
+        if ff is not None and name in ff:
+            return ff[name]
         try:
             return self._vf[name]()
         except KeyError:
@@ -954,6 +958,7 @@ def bulk(self, t1: float, t_next: float, horizon: float, max_j: int) -> int:
     last = t1
     total = 0
     last_growth = False
+    ff_vals = None
     while total < cap_steps:
         k_free = min(int(p.alloc - p.pos) for p in parts)
         lim = min(k_free, cap_steps - total)
@@ -972,7 +977,7 @@ def bulk(self, t1: float, t_next: float, horizon: float, max_j: int) -> int:
             break
         # the next formation crosses a block boundary: grow in serving order if it fits
         pool = parts[0].pool
-        if any(p.pool is not pool for p in parts):
+        if pool.idx != self.memory or any(p.pool is not pool for p in parts):
             break
         grows = []
         need_total = 0.0
@@ -1003,9 +1008,22 @@ def bulk(self, t1: float, t_next: float, horizon: float, max_j: int) -> int:
         saved = (cx.attrs, cx.sess, cx.draw, cx.eng, cx.var, cx.job)
         cx.attrs, cx.sess, cx.draw, cx.eng, cx.var, cx.job = [], None, sim.machine_src, self, {}, None
         self.cur = it
+        if ff_vals is None:
+            # every resident is an assigned decode of one token: these values are fixed for the
+            # whole fast-forward except the KV held, which only the growth changes
+            nres = float(len(jobs))
+            ff_vals = {"batch.tokens": nres, "batch.decoding": nres, "batch.prefilled": 0.0,
+                       "batch.kv_prefill": 0.0, "batch.attention": 0.0, "running.count": nres,
+                       "running.decoding": nres, "running.kv_prefill": 0.0}
+        kvd = 0.0
+        for p in parts:
+            kvd += p.alloc
+        ff_vals["batch.kv_decode"] = ff_vals["running.kv_decode"] = kvd
+        self._ff_vals = ff_vals
         try:
             c = self.cost_fn(cx)
         finally:
+            self._ff_vals = None
             cx.attrs, cx.sess, cx.draw, cx.eng, cx.var, cx.job = saved
         if not (c > 0) or math.isinf(c):
             raise RunError(f"engine {self.name}: an iteration with {len(jobs)} tokens costs {c}")

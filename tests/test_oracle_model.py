@@ -37,7 +37,7 @@ ALL = sorted(p.name[: -len(".scenario.json")] for p in VECTORS.glob("*.scenario.
 #: The vectors the model supports today and that agree exactly (measured: docs/vllm-model.md).
 #: A change that makes one of them unsupported or divergent fails `test_vector`; this floor
 #: catches a change that silently refuses more of them.
-MIN_AGREE = 102
+MIN_AGREE = 111
 
 
 def _run(name: str, engine: str = "auto", **kw) -> dict:
@@ -97,10 +97,10 @@ def test_vector_spec(name):
 
 
 @pytest.mark.parametrize("name", ["h_async_multiturn", "h_async_reserve", "r0084", "r0012",
-                                  "r0024", "r0050"])
+                                  "r0024", "r0050", "r0053", "r0147"])
 def test_async_vectors_are_supported(name):
-    """Async scheduling on the unit clock (lingering finishes, the EOS extra token; r0012 under
-    the priority policy) and the watermark (r0024, r0050)."""
+    """Async scheduling (lingering finishes, the EOS extra token; r0012 under the priority
+    policy; r0053, r0147 on a seconds clock) and the watermark (r0024, r0050, r0147)."""
     assert not _diffs(name, _run(name))
 
 
@@ -202,9 +202,13 @@ def test_cli_malformed_scenario(tmp_path, mutate, field):
 
 
 def test_cli_unsupported_feature(tmp_path):
-    r = _cli("run", str(VECTORS / "r0053.scenario.json"))  # async on a seconds clock
-    assert r.returncode == 2 and r.stdout == ""
-    assert "unsupported: async scheduling" in r.stderr and "Traceback" not in r.stderr
-    assert "on a seconds clock" in r.stderr
     r = _cli("run", str(VECTORS / "h_prefix_groups.scenario.json"))
-    assert r.returncode == 2 and "prefix sharing by content across requests" in r.stderr
+    assert r.returncode == 2 and r.stdout == ""
+    assert "unsupported: prefix sharing by content across requests" in r.stderr
+    assert "Traceback" not in r.stderr
+    sc = json.loads((VECTORS / "caps.scenario.json").read_text())
+    sc["config"]["scheduler_config_extra"] = {"long_prefill_token_threshold_adaptive": True}
+    p = tmp_path / "adaptive.scenario.json"
+    p.write_text(json.dumps(sc))
+    r = _cli("run", str(p))
+    assert r.returncode == 2 and "long_prefill_token_threshold_adaptive" in r.stderr

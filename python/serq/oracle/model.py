@@ -126,7 +126,9 @@ class Plan:
     prio_span: int = 1
     asynchronous: bool = False
     use_hold: bool = False  # the explicit-hold program (async scheduling, watermark)
+    linger_scale: Fraction = Fraction(0)
     lags: dict = field(default_factory=dict)  # async: rid -> 0/1 (finish processed a step later)
+    lingers: dict = field(default_factory=dict)  # async, seconds clock: rid -> linger length
     by_id: dict[str, tuple[int, int]] = field(default_factory=dict)  # id -> (serial, turn index)
     forced: list = field(default_factory=list)
 
@@ -192,8 +194,7 @@ def plan_scenario(sc: ResolvedScenario, force: bool = False) -> Plan:
             r.arrival_kind == "time" for r in sc.requests):
         need("priority-clock", "config.step_time.base_s = 0: vLLM's arrival clock never moves")
     if cfg["async_scheduling"]:
-        if any(r.arrival_kind == "time" for r in sc.requests):
-            need("async", "config.async_scheduling is true on a seconds clock (arrival_time)")
+        pass
     reserve_full = 1
     watermark_blocks = 0
     for k, v in cfg["scheduler_config_extra"].items():
@@ -346,6 +347,10 @@ def plan_scenario(sc: ResolvedScenario, force: bool = False) -> Plan:
         plan.lags = {t.rid: (0 if t.extra else 1) for ts in sessions for t in ts}
     if watermark_blocks:
         settings["watermark"] = str(watermark_blocks * bs)
+    if plan.asynchronous and not plan.unit_clock:
+        plan.linger_scale = (sc.step_base_exact + sc.step_per_token_exact
+                             * cfg["max_num_batched_tokens"] + 1)
+        settings["linger_scale"] = _dec(plan.linger_scale)
     plan.use_hold = (plan.asynchronous or bool(watermark_blocks)) and not plan.priority
     return plan
 
@@ -382,7 +387,7 @@ def _ir_for(plan: Plan, order: dict[str, int] | None = None, source: str | None 
             hb = t.hit_cap // plan.scenario.block_size
             think = thinks.get(t.rid, t.think)
             lag = plan.lags.get(t.rid, 0)
-            if plan.asynchronous and t.parent is not None:
+            if plan.asynchronous and plan.unit_clock and t.parent is not None:
                 # vLLM adds it at its parent's finish step + max(1 + late, delay_steps); the
                 # session resumes at finish + 1 + late
                 p = next(x for x in turns if x.rid == t.parent)
@@ -396,7 +401,10 @@ def _ir_for(plan: Plan, order: dict[str, int] | None = None, source: str | None 
                 forced = code * plan.radix + o
             else:
                 forced = hb * plan.radix + o
-            srows.append([str(t.prompt), str(t.out), _dec(think), str(forced)])
+            if plan.linger_scale and lag:
+                forced = forced + plan.lingers.get(t.rid, plan.scenario.step_base_exact) \
+                    / plan.linger_scale
+            srows.append([str(t.prompt), str(t.out), _dec(think), _dec(forced)])
         rows.append(srows)
     ir["workload"]["trace"] = {"ordered": True, "sessions": rows}
     ir["workload"]["arrival"] = {"kind": "batch", "n": len(plan.sessions)}
@@ -589,6 +597,7 @@ def _seconds_steps(plan: Plan, col: "_Collector") -> tuple[list[int], dict[str, 
         if r.after is not None:
             children.setdefault(r.after, []).append(r)
     timed = {r.id: r.arrival_time_exact for r in sc.requests if r.arrival_kind == "time"}
+    extra_of = {t.rid: t.extra for ts in plan.sessions for t in ts}
     target: dict[str, int] = {}
     added: dict[str, Fraction] = {}
     bound: dict[str, Fraction] = {}
@@ -601,7 +610,11 @@ def _seconds_steps(plan: Plan, col: "_Collector") -> tuple[list[int], dict[str, 
             for rid in by_fin.get(k - 1, ()):
                 finished.add(rid)
                 for c in children.get(rid, ()):
-                    target[c.id] = steps[k - 1] + max(1, c.delay_steps)
+                    # async: the finish is processed a step late (late = lag or extra);
+                    # an `extra` parent's last token is one step after its real finish
+                    ex = extra_of.get(rid, 0)
+                    late = (plan.lags.get(rid, 0) or ex) if plan.asynchronous else 0
+                    target[c.id] = steps[k - 1] - ex + max(1 + late, c.delay_steps)
 
         def ready(r) -> bool:
             if r.arrival_kind == "time":
@@ -760,73 +773,85 @@ def run_scenario(sc: ResolvedScenario, engine: str = "auto",
                  sources: dict[bool, str] | None = None, force: bool = False) -> dict:
     """The serQ trace of a resolved scenario (raises Unsupported / ModelError).
 
-    `sources` optionally replaces the program text ({priority?: text}; tests seed faults)."""
+    `sources` optionally replaces the program text ({priority?: text}; tests seed faults).
+
+    Some inputs of the program are facts about vLLM's own run that the language cannot derive
+    (docs/vllm-model.md §2): on a seconds clock, when vLLM's step counter releases an `after`
+    request and in which order requests joined within one schedule() call; under async
+    scheduling, whether a finish is processed a step late (`lag`) and, on a seconds clock, how
+    long that step lasts. They are read off a run and fed back until the run reproduces them."""
     t0 = _time.perf_counter()
     plan = plan_scenario(sc, force)
     if engine == "auto":
-        engine = "fast"
+        # the exact spec where a linger must end exactly with an iteration of rational length
+        engine = "spec" if plan.asynchronous and not plan.unit_clock else "fast"
     source = (sources or {}).get(plan.priority)
-    ir = _ir_for(plan, None, source)
+    order = None
+    thinks: dict[str, Fraction] = {}
+    ir = _ir_for(plan, order, source, thinks)
     col = _run_engine(ir, engine, plan)
     trace, join_call = build_trace(plan, col)
-    if plan.asynchronous:
-        # Async scheduling: a finish is processed after the next schedule() when that call has
-        # tokens (other requests keep the engine busy), else at once. Decide each request's lag
-        # in finish order on a run in which it still lingers: no token step right after its
-        # finish step means vLLM's next call was empty, so its blocks came back at once.
-        confirmed: set[str] = set()
-        for _ in range(4 * len(sc.requests) + 4):
-            token_steps = {it.step for it in col.iters if it.assign}
+    confirmed: set[str] = set()
+    limit = 40 + 4 * len(sc.requests)
+    for _ in range(limit):
+        changed = False
+        if plan.asynchronous:
+            # Async: a finish is processed after the next schedule() when that call has tokens
+            # (other requests keep the engine busy), else at once. Decide each request's lag in
+            # finish order on a run in which it still lingers: no token step right after its
+            # finish step means vLLM's next call was empty, so its blocks came back at once.
+            token_at = {it.step: it for it in col.iters if it.assign}
             fins = sorted((rr["finish_step"], rid) for rid, rr in trace["requests"].items()
                           if rr["finish_step"] is not None and rid not in confirmed
                           and plan.lags.get(rid))
-            changed = False
-            first_f = fins[0][0] if fins else None
-            for f, rid in fins:
-                if f != first_f:
+            for f, rid in fins:  # confirm finish groups in order until one changes
+                if changed and f != first:
                     break
+                first = f
                 confirmed.add(rid)
-                if f + 1 not in token_steps:
+                if f + 1 not in token_at:
                     plan.lags[rid] = 0
                     changed = True
-            if not fins:
-                break
-            if changed:
-                ir = _ir_for(plan, None, source)
-                col = _run_engine(ir, engine, plan)
-                trace, join_call = build_trace(plan, col)
-        else:
-            raise ModelError("the async finish lags did not settle")
-    if not plan.unit_clock:
-        # Seconds clock. (1) An `after` request is added when vLLM's step counter reaches its
-        # parent's finish step + max(1, delay_steps): `_seconds_steps` derives that clock from
-        # the run, and it becomes the request's gate delay. (2) FCFS: vLLM's waiting queue is in
-        # (schedule() call at joining, list index) order, which the first run (keyed by joining
-        # time) only approximates. Rerun with both until the run reproduces them.
-        order = None
-        thinks: dict[str, Fraction] = {}
-        if not plan.priority:
-            plan.settings["key_time"] = "0"
-        for _ in range(40):
-            fin_end = {rid: o["last_end"][0][1] for rid, o in col.obs.items() if o.get("last_end")}
+            if not plan.unit_clock:
+                # a lingering request waits exactly for the next iteration to end
+                for rid, rr in trace["requests"].items():
+                    f = rr["finish_step"]
+                    if plan.lags.get(rid) and f is not None and f + 1 in token_at:
+                        it = token_at[f + 1]
+                        if plan.lingers.get(rid) != it.end - it.start:
+                            plan.lingers[rid] = it.end - it.start
+                            changed = True
+        if not plan.unit_clock:
+            # Seconds clock: (1) an `after` request is added when vLLM's step counter reaches its
+            # parent's finish step + max(1 + late, delay_steps); `_seconds_steps` derives that
+            # clock, which becomes the request's gate delay after its parent's release. (2) FCFS:
+            # the waiting queue is in (schedule() call at joining, list index) order.
+            rel = {rid: o["release_end"][0][1] for rid, o in col.obs.items()
+                   if o.get("release_end")}
+            if not rel:
+                rel = {rid: o["last_end"][0][1] for rid, o in col.obs.items() if o.get("last_end")}
             new_thinks = dict(thinks)
             for r in sc.requests:
-                if r.after is not None and r.id in col.vllm_added and r.after in fin_end:
-                    new_thinks[r.id] = max(Fraction(0), col.vllm_added[r.id] - fin_end[r.after])
+                if r.after is not None and r.id in col.vllm_added and r.after in rel:
+                    new_thinks[r.id] = max(Fraction(0), col.vllm_added[r.id] - rel[r.after])
             new_order = order
             if not plan.priority:
+                plan.settings["key_time"] = "0"
                 new = sorted(join_call, key=lambda rid: (join_call[rid], sc.request(rid).index))
                 new_order = {rid: i for i, rid in enumerate(new)}
                 for r in sc.requests:
                     new_order.setdefault(r.id, len(new_order))
-            if new_order == order and new_thinks == thinks:
-                break
-            order, thinks = new_order, new_thinks
-            ir = _ir_for(plan, order, source, thinks)
-            col = _run_engine(ir, engine, plan)
-            trace, join_call = build_trace(plan, col)
-        else:
-            raise ModelError("the arrival order and add times did not settle after 40 runs")
+            if new_order != order or new_thinks != thinks:
+                order, thinks = new_order, new_thinks
+                changed = True
+        if not changed:
+            break
+        ir = _ir_for(plan, order, source, thinks)
+        col = _run_engine(ir, engine, plan)
+        trace, join_call = build_trace(plan, col)
+    else:
+        raise ModelError(f"the derived inputs (arrival order, add times, async lags) did not "
+                         f"settle after {limit} runs")
     if plan.forced:
         trace["model_forced"] = plan.forced
     trace["timing"] = {"model_s": round(_time.perf_counter() - t0, 4), "engine": engine,

@@ -77,18 +77,22 @@ EACH_MSG = ("`each at most (…)` must select among positive constants: a consta
 
 
 def num(v: Any) -> dict:
+    """A `num` expression holding the exact value v."""
     return {"k": "num", "v": value_to_wire(v)}
 
 
 def is_num(e: Any) -> bool:
+    """Is e a folded constant (`{"k": "num"}`)?"""
     return isinstance(e, dict) and e.get("k") == "num"
 
 
 def val(e: dict):
+    """The exact value of a `num` expression."""
     return value_from_wire(e["v"])
 
 
 def ir_walk(e: Any):
+    """Every dict inside an IR fragment (expressions, statements), depth first, without recursion."""
     stack = [e]
     while stack:
         x = stack.pop()
@@ -97,10 +101,6 @@ def ir_walk(e: Any):
             stack.extend(x.values())
         elif isinstance(x, list):
             stack.extend(x)
-
-
-def is_const_ir(e: dict) -> bool:
-    return all(x.get("k") in (None, "num", "un", "bin", "cond", "fn") for x in ir_walk(e) if "k" in x)
 
 
 @dataclass
@@ -120,6 +120,8 @@ class Ctx:
 
 @dataclass
 class HoldCtx:
+    """What a hold's body may read: `cached` only with a `cache` clause; not the bindings that read
+    live state (§7.2)."""
     has_cache: bool
     impure: dict  # binding name -> pos of the binding that reads live state
 
@@ -134,12 +136,14 @@ class SCtx:
 
 @dataclass
 class DefInfo:
+    """A `def`: its syntax and the definitions visible to its body (no recursion, §2)."""
     node: Node
     scope: dict  # the definitions visible to its body
 
 
 @dataclass
 class EngineInfo:
+    """What the linker knows of an engine while lowering its calls (§6, §7.2)."""
     name: str
     index: int
     device: Any
@@ -156,6 +160,7 @@ class EngineInfo:
 
 
 class Linker:
+    """One program's link: declarations in text order, then the whole-program checks, then `ir()`."""
     def __init__(self, settings: dict[str, str], read_use: Callable):
         self.settings = dict(settings)
         self.read_use = read_use  # (path string, from file id, pos) -> (file id, nodes) or None if already read
@@ -200,6 +205,7 @@ class Linker:
 
     # ------------------------------------------------------------------ errors, positions
     def err(self, pos: tuple, msg: str, about: str | None = None) -> SerqError:
+        """A SerqError at a source position; `about` names a declaration whose own failure may explain it."""
         fid, line, col = pos
         e = self.sources[fid].error(msg, line, col)
         e.about = about  # a name whose failed declaration may have caused this error
@@ -220,20 +226,24 @@ class Linker:
             return None
 
     def combined(self) -> SerqError:
+        """The first error of the pass, carrying the others in `more`."""
         first = self.errors[0]
         first.more = self.errors[1:]
         return first
 
     def where(self, pos: tuple) -> str:
+        """`FILE:LINE:COL` of a position, for messages that point at a second place."""
         fid, line, col = pos
         return f"{self.sources[fid].name}:{line}:{col}"
 
     def at(self, pos: tuple, s: SCtx | None = None) -> list:
+        """The `at` triple of a statement: the call site when it comes from a macro or an engine call."""
         p = s.at if (s is not None and s.at is not None) else pos
         return [p[0], p[1], p[2]]
 
     # ------------------------------------------------------------------ top level
     def link_file(self, nodes: list[Node], fid: int, is_main: bool) -> None:
+        """Link one file's top level: `use`/`let`/`def` headers, then `fn main` (main file only, last)."""
         mains = [n for n in nodes if n.kind == "main"]
         if not is_main and mains:
             raise self.err(mains[0].pos, "a library (a file read by `use`) cannot contain `fn main`")
@@ -253,6 +263,7 @@ class Linker:
             raise src.error("no `fn main() { … }` in this program", max(1, len(src.lines)), 1)
 
     def header(self, n: Node, fid: int, in_main: bool) -> None:
+        """A `use`, `let` or `def` (at the top level or inside `main`; §2)."""
         if n.kind == "use":
             if n.path == "std/args":
                 self.args_enabled = True
@@ -301,6 +312,7 @@ class Linker:
             raise self.err(pos, f"`{name}` is already a register or schedule `let` of engine `{info.name}`")
 
     def let(self, n: Node, in_main: bool) -> None:
+        """A constant `let`, or an `args.number` input bound by `--set` (§2)."""
         name = n.name
         if name == "inf":
             raise self.err(n.name_pos, "`inf` is the reserved name of +∞ and cannot be redefined")
@@ -357,6 +369,7 @@ class Linker:
 
     # ------------------------------------------------------------------ main
     def link_main(self, m: Node) -> None:
+        """The items of `fn main`, each checked on its own so one pass reports several errors."""
         self.main_seen = True
         # Slots: request parameters come right after the built-ins (docs/ir.md "Slots").
         for it in m.items:
@@ -381,6 +394,7 @@ class Linker:
         self.finish()
 
     def declare(self, name: str, pos: tuple, what: str) -> None:
+        """Reserve the name of a device, engine, pool or stage (one namespace, no `def` of the same name)."""
         if name in self.decl_pos:
             raise self.err(pos, f"`{name}` is already declared at {self.where(self.decl_pos[name])}")
         if name in self.defs:
@@ -391,6 +405,7 @@ class Linker:
         self.decl_pos[name] = pos
 
     def dim(self, d: Node | None, what: str) -> int | None:
+        """The size of an array declaration: a whole constant from 1 to 4096."""
         if d is None:
             return None
         e = self.cx(d, Ctx("const", "an array size", defs=self.defs))
@@ -399,6 +414,7 @@ class Linker:
         return int(val(e))
 
     def const_value(self, e: Node, what: str, ctx_where: str | None = None):
+        """The exact value of a constant expression; an error if it does not fold to a rational."""
         ir = self.cx(e, Ctx("const", ctx_where or what, defs=self.defs))
         if not is_num(ir):
             raise self.err(e.pos, f"{what} must be an exact constant (it is not a rational number)")
@@ -413,6 +429,7 @@ class Linker:
 
     # ------------------------------------------------------------------ devices
     def device(self, d: Node) -> None:
+        """`device D { f (x) = e; NAME cap e; }`: time functions (inlined later) and capacities (§6)."""
         self.declare(d.name, d.pos, "device")
         if d.dim is not None:
             raise self.err(d.dim.pos, "device arrays (`device NAME[N]`) are not supported yet")
@@ -432,6 +449,7 @@ class Linker:
 
     # ------------------------------------------------------------------ pools
     def pool(self, p: Node) -> None:
+        """`pool NAME [on OWNER] { … }`: its capacity and options (§6); arrays become consecutive pools."""
         self.declare(p.name, p.pos, "pool")
         count = self.dim(p.dim, "a pool") or 1
         cap = None
@@ -513,6 +531,7 @@ class Linker:
 
     # ------------------------------------------------------------------ stages
     def stage(self, s: Node) -> None:
+        """`stage NAME : fifo(c) | ps(φ) | delay;` (§9)."""
         self.declare(s.name, s.pos, "stage")
         count = self.dim(s.dim, "a stage") or 1
         k = s.skind
@@ -536,6 +555,8 @@ class Linker:
 
     # ------------------------------------------------------------------ engines
     def engine(self, e: Node) -> None:
+        """`engine E on D { … }`: a step stage (budget, cost, registers, schedule) and its request
+        template (§6, §11.6)."""
         self.declare(e.name, e.pos, "engine")
         if e.dim is not None:
             raise self.err(e.dim.pos, "engine arrays (`engine NAME[N]`) are not supported yet")
@@ -597,6 +618,7 @@ class Linker:
                 pass
 
     def schedule(self, info: EngineInfo, sch: Node, stage: dict, ectx) -> None:
+        """An engine's `schedule { … }`: lets, statements, and the rules of §10 on `each at most` and paths."""
         for lt in sch.lets:
             self.check_engine_name(info, lt.name, lt.name_pos, "schedule `let`")
             c = ectx("budget", "a schedule `let`", frozenset(EV_SCHEDULE), locals=self.locals_of(info), record=[])
@@ -684,9 +706,11 @@ class Linker:
         info.taking_ast = takings[0] if takings else None
 
     def locals_of(self, info: EngineInfo) -> dict:
+        """The schedule `let`s visible so far: name -> index."""
         return {x["name"]: i for i, x in enumerate(info.lets)}
 
     def check_each(self, ir: dict, pos: tuple, info: EngineInfo) -> None:
+        """§10: `each at most (c)` must select among positive constants."""
         def sel(e: dict, depth: int = 0) -> bool:
             if depth > 50:
                 return False
@@ -712,6 +736,7 @@ class Linker:
             raise self.err(pos, EACH_MSG)
 
     def request_block(self, info: EngineInfo, r: Node) -> None:
+        """An engine's `request (…) { … }`: the template an engine call is lowered with (§7.2)."""
         params = []
         seen = set()
         for p, ppos in r.params:
@@ -786,6 +811,7 @@ class Linker:
             self.stages[info.index]["memory"] = memory
 
     def engine_taking(self, info: EngineInfo) -> dict | None:
+        """The `taking` clause of an engine, compiled once (at its first call or the end of `main`)."""
         self.engine_resolve(info)
         if info.taking is not None or info.taking_ast is None:
             return info.taking
@@ -813,6 +839,7 @@ class Linker:
         return info.taking
 
     def engine_call(self, info: EngineInfo, s: Node, sc: SCtx) -> list[dict]:
+        """`E (a1, a2);` in the server, lowered to sets and one hold (§7.2)."""
         if info.name in self.failed:
             return []  # its declaration already reported an error
         if sc.block != "server":
@@ -841,12 +868,14 @@ class Linker:
         return out
 
     def restamp(self, st: dict, at: list) -> dict:
+        """A copy of a template statement carrying the call site's position."""
         st = copy.deepcopy(st)
         st["at"] = list(at)
         return st
 
     # ------------------------------------------------------------------ workload, server, gauges
     def workload_decl(self, w: Node) -> None:
+        """`workload { … }`: arrivals, trace, hidden attributes, `init`, `turn`, `session` (§8)."""
         if self.workload is not None:
             raise self.err(w.pos, "a second `workload` (a program has one)")
         self.workload = {"arrival": {"kind": "none"}, "trace": None, "init": None, "turn": None, "session": None,
@@ -889,6 +918,7 @@ class Linker:
             self.workload["session"] = idx
 
     def has_macro_turn(self, body: list) -> bool:
+        """Does a session body reach `turn;` through a statement definition?"""
         for n in walk(body):
             if n.kind == "callstmt" and n.fname in self.defs:
                 d = self.defs[n.fname]
@@ -897,9 +927,11 @@ class Linker:
         return False
 
     def session_ctx(self) -> Ctx:
+        """The context of session and server statements."""
         return Ctx("session", "a statement", defs=self.defs, record=[])
 
     def arrival(self, a: Node) -> dict:
+        """`arrive poisson | renewal | closed | batch | none` with the constant checks of §10."""
         if a.how == "none":
             return {"kind": "none"}
         if a.how == "renewal":
@@ -914,6 +946,7 @@ class Linker:
         return {"kind": a.how, "n": int(v)}
 
     def trace(self, t: Node) -> dict:
+        """`trace "f.csv" [ordered];`: the CSV read and inlined into the IR (§11.3)."""
         fid = t.pos[0]
         src = self.sources[fid]
         base = os.path.dirname(src.path) if getattr(src, "path", None) else "."
@@ -965,6 +998,7 @@ class Linker:
         return {"ordered": bool(t.ordered), "sessions": sessions}
 
     def server(self, s: Node) -> None:
+        """The `server { … }` block: no `turn;` or `end;` (§8)."""
         if self.server_block is not None:
             raise self.err(s.pos, "a second `server` block (there is one server per workload)")
         for st in walk(s.body):
@@ -973,6 +1007,7 @@ class Linker:
         self.server_block = self.block(s.body, SCtx("server", self.session_ctx()))
 
     def gauge(self, g: Node) -> None:
+        """`gauge NAME = e;`, read in the Gauge moment (§5)."""
         if g.name in self.gauge_pos:
             raise self.err(g.pos, f"gauge `{g.name}` is already declared at {self.where(self.gauge_pos[g.name])}")
         self.gauge_pos[g.name] = g.pos
@@ -980,6 +1015,7 @@ class Linker:
 
     # ------------------------------------------------------------------ attributes
     def check_attr_name(self, name: str, pos: tuple) -> None:
+        """§4.7: an attribute may not share its name with `inf`, a context variable, a constant or a declaration."""
         if name == "inf":
             raise self.err(pos, "`inf` is the reserved name of +∞, not an attribute")
         if name in CTX_VARS and name != "computed":
@@ -990,6 +1026,7 @@ class Linker:
             raise self.err(pos, f"`{name}` is a pool, stage, device or engine, not an attribute")
 
     def new_attr(self, name: str, pos: tuple, write: bool) -> int:
+        """The slot of attribute `name`, allocated on first sight; `write` records that something assigns it."""
         self.check_attr_name(name, pos)
         if name not in self.slot:
             self.slot[name] = len(self.attrs)
@@ -999,15 +1036,18 @@ class Linker:
         return self.slot[name]
 
     def assign(self, name: str, pos: tuple) -> int:
+        """The slot of an attribute that a statement or binding assigns."""
         return self.new_attr(name, pos, write=True)
 
     def note_facing(self, c: Ctx) -> None:
+        """Remember the attributes a scheduler-facing expression read (hidden ones are refused at the end)."""
         if c.record:
             for slot, pos in c.record:
                 self.facing_reads.append((slot, pos, c.where))
 
     # ------------------------------------------------------------------ blocks and statements
     def block(self, stmts: list[Node], sc: SCtx) -> int:
+        """Compile a statement list into a new block; returns its index."""
         idx = len(self.blocks)
         self.blocks.append(None)
         out: list[dict] = []
@@ -1017,6 +1057,7 @@ class Linker:
         return idx
 
     def new_block_ir(self, stmts: list[dict]) -> int:
+        """Append an already compiled block; returns its index."""
         self.blocks.append(stmts)
         return len(self.blocks) - 1
 
@@ -1030,6 +1071,7 @@ class Linker:
         return name, pos, c
 
     def stmt(self, s: Node, sc: SCtx) -> list[dict]:
+        """One statement of a session, server, `init` or `turn` block -> IR statements."""
         k = s.kind
         c = sc.c
         at = self.at(s.pos, sc)
@@ -1113,6 +1155,7 @@ class Linker:
         raise self.err(s.pos, f"unexpected statement `{k}`")  # pragma: no cover
 
     def call_stmt(self, s: Node, sc: SCtx) -> list[dict]:
+        """`NAME (…);`: a statement definition expanded in place, or an engine call."""
         name = s.fname
         c = sc.c
         if name in c.defs:
@@ -1135,6 +1178,7 @@ class Linker:
         raise self.err(s.pos, f"unknown engine or statement definition `{name}`", about=name)
 
     def hold(self, s: Node, sc: SCtx, at: list) -> dict:
+        """`hold …` (§11.4): header read in the Admit moment, body, `cache` clause."""
         c = sc.c
         hc = Ctx("admit", "a hold header", defs=c.defs, params=c.params, record=[])
         pools = []
@@ -1168,10 +1212,12 @@ class Linker:
                 "request": None, "at": at}
 
     def check_branch_const(self, cond: dict, pos: tuple) -> None:
+        """§10: a constant branch condition must be 0 or 1."""
         if is_num(cond) and val(cond) not in (0, 1):
             raise self.err(pos, f"this branch condition is the constant {cond['v']}, not 0 or 1; for a coin write `branch with (p)`")
 
     def check_units(self, ref: dict, units: dict, pos: tuple) -> None:
+        """§10: constant units or reserves above the pool's capacity (rounded up to its block) are an error."""
         if not is_num(units) or (ref.get("index") is not None and not is_num(ref["index"])):
             return
         u = val(units)
@@ -1188,11 +1234,13 @@ class Linker:
             raise self.err(pos, f"this asks for {units['v']} units of pool `{pool['name']}`, above its capacity {pool['cap']}: it would always be rejected")
 
     def stage_kind(self, ref: dict) -> str:
+        """The kind of the referenced stage (`delay` for the implicit `tool`)."""
         if ref.get("base") is None:
             return "delay"
         return self.stages[ref["base"]]["kind"]
 
     def bind_params(self, d: DefInfo, args: list[Node], pos: tuple, c: Ctx) -> dict:
+        """Bind a definition's parameters to the call's argument syntax (§2: a draw only to a parameter read once)."""
         params = d.node.params
         if len(args) != len(params):
             raise self.err(pos, f"`{d.node.name}` takes {len(params)} argument(s), got {len(args)}")
@@ -1208,6 +1256,7 @@ class Linker:
 
     # ------------------------------------------------------------------ references
     def ref(self, node: Node, kind: str, c: Ctx) -> dict:
+        """A reference to a pool or stage: `{base, count, index}` (an index only for arrays)."""
         if node.kind in ("ref", "name", "indexed"):
             name = node.name if node.kind == "ref" else node.id
             index = node.index if node.kind in ("ref", "indexed") else None
@@ -1244,6 +1293,7 @@ class Linker:
         return {"base": base, "count": count, "index": ie}
 
     def pool_index(self, node: Node, c: Ctx) -> int:
+        """The index of a pool named without a run-time index (a `growing` pool)."""
         r = self.ref(node, "pool", c)
         if r["index"] is None:
             return r["base"]
@@ -1253,6 +1303,7 @@ class Linker:
 
     # ------------------------------------------------------------------ expressions
     def cx(self, e: Node, c: Ctx) -> dict:
+        """Compile an expression in context c: names resolved, moments checked (§4, §5), constants folded."""
         k = e.kind
         attrs_ok, ctx_ok, draws_ok, obs_ok, job_ok, facing = MOMENTS[c.moment]
         if k == "num":
@@ -1318,6 +1369,7 @@ class Linker:
         raise self.err(e.pos, f"unexpected expression `{k}`")  # pragma: no cover
 
     def fold(self, e: Node, f, unfolded: dict) -> dict:
+        """The folded constant, or the unfolded expression when the value is not rational; NaN is an error."""
         try:
             return num(f())
         except exact.NaNError:
@@ -1328,6 +1380,8 @@ class Linker:
             return unfolded
 
     def name(self, e: Node, c: Ctx) -> dict:
+        """A name in an expression, in the resolution order of docs/frontend.md (parameters first,
+        attributes last)."""
         n = e.id
         if n in c.params:
             arg, actx = c.params[n]
@@ -1377,6 +1431,7 @@ class Linker:
         return {"k": "attr", "slot": slot}
 
     def call(self, e: Node, c: Ctx) -> dict:
+        """A call in an expression: a definition, a time function, a built-in function or an observable."""
         f = e.fname
         attrs_ok, ctx_ok, draws_ok, obs_ok, job_ok, facing = MOMENTS[c.moment]
         if f in c.devfns:
@@ -1434,6 +1489,7 @@ class Linker:
         raise self.err(e.pos, f"unknown function `{f}` (known: {', '.join(known)}, and earlier `def`s)", about=f)
 
     def aggregate(self, e: Node, c: Ctx) -> dict:
+        """`sum | max | min j in N (e)`: expanded into N copies of e (§3)."""
         if e.count_is_num:
             try:
                 n = exact.parse_number(e.count)
@@ -1466,6 +1522,7 @@ class Linker:
 
     # ------------------------------------------------------------------ whole-program checks
     def passes_time(self, block: int, seen: set) -> bool:
+        """§10: does every path through the block let time pass?"""
         for s in self.blocks[block]:
             op = s["op"]
             if op == "end":
@@ -1484,6 +1541,8 @@ class Linker:
         return False
 
     def finish(self) -> None:
+        """The whole-program checks: unused `--set`s, loops, live state, hidden reads, unknown
+        names, the tool stage."""
         if self.settings:
             name = sorted(self.settings)[0]
             if name in self.input_of:
@@ -1545,6 +1604,7 @@ class Linker:
                 del r["_tool"]
 
     def ir(self, files: list[str]) -> dict:
+        """The IR of docs/ir.md."""
         wl = self.workload or {"arrival": {"kind": "none"}, "trace": None, "init": None, "turn": None,
                                "session": None, "server": None}
         if wl["session"] is None:

@@ -16,11 +16,11 @@ MAX_BITS = 4096  # larger numerators/denominators are not folded
 
 
 class NaNError(ArithmeticError):
-    pass
+    """The result is NaN (0/0, inf - inf, 0 * inf, sqrt(-1)): a link error at the expression."""
 
 
 class Inexact(ArithmeticError):
-    pass
+    """The result is not a rational kept exactly (sqrt(2), 2^100000): the expression stays unfolded."""
 
 
 def whole_in(v: Value, lo: int, hi: int) -> bool:

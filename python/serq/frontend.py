@@ -35,6 +35,9 @@ def _read(path: str, display: str) -> str:
 
 
 class _Program:
+    """One compilation: the files read so far (main first, each once by real path), the `use`
+    chain being linked (for cycle errors), and the linker they feed."""
+
     def __init__(self, main_path: str, settings: Mapping[str, str] | None):
         self.main_path = main_path
         self.main_dir = os.path.dirname(os.path.abspath(main_path))
@@ -56,6 +59,7 @@ class _Program:
         return fid
 
     def read_use(self, rel: str, from_fid: int, pos: tuple):
+        """`use "rel";` in file `from_fid`: (file id, its nodes) to link, or None when it is linked already."""
         src = self.linker.sources[from_fid]
         path = os.path.normpath(os.path.join(os.path.dirname(src.path), rel))
         real = os.path.realpath(path)
@@ -105,6 +109,7 @@ class _Tracked(list):
 
 
 def _guard(fn, display: str):
+    """Run fn with room for deep (but bounded) nesting; a program deeper still is a SerqError."""
     old = sys.getrecursionlimit()
     sys.setrecursionlimit(max(old, 6000))
     try:

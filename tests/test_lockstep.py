@@ -32,6 +32,7 @@ CASES = [
     ("oracle/vllm_request.sq", {}, 1, 2, math.inf),
     ("oracle/vllm_scenario.sq", {}, 1, 2, math.inf),
     ("oracle/vllm_scenario_priority.sq", {}, 1, 2, math.inf),
+    ("oracle/vllm_scenario_async.sq", {}, 1, 2, math.inf),
     ("replay/vllm_replay.sq", {}, 1, 6, math.inf),
 ]
 

@@ -370,6 +370,7 @@ DECLS = {
     "pool-options": "pool r { cap 5; block 1; evict by (size); preempt by (position) requeue head; queue by (waited); reserve held; }",
     "stages": "stage f1 : fifo; stage f2 : fifo(3); stage g : ps(1); stage h : delay; stage arr[3] : fifo(1);",
     "gauge": "gauge gg = used(p);",
+    "stage-tool": "stage tool : fifo(2);",   # language.md §8: K programs declared the tool stage
     "pool-on-engine-device": "device d { kv cap 64; } engine e on d { tokens cap 8; request (a) { prefill (a) growing kv; } "
                              "schedule { advance running; admit waiting taking kv (a); } execute (1); } pool kv on e.d { }",
 }
@@ -379,7 +380,7 @@ DECLS = {
 DECL_ADDS = {
     "device": ([], []), "pool-on-device": (["c"], []),
     "pool-options": (["r"], []), "stages": ([], ["f1", "f2", "g", "h", "arr[0]", "arr[1]", "arr[2]"]),
-    "pool-on-engine-device": (["kv"], ["e"]),
+    "pool-on-engine-device": (["kv"], ["e"]), "stage-tool": ([], ["tool"]),
 }
 
 
@@ -392,3 +393,18 @@ def test_each_declaration_parses_and_links(name):
     if name == "gauge":
         assert ir["gauges"] == [{"name": "gg", "expr": {"k": "obs", "f": "used",
                                                         "pool": {"base": 0, "count": 1, "index": None}}}]
+
+
+def test_the_tool_stage_can_be_declared_and_named():
+    """`tool` is a keyword, yet it names the stage `tool (z);` runs on: declared (`stage tool : …;`,
+    `stage tool[N] : …;`), run on (`run tool (z);`) and read (`busy(tool)`)."""
+    ir = compile_ok("fn main() { stage tool : fifo(2); workload { arrive batch(1); } "
+                    "server { tool (3); run tool (1); observe b = busy(tool); } }")
+    assert ir["stages"] == [{"name": "tool", "kind": "fifo", "servers": 2}]  # no delay stage added
+    server = ir["blocks"][ir["workload"]["server"]]
+    ref = {"base": 0, "count": 1, "index": None}
+    assert [st["stage"] for st in server[:2]] == [ref, ref] and server[2]["expr"]["stage"] == ref
+    ir = compile_ok("fn main() { stage tool[2] : delay; workload { arrive batch(1); } server { tool [1] (3); } }")
+    assert ir["blocks"][ir["workload"]["server"]][0]["stage"] == {"base": 0, "count": 2, "index": {"k": "num", "v": "1"}}
+    e = compile_err("fn main() { stage tool[2] : delay; workload { arrive batch(1); } server { tool [2] (3); } }")
+    assert "outside `tool[0 … 1]`" in e.message and (e.line, e.column) == (1, 75)

@@ -1410,7 +1410,7 @@ class Linker:
                 return {"k": "job", "name": n}
             if n == "admission":
                 raise self.err(e.pos, f"`admission` (a per-request key) cannot be read in {c.where}; it is readable in `advance … by (…)`, `only (…)` and preemption keys")
-        if n in self.pool_names or n in self.stage_names or n in self.devices:
+        if n in self.pool_names or n in self.stage_names or n in self.devices or n == "tool":
             raise self.err(e.pos, f"`{n}` is a pool, stage, device or engine, not a value")
         if n in c.defs or n in c.devfns:
             raise self.err(e.pos, f"`{n}` is a definition; call it as `{n}(…)`")
@@ -1592,6 +1592,8 @@ class Linker:
                         raise self.err(tuple(r["_tool"]), "`tool` is a stage array: write `tool [i] (…);`")
                     if not is_arr and r["index"] is not None:
                         raise self.err(tuple(r["_tool"]), "`tool` is not an array")
+                    if is_arr and is_num(r["index"]) and not exact.whole_in(val(r["index"]), 0, cnt - 1):
+                        raise self.err(tuple(r["_tool"]), f"index {r['index']['v']} is outside `tool[0 … {cnt - 1}]`")
                     r["count"] = cnt
             else:
                 tool_index = len(self.stages)

@@ -45,7 +45,7 @@ ESTIMATORS = {"est_lambda", "est_rho", "est_wait", "price"}
 
 _GRAMMAR = pathlib.Path(__file__).with_name("grammar.lark")
 
-_EXPR_START = {"NUMBER", "NAME", "LPAR", "MINUS", "BANG", "TILDE", "MIN", "MAX", "SUM", "QUEUE",
+_EXPR_START = {"NUMBER", "NAME", "LPAR", "MINUS", "BANG", "TILDE", "MIN", "MAX", "SUM", "QUEUE", "TOOL",
                "RUNNING", "WAITING", "BATCH", "ADMISSION"}
 _STMT_START = {"TURN", "END", "SET", "OBSERVE", "BRANCH", "IF", "WHILE", "LOOP", "CHOOSE", "HOLD",
                "GROW", "DROP", "RELEASE", "LOAD", "RUN", "TOOL"}
@@ -711,6 +711,12 @@ class _ToAst(Transformer):
 
     def name(self, meta, ch):
         return self.name_node(ch[0])
+
+    def tool_name(self, meta, ch):
+        return self.name_node(ch[0])  # the stage `tool` named in an expression: `busy(tool)`
+
+    def stage_name(self, meta, ch):
+        return ch[0]  # a NAME, or the keyword `tool` naming the stage of `tool (z);`
 
     def indexed(self, meta, ch):
         return Node("indexed", self.tp(ch[0]), id=str(ch[0]), index=ch[1])

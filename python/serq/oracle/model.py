@@ -2,16 +2,21 @@
 
 A scenario (docs/oracle.md §3) becomes one serQ program run (docs/vllm-model.md):
 
-- the program is `examples/oracle/vllm_scenario.sq` (FCFS) or
-  `examples/oracle/vllm_scenario_priority.sq` (the priority policy), with the scenario's config as
-  `args.number` inputs;
+- the program is `examples/oracle/vllm_scenario.sq` (FCFS),
+  `examples/oracle/vllm_scenario_async.sq` (FCFS as an explicit hold: async scheduling, the
+  watermark) or `examples/oracle/vllm_scenario_priority.sq` (the priority policy, explicit hold),
+  with the scenario's config as `args.number` inputs;
 - the requests become the sessions of an ordered trace written straight into the IR: one session
   per `after` chain, one turn per request (new = the whole prompt, out = the output length,
   think = the gate delay before the request is added, forced = an ordering key), spawned by
   `batch(n)` at time 0;
-- the engine (serq_fast by default, serq_spec with `--engine spec`) prints its per-step state
-  lines (docs/state.md); `build_trace` turns them into a trace of the oracle format
-  (docs/oracle.md §4), which `serq oracle compare` compares with vLLM's.
+- the engine (serq_fast by default; serq_spec for async on a seconds clock or with
+  `--engine spec`) prints its per-step state lines (docs/state.md); `build_trace` turns them into
+  a trace of the oracle format (docs/oracle.md §4), which `serq oracle compare` compares with
+  vLLM's;
+- facts about vLLM's run the language cannot derive (step-counted `after` delays and same-call
+  arrival order on a seconds clock; async finish lags and their length) are read off a run and
+  fed back until the run reproduces them (`run_scenario`).
 
 Scenarios that need a vLLM feature the language cannot express yet are refused with
 `Unsupported` naming the feature (never a silently wrong trace).
@@ -22,13 +27,11 @@ from __future__ import annotations
 import copy
 import json
 import math
-import os
 import sys
 import time as _time
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
 
 from serq.oracle.scenario import (
     ResolvedScenario,
@@ -859,7 +862,7 @@ def run_scenario(sc: ResolvedScenario, engine: str = "auto",
     return trace
 
 
-def run_scenario_file(path: str, engine: str = "fast", **kwargs) -> dict:
+def run_scenario_file(path: str, engine: str = "auto", **kwargs) -> dict:
     return run_scenario(load_scenario(path, **kwargs), engine)
 
 

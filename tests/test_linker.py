@@ -137,6 +137,8 @@ CASES = {
     "batch-fraction": (edit("arrive poisson(rate);", "arrive batch(@@1.5);"), "whole number"),
     "closed-too-many": (edit("arrive poisson(rate);", "arrive closed(@@2e6);"), "whole number"),
     "poisson-not-constant": (edit("arrive poisson(rate);", "arrive poisson(@@serial);"), "cannot read"),
+    "choose-none": (server("choose j in @@0 by (j); run cpu (1);"), "whole number n >= 1"),
+    "choose-fraction": (server("choose j in @@1.5 by (j); run cpu (1);"), "whole number n >= 1"),
     # ---- §4.3: draws in re-read places
     "draw-hold-units": (server("hold live (@@~exp(1)) { run cpu (1); }"), "a draw"),
     "draw-reserve": (server("hold live (1) reserve (@@~exp(1)) { run cpu (1); }"), "a draw"),

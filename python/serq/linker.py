@@ -1119,7 +1119,10 @@ class Linker:
         if k == "choose":
             name, npos, _ = self.target(s.name, s.name_pos, c)
             slot = self.assign(name, npos)
-            return [{"op": "choose", "slot": slot, "count": self.cx(s.count, c),
+            count = self.cx(s.count, c)
+            if is_num(count) and not exact.whole_in(val(count), 1, INF):
+                raise self.err(s.count.pos, f"`choose` picks among a whole number n >= 1 of candidates, got {count['v']}")
+            return [{"op": "choose", "slot": slot, "count": count,
                      "keys": [self.cx(x, c) for x in s.keys], "at": at}]
         if k == "hold":
             return [self.hold(s, sc, at)]

@@ -120,7 +120,7 @@ def test_seeded_fault_seed_allocation_diverges_on_caps():
     good = "kv (min(known, avail + min(lim, budget_left(vllm)))"
     assert good in text
     faulty = text.replace(good, "kv (min(known, avail + budget_left(vllm))")
-    trace = _run("caps", "fast", sources={False: faulty})
+    trace = _run("caps", "fast", sources={"vllm_scenario.sq": faulty})
     diffs = _diffs("caps", trace)
     assert diffs, "the seeded fault went unnoticed"
     d = diffs[0]
@@ -148,15 +148,15 @@ def _tail_requeue_program() -> str:
 def test_more_seeded_faults_diverge(name, good, bad, step):
     text = program_path(False).read_text()
     assert good in text
-    diffs = _diffs(name, _run(name, sources={False: text.replace(good, bad)}))
+    diffs = _diffs(name, _run(name, sources={"vllm_scenario.sq": text.replace(good, bad)}))
     assert diffs and diffs[0].step == step, diffs
 
 
 def test_fast_agrees_with_spec_on_tail_requeue():
     """Found by this model: serq_fast admitted a tail-requeued hold twice under `queue by`
     (fixed in b2600b2; docs/vllm-model.md §6)."""
-    ours = _run("preempt", "fast", sources={False: _tail_requeue_program()})
-    spec = _run("preempt", "spec", sources={False: _tail_requeue_program()})
+    ours = _run("preempt", "fast", sources={"vllm_scenario.sq": _tail_requeue_program()})
+    spec = _run("preempt", "spec", sources={"vllm_scenario.sq": _tail_requeue_program()})
     assert not compare_traces(ours, spec, limit=1)
 
 

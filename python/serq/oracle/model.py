@@ -773,10 +773,11 @@ def build_trace(plan: Plan, col: _Collector) -> tuple[dict, dict[str, int]]:
 
 
 def run_scenario(sc: ResolvedScenario, engine: str = "auto",
-                 sources: dict[bool, str] | None = None, force: bool = False) -> dict:
+                 sources: dict[str, str] | None = None, force: bool = False) -> dict:
     """The serQ trace of a resolved scenario (raises Unsupported / ModelError).
 
-    `sources` optionally replaces the program text ({priority?: text}; tests seed faults).
+    `sources` optionally replaces a program's text ({file name: text}, e.g.
+    {"vllm_scenario.sq": …}; the tests seed faults with it).
 
     Some inputs of the program are facts about vLLM's own run that the language cannot derive
     (docs/vllm-model.md §2): on a seconds clock, when vLLM's step counter releases an `after`
@@ -788,7 +789,7 @@ def run_scenario(sc: ResolvedScenario, engine: str = "auto",
     if engine == "auto":
         # the exact spec where a linger must end exactly with an iteration of rational length
         engine = "spec" if plan.asynchronous and not plan.unit_clock else "fast"
-    source = (sources or {}).get(plan.priority)
+    source = (sources or {}).get(program_path(plan.priority, plan.use_hold).name)
     order = None
     thinks: dict[str, Fraction] = {}
     ir = _ir_for(plan, order, source, thinks)

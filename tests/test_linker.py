@@ -109,6 +109,8 @@ CASES = {
                       "select among positive constants"),
     "each-unequal": (edit("while (running.preempted == 0)\n", "while (running.preempted == 0) each at most (@@8)\n")
                      .replace("advance running;", "advance running each at most (16);"), "must be equal"),
+    "granule-zero": (edit("tokens cap 128;", "tokens cap 128; granule @@0;"), "whole number >= 1"),
+    "granule-fraction": (edit("tokens cap 128;", "tokens cap 128; granule @@2.5;"), "whole number >= 1"),
     # ---- §10: tokens cap, schedule paths
     "tokens-cap-zero": (edit("tokens cap 128;", "tokens cap @@0;"), "must be positive"),
     "schedule-path": (edit("    schedule {\n      advance running;\n      admit waiting",

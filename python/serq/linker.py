@@ -604,7 +604,13 @@ class Linker:
                     raise self.err(it.expr.pos, f"`tokens cap` must be positive, got {b['v']}")
                 stage["budget"] = b
             elif it.kind == "granule":
-                stage["granule"] = self.cx(it.expr, ectx("budget", "`granule`", frozenset(EV_TOKENS_CAP)))
+                g = self.cx(it.expr, ectx("budget", "`granule`", frozenset(EV_TOKENS_CAP)))
+                if is_num(g) and not (val(g) == INF or exact.whole_in(val(g), 1, INF)):
+                    # prefill chunks are rounded down to a multiple of it (§11.6): 0, a negative or a
+                    # fractional granule has no multiples to round to
+                    raise self.err(it.expr.pos, f"engine {e.name}: `granule` must be a whole number >= 1 (or inf), "
+                                                f"got {g['v']}")
+                stage["granule"] = g
             elif it.kind == "request":
                 self.request_block(info, it)
             elif it.kind == "schedule":

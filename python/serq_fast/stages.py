@@ -384,6 +384,9 @@ class Engine(Stage):
         self.let_fns = [c(x["expr"]) for x in st.get("lets", [])]
         self.reg_inits = [c(x["init"]) for x in st.get("registers", [])]
         self._vf = self._value_table()
+        # the engine values the cost reads, when it reads nothing else (for the fast-forward memo)
+        self._cost_memo: dict = {}
+        self._cost_names = _pure_eng_names(st["cost"])
         self.schedule = [self._compile_s(x, sim) for x in st["schedule"]]
         self.ff_ok = _fast_forward_eligible(st, sim, self.idx)
         # growth inside a fast-forward needs a budget that the growth cannot change
@@ -880,6 +883,31 @@ def _reads(e, bad) -> bool:
     return False
 
 
+def _pure_eng_names(e):
+    """The sorted engine-value names `e` reads, or None if it reads anything but numbers,
+    engine values and pure operators."""
+    names: set = set()
+
+    def walk(x) -> bool:
+        k = x.get("k")
+        if k == "num":
+            return True
+        if k == "eng":
+            names.add(x["name"])
+            return True
+        if k == "un":
+            return walk(x["a"])
+        if k == "bin":
+            return walk(x["a"]) and walk(x["b"])
+        if k == "cond":
+            return walk(x["c"]) and walk(x["a"]) and walk(x["b"])
+        if k == "fn":
+            return all(walk(a) for a in x["args"])
+        return False
+
+    return tuple(sorted(names)) if walk(e) else None
+
+
 def _reads_any(e, pred) -> bool:
     if isinstance(e, dict):
         if "k" in e and pred(e):
@@ -963,6 +991,17 @@ def bulk(self, t1: float, t_next: float, horizon: float, max_j: int) -> int:
         k_free = min(int(p.alloc - p.pos) for p in parts)
         lim = min(k_free, cap_steps - total)
         n = 0
+        # most of a run of plain steps cannot reach the next instant: add without the checks (the
+        # same additions in the same order), then finish the run step by step
+        bound = min(t_stop, horizon)
+        if c > 0 and bound > t:
+            safe = min(lim, int((bound - t) / c) - 2)
+            if safe > 0:
+                for _ in range(safe - 1):
+                    t = t + c
+                last = t
+                t = t + c
+                n = safe
         while n < lim and t < t_stop and t <= horizon:
             n += 1
             last = t
@@ -1021,7 +1060,18 @@ def bulk(self, t1: float, t_next: float, horizon: float, max_j: int) -> int:
         ff_vals["batch.kv_decode"] = ff_vals["running.kv_decode"] = kvd
         self._ff_vals = ff_vals
         try:
-            c = self.cost_fn(cx)
+            names = self._cost_names
+            if names is not None:
+                # the cost is a pure function of these engine values: memoised (bounded)
+                key = tuple(ff_vals[x] if x in ff_vals else self._vf[x]() for x in names)
+                c = self._cost_memo.get(key)
+                if c is None:
+                    c = self.cost_fn(cx)
+                    if len(self._cost_memo) > 65536:
+                        self._cost_memo.clear()
+                    self._cost_memo[key] = c
+            else:
+                c = self.cost_fn(cx)
         finally:
             self._ff_vals = None
             cx.attrs, cx.sess, cx.draw, cx.eng, cx.var, cx.job = saved

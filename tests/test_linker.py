@@ -240,6 +240,10 @@ CASES = {
     "pool-cap-negative": (edit("pool live { cap 20; }", "pool live { cap @@-1; }"), "cannot be negative"),
     "device-cap-negative": (edit("kv cap 64 * bsz;", "kv cap @@-64 * bsz;"), "cannot be negative"),
     "engine-cap-negative": (edit("slots cap 4;", "slots cap @@-4;"), "cannot be negative"),
+    "pool-on-engine-other-device": (edit("pool kv on dev { block bsz; preempt lifo; }", "").replace(
+        "  pool slots on eng { queue fifo; }",
+        "  pool slots on eng { queue fifo; }\n  device dev2 { kv cap 64; }\n  pool kv on eng.@@dev2 { block bsz; }"),
+        "runs on device `dev`"),
     "pool-cap-on-owner": (edit("pool kv on dev { block bsz;", "pool kv on dev { @@cap 3; block bsz;"),
                           "takes its capacity"),
     "duplicate-decl": (edit("  stage cpu : fifo(1);", "  stage cpu : fifo(1);\n  @@stage live : delay;"),

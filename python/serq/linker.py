@@ -463,6 +463,10 @@ class Linker:
                     raise self.err(p.owner_pos, f"unknown engine `{owner}` (declare the engine above the pool)")
                 if dev not in self.devices:
                     raise self.err(dpos, f"unknown device `{dev}` (declare the device above the pool)")
+                if self.devices[dev] is not self.engines[owner].device:
+                    on = next(d for d, x in self.devices.items() if x is self.engines[owner].device)
+                    raise self.err(dpos, f"engine `{owner}` runs on device `{on}`, not `{dev}` "
+                                         f"(`{owner}.D` names the device of the engine)")
                 admitted_by = self.engines[owner].index
                 cap_src = ("device", dev, self.devices[dev]["caps"])
             elif owner in self.devices:

@@ -58,14 +58,21 @@ _P_HINTS = {
     "forward": "dialect S writes `execute (…);`",
     "send": "in dialect S the server calls the engine by name: `E (prompt, output);`",
 }
-_OPERATORS = {"PLUS", "MINUS", "STAR", "SLASH", "CIRCUMFLEX", "LESSTHAN", "MORETHAN", "QMARK",
-              "__ANON_0", "__ANON_1", "__ANON_2", "__ANON_3", "__ANON_4", "__ANON_5", "LSQB", "DOT"}
+# Operators that could continue an expression: left out of "expected …" when a closer is expected.
+_OPERATOR_TEXTS = {"+", "-", "*", "/", "^", "<", ">", "?", "||", "&&", "<=", ">=", "==", "!=", "[", "."}
 
 
 @functools.lru_cache(maxsize=1)
 def _lark() -> Lark:
     return Lark(_GRAMMAR.read_text(encoding="utf-8"), parser="lalr", lexer="basic",
                 propagate_positions=True, maybe_placeholders=True)
+
+
+@functools.lru_cache(maxsize=1)
+def _operators() -> frozenset[str]:
+    """The terminal names lark gave the operators (`__ANON_n` for some: found by their text)."""
+    return frozenset(t.name for t in _lark().terminals
+                     if t.pattern.type == "str" and t.pattern.value in _OPERATOR_TEXTS)
 
 
 def _terminal_display() -> dict[str, str]:
@@ -264,7 +271,7 @@ def parse(text: str, file_id: int, src: Source) -> list[Node]:
         col = 1 if text.endswith("\n") or not text else len(src.lines[-1]) + 1
         exps = set(e.expected)
         if exps & {"SEMICOLON", "RPAR", "RBRACE", "COMMA", "RSQB"}:
-            exps = {x for x in exps if x not in _OPERATORS}
+            exps = {x for x in exps if x not in _operators()}
         exp = _fmt_expected(_describe_expected(exps))
         after = f" after {_show_token(last)}" if last is not None else ""
         raise src.error(f"unexpected end of file: expected {exp}{after}", line, col) from None
@@ -298,7 +305,7 @@ def _token_error(src: Source, tokens: list[Token], tok: Token, expected: set[str
     raw = set(expected)
     closers = {"SEMICOLON", "RPAR", "RBRACE", "COMMA", "RSQB", "COLON", "LBRACE"}
     if expected & closers:
-        expected = {e for e in expected if e not in _OPERATORS}
+        expected = {e for e in expected if e not in _operators()}
     items = _describe_expected(expected)
     if "a statement" in items and "a name" in items:
         items.remove("a name")

@@ -293,7 +293,9 @@ def test_syntax_errors_say_what_was_expected(text, line, col, fragment):
 
 
 def test_stray_semicolon_after_hold_is_tolerated():
-    compile_ok("fn main() { pool p { cap 1; } stage s : delay; server { hold p (1) { run s (1); }; } }")
+    with_semicolon = compile_ok("fn main() { pool p { cap 1; } stage s : delay; server { hold p (1) { run s (1); }; } }")
+    without = compile_ok("fn main() { pool p { cap 1; } stage s : delay; server { hold p (1) { run s (1); } } }")
+    assert with_semicolon == without  # the `;` adds nothing (no empty statement)
 
 
 def test_if_is_a_synonym_of_branch():

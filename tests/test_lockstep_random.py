@@ -23,7 +23,8 @@ from serq_fast.lockstep import lockstep  # noqa: E402
 LONG = os.environ.get("SERQ_LOCKSTEP_PROFILE") == "long"
 EXAMPLES = int(os.environ.get("SERQ_LOCKSTEP_EXAMPLES", 10_000 if LONG else 200))
 
-PROGRAMS = st.one_of(strategies.vllm_programs(), strategies.queue_programs())
+PROGRAMS = st.one_of(*[getattr(strategies, name)() for name in
+                       ("vllm_programs", "queue_programs", "routing_programs") if hasattr(strategies, name)])
 
 
 @settings(max_examples=EXAMPLES, deadline=None, derandomize=not LONG, database=None,

@@ -202,6 +202,10 @@ CASES = {
     "nan-in-expression": (server("set x = a + @@0 * inf;"), "NaN"),
     # ---- hidden attributes and `at admission` purity (§7.2, §8)
     "hidden-in-header": (server("hold live (@@b) { run cpu (1); }"), "hidden"),
+    "hidden-through-request-parameter": (edit("kv (min(need, budget_left(eng)))", "kv (min(need + @@q, budget_left(eng)))"),
+                                         "given the hidden `b`"),
+    "hidden-parameter-in-queue-key": (edit("pool slots on eng { queue fifo; }", "pool slots on eng { queue by (@@q); }"),
+                                      "given the hidden `b`"),
     "impure-binding-in-body": (server("hold live (1) at admission (r = used(kv)) { run cpu (@@r); }"),
                                "reads live state"),
     # ---- definitions (§2)

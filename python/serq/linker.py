@@ -191,6 +191,7 @@ class Linker:
         self.workload_parts: dict[str, Any] = {}
         self.server_block: int | None = None
         self.live_sets: dict[int, tuple] = {}    # slot -> pos of a `set` from live state
+        self.hidden_params: dict[int, tuple] = {}  # request parameter slot -> (hidden attr, pos) passed to it
         self.copies: list[tuple] = []            # (slot, slots its `set` reads, pos): live state passes through
         self.header_reads: list[tuple] = []      # (slot, pos) read in hold headers / taking
         self.facing_reads: list[tuple] = []      # (slot, pos, where) read by scheduler-facing exprs
@@ -865,7 +866,12 @@ class Linker:
         at = self.at(s.pos, sc)
         out = []
         for slot, a in zip(t["params"], s.args):
-            out.append({"op": "set", "slot": slot, "expr": self.cx(a, sc.c), "at": at})
+            e = self.cx(a, sc.c)
+            if e.get("k") == "attr" and self.attrs[e["slot"]] in self.hidden_pos:
+                # `E (prompt, o);` with `o` hidden: the parameter holds `o` itself (§8: the
+                # scheduler never sees the realised output length, only the run that reads it)
+                self.hidden_params.setdefault(slot, (self.attrs[e["slot"]], a.pos))
+            out.append({"op": "set", "slot": slot, "expr": e, "at": at})
         for st in t["pre"]:
             out.append(self.restamp(st, at))
         body = self.new_block_ir([self.restamp(st, at) for st in t["body"]])
@@ -1590,6 +1596,10 @@ class Linker:
         for slot, pos, where in self.facing_reads:
             if slot in hidden:
                 raise self.err(pos, f"`{self.attrs[slot]}` is hidden (declared at {self.where(self.hidden_pos[self.attrs[slot]])}); the scheduler cannot read it in {where}")
+            if slot in self.hidden_params:
+                h, hpos = self.hidden_params[slot]
+                raise self.err(pos, f"`{self.attrs[slot]}` is given the hidden `{h}` at {self.where(hpos)}; "
+                                    f"the scheduler cannot read it in {where}")
         for name in self.attrs:
             if name not in self.written and name not in self.hidden_pos:
                 pos = self.first_read.get(name)

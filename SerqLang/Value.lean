@@ -178,30 +178,40 @@ def ceilV : Value → Value
   | .fin q => .fin (q.ceil : Rat)
   | v => v
 
+/-- Whether a value is an odd integer (for `(-inf) ^ y`). -/
+def isOddInt : Value → Bool
+  | .fin q => q.den == 1 && q.num % 2 == 1
+  | _ => false
+
 /-- values.py `pow_v` wherever its value is exact: an integer exponent (magnitude ≤ 4096) on a
-finite base (`0 ^ -k = inf`), the limits with an infinite operand, a zero base. A finite
-non-integer exponent on a positive base has no exact value; values.py computes it at 40
-decimal digits, which this semantics does not implement (an error says so). -/
+finite base (`0 ^ -k = inf`), a zero base, and with an infinite operand the value of IEEE 754
+`pow`: `x ^ 0 = 1` and `1 ^ y = 1` for every `x`, `y`; `x ^ ±inf` by whether `|x| > 1`
+(`(-1) ^ ±inf = 1`); `(±inf) ^ y` is `inf` for `y > 0` (`-inf` for `-inf` and an odd integer `y`)
+and 0 for `y < 0`. A finite non-integer exponent on a positive base has no exact value;
+values.py computes it at 40 decimal digits, which this semantics does not implement (an error
+says so). -/
 def powV (x y : Value) : Res Value :=
-  match x, y with
-  | .fin b, .fin e =>
-    if e.den == 1 then
-      if e.num.natAbs > 4096 then .error "an integer exponent above 4096 in magnitude"
-      else if e.num < 0 then
-        if b == 0 then .ok .posInf else .ok (.fin (1 / b ^ e.num.natAbs))
-      else .ok (.fin (b ^ e.num.natAbs))
-    else if b < 0 then .error "a negative number to a non-integer power"
-    else if b == 0 then (if 0 < e then .ok zero else .ok .posInf)
-    else .error "pow with a non-integer exponent is not implemented in the Lean semantics (40-digit rounding)"
-  | .fin b, _ =>
-    -- an infinite exponent on a finite base
-    if b < 0 then .error "a negative number to an infinite power"
-    else if b == 1 then .error "1 ^ inf is undefined"
-    else
-      let big := decide (1 < b)
-      if lt zero y then .ok (if big then .posInf else zero) else .ok (if big then zero else .posInf)
-  | .negInf, _ => .error "-inf to a non-integer power"
-  | .posInf, _ => .ok (if lt zero y then .posInf else zero)
+  if y == zero || x == one then .ok one
+  else
+    match x, y with
+    | .fin b, .fin e =>
+      if e.den == 1 then
+        if e.num.natAbs > 4096 then .error "an integer exponent above 4096 in magnitude"
+        else if e.num < 0 then
+          if b == 0 then .ok .posInf else .ok (.fin (1 / b ^ e.num.natAbs))
+        else .ok (.fin (b ^ e.num.natAbs))
+      else if b < 0 then .error "a negative number to a non-integer power"
+      else if b == 0 then (if 0 < e then .ok zero else .ok .posInf)
+      else .error "pow with a non-integer exponent is not implemented in the Lean semantics (40-digit rounding)"
+    | .fin b, _ =>
+      -- an infinite exponent on a finite base
+      if b == -1 then .ok one
+      else
+        let big := decide (1 < b) || decide (b < -1)
+        if lt zero y then .ok (if big then .posInf else zero) else .ok (if big then zero else .posInf)
+    | .negInf, _ =>
+      if lt y zero then .ok zero else if y.isOddInt then .ok .negInf else .ok .posInf
+    | .posInf, _ => .ok (if lt zero y then .posInf else zero)
 
 /-- values.py `sqrt_v` for what is exact: a perfect square (numerator and denominator). Other
 arguments need 40-digit decimal rounding, not implemented here (an error says so). -/

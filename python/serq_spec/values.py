@@ -161,8 +161,26 @@ def ln_v(a):
 
 
 def pow_v(x, y):
-    """x ^ y: exact for an integer exponent, else exp(y·ln x) at 40 digits."""
-    if not is_inf(y) and y.denominator == 1 and not is_inf(x):
+    """x ^ y: exact for an integer exponent, else exp(y·ln x) at 40 digits.
+
+    With an infinite operand, the value of IEEE 754 `pow` (Python's float `**`): `x ^ 0 = 1` and
+    `1 ^ y = 1` for every x, y (also ±inf); `x ^ ±inf` by whether |x| is above 1 (`(-1) ^ ±inf = 1`,
+    `0 ^ -inf = inf`); `(±inf) ^ y` is inf for y > 0 (−inf for −inf and an odd integer y) and 0
+    for y < 0.
+    """
+    if y == 0 or x == 1:
+        return ONE
+    if is_inf(y):
+        if x == -1:
+            return ONE
+        big = abs(x) > 1
+        return (INF if big else ZERO) if y > 0 else (ZERO if big else INF)
+    if is_inf(x):
+        if y < 0:
+            return ZERO
+        odd = y.denominator == 1 and y.numerator % 2 == 1
+        return -INF if x < 0 and odd else INF
+    if y.denominator == 1:
         k = int(y)
         if abs(k) > 4096:
             raise SpecError("an integer exponent above 4096 in magnitude")
@@ -171,18 +189,6 @@ def pow_v(x, y):
                 return INF
             return Fraction(1) / (x ** -k)
         return x ** k
-    if is_inf(x) or is_inf(y):
-        # the limits of x^y; undefined ones (1^inf, negative base) are errors
-        if not is_inf(x):
-            if x < 0:
-                raise SpecError("a negative number to an infinite power")
-            if x == 1:
-                raise SpecError("1 ^ inf is undefined")
-            big = x > 1
-            return (INF if big else ZERO) if y > 0 else (ZERO if big else INF)
-        if x < 0:
-            raise SpecError("-inf to a non-integer power")
-        return INF if y > 0 else ZERO
     if x < 0:
         raise SpecError("a negative number to a non-integer power")
     if x == 0:

@@ -62,43 +62,71 @@ def parse_number(text: str) -> Fraction:
     return _check(parse_decimal(text))
 
 
-def add(a: Value, b: Value) -> Value:
-    if is_inf(a) or is_inf(b):
-        if is_inf(a) and is_inf(b) and a != b:
-            raise NaNError()
-        return a if is_inf(a) else b
-    return _check(a + b)
+# The extended rationals (Fractions and ±inf) without bounds: one definition of +, −, ·, / with
+# infinities for the front-end (bounded by `_check` below) and for the spec's run-time arithmetic
+# (serq_spec.values, which turns NaNError into its SpecError with the same message).
+
+def ext_add(a: Value, b: Value) -> Value:
+    """a + b; inf − inf is NaN."""
+    if is_inf(a) and is_inf(b) and a != b:
+        raise NaNError("inf - inf is undefined")
+    if is_inf(a):
+        return a
+    if is_inf(b):
+        return b
+    return a + b
 
 
 def neg(a: Value) -> Value:
+    """−a."""
     return -a
 
 
+def ext_sub(a: Value, b: Value) -> Value:
+    """a − b."""
+    return ext_add(a, neg(b))
+
+
+def ext_mul(a: Value, b: Value) -> Value:
+    """a · b; 0 · ±inf is NaN."""
+    if is_inf(a) or is_inf(b):
+        if a == 0 or b == 0:
+            raise NaNError("0 * inf is undefined")
+        return INF if (a > 0) == (b > 0) else -INF
+    return a * b
+
+
+def ext_div(a: Value, b: Value) -> Value:
+    """a / b; x / ±inf = 0 and x / 0 = ±inf (by the sign of x) for x ≠ 0; 0/0 and inf/inf are NaN."""
+    if is_inf(b):
+        if is_inf(a):
+            raise NaNError("inf / inf is undefined")
+        return Fraction(0)
+    if b == 0:
+        if a == 0:
+            raise NaNError("0 / 0 is undefined")
+        return INF if a > 0 else -INF
+    if is_inf(a):
+        return INF if (a > 0) == (b > 0) else -INF
+    return Fraction(a) / Fraction(b)
+
+
+# The linker's folding: the same operations, with results too large to keep exactly unfolded.
+
+def add(a: Value, b: Value) -> Value:
+    return _check(ext_add(a, b))
+
+
 def sub(a: Value, b: Value) -> Value:
-    return add(a, neg(b))
+    return _check(ext_sub(a, b))
 
 
 def mul(a: Value, b: Value) -> Value:
-    if is_inf(a) or is_inf(b):
-        s = sign(a) * sign(b)
-        if s == 0:
-            raise NaNError()
-        return INF if s > 0 else -INF
-    return _check(a * b)
+    return _check(ext_mul(a, b))
 
 
 def div(a: Value, b: Value) -> Value:
-    if b == 0:
-        if a == 0:
-            raise NaNError()
-        return INF if a > 0 else -INF
-    if is_inf(b):
-        if is_inf(a):
-            raise NaNError()
-        return Fraction(0)
-    if is_inf(a):
-        return INF if sign(a) * sign(b) > 0 else -INF
-    return _check(Fraction(a) / Fraction(b))
+    return _check(ext_div(a, b))
 
 
 def _iroot(n: int, k: int) -> int | None:

@@ -1,7 +1,9 @@
 """Exact values: rationals and ±inf, the arithmetic of language.md §3 without NaN, block rounding.
 
 A value is a `Fraction` or one of the floats `INF` / `-INF` (serq.wire). No other float ever
-appears: every operation here either returns an exact result or raises `SpecError`.
+appears: every operation here either returns an exact result or raises `SpecError`. `is_inf`,
+`neg` and the ±inf rules of `+ − · /` are serq.exact's, the front-end's constant folding: a
+constant means the same folded or not.
 
 Transcendental functions (`sqrt`, `exp`, `ln`, `pow` with a non-integer exponent) have no exact
 rational value in general. The spec computes them with Python's `decimal` module at 40
@@ -17,6 +19,7 @@ import math
 import sys
 from fractions import Fraction
 
+from serq.exact import NaNError, ext_add, ext_div, ext_mul, ext_sub, is_inf, neg  # noqa: F401  (is_inf, neg re-exported)
 from serq.wire import INF, value_from_wire, value_to_wire  # noqa: F401  (re-exported)
 
 from .errors import SpecError
@@ -25,11 +28,6 @@ ZERO = Fraction(0)
 ONE = Fraction(1)
 DIGITS = 40
 _CTX = decimal.Context(prec=DIGITS, rounding=decimal.ROUND_HALF_EVEN, Emax=999999, Emin=-999999)
-
-
-def is_inf(v) -> bool:
-    """Is v one of ±inf?"""
-    return isinstance(v, float)
 
 
 def finite(v, what: str = "value") -> Fraction:
@@ -60,49 +58,33 @@ def nz(v) -> bool:
     return v != 0
 
 
+def _exact(op, a, b):
+    """One operation of serq.exact's extended rationals (the front-end's constant folding uses the
+    same ones), its NaN an error here."""
+    try:
+        return op(a, b)
+    except NaNError as e:
+        raise SpecError(str(e)) from None
+
+
 def add(a, b):
     """a + b; inf − inf is an error."""
-    if is_inf(a) and is_inf(b) and a != b:
-        raise SpecError("inf - inf is undefined")
-    if is_inf(a):
-        return a
-    if is_inf(b):
-        return b
-    return a + b
-
-
-def neg(a):
-    """−a."""
-    return -a
+    return _exact(ext_add, a, b)
 
 
 def sub(a, b):
     """a − b."""
-    return add(a, neg(b))
+    return _exact(ext_sub, a, b)
 
 
 def mul(a, b):
     """a · b; 0 · inf is an error."""
-    if is_inf(a) or is_inf(b):
-        if a == 0 or b == 0:
-            raise SpecError("0 * inf is undefined")
-        return INF if (a > 0) == (b > 0) else -INF
-    return a * b
+    return _exact(ext_mul, a, b)
 
 
 def div(a, b):
     """a / b; x/0 = ±inf for x ≠ 0, 0/0 and inf/inf are errors."""
-    if is_inf(b):
-        if is_inf(a):
-            raise SpecError("inf / inf is undefined")
-        return ZERO
-    if b == 0:
-        if a == 0:
-            raise SpecError("0 / 0 is undefined")
-        return INF if a > 0 else -INF
-    if is_inf(a):
-        return INF if (a > 0) == (b > 0) else -INF
-    return a / b
+    return _exact(ext_div, a, b)
 
 
 def floor_v(a):

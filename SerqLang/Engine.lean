@@ -117,15 +117,21 @@ partial def serveRunning (ic : IterCtx) (order : Order) (only : Option Expr) (ca
     let ic ← serve ic job only cap
     serveRunning ic order only cap
 
-/-- engine.py `admit_one`: the first admitted pool with a head; admit it if it fits, run it. -/
+/-- engine.py `admit_one`: the first admitted pool with a head; admit it if it fits, run it. A
+head rejected because it can never fit has left its queue: the next head is tried in its place,
+as if it had not been there. -/
 def admitOne (ic : IterCtx) : M Bool := do
   for p in (← admittedPools ic.engine) do
-    match (← selectHead p) with
-    | none => pure ()
-    | some head =>
-      if !(← tryAdmit head.serial (some ic)) then return false
-      runSession head.serial
-      return true
+    repeat
+      match (← selectHead p) with
+      | none => break
+      | some head =>
+        match (← tryAdmit head.serial (some ic)) with
+        | .rejected => pure ()
+        | .blocked => return false   -- head-of-line: admission stops for this iteration
+        | .admitted =>
+          runSession head.serial
+          return true
   return false
 
 /-- Serve the residents not yet served (after an admission), in admission order. -/

@@ -105,6 +105,15 @@ def endSession (serial : Nat) : M Unit := do
 
 /-! ## Holds -/
 
+/-- sessions.py `reject`: a hold that can never fit in pool `p` is rejected: `p`'s `rejected`
+count, the record, `end`. -/
+def reject (serial p : Nat) : M Unit := do
+  let ps ← pool p
+  setPool p { ps with rejected := ps.rejected + 1 }
+  let name ← poolName p
+  modifyRec fun r => { r with rejected := r.rejected.push (.arr [.nat serial, .str name]) }
+  endSession serial
+
 /-- sessions.py `hold_rejected`: a unit or reserve reading only attributes and numbers above
 its pool's cap → rejected, the session ends. -/
 def holdRejected (serial : Nat) (h : Hold) (stream : DrawStream) (loc : Option Loc) : M Bool := do
@@ -131,9 +140,7 @@ def holdRejected (serial : Nat) (h : Hold) (stream : DrawStream) (loc : Option L
             | _ => pure x
           if Value.lt (Value.ofNat cap) x then
             modifySession serial fun s => { s with attrs := saved }
-            let ps ← pool p
-            setPool p { ps with rejected := ps.rejected + 1 }
-            endSession serial
+            reject serial p
             return true
   modifySession serial fun s => { s with attrs := saved }
   return false
@@ -192,34 +199,60 @@ def pendingHold (serial : Nat) : M (Hold × (Nat × Nat) × DrawStream × Option
   | .hold h => return (h, (bi, pc), stream, some st.loc)
   | _ => specError s!"internal: session {serial} is pending on a statement that is no hold"
 
-/-- sessions.py `try_admit`: bindings, units, reserves read now; admit if every pool fits.
+/-- sessions.py `ADMITTED`, `BLOCKED`, `REJECTED`: the outcomes of an admission attempt. -/
+inductive Attempt where
+  | admitted
+  | blocked
+  | rejected
+  deriving DecidableEq, Inhabited
+
+/-- sessions.py `try_admit`: bindings, units, reserves read now; `admitted` if every pool fits,
+else `blocked` (it waits at the head) — or `rejected` when some pool's need exceeds the pool's
+cap and the exceeding amount reads only attributes, bindings and numbers (the test of
+`holdRejected`): it can never fit (docs/spec.md "A hold that can never fit").
 Inside engine E's admission (`ictx`) `budget_left(E)` is the budget left and the schedule's
 `let`s are visible. -/
-def tryAdmit (serial : Nat) (ictx : Option IterCtx := none) : M Bool := do
+def tryAdmit (serial : Nat) (ictx : Option IterCtx := none) : M Attempt := do
+  let prog ← getProg
   let (h, ref, stream, loc) ← pendingHold serial
   let env : EnvM := match ictx with
     | some ic => { session := some serial, stream, loc, engine := some ic.engine, ictx := some ic,
                    admitLeft := some (ic.engine, ic.left) }
     | none => { session := some serial, stream, loc }
+  let saved := (← session serial).attrs
+  -- the slots a static amount may read: attributes, and bindings of static expressions
+  let mut static := List.range prog.ir.attrs.length
   for bnd in h.bindings do
     setAttr serial bnd.slot (← evaluate env bnd.expr)
+    if !staticExpr bnd.expr static then static := static.erase bnd.slot
   let mut pools : List Nat := []
   let mut units : List Nat := []
-  let mut fits := true
+  let mut amounts : List (List (Expr × Nat)) := []
   for hp in h.pools do
     let p ← resolveRef env hp.pool.base hp.pool.count hp.pool.index
     let name ← poolName p
     let u ← unitsInt (← evaluate env hp.units) s!"units of pool {name}" loc
-    let mut need := u
+    let mut mine : List (Expr × Nat) := [(hp.units, u)]
     if let some re := hp.reserve then
       let r ← unitsInt (← evaluate env re) s!"reserve of pool {name}" loc
-      need := max u r
+      mine := mine ++ [(re, r)]
     pools := pools ++ [p]
     units := units ++ [u]
-    if (← pool p).used + roundupBlock need (← blockOf p) > (← capOf p) then fits := false
-  if !fits then return false
+    amounts := amounts ++ [mine]
+  for (p, mine) in pools.zip amounts do
+    let cap ← capOf p
+    let blk ← blockOf p
+    if mine.any (fun (e, x) => decide (roundupBlock x blk > cap) && staticExpr e static) then
+      modifySession serial fun s => { s with attrs := saved, pending := none }
+      leaveQueue (pools.headD 0) serial
+      reject serial p
+      return .rejected
+  for (p, mine) in pools.zip amounts do
+    let need := (mine.map (·.2)).foldl max 0
+    if (← pool p).used + roundupBlock need (← blockOf p) > (← capOf p) then
+      return .blocked   -- cached units never block
   admit serial h ref stream pools units env
-  return true
+  return .admitted
 
 /-- sessions.py `first_token`: the first completion of a prefill run inside the request's hold. -/
 def firstToken (serial : Nat) : M Unit := do
@@ -475,8 +508,10 @@ def settle : M Unit := do
       if (← poolDecl p).admittedBy.isNone then
         repeat
           let some head ← selectHead p | break
-          if !(← tryAdmit head.serial) then break
-          pushReady head.serial
+          match (← tryAdmit head.serial) with
+          | .blocked => break
+          | .admitted => pushReady head.serial
+          | .rejected => pure ()   -- the next head is tried
     if (← getCfg).ready.isEmpty then break
 
 end SerqLang

@@ -40,6 +40,7 @@ structure Records where
   iterations : Array CJ := #[]
   observations : Array CJ := #[]
   finished : Array CJ := #[]
+  rejected : Array CJ := #[]
   deriving Inhabited
 
 /-- What never changes during a run. -/

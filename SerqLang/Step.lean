@@ -162,13 +162,14 @@ def sortEntries (es : List Entry) : List Entry :=
     | x :: xs => if Pool.before e x then e :: x :: xs else x :: ins e xs
   es.foldl (fun acc e => ins e acc) []
 
-/-- trace.py `pool_json`. -/
+/-- trace.py `pool_json` (`rejected` present only when > 0, docs/state.md POOL). -/
 def poolJson (prog : Program) (p : Nat) (st : PoolState) : CJ :=
-  .obj [("name", .str (((prog.ir.pools[p]?).map (·.name)).getD "")), ("used", .nat st.used),
-        ("cached", .nat st.cached), ("queue", CJ.nats (st.queue.map (·.serial))),
-        ("holders", CJ.nats st.holders), ("growers", CJ.nats st.growers),
-        ("entries", .arr ((sortEntries st.entries).map Entry.toJson)),
-        ("preemptions", .nat st.preemptions)]
+  .obj ([("name", .str (((prog.ir.pools[p]?).map (·.name)).getD "")), ("used", .nat st.used),
+         ("cached", .nat st.cached), ("queue", CJ.nats (st.queue.map (·.serial))),
+         ("holders", CJ.nats st.holders), ("growers", CJ.nats st.growers),
+         ("entries", .arr ((sortEntries st.entries).map Entry.toJson)),
+         ("preemptions", .nat st.preemptions)]
+        ++ (if st.rejected > 0 then [("rejected", .nat st.rejected)] else []))
 
 /-- trace.py `stage_json` (a `ps` stage's remaining work with its clock advanced to now; the
 line is computed on a copy of the configuration, see `stateLine`). -/
@@ -212,12 +213,13 @@ def stageJson (i : Nat) : M CJ := do
     return .obj (base ++ [("active", .arr (st.jobs.map fun j =>
         CJ.arr [.nat j.serial, ratJ ((List.lookup j.serial st.tags).getD v - v)]))])
 
-/-- trace.py `records_json`. -/
+/-- trace.py `records_json` (`rejected` present only when non-empty, docs/state.md RECORDS). -/
 def recordsJson (r : Records) : CJ :=
-  .obj [("admitted", .arr r.admitted.toList), ("preempted", .arr r.preempted.toList),
-        ("released", .arr r.released.toList), ("evicted", .arr r.evicted.toList),
-        ("finished", .arr r.finished.toList), ("iterations", .arr r.iterations.toList),
-        ("observations", .arr r.observations.toList)]
+  .obj ([("admitted", .arr r.admitted.toList), ("preempted", .arr r.preempted.toList),
+         ("released", .arr r.released.toList), ("evicted", .arr r.evicted.toList),
+         ("finished", .arr r.finished.toList), ("iterations", .arr r.iterations.toList),
+         ("observations", .arr r.observations.toList)]
+        ++ (if r.rejected.isEmpty then [] else [("rejected", .arr r.rejected.toList)]))
 
 /-- trace.py `state_line`: the docs/state.md line of step `k`. -/
 def stateLine (prog : Program) (w : Workload) (cfg : Config) (recs : Records) (ev : Option Event)

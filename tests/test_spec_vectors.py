@@ -29,15 +29,17 @@ def run_vector(d: Path):
 
 def summary(cfg, recs) -> dict:
     w = str
-    out = {"observations": {}, "iterations": {}, "admitted": [], "preempted": [], "released": [], "evicted": []}
+    out = {"observations": {}, "iterations": {}, "admitted": [], "preempted": [], "released": [], "evicted": [],
+           "rejected": []}
     for now, r in recs:
         for name, serial, _turn, t, v in r["observations"]:
             out["observations"].setdefault(name, []).append([serial, w(t), w(v)])
         for it in r["iterations"]:
             out["iterations"][w(it["start"])] = [[s, n] for s, _m, n in it["assign"]]
-        for key in ("admitted", "preempted", "released", "evicted"):
+        for key in ("admitted", "preempted", "released", "evicted", "rejected"):
             out[key] += [[w(now)] + list(x) for x in r[key]]
     out["preemptions"] = {cfg.program.pools[i]["name"]: p.preemptions for i, p in enumerate(cfg.pools)}
+    out["rejected_counts"] = {cfg.program.pools[i]["name"]: p.rejected for i, p in enumerate(cfg.pools)}
     out["final_entries"] = {cfg.program.pools[i]["name"]: [e.to_json() for e in sorted(p.entries, key=lambda e: (e.last, e.rel))]
                             for i, p in enumerate(cfg.pools)}
     return out
@@ -68,6 +70,10 @@ def test_vector(name):
             assert row in got[key], f"{key} {row} not in {got[key]}"
     if "evicted" in expected:
         assert got["evicted"] == expected["evicted"]
+    if "rejected" in expected:   # every rejection, in order: [time, serial, pool]
+        assert got["rejected"] == expected["rejected"]
+    for pool, n in expected.get("rejected_counts", {}).items():
+        assert got["rejected_counts"][pool] == n, f"rejected in pool {pool}"
     for pool, entries in expected.get("final_entries", {}).items():
         assert got["final_entries"][pool] == entries
 

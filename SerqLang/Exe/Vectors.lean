@@ -9,8 +9,8 @@ import SerqLang
 For every directory under DIR (e.g. `vectors/`, searched recursively) that holds `ir.json`,
 `sessions.json` and `expected.json`: run `initial`, then `step` until no event is left, and
 compare with `expected.json` what tests/test_spec_vectors.py compares — the observations per
-name as `[serial, time, value]` in chronological order, the preemptions per pool, and the final
-cache entries per pool. The vectors carry `program.sq`, not its IR: generate `ir.json` first with
+name as `[serial, time, value]` in chronological order, the preemptions and rejections per pool,
+and the final cache entries per pool. The vectors carry `program.sq`, not its IR: generate `ir.json` first with
 the front-end, `serq ir DIR/program.sq > DIR/ir.json` (docs/lean.md). A directory without
 `ir.json` is reported as skipped. Exit status 1 if a vector fails or none ran.
 
@@ -91,6 +91,11 @@ def replayVector (irText sessionsText expectedText : String) : Res (Option Strin
       if let some n := Wire.getOpt expPre d.name then
         if (← Wire.nat n) != st.preemptions then
           problems := problems ++ [s!"preemptions {d.name}: expected {(← Wire.nat n)}, got {st.preemptions}"]
+  if let some expRej := Wire.getOpt exp "rejected_counts" then
+    for (d, st) in ir.pools.zip cfg.pools do
+      if let some n := Wire.getOpt expRej d.name then
+        if (← Wire.nat n) != st.rejected then
+          problems := problems ++ [s!"rejected {d.name}: expected {(← Wire.nat n)}, got {st.rejected}"]
   if let some expEnt := Wire.getOpt exp "final_entries" then
     for (d, st) in ir.pools.zip cfg.pools do
       if let some es := Wire.getOpt expEnt d.name then

@@ -271,7 +271,7 @@ class Config:
 def new_records() -> dict:
     """The per-step output channel (docs/state.md RECORDS); not part of the state."""
     return {"admitted": [], "preempted": [], "released": [], "evicted": [], "iterations": [],
-            "observations": [], "finished": []}
+            "observations": [], "finished": [], "rejected": []}
 
 
 # -- decoding: the inverse of `Config.to_json` ---------------------------------------------------

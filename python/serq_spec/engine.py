@@ -355,17 +355,20 @@ def exclusive_prefill(cfg, ictx, stmt) -> None:
 
 
 def admit_one(cfg, ictx) -> bool:
-    """admit_one(E, left): the first admitted pool with a head; admit it if it fits, run it at once."""
-    from .sessions import run_session, try_admit
+    """admit_one(E, left): the first admitted pool with a head; admit it if it fits, run it at once.
+    A head rejected because it can never fit has left its queue: the next head is tried in its
+    place, as if it had not been there (docs/spec.md "A hold that can never fit")."""
+    from .sessions import BLOCKED, REJECTED, run_session, try_admit
     for p in cfg.program.admitted_pools.get(ictx.engine, []):
-        head = select_head(cfg, p)
-        if head is None:
-            continue
-        s = cfg.sessions[head.serial]
-        if not try_admit(cfg, s, ictx):
-            return False   # head-of-line: admission stops for this iteration
-        run_session(cfg, s)
-        return True
+        while (head := select_head(cfg, p)) is not None:
+            s = cfg.sessions[head.serial]
+            outcome = try_admit(cfg, s, ictx)
+            if outcome == REJECTED:
+                continue
+            if outcome == BLOCKED:
+                return False   # head-of-line: admission stops for this iteration
+            run_session(cfg, s)
+            return True
     return False
 
 

@@ -92,6 +92,13 @@ def exec_hold(cfg, s, st, ref, stream) -> None:
     enqueue(cfg, first, s)
 
 
+def reject(cfg, s, p: int) -> None:
+    """A hold that can never fit in pool p is rejected: p's `rejected` count, the record, `end`."""
+    cfg.pools[p].rejected += 1
+    cfg.records["rejected"].append([s.serial, cfg.program.pools[p]["name"]])
+    end_session(cfg, s)
+
+
 def hold_rejected(cfg, s, st, stream) -> bool:
     """A unit or reserve reading only attributes and numbers above its pool's cap → rejected, session ends."""
     at = st.get("at")
@@ -113,8 +120,7 @@ def hold_rejected(cfg, s, st, stream) -> bool:
                         x = Fraction(V.roundup_block(int(x), cfg.program.block[p]))
                     if x > cap:
                         s.attrs[:] = saved
-                        cfg.pools[p].rejected += 1
-                        end_session(cfg, s)
+                        reject(cfg, s, p)
                         return True
     finally:
         if s.status != ENDED:
@@ -122,8 +128,14 @@ def hold_rejected(cfg, s, st, stream) -> bool:
     return False
 
 
-def try_admit(cfg, s, ictx=None) -> bool:
-    """Admission attempt of the queued hold (§11.4): bindings, units, reserves read now; admit if all fit.
+ADMITTED, BLOCKED, REJECTED = "admitted", "blocked", "rejected"   # the outcomes of an admission attempt
+
+
+def try_admit(cfg, s, ictx=None) -> str:
+    """Admission attempt of the queued hold (§11.4): bindings, units, reserves read now; ADMITTED
+    if every pool fits, else BLOCKED (it waits at the head) — or REJECTED when some pool's need
+    exceeds the pool's cap and the exceeding amount reads only attributes, bindings and numbers:
+    it can never fit (docs/spec.md "A hold that can never fit"; the test of `hold_rejected`).
 
     Inside engine E's admission (`ictx`, §11.6 admit_one) `budget_left(E)` is the budget the
     iteration has left and the schedule's `let`s are visible."""
@@ -135,25 +147,36 @@ def try_admit(cfg, s, ictx=None) -> bool:
         env = Env(cfg, s, stream, at, engine=ictx.engine, ictx=ictx, admit_left=(ictx.engine, ictx.left))
     else:
         env = Env(cfg, s, stream, at)
+    saved = list(s.attrs)
+    static = set(range(prog.nslots))   # the slots a static amount may read: attributes, static bindings
     for bnd in st.get("bindings", []):
         s.attrs[bnd["slot"]] = evaluate(bnd["expr"], env)
-    pools, units = [], []
-    fits = True
+        if not static_expr(bnd["expr"], static):
+            static.discard(bnd["slot"])
+    pools, units, amounts = [], [], []
     for hp in st["pools"]:
         p = resolve_ref(env, hp["pool"])
         u = units_int(evaluate(hp["units"], env), f"units of pool {prog.pools[p]['name']}", cfg, at)
-        need = u
+        mine = [(hp["units"], u)]
         if hp.get("reserve") is not None:
             r = units_int(evaluate(hp["reserve"], env), f"reserve of pool {prog.pools[p]['name']}", cfg, at)
-            need = max(u, r)
+            mine.append((hp["reserve"], r))
         pools.append(p)
         units.append(u)
+        amounts.append(mine)
+    for p, mine in zip(pools, amounts):
+        if any(V.roundup_block(x, prog.block[p]) > prog.caps[p] and static_expr(e, static) for e, x in mine):
+            s.attrs[:] = saved
+            leave_queue(cfg, pools[0], s.serial)
+            s.pending = None
+            reject(cfg, s, p)
+            return REJECTED
+    for p, mine in zip(pools, amounts):
+        need = max(x for _, x in mine)
         if cfg.pools[p].used + V.roundup_block(need, prog.block[p]) > prog.caps[p]:
-            fits = False   # cached units never block (§11.4)
-    if not fits:
-        return False
+            return BLOCKED   # cached units never block (§11.4)
     admit(cfg, s, st, (bi, pc), stream, pools, units, env)
-    return True
+    return ADMITTED
 
 
 def admit(cfg, s, st, ref, stream, pools, units, env) -> None:
@@ -438,8 +461,10 @@ def settle(cfg) -> None:
                     if head is None:
                         break
                     s = cfg.sessions[head.serial]
-                    if not try_admit(cfg, s):
+                    outcome = try_admit(cfg, s)
+                    if outcome == BLOCKED:
                         break
-                    cfg.ready.append(s.serial)
+                    if outcome == ADMITTED:
+                        cfg.ready.append(s.serial)
         if not cfg.ready:
             return

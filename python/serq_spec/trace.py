@@ -34,11 +34,14 @@ def status_json(cfg, s) -> str:
 def pool_json(cfg, p: int) -> dict:
     """POOL of docs/state.md."""
     st = cfg.pools[p]
-    return {"name": cfg.program.pools[p]["name"], "used": st.used, "cached": st.cached(),
-            "queue": [q.serial for q in st.queue], "holders": list(st.holders),
-            "growers": list(st.growers),
-            "entries": [e.to_json() for e in sorted(st.entries, key=lambda e: (e.last, e.rel))],
-            "preemptions": st.preemptions}
+    out = {"name": cfg.program.pools[p]["name"], "used": st.used, "cached": st.cached(),
+           "queue": [q.serial for q in st.queue], "holders": list(st.holders),
+           "growers": list(st.growers),
+           "entries": [e.to_json() for e in sorted(st.entries, key=lambda e: (e.last, e.rel))],
+           "preemptions": st.preemptions}
+    if st.rejected:   # present once the pool has rejected a hold (docs/state.md POOL)
+        out["rejected"] = st.rejected
+    return out
 
 
 def stage_json(cfg, i: int) -> dict:
@@ -114,6 +117,8 @@ def records_json(rec: dict) -> dict:
                        for it in rec["iterations"]],
         "observations": [[n, s, t, wire(time), wire(v)] for n, s, t, time, v in rec["observations"]],
     }
+    if rec.get("rejected"):   # present when the step rejected a hold (docs/state.md RECORDS)
+        out["rejected"] = rec["rejected"]
     if "gauges" in rec:
         out["gauges"] = [[n, wire(v)] for n, v in rec["gauges"]]
     return out

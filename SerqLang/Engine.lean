@@ -119,13 +119,17 @@ partial def serveRunning (ic : IterCtx) (order : Order) (only : Option Expr) (ca
 
 /-- engine.py `admit_one`: the first admitted pool with a head; admit it if it fits, run it. A
 head rejected because it can never fit has left its queue: the next head is tried in its place,
-as if it had not been there. -/
-def admitOne (ic : IterCtx) : M Bool := do
+as if it had not been there. `only` (from `admit waiting only (e)`): a head for which e is 0
+is not tried and stops admission like a head that does not fit (head of line). -/
+def admitOne (ic : IterCtx) (only : Option Expr := none) : M Bool := do
   for p in (← admittedPools ic.engine) do
     repeat
       match (← selectHead p) with
       | none => break
       | some head =>
+        if let some o := only then
+          let env : EnvM := { session := some head.serial, engine := some ic.engine, ictx := some ic }
+          if !Value.nz (← evaluate env o) then return false   -- excluded head: head-of-line
         match (← tryAdmit head.serial (some ic)) with
         | .rejected => pure ()
         | .blocked => return false   -- head-of-line: admission stops for this iteration
@@ -145,7 +149,7 @@ partial def serveUnserved (ic : IterCtx) (cap : Tok) : M IterCtx := do
 
 /-- engine.py `admit_waiting`: while budget is left and nothing was preempted, admit one and
 serve it. -/
-partial def admitWaiting (ic : IterCtx) (wh : Option Expr) (cap : Tok) : M IterCtx := do
+partial def admitWaiting (ic : IterCtx) (only wh : Option Expr) (cap : Tok) : M IterCtx := do
   if ic.stopped then return ic
   let exhausted := match ic.left with
     | .inf => false
@@ -154,10 +158,10 @@ partial def admitWaiting (ic : IterCtx) (wh : Option Expr) (cap : Tok) : M IterC
   if let some w := wh then
     let c ← evaluate { engine := some ic.engine, ictx := some ic } w
     if !(← truthAt c "an admit while guard" none) then return ic
-  if !(← admitOne ic) then return ic
+  if !(← admitOne ic only) then return ic
   let ic := { ic with admitted := ic.admitted + 1 }
   let ic ← serveUnserved ic cap
-  admitWaiting ic wh cap
+  admitWaiting ic only wh cap
 
 /-- The first resident prefill not served yet and not stalled in a growth. -/
 def firstPrefill (ic : IterCtx) : M (Option Job) := do
@@ -199,9 +203,7 @@ partial def runSchedule (ic : IterCtx) (stmts : List Sched) (base : Nat) : M Ite
     let cap : Tok := ((ic.each[idx]?).getD none).getD .inf
     match s with
     | .advance only order _ => ic ← serveRunning ic order only cap
-    | .admit only wh _ =>
-      if only.isSome then notSupported "`admit waiting only (…)`"
-      ic ← admitWaiting ic wh cap
+    | .admit only wh _ => ic ← admitWaiting ic only wh cap
     | .set reg e =>
       let v ← evaluate { engine := some ic.engine, ictx := some ic } e
       let st ← stage ic.engine

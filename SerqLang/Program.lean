@@ -73,6 +73,20 @@ partial def checkExpr (ir : Ir) (e : Expr) (loc : Option Loc) : Res Unit := do
   | .fn _ args | .draw _ args => for a in args do checkExpr ir a loc
   | _ => pure ()
 
+/-- program.py `reads_job`: does `e` read a per-request key anywhere? -/
+partial def readsJob (e : Expr) : Bool :=
+  match e with
+  | .job _ => true
+  | .un _ a => readsJob a
+  | .bin _ a b => readsJob a || readsJob b
+  | .cond c a b => readsJob c || readsJob a || readsJob b
+  | .fn _ args | .draw _ args => args.any readsJob
+  | .obsStage _ _ _ i | .obsPool _ _ _ i =>
+    match i with
+    | some ie => readsJob ie
+    | none => false
+  | _ => false
+
 /-- program.py `check_schedule`. -/
 partial def checkSchedule (ir : Ir) (stmts : List Sched) (name : String) : Res Unit := do
   for s in stmts do
@@ -88,7 +102,11 @@ partial def checkSchedule (ir : Ir) (stmts : List Sched) (name : String) : Res U
       if let some x := each then checkExpr ir x none
       if let .keyed keys := order then for k in keys do checkExpr ir k none
     | .admit only wh each => do
-      if only.isSome then throw (unsupportedSched ir s!"`admit waiting only (…)` in engine {name}")
+      if let some x := only then
+        if readsJob x then
+          throw (unsupportedSched ir (s!"a per-request key (`decoding`, `admission`, `remaining`) in " ++
+            s!"`admit waiting only (…)` of engine {name}: a waiting head has no run yet"))
+        checkExpr ir x none
       if let some x := wh then checkExpr ir x none
       if let some x := each then checkExpr ir x none
     | .set _ x => checkExpr ir x none

@@ -309,9 +309,8 @@ def serve(cfg, ictx, job, only, cap) -> None:
 
 def admit_waiting(cfg, ictx, stmt) -> None:
     """`admit waiting`: while budget is left and nothing was preempted, admit one and serve it (§11.6)."""
-    if stmt.get("only") is not None:
-        raise cfg.program.unsupported("`admit waiting only (…)`", stmt.get("at"))
     cap = ictx.each.get(id(stmt), V.INF)
+    only = stmt.get("only")
     while not ictx.stopped:
         if ictx.left <= 0 or ictx.preempted > 0 or ictx.no_admit:
             return
@@ -319,7 +318,7 @@ def admit_waiting(cfg, ictx, stmt) -> None:
             c = evaluate(stmt["while"], Env(cfg, engine=ictx.engine, ictx=ictx, at=stmt.get("at")))
             if not V.truth(c, "an admit while guard", stmt.get("at")):
                 return
-        if not admit_one(cfg, ictx):
+        if not admit_one(cfg, ictx, only):
             return
         ictx.admitted += 1
         while not ictx.stopped:
@@ -354,14 +353,21 @@ def exclusive_prefill(cfg, ictx, stmt) -> None:
             serve(cfg, ictx, j, None, cap)
 
 
-def admit_one(cfg, ictx) -> bool:
+def admit_one(cfg, ictx, only=None) -> bool:
     """admit_one(E, left): the first admitted pool with a head; admit it if it fits, run it at once.
     A head rejected because it can never fit has left its queue: the next head is tried in its
-    place, as if it had not been there (docs/spec.md "A hold that can never fit")."""
+    place, as if it had not been there (docs/spec.md "A hold that can never fit").
+    `only` (from `admit waiting only (e)`): a head for which e is 0 is not tried at all and stops
+    admission like a head that does not fit (head of line; docs/spec.md "Ambiguities resolved")."""
     from .sessions import BLOCKED, REJECTED, run_session, try_admit
     for p in cfg.program.admitted_pools.get(ictx.engine, []):
         while (head := select_head(cfg, p)) is not None:
             s = cfg.sessions[head.serial]
+            if only is not None:
+                env = Env(cfg, s, engine=ictx.engine, ictx=ictx,
+                          what=f"engine {cfg.program.stages[ictx.engine]['name']}: `admit waiting only`")
+                if not V.nz(evaluate(only, env)):
+                    return False   # excluded head: head-of-line, admission stops
             outcome = try_admit(cfg, s, ictx)
             if outcome == REJECTED:
                 continue

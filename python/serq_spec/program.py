@@ -135,8 +135,10 @@ class Program:
                 self.check_schedule(s.get("else") or [], name)
             elif op not in ("advance", "admit", "set", "exclusive_prefill"):
                 raise self.unsupported(f"schedule statement {op} in engine {name}", self.sched_at(s))
-            if op == "admit" and s.get("only") is not None:
-                raise self.unsupported(f"`admit waiting only (…)` in engine {name}", self.sched_at(s))
+            if op == "admit" and s.get("only") is not None and reads_job(s["only"]):
+                raise self.unsupported(f"a per-request key (`decoding`, `admission`, `remaining`) in "
+                                       f"`admit waiting only (…)` of engine {name}: a waiting head has "
+                                       f"no run yet", self.sched_at(s))
             for k in ("only", "while", "each", "expr", "cond"):
                 if s.get(k) is not None:
                     self.check_expr(s[k], s.get("at"))
@@ -194,6 +196,19 @@ class Program:
             r = e.get(ref_key)
             if isinstance(r, dict) and isinstance(r.get("index"), dict):
                 self.check_expr(r["index"], at)
+
+
+def reads_job(e) -> bool:
+    """True if `e` reads a per-request key (`job` node) anywhere."""
+    if not isinstance(e, dict):
+        return False
+    if e.get("k") == "job":
+        return True
+    if any(reads_job(e.get(key)) for key in ("a", "b", "c")):
+        return True
+    if any(reads_job(a) for a in e.get("args", []) or []):
+        return True
+    return any(isinstance(e.get(r), dict) and reads_job(e[r].get("index")) for r in ("stage", "pool"))
 
 
 def static_expr(e, static_slots: set) -> bool:

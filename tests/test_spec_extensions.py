@@ -1,0 +1,74 @@
+"""Constructs the spec once refused: `admit waiting only (…)`, `reserve held`, preemption in a
+pool that is no engine's memory. Expected values derived by hand in each docstring."""
+
+from __future__ import annotations
+
+import pytest
+
+from serq.frontend import compile_source
+from serq_spec.errors import NotSupported
+from serq_spec.program import Program
+from serq_spec.sample import sample
+from serq_spec.step import run
+from serq_spec.workload import Workload
+
+
+def run_text(text: str, sessions: int, seed: int = 0):
+    ir = compile_source(text, "t.sq", {})
+    prog = Program(ir, "t.sq")
+    prog.workload_data = Workload.replay(sample(ir, seed, sessions, "t.sq"))
+    lines = []
+    cfg = run(prog, on_step=lambda c, r, k: lines.append(r), check=True)
+    obs = [(o[0], o[1], o[3], o[4]) for r in lines for o in r["observations"]]
+    return cfg, obs
+
+
+ONLY = """
+fn main() {
+  device d { kv cap 1600; }
+  pool kv on d { block 16; }
+  engine e on d {
+    reqs cap 4;
+    tokens cap 16;
+    request (p, q) {
+      prefill (p) growing kv;
+      decode (q - 1) growing kv;
+    }
+    schedule {
+      advance running;
+      admit waiting only (ONLY) taking reqs (1), kv (min(p, budget_left(e))) reserve (p);
+    }
+    execute (1);
+  }
+  pool reqs on e { queue fifo; }
+  workload { arrive batch(3); }
+  server { e (serial == 1 ? 8 : 4, 1); observe t = now; }
+}"""
+
+
+def test_admit_waiting_only_blocks_at_an_excluded_head():
+    """`admit waiting only (p < 6)`; prompts 4, 8, 4 (serials 0, 1, 2), output 1, budget 16,
+    execute 1. Iteration 1 at t = 0: head 0 (p = 4 < 6) is admitted, prefills 4 tokens (left 12);
+    head 1 (p = 8) is excluded: it is not admitted and, as a head that does not fit, stops
+    admission (head of line) — serial 2 (p = 4) behind it is NOT admitted although it would
+    qualify and fit. IterEnd at 1: serial 0's prefill completes, decode(0) is zero work, it
+    observes t = 1 and ends. Then head 1 is still excluded: no tokens, no preemption → no
+    iteration; no event is left. Result: one observation (0, 1); serials 1, 2 stay queued on reqs.
+    (Under the other reading — skip an excluded head — serial 2 would also finish at t = 1.)"""
+    cfg, obs = run_text(ONLY.replace("ONLY", "p < 6"), 3)
+    assert [(s, v) for n, s, _t, v in obs if n == "t"] == [(0, 1)]
+    assert [q.serial for q in cfg.pools[1].queue] == [1, 2]
+    assert cfg.sessions[1].status[0] == cfg.sessions[2].status[0] == "queued"
+
+
+def test_admit_waiting_only_true_admits_everyone():
+    """`only (1)` is no restriction: iteration 1 at t = 0 admits 0, 1, 2 (4 + 8 + 4 = 16 tokens =
+    the budget); all finish at IterEnd t = 1 (output 1: no decode)."""
+    cfg, obs = run_text(ONLY.replace("ONLY", "1"), 3)
+    assert sorted((s, v) for n, s, _t, v in obs if n == "t") == [(0, 1), (1, 1), (2, 1)]
+
+
+def test_admit_waiting_only_refuses_per_request_keys():
+    """A waiting head has no run yet: `decoding`, `admission`, `remaining` have no value there."""
+    with pytest.raises(NotSupported):
+        run_text(ONLY.replace("ONLY", "remaining < 6"), 3)

@@ -64,7 +64,12 @@ structure HoldState where
   admission : Nat
   depth : Nat
   stream : DrawStream
+  /-- per pool: the block-rounded reserve on a `reserve held` pool (0 elsewhere); `[]` = all 0 -/
+  reserved : List Nat := []
   deriving Inhabited
+
+/-- config.py `HoldState.held`: the reservation of pool slot i (0 when none). -/
+def HoldState.held (h : HoldState) (i : Nat) : Nat := h.reserved.getD i 0
 
 /-- config.py `Request`: the client-metric mark of an engine call. -/
 structure Request where

@@ -181,11 +181,23 @@ def releasePoolEarly (serial p : Nat) (loc : Option Loc) : M Unit := do
   let i := hold.slot p
   let part : HoldState := { hold with pools := [p], alloc := [hold.alloc.getD i 0],
                                       position := [hold.position.getD i 0],
-                                      advanced := [hold.advanced.getD i false] }
+                                      advanced := [hold.advanced.getD i false],
+                                      reserved := [hold.held i] }
   releaseHold serial part false
   let s ← session serial
   let hold := { hold with pools := dropAt hold.pools i, alloc := dropAt hold.alloc i,
-                          position := dropAt hold.position i, advanced := dropAt hold.advanced i }
+                          position := dropAt hold.position i, advanced := dropAt hold.advanced i,
+                          reserved := dropAt hold.reserved i }
   setSession { s with holds := s.holds.set k hold }
+
+/-- pools.py `held_reservations` (`reserve held`, §11.4): Σ over P's holders of
+max(0, r_j − alloc_j), r_j the block-rounded reserve the holder was admitted with. -/
+def heldReservations (p : Nat) : M Nat := do
+  let mut total := 0
+  for serial in (← pool p).holders do
+    if let some h := holdOf (← session serial) p then
+      let i := h.slot p
+      total := total + (h.held i - h.alloc.getD i 0)   -- Nat subtraction: max(0, ·)
+  return total
 
 end SerqLang

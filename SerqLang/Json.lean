@@ -40,9 +40,10 @@ def Frame.toJson (f : Frame) : CJ :=
   .arr [.nat f.block, .nat f.pc, .str f.kind, CJ.opt pairJ f.stmt, f.stream.toJson]
 
 def HoldState.toJson (h : HoldState) : CJ :=
-  .obj [("stmt", pairJ h.stmt), ("pools", CJ.nats h.pools), ("alloc", CJ.nats h.alloc),
+  .obj ([("stmt", pairJ h.stmt), ("pools", CJ.nats h.pools), ("alloc", CJ.nats h.alloc),
         ("position", CJ.nats h.position), ("advanced", .arr (h.advanced.map CJ.bool)),
-        ("admission", .nat h.admission), ("depth", .nat h.depth), ("stream", h.stream.toJson)]
+        ("admission", .nat h.admission), ("depth", .nat h.depth), ("stream", h.stream.toJson)] ++
+        (if h.reserved.any (fun x => decide (x > 0)) then [("reserved", CJ.nats h.reserved)] else []))
 
 def Request.toJson (r : Request) : CJ :=
   .obj [("stmt", pairJ r.stmt), ("engine", .nat r.engine), ("submit", ratJ r.submit),
@@ -180,7 +181,8 @@ def hold (j : Json) : Res HoldState := do
     advanced := ← field j "advanced" (list bool)
     admission := ← field j "admission" nat
     depth := ← field j "depth" nat
-    stream := ← field j "stream" stream }
+    stream := ← field j "stream" stream
+    reserved := (← fieldOpt j "reserved" (list nat)).getD [] }
 
 def request (j : Json) : Res Request := do
   return {

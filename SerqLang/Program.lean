@@ -184,7 +184,6 @@ def ofIr (ir : Ir) : Res Program := do
   let block ← ir.pools.mapM blockOf
   let caps ← ir.pools.mapM capOf
   for p in ir.pools do
-    if p.reserveHeld then throw (unsupported ir s!"`reserve held` on pool {p.name}")
     match p.evict with
     | .keyed keys => for k in keys do checkExpr ir k none
     | .lru => pure ()

@@ -160,7 +160,7 @@ def execHold (serial : Nat) (h : Hold) (ref : Nat × Nat) (stream : DrawStream) 
 /-- sessions.py `admit`: consume the own prefix, make room, allocate, number the admission,
 enter the body. -/
 def admit (serial : Nat) (h : Hold) (ref : Nat × Nat) (stream : DrawStream) (pools units : List Nat)
-    (env : EnvM) : M Unit := do
+    (env : EnvM) (reserved : List Nat := []) : M Unit := do
   let hasCache := h.cache.isSome
   let reuse ← match h.reuse with
     | none => pure none
@@ -177,7 +177,8 @@ def admit (serial : Nat) (h : Hold) (ref : Nat × Nat) (stream : DrawStream) (po
     makeRoom p alloc
     setPool p (Pool.allocate (← pool p) serial alloc)
     hold := { hold with pools := hold.pools ++ [p], alloc := hold.alloc ++ [alloc],
-                        position := hold.position ++ [consumed], advanced := hold.advanced ++ [false] }
+                        position := hold.position ++ [consumed], advanced := hold.advanced ++ [false],
+                        reserved := hold.reserved ++ [reserved.getD hold.reserved.length 0] }
     let name ← poolName p
     modifyRec fun r => { r with admitted := r.admitted.push (.arr [.nat serial, .str name, .nat alloc, .nat consumed]) }
   let cfg ← getCfg
@@ -228,17 +229,21 @@ def tryAdmit (serial : Nat) (ictx : Option IterCtx := none) : M Attempt := do
   let mut pools : List Nat := []
   let mut units : List Nat := []
   let mut amounts : List (List (Expr × Nat)) := []
+  let mut reserved : List Nat := []
   for hp in h.pools do
     let p ← resolveRef env hp.pool.base hp.pool.count hp.pool.index
     let name ← poolName p
     let u ← unitsInt (← evaluate env hp.units) s!"units of pool {name}" loc
     let mut mine : List (Expr × Nat) := [(hp.units, u)]
+    let mut r : Nat := 0
     if let some re := hp.reserve then
-      let r ← unitsInt (← evaluate env re) s!"reserve of pool {name}" loc
+      r ← unitsInt (← evaluate env re) s!"reserve of pool {name}" loc
       mine := mine ++ [(re, r)]
     pools := pools ++ [p]
     units := units ++ [u]
     amounts := amounts ++ [mine]
+    let rh := if (← poolDecl p).reserveHeld && decide (r > 0) then roundupBlock r (← blockOf p) else 0
+    reserved := reserved ++ [rh]
   for (p, mine) in pools.zip amounts do
     let cap ← capOf p
     let blk ← blockOf p
@@ -249,9 +254,10 @@ def tryAdmit (serial : Nat) (ictx : Option IterCtx := none) : M Attempt := do
       return .rejected
   for (p, mine) in pools.zip amounts do
     let need := (mine.map (·.2)).foldl max 0
-    if (← pool p).used + roundupBlock need (← blockOf p) > (← capOf p) then
+    let held ← if (← poolDecl p).reserveHeld then heldReservations p else pure 0
+    if (← pool p).used + held + roundupBlock need (← blockOf p) > (← capOf p) then
       return .blocked   -- cached units never block
-  admit serial h ref stream pools units env
+  admit serial h ref stream pools units env reserved
   return .admitted
 
 /-- sessions.py `first_token`: the first completion of a prefill run inside the request's hold. -/

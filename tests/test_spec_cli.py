@@ -119,12 +119,12 @@ def test_missing_files(tmp_path, capsys, monkeypatch):
 UNSUPPORTED = """
 fn main() {
   device d { kv cap 1600; }
-  pool kv on d { block 16; reserve held; }
+  pool kv on d { block 16; }
   engine e on d {
     reqs cap 4;
     tokens cap 64;
     request (p) { prefill (p) growing kv; }
-    schedule { advance running; admit waiting taking reqs (1), kv (p); }
+    schedule { advance running; admit waiting only (remaining > 0) taking reqs (1), kv (p); }
     execute (1);
   }
   pool reqs on e { queue fifo; }
@@ -151,7 +151,7 @@ def write(tmp_path, text, name="p.sq"):
 def test_unsupported_construct_is_named_with_its_location(tmp_path, capsys):
     prog = write(tmp_path, UNSUPPORTED)
     rc, err = run_cli(capsys, "sample", prog, "--seed", "1", "--sessions", "1")
-    assert rc == 2 and "not supported by serq_spec yet: `reserve held`" in err, err
+    assert rc == 2 and "not supported by serq_spec yet: a per-request key" in err and "p.sq" in err, err
 
 
 def test_run_time_guard(tmp_path, capsys):

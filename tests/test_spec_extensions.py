@@ -72,3 +72,42 @@ def test_admit_waiting_only_refuses_per_request_keys():
     """A waiting head has no run yet: `decoding`, `admission`, `remaining` have no value there."""
     with pytest.raises(NotSupported):
         run_text(ONLY.replace("ONLY", "remaining < 6"), 3)
+
+
+HELD = """
+fn main() {
+  pool m { cap 10; HELD }
+  stage s : delay;
+  workload { arrive batch(2); }
+  server {
+    run s (serial);
+    hold m (serial == 0 ? 2 : 4) reserve (serial == 0 ? 8 : 4) {
+      grow m (serial == 0 ? 3 : 0);
+      run s (10);
+    }
+    observe t = now;
+  }
+}"""
+
+
+def test_reserve_held_counts_unallocated_reservations():
+    """Pool m, cap 10, `reserve held`. Session 0 (t = 0) asks units 2, reserve 8: need
+    max(2, 8) = 8, used 0 + 0 + 8 ≤ 10 → admitted with alloc 2 (used 2, its unallocated
+    reservation 8 − 2 = 6); it grows by 3 at once (used 5, alloc 5, unallocated 8 − 5 = 3), then
+    runs 10 s (to t = 10). Session 1 arrives at the hold at t = 1: units 4, reserve 4, need 4:
+    used 5 + held 3 + 4 = 12 > 10 → waits; at t = 10 session 0 releases (used 0, nothing held):
+    0 + 0 + 4 ≤ 10 → admitted, ends at t = 20. Observations: (0, 10), (1, 20).
+    Without `reserve held`: 5 + 4 = 9 ≤ 10 → session 1 admitted at t = 1, ends at t = 11."""
+    _cfg, obs = run_text(HELD.replace("HELD", "reserve held;"), 2)
+    assert sorted((s, v) for n, s, _t, v in obs if n == "t") == [(0, 10), (1, 20)]
+    _cfg, obs = run_text(HELD.replace("HELD", ""), 2)
+    assert sorted((s, v) for n, s, _t, v in obs if n == "t") == [(0, 10), (1, 11)]
+
+
+def test_reserve_held_ends_when_the_allocation_reaches_it():
+    """Session 0 with reserve 6 and growth 4: alloc 2 + 4 = 6 = its reserve, so nothing of it stays
+    held (max(0, 6 − 6) = 0). Session 1 at t = 1: used 6 + held 0 + 4 = 10 ≤ 10 → admitted at
+    t = 1, ends at t = 11; session 0 ends at t = 10."""
+    text = HELD.replace("HELD", "reserve held;").replace("8 : 4", "6 : 4").replace("3 : 0", "4 : 0")
+    _cfg, obs = run_text(text, 2)
+    assert sorted((s, v) for n, s, _t, v in obs if n == "t") == [(0, 10), (1, 11)]

@@ -66,11 +66,20 @@ class HoldState:
     admission: int             # admission number of this hold
     depth: int                 # index of its body frame in the session's frames
     stream: tuple              # draw stream of the frame that executed the hold statement
+    reserved: list = field(default_factory=list)   # per pool: the block-rounded reserve on a
+    #   `reserve held` pool (0 elsewhere, or without reserve); [] = all 0 (docs/spec.md)
+
+    def held(self, i: int) -> int:
+        """The reservation of pool slot i (0 when none)."""
+        return self.reserved[i] if i < len(self.reserved) else 0
 
     def to_json(self):
-        return {"stmt": list(self.stmt), "pools": self.pools, "alloc": self.alloc,
-                "position": self.position, "advanced": self.advanced,
-                "admission": self.admission, "depth": self.depth, "stream": list(self.stream)}
+        d = {"stmt": list(self.stmt), "pools": self.pools, "alloc": self.alloc,
+             "position": self.position, "advanced": self.advanced,
+             "admission": self.admission, "depth": self.depth, "stream": list(self.stream)}
+        if any(self.reserved):   # present only with a `reserve held` reservation
+            d["reserved"] = self.reserved
+        return d
 
 
 @dataclass
@@ -295,7 +304,8 @@ def _session(d) -> Session:
                 frames=[Frame(f[0], f[1], f[2], _tup(f[3]), tuple(f[4])) for f in d["frames"]],
                 status=tuple(d["status"]))
     s.holds = [HoldState(tuple(h["stmt"]), h["pools"], h["alloc"], h["position"], h["advanced"],
-                         h["admission"], h["depth"], tuple(h["stream"])) for h in d["holds"]]
+                         h["admission"], h["depth"], tuple(h["stream"]),
+                         list(h.get("reserved") or [])) for h in d["holds"]]
     p = d["pending"]
     s.pending = None if p is None else (p[0], p[1], tuple(p[2]))
     s.adm_seq = d["adm_seq"]

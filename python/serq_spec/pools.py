@@ -174,10 +174,25 @@ def release_pool_early(cfg, session, p: int, at=None) -> None:
         raise SpecError(f"release of pool {cfg.program.pools[p]['name']} outside a hold of it", at, cfg.program.files)
     i = hold.pools.index(p)
     part = type(hold)(stmt=hold.stmt, pools=[p], alloc=[hold.alloc[i]], position=[hold.position[i]],
-                      advanced=[hold.advanced[i]], admission=hold.admission, depth=hold.depth, stream=hold.stream)
+                      advanced=[hold.advanced[i]], admission=hold.admission, depth=hold.depth, stream=hold.stream,
+                      reserved=[hold.held(i)])
     release_hold(cfg, session, part, preempted=False)
+    if i < len(hold.reserved):
+        del hold.reserved[i]
     for field in (hold.pools, hold.alloc, hold.position, hold.advanced):
         del field[i]
+
+
+def held_reservations(cfg, p: int) -> int:
+    """`reserve held` (§11.4): Σ over P's holders of max(0, r_j − alloc_j), r_j the block-rounded
+    reserve the holder was admitted with."""
+    total = 0
+    for serial in cfg.pools[p].holders:
+        h = hold_of(cfg.sessions[serial], p)
+        if h is not None:
+            i = h.pools.index(p)
+            total += max(0, h.held(i) - h.alloc[i])
+    return total
 
 
 def release_hold(cfg, session, hold, preempted: bool) -> None:

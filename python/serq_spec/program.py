@@ -95,8 +95,6 @@ class Program:
     def check_supported(self) -> None:
         """Refuse, with its location, every construct the spec does not implement (docs/spec.md)."""
         for i, p in enumerate(self.pools):
-            if p.get("reserve_held"):
-                raise self.unsupported(f"`reserve held` on pool {p['name']}")
             for key in ("evict", "preempt", "queue"):
                 kind = (p.get(key) or {}).get("kind")
                 if kind not in ("lru", "none", "lifo", "by", "fifo"):

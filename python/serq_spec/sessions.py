@@ -13,7 +13,7 @@ from . import values as V
 from .config import ENDED, READY, Frame, HoldState, Job, Request, Session
 from .errors import SpecError
 from .expr import Env, evaluate, resolve_ref
-from .pools import (caches_in, consume_own_prefix, drop_entry, enqueue, hold_of, leave_queue, make_room,
+from .pools import (caches_in, consume_own_prefix, drop_entry, enqueue, held_reservations, hold_of, leave_queue, make_room,
                     release_hold, select_head, units_int)
 from .program import CACHED, COMPUTED, FORCED, MORE, NEW, OUT, SERIAL, THINK, TURN_NO, static_expr, zero_attrs
 
@@ -153,17 +153,19 @@ def try_admit(cfg, s, ictx=None) -> str:
         s.attrs[bnd["slot"]] = evaluate(bnd["expr"], env)
         if not static_expr(bnd["expr"], static):
             static.discard(bnd["slot"])
-    pools, units, amounts = [], [], []
+    pools, units, amounts, reserved = [], [], [], []
     for hp in st["pools"]:
         p = resolve_ref(env, hp["pool"])
         u = units_int(evaluate(hp["units"], env), f"units of pool {prog.pools[p]['name']}", cfg, at)
         mine = [(hp["units"], u)]
+        r = 0
         if hp.get("reserve") is not None:
             r = units_int(evaluate(hp["reserve"], env), f"reserve of pool {prog.pools[p]['name']}", cfg, at)
             mine.append((hp["reserve"], r))
         pools.append(p)
         units.append(u)
         amounts.append(mine)
+        reserved.append(V.roundup_block(r, prog.block[p]) if prog.pools[p].get("reserve_held") and r > 0 else 0)
     for p, mine in zip(pools, amounts):
         if any(V.roundup_block(x, prog.block[p]) > prog.caps[p] and static_expr(e, static) for e, x in mine):
             s.attrs[:] = saved
@@ -173,13 +175,14 @@ def try_admit(cfg, s, ictx=None) -> str:
             return REJECTED
     for p, mine in zip(pools, amounts):
         need = max(x for _, x in mine)
-        if cfg.pools[p].used + V.roundup_block(need, prog.block[p]) > prog.caps[p]:
+        held = held_reservations(cfg, p) if prog.pools[p].get("reserve_held") else 0
+        if cfg.pools[p].used + held + V.roundup_block(need, prog.block[p]) > prog.caps[p]:
             return BLOCKED   # cached units never block (§11.4)
-    admit(cfg, s, st, (bi, pc), stream, pools, units, env)
+    admit(cfg, s, st, (bi, pc), stream, pools, units, env, reserved)
     return ADMITTED
 
 
-def admit(cfg, s, st, ref, stream, pools, units, env) -> None:
+def admit(cfg, s, st, ref, stream, pools, units, env, reserved=None) -> None:
     """Admit (§11.4): consume the own prefix, make room, allocate, number the admission, enter the body."""
     prog = cfg.program
     has_cache = st.get("cache") is not None
@@ -200,6 +203,7 @@ def admit(cfg, s, st, ref, stream, pools, units, env) -> None:
         hold.alloc.append(alloc)
         hold.position.append(consumed)
         hold.advanced.append(False)
+        hold.reserved.append(reserved[len(hold.reserved)] if reserved else 0)
         cfg.records["admitted"].append([s.serial, prog.pools[p]["name"], alloc, consumed])
     s.attrs[CACHED] = Fraction(largest)   # the largest consumed prefix among the hold's pools (defect 2)
     hold.admission = cfg.counters.next_adm

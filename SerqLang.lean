@@ -2,6 +2,7 @@
 Copyright (c) 2026 The serQ authors. Released under the Apache 2.0 license.
 -/
 import SerqLang.Value
+import SerqLang.Transcendental
 import SerqLang.Wire
 import SerqLang.Ir
 import SerqLang.Pool

@@ -2,6 +2,7 @@
 Copyright (c) 2026 The serQ authors. Released under the Apache 2.0 license.
 -/
 import SerqLang.Ir
+import SerqLang.Transcendental
 
 /-!
 # Expressions (python/serq_spec/expr.py)
@@ -11,8 +12,9 @@ The pure part of expr.py: the operators of `_BIN`, the functions of `_FN1` and `
 observables, draws) and lives in `SerqLang.Eval`.
 
 Transcendental functions with no exact value (`exp`, `ln`, `sqrt` of a non-square, `pow` with a
-non-integer exponent) are computed by values.py at 40 decimal digits; SerqLang does not
-implement that rounding and reports an error instead (docs/lean.md).
+non-integer exponent) are computed by values.py at 40 decimal digits; `SerqLang.Transcendental`
+(`sqrtV`, `expV`, `lnV`, `powV`) reproduces that rounding within a stated domain and reports an
+error outside it (docs/lean.md).
 -/
 
 namespace SerqLang
@@ -23,33 +25,12 @@ def absV (v : Value) : Value :=
   | .fin q => .fin (if q < 0 then -q else q)
   | _ => .posInf
 
-/-- values.py `exp_v` where it is exact (`exp 0 = 1`, the limits at ±inf). -/
-def expV (a : Value) : Res Value :=
-  match a with
-  | .posInf => .ok .posInf
-  | .negInf => .ok Value.zero
-  | .fin q =>
-    if q == 0 then .ok Value.one
-    else if q < -100000 then .ok Value.zero
-    else .error "exp of a non-zero number is not implemented in the Lean semantics (40-digit rounding)"
-
-/-- values.py `ln_v` where it is exact (`ln 0 = -inf`, `ln 1 = 0`, `ln inf = inf`). -/
-def lnV (a : Value) : Res Value :=
-  match a with
-  | .posInf => .ok .posInf
-  | .negInf => .error "ln of a negative number"
-  | .fin q =>
-    if q < 0 then .error "ln of a negative number"
-    else if q == 0 then .ok .negInf
-    else if q == 1 then .ok Value.zero
-    else .error "ln of a number other than 0 and 1 is not implemented in the Lean semantics (40-digit rounding)"
-
 /-- The one-argument functions of expr.py `_FN1`. -/
 def fn1 (f : String) (a : Value) : Res Value :=
   if f == "abs" then .ok (absV a)
   else if f == "floor" then .ok a.floorV
   else if f == "ceil" then .ok a.ceilV
-  else if f == "sqrt" then a.sqrtV
+  else if f == "sqrt" then sqrtV a
   else if f == "exp" then expV a
   else if f == "ln" then lnV a
   else .error s!"unknown function {f}"
@@ -61,7 +42,7 @@ def bin (op : String) (x y : Value) : Res Value :=
   else if op == "-" then Value.sub x y
   else if op == "*" then Value.mul x y
   else if op == "/" then Value.div x y
-  else if op == "^" then Value.powV x y
+  else if op == "^" then powV x y
   else if op == "<" then .ok (Value.ofBool (Value.lt x y))
   else if op == "<=" then .ok (Value.ofBool (Value.le x y))
   else if op == ">" then .ok (Value.ofBool (Value.lt y x))
@@ -76,7 +57,7 @@ def fnValue (f : String) (vs : List Value) : Res Value :=
   | [x, y] =>
     if f == "min" then .ok (Value.minV x y)
     else if f == "max" then .ok (Value.maxV x y)
-    else if f == "pow" then Value.powV x y
+    else if f == "pow" then powV x y
     else .error s!"{f}: expected 1 argument, got 2"
   | [x] =>
     if f == "min" || f == "max" || f == "pow" then .error s!"{f}: expected 2 arguments, got 1"

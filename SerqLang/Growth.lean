@@ -7,7 +7,8 @@ import SerqLang.Holds
 # Growth and preemption (python/serq_spec/growth.py, language.md §11.7)
 
 `grow` adds whole blocks to a hold; when the pool is full it preempts a victim chosen by the
-pool's `preempt` rule, or stalls. The iteration being formed (engine.py `IterCtx`) is threaded
+pool's `preempt` rule, or stalls. In a pool that is no engine's memory every holder not in a
+delay is a candidate (§11.7). The iteration being formed (engine.py `IterCtx`) is threaded
 explicitly: a preempted victim already served in it leaves the batch.
 -/
 
@@ -38,18 +39,34 @@ def stall (serial p target : Nat) : M Unit := do
   let st ← pool p
   setPool p { st with growers := st.growers ++ [serial] }
 
+/-- growth.py `in_delay`: is the session a job of a delay stage? -/
+def inDelay (s : Session) : M Bool := do
+  match s.status with
+  | .stage k =>
+    match (← stageDecl k).kind with
+    | .delay => return true
+    | _ => return false
+  | _ => return false
+
 /-- growth.py `preemption_candidates`: holders of p that are residents of an engine whose
-memory is p. -/
+memory is p; for a pool that is no engine's memory, every holder of p except one sitting in a
+delay stage. -/
 def preemptionCandidates (p : Nat) : M (List Session) := do
   let engines ← enginesOf p
-  if engines.isEmpty then
-    notSupported s!"preemption in pool {← poolName p}, which is no engine's memory"
   let mut out : List Session := []
   for serial in (← pool p).holders do
     let s ← session serial
-    if let some j := s.job then
+    if engines.isEmpty then
+      if !(← inDelay s) then out := out ++ [s]
+    else if let some j := s.job then
       if engines.contains j.stage then out := out ++ [s]
   return out
+
+/-- Is the session's job a resident of a step engine? -/
+def residentJob (s : Session) : M (Option Job) := do
+  match s.job with
+  | some j => return if (← getProg).engines.contains j.stage then some j else none
+  | none => return none
 
 /-- growth.py `choose_victim`: `lifo` = the latest admitted candidate; `by (k…)` = least keys,
 ties to the latest admitted. -/
@@ -70,7 +87,8 @@ def chooseVictim (p : Nat) : M (Option Nat) := do
     for s in cands do
       let some h := holdOf s p | specError s!"internal: candidate {s.serial} holds no {p}"
       let i := h.slot p
-      let env : EnvM := { session := some s.serial, engine := s.job.map (·.stage), job := s.job,
+      let rj ← residentJob s
+      let env : EnvM := { session := some s.serial, engine := rj.map (·.stage), job := rj,
                           ctx := [("position", Value.ofNat (h.position.getD i 0)),
                                   ("computed", s.attr COMPUTED)] }
       let key := (← keys.mapM (evaluate env)) ++ [Value.ofInt (-((s.admSeq.getD 0 : Nat) : Int))]
@@ -89,11 +107,27 @@ def setPosition (serial p pos : Nat) : M Unit := do
     let h := { h with position := h.position.set (h.slot p) pos }
     setSession { s with holds := s.holds.set k h }
 
-/-- growth.py `preempt`: computed, stuck, detach, release caching to the position, requeue. -/
-def preempt (v p : Nat) (ictx : Option IterCtx) : M (Option IterCtx) := do
+/-- growth.py `detach_free`: a victim that is no engine resident — a ready session leaves
+`ready`, one queued for a nested hold leaves that queue; a job of a fifo or ps stage is refused. -/
+def detachFree (v : Nat) : M Unit := do
   let s ← session v
-  let some h := holdOf s p | specError s!"internal: preempting {v}, which holds no pool {p}"
-  let some job := s.job | specError s!"internal: preempting {v}, which has no job"
+  match s.status with
+  | .ready => modifyCfg fun c => { c with ready := c.ready.erase v }
+  | .queued q =>
+    leaveQueue q v
+    modifySession v fun s => { s with pending := none }
+  | .stage k =>
+    let d ← stageDecl k
+    let kind := match d.kind with
+      | .fifo _ => "fifo"
+      | .ps _ => "ps"
+      | .delay => "delay"
+      | .step _ => "step"
+    notSupported s!"preemption of a holder in {kind} stage {d.name}"
+  | _ => pure ()
+
+/-- growth.py `detach_resident`: an engine resident victim leaves the iteration being formed. -/
+def detachResident (v : Nat) (job : Job) (ictx : Option IterCtx) : M (Option IterCtx) := do
   let est ← stage job.stage
   let mut ictx := ictx
   match ictx with
@@ -114,6 +148,18 @@ def preempt (v p : Nat) (ictx : Option IterCtx) : M (Option IterCtx) := do
   | none =>
     if (est.iteration.map (fun it => it.assign.any (·.serial == v))).getD false then
       notSupported "preemption of a resident of another engine's iteration in flight"
+  return ictx
+
+/-- growth.py `preempt`: computed, stuck, detach, release caching to the position, requeue. -/
+def preempt (v p : Nat) (ictx : Option IterCtx) : M (Option IterCtx) := do
+  let s ← session v
+  let some _ := holdOf s p | specError s!"internal: preempting {v}, which holds no pool {p}"
+  let rj ← residentJob s
+  let ictx ← match rj with
+    | some job => detachResident v job ictx
+    | none => do
+      detachFree v
+      pure ictx
   -- the hold again, after a possible position restore
   let s ← session v
   let some k := holdIndex s p | specError s!"internal: {v} lost its hold of {p}"
@@ -128,9 +174,11 @@ def preempt (v p : Nat) (ictx : Option IterCtx) : M (Option IterCtx) := do
       setPool p { ps with stuck := ps.stuck + 1 }
   | none => pure ()
   let pp := upsertNat p computed s.preemptPos
-  s := { (s.setAttr COMPUTED (Value.ofNat computed)) with preemptPos := pp, job := none }
-  let est ← stage job.stage
-  setStage job.stage { est with jobs := est.jobs.eraseIdx ((est.jobs.findIdx? (·.serial == v)).getD est.jobs.length) }
+  s := { (s.setAttr COMPUTED (Value.ofNat computed)) with preemptPos := pp }
+  if let some job := rj then
+    s := { s with job := none }
+    let est ← stage job.stage
+    setStage job.stage { est with jobs := est.jobs.eraseIdx ((est.jobs.findIdx? (·.serial == v)).getD est.jobs.length) }
   if let .growing q := s.status then
     let qs ← pool q
     setPool q { qs with growers := qs.growers.erase v }

@@ -111,3 +111,50 @@ def test_reserve_held_ends_when_the_allocation_reaches_it():
     text = HELD.replace("HELD", "reserve held;").replace("8 : 4", "6 : 4").replace("3 : 0", "4 : 0")
     _cfg, obs = run_text(text, 2)
     assert sorted((s, v) for n, s, _t, v in obs if n == "t") == [(0, 10), (1, 11)]
+
+
+PREEMPT = """
+fn main() {
+  pool m { cap 10; PREEMPT }
+  stage s : delay;
+  workload { arrive batch(2); }
+  server {
+    hold m (4) {
+      set tries = tries + 1;
+      run s (0);
+      branch (serial == 0) { run s (0); }
+      grow m (serial == 1 && tries == 1 ? 6 : 0);
+      run s (10);
+    }
+    observe t = now;
+  }
+}"""
+
+
+def test_preemption_in_a_free_pool_takes_a_ready_holder():
+    """Pool m (cap 10, no engine's memory), `preempt by (serial)`. At t = 0, ready = [0, 1].
+    0: hold m(4) (used 4), tries 1, `run s (0)` yields → ready [1, 0]. 1: hold m(4) (used 8),
+    tries 1, `run s (0)` yields → [0, 1]. 0: the branch's `run s (0)` yields → [1, 0].
+    1: grow m(6): 8 + 6 = 14 > 10 → victims: holders of m in a scope and not in a delay — 0
+    (ready) and 1 (itself); least key serial → 0 is preempted: computed = its position 0, its
+    hold released (used 4), it leaves `ready` and goes back to the head of m's queue; then
+    4 + 6 = 10 ≤ 10: 1's allocation is 10; 1 runs s(10) → t = 10, observes 10, releases (used 0).
+    Settle at 10: head 0 fits (4), re-runs its body: tries 2, two zero runs, grow 0, s(10) →
+    observes t = 20. preemptions = 1, record [0, "m", 0]."""
+    cfg, obs = run_text(PREEMPT.replace("PREEMPT", "preempt by (serial);"), 2)
+    assert sorted((s, v) for n, s, _t, v in obs if n == "t") == [(0, 20), (1, 10)]
+    assert cfg.pools[0].preemptions == 1
+
+
+def test_preemption_in_a_free_pool_spares_a_holder_in_a_delay():
+    """Same program, `preempt lifo`, but session 0 takes no second zero run: the `branch` is for
+    serial 5 (nobody). t = 0: 0 holds m(4), yields; 1 holds m(4) (used 8), yields; 0: grow 0,
+    run s(10) → in a delay until 10. 1: grow m(6): 14 > 10 → candidates: 0 is in a delay inside
+    its hold → not a victim; 1 itself (latest admitted) → 1 preempts itself: computed 0, released
+    (used 4), head of m's queue; the growth fails. Settle: m admits its head 1 (4 + 4 = 8 ≤ 10)
+    at t = 0: tries 2 → grow 0, s(10) → t = 10. Session 0 also ends at 10.
+    Observations (0, 10), (1, 10); preemptions = 1."""
+    text = PREEMPT.replace("PREEMPT", "preempt lifo;").replace("serial == 0)", "serial == 5)")
+    cfg, obs = run_text(text, 2)
+    assert sorted((s, v) for n, s, _t, v in obs if n == "t") == [(0, 10), (1, 10)]
+    assert cfg.pools[0].preemptions == 1

@@ -13,7 +13,7 @@ from fractions import Fraction
 from . import values as V
 from .errors import NotSupported
 from .expr import Env, evaluate, resolve_ref
-from .pools import enqueue, hold_of, make_room, release_hold
+from .pools import enqueue, hold_of, leave_queue, make_room, release_hold
 from .program import COMPUTED
 
 
@@ -48,18 +48,24 @@ def stall(cfg, s, p: int, target: int) -> None:
 
 
 def preemption_candidates(cfg, p: int) -> list:
-    """Holders of p that are residents of a step engine whose memory is p (a holder in a delay is not)."""
+    """Holders of p that are residents of a step engine whose memory is p; for a pool that is no
+    engine's memory, every holder holding p in a scope except one sitting in a delay stage (§11.7)."""
     prog = cfg.program
     engines = [e for e in prog.engines if prog.memory_of[e] == p]
-    if not engines:
-        raise NotSupported(f"preemption in pool {prog.pools[p]['name']}, which is no engine's memory",
-                           None, prog.files)
     out = []
     for serial in cfg.pools[p].holders:
         s = cfg.sessions[serial]
-        if s.job is not None and s.job.stage in engines:
+        if engines:
+            if s.job is not None and s.job.stage in engines:
+                out.append(s)
+        elif not in_delay(cfg, s):
             out.append(s)
     return out
+
+
+def in_delay(cfg, s) -> bool:
+    """Is the session a job of a delay stage?"""
+    return s.status[0] == "stage" and cfg.program.stages[s.status[1]]["kind"] == "delay"
 
 
 def choose_victim(cfg, p: int):
@@ -76,7 +82,9 @@ def choose_victim(cfg, p: int):
     for s in cands:
         h = hold_of(s, p)
         i = h.pools.index(p)
-        env = Env(cfg, s, engine=s.job.stage, job=s.job, what=f"pool {cfg.program.pools[p]['name']}: a preemption key",
+        resident = s.job is not None and s.job.stage in cfg.program.engines
+        env = Env(cfg, s, engine=s.job.stage if resident else None, job=s.job if resident else None,
+                  what=f"pool {cfg.program.pools[p]['name']}: a preemption key",
                   ctx={"position": Fraction(h.position[i]), "computed": s.attrs[COMPUTED]})
         key = tuple(evaluate(k, env) for k in spec["keys"]) + (-s.adm_seq,)
         if best is None or key < best_key:
@@ -90,19 +98,10 @@ def preempt(cfg, v, p: int, ictx) -> None:
     h = hold_of(v, p)
     i = h.pools.index(p)
     job = v.job
-    est = cfg.stages[job.stage]
-    # A victim already served in this iteration leaves the batch; its tokens return to the budget
-    # and its position goes back to before this iteration's chunk (§11.6).
-    if ictx is not None and ictx.engine == job.stage:
-        for a in list(ictx.assign):
-            if a.serial == v.serial:
-                ictx.assign.remove(a)
-                ictx.left = V.add(ictx.left, Fraction(a.tokens)) if V.is_inf(ictx.left) else ictx.left + a.tokens
-                if a.pos_before is not None:
-                    gh = hold_of(v, job.growing)
-                    gh.position[gh.pools.index(job.growing)] = a.pos_before
-    elif est.iteration is not None and any(a.serial == v.serial for a in est.iteration["assign"]):
-        raise NotSupported("preemption of a resident of another engine's iteration in flight", None, prog.files)
+    if job is None or job.stage not in prog.engines:
+        detach_free(cfg, v)   # a holder of a pool that is no engine's memory (not in an engine)
+    else:
+        detach_resident(cfg, v, ictx)
     computed = h.position[i]
     prev = v.preempt_pos.get(p)
     if prev is not None and computed <= prev and not v.stuck:
@@ -110,8 +109,9 @@ def preempt(cfg, v, p: int, ictx) -> None:
         cfg.pools[p].stuck += 1
     v.preempt_pos[p] = computed
     v.attrs[COMPUTED] = Fraction(computed)   # set before the release (oracle.md §10)
-    est.jobs.remove(job)
-    v.job = None
+    if job is not None and job.stage in prog.engines:
+        cfg.stages[job.stage].jobs.remove(job)
+        v.job = None
     if v.status[0] == "growing":
         q = v.status[1]
         cfg.pools[q].growers.remove(v.serial)
@@ -130,3 +130,40 @@ def preempt(cfg, v, p: int, ictx) -> None:
     if ictx is not None:
         ictx.preempted += 1
     cfg.records["preempted"].append([v.serial, prog.pools[p]["name"], computed])
+
+
+def detach_free(cfg, v) -> None:
+    """Detach a victim that is no engine resident (a pool that is no engine's memory, §11.7):
+    a ready session leaves `ready`; one queued for a nested hold leaves that queue (its pending hold
+    is replaced by the preempted one); a stalled growth is undone by `preempt`; the grower itself
+    needs nothing. A job of a fifo or ps stage is refused (its removal is not specified)."""
+    prog = cfg.program
+    kind = v.status[0]
+    if kind == "ready":
+        if v.serial in cfg.ready:
+            cfg.ready.remove(v.serial)
+    elif kind == "queued":
+        leave_queue(cfg, v.status[1], v.serial)
+        v.pending = None
+    elif kind == "stage":
+        raise NotSupported(f"preemption of a holder in {prog.stages[v.status[1]]['kind']} stage "
+                           f"{prog.stages[v.status[1]]['name']}", None, prog.files)
+
+
+def detach_resident(cfg, v, ictx) -> None:
+    """An engine resident victim: leaves the iteration being formed (§11.6)."""
+    prog = cfg.program
+    job = v.job
+    est = cfg.stages[job.stage]
+    # A victim already served in this iteration leaves the batch; its tokens return to the budget
+    # and its position goes back to before this iteration's chunk (§11.6).
+    if ictx is not None and ictx.engine == job.stage:
+        for a in list(ictx.assign):
+            if a.serial == v.serial:
+                ictx.assign.remove(a)
+                ictx.left = V.add(ictx.left, Fraction(a.tokens)) if V.is_inf(ictx.left) else ictx.left + a.tokens
+                if a.pos_before is not None:
+                    gh = hold_of(v, job.growing)
+                    gh.position[gh.pools.index(job.growing)] = a.pos_before
+    elif est.iteration is not None and any(a.serial == v.serial for a in est.iteration["assign"]):
+        raise NotSupported("preemption of a resident of another engine's iteration in flight", None, prog.files)

@@ -110,3 +110,21 @@ def test_seeded_fault_is_caught(monkeypatch, fault, program, k):
     assert info.value.step >= 0
     monkeypatch.delenv("SERQ_FAST_FAULT")
     assert lockstep(ir, 1, k) > 0
+
+
+VECTORS = ROOT / "vectors" / "spec"
+SPEC_VECTORS = sorted(p.name for p in VECTORS.iterdir() if (p / "ir.json").is_file()
+                      and (p / "sessions.json").is_file()) if VECTORS.is_dir() else []
+
+
+@pytest.mark.parametrize("name", SPEC_VECTORS)
+def test_spec_vectors_agree(name):
+    """Every rule vector of vectors/spec (its IR and sessions file) gives the same steps."""
+    import json
+
+    from serq_fast.lockstep import compare_runs
+
+    d = VECTORS / name
+    ir = json.loads((d / "ir.json").read_text())
+    sessions = json.loads((d / "sessions.json").read_text())
+    assert compare_runs(ir, sessions, name) > 0

@@ -144,9 +144,14 @@ def fast_lines(ir: dict, sessions: dict, horizon=math.inf, max_steps=None) -> li
 
 def lockstep(ir: dict, seed: int, k: int, name: str = "program", horizon=math.inf, max_steps=None):
     """Sample, run both, compare. Returns the number of steps compared; raises Divergence."""
+    sessions = sample_sessions(ir, seed, k, name, horizon)
+    return compare_runs(ir, sessions, name, horizon, max_steps)
+
+
+def compare_runs(ir: dict, sessions: dict, name: str = "program", horizon=math.inf, max_steps=None) -> int:
+    """Run both engines on one sessions file and compare; the number of steps compared."""
     from serq_spec.errors import SpecError
 
-    sessions = sample_sessions(ir, seed, k, name, horizon)
     spec_err = None
     try:
         spec = spec_lines(ir, sessions, name, horizon, max_steps)

@@ -21,6 +21,7 @@ from serq.wire import value_from_wire
 from serq_fast.expr import RunError, compile_expr, compile_ref, is_static
 
 EPS = 1e-9
+ADMITTED, WAIT, REJECTED = "admitted", "wait", "rejected"  # results of an admission attempt
 
 
 def FAULTS() -> set:
@@ -110,6 +111,9 @@ class HoldStmt:
             self.req_engine = None
         binding_exprs = {b["slot"]: b["expr"] for b in st.get("bindings", [])}
         # units / reserves judged at request time (they read only attributes and numbers)
+        self.units_static = [is_static(p["units"], binding_exprs) for p in st["pools"]]
+        self.reserves_static = [p.get("reserve") is not None and is_static(p["reserve"], binding_exprs)
+                                for p in st["pools"]]
         self.static = []
         for p in st["pools"]:
             u = p["units"] if is_static(p["units"], binding_exprs) else None
@@ -147,6 +151,8 @@ class HoldStmt:
                     if need > pool.cap + EPS:
                         cx.attrs = saved
                         pool.rejected += 1
+                        if sim.rec is not None:
+                            sim.rec.setdefault("rejected", []).append([s.serial, pool.name])
                         s.pending = None
                         sim.end_session(s)
                         return
@@ -307,23 +313,45 @@ class Pool:
 
     # ------------------------------------------------------------ admission
 
-    def try_admit(self, h: Hold) -> bool:
-        """One admission attempt for the queue head `h` (§11.4): evaluate, test, admit."""
+    def try_admit(self, h: Hold):
+        """One admission attempt for the queue head `h` (§11.4): evaluate, test, admit.
+
+        Returns ADMITTED, WAIT (the head does not fit now) or REJECTED: some pool's amount exceeds
+        its cap and that amount reads only attributes, bindings and numbers, so the hold can never
+        fit (docs/spec.md "A hold that can never fit", a project decision following pyserq): the
+        session ends, the pool's `rejected` count goes up, the bindings are restored."""
         sim = self.sim
         cx = sim.cx
         s = h.sess
         st = h.stmt
         saved = (cx.attrs, cx.sess, cx.draw, cx.var)
         cx.attrs, cx.sess, cx.draw, cx.var = s.attrs, s, s.src, {}
+        before = [(slot, s.attrs[slot]) for slot, _ in st.bindings]
         try:
             for slot, f in st.bindings:
                 s.attrs[slot] = f(cx)
-            amounts = []
+            evals = []
             for i, pool in enumerate(h.pools):
                 u = st.units[i](cx)
                 r = st.reserves[i](cx) if st.reserves[i] is not None else None
                 if u < 0 or (r is not None and r < 0):
                     raise RunError(f"a negative amount for pool {pool.name} at {_at(st.at)}")
+                evals.append((pool, u, r))
+            for i, (pool, u, r) in enumerate(evals):
+                ru = roundup(u, pool.block)
+                too_big_u = ru > pool.cap + EPS and st.units_static[i]
+                too_big_r = r is not None and roundup(r, pool.block) > pool.cap + EPS and st.reserves_static[i]
+                if too_big_u or too_big_r:
+                    for slot, v in before:
+                        s.attrs[slot] = v
+                    pool.rejected += 1
+                    if sim.rec is not None:
+                        sim.rec.setdefault("rejected", []).append([s.serial, pool.name])
+                    cx.attrs, cx.sess, cx.draw, cx.var = saved
+                    sim.end_session(s)
+                    return REJECTED
+            amounts = []
+            for pool, u, r in evals:
                 ru = roundup(u, pool.block)
                 if ru != math.floor(ru) and not math.isinf(ru):
                     raise RunError(f"a non-integer unit amount {u} for pool {pool.name} at {_at(st.at)}")
@@ -333,11 +361,11 @@ class Pool:
                 if pool.reserve_held:
                     used += sum(max(0.0, q.reserve - q.alloc) for q in pool.holders)
                 if used + rneed > pool.cap + EPS:
-                    return False
+                    return WAIT
                 amounts.append((ru, r if r is not None else 0.0))
             reuse = st.reuse(cx) if st.reuse is not None else None
             self._admit(h, amounts, reuse)
-            return True
+            return ADMITTED
         finally:
             cx.attrs, cx.sess, cx.draw, cx.var = saved
 
@@ -393,7 +421,7 @@ class Pool:
     def admit_heads(self) -> None:
         while True:
             h = self.head()
-            if h is None or not self.try_admit(h):
+            if h is None or self.try_admit(h) == WAIT:
                 return
 
     # ------------------------------------------------------------ cache

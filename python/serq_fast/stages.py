@@ -460,10 +460,14 @@ class Engine(Stage):
         return any(p.qlen() > 0 for p in self.admits)
 
     def _kv(self, jobs, decode):
+        """KV units held by decoding (or prefilling) jobs in the engine's memory pool; with no
+        declared memory (`memory: null`), the pool each growing run grows (docs/ir.md)."""
         tot = 0.0
+        mem = self.memory
         for j in jobs:
-            if (j.mode == "decode") == decode and j.growpart is not None and j.growpart.pool.idx == self.memory:
-                tot += j.growpart.alloc
+            gp = j.growpart
+            if (j.mode == "decode") == decode and gp is not None and (mem is None or gp.pool.idx == mem):
+                tot += gp.alloc
         return tot
 
     def value(self, name):
@@ -482,13 +486,7 @@ class Engine(Stage):
             return it.assign if it is not None else ()
 
         def kv_assigned(decode):
-            tot = 0.0
-            mem = self.memory
-            for a in cur_assign():
-                j = a[0]
-                if (j.mode == "decode") == decode and j.growpart is not None and j.growpart.pool.idx == mem:
-                    tot += j.growpart.alloc
-            return tot
+            return self._kv([a[0] for a in cur_assign()], decode)
 
         sim = self.sim
         return {
@@ -742,10 +740,12 @@ class Engine(Stage):
             return
         if self.sim.npreempt == it.pre0 and not it.no_admit:
             saved = it.left
-            it.left = it.budget
-            if self._admit_one(None):
-                new = self._next(None, it)
-                if new is not None and new.mode != "decode":
+            it.left = it.budget  # `budget_left` = the full budget during these admissions
+            s = self._admit_one(None)
+            if s:
+                new = s.job if (s.job is not None and s.job.resident and s.job.stage is self) else None
+                if new is not None and new.mode != "decode" and new not in it.served:
+                    # the fitting prefill replaces the tentative decodes and takes the budget
                     for j in self.residents:
                         if j is not new:
                             it.served.add(j)
@@ -774,27 +774,35 @@ class Engine(Stage):
             tail = f" | used {pool.used / b:g} cached {pool.cached / b:g}"
         sys.stderr.write(f"ITER {self.sim.now:.4f} {' '.join(parts)}{tail}\n")
 
-    def _admit_one(self, only) -> bool:
+    def _admit_one(self, only):
         sim = self.sim
         cx = sim.cx
         it = self.cur
+        from serq_fast.pools import REJECTED, WAIT
+
         for pool in self.admits:
-            h = pool.head()
+            while True:
+                h = pool.head()
+                if h is None:
+                    break
+                if only is not None:
+                    cx.attrs, cx.sess = h.sess.attrs, h.sess
+                    v = only(cx)
+                    cx.attrs, cx.sess = [], None
+                    if v == 0:
+                        return None
+                cx.admit_left = (self.idx, it.left)
+                try:
+                    res = pool.try_admit(h)
+                finally:
+                    cx.admit_left = None
+                if res != REJECTED:
+                    break
+                # a rejected head: the next one, as if it had not been there (docs/spec.md)
             if h is None:
                 continue
-            if only is not None:
-                cx.attrs, cx.sess = h.sess.attrs, h.sess
-                v = only(cx)
-                cx.attrs, cx.sess = [], None
-                if v == 0:
-                    return False
-            cx.admit_left = (self.idx, it.left)
-            try:
-                ok = pool.try_admit(h)
-            finally:
-                cx.admit_left = None
-            if not ok:
-                return False
+            if res == WAIT:
+                return None
             it.admitted += 1
             s = h.sess
             if sim.ready and sim.ready[-1] is s:
@@ -804,8 +812,8 @@ class Engine(Stage):
                 sim.exec_session(s)
             finally:
                 cx.attrs, cx.sess, cx.draw, cx.eng, cx.var, cx.job, cx.at = saved
-            return True
-        return False
+            return s  # the admitted session (truthy)
+        return None
 
     def start_iteration(self):
         from serq_fast.engine import EV_ITER_END

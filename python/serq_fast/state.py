@@ -42,6 +42,7 @@ def _pool(p) -> dict:
         "growers": [s.serial for s in p.growers],
         "entries": [[e.owner, _int(e.size), e.last, e.rel] for e in entries],
         "preemptions": p.preemptions,
+        **({"rejected": p.rejected} if p.rejected else {}),
     }
 
 
@@ -79,6 +80,8 @@ def state_line(sim, step: int, ev) -> dict:
     r["released"] = [[a, b, _int(c)] for a, b, c in rec.get("released", [])]
     r["evicted"] = [[a, b, _int(c)] for a, b, c in rec.get("evicted", [])]
     r["preempted"] = [[a, b, _int(c)] for a, b, c in rec.get("preempted", [])]
+    if not r.get("rejected"):
+        r.pop("rejected", None)
     r["iterations"] = [dict(x, assign=[[s, m, _int(t)] for s, m, t in x["assign"]]) for x in rec.get("iterations", [])]
     return {
         "step": step,

@@ -3,7 +3,8 @@
 Prints, for the seed vLLM workload (examples/multi-turn/vllm.sq at Lambda = 0.3, and with
 blocks = 2500): requests per CPU-second and microseconds of CPU per output token; for M/M/1
 (examples/single-turn/mm1.sq): events per CPU-second. When pyserq 0.1.6 is importable, the same
-workloads in dialect P (benchmarks/p/, language.md §15) run under it and the ratios are printed.
+workloads in dialect P (benchmarks/peer/, language.md §15) run under it through
+benchmarks/peer/pyserq_peer.py and the ratios are printed.
 
     PYTHONPATH=python python3 benchmarks/bench_fast.py [--horizon 20000] [--seed 1]
 """
@@ -22,7 +23,9 @@ sys.path.insert(0, str(ROOT / "python"))
 from serq.frontend import load_program  # noqa: E402
 from serq_fast.engine import Sim  # noqa: E402
 
-P_DIR = Path(__file__).resolve().parent / "p"
+sys.path.insert(0, str(Path(__file__).resolve().parent / "peer"))
+
+import pyserq_peer  # noqa: E402
 
 
 def fast_vllm(sets: dict, horizon: float, seed: int) -> dict:
@@ -46,38 +49,20 @@ def fast_mm1(horizon: float, seed: int) -> dict:
 
 
 def pyserq_vllm(sets: dict, horizon: float, seed: int):
-    try:
-        import pyserq
-    except ImportError:
+    """The P translation of the seed under pyserq (None when absent); CPU of the run alone."""
+    if not pyserq_peer.available():
         return None
-    prog = pyserq.compile(str(P_DIR / "vllm.sq"), workload=str(P_DIR / "vllm_workload.sq"),
-                          sets={k: str(v) for k, v in sets.items()}, seed=seed, horizon=horizon,
-                          warmup=horizon / 10)
-    t = time.process_time()
-    rep = pyserq.run(prog)
-    cpu = time.process_time() - t
-    import json
-
-    d = json.loads(rep.json())
-    cl = d.get("client", {})
-    n = (cl.get("response") or {}).get("count", 0)
-    return {"cpu": cpu, "requests": n, "ttft": (cl.get("ttft") or {}).get("mean"),
-            "response": (cl.get("response") or {}).get("mean")}
+    r = pyserq_peer.run_peer("vllm", sets, seed=seed, horizon=horizon)
+    cl = r["client"]
+    return {"cpu": r["cpu"]["run"], "requests": cl["response"]["count"], "ttft": cl["ttft"]["mean"],
+            "response": cl["response"]["mean"]}
 
 
 def pyserq_mm1(horizon: float, seed: int):
-    try:
-        import pyserq
-    except ImportError:
+    if not pyserq_peer.available():
         return None
-    prog = pyserq.compile(str(P_DIR / "mm1.sq"), workload=str(P_DIR / "mm1_workload.sq"), seed=seed,
-                          horizon=horizon, warmup=horizon / 10)
-    t = time.process_time()
-    rep = pyserq.run(prog)
-    cpu = time.process_time() - t
-    import json
-
-    return {"cpu": cpu, "events": json.loads(rep.json()).get("events", 0)}
+    r = pyserq_peer.run_peer("mm1", seed=seed, horizon=horizon)
+    return {"cpu": r["cpu"]["run"], "events": r["run"]["events"]}
 
 
 def main(argv=None) -> int:

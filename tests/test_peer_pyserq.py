@@ -10,7 +10,12 @@ SKIPPED BY DEFAULT IN CI: every test here needs pyserq 0.1.6 (`pip install pyser
     over seeds, on the seed vLLM workload at the defaults and at blocks=2500) is `slow` and also
     needs SERQ_PEER=1:
         SERQ_PEER=1 pytest -m slow tests/test_peer_pyserq.py
-    SERQ_PEER_HORIZON (default 10000) and SERQ_PEER_SEEDS (default 1,2,3,4) change its budget.
+    SERQ_PEER_HORIZON (default 10000) and SERQ_PEER_SEEDS (default 1,2,3,4) change its budget;
+  * serq_fast's own agreement in distribution (its Sim run directly: pooled mean TTFT and mean
+    response over seeds 1-3 at horizon 20000, within 5 % of pyserq's or within the two runs'
+    combined 95 % half-widths when those are wider) is `slow` too, selected by `-m slow` or
+    SERQ_SLOW=1 (about three minutes):
+        pytest -m slow tests/test_peer_pyserq.py -k pooled
 """
 
 from __future__ import annotations
@@ -119,3 +124,46 @@ def test_mean_ttft_and_response_agree_within_5_percent(sets):
     print(report)
     bad = [m for m, s in a["summary"].items() if not abs(s["rel"]) <= TOLERANCE]  # NaN fails too
     assert not bad, f"{', '.join(bad)}: ours and pyserq differ by more than {TOLERANCE:.0%}\n{report}"
+
+
+# ------------------------------------------------------------------------------------------------
+# serq_fast's agreement in distribution (slow; -m slow or SERQ_SLOW=1)
+#
+# The streams differ (language.md 11.10), so agreement is statistical: the pooled means must be within
+# 5 % of pyserq's, or within the two runs' combined 95 % half-widths when those are wider
+# (blocks = 2500 is heavy-tailed: one seed's half-width is 20-40 % of its mean).
+
+FAST_HORIZON = 20_000.0
+FAST_SEEDS = (1, 2, 3)
+
+
+def _pooled(pairs):
+    means = [m for m, _ in pairs]
+    cis = [c for _, c in pairs]
+    return sum(means) / len(means), math.sqrt(sum(c * c for c in cis)) / len(cis)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sets", [{}, {"blocks": "2500"}], ids=["default", "blocks=2500"])
+def test_serq_fast_pooled_means_agree_with_pyserq(sets, request):
+    if "slow" not in (request.config.getoption("-m") or "") and not os.environ.get("SERQ_SLOW"):
+        pytest.skip("slow (about three minutes): select with -m slow or SERQ_SLOW=1")
+    from serq.frontend import load_program
+    from serq_fast.engine import Sim
+
+    ir = load_program(str(pyserq_peer.PROGRAMS["vllm"][0]), sets)
+    fast = {"ttft": [], "response": []}
+    orig = {"ttft": [], "response": []}
+    for seed in FAST_SEEDS:
+        sim = Sim(ir, seed=seed, horizon=FAST_HORIZON, warmup=FAST_HORIZON / 10).run()
+        for k in fast:
+            fast[k].append((sim.client[k].mean, sim.client[k].ci()))
+        client = pyserq_peer.run_peer("vllm", sets, seed=seed, horizon=FAST_HORIZON,
+                                      warmup=FAST_HORIZON / 10)["client"]
+        for k in orig:
+            orig[k].append((client[k]["mean"], client[k]["ci"]))
+    for k in fast:
+        mf, cf = _pooled(fast[k])
+        mo, co = _pooled(orig[k])
+        tol = max(0.05 * mo, math.hypot(cf, co))
+        assert abs(mf - mo) <= tol, f"{k}: serq_fast {mf:.5f} ± {cf:.5f} vs pyserq {mo:.5f} ± {co:.5f}"

@@ -398,7 +398,8 @@ class Pool:
             part = Part(pool, h)
             part.alloc = units
             part.pos = consumed
-            part.reserve = reserve
+            # `reserve held`: the block-rounded reserve is kept while the hold lasts (§11.4)
+            part.reserve = roundup(reserve, pool.block) if pool.reserve_held and reserve > 0 else 0.0
             pool.holders.append(part)
             pool.admissions += 1
             h.parts.append(part)
@@ -690,7 +691,16 @@ def scope_end(sim, s, h: Hold) -> None:
 
 
 def detach(sim, s) -> None:
-    """Take the session out of any queue, stage or growers list it is in."""
+    """Take the session out of any queue, stage or growers list it is in; a ready session leaves
+    the ready list (a victim in a pool that is no engine's memory, §11.7)."""
+    from serq_fast.engine import READY
+
+    if s.status == READY:
+        ready = sim.ready
+        for i in range(sim.ready_head, len(ready)):
+            if ready[i] is s:
+                del ready[i]
+                break
     if s.pending is not None:
         h = s.pending
         h.pools[0].remove_from_queue(h)
@@ -712,6 +722,9 @@ def preempt(sim, part: Part, pool: Pool) -> None:
     h = part.hold
     s = h.sess
     job = s.job
+    if job is not None and job.stage.kind in ("fifo", "ps"):
+        # the spec refuses it (detach_free): the removal of a fifo or ps job is not specified
+        raise RunError(f"not supported: preemption of a holder in {job.stage.kind} stage {job.stage.name}")
     if job is not None and job.stage.kind == "step":
         job.stage.unassign(job)  # a victim already served returns its tokens, position restored
     computed = part.pos

@@ -786,9 +786,13 @@ class Engine(Stage):
                 if h is None:
                     break
                 if only is not None:
+                    # `admit waiting only (e)`: an excluded head is not tried; admission stops
+                    saved_only = (cx.attrs, cx.sess)
                     cx.attrs, cx.sess = h.sess.attrs, h.sess
-                    v = only(cx)
-                    cx.attrs, cx.sess = [], None
+                    try:
+                        v = only(cx)
+                    finally:
+                        cx.attrs, cx.sess = saved_only
                     if v == 0:
                         return None
                 cx.admit_left = (self.idx, it.left)

@@ -9,60 +9,11 @@ pytest.importorskip("serq_spec.step")
 
 from serq.frontend import compile_source  # noqa: E402
 from serq_fast.lockstep import lockstep  # noqa: E402
+# The programs are the spec's own (one text, two checks: the hand-derived values there, agreement here).
+from test_spec_extensions import ONLY, HELD, PREEMPT  # noqa: E402
 
-ONLY = """
-fn main() {
-  device d { kv cap 1600; }
-  pool kv on d { block 16; }
-  engine e on d {
-    reqs cap 4;
-    tokens cap 16;
-    request (p, q) {
-      prefill (p) growing kv;
-      decode (q - 1) growing kv;
-    }
-    schedule {
-      advance running;
-      admit waiting only (ONLY) taking reqs (1), kv (min(p, budget_left(e))) reserve (p);
-    }
-    execute (1);
-  }
-  pool reqs on e { queue fifo; }
-  workload { arrive batch(3); }
-  server { e (serial == 1 ? 8 : 4, 1); observe t = now; }
-}"""
 
-HELD = """
-fn main() {
-  pool m { cap 10; HELD }
-  stage s : delay;
-  workload { arrive batch(2); }
-  server {
-    run s (serial);
-    hold m (serial == 0 ? 2 : 4) reserve (serial == 0 ? 8 : 4) {
-      grow m (serial == 0 ? 3 : 0);
-      run s (10);
-    }
-    observe t = now;
-  }
-}"""
 
-PREEMPT = """
-fn main() {
-  pool m { cap 10; PREEMPT }
-  stage s : delay;
-  workload { arrive batch(2); }
-  server {
-    hold m (4) {
-      set tries = tries + 1;
-      run s (0);
-      branch (serial == 0) { run s (0); }
-      grow m (serial == 1 && tries == 1 ? 6 : 0);
-      run s (10);
-    }
-    observe t = now;
-  }
-}"""
 
 CASES = {
     "only-p<6": (ONLY.replace("ONLY", "p < 6"), 3),

@@ -445,13 +445,18 @@ class Engine(Stage):
         return super().observe(f, cx)
 
     def _budget_left_outside(self, cx):
-        saved = (cx.eng, cx.attrs, cx.sess)
+        """B − Σ want over the residents, floored at 0 (§11.6); a prefill wants at most the first
+        `advance` statement's `each at most`, read like the Budget moment (with the lets)."""
+        saved = (cx.eng, cx.attrs, cx.sess, self.locals)
         cx.eng = self
         try:
             b = self.budget_fn(cx)
+            self.locals = [f(cx) for f in self.let_fns]
+            adv = _first_advance(self.schedule)
+            cap = self._each(adv[3]) if adv is not None else INF
         finally:
-            cx.eng, cx.attrs, cx.sess = saved
-        want = sum((min(1.0, j.left) if j.mode == "decode" else j.left) for j in self.residents)
+            cx.eng, cx.attrs, cx.sess, self.locals = saved
+        want = sum((min(1.0, j.left) if j.mode == "decode" else min(j.left, cap)) for j in self.residents)
         return max(0.0, b - want)
 
     def has_work(self):
@@ -879,6 +884,19 @@ class Engine(Stage):
 # additions in the same order, the same event sequence numbers and counters — so a run's cost
 # grows with batch-changing events, not with tokens. It applies only to engines whose schedule
 # and cost read nothing that changes with time alone (no `now`, draws or registers).
+
+
+def _first_advance(stmts):
+    """The first `advance` of a compiled schedule, branches included, in order (as serq_spec's
+    `flat_schedule`): its `each at most` caps a prefill's want in `budget_left` outside admission."""
+    for st in stmts:
+        if st[0] == "advance":
+            return st
+        if st[0] == "branch":
+            a = _first_advance(st[2]) or _first_advance(st[3])
+            if a is not None:
+                return a
+    return None
 
 
 def _reads(e, bad) -> bool:

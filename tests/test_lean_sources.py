@@ -170,6 +170,27 @@ def test_brackets_balance(path):
     assert not stack, f"{path.relative_to(REPO)}: unclosed {stack[-1][0]!r} on line {code[:stack[-1][1]].count(chr(10)) + 1}"
 
 
+@pytest.mark.parametrize("path", sorted(LIB.rglob("*.lean")), ids=lambda p: str(p.relative_to(REPO)))
+def test_namespaces_close_in_order(path):
+    """Every `end NAME` closes the innermost open `namespace`/`section` NAME (a bare `end`: a `mutual` block or an
+    anonymous section), and every one opened
+    is closed: Lean refuses a mismatched `end` (a copy of a namespace pasted after `end X` for the
+    wrong X once went unnoticed by the duplicate check below)."""
+    opened: list[tuple[str, int]] = []
+    for n, line in enumerate(strip_comments_and_strings(path.read_text()).splitlines(), 1):
+        if m := re.match(r"^\s*(?:namespace|section)\s+([\w.]+)\s*$", line):
+            opened.append((m.group(1), n))
+        elif re.match(r"^\s*(?:section|mutual)\s*$", line):
+            opened.append(("", n))
+        elif m := re.match(r"^\s*end(?:\s+([\w.]+))?\s*$", line):
+            name = m.group(1) or ""
+            assert opened, f"{path.relative_to(REPO)}:{n}: `end {name}` closes nothing"
+            assert opened[-1][0] == name, \
+                f"{path.relative_to(REPO)}:{n}: `end {name}` but the innermost open is `{opened[-1][0]}` (line {opened[-1][1]})"
+            opened.pop()
+    assert not opened, f"{path.relative_to(REPO)}: `{opened[-1][0]}` opened on line {opened[-1][1]} is never closed"
+
+
 def test_no_declaration_is_made_twice():
     """Two files declaring the same fully qualified name would not compile together."""
     decl = re.compile(r"^\s*(?:@\[[^\]]*\]\s*)?(?:(?:private|protected|partial|noncomputable)\s+)*"

@@ -52,7 +52,8 @@ def nextUnserved (ic : IterCtx) (order : Option Order) : M (Option Job) := do
     | some (.keyed keys) =>
       let mut best : Option (Job × List Value) := none
       for (i, j) in cands do
-        let env : EnvM := { session := some j.serial, engine := some ic.engine, ictx := some ic, job := some j }
+        let env : EnvM := { session := some j.serial, engine := some ic.engine, ictx := some ic, job := some j,
+                            what := some s!"engine {← stageName ic.engine}: a serving-order key" }
         let key := (← keys.mapM (evaluate env)) ++ [Value.ofNat i]
         match best with
         | none => best := some (j, key)
@@ -64,7 +65,8 @@ def serve (ic : IterCtx) (job : Job) (only : Option Expr) (cap : Tok) : M IterCt
   let mut ic := { ic with served := ic.served ++ [job.serial] }
   let s ← session job.serial
   if let some o := only then
-    let env : EnvM := { session := some job.serial, engine := some ic.engine, ictx := some ic, job := some job }
+    let env : EnvM := { session := some job.serial, engine := some ic.engine, ictx := some ic, job := some job,
+                        what := some s!"engine {← stageName ic.engine}: `only`" }
     if !Value.nz (← evaluate env o) then return ic
   let decoding := job.mode == "decode"
   let left := tokensLeft job
@@ -128,7 +130,8 @@ def admitOne (ic : IterCtx) (only : Option Expr := none) : M Bool := do
       | none => break
       | some head =>
         if let some o := only then
-          let env : EnvM := { session := some head.serial, engine := some ic.engine, ictx := some ic }
+          let env : EnvM := { session := some head.serial, engine := some ic.engine, ictx := some ic,
+                              what := some s!"engine {← stageName ic.engine}: `admit waiting only`" }
           if !Value.nz (← evaluate env o) then return false   -- excluded head: head-of-line
         match (← tryAdmit head.serial (some ic)) with
         | .rejected => pure ()
@@ -232,7 +235,7 @@ def startIteration (e : Nat) : M Bool := do
     let st ← stage e
     setStage e { st with registers := registersBefore }
     return false
-  let cost ← evaluate { engine := some e, ictx := some ic } sd.cost
+  let cost ← evaluate { engine := some e, ictx := some ic, what := some s!"engine {d.name}: execute" } sd.cost
   let tokens := sumNat (ic.assign.toList.map (·.tokens))
   let c ← match cost with
     | .fin q =>

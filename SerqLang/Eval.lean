@@ -27,6 +27,8 @@ structure EnvM where
   job : Option Job := none
   ctx : List (String × Value) := []
   admitLeft : Option (Nat × Tok) := none
+  /-- expr.py `Env.what`: names the expression in errors when there is no location -/
+  what : Option String := none
   deriving Inhabited
 
 /-- The value of an attribute slot (0 outside a session). -/
@@ -34,7 +36,7 @@ def attrOf (env : EnvM) (slot : Nat) : M Value := do
   if let some serial := env.session then
     let s ← session serial
     if slot < s.attrs.length then return s.attr slot
-    else throw s!"internal: attribute slot {slot} out of range"
+    else internalError s!"internal: attribute slot {slot} out of range"
   else return Value.zero
 
 /-- Insert or replace a key of a sorted association list (cursors). -/
@@ -57,23 +59,23 @@ def take (env : EnvM) (dist : String) : M Value := do
     setCfg { cfg with counters := { cfg.counters with machine := i + 1 } }
     match w.machine[i]? with
     | some x => return .fin x
-    | none => specError s!"the sessions file does not fit the program: the machine stream needs draw #{i + 1} (~{dist} at {loc}) but the file has only {w.machine.length}"
+    | none => sessionsFileError s!"the sessions file does not fit the program: the machine stream needs draw #{i + 1} (~{dist} at {loc}) but the file has only {w.machine.length}"
   | some serial =>
     let s ← session serial
     let some draws := w.sessions[serial]?
-      | specError s!"the sessions file does not fit the program: no draws for session {serial}"
+      | sessionsFileError s!"the sessions file does not fit the program: no draws for session {serial}"
     let (lst, ckey) ← match env.stream with
       | .init => pure (draws.init, "init")
       | .session => pure (draws.session, "session")
       | .turn k =>
         if decide (k > draws.turns.length) || k == 0 then
-          specError s!"the sessions file does not fit the program: session {serial} starts turn {k} but the file has {draws.turns.length} turns (draw at {loc})"
+          sessionsFileError s!"the sessions file does not fit the program: session {serial} starts turn {k} but the file has {draws.turns.length} turns (draw at {loc})"
         else pure ((draws.turns[k - 1]?).getD [], s!"turn:{k}")
     let i := (List.lookup ckey s.cursors).getD 0
     setSession { s with cursors := upsertSorted ckey (i + 1) s.cursors }
     match lst[i]? with
     | some x => return .fin x
-    | none => specError s!"the sessions file does not fit the program: session {serial}'s {ckey} stream needs draw #{i + 1} (~{dist} at {loc}) but the file has only {lst.length}"
+    | none => sessionsFileError s!"the sessions file does not fit the program: session {serial}'s {ckey} stream needs draw #{i + 1} (~{dist} at {loc}) but the file has only {lst.length}"
 
 /-- engine.py `memory_alloc`: units the job's owner holds in the engine's memory pool. -/
 def memoryAlloc (e : Nat) (job : Job) : M Nat := do
@@ -195,6 +197,11 @@ def workLeft (j : Job) : Rat :=
 
 def jobsLeftRat (jobs : List Job) : Rat := jobs.foldl (fun acc j => acc + workLeft j) 0
 
+/-- The stage of a `finish` event's argument. -/
+def EventArg.stageOf? : EventArg → Option Nat
+  | .stageSerial s _ => some s
+  | _ => none
+
 /-- A `Res` of values.py as a run-time error of the semantics (values.py raises `SpecError`
 without a location). -/
 def liftRes {α : Type} (r : Res α) : M α :=
@@ -204,8 +211,21 @@ def liftRes {α : Type} (r : Res α) : M α :=
 
 mutual
 
-/-- expr.py `evaluate`. -/
-partial def evaluate (env : EnvM) (e : Expr) : M Value := do
+/-- expr.py `evaluate`: the value of `e` in `env`. A plain `SpecError` raised without a
+location while evaluating (values.py raises them so) gets the statement's location, or, for an
+expression the IR gives no location (engine items, keys, capacities), the name of what was
+being evaluated — once: an error already named by an inner evaluation keeps its name. -/
+partial def evaluate (env : EnvM) (e : Expr) : M Value :=
+  tryCatch (evaluateCore env e) fun err =>
+    if err.kind == .spec && err.loc.isNone && !err.named then
+      match env.loc, env.what with
+      | some l, _ => throw ({ err with loc := some l } : SpecErr)
+      | none, some w => throw ({ err with message := s!"{w}: {err.message}", named := true } : SpecErr)
+      | none, none => throw err
+    else throw err
+
+/-- expr.py `_evaluate`: one node; sub-expressions go through `evaluate`. -/
+partial def evaluateCore (env : EnvM) (e : Expr) : M Value := do
   match e with
   | .num v => return v
   | .attr slot => attrOf env slot
@@ -291,9 +311,20 @@ partial def observable (env : EnvM) (f : String) (onPool : Bool) (base count : N
     else if f == "budget_left" then
       match env.admitLeft with
       | some (e, left) =>
-        if e == s then return left.toValue else budgetLeftOutside s
-      | none => budgetLeftOutside s
+        if e == s then return left.toValue else budgetLeftOutsideChecked env s
+      | none => budgetLeftOutsideChecked env s
     else specError s!"observable {f}() is not supported" env.loc
+
+/-- expr.py `observable` for `budget_left(E)` outside E's admission: refused when E's Budget
+moment draws (re-reading it would consume a machine draw per read, language.md §4.3). -/
+partial def budgetLeftOutsideChecked (env : EnvM) (s : Nat) : M Value := do
+  let d ← stageDecl s
+  if let .step sd := d.kind then
+    if budgetDraws sd then
+      specError (s!"budget_left({d.name}) outside its admission re-reads the engine's `tokens cap` " ++
+        "and `let`s, which draw: draws are forbidden where the machine re-reads an expression " ++
+        "(language.md §4.3)") env.loc
+  budgetLeftOutside s
 
 /-- stages.py `ps_rate`: each of `n` present jobs gets φ(n)/n. -/
 partial def psRate (s n : Nat) : M Rat := do
@@ -301,19 +332,36 @@ partial def psRate (s n : Nat) : M Rat := do
   let cap := match d.kind with
     | .ps c => c
     | _ => Expr.num Value.one
-  let phi ← evaluate { ctx := [("present", Value.ofNat n)] } cap
+  let phi ← evaluate { ctx := [("present", Value.ofNat n)], what := some s!"ps stage {d.name}: capacity" } cap
   match phi with
   | .fin q =>
     if q ≤ 0 then specError s!"ps stage {d.name}: capacity must be positive and finite, got {phi.toWire}"
     else return q / (n : Rat)
   | _ => specError s!"ps stage {d.name}: capacity must be positive and finite, got {phi.toWire}"
 
-/-- stages.py `advance_virtual_clock`. -/
+/-- stages.py `current_rate`: the per-job rate in effect since `t_last`, the one the pending
+departure was scheduled with, recovered exactly from that `finish` event as
+(tag − v)/(time − t_last); the capacity is evaluated again only when no departure is pending
+(not reached in a run). -/
+partial def currentRate (s : Nat) : M Rat := do
+  let st ← stage s
+  let pending := (← getCfg).events.find? fun ev =>
+    ev.kind == "finish" && ev.arg.stageOf? == some s && decide (ev.time > st.tLast)
+  match pending with
+  | some ev =>
+    match ev.arg with
+    | .stageSerial _ serial =>
+      return ((List.lookup serial st.tags).getD st.v - st.v) / (ev.time - st.tLast)
+    | _ => psRate s st.jobs.length
+  | none => psRate s st.jobs.length
+
+/-- stages.py `advance_virtual_clock`: v += rate·(now − t_last) with the rate of the jobs
+present since t_last (`currentRate`). -/
 partial def advanceVirtualClock (s : Nat) : M Unit := do
   let st ← stage s
   let now := (← getCfg).now
   if !st.jobs.isEmpty && decide (now > st.tLast) then
-    let rate ← psRate s st.jobs.length
+    let rate ← currentRate s
     let st ← stage s
     setStage s { st with v := st.v + rate * (now - st.tLast), tLast := now }
   else
@@ -339,13 +387,15 @@ as the iteration starts. -/
 partial def budgetMoment (ictx : IterCtx) : M IterCtx := do
   let d ← stageDecl ictx.engine
   let .step sd := d.kind | specError s!"budget moment of a non-engine stage {d.name}"
-  let envOf (ic : IterCtx) : EnvM := { engine := some ic.engine, ictx := some ic }
+  let envOf (ic : IterCtx) : EnvM := { engine := some ic.engine, ictx := some ic,
+                                        what := some s!"engine {d.name}: tokens cap, let or each at most" }
+  let name := d.name
   let mut ic := ictx
-  let b ← wholeOrInf (← evaluate (envOf ic) sd.budget) "tokens cap"
+  let b ← wholeOrInf (← evaluate (envOf ic) sd.budget) s!"engine {name}: tokens cap"
   match b with
   | none => ic := { ic with left := .inf }
   | some k =>
-    if k < 0 then specError "tokens cap is negative"
+    if k < 0 then specError s!"engine {name}: tokens cap is negative ({k})"
     ic := { ic with left := .n k.toNat }
   for l in sd.lets do
     let v ← evaluate (envOf ic) l.expr
@@ -355,19 +405,20 @@ partial def budgetMoment (ictx : IterCtx) : M IterCtx := do
     match s.each? with
     | none => each := each.push none
     | some ee =>
-      let c ← wholeOrInf (← evaluate (envOf ic) ee) "each at most"
+      let c ← wholeOrInf (← evaluate (envOf ic) ee) s!"engine {name}: each at most"
       match c with
       | none => each := each.push (some .inf)
       | some k =>
-        if k ≤ 0 then specError "each at most must be positive"
+        if k ≤ 0 then specError s!"engine {name}: each at most must be positive, got {k}"
         each := each.push (some (.n k.toNat))
   ic := { ic with each }
   if let some ge := sd.granule then
-    let g ← wholeOrInf (← evaluate (envOf ic) ge) "granule"
+    let g ← wholeOrInf (← evaluate (envOf ic) ge) s!"engine {name}: granule"
     match g with
     | none => ic := { ic with granule := none }
     | some k =>
-      if k < 0 then specError "granule is negative (refused by SerqLang; see docs/lean.md)"
+      -- a run-time guard (§11.9): a granule is a positive number of tokens (inf: none)
+      if k ≤ 0 then specError s!"engine {name}: granule must be positive, got {k}"
       ic := { ic with granule := some k.toNat }
   return ic
 

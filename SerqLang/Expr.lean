@@ -75,4 +75,51 @@ partial def staticExpr (e : Expr) (staticSlots : List Nat) : Bool :=
   | .fn _ args => args.all (fun a => staticExpr a staticSlots)
   | _ => false
 
+/-- Does the expression contain a node satisfying `p` (sub-expressions and reference indices
+included)? -/
+partial def Expr.anyNode (p : Expr → Bool) (e : Expr) : Bool :=
+  if p e then true else
+  match e with
+  | .un _ a => a.anyNode p
+  | .bin _ a b => a.anyNode p || b.anyNode p
+  | .cond c a b => c.anyNode p || a.anyNode p || b.anyNode p
+  | .fn _ args | .draw _ args => args.any (·.anyNode p)
+  | .obsStage _ _ _ i | .obsPool _ _ _ i =>
+    match i with
+    | some ie => ie.anyNode p
+    | none => false
+  | _ => false
+
+/-- expr.py `has_draw`: does the expression draw anywhere? -/
+def Expr.hasDraw (e : Expr) : Bool :=
+  e.anyNode fun
+    | .draw _ _ => true
+    | _ => false
+
+/-- trace.py `reads_state`: can evaluating the expression change the configuration? A draw
+consumes a stream value; an observable may advance a ps clock or evaluate a capacity that
+draws. -/
+def Expr.readsState (e : Expr) : Bool :=
+  e.anyNode fun
+    | .draw _ _ | .obsStage _ _ _ _ | .obsPool _ _ _ _ => true
+    | _ => false
+
+/-- Every expression of a schedule statement (`only`, `while`, `each`, order keys, a branch's
+condition and arms, a register update), as expr.py `has_draw` walks the schedule's JSON. -/
+partial def Sched.exprs : Sched → List Expr
+  | .advance only order each =>
+    only.toList ++ (match order with
+      | .keyed keys => keys
+      | _ => []) ++ each.toList
+  | .admit only wh each => only.toList ++ wh.toList ++ each.toList
+  | .exclusivePrefill each => each.toList
+  | .branch c t e => c :: ((t ++ e).map Sched.exprs).foldr (· ++ ·) []
+  | .set _ x => [x]
+
+/-- expr.py `budget_draws`: do the engine's Budget-moment expressions (`tokens cap`, `let`s and
+the whole schedule, as expr.py walks it) draw? -/
+def budgetDraws (d : StepDecl) : Bool :=
+  d.budget.hasDraw || d.lets.any (·.expr.hasDraw) ||
+  d.schedule.any (fun s => (Sched.exprs s).any Expr.hasDraw)
+
 end SerqLang

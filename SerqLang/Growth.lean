@@ -89,6 +89,7 @@ def chooseVictim (p : Nat) : M (Option Nat) := do
       let i := h.slot p
       let rj ← residentJob s
       let env : EnvM := { session := some s.serial, engine := rj.map (·.stage), job := rj,
+                          what := some s!"pool {← poolName p}: a preemption key",
                           ctx := [("position", Value.ofNat (h.position.getD i 0)),
                                   ("computed", s.attr COMPUTED)] }
       let key := (← keys.mapM (evaluate env)) ++ [Value.ofInt (-((s.admSeq.getD 0 : Nat) : Int))]

@@ -28,9 +28,10 @@ def enqueue (p serial : Nat) (head : Bool := false) : M Unit := do
   modifySession serial fun s => { s with status := .queued p }
 
 /-- The keys of a queue item under `queue by` (pools.py `select_head`). -/
-def queueKeys (keys : List Expr) (item : QueueItem) : M (List Value) := do
+def queueKeys (p : Nat) (keys : List Expr) (item : QueueItem) : M (List Value) := do
   let now := (← getCfg).now
-  keys.mapM (evaluate { session := some item.serial, ctx := [("waited", .fin (now - item.joined))] })
+  let what := s!"pool {← poolName p}: a queue key"
+  keys.mapM (evaluate { session := some item.serial, ctx := [("waited", .fin (now - item.joined))], what })
 
 /-- pools.py `select_head`: a head-requeued hold first, else `fifo` order or the least keys. -/
 def selectHead (p : Nat) : M (Option QueueItem) := do
@@ -44,7 +45,7 @@ def selectHead (p : Nat) : M (Option QueueItem) := do
     | .keyed keys =>
       let mut best : Option (QueueItem × List Value) := none
       for item in q do
-        let key ← queueKeys keys item
+        let key ← queueKeys p keys item
         match best with
         | none => best := some (item, key)
         | some (_, bk) => if lexLt key bk then best := some (item, key)
@@ -55,8 +56,9 @@ def leaveQueue (p serial : Nat) : M Unit := do
   setPool p (Pool.leaveQueue (← pool p) serial)
 
 /-- The index of the `evict by` victim: least keys, then release order. -/
-def keyedVictim (keys : List Expr) (entries : List Entry) : M (Option Nat) := do
+def keyedVictim (p : Nat) (keys : List Expr) (entries : List Entry) : M (Option Nat) := do
   let now := (← getCfg).now
+  let what := s!"pool {← poolName p}: an eviction key"
   let mut best : Option (Nat × List Value) := none
   let mut i := 0
   for e in entries do
@@ -68,7 +70,7 @@ def keyedVictim (keys : List Expr) (entries : List Entry) : M (Option Nat) := do
         match s.status with
         | .queued _ => pure true
         | _ => pure false
-    let env : EnvM := { session := owner?,
+    let env : EnvM := { session := owner?, what,
                         ctx := [("size", Value.ofNat e.size), ("last", .fin e.last),
                                 ("age", .fin (now - e.last)), ("waiting", Value.ofBool waiting)] }
     let key := (← keys.mapM (evaluate env)) ++ [Value.ofNat e.rel]
@@ -97,7 +99,7 @@ partial def makeRoom (p need : Nat) : M Unit := do
     if st.used + st.cached + need ≤ cap then return
     if st.entries.isEmpty then
       specError s!"make_room in pool {name}: no room even with an empty cache"
-    let some i ← keyedVictim keys st.entries | specError s!"make_room in pool {name}: no victim"
+    let some i ← keyedVictim p keys st.entries | specError s!"make_room in pool {name}: no victim"
     let e := st.entries.getD i default
     let k := Pool.evictAmount block e.size
     setPool p { st with entries := Pool.shrinkAt k i st.entries, evictedUnits := st.evictedUnits + k }

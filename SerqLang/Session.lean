@@ -59,8 +59,8 @@ def spawn : M Nat := do
       match picks[serial]? with
       | some pick =>
         if pick < n then trace := some (pick, 0)
-        else specError s!"the sessions file has no valid trace pick for session {serial}"
-      | none => specError s!"the sessions file has no valid trace pick for session {serial}"
+        else sessionsFileError s!"the sessions file has no valid trace pick for session {serial}"
+      | none => sessionsFileError s!"the sessions file has no valid trace pick for session {serial}"
   let w := prog.ir.workload
   let frames := [{ block := w.session, pc := 0, kind := "plain", stmt := none, stream := .session : Frame }]
   let frames := match w.init with
@@ -89,7 +89,7 @@ def checkConsumed (serial : Nat) : M Unit := do
   if c "session" != draws.session.length then
     problems := problems ++ [s!"session stream: used {c "session"} of {draws.session.length}"]
   if !problems.isEmpty then
-    specError s!"the sessions file does not fit the program: session {serial} ended with {"; ".intercalate problems}"
+    sessionsFileError s!"the sessions file does not fit the program: session {serial} ended with {"; ".intercalate problems}"
 
 /-- sessions.py `end_session`: release every hold, cache entries stay; `closed` respawns. -/
 def endSession (serial : Nat) : M Unit := do

@@ -20,11 +20,6 @@ def dictSet (serial : Nat) (t : Rat) (d : List (Nat × Rat)) : List (Nat × Rat)
 /-- Remove a key from an insertion-ordered association list. -/
 def dictDel (serial : Nat) (d : List (Nat × Rat)) : List (Nat × Rat) := d.filter (·.1 != serial)
 
-/-- The stage of a `finish` event's argument. -/
-def EventArg.stageOf? : EventArg → Option Nat
-  | .stageSerial s _ => some s
-  | _ => none
-
 /-- A job's work as a rational time (non-step stages). -/
 def jobTime (j : Job) : Rat := workLeft j
 
@@ -87,11 +82,14 @@ def finishJob (s serial : Nat) : M Unit := do
   if (st.jobs.find? (·.serial == serial)).isNone then
     specError s!"finish of a job that is not on stage {name}"
   if st.kind == "ps" then
-    advanceVirtualClock s
-    let st ← stage s
+    -- v is advanced to now before the job leaves (defect 1): the departure was scheduled for the
+    -- moment v reaches the job's tag, so v is that tag now (its event has just been taken, so
+    -- `currentRate` could not recover the rate; stages.py sets v = tag directly)
+    let now := (← getCfg).now
     let tag := (List.lookup serial st.tags).getD st.v
-    let v := if st.v < tag then tag else st.v
-    setStage s { st with tags := dictDel serial st.tags,
+    let v := if !st.jobs.isEmpty && decide (now > st.tLast) then tag else st.v
+    let v := if v < tag then tag else v
+    setStage s { st with tags := dictDel serial st.tags, tLast := now,
                          jobs := st.jobs.eraseIdx ((st.jobs.findIdx? (·.serial == serial)).getD st.jobs.length),
                          v, dirty := true }
   else

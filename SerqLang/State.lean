@@ -55,9 +55,50 @@ structure St where
   records : Records := {}
   deriving Inhabited
 
-abbrev M := ReaderT Ctx (StateT St (Except String))
+/-- The classes of errors.py: `SpecError` itself, its subclasses `NotSupported` and
+`SessionsFileError`, and SerqLang's own internal errors (a broken configuration; Python would
+raise a `KeyError` or an `IndexError`). -/
+inductive ErrKind where
+  | spec
+  | notSupported
+  | sessionsFile
+  | internal
+  deriving DecidableEq, Inhabited
 
-instance {α : Type} : Inhabited (M α) := ⟨throw "unreachable: a partial function was given no value"⟩
+/-- errors.py `SpecError` as data: the message, the source location if known, and whether
+expr.py `evaluate` already named it (`named`). `evaluate` gives a plain `SpecError` without a
+location the location of the statement being evaluated, or the name of what was evaluated. -/
+structure SpecErr where
+  kind : ErrKind := .spec
+  message : String
+  loc : Option Loc := none
+  named : Bool := false
+  deriving Inhabited
+
+/-- errors.py `where`: `file:line:col` of a location, the file named by the IR's `files`. -/
+def whereIn (files : List String) (loc : Option Loc) : String :=
+  match loc with
+  | none => "<unknown location>"
+  | some l =>
+    let name := (files[l.file]?).getD ("<file " ++ toString l.file ++ ">")
+    s!"{name}:{l.line}:{l.col}"
+
+/-- errors.py `SpecError.render` and `NotSupported.render`. -/
+def SpecErr.render (files : List String) (e : SpecErr) : String :=
+  match e.kind with
+  | .notSupported => s!"error: not supported by serq_spec yet: {e.message} at {whereIn files e.loc}"
+  | .internal => e.message
+  | _ =>
+    match e.loc with
+    | none => s!"error: {e.message}"
+    | some _ => s!"{whereIn files e.loc}: error: {e.message}"
+
+abbrev M := ReaderT Ctx (StateT St (Except SpecErr))
+
+/-- An error of SerqLang itself: a configuration that breaks an invariant of the semantics. -/
+def internalError {α : Type} (msg : String) : M α := throw ({ kind := .internal, message := msg } : SpecErr)
+
+instance {α : Type} : Inhabited (M α) := ⟨internalError "unreachable: a partial function was given no value"⟩
 
 /-- A token amount or no limit (engine.py: ints and `inf`). -/
 inductive Tok where
@@ -97,7 +138,7 @@ def getWork : M Workload := do return (← read).work
 def session (serial : Nat) : M Session := do
   match (← getCfg).sessions[serial]? with
   | some s => return s
-  | none => throw s!"internal: no session {serial}"
+  | none => internalError s!"internal: no session {serial}"
 
 def setSession (s : Session) : M Unit :=
   modifyCfg fun c => { c with sessions := c.sessions.set s.serial s }
@@ -108,7 +149,7 @@ def modifySession (serial : Nat) (f : Session → Session) : M Unit := do
 def pool (p : Nat) : M PoolState := do
   match (← getCfg).pools[p]? with
   | some st => return st
-  | none => throw s!"internal: no pool {p}"
+  | none => internalError s!"internal: no pool {p}"
 
 def setPool (p : Nat) (st : PoolState) : M Unit :=
   modifyCfg fun c => { c with pools := c.pools.set p st }
@@ -116,7 +157,7 @@ def setPool (p : Nat) (st : PoolState) : M Unit :=
 def stage (i : Nat) : M StageState := do
   match (← getCfg).stages[i]? with
   | some st => return st
-  | none => throw s!"internal: no stage {i}"
+  | none => internalError s!"internal: no stage {i}"
 
 def setStage (i : Nat) (st : StageState) : M Unit :=
   modifyCfg fun c => { c with stages := c.stages.set i st }
@@ -124,12 +165,12 @@ def setStage (i : Nat) (st : StageState) : M Unit :=
 def poolDecl (p : Nat) : M PoolDecl := do
   match (← getProg).ir.pools[p]? with
   | some d => return d
-  | none => throw s!"no pool {p}"
+  | none => internalError s!"no pool {p}"
 
 def stageDecl (i : Nat) : M StageDecl := do
   match (← getProg).ir.stages[i]? with
   | some d => return d
-  | none => throw s!"no stage {i}"
+  | none => internalError s!"no stage {i}"
 
 def poolName (p : Nat) : M String := do return (← poolDecl p).name
 def stageName (i : Nat) : M String := do return (← stageDecl i).name
@@ -137,36 +178,34 @@ def stageName (i : Nat) : M String := do return (← stageDecl i).name
 def capOf (p : Nat) : M Nat := do
   match (← getProg).caps[p]? with
   | some c => return c
-  | none => throw s!"no pool {p}"
+  | none => internalError s!"no pool {p}"
 
 def blockOf (p : Nat) : M (Option Nat) := do
   match (← getProg).block[p]? with
   | some b => return b
-  | none => throw s!"no pool {p}"
+  | none => internalError s!"no pool {p}"
 
 /-- The statement at `(block, pc)`. -/
 def stmtAt (ref : Nat × Nat) : M Located := do
   match (← getProg).stmt ref with
   | some st => return st
-  | none => throw s!"internal: no statement {ref.1}:{ref.2}"
+  | none => internalError s!"internal: no statement {ref.1}:{ref.2}"
 
 /-- errors.py `where`: `file:line:col` of a location. -/
 def whereOf (loc : Option Loc) : M String := do
-  match loc with
-  | none => return "<unknown location>"
-  | some l =>
-    let name := ((← getProg).ir.files[l.file]?).getD s!"<file {l.file}>"
-    return s!"{name}:{l.line}:{l.col}"
+  return whereIn (← getProg).ir.files loc
 
-/-- errors.py `SpecError.render`. -/
-def specError {α : Type} (msg : String) (loc : Option Loc := none) : M α := do
-  match loc with
-  | none => throw s!"error: {msg}"
-  | some _ => throw s!"{← whereOf loc}: error: {msg}"
+/-- Raise errors.py `SpecError` (rendered by `SpecErr.render`). -/
+def specError {α : Type} (msg : String) (loc : Option Loc := none) : M α :=
+  throw ({ message := msg, loc } : SpecErr)
 
-/-- errors.py `NotSupported.render`. -/
-def notSupported {α : Type} (construct : String) (loc : Option Loc := none) : M α := do
-  throw s!"error: not supported by serq_spec yet: {construct} at {← whereOf loc}"
+/-- Raise errors.py `NotSupported`. -/
+def notSupported {α : Type} (construct : String) (loc : Option Loc := none) : M α :=
+  throw ({ kind := .notSupported, message := construct, loc } : SpecErr)
+
+/-- Raise errors.py `SessionsFileError` (a sessions file that does not fit the program). -/
+def sessionsFileError {α : Type} (msg : String) : M α :=
+  throw ({ kind := .sessionsFile, message := msg } : SpecErr)
 
 /-- An attribute of a session (0 past the end). -/
 def Session.attr (s : Session) (slot : Nat) : Value := s.attrs.getD slot Value.zero

@@ -22,7 +22,9 @@ def SETTLE_ROUNDS : Nat := 100000
 
 /-- Run a computation of the step monad from a configuration. -/
 def runM {α : Type} (prog : Program) (w : Workload) (cfg : Config) (x : M α) : Res (α × St) :=
-  (x.run { prog, work := w }).run { cfg }
+  match (x.run { prog, work := w }).run { cfg } with
+  | .ok r => .ok r
+  | .error e => .error (SpecErr.render prog.ir.files e)
 
 /-- Schedule an event (events.py `schedule_event`) in the monad. -/
 def scheduleEventM (time : Rat) (kind : String) (arg : EventArg) : M Unit := do
@@ -56,7 +58,7 @@ def initialM : M Unit := do
     if let .step sd := d.kind then
       let mut regs : List Value := []
       for r in sd.registers do
-        regs := regs ++ [← evaluate { engine := some i } r.expr]
+        regs := regs ++ [← evaluate { engine := some i, what := some s!"engine {d.name}: a register's initial value" } r.expr]
       let st ← stage i
       setStage i { st with registers := regs }
   if prog.warmup > 0 then scheduleEventM prog.warmup "warmup_end" .none
@@ -64,21 +66,21 @@ def initialM : M Unit := do
   match prog.ir.workload.arrival with
   | .poisson _ | .renewal _ =>
     if w.arrivals.length != w.count then
-      specError s!"the sessions file has {w.count} sessions but {w.arrivals.length} arrival times"
+      sessionsFileError s!"the sessions file has {w.count} sessions but {w.arrivals.length} arrival times"
     if w.count > 0 then scheduleEventM (w.arrivals.headD 0) "arrive" (.serial 0)
   | .closed n | .batch n =>
     let kind := match prog.ir.workload.arrival with
       | .batch _ => "batch"
       | _ => "closed"
     if kind == "batch" && w.count != n then
-      specError s!"the program spawns batch({n}) sessions but the sessions file has {w.count}"
+      sessionsFileError s!"the program spawns batch({n}) sessions but the sessions file has {w.count}"
     if !w.arrivals.isEmpty then
-      specError s!"a {kind} workload takes no arrival times, the sessions file has {w.arrivals.length}"
+      sessionsFileError s!"a {kind} workload takes no arrival times, the sessions file has {w.arrivals.length}"
     for _ in [0:min n w.count] do
       discard spawn
   | .none =>
     if w.count != 0 then
-      specError s!"the program has no arrivals but the sessions file has {w.count} sessions"
+      sessionsFileError s!"the program has no arrivals but the sessions file has {w.count} sessions"
   afterEvent
 
 /-- step.py `handle`: apply one event. -/
@@ -171,6 +173,26 @@ def poolJson (prog : Program) (p : Nat) (st : PoolState) : CJ :=
          ("preemptions", .nat st.preemptions)]
         ++ (if st.rejected > 0 then [("rejected", .nat st.rejected)] else []))
 
+/-- trace.py `ps_line_rate`: the per-job rate of ps stage `i` since its clock was last
+advanced, for the line only (printing a line never changes the state). A capacity that cannot
+change the configuration (`Expr.readsState`) is evaluated; otherwise the rate is recovered from
+the pending departure, and is 0 when none is pending (the clock is shown where it stands). -/
+def psLineRate (i : Nat) : M Rat := do
+  let d ← stageDecl i
+  let st ← stage i
+  let capacity := match d.kind with
+    | .ps c => c
+    | _ => Expr.num Value.one
+  if !capacity.readsState then return (← psRate i st.jobs.length)
+  let pending := (← getCfg).events.find? fun ev => ev.kind == "finish" && ev.arg.stageOf? == some i
+  match pending with
+  | some ev =>
+    if ev.time ≤ st.tLast then return 0
+    match ev.arg with
+    | .stageSerial _ serial => return ((List.lookup serial st.tags).getD st.v - st.v) / (ev.time - st.tLast)
+    | _ => return 0
+  | none => return 0
+
 /-- trace.py `stage_json` (a `ps` stage's remaining work with its clock advanced to now; the
 line is computed on a copy of the configuration, see `stateLine`). -/
 def stageJson (i : Nat) : M CJ := do
@@ -209,7 +231,7 @@ def stageJson (i : Nat) : M CJ := do
   | .ps _ =>
     let mut v := st.v
     if !st.jobs.isEmpty && decide (cfg.now > st.tLast) then
-      v := v + (← psRate i st.jobs.length) * (cfg.now - st.tLast)
+      v := v + (← psLineRate i) * (cfg.now - st.tLast)
     return .obj (base ++ [("active", .arr (st.jobs.map fun j =>
         CJ.arr [.nat j.serial, ratJ ((List.lookup j.serial st.tags).getD v - v)]))])
 

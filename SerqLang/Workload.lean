@@ -59,6 +59,12 @@ def lst (j : Option Json) (where_ : String) : Res (List Json) :=
 def vals (j : Option Json) (where_ : String) : Res (List Rat) := do
   (← lst j where_).mapM (fun x => val x where_)
 
+/-- `vals` naming each element by its index in errors (`arrivals[3]`, `machine[0]`), as
+workload.py does for those two lists. -/
+def valsIndexed (j : Option Json) (where_ : String) : Res (List Rat) := do
+  let xs ← lst j where_
+  ((List.range xs.length).zip xs).mapM (fun (i, x) => val x s!"{where_}[{i}]")
+
 /-- Non-decreasing from a non-negative start. -/
 def nondecreasing : List Rat → Bool
   | [] => true
@@ -72,14 +78,14 @@ def replay (j : Json) : Res Workload := do
   let sessionsJ ← match getOpt j "sessions" with
     | some x => lst (some x) "sessions"
     | none => throw "sessions file: sessions must be a list"
-  let arrivals ← vals (getOpt j "arrivals") "arrivals"
+  let arrivals ← valsIndexed (getOpt j "arrivals") "arrivals"
   if !nondecreasing arrivals then
     throw "sessions file: arrival times must be >= 0 and non-decreasing"
   let picksJ ← lst (getOpt j "trace_picks") "trace_picks"
   let picks ← picksJ.mapM (fun p => match p.getNat? with
     | .ok n => .ok n
     | .error _ => .error "sessions file: trace_picks must be non-negative integers")
-  let machine ← vals (getOpt j "machine") "machine"
+  let machine ← valsIndexed (getOpt j "machine") "machine"
   let mut sessions : Array SessionDraws := #[]
   let mut i := 0
   for s in sessionsJ do

@@ -7,6 +7,8 @@ import SerqLang.Wire
 import SerqLang.Ir
 import SerqLang.Pool
 import SerqLang.Thm.Pool
+import SerqLang.Content
+import SerqLang.Thm.Content
 import SerqLang.Expr
 import SerqLang.Config
 import SerqLang.Program
@@ -26,7 +28,8 @@ import SerqLang.Ffi
 # SerqLang
 
 The executable semantics of serQ over exact rationals, mirroring `python/serq_spec/` function by
-function (docs/spec-map.md), with the memory invariant of pools proved (`SerqLang.Thm.Pool`).
+function (docs/spec-map.md), with the memory invariant of pools proved (`SerqLang.Thm.Pool`) and
+the invariants of content pools (`SerqLang.Thm.Content`).
 These sources were written without a Lean toolchain in reach and have not been compiled here;
 docs/lean.md says how to build and check them.
 -/

@@ -72,6 +72,17 @@ structure PoolDecl where
   queue : QueueRule
   reserveHeld : Bool
   admittedBy : Option Nat
+  /-- `share content;` (docs/content.md): physical blocks, a free queue, an identity map -/
+  shareContent : Bool := false
+  deriving Inhabited
+
+/-- `prefix KEY (LENGTH) [after PARENT];` (docs/content.md §1): a shared token sequence; `total`
+is `length` plus the parent's total (folded by the linker). -/
+structure PrefixDecl where
+  key : Value
+  length : Value
+  after : Option Value
+  total : Value
   deriving Inhabited
 
 inductive Order where
@@ -117,10 +128,18 @@ structure StageDecl where
   kind : StageKind
   deriving Inhabited
 
+/-- `content (p, n, h)` of a hold item on a content pool (docs/content.md §1). -/
+structure ContentDecl where
+  «prefix» : Expr
+  length : Expr
+  history : Expr
+  deriving Inhabited
+
 structure HoldPool where
   pool : Ref
   units : Expr
   reserve : Option Expr
+  content : Option ContentDecl := none
   deriving Inhabited
 
 structure Binding where
@@ -216,6 +235,8 @@ structure Ir where
   hidden : List Nat
   observes : List String
   pools : List PoolDecl
+  /-- docs/content.md §4: in declaration order (`[]` when none) -/
+  prefixes : List PrefixDecl := []
   stages : List StageDecl
   blocks : List (List Located)
   workload : WorkloadDecl
@@ -293,6 +314,22 @@ def queueOf (j : Json) : Res QueueRule := do
   | "by" => return .keyed (← field j "keys" exprsOf)
   | o => .error s!"unknown queue kind \"{o}\""
 
+/-- A pool's `share`: `"content"` or null (absent in IR written before the extension). -/
+def shareOf (j : Option Json) : Res Bool :=
+  match j with
+  | none => .ok false
+  | some Json.null => .ok false
+  | some (Json.str "content") => .ok true
+  | some _ => .error "share: expected \"content\" or null"
+
+def prefixOf (j : Json) : Res PrefixDecl := do
+  return { key := ← field j "key" value, length := ← field j "length" value,
+           after := ← fieldOpt j "after" value, total := ← field j "total" value }
+
+def contentOf (j : Json) : Res ContentDecl := do
+  return { «prefix» := ← field j "prefix" exprOf, length := ← field j "length" exprOf,
+           history := ← field j "history" exprOf }
+
 def poolOf (j : Json) : Res PoolDecl := do
   return {
     name := ← field j "name" str
@@ -302,7 +339,8 @@ def poolOf (j : Json) : Res PoolDecl := do
     preempt := ← field j "preempt" preemptOf
     queue := ← field j "queue" queueOf
     reserveHeld := ← field j "reserve_held" bool
-    admittedBy := ← fieldOpt j "admitted_by" nat }
+    admittedBy := ← fieldOpt j "admitted_by" nat
+    shareContent := ← shareOf (getOpt j "share") }
 
 def orderOf (j : Json) : Res Order := do
   match (← kind j) with
@@ -348,7 +386,7 @@ def stageOf (j : Json) : Res StageDecl := do
 
 def holdPoolOf (j : Json) : Res HoldPool := do
   return { pool := ← field j "pool" refOf, units := ← field j "units" exprOf,
-           reserve := ← fieldOpt j "reserve" exprOf }
+           reserve := ← fieldOpt j "reserve" exprOf, content := ← fieldOpt j "content" contentOf }
 
 def bindingOf (j : Json) : Res Binding := do
   return { slot := ← field j "slot" nat, expr := ← field j "expr" exprOf }
@@ -441,6 +479,7 @@ def ofJson (j : Json) : Res Ir := do
     hidden := ← field j "hidden" (list nat)
     observes := ← field j "observes" (list str)
     pools := ← field j "pools" (list poolOf)
+    prefixes := (← fieldOpt j "prefixes" (list prefixOf)).getD []
     stages := ← field j "stages" (list stageOf)
     blocks := ← field j "blocks" (list (list locatedOf))
     workload := ← field j "workload" workloadOf

@@ -1,0 +1,259 @@
+/-
+Copyright (c) 2026 The serQ authors. Released under the Apache 2.0 license.
+-/
+import SerqLang.Content
+
+/-!
+# The invariants of a content pool (docs/content.md §3)
+
+For a content pool of `B` blocks of `b` units (`B = refs.length`):
+
+* `counts_le`: `referenced + identifiedFree ≤ B` — the referenced blocks and the identified free
+  ones are disjoint sets of blocks — hence `used_add_cached_le`: `b·referenced + b·identifiedFree
+  ≤ b·B`, i.e. `used + cached ≤ cap`, for **every** state; the operations keep `B`
+  (`touch_length`, `allocAt_length`, `release_length`, `identify_length`).
+* `Inv`: every block is referenced or in the free queue. `init_inv`: a fresh pool satisfies it;
+  `touch_inv`, `allocAt_inv` (and `popFree_inv`), `release_inv`, `identify_inv`: each
+  operation preserves it.
+
+Core tactics only (`intro`, `cases`, `by_cases`, `rw`, `split`, `omega`, `show`, `refine`),
+over the definitions of `SerqLang.Content` and the lemmas below. No `sorry`, no axiom of ours.
+-/
+
+namespace SerqLang
+namespace Content
+
+/-! ## Lists indexed by block id -/
+
+theorem length_upd {α : Type} : ∀ (l : List α) (i : Nat) (v : α), (upd l i v).length = l.length
+  | [], _, _ => rfl
+  | _ :: _, 0, _ => rfl
+  | x :: xs, i + 1, v => by
+    show (upd xs i v).length + 1 = xs.length + 1
+    rw [length_upd xs i v]
+
+theorem nth_upd_self : ∀ (l : List Nat) (i v : Nat), i < l.length → nth (upd l i v) i = v
+  | [], i, _, h => absurd h (Nat.not_lt_zero i)
+  | _ :: _, 0, _, _ => rfl
+  | _ :: xs, i + 1, v, h => by
+    have h' : i < xs.length := by
+      have h2 : i + 1 < xs.length + 1 := h
+      omega
+    exact nth_upd_self xs i v h'
+
+theorem nth_upd_ne : ∀ (l : List Nat) (i j v : Nat), j ≠ i → nth (upd l i v) j = nth l j
+  | [], _, _, _, _ => rfl
+  | _ :: _, 0, 0, _, h => (h rfl).elim
+  | _ :: _, 0, _ + 1, _, _ => rfl
+  | _ :: _, _ + 1, 0, _, _ => rfl
+  | _ :: xs, i + 1, j + 1, v, h => nth_upd_ne xs i j v (fun e => h (congrArg Nat.succ e))
+
+theorem length_zeros : ∀ n : Nat, (zeros n).length = n
+  | 0 => rfl
+  | n + 1 => by
+    show (zeros n).length + 1 = n + 1
+    rw [length_zeros n]
+
+/-! ## The free queue -/
+
+theorem inQ_snoc_self : ∀ (l : List Nat) (i : Nat), inQ i (l ++ [i])
+  | [], _ => Or.inl rfl
+  | _ :: xs, i => Or.inr (inQ_snoc_self xs i)
+
+theorem inQ_snoc_of : ∀ (l : List Nat) (i j : Nat), inQ j l → inQ j (l ++ [i])
+  | [], _, _, h => False.elim h
+  | x :: xs, i, j, h =>
+    match (h : j = x ∨ inQ j xs) with
+    | Or.inl e => Or.inl e
+    | Or.inr h' => Or.inr (inQ_snoc_of xs i j h')
+
+theorem inQ_removeQ : ∀ (l : List Nat) (i j : Nat), j ≠ i → inQ j l → inQ j (removeQ i l)
+  | [], _, _, _, h => False.elim h
+  | x :: xs, i, j, hne, h => by
+    have h2 : j = x ∨ inQ j xs := h
+    show inQ j (if x = i then xs else x :: removeQ i xs)
+    by_cases hx : x = i
+    · rw [if_pos hx]
+      cases h2 with
+      | inl e => exact absurd (e.trans hx) hne
+      | inr h' => exact h'
+    · rw [if_neg hx]
+      cases h2 with
+      | inl e => exact Or.inl e
+      | inr h' => exact Or.inr (inQ_removeQ xs i j hne h')
+
+theorem inQ_seqFrom : ∀ (n s i : Nat), s ≤ i → i < s + n → inQ i (seqFrom s n)
+  | 0, s, i, h1, h2 => absurd h2 (by omega)
+  | n + 1, s, i, h1, h2 => by
+    show i = s ∨ inQ i (seqFrom (s + 1) n)
+    by_cases e : i = s
+    · exact Or.inl e
+    · exact Or.inr (inQ_seqFrom n (s + 1) i (by omega) (by omega))
+
+/-! ## `used + cached ≤ cap` for every state -/
+
+theorem counts_le : ∀ (rs : List Nat) (ids : List (Option Ident)),
+    referenced rs + identifiedFree rs ids ≤ rs.length
+  | [], _ => by
+    show 0 + 0 ≤ 0
+    omega
+  | r :: rs, [] => by
+    have ih := counts_le rs []
+    show (if 0 < r then 1 else 0) + referenced rs + 0 ≤ rs.length + 1
+    split <;> omega
+  | r :: rs, none :: ids => by
+    have ih := counts_le rs ids
+    show (if 0 < r then 1 else 0) + referenced rs + identifiedFree rs ids ≤ rs.length + 1
+    split <;> omega
+  | r :: rs, some _ :: ids => by
+    have ih := counts_le rs ids
+    show (if 0 < r then 1 else 0) + referenced rs + ((if r = 0 then 1 else 0) + identifiedFree rs ids)
+      ≤ rs.length + 1
+    split <;> split <;> omega
+
+/-- `used + cached ≤ cap` with `b` units a block: `used = b·referenced`, `cached =
+b·identifiedFree`, `cap = b·B`. -/
+theorem used_add_cached_le (b : Nat) (rs : List Nat) (ids : List (Option Ident)) :
+    b * referenced rs + b * identifiedFree rs ids ≤ b * rs.length := by
+  have h := counts_le rs ids
+  have e : b * referenced rs + b * identifiedFree rs ids = b * (referenced rs + identifiedFree rs ids) :=
+    (Nat.left_distrib b (referenced rs) (identifiedFree rs ids)).symm
+  rw [e]
+  first
+    | exact Nat.mul_le_mul (Nat.le_refl b) h
+    | exact Nat.mul_le_mul_left b h
+    | exact Nat.mul_le_mul_left h b
+
+/-! ## The operations keep `B` -/
+
+theorem touch_length (st : CState) (i : Nat) : (touch st i).refs.length = st.refs.length :=
+  length_upd st.refs i (nth st.refs i + 1)
+
+theorem allocAt_length (st : CState) (hd : Nat) (rest : List Nat) :
+    (allocAt st hd rest).refs.length = st.refs.length :=
+  length_upd st.refs hd 1
+
+theorem release_length (st : CState) (i : Nat) : (release st i).refs.length = st.refs.length :=
+  length_upd st.refs i (nth st.refs i - 1)
+
+theorem identify_length (st : CState) (i : Nat) (id : Ident) :
+    (identify st i id).refs.length = st.refs.length := rfl
+
+/-! ## Every block is referenced or in the free queue -/
+
+theorem init_inv (B : Nat) : Inv (CState.init B) := by
+  intro i hi
+  have hB : i < B := by
+    have h2 : i < (zeros B).length := hi
+    rw [length_zeros B] at h2
+    exact h2
+  exact Or.inr (inQ_seqFrom B 0 i (Nat.zero_le i) (by omega))
+
+theorem touch_inv (st : CState) (i : Nat) (h : Inv st) : Inv (touch st i) := by
+  intro j hj
+  have hl : j < st.refs.length := by
+    have h2 : j < (upd st.refs i (nth st.refs i + 1)).length := hj
+    rw [length_upd] at h2
+    exact h2
+  show 0 < nth (upd st.refs i (nth st.refs i + 1)) j ∨
+    inQ j (if nth st.refs i = 0 then removeQ i st.free else st.free)
+  by_cases hji : j = i
+  · refine Or.inl ?_
+    have hil : i < st.refs.length := by rw [← hji]; exact hl
+    have e : nth (upd st.refs i (nth st.refs i + 1)) i = nth st.refs i + 1 :=
+      nth_upd_self st.refs i _ hil
+    rw [hji]
+    omega
+  · rw [nth_upd_ne st.refs i j _ hji]
+    cases h j hl with
+    | inl hp => exact Or.inl hp
+    | inr hq =>
+      refine Or.inr ?_
+      by_cases h0 : nth st.refs i = 0
+      · rw [if_pos h0]
+        exact inQ_removeQ st.free i j hji hq
+      · rw [if_neg h0]
+        exact hq
+
+theorem allocAt_inv (st : CState) (hd : Nat) (rest : List Nat) (hf : st.free = hd :: rest)
+    (h : Inv st) : Inv (allocAt st hd rest) := by
+  intro j hj
+  have hl : j < st.refs.length := by
+    have h2 : j < (upd st.refs hd 1).length := hj
+    rw [length_upd] at h2
+    exact h2
+  show 0 < nth (upd st.refs hd 1) j ∨ inQ j rest
+  by_cases hjh : j = hd
+  · refine Or.inl ?_
+    have hhd : hd < st.refs.length := by rw [← hjh]; exact hl
+    have e : nth (upd st.refs hd 1) hd = 1 := nth_upd_self st.refs hd 1 hhd
+    rw [hjh]
+    omega
+  · rw [nth_upd_ne st.refs hd j 1 hjh]
+    cases h j hl with
+    | inl hp => exact Or.inl hp
+    | inr hq =>
+      have hq2 : inQ j (hd :: rest) := by rw [← hf]; exact hq
+      have hq3 : j = hd ∨ inQ j rest := hq2
+      cases hq3 with
+      | inl e => exact absurd e hjh
+      | inr h' => exact Or.inr h'
+
+theorem popFree_some (st : CState) (hd : Nat) (rest : List Nat) (hf : st.free = hd :: rest) :
+    popFree st = some (allocAt st hd rest, hd, (nthId st.ident hd).isSome) := by
+  unfold popFree
+  rw [hf]
+
+theorem popFree_inv (st : CState) (h : Inv st) :
+    ∀ r, popFree st = some r → Inv r.1 := by
+  intro r hr
+  cases hf : st.free with
+  | nil =>
+    have e : popFree st = none := by
+      unfold popFree
+      rw [hf]
+    rw [e] at hr
+    first
+      | exact Option.noConfusion hr
+      | cases hr
+  | cons hd rest =>
+    rw [popFree_some st hd rest hf] at hr
+    injection hr with hr'
+    rw [← hr']
+    exact allocAt_inv st hd rest hf h
+
+theorem release_inv (st : CState) (i : Nat) (h : Inv st) : Inv (release st i) := by
+  intro j hj
+  have hl : j < st.refs.length := by
+    have h2 : j < (upd st.refs i (nth st.refs i - 1)).length := hj
+    rw [length_upd] at h2
+    exact h2
+  show 0 < nth (upd st.refs i (nth st.refs i - 1)) j ∨
+    inQ j (if nth st.refs i - 1 = 0 then st.free ++ [i] else st.free)
+  by_cases hji : j = i
+  · have hil : i < st.refs.length := by rw [← hji]; exact hl
+    have e : nth (upd st.refs i (nth st.refs i - 1)) i = nth st.refs i - 1 :=
+      nth_upd_self st.refs i _ hil
+    rw [hji]
+    by_cases h0 : nth st.refs i - 1 = 0
+    · refine Or.inr ?_
+      rw [if_pos h0]
+      exact inQ_snoc_self st.free i
+    · refine Or.inl ?_
+      omega
+  · rw [nth_upd_ne st.refs i j _ hji]
+    cases h j hl with
+    | inl hp => exact Or.inl hp
+    | inr hq =>
+      refine Or.inr ?_
+      by_cases h0 : nth st.refs i - 1 = 0
+      · rw [if_pos h0]
+        exact inQ_snoc_of st.free i j hq
+      · rw [if_neg h0]
+        exact hq
+
+theorem identify_inv (st : CState) (i : Nat) (id : Ident) (h : Inv st) : Inv (identify st i id) :=
+  fun j hj => h j hj
+
+end Content
+end SerqLang

@@ -179,6 +179,8 @@ class Linker:
         self.hidden_pos: dict[str, tuple] = {}
         self.observes: list[str] = []
         self.pools: list[dict] = []
+        self.prefixes: list[dict] = []           # docs/content.md §4, declaration order
+        self.prefix_at: dict = {}                # key (exact value) -> (total, pos)
         self.pool_names: dict[str, tuple] = {}   # name -> (base, count, pos)
         self.stages: list[dict] = []
         self.stage_names: dict[str, tuple] = {}  # name -> (base, count, kind, pos)
@@ -380,13 +382,14 @@ class Linker:
                         for p, ppos in sub.params:
                             self.new_attr(p, ppos, write=True)
         handlers = {"device": self.device, "engine": self.engine, "pool": self.pool, "stage": self.stage,
-                    "workload": self.workload_decl, "server": self.server, "gauge": self.gauge}
+                    "prefix": self.prefix, "workload": self.workload_decl, "server": self.server,
+                    "gauge": self.gauge}
         for it in m.items:
             k = it.kind
             if k in ("use", "let", "def"):
                 self.collect(self.header, it, it.pos[0], True, name=getattr(it, "name", None) if k != "use" else None)
             else:
-                self.collect(handlers[k], it, name=getattr(it, "name", None) if k not in ("workload", "server") else None)
+                self.collect(handlers[k], it, name=getattr(it, "name", None) if k not in ("workload", "server", "prefix") else None)
         for eng in self.engines.values():
             if eng.name not in self.failed:
                 self.collect(self.engine_taking, eng, name=eng.name)
@@ -484,10 +487,10 @@ class Linker:
             cap = caps[p.name][0]
         seen: dict[str, tuple] = {}
         opts = {"block": None, "evict": {"kind": "lru"}, "preempt": {"kind": "none"}, "queue": {"kind": "fifo"},
-                "reserve_held": False}
+                "reserve_held": False, "share": None}
         for o in p.opts:
             key = {"p_cap": "cap", "p_block": "block", "p_evict": "evict", "p_preempt": "preempt",
-                   "p_queue": "queue", "p_reserve_held": "reserve held"}[o.kind]
+                   "p_queue": "queue", "p_reserve_held": "reserve held", "p_share": "share"}[o.kind]
             if key in seen:
                 raise self.err(o.pos, f"pool option `{key}` given twice (first at {self.where(seen[key])})")
             seen[key] = o.pos
@@ -523,16 +526,117 @@ class Linker:
                     self.note_facing(c)
             elif o.kind == "p_reserve_held":
                 opts["reserve_held"] = True
+            elif o.kind == "p_share":
+                opts["share"] = "content"
         if cap is None:
             raise self.err(p.pos, f"pool `{p.name}` has no capacity: write `cap …;` or declare it `on` a device or engine")
+        if opts["share"] == "content":
+            self.check_content_pool(p, cap, opts, seen)
         base = len(self.pools)
         for j in range(count):
             name = p.name if p.dim is None else f"{p.name}[{j}]"
             self.pools.append({"name": name, "cap": value_to_wire(cap),
                                "block": None if opts["block"] is None else value_to_wire(opts["block"]),
                                "evict": opts["evict"], "preempt": opts["preempt"], "queue": opts["queue"],
-                               "reserve_held": opts["reserve_held"], "admitted_by": admitted_by})
+                               "reserve_held": opts["reserve_held"], "admitted_by": admitted_by,
+                               "share": opts["share"]})
         self.pool_names[p.name] = (base, count if p.dim is not None else 1, p.pos, p.dim is not None)
+
+    def check_content_pool(self, p: Node, cap, opts: dict, seen: dict) -> None:
+        """`share content;` (docs/content.md §1): B = cap / block physical blocks, LRU free queue."""
+        at = seen["share"]
+        b = opts["block"]
+        if b is None:
+            raise self.err(at, f"`share content` needs `block b;` on pool `{p.name}` (its blocks are the unit of sharing)")
+        if b.denominator != 1:
+            raise self.err(at, f"`share content` needs a whole block size, got {value_to_wire(b)}")
+        if exact.is_inf(cap) or (cap / b).denominator != 1:
+            raise self.err(at, f"`share content` needs a capacity that is a whole number of blocks: "
+                               f"cap {value_to_wire(cap)} is not a multiple of block {value_to_wire(b)}")
+        if opts["evict"]["kind"] != "lru":
+            raise self.err(seen["evict"], "`evict by (…)` cannot be used with `share content`: a content pool "
+                                          "evicts the head of its free queue (vLLM's LRU)")
+
+    # ------------------------------------------------------------------ prefixes (docs/content.md)
+    def prefix(self, n: Node) -> None:
+        """`prefix KEY (LENGTH) [after PARENT];`: a shared token sequence; `total` folded here."""
+        key = self.const_value(n.key, "a prefix key")
+        if not exact.whole_in(key, 1, INF) or exact.is_inf(key):
+            raise self.err(n.key.pos, f"a prefix key must be a positive whole number, got {value_to_wire(key)}")
+        if key in self.prefix_at:
+            raise self.err(n.key.pos, f"prefix {value_to_wire(key)} is already declared at "
+                                      f"{self.where(self.prefix_at[key][1])}")
+        length = self.const_value(n.length, "a prefix length")
+        if not exact.whole_in(length, 0, INF) or exact.is_inf(length):
+            raise self.err(n.length.pos, f"a prefix length must be a whole number >= 0, got {value_to_wire(length)}")
+        total, parent = length, None
+        if n.after is not None:
+            parent = self.const_value(n.after, "the parent of a prefix (`after`)")
+            if parent not in self.prefix_at:
+                raise self.err(n.after.pos, f"`after {value_to_wire(parent)}`: no prefix {value_to_wire(parent)} is "
+                                            "declared before this one (a parent comes first)")
+            total = self.prefix_at[parent][0] + length
+        self.prefix_at[key] = (total, n.pos)
+        self.prefixes.append({"key": value_to_wire(key), "length": value_to_wire(length),
+                              "after": None if parent is None else value_to_wire(parent),
+                              "total": value_to_wire(total)})
+
+    def pool_item(self, tk: Node, c: Ctx, ctx_for) -> dict:
+        """One pool of a hold or of a `taking` clause: units, then `reserve (…)` and `content (…)`,
+        each at most once (docs/ir.md hold, docs/content.md §1). `ctx_for(where)` is the context
+        the amounts are read in."""
+        ref = self.ref(tk.ref, "pool", c)
+        units = self.cx(tk.units, ctx_for("hold units"))
+        self.check_units(ref, units, tk.units.pos)
+        seen: dict[str, tuple] = {}
+        reserve = content = None
+        for o in tk.opts:
+            if o.kind in seen:
+                raise self.err(o.pos, f"`{o.kind} (…)` given twice for one pool (first at {self.where(seen[o.kind])})")
+            seen[o.kind] = o.pos
+            if o.kind == "reserve":
+                reserve = self.cx(o.expr, ctx_for("a reserve"))
+                self.check_units(ref, reserve, o.expr.pos)
+            else:
+                content = self.content_clause(ref, o, ctx_for("a `content` clause"))
+        return {"pool": ref, "units": units, "reserve": reserve, "content": content}
+
+    def content_clause(self, ref: dict, o: Node, c: Ctx) -> dict:
+        """`content (p, n, h)` on a `share content` pool; constant parts checked here."""
+        pool = self.pools[ref["base"]]  # the pools of an array share their options
+        if pool.get("share") != "content":
+            raise self.err(o.pos, f"`content (…)` needs a `share content` pool; pool `{pool['name'].split('[')[0]}` "
+                                  "is not one")
+        p, n, h = (self.cx(x, c) for x in (o.prefix, o.length, o.history))
+        total = None
+        if is_num(p):
+            pv = val(p)
+            if pv == 0:
+                total = Fraction(0)
+            elif pv in self.prefix_at:
+                total = self.prefix_at[pv][0]
+            else:
+                raise self.err(o.prefix.pos, f"`content`: {p['v']} is no declared prefix key (and not 0, no prefix)")
+        if is_num(n):
+            nv = val(n)
+            if not exact.whole_in(nv, 0, INF) or exact.is_inf(nv):
+                raise self.err(o.length.pos, f"`content`: the shared length must be a whole number >= 0, got {n['v']}")
+            if total is not None and nv > total:
+                raise self.err(o.length.pos, f"`content`: {n['v']} shared tokens, but prefix {p['v']} has "
+                                             f"{value_to_wire(total)}")
+        return {"prefix": p, "length": n, "history": h}
+
+    def refuse_on_content_pool(self, k: str, ref: dict, pos: tuple) -> None:
+        """`drop` and `load` mean nothing on a `share content` pool (docs/content.md §1)."""
+        pool = self.pools[ref["base"]]
+        if pool.get("share") != "content":
+            return
+        name = pool["name"].split("[")[0]
+        if k == "drop":
+            raise self.err(pos, f"`drop {name};`: pool `{name}` is `share content`, it keeps no per-session "
+                                "cache entry to drop")
+        raise self.err(pos, f"`load {name} (…);`: pool `{name}` is `share content`; its position is the tokens "
+                            "its growing runs schedule, not loaded")
 
     # ------------------------------------------------------------------ stages
     def stage(self, s: Node) -> None:
@@ -831,15 +935,7 @@ class Linker:
         # may read the schedule's `let`s (language.md §7.1 caps the chunk with one).
         c = Ctx("admit", "a `taking` amount", engine=info, defs=self.defs, record=[], hold=None,
                 locals=self.locals_of(info), devfns=info.devfns)
-        pools = []
-        for tk in t.takes:
-            ref = self.ref(tk.ref, "pool", c)
-            units = self.cx(tk.units, c)
-            reserve = self.cx(tk.reserve, c) if tk.reserve is not None else None
-            self.check_units(ref, units, tk.units.pos)
-            if reserve is not None:
-                self.check_units(ref, reserve, tk.reserve.pos)
-            pools.append({"pool": ref, "units": units, "reserve": reserve})
+        pools = [self.pool_item(tk, c, lambda where: c) for tk in t.takes]
         reuse = self.cx(t.reuse, c) if t.reuse is not None else None
         if reuse is not None and (info.template is None or info.template["cache"] is None):
             raise self.err(t.reuse.pos, "`reuse (…)` needs a `cache (…)` in the engine's request block")
@@ -1144,9 +1240,14 @@ class Linker:
             return [self.hold(s, sc, at)]
         if k in ("grow", "load"):
             ref = self.ref(s.ref, "pool", c)
+            if k == "load":
+                self.refuse_on_content_pool(k, ref, s.pos)
             return [{"op": k, "pool": ref, "units": self.cx(s.units, c), "at": at}]
         if k in ("drop", "release"):
-            return [{"op": k, "pool": self.ref(s.ref, "pool", c), "at": at}]
+            ref = self.ref(s.ref, "pool", c)
+            if k == "drop":
+                self.refuse_on_content_pool(k, ref, s.pos)
+            return [{"op": k, "pool": ref, "at": at}]
         if k == "run":
             ref = self.ref(s.ref, "stage", c)
             if s.mode != "plain" and self.stage_kind(ref) != "step":
@@ -1200,15 +1301,7 @@ class Linker:
         """`hold …` (§11.4): header read in the Admit moment, body, `cache` clause."""
         c = sc.c
         hc = Ctx("admit", "a hold header", defs=c.defs, params=c.params, record=[])
-        pools = []
-        for tk in s.pools:
-            ref = self.ref(tk.ref, "pool", c)
-            units = self.cx(tk.units, replace(hc, where="hold units"))
-            reserve = self.cx(tk.reserve, replace(hc, where="a reserve")) if tk.reserve is not None else None
-            self.check_units(ref, units, tk.units.pos)
-            if reserve is not None:
-                self.check_units(ref, reserve, tk.reserve.pos)
-            pools.append({"pool": ref, "units": units, "reserve": reserve})
+        pools = [self.pool_item(tk, c, lambda where: replace(hc, where=where)) for tk in s.pools]
         if s.reuse is not None and s.cache is None:
             raise self.err(s.reuse.pos, "`reuse (…)` needs a `cache (…)` clause on the hold")
         reuse = self.cx(s.reuse, replace(hc, where="`reuse`")) if s.reuse is not None else None
@@ -1645,6 +1738,7 @@ class Linker:
             "hidden": [self.slot[h] for h in self.hidden],
             "observes": list(self.observes),
             "pools": self.pools,
+            "prefixes": self.prefixes,
             "stages": self.stages,
             "blocks": self.blocks,
             "workload": wl,

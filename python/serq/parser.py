@@ -26,7 +26,8 @@ cache lease grow drop release load run prefill decode growing tool transfer from
 else if while loop choose in by end fork join gauge claim given every some iteration of schedule
 advance running admit waiting only each at most exclusive first order taking tokens cap block evict
 lru preempt lifo requeue head tail fifo ps delay step spill via share maxmin bottleneck sum min max
-""".split())
+prefix content after
+""".split())  # the last line: the content-addressed prefix extension (docs/content.md)
 
 # Reserved words the grammar does not use: constructs out of scope for now, with the message that
 # rejects them at their first token.
@@ -37,10 +38,11 @@ UNSUPPORTED = {
     "lease": "`lease` (keeping a pool past the hold) is not supported yet",
     "spill": "`spill` (offloading evicted cache to another tier) is not supported yet",
     "claim": "claims (`claim NAME : …`) are not supported yet",
-    "share": "`share maxmin | bottleneck` (multi-stage flows) is not supported yet",
     "step": "the K-dialect stage kind `step { … }` is not supported yet; declare an `engine NAME on DEVICE { … }`",
     "via": "the K-dialect `admit via STAGE` is not supported yet; write `pool NAME on ENGINE { … }`",
 }
+# `share` is a keyword of the grammar (`share content;`, docs/content.md); its other uses are not.
+SHARE_UNSUPPORTED = "`share maxmin | bottleneck` (multi-stage flows) is not supported yet"
 ESTIMATORS = {"est_lambda", "est_rho", "est_wait", "price"}
 
 _GRAMMAR = pathlib.Path(__file__).with_name("grammar.lark")
@@ -199,8 +201,8 @@ def _prescan(src: Source, tokens: list[Token]) -> None:
                             "supported yet", tok.line, tok.column)
         elif t == "RUN" and i + 2 < n and tokens[i + 1].type == "NAME" and tokens[i + 2].type == "COMMA":
             raise src.error("a run over several stages (`run a, b (w);`) is not supported yet", tok.line, tok.column)
-        elif t == "HOLD":
-            pass
+        elif t == "SHARE" and (nxt is None or nxt.type != "CONTENT"):
+            raise src.error(SHARE_UNSUPPORTED, tok.line, tok.column)
 
 
 def _unclosed_comment(src: Source) -> None:
@@ -479,12 +481,16 @@ class _ToAst(Transformer):
         return Node("taking", self.p(meta), takes=takes, reuse=ch[-1])
 
     def take(self, meta, ch):
-        return Node("take", self.p(meta), ref=ch[0], units=ch[1], reserve=ch[2])
+        # the options after the units, in source order: the linker refuses one given twice
+        return Node("take", self.p(meta), ref=ch[0], units=ch[1], opts=list(ch[2:]))
 
     hpool = take
 
     def reserve(self, meta, ch):
-        return ch[0]
+        return Node("reserve", self.p(meta), expr=ch[0])
+
+    def content(self, meta, ch):
+        return Node("content", self.p(meta), prefix=ch[0], length=ch[1], history=ch[2])
 
     def reuse(self, meta, ch):
         return ch[0]
@@ -536,6 +542,15 @@ class _ToAst(Transformer):
 
     def p_reserve_held(self, meta, ch):
         return Node("p_reserve_held", self.p(meta))
+
+    def p_share_content(self, meta, ch):
+        return Node("p_share", self.p(meta))
+
+    def prefix_decl(self, meta, ch):
+        return Node("prefix", self.p(meta), name=None, key=ch[0], length=ch[1], after=ch[2])
+
+    def prefix_after(self, meta, ch):
+        return ch[0]
 
     def stage_decl(self, meta, ch):
         return Node("stage", self.p(meta), name=str(ch[0]), dim=ch[1], skind=ch[2])

@@ -37,10 +37,16 @@ CASES = [
 ]
 
 
+# Examples using a construct serq_fast does not implement yet: indexed here, not compared. Remove
+# the entry (and add the example to CASES) when serq_fast implements it.
+NOT_YET = {"multi-turn/shared_prompt.sq"}   # `share content` (docs/content.md)
+
+
 def test_every_example_is_in_lockstep():
     """A new example program must be added to CASES (the index is complete)."""
     shipped = {str(p.relative_to(EX)) for p in EX.rglob("*.sq")}
-    assert shipped <= {c[0] for c in CASES}, sorted(shipped - {c[0] for c in CASES})
+    listed = {c[0] for c in CASES} | NOT_YET
+    assert shipped <= listed, sorted(shipped - listed)
 
 
 @pytest.mark.parametrize("ff", [True, False], ids=["fast-forward", "every-step"])

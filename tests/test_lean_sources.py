@@ -191,6 +191,18 @@ def test_namespaces_close_in_order(path):
     assert not opened, f"{path.relative_to(REPO)}: `{opened[-1][0]}` opened on line {opened[-1][1]} is never closed"
 
 
+@pytest.mark.parametrize("path", lean_files(), ids=lambda p: str(p.relative_to(REPO)))
+def test_local_recursive_functions_say_let_rec(path):
+    """`let NAME ARG (x : T) …` — a name followed by a bare name and then a binder — is how a
+    `let rec f (x : T)` reads after `rec` was renamed away (a rename of `rec` identifiers once
+    turned `let rec ins` into `let rd ins`, which does not compile). No such shape is used on
+    purpose here."""
+    code = strip_comments_and_strings(path.read_text())
+    bad = [code[:m.start()].count("\n") + 1
+           for m in re.finditer(r"\blet\s+(?!rec\b|mut\b)\w+\s+\w+\s+\(", code)]
+    assert not bad, f"{path.relative_to(REPO)}: `let NAME NAME (` on lines {bad} (a lost `rec`?)"
+
+
 def test_no_declaration_is_made_twice():
     """Two files declaring the same fully qualified name would not compile together."""
     decl = re.compile(r"^\s*(?:@\[[^\]]*\]\s*)?(?:(?:private|protected|partial|noncomputable)\s+)*"

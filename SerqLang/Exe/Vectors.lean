@@ -31,7 +31,7 @@ def ObsRow.before (a b : ObsRow) : Bool :=
   decide (a.time < b.time) || (a.time == b.time && decide (a.serial < b.serial))
 
 def sortRows (rows : List ObsRow) : List ObsRow :=
-  let rd ins (r : ObsRow) : List ObsRow → List ObsRow
+  let rec ins (r : ObsRow) : List ObsRow → List ObsRow
     | [] => [r]
     | x :: xs => if ObsRow.before r x then r :: x :: xs else x :: ins r xs
   rows.foldl (fun acc r => ins r acc) []

@@ -154,5 +154,13 @@ def identify (st : CState) (i : Nat) (id : Ident) : CState :=
 /-- The memory invariant's structural half: every block is referenced or in the free queue. -/
 def Inv (st : CState) : Prop := ∀ i, i < st.refs.length → 0 < nth st.refs i ∨ inQ i st.free
 
+/-- No block occurs twice in the queue. -/
+def Nodup : List Nat → Prop
+  | [] => True
+  | x :: xs => ¬ inQ x xs ∧ Nodup xs
+
+/-- The free queue's half: every queued block is unreferenced, and none is queued twice. -/
+def FreeInv (st : CState) : Prop := (∀ i, inQ i st.free → nth st.refs i = 0) ∧ Nodup st.free
+
 end Content
 end SerqLang

@@ -255,5 +255,218 @@ theorem release_inv (st : CState) (i : Nat) (h : Inv st) : Inv (release st i) :=
 theorem identify_inv (st : CState) (i : Nat) (id : Ident) (h : Inv st) : Inv (identify st i id) :=
   fun j hj => h j hj
 
+/-! ## The free queue holds unreferenced blocks, each once (`FreeInv`) -/
+
+theorem nth_zeros : ∀ (n i : Nat), nth (zeros n) i = 0
+  | 0, _ => rfl
+  | _ + 1, 0 => rfl
+  | n + 1, i + 1 => nth_zeros n i
+
+theorem lt_of_nth_pos : ∀ (l : List Nat) (i : Nat), 0 < nth l i → i < l.length
+  | [], _, h => by
+    have h2 : 0 < 0 := h
+    exact absurd h2 (Nat.lt_irrefl 0)
+  | _ :: _, 0, _ => by
+    show 0 < _ + 1
+    omega
+  | _ :: xs, i + 1, h => by
+    have h2 : i < xs.length := lt_of_nth_pos xs i h
+    show i + 1 < xs.length + 1
+    omega
+
+theorem inQ_of_inQ_removeQ : ∀ (l : List Nat) (i j : Nat), inQ j (removeQ i l) → inQ j l
+  | [], _, _, h => False.elim h
+  | x :: xs, i, j, h => by
+    have h1 : inQ j (if x = i then xs else x :: removeQ i xs) := h
+    by_cases hx : x = i
+    · rw [if_pos hx] at h1
+      exact Or.inr h1
+    · rw [if_neg hx] at h1
+      have h2 : j = x ∨ inQ j (removeQ i xs) := h1
+      cases h2 with
+      | inl e => exact Or.inl e
+      | inr h' => exact Or.inr (inQ_of_inQ_removeQ xs i j h')
+
+theorem not_inQ_removeQ_self : ∀ (l : List Nat) (i : Nat), Nodup l → inQ i (removeQ i l) → False
+  | [], _, _, h => False.elim h
+  | x :: xs, i, hn, h => by
+    have hn2 : ¬ inQ x xs ∧ Nodup xs := hn
+    have h1 : inQ i (if x = i then xs else x :: removeQ i xs) := h
+    by_cases hx : x = i
+    · rw [if_pos hx] at h1
+      rw [hx] at hn2
+      exact hn2.1 h1
+    · rw [if_neg hx] at h1
+      have h2 : i = x ∨ inQ i (removeQ i xs) := h1
+      cases h2 with
+      | inl e => exact hx e.symm
+      | inr h' => exact not_inQ_removeQ_self xs i hn2.2 h'
+
+theorem nodup_removeQ : ∀ (l : List Nat) (i : Nat), Nodup l → Nodup (removeQ i l)
+  | [], _, _ => trivial
+  | x :: xs, i, hn => by
+    have hn2 : ¬ inQ x xs ∧ Nodup xs := hn
+    show Nodup (if x = i then xs else x :: removeQ i xs)
+    by_cases hx : x = i
+    · rw [if_pos hx]
+      exact hn2.2
+    · rw [if_neg hx]
+      show ¬ inQ x (removeQ i xs) ∧ Nodup (removeQ i xs)
+      exact And.intro (fun h => hn2.1 (inQ_of_inQ_removeQ xs i x h)) (nodup_removeQ xs i hn2.2)
+
+theorem inQ_snoc_cases : ∀ (l : List Nat) (i j : Nat), inQ j (l ++ [i]) → inQ j l ∨ j = i
+  | [], i, j, h => by
+    have h2 : j = i ∨ inQ j [] := h
+    cases h2 with
+    | inl e => exact Or.inr e
+    | inr h' => exact False.elim h'
+  | x :: xs, i, j, h => by
+    have h2 : j = x ∨ inQ j (xs ++ [i]) := h
+    cases h2 with
+    | inl e => exact Or.inl (Or.inl e)
+    | inr h' =>
+      cases inQ_snoc_cases xs i j h' with
+      | inl h'' => exact Or.inl (Or.inr h'')
+      | inr e => exact Or.inr e
+
+theorem nodup_snoc : ∀ (l : List Nat) (i : Nat), Nodup l → ¬ inQ i l → Nodup (l ++ [i])
+  | [], i, _, _ => by
+    show ¬ inQ i [] ∧ Nodup []
+    exact And.intro (fun h => False.elim h) trivial
+  | x :: xs, i, hn, hi => by
+    have hn2 : ¬ inQ x xs ∧ Nodup xs := hn
+    have hi2 : ¬ (i = x ∨ inQ i xs) := hi
+    show ¬ inQ x (xs ++ [i]) ∧ Nodup (xs ++ [i])
+    refine And.intro ?_ (nodup_snoc xs i hn2.2 (fun h => hi2 (Or.inr h)))
+    intro h
+    cases inQ_snoc_cases xs i x h with
+    | inl h' => exact hn2.1 h'
+    | inr e => exact hi2 (Or.inl e.symm)
+
+theorem ge_of_inQ_seqFrom : ∀ (n s i : Nat), inQ i (seqFrom s n) → s ≤ i
+  | 0, _, _, h => False.elim h
+  | n + 1, s, i, h => by
+    have h2 : i = s ∨ inQ i (seqFrom (s + 1) n) := h
+    cases h2 with
+    | inl e => omega
+    | inr h' =>
+      have := ge_of_inQ_seqFrom n (s + 1) i h'
+      omega
+
+theorem nodup_seqFrom : ∀ (n s : Nat), Nodup (seqFrom s n)
+  | 0, _ => trivial
+  | n + 1, s => by
+    show ¬ inQ s (seqFrom (s + 1) n) ∧ Nodup (seqFrom (s + 1) n)
+    refine And.intro ?_ (nodup_seqFrom n (s + 1))
+    intro h
+    have := ge_of_inQ_seqFrom n (s + 1) s h
+    omega
+
+theorem init_freeInv (B : Nat) : FreeInv (CState.init B) := by
+  show (∀ i, inQ i (seqFrom 0 B) → nth (zeros B) i = 0) ∧ Nodup (seqFrom 0 B)
+  exact And.intro (fun i _ => nth_zeros B i) (nodup_seqFrom B 0)
+
+theorem touch_freeInv (st : CState) (i : Nat) (h : FreeInv st) : FreeInv (touch st i) := by
+  have h' : (∀ k, inQ k st.free → nth st.refs k = 0) ∧ Nodup st.free := h
+  obtain ⟨hz, hn⟩ := h'
+  show (∀ j, inQ j (touch st i).free → nth (upd st.refs i (nth st.refs i + 1)) j = 0) ∧
+    Nodup (touch st i).free
+  by_cases h0 : nth st.refs i = 0
+  · have hfree : (touch st i).free = removeQ i st.free := by
+      show (if nth st.refs i = 0 then removeQ i st.free else st.free) = removeQ i st.free
+      rw [if_pos h0]
+    rw [hfree]
+    refine And.intro ?_ (nodup_removeQ st.free i hn)
+    intro j hj
+    have hji : j ≠ i := by
+      intro e
+      subst e
+      exact not_inQ_removeQ_self st.free _ hn hj
+    rw [nth_upd_ne st.refs i j _ hji]
+    exact hz j (inQ_of_inQ_removeQ st.free i j hj)
+  · have hfree : (touch st i).free = st.free := by
+      show (if nth st.refs i = 0 then removeQ i st.free else st.free) = st.free
+      rw [if_neg h0]
+    rw [hfree]
+    refine And.intro ?_ hn
+    intro j hj
+    have hji : j ≠ i := by
+      intro e
+      subst e
+      exact h0 (hz _ hj)
+    rw [nth_upd_ne st.refs i j _ hji]
+    exact hz j hj
+
+/-- The block `popFree` hands out had no reference. -/
+theorem allocAt_head_free (st : CState) (hd : Nat) (rest : List Nat) (hf : st.free = hd :: rest)
+    (h : FreeInv st) : nth st.refs hd = 0 := by
+  have h' : (∀ k, inQ k st.free → nth st.refs k = 0) ∧ Nodup st.free := h
+  apply h'.1 hd
+  rw [hf]
+  exact Or.inl rfl
+
+theorem allocAt_freeInv (st : CState) (hd : Nat) (rest : List Nat) (hf : st.free = hd :: rest)
+    (h : FreeInv st) : FreeInv (allocAt st hd rest) := by
+  have h' : (∀ k, inQ k st.free → nth st.refs k = 0) ∧ Nodup st.free := h
+  obtain ⟨hz, hn⟩ := h'
+  have hn2 : ¬ inQ hd rest ∧ Nodup rest := by
+    have h3 : Nodup (hd :: rest) := by rw [← hf]; exact hn
+    exact h3
+  show (∀ j, inQ j rest → nth (upd st.refs hd 1) j = 0) ∧ Nodup rest
+  refine And.intro ?_ hn2.2
+  intro j hj
+  have hjh : j ≠ hd := by
+    intro e
+    subst e
+    exact hn2.1 hj
+  rw [nth_upd_ne st.refs hd j 1 hjh]
+  apply hz j
+  rw [hf]
+  exact Or.inr hj
+
+theorem release_freeInv (st : CState) (i : Nat) (hpos : 0 < nth st.refs i) (h : FreeInv st) :
+    FreeInv (release st i) := by
+  have h' : (∀ k, inQ k st.free → nth st.refs k = 0) ∧ Nodup st.free := h
+  obtain ⟨hz, hn⟩ := h'
+  have hil : i < st.refs.length := lt_of_nth_pos st.refs i hpos
+  have hiq : ¬ inQ i st.free := by
+    intro hq
+    have := hz i hq
+    omega
+  show (∀ j, inQ j (release st i).free → nth (upd st.refs i (nth st.refs i - 1)) j = 0) ∧
+    Nodup (release st i).free
+  by_cases h0 : nth st.refs i - 1 = 0
+  · have hfree : (release st i).free = st.free ++ [i] := by
+      show (if nth st.refs i - 1 = 0 then st.free ++ [i] else st.free) = st.free ++ [i]
+      rw [if_pos h0]
+    rw [hfree]
+    refine And.intro ?_ (nodup_snoc st.free i hn hiq)
+    intro j hj
+    by_cases hji : j = i
+    · have e : nth (upd st.refs i (nth st.refs i - 1)) i = nth st.refs i - 1 :=
+        nth_upd_self st.refs i _ hil
+      rw [hji]
+      omega
+    · rw [nth_upd_ne st.refs i j _ hji]
+      cases inQ_snoc_cases st.free i j hj with
+      | inl hq => exact hz j hq
+      | inr e => exact absurd e hji
+  · have hfree : (release st i).free = st.free := by
+      show (if nth st.refs i - 1 = 0 then st.free ++ [i] else st.free) = st.free
+      rw [if_neg h0]
+    rw [hfree]
+    refine And.intro ?_ hn
+    intro j hj
+    have hji : j ≠ i := by
+      intro e
+      subst e
+      exact hiq hj
+    rw [nth_upd_ne st.refs i j _ hji]
+    exact hz j hj
+
+theorem identify_freeInv (st : CState) (i : Nat) (id : Ident) (h : FreeInv st) :
+    FreeInv (identify st i id) :=
+  h
+
 end Content
 end SerqLang

@@ -11,10 +11,12 @@ A pool declared `share content` is `B = cap / b` physical blocks, each with a re
 (initially `0 … B−1`); the **identity map** lists, per identity, the physical blocks holding it in
 insertion order. The four operations of docs/content.md §3 on that state:
 
-* `touch` — a hit block is referenced once more (it leaves the free queue if it was free);
-* `popFree` / `allocAt` — a new block is the free-queue head, its identity (if any) evicted;
-* `release` — one reference fewer; a block reaching 0 joins the free-queue tail;
-* `identify` — a full block gets its identity, appended to the map's list for it.
+* `reference` — a block is referenced once more (it leaves the free queue if it had no
+  reference): a hit block when touched, a new block when allocated;
+* `allocOne` — a new block is the free-queue head: its identity (if any) evicted
+  (`evictIdent`), then referenced;
+* `releaseOne` — one reference fewer; a block reaching 0 joins the free-queue tail;
+* `identifyOne` — a full block gets its identity, appended to the map's list for it.
 
 Lists indexed by block id are read with `nth` / `nthId` and written with `upd` (defined here,
 with their lemmas in `SerqLang/Thm/Content.lean`, so the proofs rest on nothing but these
@@ -120,35 +122,34 @@ def identifiedFree : List Nat → List (Option Ident) → Nat
   | _ :: rs, none :: ids => identifiedFree rs ids
   | r :: rs, some _ :: ids => (if r = 0 then 1 else 0) + identifiedFree rs ids
 
-/-- *touch* (docs/content.md §3 Admit): a hit block is referenced once more; a block with no
-reference leaves the free queue. -/
-def touch (st : CState) (i : Nat) : CState :=
+/-- content.py `reference`: one more reference to block `i`; a block that had none leaves the
+free queue (the first occurrence, Python's `list.remove`). -/
+def reference (st : CState) (i : Nat) : CState :=
   { st with refs := upd st.refs i (nth st.refs i + 1),
             free := if nth st.refs i = 0 then removeQ i st.free else st.free }
 
-/-- The state after popping the free-queue head `hd` (the rest `rest`): its identity, if any, is
-evicted (it leaves the map), and it has one reference. -/
-def allocAt (st : CState) (hd : Nat) (rest : List Nat) : CState :=
-  { refs := upd st.refs hd 1, ident := upd st.ident hd none, free := rest,
-    idmap := match nthId st.ident hd with
-      | some id => mapRemove st.idmap id hd
-      | none => st.idmap }
+/-- The eviction half of content.py `allocate`: block `i` forgets its identity, which leaves the
+map (an identity left with no block is removed). -/
+def evictIdent (st : CState) (i : Nat) : CState :=
+  match nthId st.ident i with
+  | some id => { st with ident := upd st.ident i none, idmap := mapRemove st.idmap id i }
+  | none => st
 
-/-- *allocate* one block (docs/content.md §3): the free-queue head, `allocAt`; also whether an
-identity was evicted. `none` when the queue is empty (the caller stalls or preempts). -/
-def popFree (st : CState) : Option (CState × Nat × Bool) :=
+/-- One step of content.py `allocate`: the free queue's head is evicted (if identified) and
+referenced; also whether an identity was evicted. `none` when the queue is empty. -/
+def allocOne (st : CState) : Option (CState × Nat × Bool) :=
   match st.free with
   | [] => none
-  | hd :: rest => some (allocAt st hd rest, hd, (nthId st.ident hd).isSome)
+  | hd :: _ => some (reference (evictIdent st hd) hd, hd, (nthId st.ident hd).isSome)
 
-/-- *release* one reference (docs/content.md §3 Release): a block reaching 0 joins the
-free-queue tail; its identity stays until it is popped. -/
-def release (st : CState) (i : Nat) : CState :=
+/-- One step of content.py `release`: a reference fewer; a block reaching 0 joins the free
+queue's tail, its identity kept until it is popped. -/
+def releaseOne (st : CState) (i : Nat) : CState :=
   { st with refs := upd st.refs i (nth st.refs i - 1),
             free := if nth st.refs i - 1 = 0 then st.free ++ [i] else st.free }
 
-/-- *identify* (docs/content.md §3): block `i` gets identity `id`, appended to the map's list. -/
-def identify (st : CState) (i : Nat) (id : Ident) : CState :=
+/-- One step of content.py `identify`: block `i` gets identity `id`, appended to the map's list. -/
+def identifyOne (st : CState) (i : Nat) (id : Ident) : CState :=
   { st with ident := upd st.ident i (some id), idmap := mapAppend st.idmap id i }
 
 /-- The memory invariant's structural half: every block is referenced or in the free queue. -/

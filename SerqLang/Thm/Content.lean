@@ -11,10 +11,14 @@ For a content pool of `B` blocks of `b` units (`B = refs.length`):
 * `counts_le`: `referenced + identifiedFree ≤ B` — the referenced blocks and the identified free
   ones are disjoint sets of blocks — hence `used_add_cached_le`: `b·referenced + b·identifiedFree
   ≤ b·B`, i.e. `used + cached ≤ cap`, for **every** state; the operations keep `B`
-  (`touch_length`, `allocAt_length`, `release_length`, `identify_length`).
+  (`reference_length`, `evictIdent_refs`, `releaseOne_length`, `identifyOne_length`).
 * `Inv`: every block is referenced or in the free queue. `init_inv`: a fresh pool satisfies it;
-  `touch_inv`, `allocAt_inv` (and `popFree_inv`), `release_inv`, `identify_inv`: each
+  `reference_inv`, `evictIdent_inv`, `allocOne_inv`, `releaseOne_inv`, `identifyOne_inv`: each
   operation preserves it.
+* `FreeInv`: every block in the free queue is unreferenced and queued once. `init_freeInv`;
+  `reference_freeInv`, `evictIdent_freeInv`, `allocOne_freeInv`, `identifyOne_freeInv`, and
+  `releaseOne_freeInv` for a block that is referenced; `head_free`: the block `allocOne` hands
+  out had no reference.
 
 Core tactics only (`intro`, `cases`, `by_cases`, `rw`, `split`, `omega`, `show`, `refine`),
 over the definitions of `SerqLang.Content` and the lemmas below. No `sorry`, no axiom of ours.
@@ -126,18 +130,28 @@ theorem used_add_cached_le (b : Nat) (rs : List Nat) (ids : List (Option Ident))
 
 /-! ## The operations keep `B` -/
 
-theorem touch_length (st : CState) (i : Nat) : (touch st i).refs.length = st.refs.length :=
+theorem reference_length (st : CState) (i : Nat) :
+    (reference st i).refs.length = st.refs.length :=
   length_upd st.refs i (nth st.refs i + 1)
 
-theorem allocAt_length (st : CState) (hd : Nat) (rest : List Nat) :
-    (allocAt st hd rest).refs.length = st.refs.length :=
-  length_upd st.refs hd 1
+theorem evictIdent_refs (st : CState) (i : Nat) : (evictIdent st i).refs = st.refs := by
+  unfold evictIdent
+  first
+    | (split <;> rfl)
+    | (cases nthId st.ident i <;> rfl)
 
-theorem release_length (st : CState) (i : Nat) : (release st i).refs.length = st.refs.length :=
+theorem evictIdent_free (st : CState) (i : Nat) : (evictIdent st i).free = st.free := by
+  unfold evictIdent
+  first
+    | (split <;> rfl)
+    | (cases nthId st.ident i <;> rfl)
+
+theorem releaseOne_length (st : CState) (i : Nat) :
+    (releaseOne st i).refs.length = st.refs.length :=
   length_upd st.refs i (nth st.refs i - 1)
 
-theorem identify_length (st : CState) (i : Nat) (id : Ident) :
-    (identify st i id).refs.length = st.refs.length := rfl
+theorem identifyOne_length (st : CState) (i : Nat) (id : Ident) :
+    (identifyOne st i id).refs.length = st.refs.length := rfl
 
 /-! ## Every block is referenced or in the free queue -/
 
@@ -149,7 +163,7 @@ theorem init_inv (B : Nat) : Inv (CState.init B) := by
     exact h2
   exact Or.inr (inQ_seqFrom B 0 i (Nat.zero_le i) (by omega))
 
-theorem touch_inv (st : CState) (i : Nat) (h : Inv st) : Inv (touch st i) := by
+theorem reference_inv (st : CState) (i : Nat) (h : Inv st) : Inv (reference st i) := by
   intro j hj
   have hl : j < st.refs.length := by
     have h2 : j < (upd st.refs i (nth st.refs i + 1)).length := hj
@@ -175,54 +189,33 @@ theorem touch_inv (st : CState) (i : Nat) (h : Inv st) : Inv (touch st i) := by
       · rw [if_neg h0]
         exact hq
 
-theorem allocAt_inv (st : CState) (hd : Nat) (rest : List Nat) (hf : st.free = hd :: rest)
-    (h : Inv st) : Inv (allocAt st hd rest) := by
+theorem evictIdent_inv (st : CState) (i : Nat) (h : Inv st) : Inv (evictIdent st i) := by
   intro j hj
-  have hl : j < st.refs.length := by
-    have h2 : j < (upd st.refs hd 1).length := hj
-    rw [length_upd] at h2
-    exact h2
-  show 0 < nth (upd st.refs hd 1) j ∨ inQ j rest
-  by_cases hjh : j = hd
-  · refine Or.inl ?_
-    have hhd : hd < st.refs.length := by rw [← hjh]; exact hl
-    have e : nth (upd st.refs hd 1) hd = 1 := nth_upd_self st.refs hd 1 hhd
-    rw [hjh]
-    omega
-  · rw [nth_upd_ne st.refs hd j 1 hjh]
-    cases h j hl with
-    | inl hp => exact Or.inl hp
-    | inr hq =>
-      have hq2 : inQ j (hd :: rest) := by rw [← hf]; exact hq
-      have hq3 : j = hd ∨ inQ j rest := hq2
-      cases hq3 with
-      | inl e => exact absurd e hjh
-      | inr h' => exact Or.inr h'
+  rw [evictIdent_refs, evictIdent_free]
+  rw [evictIdent_refs] at hj
+  exact h j hj
 
-theorem popFree_some (st : CState) (hd : Nat) (rest : List Nat) (hf : st.free = hd :: rest) :
-    popFree st = some (allocAt st hd rest, hd, (nthId st.ident hd).isSome) := by
-  unfold popFree
-  rw [hf]
-
-theorem popFree_inv (st : CState) (h : Inv st) :
-    ∀ r, popFree st = some r → Inv r.1 := by
+theorem allocOne_inv (st : CState) (h : Inv st) : ∀ r, allocOne st = some r → Inv r.1 := by
   intro r hr
   cases hf : st.free with
   | nil =>
-    have e : popFree st = none := by
-      unfold popFree
+    have e : allocOne st = none := by
+      unfold allocOne
       rw [hf]
     rw [e] at hr
     first
       | exact Option.noConfusion hr
       | cases hr
   | cons hd rest =>
-    rw [popFree_some st hd rest hf] at hr
+    have e : allocOne st = some (reference (evictIdent st hd) hd, hd, (nthId st.ident hd).isSome) := by
+      unfold allocOne
+      rw [hf]
+    rw [e] at hr
     injection hr with hr'
     rw [← hr']
-    exact allocAt_inv st hd rest hf h
+    exact reference_inv (evictIdent st hd) hd (evictIdent_inv st hd h)
 
-theorem release_inv (st : CState) (i : Nat) (h : Inv st) : Inv (release st i) := by
+theorem releaseOne_inv (st : CState) (i : Nat) (h : Inv st) : Inv (releaseOne st i) := by
   intro j hj
   have hl : j < st.refs.length := by
     have h2 : j < (upd st.refs i (nth st.refs i - 1)).length := hj
@@ -252,7 +245,8 @@ theorem release_inv (st : CState) (i : Nat) (h : Inv st) : Inv (release st i) :=
       · rw [if_neg h0]
         exact hq
 
-theorem identify_inv (st : CState) (i : Nat) (id : Ident) (h : Inv st) : Inv (identify st i id) :=
+theorem identifyOne_inv (st : CState) (i : Nat) (id : Ident) (h : Inv st) :
+    Inv (identifyOne st i id) :=
   fun j hj => h j hj
 
 /-! ## The free queue holds unreferenced blocks, each once (`FreeInv`) -/
@@ -366,13 +360,13 @@ theorem init_freeInv (B : Nat) : FreeInv (CState.init B) := by
   show (∀ i, inQ i (seqFrom 0 B) → nth (zeros B) i = 0) ∧ Nodup (seqFrom 0 B)
   exact And.intro (fun i _ => nth_zeros B i) (nodup_seqFrom B 0)
 
-theorem touch_freeInv (st : CState) (i : Nat) (h : FreeInv st) : FreeInv (touch st i) := by
+theorem reference_freeInv (st : CState) (i : Nat) (h : FreeInv st) : FreeInv (reference st i) := by
   have h' : (∀ k, inQ k st.free → nth st.refs k = 0) ∧ Nodup st.free := h
   obtain ⟨hz, hn⟩ := h'
-  show (∀ j, inQ j (touch st i).free → nth (upd st.refs i (nth st.refs i + 1)) j = 0) ∧
-    Nodup (touch st i).free
+  show (∀ j, inQ j (reference st i).free → nth (upd st.refs i (nth st.refs i + 1)) j = 0) ∧
+    Nodup (reference st i).free
   by_cases h0 : nth st.refs i = 0
-  · have hfree : (touch st i).free = removeQ i st.free := by
+  · have hfree : (reference st i).free = removeQ i st.free := by
       show (if nth st.refs i = 0 then removeQ i st.free else st.free) = removeQ i st.free
       rw [if_pos h0]
     rw [hfree]
@@ -384,7 +378,7 @@ theorem touch_freeInv (st : CState) (i : Nat) (h : FreeInv st) : FreeInv (touch 
       exact not_inQ_removeQ_self st.free _ hn hj
     rw [nth_upd_ne st.refs i j _ hji]
     exact hz j (inQ_of_inQ_removeQ st.free i j hj)
-  · have hfree : (touch st i).free = st.free := by
+  · have hfree : (reference st i).free = st.free := by
       show (if nth st.refs i = 0 then removeQ i st.free else st.free) = st.free
       rw [if_neg h0]
     rw [hfree]
@@ -397,35 +391,44 @@ theorem touch_freeInv (st : CState) (i : Nat) (h : FreeInv st) : FreeInv (touch 
     rw [nth_upd_ne st.refs i j _ hji]
     exact hz j hj
 
-/-- The block `popFree` hands out had no reference. -/
-theorem allocAt_head_free (st : CState) (hd : Nat) (rest : List Nat) (hf : st.free = hd :: rest)
+/-- The free queue's head has no reference: the block `allocOne` hands out is a free one. -/
+theorem head_free (st : CState) (hd : Nat) (rest : List Nat) (hf : st.free = hd :: rest)
     (h : FreeInv st) : nth st.refs hd = 0 := by
   have h' : (∀ k, inQ k st.free → nth st.refs k = 0) ∧ Nodup st.free := h
   apply h'.1 hd
   rw [hf]
   exact Or.inl rfl
 
-theorem allocAt_freeInv (st : CState) (hd : Nat) (rest : List Nat) (hf : st.free = hd :: rest)
-    (h : FreeInv st) : FreeInv (allocAt st hd rest) := by
+theorem evictIdent_freeInv (st : CState) (i : Nat) (h : FreeInv st) : FreeInv (evictIdent st i) := by
   have h' : (∀ k, inQ k st.free → nth st.refs k = 0) ∧ Nodup st.free := h
-  obtain ⟨hz, hn⟩ := h'
-  have hn2 : ¬ inQ hd rest ∧ Nodup rest := by
-    have h3 : Nodup (hd :: rest) := by rw [← hf]; exact hn
-    exact h3
-  show (∀ j, inQ j rest → nth (upd st.refs hd 1) j = 0) ∧ Nodup rest
-  refine And.intro ?_ hn2.2
-  intro j hj
-  have hjh : j ≠ hd := by
-    intro e
-    subst e
-    exact hn2.1 hj
-  rw [nth_upd_ne st.refs hd j 1 hjh]
-  apply hz j
-  rw [hf]
-  exact Or.inr hj
+  show (∀ k, inQ k (evictIdent st i).free → nth (evictIdent st i).refs k = 0) ∧
+    Nodup (evictIdent st i).free
+  rw [evictIdent_refs, evictIdent_free]
+  exact h'
 
-theorem release_freeInv (st : CState) (i : Nat) (hpos : 0 < nth st.refs i) (h : FreeInv st) :
-    FreeInv (release st i) := by
+theorem allocOne_freeInv (st : CState) (h : FreeInv st) :
+    ∀ r, allocOne st = some r → FreeInv r.1 := by
+  intro r hr
+  cases hf : st.free with
+  | nil =>
+    have e : allocOne st = none := by
+      unfold allocOne
+      rw [hf]
+    rw [e] at hr
+    first
+      | exact Option.noConfusion hr
+      | cases hr
+  | cons hd rest =>
+    have e : allocOne st = some (reference (evictIdent st hd) hd, hd, (nthId st.ident hd).isSome) := by
+      unfold allocOne
+      rw [hf]
+    rw [e] at hr
+    injection hr with hr'
+    rw [← hr']
+    exact reference_freeInv (evictIdent st hd) hd (evictIdent_freeInv st hd h)
+
+theorem releaseOne_freeInv (st : CState) (i : Nat) (hpos : 0 < nth st.refs i) (h : FreeInv st) :
+    FreeInv (releaseOne st i) := by
   have h' : (∀ k, inQ k st.free → nth st.refs k = 0) ∧ Nodup st.free := h
   obtain ⟨hz, hn⟩ := h'
   have hil : i < st.refs.length := lt_of_nth_pos st.refs i hpos
@@ -433,10 +436,10 @@ theorem release_freeInv (st : CState) (i : Nat) (hpos : 0 < nth st.refs i) (h : 
     intro hq
     have := hz i hq
     omega
-  show (∀ j, inQ j (release st i).free → nth (upd st.refs i (nth st.refs i - 1)) j = 0) ∧
-    Nodup (release st i).free
+  show (∀ j, inQ j (releaseOne st i).free → nth (upd st.refs i (nth st.refs i - 1)) j = 0) ∧
+    Nodup (releaseOne st i).free
   by_cases h0 : nth st.refs i - 1 = 0
-  · have hfree : (release st i).free = st.free ++ [i] := by
+  · have hfree : (releaseOne st i).free = st.free ++ [i] := by
       show (if nth st.refs i - 1 = 0 then st.free ++ [i] else st.free) = st.free ++ [i]
       rw [if_pos h0]
     rw [hfree]
@@ -451,7 +454,7 @@ theorem release_freeInv (st : CState) (i : Nat) (hpos : 0 < nth st.refs i) (h : 
       cases inQ_snoc_cases st.free i j hj with
       | inl hq => exact hz j hq
       | inr e => exact absurd e hji
-  · have hfree : (release st i).free = st.free := by
+  · have hfree : (releaseOne st i).free = st.free := by
       show (if nth st.refs i - 1 = 0 then st.free ++ [i] else st.free) = st.free
       rw [if_neg h0]
     rw [hfree]
@@ -464,8 +467,8 @@ theorem release_freeInv (st : CState) (i : Nat) (hpos : 0 < nth st.refs i) (h : 
     rw [nth_upd_ne st.refs i j _ hji]
     exact hz j hj
 
-theorem identify_freeInv (st : CState) (i : Nat) (id : Ident) (h : FreeInv st) :
-    FreeInv (identify st i id) :=
+theorem identifyOne_freeInv (st : CState) (i : Nat) (id : Ident) (h : FreeInv st) :
+    FreeInv (identifyOne st i id) :=
   h
 
 end Content

@@ -11,11 +11,24 @@ from serq.frontend import compile_source  # noqa: E402
 from serq_fast.lockstep import lockstep  # noqa: E402
 # The programs are the spec's own (one text, two checks: the hand-derived values there, agreement here).
 from test_spec_extensions import ONLY, HELD, PREEMPT  # noqa: E402
+from test_scope_spec import PLAIN_BARE, PLAIN_GROWING  # noqa: E402
 
 
 
+
+# session 1 decodes, the others run plain
+DECODE_AND_PLAIN = ("branch (serial == 1) { run e decode (3) growing kv; } "
+                    "else { run e (serial == 0 ? 6 : 2) growing kv; }")
 
 CASES = {
+    "plain-run-growing": (PLAIN_GROWING, 2),
+    "plain-run-bare": (PLAIN_BARE, 1),
+    # a plain run under decode-first order, exclusive prefill and a granule, with a decode resident
+    "plain-run-decode-first": (PLAIN_GROWING.replace("advance running;", "advance running decode first;")
+                               .replace("run e (serial == 0 ? 6 : 1) growing kv;", DECODE_AND_PLAIN).replace("batch(2)", "batch(3)"), 3),
+    "plain-run-exclusive": (PLAIN_GROWING.replace("advance running;", "exclusive prefill;")
+                            .replace("run e (serial == 0 ? 6 : 1) growing kv;", DECODE_AND_PLAIN).replace("batch(2)", "batch(3)"), 3),
+    "plain-run-granule": (PLAIN_GROWING.replace("tokens cap 4;", "tokens cap 5; granule 2;"), 2),
     "only-p<6": (ONLY.replace("ONLY", "p < 6"), 3),
     "only-1": (ONLY.replace("ONLY", "1"), 3),
     "reserve-held": (HELD.replace("HELD", "reserve held;"), 2),

@@ -503,7 +503,7 @@ class Engine(Stage):
             "waiting.count": lambda: float(sum(p.qlen() for p in self.admits)),
             "waiting.admitted": lambda: float(self.cur.admitted) if self.cur is not None else 0.0,
             "batch.tokens": lambda: float(sum(a[1] for a in cur_assign())),
-            "batch.prefilled": lambda: float(sum(a[1] for a in cur_assign() if a[0].mode == "prefill")),
+            "batch.prefilled": lambda: float(sum(a[1] for a in cur_assign() if a[0].mode != "decode")),
             "batch.decoding": lambda: float(sum(1 for a in cur_assign() if a[0].mode == "decode")),
             "batch.kv_decode": lambda: kv_assigned(True),
             "batch.kv_prefill": lambda: kv_assigned(False),
@@ -657,11 +657,11 @@ class Engine(Stage):
                 if res == "stalled":
                     return "skip"
             pos0 = part.pos
-            if job.mode == "prefill":
+            if job.mode != "decode":  # a plain run is served as a prefill (docs/spec.md)
                 att = tokens * (part.pos + tokens / 2.0)
             part.pos += tokens
             part.advanced = True
-        elif job.mode == "prefill":
+        elif job.mode != "decode":
             att = tokens * tokens / 2.0
         it.assign.append([job, tokens, att, pos0])
         it.left -= tokens

@@ -72,8 +72,8 @@ def engine_value(env: Env, name: str):
         return Fraction(sum(1 for j in jobs if j.mode == "decode"))
     if name == "running.kv_decode":
         return Fraction(sum(memory_alloc(cfg, e, j) for j in jobs if j.mode == "decode"))
-    if name == "running.kv_prefill":
-        return Fraction(sum(memory_alloc(cfg, e, j) for j in jobs if j.mode == "prefill"))
+    if name == "running.kv_prefill":   # a plain run counts as a prefill (docs/spec.md)
+        return Fraction(sum(memory_alloc(cfg, e, j) for j in jobs if j.mode != "decode"))
     if name == "running.preempted":
         return Fraction(ictx.preempted if ictx else 0)
     if name == "waiting.count":
@@ -83,17 +83,17 @@ def engine_value(env: Env, name: str):
     if name == "batch.tokens":
         return Fraction(sum(a.tokens for a in assign))
     if name == "batch.prefilled":
-        return Fraction(sum(a.tokens for a in assign if a.mode == "prefill"))
+        return Fraction(sum(a.tokens for a in assign if a.mode != "decode"))
     if name == "batch.decoding":
         return Fraction(sum(1 for a in assign if a.mode == "decode"))
     if name in ("batch.kv_decode", "batch.kv_prefill"):
-        mode = name.split("_")[1]
+        decode = name == "batch.kv_decode"
         return Fraction(sum(memory_alloc(cfg, e, byserial[s]) for s, m in modes.items()
-                            if m == mode and s in byserial))
+                            if (m == "decode") == decode and s in byserial))
     if name == "batch.attention":
         total = Fraction(0)
         for a in assign:
-            if a.mode == "prefill":
+            if a.mode != "decode":
                 k = a.pos_before if a.pos_before is not None else 0
                 total += a.tokens * (k + Fraction(a.tokens, 2))
         return total
@@ -336,12 +336,12 @@ def exclusive_prefill(cfg, ictx, stmt) -> None:
     ictx.no_admit = True
     stalled = lambda j: cfg.sessions[j.serial].status[0] == "growing"
     prefill = next((j for j in cfg.stages[ictx.engine].jobs
-                    if j.mode == "prefill" and j.serial not in ictx.served and not stalled(j)), None)
+                    if j.mode != "decode" and j.serial not in ictx.served and not stalled(j)), None)
     if prefill is None and ictx.left > 0 and ictx.preempted == 0:
         if admit_one(cfg, ictx):                       # budget_left(E) = the full budget here
             ictx.admitted += 1
             prefill = next((j for j in cfg.stages[ictx.engine].jobs
-                            if j.mode == "prefill" and j.serial not in ictx.served and not stalled(j)), None)
+                            if j.mode != "decode" and j.serial not in ictx.served and not stalled(j)), None)
     if prefill is not None:
         serve(cfg, ictx, prefill, None, cap)
         ictx.stopped = True                            # it runs alone: decodes stall

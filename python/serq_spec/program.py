@@ -169,13 +169,6 @@ class Program:
                     self.check_expr(hp["reserve"], at)
             for b in st.get("bindings", []):
                 self.check_expr(b["expr"], at)
-        if op == "run":
-            ref = st["stage"]
-            if ref.get("count", 1) != 1 or ref.get("index") is not None:
-                pass  # indexed stages are evaluated at run time
-            base = ref["base"]
-            if self.stages[base]["kind"] == "step" and st["mode"] == "plain":
-                raise self.unsupported("a plain `run` on a step engine (use prefill/decode)", at)
 
     def check_expr(self, e, at):
         """Refuse unsupported observables and context variables."""

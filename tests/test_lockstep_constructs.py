@@ -11,7 +11,7 @@ from serq.frontend import compile_source  # noqa: E402
 from serq_fast.lockstep import lockstep  # noqa: E402
 # The programs are the spec's own (one text, two checks: the hand-derived values there, agreement here).
 from test_spec_extensions import ONLY, HELD, PREEMPT  # noqa: E402
-from test_scope_spec import PLAIN_BARE, PLAIN_GROWING  # noqa: E402
+from test_scope_spec import FRACTIONAL, PLAIN_BARE, PLAIN_GROWING  # noqa: E402
 
 
 
@@ -20,8 +20,22 @@ from test_scope_spec import PLAIN_BARE, PLAIN_GROWING  # noqa: E402
 DECODE_AND_PLAIN = ("branch (serial == 1) { run e decode (3) growing kv; } "
                     "else { run e (serial == 0 ? 6 : 2) growing kv; }")
 
+# two turns: the second consumes at most reuse (ρ) of the own entry, the rest a dead entry
+TWO_TURNS = (FRACTIONAL.replace("{ run s (1); } cache (2.9)", "reuse (serial + 0.7) { run s (1); } cache (2.9)")
+             .replace("arrive batch(3);", "arrive batch(3); session { turn; tool (1); turn; }"))
+
 CASES = {
     "plain-run-growing": (PLAIN_GROWING, 2),
+    # non-whole pool amounts (state-line amounts "p/q" when not whole)
+    "fractional-block": (FRACTIONAL, 3),
+    "fractional-no-block": (FRACTIONAL.replace(" block 1.5;", ""), 3),
+    "fractional-reuse": (TWO_TURNS, 3),
+    "fractional-reuse-no-block": (TWO_TURNS.replace(" block 1.5;", ""), 3),
+    "fractional-engine-block": (ONLY.replace("ONLY", "1").replace("block 16", "block 2.5"), 3),
+    "fractional-preempt": (PREEMPT.replace("PREEMPT", "preempt by (serial);").replace("cap 10;", "cap 10.5;")
+                           .replace("hold m (4)", "hold m (4.25)").replace("? 6 : 0", "? 6.5 : 0"), 2),
+    "fractional-reserve-held": (HELD.replace("HELD", "reserve held; block 0.5;").replace("cap 10;", "cap 10.25;")
+                                .replace("2 : 4) reserve (serial == 0 ? 8", "2.2 : 4) reserve (serial == 0 ? 7.9"), 2),
     "plain-run-bare": (PLAIN_BARE, 1),
     # a plain run under decode-first order, exclusive prefill and a granule, with a decode resident
     "plain-run-decode-first": (PLAIN_GROWING.replace("advance running;", "advance running decode first;")

@@ -352,9 +352,7 @@ class Pool:
                     return REJECTED
             amounts = []
             for pool, u, r in evals:
-                ru = roundup(u, pool.block)
-                if ru != math.floor(ru) and not math.isinf(ru):
-                    raise RunError(f"a non-integer unit amount {u} for pool {pool.name} at {_at(st.at)}")
+                ru = roundup(u, pool.block)   # any rational amount (docs/spec.md "Non-whole pool amounts")
                 need = max(u, r) if r is not None else u
                 rneed = roundup(need, pool.block)
                 used = pool.used

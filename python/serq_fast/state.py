@@ -1,8 +1,10 @@
 """The per-step observable state of docs/state.md, produced by the fast engine for lockstep.
 
 Times and values are floats here (the fast engine's own numbers); `lockstep` compares them with
-the spec's exact wire values to 1e-9 relative. Integers that the contract types as `int` are
-emitted as ints after checking they are whole (a non-whole one is itself a divergence).
+the spec's exact wire values to 1e-9 relative. Pool amounts (used, cached, entry sizes,
+positions, allocations, the amounts of records) are ints when whole and "p/q" otherwise in the
+contract (docs/state.md): a float within 1e-9 relative of a whole number is emitted as that int
+(the rounding of float sums), any other stays a float and is compared with the spec's "p/q".
 """
 
 from __future__ import annotations
@@ -11,8 +13,10 @@ import math
 
 
 def _int(x) -> int | float:
-    if isinstance(x, float) and math.isfinite(x) and x == math.floor(x):
-        return int(x)
+    if isinstance(x, float) and math.isfinite(x):
+        r = round(x)
+        if abs(x - r) <= 1e-9 * max(1.0, abs(x)):
+            return int(r)
     return x
 
 

@@ -18,7 +18,7 @@ from typing import Any, Optional
 
 from serq.wire import canonical_json
 
-from .values import wire
+from .values import amount_from_wire as amt_in, amount_wire as amt, wire
 
 # Session statuses (language.md §11.1): ("ready",), ("queued", pool), ("stage", stage),
 # ("growing", pool), ("ended",)
@@ -74,11 +74,11 @@ class HoldState:
         return self.reserved[i] if i < len(self.reserved) else 0
 
     def to_json(self):
-        d = {"stmt": list(self.stmt), "pools": self.pools, "alloc": self.alloc,
-             "position": self.position, "advanced": self.advanced,
+        d = {"stmt": list(self.stmt), "pools": self.pools, "alloc": [amt(x) for x in self.alloc],
+             "position": [amt(x) for x in self.position], "advanced": self.advanced,
              "admission": self.admission, "depth": self.depth, "stream": list(self.stream)}
         if any(self.reserved):   # present only with a `reserve held` reservation
-            d["reserved"] = self.reserved
+            d["reserved"] = [amt(x) for x in self.reserved]
         return d
 
 
@@ -137,11 +137,12 @@ class Session:
                 "holds": [h.to_json() for h in self.holds],
                 "pending": None if self.pending is None else [self.pending[0], self.pending[1], list(self.pending[2])],
                 "adm_seq": self.adm_seq,
-                "preempt_pos": [[p, v] for p, v in sorted(self.preempt_pos.items())],
+                "preempt_pos": [[p, amt(v)] for p, v in sorted(self.preempt_pos.items())],
                 "stuck": self.stuck, "trace": self.trace,
                 "cursors": {k: v for k, v in sorted(self.cursors.items())}, "turns": self.turns,
                 "request": None if self.request is None else self.request.to_json(),
-                "job": None if self.job is None else self.job.to_json(), "growth": self.growth}
+                "job": None if self.job is None else self.job.to_json(),
+                "growth": None if self.growth is None else [self.growth[0], amt(self.growth[1])]}
 
 
 @dataclass
@@ -153,7 +154,7 @@ class Entry:
     rel: int
 
     def to_json(self):
-        return [self.owner, self.size, wire(self.last), self.rel]
+        return [self.owner, amt(self.size), wire(self.last), self.rel]
 
 
 @dataclass
@@ -183,11 +184,11 @@ class PoolState:
         return sum(e.size for e in self.entries)
 
     def to_json(self):
-        return {"used": self.used, "entries": [e.to_json() for e in self.entries],
+        return {"used": amt(self.used), "entries": [e.to_json() for e in self.entries],
                 "holders": self.holders, "queue": [q.to_json() for q in self.queue],
                 "growers": self.growers, "admissions": self.admissions,
                 "preemptions": self.preemptions, "rejected": self.rejected, "stuck": self.stuck,
-                "evicted_units": self.evicted_units}
+                "evicted_units": amt(self.evicted_units)}
 
 
 @dataclass
@@ -199,7 +200,7 @@ class Assign:
     pos_before: Optional[int]
 
     def to_json(self):
-        return [self.serial, self.mode, self.tokens, self.pos_before]
+        return [self.serial, self.mode, self.tokens, None if self.pos_before is None else amt(self.pos_before)]
 
 
 @dataclass
@@ -303,13 +304,14 @@ def _session(d) -> Session:
     s = Session(serial=d["serial"], attrs=[_v(a) for a in d["attrs"]],
                 frames=[Frame(f[0], f[1], f[2], _tup(f[3]), tuple(f[4])) for f in d["frames"]],
                 status=tuple(d["status"]))
-    s.holds = [HoldState(tuple(h["stmt"]), h["pools"], h["alloc"], h["position"], h["advanced"],
+    s.holds = [HoldState(tuple(h["stmt"]), h["pools"], [amt_in(x) for x in h["alloc"]],
+                         [amt_in(x) for x in h["position"]], h["advanced"],
                          h["admission"], h["depth"], tuple(h["stream"]),
-                         list(h.get("reserved") or [])) for h in d["holds"]]
+                         [amt_in(x) for x in h.get("reserved") or []]) for h in d["holds"]]
     p = d["pending"]
     s.pending = None if p is None else (p[0], p[1], tuple(p[2]))
     s.adm_seq = d["adm_seq"]
-    s.preempt_pos = {k: v for k, v in d["preempt_pos"]}
+    s.preempt_pos = {k: amt_in(v) for k, v in d["preempt_pos"]}
     s.stuck = d["stuck"]
     s.trace = d["trace"]
     s.cursors = dict(d["cursors"])
@@ -319,7 +321,7 @@ def _session(d) -> Session:
         s.request = Request(tuple(r["stmt"]), r["engine"], _v(r["submit"]), _v(r["output"]),
                             None if r["first"] is None else _v(r["first"]))
     s.job = None if d["job"] is None else _job(d["job"])
-    s.growth = d["growth"]
+    s.growth = None if d["growth"] is None else [d["growth"][0], amt_in(d["growth"][1])]
     return s
 
 
@@ -333,10 +335,10 @@ def from_json(program, d: dict) -> Config:
     cfg.ready = list(d["ready"])
     cfg.pools = []
     for p in d["pools"]:
-        ps = PoolState(used=p["used"], holders=list(p["holders"]), growers=list(p["growers"]),
+        ps = PoolState(used=amt_in(p["used"]), holders=list(p["holders"]), growers=list(p["growers"]),
                        admissions=p["admissions"], preemptions=p["preemptions"], rejected=p["rejected"],
-                       stuck=p["stuck"], evicted_units=p["evicted_units"])
-        ps.entries = [Entry(o, size, _v(last), rel) for o, size, last, rel in p["entries"]]
+                       stuck=p["stuck"], evicted_units=amt_in(p["evicted_units"]))
+        ps.entries = [Entry(o, amt_in(size), _v(last), rel) for o, size, last, rel in p["entries"]]
         ps.queue = [QueueItem(serial, _v(joined), head) for serial, joined, head in p["queue"]]
         cfg.pools.append(ps)
     cfg.stages = []
@@ -349,7 +351,8 @@ def from_json(program, d: dict) -> Config:
         it = s["iteration"]
         if it is not None:
             st.iteration = {"end": _v(it["end"]), "seq": it["seq"],
-                            "assign": [Assign(a[0], a[1], a[2], a[3]) for a in it["assign"]]}
+                            "assign": [Assign(a[0], a[1], a[2], None if a[3] is None else amt_in(a[3]))
+                                       for a in it["assign"]]}
         cfg.stages.append(st)
     # a session's job is the very object its stage holds
     for st in cfg.stages:

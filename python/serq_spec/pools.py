@@ -90,7 +90,7 @@ def make_room(cfg, p: int, need: int) -> None:
             raise SpecError(f"make_room in pool {cfg.program.pools[p]['name']}: no room even with an empty cache")
         e = eviction_victim(cfg, p)
         take = min(block, e.size) if block is not None else e.size
-        e.size -= take
+        e.size = V.amount(e.size - take)
         if e.size == 0:
             st.entries.remove(e)
         st.evicted_units += take
@@ -126,13 +126,13 @@ def consume_own_prefix(cfg, p: int, session, reuse_limit) -> int:
         if V.is_inf(limit):
             limit = limit if limit > 0 else 0
         else:
-            limit = V.rounddown_block(max(0, int(V.floor_v(limit))), cfg.program.block[p])
+            limit = V.rounddown_block(max(0, limit), cfg.program.block[p])
         consumed = min(e.size, limit)
-        rest = e.size - consumed
+        rest = V.amount(e.size - consumed)
         if rest > 0:
             st.entries.append(Entry(-cfg.counters.next_dead, rest, e.last, e.rel))
             cfg.counters.next_dead += 1
-    return int(consumed)
+    return V.amount(consumed)
 
 
 # -- units -------------------------------------------------------------------------------------
@@ -144,16 +144,15 @@ def caches_in(cfg, p: int) -> bool:
     return cfg.program.pools[p].get("admitted_by") is None
 
 
-def units_int(v, what, cfg, at) -> int:
-    """Pool units are whole numbers (docs/state.md); a negative amount is a run-time error (§11.9)."""
+def units_int(v, what, cfg, at):
+    """A pool amount: finite and not negative (a run-time error otherwise, §11.9); exact, an int
+    when whole and a Fraction otherwise (docs/spec.md "Non-whole pool amounts"; the name, kept
+    for docs/spec-map.md and the Lean mirror, dates from when amounts had to be whole)."""
     if V.is_inf(v):
         raise SpecError(f"{what} is infinite", at, cfg.program.files)
     if v < 0:
         raise SpecError(f"{what} is negative ({V.wire(v)})", at, cfg.program.files)
-    if v.denominator != 1:
-        from .errors import NotSupported
-        raise NotSupported(f"a non-integer pool amount ({what} = {V.wire(v)})", at, cfg.program.files)
-    return int(v)
+    return V.amount(v)
 
 
 def hold_of(session, p: int):
@@ -204,16 +203,13 @@ def release_hold(cfg, session, hold, preempted: bool) -> None:
         ell = eval_in_session(cfg, session, stmt["cache"], hold.stream, stmt.get("at"))
     for i, p in enumerate(hold.pools):
         st = cfg.pools[p]
-        st.used -= hold.alloc[i]
+        st.used = V.amount(st.used - hold.alloc[i])
         st.holders.remove(session.serial)
         kept = 0
         if ell is not None and caches_in(cfg, p):
             computed = hold.position[i] if (hold.advanced[i] or preempted) else hold.alloc[i]
-            amount = V.min_v(ell, Fraction(computed))
-            if V.is_inf(amount):
-                amount = Fraction(computed)
-            amount = max(0, int(V.floor_v(amount)))
-            kept = V.rounddown_block(amount, cfg.program.block[p])
+            amount = V.min_v(ell, Fraction(computed))   # −inf when ℓ is −inf: nothing kept
+            kept = 0 if amount <= 0 else V.rounddown_block(amount, cfg.program.block[p])
             if kept > 0:
                 insert_entry(cfg, p, session.serial, kept)
         cfg.records["released"].append([session.serial, cfg.program.pools[p]["name"], kept])

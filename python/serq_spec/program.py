@@ -12,7 +12,7 @@ from fractions import Fraction
 from serq.wire import WireError, value_from_wire
 
 from .errors import NotSupported, SpecError
-from .values import is_inf
+from .values import amount, is_inf
 
 # Built-in attribute slots (docs/ir.md "Slots").
 SERIAL, TURN_NO, CACHED, COMPUTED, NEW, OUT, THINK, MORE, FORCED = range(9)
@@ -50,18 +50,17 @@ class Program:
         self.emit_gauges = False           # `serq spec --gauges`: gauge values in every record
         self.caps = [v(p["cap"]) for p in self.pools]
         self.block = []
+        # pool amounts are exact rationals: whole ones stay ints (docs/spec.md "non-whole amounts")
         for p in self.pools:
             b = p.get("block")
             if b is None:
                 self.block.append(None)
             else:
                 bv = v(b)
-                if is_inf(bv) or bv.denominator != 1 or bv <= 0:
-                    raise NotSupported(f"pool {p['name']} with a non-integer block {b}")
-                self.block.append(int(bv))
-        for p, c in zip(self.pools, self.caps):
-            if not is_inf(c) and c.denominator != 1:
-                raise NotSupported(f"pool {p['name']} with a non-integer cap {p['cap']}")
+                if is_inf(bv) or bv <= 0:
+                    raise SpecError(f"pool {p['name']}: block must be positive and finite, got {b}")
+                self.block.append(amount(bv))
+        self.caps = [c if is_inf(c) else amount(c) for c in self.caps]
         # pools each engine admits, in declaration order
         self.admitted_pools = {i: [j for j, p in enumerate(self.pools) if p.get("admitted_by") == i]
                                for i, s in enumerate(self.stages) if s["kind"] == "step"}

@@ -116,8 +116,8 @@ def hold_rejected(cfg, s, st, stream) -> bool:
             for e in (hp["units"], hp.get("reserve")):
                 if e is not None and static_expr(e, static):
                     x = eval_in_session(cfg, s, e, stream, at)
-                    if not V.is_inf(x) and x >= 0 and x.denominator == 1:
-                        x = Fraction(V.roundup_block(int(x), cfg.program.block[p]))
+                    if not V.is_inf(x) and x >= 0:
+                        x = V.roundup_block(x, cfg.program.block[p])
                     if x > cap:
                         s.attrs[:] = saved
                         reject(cfg, s, p)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from serq.wire import canonical_json
 
 from .pools import hold_of
-from .values import wire
+from .values import amount_wire as amt, wire
 
 
 def event_json(cfg, ev):
@@ -34,7 +34,7 @@ def status_json(cfg, s) -> str:
 def pool_json(cfg, p: int) -> dict:
     """POOL of docs/state.md."""
     st = cfg.pools[p]
-    out = {"name": cfg.program.pools[p]["name"], "used": st.used, "cached": st.cached(),
+    out = {"name": cfg.program.pools[p]["name"], "used": amt(st.used), "cached": amt(st.cached()),
            "queue": [q.serial for q in st.queue], "holders": list(st.holders),
            "growers": list(st.growers),
            "entries": [e.to_json() for e in sorted(st.entries, key=lambda e: (e.last, e.rel))],
@@ -58,8 +58,9 @@ def stage_json(cfg, i: int) -> dict:
                 h = hold_of(cfg.sessions[j.serial], j.growing)
                 k = h.pools.index(j.growing)
                 pos, alloc = h.position[k], h.alloc[k]
-            res.append({"serial": j.serial, "mode": j.mode, "remaining": j.left,
-                        "admission": j.admission, "position": pos, "allocation": alloc})
+            res.append({"serial": j.serial, "mode": j.mode, "remaining": j.left, "admission": j.admission,
+                        "position": None if pos is None else amt(pos),
+                        "allocation": None if alloc is None else amt(alloc)})
         out["residents"] = res
         it = st.iteration
         out["iteration"] = None if it is None else {
@@ -110,8 +111,11 @@ def ps_line_rate(cfg, i: int):
 def records_json(rec: dict) -> dict:
     """RECORDS of docs/state.md."""
     out = {
-        "admitted": rec["admitted"], "preempted": rec["preempted"], "released": rec["released"],
-        "evicted": rec["evicted"], "finished": rec["finished"],
+        "admitted": [[s, p, amt(u), amt(c)] for s, p, u, c in rec["admitted"]],
+        "preempted": [[s, p, amt(x)] for s, p, x in rec["preempted"]],
+        "released": [[s, p, amt(x)] for s, p, x in rec["released"]],
+        "evicted": [[s, p, amt(x)] for s, p, x in rec["evicted"]],
+        "finished": rec["finished"],
         "iterations": [{"stage": it["stage"], "start": wire(it["start"]), "end": wire(it["end"]),
                         "assign": it["assign"], "preempted": it["preempted"], "admitted": it["admitted"]}
                        for it in rec["iterations"]],

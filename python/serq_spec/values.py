@@ -188,18 +188,38 @@ def max_v(a, b):
     return a if a >= b else b
 
 
-def roundup_block(units: int, block: int | None) -> int:
-    """A request is rounded up to a whole block (language.md §6)."""
+def amount(v):
+    """A pool amount (units, allocations, positions, cache sizes): exact, an int when whole and
+    the Fraction otherwise, so whole amounts keep their int type (docs/state.md: ints when whole,
+    "p/q" otherwise)."""
+    if isinstance(v, int):
+        return v
+    return int(v) if v.denominator == 1 else v
+
+
+def amount_wire(v):
+    """The state-line form of a pool amount: a JSON int when whole, else its wire text."""
+    v = amount(v)
+    return v if isinstance(v, int) else wire(v)
+
+
+def amount_from_wire(x):
+    """The inverse of `amount_wire`."""
+    return x if isinstance(x, int) else amount(value_from_wire(x))
+
+
+def roundup_block(units, block):
+    """A request is rounded up to a whole block (language.md §6); exact for any rational block."""
     if block is None:
-        return units
-    return -(-units // block) * block
+        return amount(units)
+    return amount(-(-units // block) * block)
 
 
-def rounddown_block(units: int, block: int | None) -> int:
+def rounddown_block(units, block):
     """A cache entry is rounded down to a whole block (language.md §6, §11.4)."""
     if block is None:
-        return units
-    return (units // block) * block
+        return amount(units)
+    return amount((units // block) * block)
 
 
 def wire(v) -> str:

@@ -1,5 +1,7 @@
-"""Lockstep of serq_spec and serq_fast on the constructs the spec gained (tests/test_spec_extensions.py):
-`admit waiting only (…)`, `reserve held`, preemption in a pool that is no engine's memory."""
+"""Lockstep of serq_spec and serq_fast on the constructs the spec gained (tests/test_spec_extensions.py,
+tests/test_scope_spec.py): `admit waiting only (…)`, `reserve held`, preemption in a pool that is no
+engine's memory (of a ready, fifo or ps holder), of a resident of an iteration in flight, a plain
+run on an engine, non-whole pool amounts."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from serq.frontend import compile_source  # noqa: E402
 from serq_fast.lockstep import lockstep  # noqa: E402
 # The programs are the spec's own (one text, two checks: the hand-derived values there, agreement here).
 from test_spec_extensions import ONLY, HELD, PREEMPT  # noqa: E402
-from test_scope_spec import FRACTIONAL, PLAIN_BARE, PLAIN_GROWING  # noqa: E402
+from test_scope_spec import FRACTIONAL, GROWING_FIFO, IN_FLIGHT, PLAIN_BARE, PLAIN_GROWING, STAGE_VICTIM  # noqa: E402
 
 
 
@@ -26,6 +28,14 @@ TWO_TURNS = (FRACTIONAL.replace("{ run s (1); } cache (2.9)", "reuse (serial + 0
 
 CASES = {
     "plain-run-growing": (PLAIN_GROWING, 2),
+    # preemption victims: a fifo / ps job (pool of no engine), a resident of an iteration in flight
+    "victim-fifo-waiting": (STAGE_VICTIM.replace("KIND", "fifo(1)"), 3),
+    "victim-fifo-in-service": (STAGE_VICTIM.replace("KIND", "fifo(2)"), 3),
+    "victim-ps": (STAGE_VICTIM.replace("KIND", "ps(1)"), 3),
+    "victim-ps-rate": (STAGE_VICTIM.replace("KIND", "ps(present == 1 ? 1 : 1.5)"), 3),
+    "victim-in-flight": (IN_FLIGHT, 2),
+    "victim-in-flight-cached": (IN_FLIGHT.replace("} else { run a (4) growing kv; }\n    }",
+                                                  "} else { run a (4) growing kv; }\n    } cache (3)"), 2),
     # non-whole pool amounts (state-line amounts "p/q" when not whole)
     "fractional-block": (FRACTIONAL, 3),
     "fractional-no-block": (FRACTIONAL.replace(" block 1.5;", ""), 3),
@@ -57,36 +67,32 @@ CASES = {
                            .replace("3 : 0", "0 : 0"), 2),
 }
 
-FIFO_VICTIM = """
-fn main() {
-  pool m { cap 10; preempt by (serial); }
-  stage s : delay;
-  stage f : fifo(1);
-  workload { arrive batch(2); }
-  server {
-    run s (serial);
-    hold m (4) {
-      grow m (serial == 1 ? 6 : 0);
-      run f (10);
-    }
-    observe t = now;
-  }
-}"""
+# programs both engines stop with an error (docs/spec.md): (text, a variant to sample the
+# sessions file from, the spec's message, the fast engine's)
+ERRORS = {
+    "growing-fifo": (GROWING_FIFO, GROWING_FIFO.replace(" growing m", ""),
+                     "`growing` needs an engine", "`growing` needs an engine"),
+    "engine-work": (PLAIN_BARE.replace("run e (5)", "run e (2.5)"), PLAIN_BARE,
+                    "run work must be a whole number of tokens, got 5/2", "run work must be a whole number of tokens, got 2.5"),
+    "only-per-request-key": (ONLY.replace("ONLY", "remaining < 6"), ONLY.replace("ONLY", "1"),
+                             "a waiting head has no run", "a waiting head has no run"),
+}
 
 
-def test_fifo_victim_is_refused_by_both():
-    """Session 1 grows while session 0 (least serial) holds m in a fifo stage: both refuse."""
+@pytest.mark.parametrize("name", sorted(ERRORS))
+def test_error_of_both_engines(name):
     from serq_fast.expr import RunError
     from serq_fast.lockstep import fast_lines, sample_sessions
-    from serq_spec.errors import NotSupported
+    from serq_spec.errors import NotSupported, SpecError
 
-    ir = compile_source(FIFO_VICTIM, "t.sq", {})
-    with pytest.raises(NotSupported, match="fifo stage f"):
-        lockstep(ir, 0, 2, "t.sq")
-    with pytest.raises(RunError, match="not supported: preemption of a holder in fifo stage f"):
-        # the sessions file of the same program without the growth (sampling runs the spec)
-        quiet = compile_source(FIFO_VICTIM.replace("serial == 1 ? 6 : 0", "0"), "t.sq", {})
-        fast_lines(ir, sample_sessions(quiet, 0, 2, "t.sq"))
+    text, quiet, spec_msg, fast_msg = ERRORS[name]
+    ir = compile_source(text, "t.sq", {})
+    with pytest.raises(SpecError, match=spec_msg) as e:
+        lockstep(ir, 0, 3 if "batch(3)" in text else 1, "t.sq")
+    assert not isinstance(e.value, NotSupported)
+    sessions = sample_sessions(compile_source(quiet, "t.sq", {}), 0, 3 if "batch(3)" in text else 1, "t.sq")
+    with pytest.raises(RunError, match=fast_msg.replace("(", r"\(").replace(")", r"\)")):
+        fast_lines(ir, sessions)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

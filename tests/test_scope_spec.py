@@ -97,3 +97,126 @@ def test_state_line_amounts_are_ints_when_whole():
     assert (pool["used"], pool["cached"], pool["entries"][0][1]) == ("9/2", "3/2", "3/2")
     assert lines[1]["records"]["released"] == [[0, "m", "3/2"]]
     assert lines[-1]["pools"][0]["used"] == 0   # whole: an int, as before
+
+
+# Preemption, in a pool that is no engine's memory, of a holder that is a job of a fifo / ps
+# stage: it leaves the stage, its work dropped (docs/spec.md "Ambiguities resolved").
+STAGE_VICTIM = """
+fn main() {
+  pool m { cap 10; preempt by (serial); }
+  stage s : delay;
+  stage f : KIND;
+  workload { arrive batch(3); }
+  server {
+    run s (serial == 1 ? 1 : 0);
+    branch (serial == 2) { run f (4); } else {
+      hold m (4) { grow m (serial == 1 ? 6 : 0); run f (10); }
+    }
+    observe t = now;
+  }
+}"""
+
+
+def test_fifo_job_preempted_leaves_the_stage():
+    """t = 0: s2 reaches f first (its hold-free branch runs before s0's hold is admitted in the
+    pool pass): 4 s of service; s0 holds m(4) and joins f with 10 s. t = 1: s1 holds m(4) (used
+    8) and grows 6: 14 > 10, victim by serial = s0, a job of f: it leaves f, its hold released
+    (used 4), re-queued at the head of m; s1 grows to 10 and joins f with 10 s.
+    fifo(1): s0 was waiting behind s2 and leaves the queue; s2 ends at 4, s1 serves 4–14, then
+    s0 is re-admitted and serves 14–24.
+    fifo(2): s0 was in service (to 10): its finish is withdrawn; s1 takes the free server, 1–11;
+    s2 ends at 4; s0 is re-admitted at 11 and serves 11–21."""
+    cfg, obs = run_text(STAGE_VICTIM.replace("KIND", "fifo(1)"), 3)
+    assert sorted((s, v) for _n, s, _t, v in obs) == [(0, 24), (1, 14), (2, 4)]
+    assert cfg.pools[0].preemptions == 1
+    cfg, obs = run_text(STAGE_VICTIM.replace("KIND", "fifo(2)"), 3)
+    assert sorted((s, v) for _n, s, _t, v in obs) == [(0, 21), (1, 11), (2, 4)]
+    assert cfg.pools[0].preemptions == 1
+
+
+def test_ps_job_preempted_leaves_the_stage():
+    """ps(1). t = 0: s2 (tag 4) and s0 (tag 10) share rate 1/2; s2's departure at 8. t = 1:
+    s1 grows, victim s0: the clock is advanced to v = 1/2 and s0 leaves; s1 joins with tag
+    1/2 + 10 = 21/2; rate 1/2, s2 departs at 1 + (4 − 1/2)·2 = 8. t = 8: v = 4, s1 alone at rate
+    1 departs at 8 + 13/2 = 29/2. Then s0 is admitted and runs alone: 29/2 + 10 = 49/2."""
+    cfg, obs = run_text(STAGE_VICTIM.replace("KIND", "ps(1)"), 3)
+    assert sorted((s, v) for _n, s, _t, v in obs) == [(0, Fraction(49, 2)), (1, Fraction(29, 2)), (2, 8)]
+    assert cfg.pools[0].preemptions == 1
+
+
+# Two engines share the memory pool kv: b's growth preempts a's resident while a's iteration is
+# in flight.
+IN_FLIGHT = """
+fn main() {
+  device d { kv cap 8; }
+  pool kv on d { block 4; preempt lifo; }
+  engine a on d { tokens cap 4; schedule { advance running; admit waiting; } execute (10); }
+  engine b on d { tokens cap 4; schedule { advance running; admit waiting; } execute (1); }
+  workload { arrive batch(2); }
+  server {
+    hold kv (0) {
+      observe c = computed;
+      branch (serial == 0) { run b (8) growing kv; } else { run a (4) growing kv; }
+    }
+    observe t = now;
+  }
+}"""
+
+
+def test_resident_of_an_iteration_in_flight_leaves_it():
+    """t = 0: a serves s1 4 tokens (kv 4, ends at 10); b serves s0 4 (kv 8, ends at 1). t = 1:
+    s0 needs a second block: 12 > 8, lifo victim = s1 (admitted last), a resident of a's batch in
+    flight: it leaves that batch, its position back to 0 (computed = 0), its hold released (kv 4)
+    and re-queued; s0 grows to 8 (ends at 2). t = 2: s0 done (t = 2), s1 re-admitted (c = 0),
+    resident of a, whose iteration — now empty — still ends at 10. t = 10: a serves s1's 4 tokens,
+    done at 20. (Were the assignment left in a's batch, s1's new run would lose its 4 tokens at
+    10 and end there; were the position not restored, c would be 4.)"""
+    cfg, obs = run_text(IN_FLIGHT, 2)
+    assert sorted((s, n, v) for n, s, _t, v in obs) == [(0, "c", 0), (0, "t", 2), (1, "c", 0), (1, "c", 0),
+                                                        (1, "t", 20)]
+    assert cfg.pools[0].preemptions == 1
+
+
+def test_growing_on_a_non_step_stage_is_an_error():
+    """A growing run advances a position by the tokens an engine serves; a fifo serves none."""
+    import pytest
+    from serq_spec.errors import NotSupported, SpecError
+
+    with pytest.raises(SpecError, match=r"t.sq:6:\d+: error: `growing` needs an engine \(a step stage\), not stage f") as e:
+        run_text(GROWING_FIFO, 1)
+    assert not isinstance(e.value, NotSupported)
+
+
+def test_non_integer_engine_work_is_an_error():
+    """Tokens are whole: a run of 5/2 tokens on an engine stops the run where it is written."""
+    import pytest
+
+    from serq_spec.errors import NotSupported, SpecError
+    with pytest.raises(SpecError, match=r"t.sq:\d+:\d+: error: engine e: run work must be a whole number of tokens, got 5/2") as e:
+        run_text(PLAIN_BARE.replace("run e (5)", "run e (2.5)"), 1)
+    assert not isinstance(e.value, NotSupported)
+
+
+GROWING_FIFO = """
+fn main() {
+  pool m { cap 10; }
+  stage f : fifo;
+  workload { arrive batch(1); }
+  server { hold m (2) { run f (5) growing m; } observe t = now; }
+}"""
+
+
+def test_cache_minus_inf_keeps_nothing():
+    """`cache (ℓ)` keeps round_down(min(ℓ, computed)): with ℓ = −inf that is below 0, so nothing
+    (§11.4); +inf keeps the computed amount, here the allocation 4."""
+    text = """
+fn main() {
+  pool m { cap 8; }
+  stage s : delay;
+  workload { arrive batch(1); }
+  server { hold m (4) { run s (1); } cache (ELL) observe c = cachedin(m); }
+}"""
+    _cfg, obs = run_text(text.replace("ELL", "-inf"), 1)
+    assert [v for _n, _s, _t, v in obs] == [0]
+    _cfg, obs = run_text(text.replace("ELL", "inf"), 1)
+    assert [v for _n, _s, _t, v in obs] == [4]

@@ -116,7 +116,7 @@ def test_missing_files(tmp_path, capsys, monkeypatch):
     assert rc == 2 and "error" in err
 
 
-UNSUPPORTED = """
+HEAD_KEY = """
 fn main() {
   device d { kv cap 1600; }
   pool kv on d { block 16; }
@@ -148,10 +148,26 @@ def write(tmp_path, text, name="p.sq"):
     return str(p)
 
 
-def test_unsupported_construct_is_named_with_its_location(tmp_path, capsys):
-    prog = write(tmp_path, UNSUPPORTED)
+def test_per_request_key_of_a_waiting_head_is_an_error(tmp_path, capsys):
+    """A waiting head has no run: `admit waiting only (remaining > 0)` stops with a located error."""
+    prog = write(tmp_path, HEAD_KEY)
     rc, err = run_cli(capsys, "sample", prog, "--seed", "1", "--sessions", "1")
-    assert rc == 2 and "not supported by serq_spec yet: a per-request key" in err and "p.sq" in err, err
+    assert rc == 2 and "a per-request key" in err and "a waiting head has no run" in err and "p.sq" in err, err
+    assert "not supported" not in err
+
+
+def test_construct_outside_the_spec_is_named_with_its_location(tmp_path, capsys):
+    """An IR document with what the front-end never produces (an observable `est_rho`) is refused
+    with the construct and its location."""
+    import json as _json
+    from serq.frontend import compile_source
+    ir = compile_source(GUARD.replace("set x = 2; branch (x) { run s (1); }", "run s (queue(s));"), "p.sq", {})
+    run = next(st for b in ir["blocks"] for st in b if st["op"] == "run")
+    run["work"]["f"] = "est_rho"
+    f = tmp_path / "p.json"
+    f.write_text(_json.dumps(ir))
+    rc, err = run_cli(capsys, "sample", str(f), "--seed", "1", "--sessions", "1")
+    assert rc == 2 and "not supported by serq_spec yet: observable est_rho()" in err and "p.sq:" in err, err
 
 
 def test_run_time_guard(tmp_path, capsys):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from serq_spec.errors import NotSupported
+from serq_spec.errors import SpecError
 from serq_spec.step import run
 
 from spec_helpers import run_text
@@ -57,8 +57,9 @@ def test_admit_waiting_only_true_admits_everyone():
 
 
 def test_admit_waiting_only_refuses_per_request_keys():
-    """A waiting head has no run yet: `decoding`, `admission`, `remaining` have no value there."""
-    with pytest.raises(NotSupported):
+    """A waiting head has no run: `decoding`, `admission`, `remaining` have no value there (an
+    error, language.md §4.5: the per-request keys are a resident's)."""
+    with pytest.raises(SpecError, match="a waiting head has no run"):
         run_text(ONLY.replace("ONLY", "remaining < 6"), 3)
 
 

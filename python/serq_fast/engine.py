@@ -197,6 +197,13 @@ class Sim:
         if op == "hold":
             return ("hold", P.HoldStmt(st, self), at)
         if op == "run":
+            ref = st["stage"]
+            if st.get("growing") is not None and any(
+                    self.stages[i].kind != "step" for i in range(ref["base"], ref["base"] + ref.get("count", 1))):
+                # a growing run advances a position by the tokens an engine serves (§11.6): a
+                # non-step stage has none (docs/spec.md, as serq_spec.program)
+                raise RunError(f"`growing` needs an engine (a step stage), not stage "
+                               f"{self.stages[ref['base']].name} at {_at(at)}")
             return ("run", compile_ref(st["stage"], self, "stage"), st["mode"], c(st["work"]),
                     st.get("growing"), at)
         if op in ("grow", "load"):
@@ -663,6 +670,9 @@ class Sim:
             raise RunError(f"negative work {w} at {_at(st[-1])}")
         if w != w or math.isinf(w):
             raise RunError(f"work {w} is not finite at {_at(st[-1])}")
+        if stage.kind == "step" and w != math.floor(w):
+            raise RunError(f"engine {stage.name}: run work must be a whole number of tokens, got {w:g} "
+                           f"at {_at(st[-1])}")
         growing = st[4]
         stage.submit(s, w, mode, growing)
 

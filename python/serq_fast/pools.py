@@ -690,7 +690,8 @@ def scope_end(sim, s, h: Hold) -> None:
 
 def detach(sim, s) -> None:
     """Take the session out of any queue, stage or growers list it is in; a ready session leaves
-    the ready list (a victim in a pool that is no engine's memory, §11.7)."""
+    the ready list (a victim in a pool that is no engine's memory, §11.7). A fifo or ps job leaves
+    its stage, its work dropped (FifoStage.detach, PsStage.detach; as serq_spec.stages.withdraw_job)."""
     from serq_fast.engine import READY
 
     if s.status == READY:
@@ -720,9 +721,6 @@ def preempt(sim, part: Part, pool: Pool) -> None:
     h = part.hold
     s = h.sess
     job = s.job
-    if job is not None and job.stage.kind in ("fifo", "ps"):
-        # the spec refuses it (detach_free): the removal of a fifo or ps job is not specified
-        raise RunError(f"not supported: preemption of a holder in {job.stage.kind} stage {job.stage.name}")
     if job is not None and job.stage.kind == "step":
         job.stage.unassign(job)  # a victim already served returns its tokens, position restored
     computed = part.pos

@@ -52,6 +52,19 @@ class Job:
         raise RunError(f"unknown per-request key {name}")
 
 
+def inferred_memory(ir: dict, idx: int):
+    """An engine without a `request` block has `memory: null` in the IR; its memory is the pool
+    its growing runs grow (docs/ir.md): the first such run in block order, as serq_spec does
+    (program.infer_memory)."""
+    for blk in ir["blocks"]:
+        for st in blk:
+            if st["op"] == "run" and st.get("growing") is not None:
+                ref = st["stage"]
+                if ref["base"] <= idx < ref["base"] + ref.get("count", 1):
+                    return st["growing"]
+    return None
+
+
 def make_stage(idx: int, st: dict, sim):
     kind = st["kind"]
     if kind == "fifo":
@@ -367,6 +380,8 @@ class Engine(Stage):
     def __init__(self, idx, st, sim):
         super().__init__(idx, st, sim)
         self.memory = st.get("memory")
+        if self.memory is None:
+            self.memory = inferred_memory(sim.ir, idx)
         self.residents: list = []
         self.adm_keys: list = []
         self.iter = None  # the iteration in flight
@@ -415,6 +430,10 @@ class Engine(Stage):
                 keys = [c(k) for k in order["keys"]]
             return ("advance", c(x.get("only")), keys, c(x.get("each")))
         if op == "admit":
+            if x.get("only") is not None and _reads_any(x["only"], lambda e: e.get("k") == "job"):
+                # language.md §4.5: the per-request keys are a resident's (as serq_spec.program)
+                raise RunError(f"a per-request key (`decoding`, `admission`, `remaining`) in `admit waiting "
+                               f"only (…)` of engine {self.name}: a waiting head has no run")
             return ("admit", c(x.get("only")), c(x.get("while")), c(x.get("each")))
         if op == "exclusive_prefill":
             return ("exclusive", c(x.get("each")))
@@ -517,8 +536,6 @@ class Engine(Stage):
         from serq_fast.pools import find_part
 
         sim = self.sim
-        if w != math.floor(w):
-            raise RunError(f"engine {self.name}: work {w} is not a whole number of tokens")
         job = Job(s, self, w, mode)
         job.hold = _request_hold(s)
         if growing is not None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 from fractions import Fraction
 
 from . import values as V
-from .errors import NotSupported
 from .expr import Env, evaluate, resolve_ref
 from .pools import enqueue, hold_of, leave_queue, make_room, release_hold
 from .program import COMPUTED
@@ -136,8 +135,9 @@ def detach_free(cfg, v) -> None:
     """Detach a victim that is no engine resident (a pool that is no engine's memory, §11.7):
     a ready session leaves `ready`; one queued for a nested hold leaves that queue (its pending hold
     is replaced by the preempted one); a stalled growth is undone by `preempt`; the grower itself
-    needs nothing. A job of a fifo or ps stage is refused (its removal is not specified)."""
-    prog = cfg.program
+    needs nothing. A job of a fifo or ps stage leaves it (`stages.withdraw_job`; a delay job is no
+    candidate)."""
+    from .stages import withdraw_job
     kind = v.status[0]
     if kind == "ready":
         if v.serial in cfg.ready:
@@ -146,24 +146,32 @@ def detach_free(cfg, v) -> None:
         leave_queue(cfg, v.status[1], v.serial)
         v.pending = None
     elif kind == "stage":
-        raise NotSupported(f"preemption of a holder in {prog.stages[v.status[1]]['kind']} stage "
-                           f"{prog.stages[v.status[1]]['name']}", None, prog.files)
+        withdraw_job(cfg, v.job)
+        v.job = None
 
 
 def detach_resident(cfg, v, ictx) -> None:
-    """An engine resident victim: leaves the iteration being formed (§11.6)."""
-    prog = cfg.program
+    """An engine resident victim leaves the batch it is in (§11.6). A victim already served in the
+    iteration being formed returns its tokens to the budget. A resident of an iteration in flight
+    (of another engine sharing the pool, or of any engine when an explicit `grow` preempts) leaves
+    that batch, whose cost and end stay as they are. Either way its chunk was not computed, so its
+    position goes back to before it (docs/spec.md "Ambiguities resolved")."""
     job = v.job
-    est = cfg.stages[job.stage]
-    # A victim already served in this iteration leaves the batch; its tokens return to the budget
-    # and its position goes back to before this iteration's chunk (§11.6).
     if ictx is not None and ictx.engine == job.stage:
-        for a in list(ictx.assign):
-            if a.serial == v.serial:
-                ictx.assign.remove(a)
-                ictx.left = V.add(ictx.left, Fraction(a.tokens)) if V.is_inf(ictx.left) else ictx.left + a.tokens
-                if a.pos_before is not None:
-                    gh = hold_of(v, job.growing)
-                    gh.position[gh.pools.index(job.growing)] = a.pos_before
-    elif est.iteration is not None and any(a.serial == v.serial for a in est.iteration["assign"]):
-        raise NotSupported("preemption of a resident of another engine's iteration in flight", None, prog.files)
+        a = leave_batch(v, job, ictx.assign)
+        if a is not None:
+            ictx.left = ictx.left if V.is_inf(ictx.left) else ictx.left + a.tokens
+    elif cfg.stages[job.stage].iteration is not None:
+        leave_batch(v, job, cfg.stages[job.stage].iteration["assign"])
+
+
+def leave_batch(v, job, assign: list):
+    """Remove v's assignment from a batch, its position back to before its chunk; the assignment or None."""
+    for a in assign:
+        if a.serial == v.serial:
+            assign.remove(a)
+            if a.pos_before is not None:
+                gh = hold_of(v, job.growing)
+                gh.position[gh.pools.index(job.growing)] = a.pos_before
+            return a
+    return None

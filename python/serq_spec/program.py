@@ -133,9 +133,10 @@ class Program:
             elif op not in ("advance", "admit", "set", "exclusive_prefill"):
                 raise self.unsupported(f"schedule statement {op} in engine {name}", self.sched_at(s))
             if op == "admit" and s.get("only") is not None and reads_job(s["only"]):
-                raise self.unsupported(f"a per-request key (`decoding`, `admission`, `remaining`) in "
-                                       f"`admit waiting only (…)` of engine {name}: a waiting head has "
-                                       f"no run yet", self.sched_at(s))
+                # language.md §4.5: the per-request keys are those of a resident's run
+                raise SpecError(f"a per-request key (`decoding`, `admission`, `remaining`) in `admit "
+                                f"waiting only (…)` of engine {name}: a waiting head has no run",
+                                self.sched_at(s), self.files)
             for k in ("only", "while", "each", "expr", "cond"):
                 if s.get(k) is not None:
                     self.check_expr(s[k], s.get("at"))
@@ -147,9 +148,16 @@ class Program:
         return s.get("at") or [0, "?", "?"]
 
     def check_stmt(self, st):
-        """Refuse unsupported statements."""
+        """Refuse unsupported statements, and a `growing` run on a non-step stage: a growing run
+        advances a position by the tokens an engine serves (§11.6); a fifo, ps or delay stage
+        serves no tokens (docs/spec.md "Ambiguities resolved")."""
         op = st["op"]
         at = st.get("at")
+        if op == "run" and st.get("growing") is not None:
+            ref = st["stage"]
+            if any(self.stages[i]["kind"] != "step" for i in range(ref["base"], ref["base"] + ref.get("count", 1))):
+                raise SpecError(f"`growing` needs an engine (a step stage), not stage "
+                                f"{self.stages[ref['base']]['name']}", at, self.files)
         if op not in ("set", "observe", "turn", "end", "branch", "while", "loop", "choose", "hold",
                       "run", "grow", "load", "drop", "release"):
             raise self.unsupported(f"statement {op}", at)

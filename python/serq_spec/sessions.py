@@ -392,12 +392,12 @@ def exec_run(cfg, s, st, env):
     growing = st.get("growing")
     if kind == "step":
         if w.denominator != 1:
-            raise prog.unsupported(f"non-integer work {V.wire(w)} on a step engine", at)
+            # tokens are whole, like `tokens cap` and `each at most` (docs/spec.md)
+            raise SpecError(f"engine {prog.stages[stage]['name']}: run work must be a whole number of "
+                            f"tokens, got {V.wire(w)}", at, prog.files)
         w = int(w)
         if growing is not None and hold_of(s, growing) is None:
             raise SpecError(f"a run growing pool {prog.pools[growing]['name']} outside a hold of it", at, prog.files)
-    elif growing is not None:
-        raise prog.unsupported("`growing` on a non-step stage", at)
     if w == 0:
         # zero work completes at once: no event, the session is ready again at the back (defect 4)
         cfg.records["finished"].append([prog.stages[stage]["name"], s.serial])

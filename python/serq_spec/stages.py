@@ -13,7 +13,7 @@ from fractions import Fraction
 from . import values as V
 from .config import READY
 from .errors import SpecError
-from .events import schedule_event
+from .events import schedule_event, withdraw_event
 from .expr import Env, evaluate
 
 
@@ -134,6 +134,32 @@ def finish_job(cfg, s: int, serial: int) -> None:
     if session.status == ("stage", s):
         session.status = READY
         cfg.ready.append(serial)
+
+
+def withdraw_job(cfg, job) -> None:
+    """A preempted holder leaves its fifo or ps stage (§11.7: "detach it from the stage"); its work
+    is dropped (its hold statement runs again). fifo: a waiting job leaves the queue; a job in
+    service leaves it, its `finish` is withdrawn and the server takes the next waiting job. ps:
+    the clock is advanced to now with the rate in effect, the job and its tag go, and the stage
+    reschedules its departure at the end of the step, as after any change of its job set."""
+    s = job.stage
+    st = cfg.stages[s]
+    if st.kind == "fifo":
+        if job in st.waiting:
+            st.waiting.remove(job)
+            return
+        st.jobs.remove(job)
+        del st.finish[job.serial]
+        withdraw_event(cfg, "finish", (s, job.serial))
+        if st.waiting:
+            begin_fifo_service(cfg, s, st.waiting.pop(0))
+    elif st.kind == "ps":
+        advance_virtual_clock(cfg, s)
+        st.jobs.remove(job)
+        del st.tags[job.serial]
+        st.dirty = True
+    else:
+        raise SpecError(f"withdraw_job on a {st.kind} stage")
 
 
 def reschedule_ps(cfg, s: int) -> None:

@@ -10,11 +10,13 @@ from serq_spec.workload import Workload
 
 
 def run_text(text: str, sessions: int, seed: int = 0):
-    """The final Config and every observation as (name, serial, time, value), invariants checked."""
+    """The final Config and every `observe` record as (name, serial, time, value) (client records
+    left out), invariants checked."""
     ir = compile_source(text, "t.sq", {})
     prog = Program(ir, "t.sq")
     prog.workload_data = Workload.replay(sample(ir, seed, sessions, "t.sq"))
     lines = []
     cfg = run(prog, on_step=lambda c, r, k: lines.append(r), check=True)
-    obs = [(o[0], o[1], o[3], o[4]) for r in lines for o in r["observations"]]
+    names = set(ir["observes"])
+    obs = [(o[0], o[1], o[3], o[4]) for r in lines for o in r["observations"] if o[0] in names]
     return cfg, obs

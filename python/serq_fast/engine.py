@@ -42,7 +42,7 @@ MAX_READY_PER_INSTANT = 1000  # §11.9 guard
 class Session:
     __slots__ = ("serial", "attrs", "frames", "status", "where", "holds", "pending", "adm_seq",
                  "prepos", "stuck", "trace", "tcursor", "src", "job", "ready_t", "ready_n",
-                 "growth", "turn_src")
+                 "growth", "turn_src", "turn_t", "turn_warm", "turn_called")
 
     def __init__(self, serial: int, nattrs: int) -> None:
         self.serial = serial
@@ -63,6 +63,12 @@ class Session:
         self.ready_t = -1.0
         self.ready_n = 0
         self.growth = None  # (part, need, job or None) while stalled
+        # the current turn (docs/report.md "client"): when `turn;` ran, whether that was after the
+        # warm-up (the turn counts in `turns`, and so do its client metrics), whether its server
+        # made an engine call (else the turn's own response is recorded when the server ends)
+        self.turn_t = 0.0
+        self.turn_warm = False
+        self.turn_called = False
 
     def status_text(self) -> str:
         if self.status == READY:
@@ -77,7 +83,8 @@ class Session:
 
 
 class Request:
-    """The client-metric mark of a lowered engine call (docs/ir.md `request`)."""
+    """The client-metric mark of a lowered engine call (docs/ir.md `request`), or of a turn whose
+    server made no engine call (prompt, output, hit and first stay None)."""
 
     __slots__ = ("serial", "turn", "prompt", "output", "submit", "first", "done", "hit")
 
@@ -470,7 +477,9 @@ class Sim:
                                              int(s.attrs[TURN_NO]) if s else 0, self.now, value])
 
     def client_record(self, name: str, value: float, s: Session) -> None:
-        if not self.measuring:
+        """A client metric of the session's current turn: kept iff the turn counts in `turns`
+        (its `turn;` ran after the warm-up), whenever the value becomes known."""
+        if not s.turn_warm:
             return
         self.client[name].add(value)
         if self.rec is not None:
@@ -536,8 +545,8 @@ class Sim:
                 if fr[2] == "hold":
                     P.scope_end(self, s, fr[3])
                     frames[-1][1] += 1
-                elif fr[2] == "branch":
-                    pass
+                elif fr[2] == "server":
+                    self._server_done(s)
                 # while / loop: the parent's pc stays on the statement, re-read next
                 if not frames:
                     self.end_session(s)
@@ -640,9 +649,23 @@ class Sim:
             else:
                 raise RunError(f"unknown statement {op}")
 
+    def _server_done(self, s: Session) -> None:
+        """The server block of a turn ended: a turn that made no engine call records its response
+        (completion − the time `turn;` ran) and, with --records, its row."""
+        if s.turn_called:
+            return
+        self.client_record("response", self.now - s.turn_t, s)
+        if self.records is not None and s.turn_warm:
+            r = Request(s.serial, int(s.attrs[TURN_NO]), None, None, s.turn_t)
+            r.done = self.now
+            self.records.append(r)
+
     def _exec_turn(self, s: Session) -> None:
         attrs = s.attrs
         attrs[TURN_NO] += 1
+        s.turn_t = self.now
+        s.turn_warm = self.measuring
+        s.turn_called = False
         if self.measuring:
             self.turns += 1
         if s.trace is not None:
@@ -659,7 +682,7 @@ class Sim:
             cx = self.cx
             cx.attrs, cx.sess, cx.draw = s.attrs, s, s.src
         if self.wl_server is not None:
-            s.frames.append([self.blocks[self.wl_server], 0, "branch", None])
+            s.frames.append([self.blocks[self.wl_server], 0, "server", None])
 
     def _exec_run(self, s: Session, st: tuple) -> None:
         cx = self.cx

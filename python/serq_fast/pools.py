@@ -134,6 +134,7 @@ class HoldStmt:
             from serq_fast.engine import Request, TURN_NO
 
             h.request = Request(s.serial, int(s.attrs[TURN_NO]), self.req_prompt(cx), self.req_output(cx), sim.now)
+            s.turn_called = True
         # rejection: static units (block-rounded) or reserves above the cap
         if any(u is not None or r is not None for u, r in self.static):
             saved = cx.attrs
@@ -684,7 +685,7 @@ def scope_end(sim, s, h: Hold) -> None:
         sim.client_record("response", resp, s)
         if req.output > 1 and req.first is not None:
             sim.client_record("tpot", (resp - (req.first - req.submit)) / (req.output - 1), s)
-        if sim.records is not None and sim.measuring:
+        if sim.records is not None and s.turn_warm:
             sim.records.append(req)
 
 

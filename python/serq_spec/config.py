@@ -47,7 +47,7 @@ class Frame:
     """A running block: statements of `block` from `pc`; `kind` says what happens at its end."""
     block: int
     pc: int
-    kind: str                  # "plain" | "while" | "loop" | "hold"
+    kind: str                  # "plain" | "while" | "loop" | "hold" | "server" (a turn's server block)
     stmt: Optional[tuple]      # (block, pc) of the while/loop/hold statement owning this frame
     stream: tuple              # ("session",) | ("init",) | ("turn", k): where its draws come from
 
@@ -127,6 +127,9 @@ class Session:
     trace: Optional[list] = None                    # [corpus session, next turn index]
     cursors: dict = field(default_factory=dict)     # draw cursors: "init", "session", "turn:k"
     turns: int = 0                                  # turn blocks started (turn stream count)
+    turn_start: Fraction = Fraction(0)              # when the current turn's `turn;` ran
+    turn_warm: bool = False                         # ... after the warm-up: its client metrics count
+    turn_called: bool = False                       # its server made an engine call
     request: Optional[Request] = None
     job: Optional[Job] = None
     growth: Optional[list] = None                   # [pool, target units] of a stalled growth
@@ -140,6 +143,7 @@ class Session:
                 "preempt_pos": [[p, amt(v)] for p, v in sorted(self.preempt_pos.items())],
                 "stuck": self.stuck, "trace": self.trace,
                 "cursors": {k: v for k, v in sorted(self.cursors.items())}, "turns": self.turns,
+                "turn": [wire(self.turn_start), self.turn_warm, self.turn_called],
                 "request": None if self.request is None else self.request.to_json(),
                 "job": None if self.job is None else self.job.to_json(),
                 "growth": None if self.growth is None else [self.growth[0], amt(self.growth[1])]}
@@ -316,6 +320,8 @@ def _session(d) -> Session:
     s.trace = d["trace"]
     s.cursors = dict(d["cursors"])
     s.turns = d["turns"]
+    if d.get("turn") is not None:
+        s.turn_start, s.turn_warm, s.turn_called = _v(d["turn"][0]), d["turn"][1], d["turn"][2]
     r = d["request"]
     if r is not None:
         s.request = Request(tuple(r["stmt"]), r["engine"], _v(r["submit"]), _v(r["output"]),

@@ -27,7 +27,7 @@ def eval_in_session(cfg, s, e, stream, at, **kw):
 
 
 def record_observation(cfg, name: str, s, value) -> None:
-    """`observe` and client records: (name, serial, turn_no, time, value), only after warm-up (§11.9)."""
+    """`observe`: (name, serial, turn_no, time, value), only after warm-up (§11.9)."""
     if cfg.warm:
         turn = s.attrs[TURN_NO] if s is not None else Fraction(0)
         cfg.records["observations"].append([name, s.serial if s else None, int(turn), cfg.now, value])
@@ -78,11 +78,25 @@ def end_session(cfg, s) -> None:
 
 # -- holds ---------------------------------------------------------------------------------------
 
+def record_client(cfg, name: str, s, value) -> None:
+    """A client metric (ttft, tpot, response) of the session's current turn, recorded when known
+    iff the turn counts in `turns` (its `turn;` ran after the warm-up; docs/report.md "client")."""
+    if s.turn_warm:
+        cfg.records["observations"].append([name, s.serial, int(s.attrs[TURN_NO]), cfg.now, value])
+
+
+def server_done(cfg, s) -> None:
+    """A turn's server block ended: a turn that made no engine call records its response."""
+    if not s.turn_called:
+        record_client(cfg, "response", s, cfg.now - s.turn_start)
+
+
 def exec_hold(cfg, s, st, ref, stream) -> None:
     """Executing a hold statement (§11.4 Hold request): reject what can never fit, else queue."""
     at = st.get("at")
     req = st.get("request")
     if req is not None:
+        s.turn_called = True
         out = eval_in_session(cfg, s, req["output"], stream, at)
         s.request = Request(stmt=tuple(ref), engine=req["engine"], submit=cfg.now, output=out)
     if hold_rejected(cfg, s, st, stream):
@@ -225,10 +239,10 @@ def scope_end(cfg, s) -> None:
     r = s.request
     if r is not None and r.stmt == hold.stmt:
         response = cfg.now - r.submit
-        record_observation(cfg, "response", s, response)
+        record_client(cfg, "response", s, response)
         if r.first is not None and not V.is_inf(r.output) and r.output > 1:
             ttft = r.first - r.submit
-            record_observation(cfg, "tpot", s, (response - ttft) / (r.output - 1))
+            record_client(cfg, "tpot", s, (response - ttft) / (r.output - 1))
         s.request = None
 
 
@@ -237,7 +251,7 @@ def first_token(cfg, s) -> None:
     r = s.request
     if r is not None and r.first is None and any(h.stmt == r.stmt for h in s.holds):
         r.first = cfg.now
-        record_observation(cfg, "ttft", s, cfg.now - r.submit)
+        record_client(cfg, "ttft", s, cfg.now - r.submit)
 
 
 # -- statements ----------------------------------------------------------------------------------
@@ -278,6 +292,9 @@ def end_frame(cfg, s, f) -> None:
     elif f.kind == "hold":
         s.frames.pop()
         scope_end(cfg, s)
+    elif f.kind == "server":
+        s.frames.pop()
+        server_done(cfg, s)
     else:
         s.frames.pop()
 
@@ -359,6 +376,7 @@ def exec_turn(cfg, s) -> None:
     prog = cfg.program
     s.attrs[TURN_NO] = s.attrs[TURN_NO] + 1
     s.turns += 1
+    s.turn_start, s.turn_warm, s.turn_called = cfg.now, cfg.warm, False
     prog.workload_data.note_turn(s)
     trace = prog.workload.get("trace")
     if trace is not None:
@@ -372,7 +390,7 @@ def exec_turn(cfg, s) -> None:
         else:
             s.attrs[MORE] = Fraction(0)
     if prog.workload.get("server") is not None:
-        s.frames.append(Frame(prog.workload["server"], 0, "plain", None, ("session",)))
+        s.frames.append(Frame(prog.workload["server"], 0, "server", None, ("session",)))
     if prog.workload.get("turn") is not None:
         s.frames.append(Frame(prog.workload["turn"], 0, "plain", None, ("turn", s.turns)))
 

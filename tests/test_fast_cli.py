@@ -17,7 +17,9 @@ MM1 = str(ROOT / "examples" / "single-turn" / "mm1.sq")
 RUN_KEYS = {"horizon", "end", "warmup", "seed", "events", "arrivals", "turns", "ended", "mean_live"}
 STAT_KEYS = {"count", "mean", "ci", "p50", "p99"}
 STAGE_KEYS = {"name", "utilization", "mean_number", "throughput", "completed", "mean_wait", "mean_service", "iterations"}
-POOL_KEYS = {"name", "mean_used", "mean_cached", "mean_queue", "admissions", "evicted_units", "preemptions", "rejected"}
+POOL_KEYS = {"name", "mean_used", "mean_cached", "mean_queue", "admissions", "evicted_units", "preemptions", "rejected",
+             "stuck", "over_cap"}
+GAUGE_KEYS = {"mean", "ci", "min", "max"}
 
 
 def _run(capsys, *argv):
@@ -30,7 +32,7 @@ def test_json_schema_and_determinism(capsys):
     rc, out, err = _run(capsys, VLLM, "--horizon", "40", "--json", "--seed", "5")
     assert rc == 0, err
     rep = json.loads(out)
-    assert set(rep) == {"run", "client", "observe", "stages", "pools"}
+    assert list(rep) == ["run", "client", "observe", "gauges", "stages", "pools"]
     assert set(rep["run"]) == RUN_KEYS
     assert set(rep["client"]) == {"ttft", "tpot", "response"}
     for v in rep["client"].values():
@@ -39,6 +41,8 @@ def test_json_schema_and_determinism(capsys):
         assert set(v) == STAT_KEYS | {"cv2"}
     assert all(set(s) == STAGE_KEYS for s in rep["stages"])
     assert all(set(p) == POOL_KEYS for p in rep["pools"])
+    assert rep["gauges"] == {}  # vllm.sq declares none (tests/test_report_gauges.py)
+    assert all(p["stuck"] == 0 and p["over_cap"] == [] for p in rep["pools"])
     assert rep["run"]["warmup"] == 4.0  # default: 10 % of the horizon
     rc, out2, _ = _run(capsys, VLLM, "--horizon", "40", "--json", "--seed", "5")
     assert out2 == out

@@ -20,7 +20,7 @@ from typing import Any
 
 from serq_fast.expr import Ctx, RunError, compile_expr, compile_ref, is_static, num
 from serq_fast.sources import ListSource, LiveSource, no_draw
-from serq_fast.stats import Sample, TimeAverage
+from serq_fast.stats import Gauge, Sample, TimeAverage
 from serq_fast import pools as P
 from serq_fast import stages as S
 
@@ -177,6 +177,12 @@ class Sim:
             raise RunError(f"--arrivals applies to poisson or renewal arrivals, not `{kind}`")
         if kind == "renewal":
             self.gap_fn = compile_expr(self.arrival["gap"], self)
+        # gauges (§11.9), sampled at the end of every settle; the 20 CI windows are exact when the
+        # end is known in advance (docs/report.md)
+        self.gauge_names = [g["name"] for g in ir.get("gauges", [])]
+        self.gauge_fns = [compile_expr(g["expr"], self) for g in ir.get("gauges", [])]
+        self.gauge_end = self.horizon if arrivals is None and math.isfinite(self.horizon) else None
+        self.gauges = [Gauge(0.0, self.gauge_end) for _ in self.gauge_fns]
 
     # ---------------------------------------------------------------- compile
 
@@ -305,7 +311,7 @@ class Sim:
             step += 1
             if self.rec is not None:
                 self.rec = self._new_rec()
-            if ev[2] == EV_ITER_END and ev[3].iter.template and not self.ready:
+            if ev[2] == EV_ITER_END and ev[3].iter.template and not self.ready and not self.gauges:
                 # labelled speed trick: decode fast-forward (stages.bulk, docs/fast.md)
                 nxt = self._top()
                 t_next = nxt[0] if nxt is not None else math.inf
@@ -366,6 +372,9 @@ class Sim:
             p.reset_averages(t)
         for st in self.stages:
             st.reset_averages(t)
+        if self.gauges:
+            for g, v in zip(self.gauges, self.gauge_values()):
+                g.reset(t, v, self.gauge_end)
 
     def _renewal_gap(self) -> float:
         cx = self.cx
@@ -522,6 +531,19 @@ class Sim:
             p.sample(now)
         for st in self.stages:
             st.sample(now)
+        if self.gauges:
+            for g, v in zip(self.gauges, self.gauge_values()):
+                g.set(now, v)
+
+    def gauge_values(self) -> list:
+        """Every gauge's value now (Gauge moment, §5: no session, no engine, no draw)."""
+        cx = self.cx
+        saved = (cx.attrs, cx.sess, cx.draw, cx.eng, cx.var, cx.job)
+        cx.attrs, cx.sess, cx.draw, cx.eng, cx.var, cx.job = [], None, no_draw, None, {}, None
+        try:
+            return [f(cx) for f in self.gauge_fns]
+        finally:
+            cx.attrs, cx.sess, cx.draw, cx.eng, cx.var, cx.job = saved
 
     # ---------------------------------------------------------------- interpreter
 

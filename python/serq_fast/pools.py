@@ -329,15 +329,7 @@ class Pool:
         cx.attrs, cx.sess, cx.draw, cx.var = s.attrs, s, s.src, {}
         before = [(slot, s.attrs[slot]) for slot, _ in st.bindings]
         try:
-            for slot, f in st.bindings:
-                s.attrs[slot] = f(cx)
-            evals = []
-            for i, pool in enumerate(h.pools):
-                u = st.units[i](cx)
-                r = st.reserves[i](cx) if st.reserves[i] is not None else None
-                if u < 0 or (r is not None and r < 0):
-                    raise RunError(f"a negative amount for pool {pool.name} at {_at(st.at)}")
-                evals.append((pool, u, r))
+            evals = self._amounts(h, cx)
             for i, (pool, u, r) in enumerate(evals):
                 ru = roundup(u, pool.block)
                 too_big_u = ru > pool.cap + EPS and st.units_static[i]
@@ -367,6 +359,48 @@ class Pool:
             return ADMITTED
         finally:
             cx.attrs, cx.sess, cx.draw, cx.var = saved
+
+    @staticmethod
+    def _amounts(h: Hold, cx) -> list:
+        """Bind the hold's `at admission` names, then read every pool's units and reserve (Admit
+        moment, in cx = the head's session): [(pool, units, reserve or None)]."""
+        st = h.stmt
+        for slot, f in st.bindings:
+            h.sess.attrs[slot] = f(cx)
+        evals = []
+        for i, pool in enumerate(h.pools):
+            u = st.units[i](cx)
+            r = st.reserves[i](cx) if st.reserves[i] is not None else None
+            if u < 0 or (r is not None and r < 0):
+                raise RunError(f"a negative amount for pool {pool.name} at {_at(st.at)}")
+            evals.append((pool, u, r))
+        return evals
+
+    def head_over_cap(self) -> list:
+        """When the run ends (§11.4 `over_cap`): [(pool, serial, need)] for each pool of the queue
+        head's hold whose block-rounded need max(units, reserve), read now, exceeds its cap; the
+        head's bindings are restored (the head is not admitted)."""
+        h = self.head()
+        if h is None:
+            return []
+        sim = self.sim
+        cx = sim.cx
+        s = h.sess
+        saved = (cx.attrs, cx.sess, cx.draw, cx.var)
+        cx.attrs, cx.sess, cx.draw, cx.var = s.attrs, s, s.src, {}
+        before = [(slot, s.attrs[slot]) for slot, _ in h.stmt.bindings]
+        try:
+            evals = self._amounts(h, cx)
+        finally:
+            for slot, v in before:
+                s.attrs[slot] = v
+            cx.attrs, cx.sess, cx.draw, cx.var = saved
+        out = []
+        for pool, u, r in evals:
+            need = roundup(max(u, r) if r is not None else u, pool.block)
+            if need > pool.cap + EPS:
+                out.append((pool, s.serial, need))
+        return out
 
     def _admit(self, h: Hold, amounts: list, reuse) -> None:
         sim = self.sim

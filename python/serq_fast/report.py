@@ -16,9 +16,24 @@ def _f(x):
     return x
 
 
+def over_cap(sim) -> dict:
+    """pool index -> serials of queue heads whose need in that pool exceeds its cap at the end
+    (language.md §11.4), in pool order of the queues."""
+    out: dict = {}
+    for q in sim.pools:
+        for pool, serial, _need in q.head_over_cap():
+            out.setdefault(pool.idx, []).append(serial)
+    return out
+
+
 def notes(sim) -> list:
-    """Text-only notes (language.md §14): engines idle with work, sessions stuck or rejected."""
+    """Text-only notes (language.md §14): engines idle with work, heads over the cap, sessions
+    stuck or rejected."""
     out = []
+    for q in sim.pools:
+        for pool, serial, need in q.head_over_cap():
+            out.append(f"over: pool {pool.name}: session {serial}, the head of {q.name}'s queue, asks for "
+                       f"{need:g} > cap {pool.cap:g} at the end (§11.4)")
     for st in sim.engines:
         waiting = sum(p.qlen() for p in st.admits)
         if st.iter is None and waiting and not st.residents:
@@ -42,6 +57,8 @@ def build(sim) -> dict:
     for name, st in zip(sim.observe_names, sim.obs_stats):
         s = st.summary(with_cv2=True)
         observe[name] = {k: _f(s[k]) for k in ("count", "mean", "ci", "cv2", "p50", "p99")}
+    gauges = {name: {k: _f(v) for k, v in g.summary(end).items()}
+              for name, g in zip(sim.gauge_names, sim.gauges)}
     stages = []
     for st in sim.stages:
         stages.append({
@@ -54,6 +71,7 @@ def build(sim) -> dict:
             "mean_service": _f(st.service_sum / st.service_n) if st.service_n else None,
             "iterations": st.iterations,
         })
+    over = over_cap(sim)
     pools = []
     for p in sim.pools:
         pools.append({
@@ -65,6 +83,8 @@ def build(sim) -> dict:
             "evicted_units": _f(p.evicted_units),
             "preemptions": p.preemptions,
             "rejected": p.rejected,
+            "stuck": p.stuck,
+            "over_cap": over.get(p.idx, []),
         })
     sim.report_notes = notes(sim)
     return {
@@ -81,6 +101,7 @@ def build(sim) -> dict:
         },
         "client": client,
         "observe": observe,
+        "gauges": gauges,
         "stages": stages,
         "pools": pools,
     }
@@ -122,6 +143,11 @@ def to_text(rep: dict, notes_: list | None = None) -> str:
         for k, v in rep["observe"].items():
             out.append(f"{k:<16}{v['count']:>10}{_num(v['mean'])}{_ci(v['ci'])}{_num(v['cv2'])}"
                        f"{_num(v['p50'])}{_num(v['p99'])}")
+    if rep["gauges"]:
+        out.append("")
+        out.append(f"{'gauge':<26}{'mean':>12}{'95% CI':>12}{'min':>12}{'max':>12}")
+        for k, v in rep["gauges"].items():
+            out.append(f"{k:<26}{_num(v['mean'])}{_ci(v['ci'])}{_num(v['min'])}{_num(v['max'])}")
     out.append("")
     out.append(f"{'stage':<16}{'number':>12}{'util':>12}{'done':>10}{'thru':>12}{'wait':>12}{'service':>12}{'iters':>10}")
     for s in rep["stages"]:
@@ -129,10 +155,12 @@ def to_text(rep: dict, notes_: list | None = None) -> str:
                    f"{_num(s['throughput'])}{_num(s['mean_wait'])}{_num(s['mean_service'])}{s['iterations']:>10}")
     if rep["pools"]:
         out.append("")
-        out.append(f"{'pool':<16}{'used':>12}{'cached':>12}{'queue':>12}{'admits':>10}{'evicted':>12}{'preempt':>10}{'reject':>10}")
+        out.append(f"{'pool':<16}{'used':>12}{'cached':>12}{'queue':>12}{'admits':>10}{'evicted':>12}{'preempt':>10}"
+                   f"{'reject':>10}{'stuck':>8}")
         for p in rep["pools"]:
             out.append(f"{p['name']:<16}{_num(p['mean_used'])}{_num(p['mean_cached'])}{_num(p['mean_queue'])}"
-                       f"{p['admissions']:>10}{_num(p['evicted_units'])}{p['preemptions']:>10}{p['rejected']:>10}")
+                       f"{p['admissions']:>10}{_num(p['evicted_units'])}{p['preemptions']:>10}{p['rejected']:>10}"
+                       f"{p['stuck']:>8}")
     if notes_:
         out.append("")
         out.extend(notes_)

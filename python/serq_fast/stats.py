@@ -166,3 +166,92 @@ class TimeAverage:
         if span <= 0:
             return None
         return (self.area + self.v * (end - self.t)) / span
+
+
+class Gauge:
+    """A gauge (language.md §11.9): the time average over [warm-up, end] of a piecewise-constant
+    value, a 95 % CI from 20 equal time windows (batch means over time: the window averages, the
+    same t formula as `Sample`), min and max over the values held for a positive time.
+
+    With the end known in advance (a finite horizon) the 20 windows are exactly [start, end] / 20.
+    Otherwise (--arrivals, --replay) the windows start at `WINDOW0` seconds and double: 40 windows,
+    merged pairwise when time passes the last; at the end the k full windows (20 ≤ k ≤ 40 once any
+    merge happened) are grouped into 20 consecutive groups of ⌊k/20⌋, later ones and the partial
+    window dropped from the CI (not from the mean); fewer than 20 full windows → CI null."""
+
+    __slots__ = ("start", "t", "v", "area", "win", "w", "fixed", "lo", "hi")
+
+    WINDOW0 = 1e-3
+
+    def __init__(self, start: float = 0.0, end: float | None = None) -> None:
+        self.reset(start, 0.0, end)
+
+    def reset(self, now: float, v: float, end: float | None = None) -> None:
+        self.start = now
+        self.t = now
+        self.v = v
+        self.area = 0.0
+        self.fixed = end is not None and math.isfinite(end) and end > now
+        self.w = (end - now) / N_BATCHES if self.fixed else self.WINDOW0
+        self.win = [0.0] * (N_BATCHES if self.fixed else 2 * N_BATCHES)
+        self.lo = None
+        self.hi = None
+
+    def _hold(self, t0: float, t1: float, v: float) -> None:
+        """Value v held over [t0, t1] (t1 > t0): area, windows, min / max."""
+        self.area += v * (t1 - t0)
+        if self.lo is None or v < self.lo:
+            self.lo = v
+        if self.hi is None or v > self.hi:
+            self.hi = v
+        if not self.fixed:
+            while t1 - self.start > len(self.win) * self.w:  # merge pairwise, double the width
+                self.win = [self.win[i] + self.win[i + 1] for i in range(0, len(self.win), 2)] + [0.0] * N_BATCHES
+                self.w *= 2
+        n, w, s0 = len(self.win), self.w, self.start
+        a = t0
+        while a < t1:
+            i = int((a - s0) / w)
+            b = s0 + (i + 1) * w
+            if b <= a:  # a sits on a boundary that rounding put below it
+                i += 1
+                b = s0 + (i + 1) * w
+            if i >= n - 1:  # the last window takes the rest (exactly [.., end] when fixed)
+                self.win[n - 1] += v * (t1 - a)
+                return
+            b = min(b, t1)
+            self.win[i] += v * (b - a)
+            a = b
+
+    def set(self, now: float, v: float) -> None:
+        if v != self.v:
+            if now > self.t:
+                self._hold(self.t, now, self.v)
+            self.t = now
+            self.v = v
+
+    def summary(self, end: float) -> dict:
+        span = end - self.start
+        if span <= 0:
+            return {"mean": None, "ci": None, "min": None, "max": None}
+        lo, hi, area, win = self.lo, self.hi, self.area, list(self.win)
+        if end > self.t:  # the value held at the end, without changing the state
+            v = self.v
+            area += v * (end - self.t)
+            lo = v if lo is None else min(lo, v)
+            hi = v if hi is None else max(hi, v)
+            saved = (self.area, self.lo, self.hi, self.win, self.w)
+            self.win = list(self.win)
+            self._hold(self.t, end, v)
+            win = self.win
+            w = self.w
+            self.area, self.lo, self.hi, self.win, self.w = saved
+        else:
+            w = self.w
+        if self.fixed:
+            means = [x / w for x in win]
+        else:
+            k = min(int(span / w + 1e-9), len(win))
+            g = k // N_BATCHES
+            means = [sum(win[i * g:(i + 1) * g]) / (g * w) for i in range(N_BATCHES)] if g else None
+        return {"mean": area / span, "ci": _ci_of_means(means) if means else None, "min": lo, "max": hi}

@@ -4,27 +4,18 @@ time windows, min and max of the values held for a positive time) and the pool r
 
 from __future__ import annotations
 
-import json
 import math
 import random
 import statistics
-from pathlib import Path
 
 import pytest
 
 from serq.cli import main
 from serq_fast.stats import Gauge
 
-ROOT = Path(__file__).resolve().parents[1]
-MM1 = str(ROOT / "examples" / "single-turn" / "mm1.sq")
+from test_report_client import MM1, ROOT, run_json  # noqa: E402  (one `serq run --json` helper)
+
 MMC = str(ROOT / "examples" / "single-turn" / "mmc.sq")
-
-
-def run_json(capsys, *argv):
-    rc = main(["run", *argv, "--json"])
-    cap = capsys.readouterr()
-    assert rc == 0, cap.err
-    return json.loads(cap.out)
 
 
 def _steps(seed, t0, t1):

@@ -17,7 +17,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "python"))
 
-from serq.oracle.compare import compare_traces  # noqa: E402
+from serq.oracle.compare import compare_traces, load_trace, vector_trace_path  # noqa: E402
 
 VECTORS = ROOT / "vectors" / "vllm"
 VENV_PY = Path(os.environ.get("SERQ_VLLM_VENV", ROOT / "tools" / "vllm_oracle" / ".venv")) / "bin" / "python"
@@ -37,7 +37,7 @@ def test_live_driver_reproduces_committed_traces(tmp_path):
     subprocess.run(cmd, check=True, timeout=300)
     for n in NAMES:
         fresh = json.loads((tmp_path / f"{n}.trace.json").read_text())
-        committed = json.loads((VECTORS / f"{n}.trace.json").read_text())
+        committed = load_trace(vector_trace_path(VECTORS, n))
         assert compare_traces(committed, fresh) == [], n
         fresh.pop("timing")
         committed.pop("timing")

@@ -7,6 +7,7 @@ Also: our regenerations of the five shipped scenarios agree with the shipped ref
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -15,7 +16,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "python"))
 
-from serq.oracle.compare import check_trace_shape, compare_traces  # noqa: E402
+from serq.oracle.compare import check_trace_shape, compare_traces, load_trace, vector_trace_path  # noqa: E402
 from serq.oracle.scenario import CONFIG_KEYS, load_scenario  # noqa: E402
 
 VECTORS = ROOT / "vectors" / "vllm"
@@ -48,9 +49,10 @@ def test_the_vector_set_is_complete():
     assert len(random_ones) >= 120
     assert set(SHIPPED_NAMES) <= set(NAMES)
     for n in NAMES:
-        assert (VECTORS / f"{n}.trace.json").is_file(), f"{n} has no trace"
-    traces = {p.name[: -len(".trace.json")] for p in VECTORS.glob("*.trace.json")}
-    assert traces == set(NAMES), "every trace has a scenario"
+        assert vector_trace_path(VECTORS, n).is_file(), f"{n} has no trace"
+    traces = [p.name[: -len(".trace.json")] for p in VECTORS.glob("*.trace.json")]
+    traces += [p.name[: -len(".trace.json.gz")] for p in VECTORS.glob("*.trace.json.gz")]
+    assert sorted(traces) == sorted(NAMES), "every trace has a scenario, and only one trace"
     total = sum(p.stat().st_size for p in VECTORS.iterdir())
     assert total < 15 * 2**20
 
@@ -58,7 +60,7 @@ def test_the_vector_set_is_complete():
 @pytest.mark.parametrize("name", NAMES)
 def test_vector_pair(name):
     sc = load_scenario(VECTORS / f"{name}.scenario.json")
-    t = json.loads((VECTORS / f"{name}.trace.json").read_text())
+    t = load_trace(vector_trace_path(VECTORS, name))
     check_trace_shape(t)
 
     # top level, in the documented order
@@ -145,16 +147,20 @@ def test_regenerated_shipped_trace_agrees_with_the_reference(name):
 
 
 def test_random_vectors_are_reproduced_by_the_generator():
-    """r0001.. are exactly `gen_scenarios.py --seed 1`; each fits alone in the KV cache."""
+    """r0001.. are exactly `gen_scenarios.py --seed 1`, c2000_00001.. the differential campaign's
+    scenarios of seed 2000 (tools/vllm_oracle/campaign.py); each fits alone in the KV cache."""
     import math
 
     sys.path.insert(0, str(ROOT / "tools" / "vllm_oracle"))
     import gen_scenarios
 
-    random_ones = [n for n in NAMES if n.startswith("r") and n[1:].isdigit()]
-    for n in random_ones:
-        k = int(n[1:])
-        text = json.dumps(gen_scenarios.generate(1, k, n), indent=1) + "\n"
+    random_ones = [(1, int(n[1:]), n) for n in NAMES if n.startswith("r") and n[1:].isdigit()]
+    # campaign vectors c<seed>_<k>: scenario k of `campaign.py --seed <seed>`
+    campaign = [(int(n[1:].split("_")[0]), int(n.split("_")[1]), n) for n in NAMES
+                if re.fullmatch(r"c\d+_\d{5}", n)]
+    assert len(campaign) >= 100
+    for seed, k, n in random_ones + campaign:
+        text = json.dumps(gen_scenarios.generate(seed, k, n), indent=1) + "\n"
         assert (VECTORS / f"{n}.scenario.json").read_text() == text, n
         sc = load_scenario(VECTORS / f"{n}.scenario.json")
         longest = max(sc.static_prompt_len(r.id) + r.max_tokens for r in sc.requests)

@@ -7,7 +7,7 @@
 
 Every `vectors/vllm/<name>.scenario.json` is run through tools/vllm_oracle/driver.py with the
 oracle venv's python (all in one process, so vLLM is imported once), and the new trace is
-compared with the committed `<name>.trace.json`:
+compared with the committed `<name>.trace.json` (or `<name>.trace.json.gz`):
 
 - ``same``: equal in every field except `timing` (wall-clock numbers);
 - ``fields``: equal under the comparison rule, but some uncompared field (time, kind, blocks,
@@ -16,12 +16,14 @@ compared with the committed `<name>.trace.json`:
 - ``new``: no committed trace yet.
 
 With --update, traces in states fields/DRIFT/new are rewritten; a `same` trace is left alone so
-its committed timing does not churn.
+its committed timing does not churn. A gzipped trace stays gzipped; a new trace is written gzipped
+with --gzip (reproducible bytes: no name, mtime 0).
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import os
 import subprocess
@@ -33,7 +35,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 sys.path.insert(0, str(REPO / "python"))
 
-from serq.oracle.compare import compare_traces  # noqa: E402
+from serq.oracle.compare import compare_traces, load_trace, vector_trace_path  # noqa: E402
 
 
 def venv_python() -> Path:
@@ -67,6 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("names", nargs="*", help="vector names (default: all)")
     ap.add_argument("--vectors", default=str(REPO / "vectors" / "vllm"), help="vector directory")
     ap.add_argument("--update", action="store_true", help="rewrite traces that changed")
+    ap.add_argument("--gzip", action="store_true", help="write new traces as <name>.trace.json.gz")
     args = ap.parse_args(argv)
 
     vdir = Path(args.vectors)
@@ -91,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         for sp in scenarios:
             name = sp.name[: -len(".scenario.json")]
             fresh_p = tmpdir / f"{name}.trace.json"
-            old_p = vdir / f"{name}.trace.json"
+            old_p = vector_trace_path(vdir, name)
             if not fresh_p.exists():
                 counts["FAILED"] += 1
                 print(f"FAILED  {name}: the driver wrote no trace")
@@ -100,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
             if not old_p.exists():
                 state, detail = "new", ""
             else:
-                old = json.loads(old_p.read_text())
+                old = load_trace(old_p)
                 diffs = compare_traces(old, fresh, limit=1)
                 if diffs:
                     state, detail = "DRIFT", diffs[0].describe("committed", "fresh")
@@ -116,7 +119,12 @@ def main(argv: list[str] | None = None) -> int:
             if state != "same":
                 print(f"{state:7} {name}{': ' + detail if detail else ''}")
             if args.update and state != "same":
-                old_p.write_text(fresh_p.read_text())
+                if state == "new" and args.gzip:
+                    old_p = vdir / f"{name}.trace.json.gz"
+                if old_p.name.endswith(".gz"):
+                    old_p.write_bytes(gzip.compress(fresh_p.read_bytes(), 9, mtime=0))
+                else:
+                    old_p.write_text(fresh_p.read_text())
         summary = ", ".join(f"{v} {k}" for k, v in counts.items() if v)
         print(f"regen: {len(scenarios)} vectors: {summary}" + (" (updated)" if args.update else ""))
         drift = counts["DRIFT"] + counts["fields"] + counts["new"] + counts["FAILED"]

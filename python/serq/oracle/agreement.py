@@ -1,6 +1,6 @@
 """`serq oracle agreement [DIR]`: run every committed vector through serQ's model and compare.
 
-For each `<name>.scenario.json` beside a `<name>.trace.json` (default: vectors/vllm/), run
+For each `<name>.scenario.json` beside a `<name>.trace.json` or `.trace.json.gz` (default: vectors/vllm/), run
 `serq.oracle.model.run_scenario` and compare with the vLLM trace under the oracle rule
 (docs/oracle.md). Each vector ends in one of:
 
@@ -21,13 +21,13 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from serq.oracle.compare import compare_traces, load_trace
+from serq.oracle.compare import compare_traces, load_trace, vector_trace_path
 from serq.oracle.scenario import ScenarioError, load_scenario
 
 
 def vector_names(directory: Path) -> list[str]:
     return sorted(p.name[: -len(".scenario.json")] for p in directory.glob("*.scenario.json")
-                  if (directory / (p.name[: -len(".scenario.json")] + ".trace.json")).exists())
+                  if vector_trace_path(directory, p.name[: -len(".scenario.json")]).exists())
 
 
 def check_vector(directory: Path, name: str, engine: str = "auto", force: bool = False) -> dict:
@@ -49,14 +49,14 @@ def check_vector(directory: Path, name: str, engine: str = "auto", force: bool =
             except Exception as exc2:  # noqa: BLE001
                 row["forced"] = f"error: {exc2}"
             else:
-                d = compare_traces(forced, load_trace(directory / f"{name}.trace.json"), limit=1)
+                d = compare_traces(forced, load_trace(vector_trace_path(directory, name)), limit=1)
                 row["forced"] = f"diverge: {d[0].describe('serQ', 'vLLM')}" if d else "agree"
     except (ModelError, ScenarioError) as exc:
         row.update(status="error", detail=str(exc))
     except Exception as exc:  # an engine crash: report it, go on with the next vector
         row.update(status="error", detail=f"{type(exc).__name__}: {exc}")
     else:
-        ref = load_trace(directory / f"{name}.trace.json")
+        ref = load_trace(vector_trace_path(directory, name))
         diffs = compare_traces(ours, ref, limit=1)
         if diffs:
             row.update(status="diverge", detail=diffs[0].describe("serQ", "vLLM"))

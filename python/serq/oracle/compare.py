@@ -31,6 +31,7 @@ __all__ = [
     "STEP_FIELDS",
     "REQUEST_FIELDS",
     "load_trace",
+    "vector_trace_path",
     "check_trace_shape",
     "step_schedule",
     "parse_compact_schedule",
@@ -124,6 +125,15 @@ def load_trace(path: str | Path) -> dict:
     except TraceError as exc:
         raise TraceError(f"{p}: {exc}") from None
     return obj
+
+
+def vector_trace_path(directory: str | Path, name: str) -> Path:
+    """The committed trace of vector `name`: `<name>.trace.json`, or `<name>.trace.json.gz` (the
+    campaign vectors are stored gzipped to keep the repository small). The plain name when
+    neither exists."""
+    d = Path(directory)
+    gz = d / f"{name}.trace.json.gz"
+    return gz if gz.exists() else d / f"{name}.trace.json"
 
 
 def _is_int(v: Any) -> bool:

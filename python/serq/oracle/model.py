@@ -67,6 +67,8 @@ FEATURES = {
     "priority-clock": "priority ties on a virtual clock that does not advance",
     "adaptive-threshold": "long_prefill_token_threshold_adaptive",
     "priority": "the priority policy",
+    "async-linger-victim": "async: vLLM preempting a finished request whose output is not "
+                           "processed yet",
 }
 
 
@@ -131,9 +133,74 @@ class Plan:
     use_hold: bool = False  # the explicit-hold program (async scheduling, watermark)
     linger_scale: Fraction = Fraction(0)
     lags: dict = field(default_factory=dict)  # async: rid -> 0/1 (finish processed a step later)
-    lingers: dict = field(default_factory=dict)  # async, seconds clock: rid -> linger length
+    lingers: dict = field(default_factory=dict)  # async: rid -> linger length (when scaled)
+    preempt_lag: set = field(default_factory=set)  # async: finish processed after a preempt-only call
+    preempt_eps: Fraction = Fraction(0)  # the length of a preempt-only iteration (0 or _PREEMPT_EPS)
     by_id: dict[str, tuple[int, int]] = field(default_factory=dict)  # id -> (serial, turn index)
     forced: list = field(default_factory=list)
+
+    @property
+    def default_linger(self) -> Fraction:
+        """A lingering request's wait before its length is read off a run: one step."""
+        return Fraction(1) if self.unit_clock else self.scenario.step_base_exact
+
+    def late(self, rid: str, extra: int) -> int:
+        """Async: steps by which vLLM sees this request's finish late (an `after` child waits)."""
+        if not self.asynchronous or rid in self.preempt_lag:
+            return 0
+        return self.lags.get(rid, 0) or extra
+
+
+#: The length a preempt-only iteration is given once some async finish is processed right after
+#: one (vLLM: an empty schedule() that preempted, then the output, then a call with the same step
+#: number). It must be positive so that the lingering request can release its blocks strictly
+#: between that iteration's start and the next one (at half of it), and small enough that the
+#: drift it adds never reaches a step (unit clock: floor(start) is the step) or moves an
+#: `arrival_time` across a step start (seconds). Dyadic, so floats hold it exactly.
+_PREEMPT_EPS = {True: Fraction(1, 2**20), False: Fraction(1, 2**50)}
+
+
+def _enable_preempt_eps(plan: Plan) -> None:
+    if plan.preempt_eps:
+        return
+    plan.preempt_eps = _PREEMPT_EPS[plan.unit_clock]
+    plan.settings["preempt_only"] = _dec(plan.preempt_eps)
+    if not plan.linger_scale:  # unit clock: lingers of 1 (a step) or eps/2, scaled into forced
+        plan.linger_scale = Fraction(2)
+        plan.settings["linger_scale"] = "2"
+
+
+def _call_after_finish(col: "_Collector", rid: str):
+    """The iteration that starts right when the one that sampled `rid`'s last token ends, or
+    None when the engine idled in between (vLLM's next schedule() call was empty)."""
+    last = col.obs.get(rid, {}).get("last_end")
+    it = col.iter_ending(last[0][1]) if last else None
+    if it is None or it.call + 1 >= len(col.iters):
+        return None
+    nxt = col.iters[it.call + 1]
+    # a seconds clock counts idle steps without moving the clock: the next call is the next
+    # step number, not merely the next start time
+    return nxt if nxt.start == it.end and nxt.step == it.step + 1 else None
+
+
+def _linger_victims(plan: Plan, col: "_Collector") -> list[str]:
+    """Async: preemptions at which vLLM would have chosen a lingering request instead.
+
+    A finished request whose output is not processed yet is still in vLLM's running list, so it
+    can be the preemption victim (`running[-1]` under FCFS: the latest admitted) and give its
+    blocks back that way; serQ's lingering hold is no resident and never a victim. Returned:
+    descriptions of the preemptions where a lingering request was admitted after serQ's victim
+    (FCFS) or merely present (priority)."""
+    found = []
+    for t, victim, victim_admitted in col.preemptions:
+        for rid, o in col.obs.items():
+            if not plan.lags.get(rid) or not o.get("last_end") or not o.get("release_end"):
+                continue
+            if o["last_end"][0][1] <= t < o["release_end"][0][1] and (
+                    plan.priority or col.admitted.get(rid, -1) > victim_admitted):
+                found.append(f"{rid!r} lingers (finished, output not processed) when serQ "
+                             f"preempts {victim!r} at time {t}")
+    return found
 
 
 def _dec(x: Fraction) -> str:
@@ -348,6 +415,7 @@ def plan_scenario(sc: ResolvedScenario, force: bool = False) -> Plan:
     if cfg["async_scheduling"] and not (force and needs):
         plan.asynchronous = True
         plan.lags = {t.rid: (0 if t.extra else 1) for ts in sessions for t in ts}
+        settings["async_cache"] = "1"
     if watermark_blocks:
         settings["watermark"] = str(watermark_blocks * bs)
     if plan.asynchronous and not plan.unit_clock:
@@ -394,7 +462,7 @@ def _ir_for(plan: Plan, order: dict[str, int] | None = None, source: str | None 
                 # vLLM adds it at its parent's finish step + max(1 + late, delay_steps); the
                 # session resumes at finish + 1 + late
                 p = next(x for x in turns if x.rid == t.parent)
-                late = plan.lags.get(p.rid, 0) or p.extra
+                late = plan.late(p.rid, p.extra)
                 think = Fraction(max(0, max(1, t.delay) - 1 - late))
             code = hb * 4 + lag * 2 + t.extra
             if plan.priority:
@@ -405,8 +473,7 @@ def _ir_for(plan: Plan, order: dict[str, int] | None = None, source: str | None 
             else:
                 forced = hb * plan.radix + o
             if plan.linger_scale and lag:
-                forced = forced + plan.lingers.get(t.rid, plan.scenario.step_base_exact) \
-                    / plan.linger_scale
+                forced = forced + plan.lingers.get(t.rid, plan.default_linger) / plan.linger_scale
             srows.append([str(t.prompt), str(t.out), _dec(think), _dec(forced)])
         rows.append(srows)
     ir["workload"]["trace"] = {"ordered": True, "sessions": rows}
@@ -500,6 +567,22 @@ class _Collector:
         self.ntoken = 0
         self.idle_calls = 0
         self.truncated = False
+        self.admitted: dict[str, int] = {}  # rid -> admission number of its latest (re)admission
+        self.admissions = 0
+        # (iteration start, victim, the victim's admission number then)
+        self.preemptions: list[tuple[Fraction, str, int]] = []
+
+    def iter_ending(self, t: Fraction) -> "_Iter | None":
+        """The token iteration that ends at time t (an observation's `now`). serq_fast's times are
+        binary64, and an observation may be stamped with a value one rounding away from the
+        iteration's own end: within 1e-9 s the nearest end is taken (iterations are at least
+        base_s apart)."""
+        it = self.end_to_iter.get(t)
+        if it is None and self.end_to_iter:
+            near = min(self.end_to_iter, key=lambda e: abs(e - t))
+            if abs(near - t) <= Fraction(1, 10**9):
+                it = self.end_to_iter[near]
+        return it
 
     def feed(self, line: dict) -> None:
         plan = self.plan
@@ -523,9 +606,9 @@ class _Collector:
         for it in rec["iterations"]:
             start = _t(it["start"])
             if plan.unit_clock:
-                if start.denominator != 1:
+                if start.denominator != 1 and not plan.preempt_eps:
                     raise ModelError(f"an iteration starts at {start} on the unit clock")
-                step = int(start)
+                step = math.floor(start)  # preempt-only iterations of preempt_eps drift below 1
             else:
                 step = self.ntoken
             if step >= plan.scenario.max_steps:  # vLLM's loop stops before this schedule()
@@ -543,6 +626,9 @@ class _Collector:
                     kind = "resumed"
                 else:
                     kind = "running"
+                if kind != "running":
+                    self.admitted[rid] = self.admissions
+                    self.admissions += 1
                 self.resume.discard(rid)
                 self.seen.add(rid)
                 self.maxpos[rid] = max(self.maxpos.get(rid, 0), pos)
@@ -553,6 +639,7 @@ class _Collector:
                 if (self.names[pool] if isinstance(pool, int) else pool) == "kv":
                     rid = plan.sessions[serial][self.turn_of[serial]].rid
                     pre.append(rid)
+                    self.preemptions.append((_t(it["start"]), rid, self.admitted.get(rid, -1)))
                     self.preempt_count[rid] = self.preempt_count.get(rid, 0) + 1
                     self.resume.add(rid)
             kv = line["pools"][self.kv_i]
@@ -589,7 +676,7 @@ def _seconds_steps(plan: Plan, col: "_Collector") -> tuple[list[int], dict[str, 
     fin_k: dict[str, int] = {}
     for rid, o in col.obs.items():
         if o.get("last_end"):
-            it = col.end_to_iter.get(o["last_end"][0][1])
+            it = col.iter_ending(o["last_end"][0][1])
             if it is not None:
                 fin_k[rid] = index[id(it)]
     by_fin: dict[int, list[str]] = {}
@@ -616,7 +703,7 @@ def _seconds_steps(plan: Plan, col: "_Collector") -> tuple[list[int], dict[str, 
                     # async: the finish is processed a step late (late = lag or extra);
                     # an `extra` parent's last token is one step after its real finish
                     ex = extra_of.get(rid, 0)
-                    late = (plan.lags.get(rid, 0) or ex) if plan.asynchronous else 0
+                    late = plan.late(rid, ex)
                     target[c.id] = steps[k - 1] - ex + max(1 + late, c.delay_steps)
 
         def ready(r) -> bool:
@@ -684,7 +771,7 @@ def build_trace(plan: Plan, col: _Collector) -> tuple[dict, dict[str, int]]:
             step_time[it.step] = float(it.start)
 
     def step_of_end(t: Fraction) -> int:
-        it = end_to_iter.get(t)
+        it = col.iter_ending(t)
         if it is None:
             raise ModelError(f"no iteration ends at {t}")
         return it.step
@@ -789,6 +876,10 @@ def run_scenario(sc: ResolvedScenario, engine: str = "auto",
     if engine == "auto":
         # the exact spec where a linger must end exactly with an iteration of rational length
         engine = "spec" if plan.asynchronous and not plan.unit_clock else "fast"
+    if engine == "fast" and plan.asynchronous and not plan.unit_clock:
+        raise ModelError("async scheduling on a seconds clock needs the exact spec (--engine spec "
+                         "or auto): a linger must end exactly when an iteration of rational length "
+                         "does, which serq_fast's binary64 clock misses")
     source = (sources or {}).get(program_path(plan.priority, plan.use_hold).name)
     order = None
     thinks: dict[str, Fraction] = {}
@@ -799,32 +890,17 @@ def run_scenario(sc: ResolvedScenario, engine: str = "auto",
     limit = 40 + 4 * len(sc.requests)
     for _ in range(limit):
         changed = False
-        if plan.asynchronous:
-            # Async: a finish is processed after the next schedule() when that call has tokens
-            # (other requests keep the engine busy), else at once. Decide each request's lag in
-            # finish order on a run in which it still lingers: no token step right after its
-            # finish step means vLLM's next call was empty, so its blocks came back at once.
-            token_at = {it.step: it for it in col.iters if it.assign}
-            fins = sorted((rr["finish_step"], rid) for rid, rr in trace["requests"].items()
-                          if rr["finish_step"] is not None and rid not in confirmed
-                          and plan.lags.get(rid))
-            for f, rid in fins:  # confirm finish groups in order until one changes
-                if changed and f != first:
-                    break
-                first = f
-                confirmed.add(rid)
-                if f + 1 not in token_at:
-                    plan.lags[rid] = 0
-                    changed = True
-            if not plan.unit_clock:
-                # a lingering request waits exactly for the next iteration to end
-                for rid, rr in trace["requests"].items():
-                    f = rr["finish_step"]
-                    if plan.lags.get(rid) and f is not None and f + 1 in token_at:
-                        it = token_at[f + 1]
-                        if plan.lingers.get(rid) != it.end - it.start:
-                            plan.lingers[rid] = it.end - it.start
-                            changed = True
+        if plan.linger_scale:
+            # a lingering request waits exactly for the next iteration to end
+            for rid in trace["requests"]:
+                if not plan.lags.get(rid) or rid in plan.preempt_lag:
+                    continue
+                after = _call_after_finish(col, rid)
+                if after is not None and after.assign:
+                    length = after.end - after.start
+                    if plan.lingers.get(rid, plan.default_linger) != length:
+                        plan.lingers[rid] = length
+                        changed = True
         if not plan.unit_clock:
             # Seconds clock: (1) an `after` request is added when vLLM's step counter reaches its
             # parent's finish step + max(1 + late, delay_steps); `_seconds_steps` derives that
@@ -848,6 +924,37 @@ def run_scenario(sc: ResolvedScenario, engine: str = "auto",
             if new_order != order or new_thinks != thinks:
                 order, thinks = new_order, new_thinks
                 changed = True
+        if plan.asynchronous and not changed:
+            # Async: a finish is processed after the next schedule() call. Decide each request's
+            # lag in finish order on a run in which it still lingers and whose other derived
+            # inputs (lingers, add times, order) have settled, from the iteration right after its
+            # finish iteration:
+            # - a token iteration starting at once: that call had tokens, the output is processed
+            #   after it (lag 1; on a seconds clock the linger lasts exactly that iteration);
+            # - none starting at once: vLLM's next call was empty and processed the output at
+            #   once, its blocks came back before anything else happened (lag 0);
+            # - a preempt-only iteration starting at once: vLLM's next call preempted while the
+            #   request still held its blocks, then processed the output, and the next call has
+            #   the same step number (lag 1 with a linger of half a preempt-only iteration, which
+            #   lasts `preempt_eps` instead of 0, see _PREEMPT_EPS).
+            fins = sorted((trace["requests"][rid]["finish_step"], rid)
+                          for rid in trace["requests"]
+                          if trace["requests"][rid]["finish_step"] is not None
+                          and rid not in confirmed and plan.lags.get(rid))
+            for f, rid in fins:  # confirm finish groups in order until one changes
+                if changed and f != first:
+                    break
+                first = f
+                confirmed.add(rid)
+                after = _call_after_finish(col, rid)
+                if after is None:
+                    plan.lags[rid] = 0
+                    changed = True
+                elif not after.assign:
+                    plan.preempt_lag.add(rid)
+                    _enable_preempt_eps(plan)
+                    plan.lingers[rid] = plan.preempt_eps / 2
+                    changed = True
         if not changed:
             break
         ir = _ir_for(plan, order, source, thinks)
@@ -856,6 +963,10 @@ def run_scenario(sc: ResolvedScenario, engine: str = "auto",
     else:
         raise ModelError(f"the derived inputs (arrival order, add times, async lags) did not "
                          f"settle after {limit} runs")
+    if plan.asynchronous:
+        victims = _linger_victims(plan, col)
+        if victims:
+            raise Unsupported("async-linger-victim", victims[0])
     if plan.forced:
         trace["model_forced"] = plan.forced
     trace["timing"] = {"model_s": round(_time.perf_counter() - t0, 4), "engine": engine,

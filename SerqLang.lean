@@ -16,6 +16,7 @@ import SerqLang.Json
 import SerqLang.Workload
 import SerqLang.State
 import SerqLang.Eval
+import SerqLang.ContentPool
 import SerqLang.Holds
 import SerqLang.Growth
 import SerqLang.Stages

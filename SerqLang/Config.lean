@@ -66,10 +66,31 @@ structure HoldState where
   stream : DrawStream
   /-- per pool: the block-rounded reserve on a `reserve held` pool (0 elsewhere); `[]` = all 0 -/
   reserved : List Nat := []
+  /-- per pool: its physical blocks, block 0 first, on a `share content` pool (`[]` elsewhere;
+  config.py pads it with `[]` up to the slot it touches) -/
+  blocks : List (List Nat) := []
+  /-- per pool: `(p, n, h)` of its `content` clause, or none -/
+  content : List (Option Content.Clause) := []
   deriving Inhabited
 
 /-- config.py `HoldState.held`: the reservation of pool slot i (0 when none). -/
 def HoldState.held (h : HoldState) (i : Nat) : Nat := h.reserved.getD i 0
+
+/-- `blocks` padded with `[]` up to slot `i` (config.py `blocks_of` appends them as it reads). -/
+def padBlocks (bs : List (List Nat)) (i : Nat) : List (List Nat) :=
+  bs ++ List.replicate (i + 1 - bs.length) []
+
+/-- config.py `HoldState.blocks_of`: the block list of pool slot i, the hold padded up to it. -/
+def HoldState.blocksOf (h : HoldState) (i : Nat) : HoldState × List Nat :=
+  let bs := padBlocks h.blocks i
+  ({ h with blocks := bs }, bs.getD i [])
+
+/-- Set the block list of pool slot i (padding first, as `blocks_of` does). -/
+def HoldState.setBlocks (h : HoldState) (i : Nat) (b : List Nat) : HoldState :=
+  { h with blocks := (padBlocks h.blocks i).set i b }
+
+/-- config.py `HoldState.content_of`: `(p, n, h)` of pool slot i, or none. -/
+def HoldState.contentOf (h : HoldState) (i : Nat) : Option Content.Clause := (h.content.getD i none)
 
 /-- config.py `Request`: the client-metric mark of an engine call. -/
 structure Request where

@@ -37,6 +37,8 @@ inductive Ident where
 
 /-- The state of a content pool. `refs` and `ident` are indexed by block id and have length `B`. -/
 structure CState where
+  /-- units per block (`b`) -/
+  block : Nat := 0
   refs : List Nat
   ident : List (Option Ident)
   free : List Nat
@@ -105,10 +107,11 @@ def mapRemove (m : List (Ident × List Nat)) (id : Ident) (i : Nat) : List (Iden
 
 /-! ## The state and its operations -/
 
-/-- A fresh content pool of `B` blocks: nothing referenced, nothing identified, the free queue
+/-- config.py `ContentState.empty`: a fresh content pool of `B` blocks of `b` units: nothing referenced, nothing identified, the free queue
 `0 … B−1`. -/
-def CState.init (B : Nat) : CState :=
-  { refs := zeros B, ident := (zeros B).map (fun _ => none), free := seqFrom 0 B, idmap := [] }
+def CState.init (b B : Nat) : CState :=
+  { block := b, refs := zeros B, ident := (zeros B).map (fun _ => none), free := seqFrom 0 B,
+    idmap := [] }
 
 /-- Blocks with `refs > 0`. -/
 def referenced : List Nat → Nat
@@ -151,6 +154,104 @@ def releaseOne (st : CState) (i : Nat) : CState :=
 /-- One step of content.py `identify`: block `i` gets identity `id`, appended to the map's list. -/
 def identifyOne (st : CState) (i : Nat) (id : Ident) : CState :=
   { st with ident := upd st.ident i (some id), idmap := mapAppend st.idmap id i }
+
+/-! ## Content, identities and hits (content.py `identity`, `hit`, `unreferenced_hits`,
+`free_blocks`) -/
+
+/-- program.py `prefixes`: per declared prefix key, its parent key and its total length. -/
+abbrev Prefixes := List (Value × Option Value × Nat)
+
+/-- The parent and total of prefix `k`. -/
+def prefixOf? (pre : Prefixes) (k : Value) : Option (Option Value × Nat) :=
+  (pre.find? (fun x => x.1 == k)).map (·.2)
+
+/-- `k, parent(k), parent(parent(k)), …` (the fuel bounds the walk; parents are declared before
+their children, so the chain is never longer than the declarations). -/
+def chainOf (pre : Prefixes) : Nat → Value → List Value
+  | 0, _ => []
+  | f + 1, k =>
+    k :: (match prefixOf? pre k with
+      | some (some parent, _) => chainOf pre f parent
+      | _ => [])
+
+/-- `content (p, n, h)` as read at an admission attempt. -/
+abbrev Clause := Value × Value × Value
+
+/-- content.py `identity`: block `j` (of `b` units) of a hold with content `(p, n, h)` is
+`["p", a, j]` when it lies inside the shared part (`(j+1)·b ≤ n`), `a` the root-most prefix on
+`p`'s chain whose total reaches `(j+1)·b`; else `["h", h, j]`. -/
+def identity (pre : Prefixes) (c : Clause) (j b : Nat) : Ident :=
+  let (p, n, h) := c
+  if Value.le (Value.ofNat ((j + 1) * b)) n then
+    let chain := chainOf pre (pre.length + 1) p
+    match chain.reverse.find? (fun x => decide ((j + 1) * b ≤ ((prefixOf? pre x).map (·.2)).getD 0)) with
+    | some a => .pre a j
+    | none => .hist h j   -- not reached: `check_content` made n ≤ total(p)
+  else .hist h j
+
+/-- The count of leading blocks `k, k+1, …` whose identities are all in the map. -/
+def hitGo (pre : Prefixes) (st : CState) (c : Clause) : Nat → Nat → Nat
+  | 0, k => k
+  | f + 1, k =>
+    if (blocksOf st.idmap (identity pre c k st.block)).isEmpty then k else hitGo pre st c f (k + 1)
+
+/-- content.py `hit`: `k`, the number of leading blocks of `content` whose identities are all in
+the map (0 without a `content` clause). Identities of distinct blocks differ, so `k` never exceeds
+the map's size, the fuel. -/
+def hit (pre : Prefixes) (st : CState) (c : Option Clause) : Nat :=
+  match c with
+  | none => 0
+  | some c => hitGo pre st c (st.idmap.length + 1) 0
+
+/-- content.py `unreferenced_hits`: of the first `r` hit blocks, those whose first physical block
+has no reference. -/
+def unreferencedHits (pre : Prefixes) (st : CState) (c : Clause) (r : Nat) : Nat :=
+  ((List.range r).filter fun j =>
+    nth st.refs ((firstBlock st.idmap (identity pre c j st.block)).getD 0) == 0).length
+
+/-- content.py `free_blocks`: `B − referenced`, the blocks a new allocation may take. -/
+def freeBlocks (st : CState) : Nat := st.refs.length - referenced st.refs
+
+/-! ## Several blocks at once (content.py `touch`, `allocate`, `identify`, `release`), with what
+the caller books: blocks newly referenced (`used += b` each), evictions, blocks freed -/
+
+/-- content.py `touch`: reference the first `r` hit blocks in block order, each the map's first
+for its identity, appending them to the hold's list; also how many had no reference. -/
+def touchBlocks (pre : Prefixes) (c : Clause) : Nat → Nat → CState → List Nat → Nat →
+    CState × List Nat × Nat
+  | 0, _, st, blocks, fresh => (st, blocks, fresh)
+  | f + 1, j, st, blocks, fresh =>
+    let block := (firstBlock st.idmap (identity pre c j st.block)).getD 0
+    let fresh := if nth st.refs block = 0 then fresh + 1 else fresh
+    touchBlocks pre c f (j + 1) (reference st block) (blocks ++ [block]) fresh
+
+/-- content.py `allocate`: `count` new blocks, each the free queue's head (`allocOne`), appended
+to the hold's list; also per block whether it evicted an identity and whether it had no
+reference. `none` when the free queue runs out. -/
+def allocateBlocks : Nat → CState → List Nat → List (Bool × Bool) → Option (CState × List Nat × List (Bool × Bool))
+  | 0, st, blocks, acc => some (st, blocks, acc)
+  | n + 1, st, blocks, acc =>
+    match allocOne st with
+    | none => none
+    | some (st', hd, evicted) =>
+      allocateBlocks n st' (blocks ++ [hd]) (acc ++ [(evicted, nth st.refs hd == 0)])
+
+/-- content.py `identify`: blocks `j < ⌊pos/b⌋` of the hold without an identity get theirs. -/
+def identifyBlocks (pre : Prefixes) (c : Clause) (blocks : List Nat) (st : CState) (pos : Nat) :
+    CState :=
+  let upto := min (pos / st.block) blocks.length
+  (List.range upto).foldl (fun acc j =>
+    let block := blocks.getD j 0
+    match nthId acc.ident block with
+    | some _ => acc
+    | none => identifyOne acc block (identity pre c j acc.block)) st
+
+/-- content.py `release`: the hold's blocks in reverse order lose a reference; also how many
+reached 0 (`used −= b` each). -/
+def releaseBlocks (st : CState) (blocks : List Nat) : CState × Nat :=
+  blocks.reverse.foldl (fun (acc : CState × Nat) block =>
+    let st' := releaseOne acc.1 block
+    (st', if nth st'.refs block = 0 then acc.2 + 1 else acc.2)) (st, 0)
 
 /-- The memory invariant's structural half: every block is referenced or in the free queue. -/
 def Inv (st : CState) : Prop := ∀ i, i < st.refs.length → 0 < nth st.refs i ∨ inQ i st.free

@@ -102,6 +102,10 @@ def serve (ic : IterCtx) (job : Job) (only : Option Expr) (cap : Tok) : M IterCt
     posBefore := some pos
     let h := { h with position := h.position.set i (pos + tokens), advanced := h.advanced.set i true }
     setSession { s with holds := s.holds.set k h }
+    if (← pool gp).content.isSome then
+      -- the blocks these tokens fill are identified as they are scheduled (vLLM's
+      -- cache_blocks(request, num_computed + num_new); docs/content.md §3)
+      ContentPool.identify gp (h.contentOf i) (h.blocksOf i).2 (pos + tokens)
   ic := { ic with assign := ic.assign.push { serial := job.serial, mode := job.mode, tokens, posBefore } }
   match ic.left with
   | .inf => pure ()

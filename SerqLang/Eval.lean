@@ -299,7 +299,15 @@ partial def observable (env : EnvM) (f : String) (onPool : Bool) (base count : N
       match env.session with
       | none => return Value.zero
       | some serial =>
-        return Value.ofNat (sumNat ((st.entries.filter (·.owner == (serial : Int))).map (·.size)))
+        if st.content.isSome then
+          -- the hit of this session's admission attempt, else 0 (docs/content.md §3)
+          match (← get).attempt with
+          | some (who, hits) =>
+            if who == serial then return Value.ofNat ((List.lookup p hits).getD 0)
+            else return Value.zero
+          | none => return Value.zero
+        else
+          return Value.ofNat (sumNat ((st.entries.filter (·.owner == (serial : Int))).map (·.size)))
     else if f == "holders" then return Value.ofNat st.holders.length
     else if f == "queued" then return Value.ofNat st.queue.length
     else specError s!"observable {f}() is not supported" env.loc

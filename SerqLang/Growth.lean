@@ -224,12 +224,7 @@ where
     let need := target - h.alloc.getD i 0
     let st ← pool p
     if st.used + need ≤ (← capOf p) then
-      makeRoom p need
-      let st ← pool p
-      setPool p { st with used := st.used + need }
-      let s ← session serial
-      let h := s.holds.getD k default
-      setSession { s with holds := s.holds.set k { h with alloc := h.alloc.set i target } }
+      addUnits p serial k i need
       return (true, ictx)
     match (← chooseVictim p) with
     | none =>

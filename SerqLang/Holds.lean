@@ -1,7 +1,7 @@
 /-
 Copyright (c) 2026 The serQ authors. Released under the Apache 2.0 license.
 -/
-import SerqLang.Eval
+import SerqLang.ContentPool
 
 /-!
 # Pools in the step monad (python/serq_spec/pools.py)
@@ -126,9 +126,33 @@ def consumeOwnPrefix (p serial : Nat) (reuseLimit : Option Value) : M Nat := do
     modifyCfg fun c => { c with counters := { c.counters with nextDead := c.counters.nextDead + 1 } }
   return consumed
 
-/-- pools.py `caches_in`: a hold's `cache` clause applies to its pools not admitted by an engine. -/
+/-- program.py `is_content`: is pool `p` a `share content` pool? -/
+def isContent (p : Nat) : M Bool := do
+  return ((← getProg).contentBlocks.getD p none).isSome
+
+/-- pools.py `caches_in`: a hold's `cache` clause applies to its pools not admitted by an engine,
+nor to a `share content` pool (its released blocks keep their content). -/
 def cachesIn (p : Nat) : M Bool := do
-  return (← poolDecl p).admittedBy.isNone
+  return (← poolDecl p).admittedBy.isNone && !(← isContent p)
+
+/-- pools.py `add_units`: grow slot `i` of the session's hold `k` (on pool `p`) by `need` units
+that fit: on a `share content` pool `need / b` blocks from the free queue, elsewhere `make_room`
+and `used += need`; the slot's allocation grows by `need`. -/
+def addUnits (p serial k i need : Nat) : M Unit := do
+  match (← pool p).content with
+  | some cs =>
+    let s ← session serial
+    let (h, bl) := (s.holds.getD k default).blocksOf i
+    let bl ← ContentPool.allocate p (need / cs.block) bl
+    let s ← session serial
+    setSession { s with holds := s.holds.set k (h.setBlocks i bl) }
+  | none =>
+    makeRoom p need
+    let st ← pool p
+    setPool p { st with used := st.used + need }
+  let s ← session serial
+  let h := s.holds.getD k default
+  setSession { s with holds := s.holds.set k { h with alloc := h.alloc.set i (h.alloc.getD i 0 + need) } }
 
 /-- pools.py `units_int`. -/
 def unitsInt (v : Value) (what : String) (loc : Option Loc) : M Nat := do
@@ -152,9 +176,13 @@ def releaseHold (serial : Nat) (hold : HoldState) (preempted : Bool) : M Unit :=
   let mut i := 0
   for p in hold.pools do
     let alloc := hold.alloc.getD i 0
-    let ps ← pool p
-    let ps := Pool.giveBack ps serial alloc
-    setPool p ps
+    if (← pool p).content.isSome then
+      -- `used` drops per block reaching no reference (content.py `release`)
+      ContentPool.release p (hold.blocksOf i).2
+      let ps ← pool p
+      setPool p { ps with holders := ps.holders.erase serial }
+    else
+      setPool p (Pool.giveBack (← pool p) serial alloc)
     let mut kept := 0
     if let some ell := ell then
       if (← cachesIn p) then
@@ -181,15 +209,19 @@ def releasePoolEarly (serial p : Nat) (loc : Option Loc) : M Unit := do
     | specError s!"release of pool {← poolName p} outside a hold of it" loc
   let hold := s.holds.getD k default
   let i := hold.slot p
+  -- `blocks_of(i)` pads the hold's block lists up to slot i before the part is cut out
+  let (hold, bl) := hold.blocksOf i
   let part : HoldState := { hold with pools := [p], alloc := [hold.alloc.getD i 0],
                                       position := [hold.position.getD i 0],
                                       advanced := [hold.advanced.getD i false],
-                                      reserved := [hold.held i] }
+                                      reserved := [hold.held i], blocks := [bl],
+                                      content := [hold.contentOf i] }
   releaseHold serial part false
   let s ← session serial
   let hold := { hold with pools := dropAt hold.pools i, alloc := dropAt hold.alloc i,
                           position := dropAt hold.position i, advanced := dropAt hold.advanced i,
-                          reserved := dropAt hold.reserved i }
+                          reserved := dropAt hold.reserved i, blocks := dropAt hold.blocks i,
+                          content := dropAt hold.content i }
   setSession { s with holds := s.holds.set k hold }
 
 /-- pools.py `held_reservations` (`reserve held`, §11.4): Σ over P's holders of

@@ -39,11 +39,30 @@ def Event.toJson (e : Event) : CJ :=
 def Frame.toJson (f : Frame) : CJ :=
   .arr [.nat f.block, .nat f.pc, .str f.kind, CJ.opt pairJ f.stmt, f.stream.toJson]
 
+/-- content.py `key_json`: a prefix or history key in an identity — a JSON int when whole, else
+its wire text. -/
+def keyJson (v : Value) : CJ :=
+  match v with
+  | .fin q => if q.den == 1 then .int q.num else .str v.toWire
+  | _ => .str v.toWire
+
+/-- An identity as a JSON list (`["p", a, j]`, `["h", h, j]`). -/
+def Content.Ident.toJson : Content.Ident → CJ
+  | .pre a j => .arr [.str "p", keyJson a, .nat j]
+  | .hist h j => .arr [.str "h", keyJson h, .nat j]
+
+/-- `(p, n, h)` of a `content` clause as wire values. -/
+def clauseJson (c : Content.Clause) : CJ := .arr [CJ.val c.1, CJ.val c.2.1, CJ.val c.2.2]
+
 def HoldState.toJson (h : HoldState) : CJ :=
   .obj ([("stmt", pairJ h.stmt), ("pools", CJ.nats h.pools), ("alloc", CJ.nats h.alloc),
         ("position", CJ.nats h.position), ("advanced", .arr (h.advanced.map CJ.bool)),
         ("admission", .nat h.admission), ("depth", .nat h.depth), ("stream", h.stream.toJson)] ++
-        (if h.reserved.any (fun x => decide (x > 0)) then [("reserved", CJ.nats h.reserved)] else []))
+        (if h.reserved.any (fun x => decide (x > 0)) then [("reserved", CJ.nats h.reserved)] else []) ++
+        -- present only on a content pool (config.py: any non-empty block list or any clause)
+        (if h.blocks.any (fun b => !b.isEmpty) || h.content.any (·.isSome) then
+          [("blocks", .arr (h.blocks.map CJ.nats)), ("content", .arr (h.content.map (CJ.opt clauseJson)))]
+         else []))
 
 def Request.toJson (r : Request) : CJ :=
   .obj [("stmt", pairJ r.stmt), ("engine", .nat r.engine), ("submit", ratJ r.submit),
@@ -82,12 +101,22 @@ def Entry.toJson (e : Entry) : CJ := .arr [.int e.owner, .nat e.size, ratJ e.las
 
 def QueueItem.toJson (q : QueueItem) : CJ := .arr [.nat q.serial, ratJ q.joined, .bool q.head]
 
+/-- config.py `ContentState.to_json`. -/
+def Content.CState.toJson (cs : Content.CState) : CJ :=
+  .obj [("block", .nat cs.block), ("refs", CJ.nats cs.refs),
+        ("ident", .arr (cs.ident.map (CJ.opt Content.Ident.toJson))),
+        ("free_queue", CJ.nats cs.free),
+        ("idmap", .arr (cs.idmap.map fun (k, v) => CJ.arr [k.toJson, CJ.nats v]))]
+
 def PoolState.toJson (p : PoolState) : CJ :=
-  .obj [("used", .nat p.used), ("entries", .arr (p.entries.map Entry.toJson)),
+  .obj ([("used", .nat p.used), ("entries", .arr (p.entries.map Entry.toJson)),
         ("holders", CJ.nats p.holders), ("queue", .arr (p.queue.map QueueItem.toJson)),
         ("growers", CJ.nats p.growers), ("admissions", .nat p.admissions),
         ("preemptions", .nat p.preemptions), ("rejected", .nat p.rejected),
-        ("stuck", .nat p.stuck), ("evicted_units", .nat p.evictedUnits)]
+        ("stuck", .nat p.stuck), ("evicted_units", .nat p.evictedUnits)] ++
+        (match p.content with
+         | some cs => [("content", cs.toJson)]
+         | none => []))
 
 def Assign.toJson (a : Assign) : CJ :=
   .arr [.nat a.serial, .str a.mode, .nat a.tokens, CJ.opt CJ.nat a.posBefore]
@@ -172,6 +201,47 @@ def frame (j : Json) : Res Frame := do
     return { block := ← nat b, pc := ← nat pc, kind := ← str k, stmt, stream := ← stream sm }
   | _ => throw "expected [block, pc, kind, stmt, stream]"
 
+/-- A `content` clause `[p, n, h]` of wire values, or null. -/
+def clauseOpt (j : Json) : Res (Option Content.Clause) := do
+  match j with
+  | Json.null => return none
+  | _ =>
+    match (← list value j) with
+    | [p, n, h] => return some (p, n, h)
+    | _ => throw "expected [prefix, length, history]"
+
+/-- A key written by `keyJson`: a JSON integer or a wire value. -/
+def key (j : Json) : Res Value :=
+  match j with
+  | Json.str _ => value j
+  | _ => (int j).map Value.ofInt
+
+/-- An identity `["p", a, j]` / `["h", h, j]`. -/
+def ident (j : Json) : Res Content.Ident := do
+  match (← arr j).toList with
+  | [Json.str "p", k, b] => return .pre (← key k) (← nat b)
+  | [Json.str "h", k, b] => return .hist (← key k) (← nat b)
+  | _ => throw "expected an identity [\"p\" or \"h\", key, block]"
+
+def identOpt (j : Json) : Res (Option Content.Ident) :=
+  match j with
+  | Json.null => .ok none
+  | _ => (ident j).map some
+
+def idmapEntry (j : Json) : Res (Content.Ident × List Nat) := do
+  match (← arr j).toList with
+  | [k, v] => return ((← ident k), (← list nat v))
+  | _ => throw "expected [identity, [block, …]]"
+
+/-- config.py `ContentState` as written by `to_json`. -/
+def contentState (j : Json) : Res Content.CState := do
+  return {
+    block := ← field j "block" nat
+    refs := ← field j "refs" (list nat)
+    ident := ← field j "ident" (list identOpt)
+    free := ← field j "free_queue" (list nat)
+    idmap := ← field j "idmap" (list idmapEntry) }
+
 def hold (j : Json) : Res HoldState := do
   return {
     stmt := ← field j "stmt" pair
@@ -182,7 +252,9 @@ def hold (j : Json) : Res HoldState := do
     admission := ← field j "admission" nat
     depth := ← field j "depth" nat
     stream := ← field j "stream" stream
-    reserved := (← fieldOpt j "reserved" (list nat)).getD [] }
+    reserved := (← fieldOpt j "reserved" (list nat)).getD []
+    blocks := (← fieldOpt j "blocks" (list (list nat))).getD []
+    content := (← fieldOpt j "content" (list clauseOpt)).getD [] }
 
 def request (j : Json) : Res Request := do
   return {
@@ -282,7 +354,8 @@ def pool (j : Json) : Res PoolState := do
     preemptions := ← field j "preemptions" nat
     rejected := ← field j "rejected" nat
     stuck := ← field j "stuck" nat
-    evictedUnits := ← field j "evicted_units" nat }
+    evictedUnits := ← field j "evicted_units" nat
+    content := ← fieldOpt j "content" contentState }
 
 def assign (j : Json) : Res Assign := do
   let a ← arr j

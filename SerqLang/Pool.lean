@@ -2,6 +2,7 @@
 Copyright (c) 2026 The serQ authors. Released under the Apache 2.0 license.
 -/
 import SerqLang.Value
+import SerqLang.Content
 
 /-!
 # Pools: queues, the prefix cache, LRU eviction (python/serq_spec/pools.py)
@@ -54,6 +55,8 @@ structure PoolState where
   rejected : Nat := 0
   stuck : Nat := 0
   evictedUnits : Nat := 0
+  /-- config.py `PoolState.content`: a `share content` pool's blocks (docs/content.md) -/
+  content : Option Content.CState := none
   deriving Inhabited
 
 /-- One eviction step as recorded (`[owner, pool, units]`, the pool name added by the caller). -/
@@ -71,6 +74,14 @@ def cachedOf : List Entry → Nat
 
 /-- config.py `PoolState.cached`. -/
 def cached (st : PoolState) : Nat := cachedOf st.entries
+
+/-- The cached units of a `share content` pool: `b ×` its identified blocks that nobody
+references (config.py `PoolState.cached` on a content pool; 0 elsewhere, where the cache is the
+entries, `cached`; a content pool has no entries). -/
+def contentCached (st : PoolState) : Nat :=
+  match st.content with
+  | some cs => cs.block * Content.identifiedFree cs.refs cs.ident
+  | none => 0
 
 /-- The memory invariant of a pool. -/
 def Inv (cap : Nat) (st : PoolState) : Prop := st.used + st.cached ≤ cap

@@ -32,6 +32,10 @@ structure Program where
   /-- program.py `memory_of`: each stage's memory pool (engines only), inferred from the pool
   its `growing` runs grow when the IR gives none (`infer_memory`). -/
   memoryOf : List (Option Nat) := []
+  /-- program.py `prefixes`: key ↦ (parent key, total tokens) (docs/content.md §1) -/
+  prefixes : Content.Prefixes := []
+  /-- program.py `content_blocks`: B = cap / block of each `share content` pool, none elsewhere -/
+  contentBlocks : List (Option Nat) := []
   warmup : Rat := 0
   horizon : Value := .posInf
   deriving Inhabited
@@ -116,9 +120,25 @@ def optCheck (ir : Ir) (e : Option Expr) (loc : Option Loc) : Res Unit :=
   | none => .ok ()
   | some x => checkExpr ir x loc
 
+/-- errors.py `SpecError.render` of an error with a location, for the static checks. -/
+def located (ir : Ir) (msg : String) (loc : Option Loc) : String :=
+  match loc with
+  | none => s!"error: {msg}"
+  | some l =>
+    let name := (ir.files[l.file]?).getD ("<file " ++ toString l.file ++ ">")
+    s!"{name}:{l.line}:{l.col}: error: {msg}"
+
+/-- Is every pool of a reference's range a `share content` pool? (program.py `is_content`) -/
+def allContent (contentBlocks : List (Option Nat)) (r : Ref) : Bool :=
+  (List.range r.count).all fun k => ((contentBlocks.getD (r.base + k) none).isSome)
+
+def anyContent (contentBlocks : List (Option Nat)) (r : Ref) : Bool :=
+  (List.range r.count).any fun k => ((contentBlocks.getD (r.base + k) none).isSome)
+
 /-- program.py `check_stmt`. -/
-def checkStmt (ir : Ir) (st : Located) : Res Unit := do
+def checkStmt (ir : Ir) (contentBlocks : List (Option Nat)) (st : Located) : Res Unit := do
   let loc := some st.loc
+  let poolName (i : Nat) : String := ((ir.pools[i]?).map (·.name)).getD ""
   match st.stmt with
   | .set _ e | .observe _ e => checkExpr ir e loc
   | .branch c _ _ | .while_ c _ => checkExpr ir c loc
@@ -130,6 +150,12 @@ def checkStmt (ir : Ir) (st : Located) : Res Unit := do
     for hp in h.pools do
       checkExpr ir hp.units loc
       optCheck ir hp.reserve loc
+      if let some c := hp.content then
+        if !allContent contentBlocks hp.pool then
+          throw (located ir s!"`content` on pool {poolName hp.pool.base}, which is not `share content`" loc)
+        checkExpr ir c.«prefix» loc
+        checkExpr ir c.length loc
+        checkExpr ir c.history loc
     for bd in h.bindings do checkExpr ir bd.expr loc
   | .run r mode w _ => do
     checkExpr ir w loc
@@ -139,7 +165,14 @@ def checkStmt (ir : Ir) (st : Located) : Res Unit := do
         if mode == .plain then
           throw (unsupported ir "a plain `run` on a step engine (use prefill/decode)" loc)
     | none => throw s!"run: no stage {r.base}"
-  | .grow _ u | .load _ u => checkExpr ir u loc
+  | .grow _ u => checkExpr ir u loc
+  | .load r u => do
+    checkExpr ir u loc
+    if anyContent contentBlocks r then
+      throw (located ir s!"`load` on the `share content` pool {poolName r.base} (docs/content.md §1)" loc)
+  | .drop r =>
+    if anyContent contentBlocks r then
+      throw (located ir s!"`drop` on the `share content` pool {poolName r.base} (docs/content.md §1)" loc)
   | _ => pure ()
 
 /-- A positive whole block size, or the error program.py gives. -/
@@ -179,10 +212,40 @@ def inferMemory (ir : Ir) : List (Option Nat) := Id.run do
             mem := mem.set e (some g)
   return mem
 
+/-- program.py `content_pool`: B = cap / block for a `share content` pool (docs/content.md §1),
+none elsewhere; a content pool needs a block, a cap that is a whole number of blocks, `evict lru`,
+and no `reserve held`. -/
+def contentPool (p : PoolDecl) (block : Option Nat) (cap : Nat) : Res (Option Nat) :=
+  if !p.shareContent then .ok none
+  else
+    match block with
+    | none => .error s!"error: pool {p.name}: `share content` needs a block and a cap that is a whole number of blocks"
+    | some b =>
+      if cap % b != 0 then
+        .error s!"error: pool {p.name}: `share content` needs a block and a cap that is a whole number of blocks"
+      else
+        match p.evict with
+        | .keyed _ => .error s!"error: pool {p.name}: `share content` evicts by LRU only"
+        | .lru =>
+          if p.reserveHeld then
+            .error s!"error: not supported by serq_spec yet: `reserve held` on the `share content` pool {p.name} at <unknown location>"
+          else .ok (some (cap / b))
+
+/-- program.py `prefixes`: each declared key with its parent and its total (a whole number). -/
+def prefixesOf (ir : Ir) : Res Content.Prefixes :=
+  ir.prefixes.mapM fun x =>
+    match x.total with
+    | .fin q =>
+      if q.den == 1 && decide (0 ≤ q.num) then .ok (x.key, x.after, q.num.toNat)
+      else .error s!"error: malformed IR value: prefix total {q}"
+    | v => .error s!"error: malformed IR value: prefix total {v.toWire}"
+
 /-- program.py `Program.__init__` with `check_supported`. -/
 def ofIr (ir : Ir) : Res Program := do
   let block ← ir.pools.mapM blockOf
   let caps ← ir.pools.mapM capOf
+  let prefixes ← prefixesOf ir
+  let contentBlocks ← ((ir.pools.zip block).zip caps).mapM fun ((p, b), c) => contentPool p b c
   for p in ir.pools do
     match p.evict with
     | .keyed keys => for k in keys do checkExpr ir k none
@@ -205,11 +268,11 @@ def ofIr (ir : Ir) : Res Program := do
     | .ps c => checkExpr ir c none
     | _ => pure ()
   for blk in ir.blocks do
-    for st in blk do checkStmt ir st
+    for st in blk do checkStmt ir contentBlocks st
   for g in ir.gauges do checkExpr ir g.expr none
   let engines := (List.range ir.stages.length).filter fun i =>
     ((ir.stages[i]?).map StageDecl.isStep).getD false
-  return { ir, caps, block, engines, memoryOf := inferMemory ir }
+  return { ir, caps, block, engines, memoryOf := inferMemory ir, prefixes, contentBlocks }
 
 /-- The statement at `(block, pc)`. -/
 def stmt (prog : Program) (ref : Nat × Nat) : Option Located :=
@@ -226,7 +289,9 @@ def stageKindName : StageKind → String
 
 /-- config.py `Config.__init__`: the empty configuration of a program (before step 0). -/
 def Config.new (prog : Program) : Config :=
-  { pools := prog.ir.pools.map (fun _ => ({} : PoolState))
+  { pools := (List.range prog.ir.pools.length).map (fun p =>
+      ({ content := ((prog.contentBlocks.getD p none).map fun B =>
+            Content.CState.init ((prog.block.getD p none).getD 0) B) } : PoolState))
     stages := prog.ir.stages.map fun s => ({ kind := stageKindName s.kind } : StageState) }
 
 /-! ## Events (events.py) -/

@@ -160,22 +160,50 @@ def execHold (serial : Nat) (h : Hold) (ref : Nat × Nat) (stream : DrawStream) 
 /-- sessions.py `admit`: consume the own prefix, make room, allocate, number the admission,
 enter the body. -/
 def admit (serial : Nat) (h : Hold) (ref : Nat × Nat) (stream : DrawStream) (pools units : List Nat)
-    (env : EnvM) (reserved : List Nat := []) : M Unit := do
+    (env : EnvM) (reserved : List Nat := []) (plan : List (Option (Option Content.Clause × Nat)) := [])
+    (reuseRead : Option (Option Value) := none) : M Unit := do
   let hasCache := h.cache.isSome
-  let reuse ← match h.reuse with
-    | none => pure none
-    | some r => do return some (← evaluate env r)
+  -- `reuse` is read once per admission: by the attempt when the hold has a content pool
+  let reuse ← match reuseRead with
+    | some r => pure r
+    | none =>
+      match h.reuse with
+      | none => pure none
+      | some r => do return some (← evaluate env r)
   leaveQueue (pools.headD 0) serial
   let depth := (← session serial).frames.length
   let mut hold : HoldState := { stmt := ref, pools := [], alloc := [], position := [], advanced := [],
                                 admission := 0, depth, stream }
   let mut largest := 0
+  let mut j := 0
   for (p, u) in pools.zip units do
-    let consumed ← if hasCache && (← cachesIn p) then consumeOwnPrefix p serial reuse else pure 0
+    let mut consumed := 0
+    let mut alloc := 0
+    match plan.getD j none with
+    | some (c, r) =>
+      -- a `share content` pool: touch the R hit blocks, allocate the rest from the free queue,
+      -- identify the blocks of the first u tokens (docs/content.md §3)
+      let b := (← blockOf p).getD 0
+      let (h1, bl) := hold.blocksOf j
+      let bl ← match c with
+        | some c => ContentPool.touch p c r bl
+        | none => pure bl
+      let bl ← ContentPool.allocate p (roundupBlock u (some b) / b - r) bl
+      ContentPool.identify p c bl u
+      hold := { (h1.setBlocks j bl) with
+                content := h1.content ++ List.replicate (j - h1.content.length) none ++ [c] }
+      consumed := r * b
+      alloc := bl.length * b
+    | none =>
+      consumed ← if hasCache && (← cachesIn p) then consumeOwnPrefix p serial reuse else pure 0
+      alloc := roundupBlock u (← blockOf p)
+      makeRoom p alloc
+      let ps ← pool p
+      setPool p { ps with used := ps.used + alloc }
     largest := max largest consumed
-    let alloc := roundupBlock u (← blockOf p)
-    makeRoom p alloc
-    setPool p (Pool.allocate (← pool p) serial alloc)
+    let ps ← pool p
+    setPool p { ps with holders := ps.holders ++ [serial], admissions := ps.admissions + 1 }
+    j := j + 1
     hold := { hold with pools := hold.pools ++ [p], alloc := hold.alloc ++ [alloc],
                         position := hold.position ++ [consumed], advanced := hold.advanced ++ [false],
                         reserved := hold.reserved ++ [reserved.getD hold.reserved.length 0] }
@@ -207,19 +235,43 @@ inductive Attempt where
   | rejected
   deriving DecidableEq, Inhabited
 
-/-- sessions.py `try_admit`: bindings, units, reserves read now; `admitted` if every pool fits,
-else `blocked` (it waits at the head) — or `rejected` when some pool's need exceeds the pool's
-cap and the exceeding amount reads only attributes, bindings and numbers (the test of
-`holdRejected`): it can never fit (docs/spec.md "A hold that can never fit").
-Inside engine E's admission (`ictx`) `budget_left(E)` is the budget left and the schedule's
-`let`s are visible. -/
-def tryAdmit (serial : Nat) (ictx : Option IterCtx := none) : M Attempt := do
+/-- sessions.py `content_hits`: per pool item of the hold, its `content (p, n, h)` read now,
+before the bindings, and its hit `k`, which `cachedin` reads during the attempt; `(none, 0)` for
+an item without a `content` clause. -/
+def contentHits (h : Hold) (env : EnvM) (loc : Option Loc) : M (List (Option Content.Clause × Nat)) := do
+  let mut out : List (Option Content.Clause × Nat) := []
+  for hp in h.pools do
+    match hp.content with
+    | none => out := out ++ [(none, 0)]
+    | some cd =>
+      let p ← resolveRef env hp.pool.base hp.pool.count hp.pool.index
+      let cp ← evaluate env cd.«prefix»
+      let cn ← evaluate env cd.length
+      let ch ← evaluate env cd.history
+      let c : Content.Clause := (cp, cn, ch)
+      ContentPool.checkContent p c loc
+      let k ← ContentPool.hit p (some c)
+      let b := (← blockOf p).getD 0
+      modify fun st => { st with attempt := st.attempt.map fun (who, hits) =>
+        (who, (p, k * b) :: hits.filter (·.1 != p)) }
+      out := out ++ [(some c, k)]
+  return out
+
+/-- sessions.py `reused_blocks`: R = min(k, ⌊ρ/b⌋); ρ absent or +inf: k; ρ below one block: 0. -/
+def reusedBlocks (k : Nat) (reuse : Option Value) (b : Nat) : Nat :=
+  match reuse with
+  | none => k
+  | some .posInf => k
+  | some .negInf => 0
+  | some (.fin q) =>
+    let f := (q / (b : Rat)).floor
+    if f < 0 then 0 else min k f.toNat
+
+/-- sessions.py `attempt`: the body of `try_admit`, with the attempt's hits set for `cachedin`. -/
+def attempt (serial : Nat) (h : Hold) (ref : Nat × Nat) (stream : DrawStream) (loc : Option Loc)
+    (env : EnvM) : M Attempt := do
   let prog ← getProg
-  let (h, ref, stream, loc) ← pendingHold serial
-  let env : EnvM := match ictx with
-    | some ic => { session := some serial, stream, loc, engine := some ic.engine, ictx := some ic,
-                   admitLeft := some (ic.engine, ic.left) }
-    | none => { session := some serial, stream, loc }
+  let hits ← contentHits h env loc
   let saved := (← session serial).attrs
   -- the slots a static amount may read: attributes, and bindings of static expressions
   let mut static := List.range prog.ir.attrs.length
@@ -252,13 +304,54 @@ def tryAdmit (serial : Nat) (ictx : Option IterCtx := none) : M Attempt := do
       leaveQueue (pools.headD 0) serial
       reject serial p
       return .rejected
-  for (p, mine) in pools.zip amounts do
+  let mut reuseRead : Option (Option Value) := none
+  let mut onContent := false
+  for p in pools do
+    if (← isContent p) then onContent := true
+  if onContent then
+    reuseRead := some (← match h.reuse with
+      | none => pure none
+      | some r => do return some (← evaluate env r))
+  let reuse := reuseRead.getD none
+  let mut plan : List (Option (Option Content.Clause × Nat)) := []
+  for ((p, mine), (c, k)) in (pools.zip amounts).zip hits do
     let need := (mine.map (·.2)).foldl max 0
-    let held ← if (← poolDecl p).reserveHeld then heldReservations p else pure 0
-    if (← pool p).used + held + roundupBlock need (← blockOf p) > (← capOf p) then
-      return .blocked   -- cached units never block
-  admit serial h ref stream pools units env reserved
+    if (← isContent p) then
+      -- vLLM's get_num_blocks_to_allocate against get_num_free_blocks: the R reused blocks that
+      -- nobody references (E) leave the free queue too
+      let b := (← blockOf p).getD 0
+      let r := reusedBlocks k reuse b
+      let e ← match c with
+        | some c => ContentPool.unreferencedHits p c r
+        | none => pure 0
+      let n := roundupBlock need (some b) / b - r
+      plan := plan ++ [some (c, r)]
+      if n + e > (← ContentPool.freeBlocks p) then return .blocked
+    else
+      plan := plan ++ [none]
+      let held ← if (← poolDecl p).reserveHeld then heldReservations p else pure 0
+      if (← pool p).used + held + roundupBlock need (← blockOf p) > (← capOf p) then
+        return .blocked   -- cached units never block
+  admit serial h ref stream pools units env reserved plan reuseRead
   return .admitted
+
+/-- sessions.py `try_admit`: bindings, units, reserves read now; `admitted` if every pool fits,
+else `blocked` (it waits at the head) — or `rejected` when some pool's need exceeds the pool's
+cap and the exceeding amount reads only attributes, bindings and numbers (the test of
+`holdRejected`): it can never fit (docs/spec.md "A hold that can never fit").
+Inside engine E's admission (`ictx`) `budget_left(E)` is the budget left and the schedule's
+`let`s are visible. -/
+def tryAdmit (serial : Nat) (ictx : Option IterCtx := none) : M Attempt := do
+  let (h, ref, stream, loc) ← pendingHold serial
+  let env : EnvM := match ictx with
+    | some ic => { session := some serial, stream, loc, engine := some ic.engine, ictx := some ic,
+                   admitLeft := some (ic.engine, ic.left) }
+    | none => { session := some serial, stream, loc }
+  -- `cachedin` of a content pool reads this attempt's hits (config.py `Config.attempt`)
+  modify fun st => { st with attempt := some (serial, []) }
+  let out ← attempt serial h ref stream loc env
+  modify fun st => { st with attempt := none }
+  return out
 
 /-- sessions.py `first_token`: the first completion of a prefill run inside the request's hold. -/
 def firstToken (serial : Nat) : M Unit := do
@@ -480,12 +573,11 @@ def retryGrowers (p : Nat) : M Unit := do
     let i := h.slot p
     let need := target - h.alloc.getD i 0
     if st.used + need > (← capOf p) then break
-    makeRoom p need
+    addUnits p serial k i need
     let st ← pool p
-    setPool p { st with used := st.used + need, growers := st.growers.drop 1 }
+    setPool p { st with growers := st.growers.drop 1 }
     let s ← session serial
-    let h := s.holds.getD k default
-    let s := { s with holds := s.holds.set k { h with alloc := h.alloc.set i target }, growth := none }
+    let s := { s with growth := none }
     match s.job with
     | some j => setSession { s with status := .stage j.stage }
     | none =>

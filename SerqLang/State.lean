@@ -53,6 +53,9 @@ structure Ctx where
 structure St where
   cfg : Config
   records : Records := {}
+  /-- config.py `Config.attempt`: during an admission attempt, the session and per content pool
+  the hit it reads as `cachedin` (docs/content.md §3); not part of the state -/
+  attempt : Option (Nat × List (Nat × Nat)) := none
   deriving Inhabited
 
 /-- The classes of errors.py: `SpecError` itself, its subclasses `NotSupported` and

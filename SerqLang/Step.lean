@@ -164,14 +164,43 @@ def sortEntries (es : List Entry) : List Entry :=
     | x :: xs => if Pool.before e x then e :: x :: xs else x :: ins e xs
   es.foldl (fun acc e => ins e acc) []
 
-/-- trace.py `pool_json` (`rejected` present only when > 0, docs/state.md POOL). -/
-def poolJson (prog : Program) (p : Nat) (st : PoolState) : CJ :=
+/-- Insert into a list sorted by its string key. -/
+def insertByKey (kv : String × CJ) : List (String × CJ) → List (String × CJ)
+  | [] => [kv]
+  | x :: xs => if decide (kv.1 < x.1) then kv :: x :: xs else x :: insertByKey kv xs
+
+/-- trace.py `content_json`: the keys of a `share content` pool (docs/content.md §5) — the free
+queue, every block referenced or identified, the identity map sorted by the canonical JSON of the
+identity, and every holder's block list (a session holding the pool in nested holds is listed
+once per hold, outermost first). -/
+def contentJson (cfg : Config) (p : Nat) (st : PoolState) (cs : Content.CState) : List (String × CJ) :=
+  let blocks := (((List.range cs.refs.length).zip (cs.refs.zip cs.ident)).filter
+      (fun (_, r, x) => decide (r > 0) || x.isSome)).map
+      (fun (b, r, x) => CJ.arr [.nat b, .nat r, CJ.opt Content.Ident.toJson x])
+  let idmap := ((cs.idmap.map fun (k, v) => ((k.toJson).render, CJ.arr [k.toJson, CJ.nats v])).foldl
+      (fun acc kv => insertByKey kv acc) []).map (·.2)
+  let held := (st.holders.foldl (fun (acc : List CJ × List (Nat × Nat)) serial =>
+      let k := (List.lookup serial acc.2).getD 0
+      let seen := (serial, k + 1) :: acc.2.filter (·.1 != serial)
+      let holds := (cfg.sessions.getD serial default).holds.filter (·.pools.contains p)
+      let bl := match holds[k]? with
+        | some h => (h.blocksOf (h.slot p)).2
+        | none => []
+      (acc.1 ++ [CJ.arr [.nat serial, CJ.nats bl]], seen)) ([], [])).1
+  [("free_queue", CJ.nats cs.free), ("blocks", .arr blocks), ("idmap", .arr idmap), ("held", .arr held)]
+
+/-- trace.py `pool_json` (`rejected` present only when > 0, docs/state.md POOL; the content keys
+on a `share content` pool). -/
+def poolJson (prog : Program) (cfg : Config) (p : Nat) (st : PoolState) : CJ :=
   .obj ([("name", .str (((prog.ir.pools[p]?).map (·.name)).getD "")), ("used", .nat st.used),
-         ("cached", .nat st.cached), ("queue", CJ.nats (st.queue.map (·.serial))),
+         ("cached", .nat (st.cached + st.contentCached)), ("queue", CJ.nats (st.queue.map (·.serial))),
          ("holders", CJ.nats st.holders), ("growers", CJ.nats st.growers),
          ("entries", .arr ((sortEntries st.entries).map Entry.toJson)),
          ("preemptions", .nat st.preemptions)]
-        ++ (if st.rejected > 0 then [("rejected", .nat st.rejected)] else []))
+        ++ (if st.rejected > 0 then [("rejected", .nat st.rejected)] else [])
+        ++ (match st.content with
+            | some cs => contentJson cfg p st cs
+            | none => []))
 
 /-- trace.py `ps_line_rate`: the per-job rate of ps stage `i` since its clock was last
 advanced, for the line only (printing a line never changes the state). A capacity that cannot
@@ -247,7 +276,7 @@ def recordsJson (r : Records) : CJ :=
 def stateLine (prog : Program) (w : Workload) (cfg : Config) (recs : Records) (ev : Option Event)
     (k : Nat) : Res CJ := do
   let (stages, _) ← runM prog w cfg ((List.range cfg.stages.length).mapM stageJson)
-  let pools := (List.range cfg.pools.length).zip cfg.pools |>.map fun (p, st) => poolJson prog p st
+  let pools := (List.range cfg.pools.length).zip cfg.pools |>.map fun (p, st) => poolJson prog cfg p st
   return .obj [("step", .nat k), ("event", eventJson prog ev), ("now", ratJ cfg.now),
                ("pools", .arr pools), ("stages", .arr stages),
                ("sessions", .arr (cfg.sessions.map fun s => CJ.arr [.nat s.serial, .str (statusJson prog s)])),

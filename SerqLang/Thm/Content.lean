@@ -155,7 +155,7 @@ theorem identifyOne_length (st : CState) (i : Nat) (id : Ident) :
 
 /-! ## Every block is referenced or in the free queue -/
 
-theorem init_inv (B : Nat) : Inv (CState.init B) := by
+theorem init_inv (b B : Nat) : Inv (CState.init b B) := by
   intro i hi
   have hB : i < B := by
     have h2 : i < (zeros B).length := hi
@@ -356,7 +356,7 @@ theorem nodup_seqFrom : ∀ (n s : Nat), Nodup (seqFrom s n)
     have := ge_of_inQ_seqFrom n (s + 1) s h
     omega
 
-theorem init_freeInv (B : Nat) : FreeInv (CState.init B) := by
+theorem init_freeInv (b B : Nat) : FreeInv (CState.init b B) := by
   show (∀ i, inQ i (seqFrom 0 B) → nth (zeros B) i = 0) ∧ Nodup (seqFrom 0 B)
   exact And.intro (fun i _ => nth_zeros B i) (nodup_seqFrom B 0)
 

@@ -182,11 +182,14 @@ abbrev Clause := Value × Value × Value
 `p`'s chain whose total reaches `(j+1)·b`; else `["h", h, j]`. -/
 def identity (pre : Prefixes) (c : Clause) (j b : Nat) : Ident :=
   let (p, n, h) := c
+  -- the root-most prefix on p's chain that reaches block j (`none` is not reached:
+  -- `check_content` made n ≤ total(p))
+  let root := (chainOf pre (pre.length + 1) p).reverse.find? fun x =>
+    decide ((j + 1) * b ≤ ((prefixOf? pre x).map (·.2)).getD 0)
   if Value.le (Value.ofNat ((j + 1) * b)) n then
-    let chain := chainOf pre (pre.length + 1) p
-    match chain.reverse.find? (fun x => decide ((j + 1) * b ≤ ((prefixOf? pre x).map (·.2)).getD 0)) with
-    | some a => .pre a j
-    | none => .hist h j   -- not reached: `check_content` made n ≤ total(p)
+    (match root with
+     | some a => .pre a j
+     | none => .hist h j)
   else .hist h j
 
 /-- The count of leading blocks `k, k+1, …` whose identities are all in the map. -/

@@ -19,8 +19,12 @@ For a content pool of `B` blocks of `b` units (`B = refs.length`):
   `reference_freeInv`, `evictIdent_freeInv`, `allocOne_freeInv`, `identifyOne_freeInv`, and
   `releaseOne_freeInv` for a block that is referenced; `head_free`: the block `allocOne` hands
   out had no reference.
+* The several-block operations the step calls (content.py `touch`, `allocate`, `identify`,
+  `release`): `touchBlocks_inv`, `allocateBlocks_inv`, `identifyBlocks_inv`, `releaseBlocks_inv`,
+  and `touchBlocks_freeInv`, `allocateBlocks_freeInv`, `identifyBlocks_freeInv`.
 
-Core tactics only (`intro`, `cases`, `by_cases`, `rw`, `split`, `omega`, `show`, `refine`),
+Core tactics only (`intro`, `cases`, `by_cases`, `rw`, `split`, `omega`, `show`, `refine`,
+`obtain`, `simp only`, `dsimp only`),
 over the definitions of `SerqLang.Content` and the lemmas below. No `sorry`, no axiom of ours.
 -/
 

@@ -173,7 +173,7 @@ partial def admitWaiting (ic : IterCtx) (only wh : Option Expr) (cap : Tok) : M 
 /-- The first resident prefill not served yet and not stalled in a growth. -/
 def firstPrefill (ic : IterCtx) : M (Option Job) := do
   for j in (← stage ic.engine).jobs do
-    if j.mode == "prefill" && !ic.served.contains j.serial then
+    if j.mode != "decode" && !ic.served.contains j.serial then
       match (← session j.serial).status with
       | .growing _ => pure ()
       | _ => return some j

@@ -108,7 +108,8 @@ def engineValue (env : EnvM) (name : String) : M Value := do
   else if name == "running.kv_decode" then
     return ofN (sumNat (← (jobs.filter (·.mode == "decode")).mapM (memoryAlloc e)))
   else if name == "running.kv_prefill" then
-    return ofN (sumNat (← (jobs.filter (·.mode == "prefill")).mapM (memoryAlloc e)))
+    -- a plain run counts as a prefill
+    return ofN (sumNat (← (jobs.filter (·.mode != "decode")).mapM (memoryAlloc e)))
   else if name == "running.preempted" then return ofN ((env.ictx.map (·.preempted)).getD 0)
   else if name == "waiting.count" then
     let ps ← admittedPools e
@@ -118,24 +119,24 @@ def engineValue (env : EnvM) (name : String) : M Value := do
   else if name == "waiting.admitted" then return ofN ((env.ictx.map (·.admitted)).getD 0)
   else if name == "batch.tokens" then return ofN (sumNat (assign.map (·.tokens)))
   else if name == "batch.prefilled" then
-    return ofN (sumNat ((assign.filter (·.mode == "prefill")).map (·.tokens)))
+    return ofN (sumNat ((assign.filter (·.mode != "decode")).map (·.tokens)))
   else if name == "batch.decoding" then return ofN (assign.filter (·.mode == "decode")).length
   else if name == "batch.kv_decode" || name == "batch.kv_prefill" then
-    let mode := if name == "batch.kv_decode" then "decode" else "prefill"
+    let decode := name == "batch.kv_decode"
     -- modes by serial: the last assignment of a serial wins (a dict in engine.py)
     let mut total := 0
     let mut seen : List Nat := []
     for a in assign.reverse do
       if !seen.contains a.serial then
         seen := a.serial :: seen
-        if a.mode == mode then
+        if (a.mode == "decode") == decode then
           if let some j := jobs.find? (·.serial == a.serial) then
             total := total + (← memoryAlloc e j)
     return ofN total
   else if name == "batch.attention" then
     let mut total : Rat := 0
     for a in assign do
-      if a.mode == "prefill" then
+      if a.mode != "decode" then
         let k : Rat := ((a.posBefore.getD 0 : Nat) : Rat)
         let t : Rat := ((a.tokens : Nat) : Rat)
         total := total + t * (k + t / 2)

@@ -1,7 +1,7 @@
 /-
 Copyright (c) 2026 The serQ authors. Released under the Apache 2.0 license.
 -/
-import SerqLang.Holds
+import SerqLang.Stages
 
 /-!
 # Growth and preemption (python/serq_spec/growth.py, language.md §11.7)
@@ -109,7 +109,8 @@ def setPosition (serial p pos : Nat) : M Unit := do
     setSession { s with holds := s.holds.set k h }
 
 /-- growth.py `detach_free`: a victim that is no engine resident — a ready session leaves
-`ready`, one queued for a nested hold leaves that queue; a job of a fifo or ps stage is refused. -/
+`ready`, one queued for a nested hold leaves that queue, a job of a fifo or ps stage leaves it
+(`withdrawJob`; a delay job is no candidate). -/
 def detachFree (v : Nat) : M Unit := do
   let s ← session v
   match s.status with
@@ -117,38 +118,43 @@ def detachFree (v : Nat) : M Unit := do
   | .queued q =>
     leaveQueue q v
     modifySession v fun s => { s with pending := none }
-  | .stage k =>
-    let d ← stageDecl k
-    let kind := match d.kind with
-      | .fifo _ => "fifo"
-      | .ps _ => "ps"
-      | .delay => "delay"
-      | .step _ => "step"
-    notSupported s!"preemption of a holder in {kind} stage {d.name}"
+  | .stage _ =>
+    match s.job with
+    | some j => withdrawJob j
+    | none => internalError s!"internal: session {v} on a stage without a job"
+    modifySession v fun s => { s with job := none }
   | _ => pure ()
 
-/-- growth.py `detach_resident`: an engine resident victim leaves the iteration being formed. -/
+/-- growth.py `leave_batch`: remove v's (first) assignment from a batch, its position back to
+before its chunk; the batch without it and the assignment removed, if any. -/
+def leaveBatch (v : Nat) (job : Job) (assign : List Assign) : M (List Assign × Option Assign) := do
+  match assign.findIdx? (·.serial == v) with
+  | none => return (assign, none)
+  | some idx =>
+    let a := assign.getD idx default
+    if let some pb := a.posBefore then
+      if let some g := job.growing then setPosition v g pb
+    return (assign.eraseIdx idx, some a)
+
+/-- growth.py `detach_resident`: an engine resident victim leaves the batch it is in. A victim
+already served in the iteration being formed returns its tokens to the budget; a resident of an
+iteration in flight leaves that batch, whose cost and end stay. Either way its position goes
+back to before its chunk. -/
 def detachResident (v : Nat) (job : Job) (ictx : Option IterCtx) : M (Option IterCtx) := do
-  let est ← stage job.stage
-  let mut ictx := ictx
   match ictx with
   | some ic =>
     if ic.engine == job.stage then
-      let mut ic := ic
-      for a in ic.assign do
-        if a.serial == v then
-          ic := { ic with assign := ic.assign.filter (·.serial != v),
-                          left := match ic.left with
-                            | .inf => .inf
-                            | .n l => .n (l + a.tokens) }
-          if let some pb := a.posBefore then
-            if let some g := job.growing then setPosition v g pb
-      ictx := some ic
-    else if (est.iteration.map (fun it => it.assign.any (·.serial == v))).getD false then
-      notSupported "preemption of a resident of another engine's iteration in flight"
-  | none =>
-    if (est.iteration.map (fun it => it.assign.any (·.serial == v))).getD false then
-      notSupported "preemption of a resident of another engine's iteration in flight"
+      let (rest, a?) ← leaveBatch v job ic.assign.toList
+      let left := match a?, ic.left with
+        | some a, .n l => Tok.n (l + a.tokens)
+        | _, l => l
+      return some { ic with assign := rest.toArray, left }
+  | none => pure ()
+  let est ← stage job.stage
+  if let some it := est.iteration then
+    let (rest, _) ← leaveBatch v job it.assign
+    let est ← stage job.stage
+    setStage job.stage { est with iteration := some { it with assign := rest } }
   return ictx
 
 /-- growth.py `preempt`: computed, stuck, detach, release caching to the position, requeue. -/

@@ -118,6 +118,12 @@ def dropEntry (p : Nat) (owner : Int) : M Unit := do
 
 /-- pools.py `consume_own_prefix`. -/
 def consumeOwnPrefix (p serial : Nat) (reuseLimit : Option Value) : M Nat := do
+  -- pools.py keeps min(size, max(0, ρ)) without a block size: non-whole when ρ is, below the size
+  if let some (.fin q) := reuseLimit then
+    if (← blockOf p).isNone && q.den != 1 && decide (0 < q) then
+      if let some e := Pool.entryOf (← pool p) serial then
+        if decide (q < (e.size : Rat)) then
+          specError s!"reuse ({q}) keeps a non-whole prefix of pool {← poolName p}, outside the Lean semantics (its pool amounts are whole numbers)"
   let cfg ← getCfg
   let (st, consumed, dead) :=
     Pool.consumeOwnPrefix (← blockOf p) (← pool p) serial reuseLimit cfg.counters.nextDead
@@ -158,10 +164,7 @@ def addUnits (p serial k i need : Nat) : M Unit := do
 def unitsInt (v : Value) (what : String) (loc : Option Loc) : M Nat := do
   match Pool.unitsInt v what with
   | .ok n => return n
-  | .error e =>
-    if e.startsWith "not supported" then
-      notSupported s!"a non-integer pool amount ({what} = {v.toWire})" loc
-    else specError e loc
+  | .error e => specError e loc
 
 /-- pools.py `release_hold`: release every pool of the hold, caching per its `cache` clause. -/
 def releaseHold (serial : Nat) (hold : HoldState) (preempted : Bool) : M Unit := do
@@ -187,12 +190,17 @@ def releaseHold (serial : Nat) (hold : HoldState) (preempted : Bool) : M Unit :=
     if let some ell := ell then
       if (← cachesIn p) then
         let computed := if hold.advanced.getD i false || preempted then hold.position.getD i 0 else alloc
+        -- −inf when ℓ is −inf: nothing kept; else rounded down to a whole block
         let amount := Value.minV ell (Value.ofNat computed)
-        let amount := if amount.isInf then Value.ofNat computed else amount
-        let whole : Nat := match amount.floorV with
-          | .fin q => if q.num < 0 then 0 else q.num.toNat
-          | _ => 0
-        kept := rounddownBlock whole (← blockOf p)
+        let blk ← blockOf p
+        let pname ← poolName p
+        kept ← match amount, blk with
+          | .fin q, some b => pure (if q ≤ 0 then 0 else (q / (b : Rat)).floor.toNat * b)
+          | .fin q, none =>
+            if q ≤ 0 then pure 0
+            else if q.den == 1 then pure q.num.toNat
+            else specError s!"cache ({q}) keeps a non-whole amount of pool {pname}, outside the Lean semantics (its pool amounts are whole numbers)"
+          | _, _ => pure 0
         if kept > 0 then insertEntry p serial kept
     let name ← poolName p
     modifyRec fun r => { r with released := r.released.push (.arr [.nat serial, .str name, .nat kept]) }

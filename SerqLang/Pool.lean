@@ -251,7 +251,7 @@ def unitsInt (v : Value) (what : String) : Res Nat :=
   match v with
   | .fin q =>
     if q < 0 then .error s!"{what} is negative ({v.toWire})"
-    else if q.den != 1 then .error s!"not supported by SerqLang yet: a non-integer pool amount ({what} = {v.toWire})"
+    else if q.den != 1 then .error s!"{what} = {v.toWire}: a non-whole pool amount is outside the Lean semantics (its pool amounts are whole numbers)"
     else .ok q.num.toNat
   | _ => .error s!"{what} is infinite"
 

@@ -63,6 +63,11 @@ def unsupportedSched (ir : Ir) (construct : String) : String :=
   let main := (ir.files[0]?).getD "<file 0>"
   s!"error: not supported by serq_spec yet: {construct} at {main} (the IR gives no line for this construct)"
 
+/-- A `SpecError` located by program.py `sched_at` (errors.py `where` with line "?"). -/
+def schedError (ir : Ir) (msg : String) : String :=
+  let main := (ir.files[0]?).getD "<file 0>"
+  s!"{main} (the IR gives no line for this construct): error: {msg}"
+
 /-- program.py `check_expr`. -/
 partial def checkExpr (ir : Ir) (e : Expr) (loc : Option Loc) : Res Unit := do
   match e with
@@ -108,8 +113,9 @@ partial def checkSchedule (ir : Ir) (stmts : List Sched) (name : String) : Res U
     | .admit only wh each => do
       if let some x := only then
         if readsJob x then
-          throw (unsupportedSched ir (s!"a per-request key (`decoding`, `admission`, `remaining`) in " ++
-            s!"`admit waiting only (…)` of engine {name}: a waiting head has no run yet"))
+          -- language.md §4.5: the per-request keys are those of a resident's run
+          throw (schedError ir (s!"a per-request key (`decoding`, `admission`, `remaining`) in " ++
+            s!"`admit waiting only (…)` of engine {name}: a waiting head has no run"))
         checkExpr ir x none
       if let some x := wh then checkExpr ir x none
       if let some x := each then checkExpr ir x none
@@ -157,14 +163,13 @@ def checkStmt (ir : Ir) (contentBlocks : List (Option Nat)) (st : Located) : Res
         checkExpr ir c.length loc
         checkExpr ir c.history loc
     for bd in h.bindings do checkExpr ir bd.expr loc
-  | .run r mode w _ => do
+  | .run r _ w g => do
+    -- a growing run advances a position by the tokens an engine serves: it needs a step stage
+    if g.isSome then
+      if (List.range r.count).any (fun k => !(((ir.stages[r.base + k]?).map StageDecl.isStep).getD false)) then
+        let sname := ((ir.stages[r.base]?).map (·.name)).getD ""
+        throw (located ir s!"`growing` needs an engine (a step stage), not stage {sname}" loc)
     checkExpr ir w loc
-    match ir.stages[r.base]? with
-    | some sd =>
-      if let .step _ := sd.kind then
-        if mode == .plain then
-          throw (unsupported ir "a plain `run` on a step engine (use prefill/decode)" loc)
-    | none => throw s!"run: no stage {r.base}"
   | .grow _ u => checkExpr ir u loc
   | .load r u => do
     checkExpr ir u loc
@@ -175,14 +180,20 @@ def checkStmt (ir : Ir) (contentBlocks : List (Option Nat)) (st : Located) : Res
       throw (located ir s!"`drop` on the `share content` pool {poolName r.base} (docs/content.md §1)" loc)
   | _ => pure ()
 
-/-- A positive whole block size, or the error program.py gives. -/
+/-- A positive whole block size; program.py's error for a block that is not positive and finite,
+and SerqLang's for a non-whole one (serq_spec takes pool amounts exact; SerqLang's are whole
+numbers, docs/lean.md). -/
 def blockOf (p : PoolDecl) : Res (Option Nat) :=
   match p.block with
   | none => .ok none
-  | some (.fin q) =>
-    if q.den == 1 && decide (0 < q.num) then .ok (some q.num.toNat)
-    else .error s!"error: not supported by serq_spec yet: pool {p.name} with a non-integer block {q} at <unknown location>"
-  | some v => .error s!"error: not supported by serq_spec yet: pool {p.name} with a non-integer block {v.toWire} at <unknown location>"
+  | some v =>
+    match v with
+    | .fin q =>
+      if q ≤ 0 then .error s!"error: pool {p.name}: block must be positive and finite, got {v.toWire}"
+      else if q.den != 1 then
+        .error s!"error: pool {p.name}: a non-whole block {v.toWire} is outside the Lean semantics (its pool amounts are whole numbers)"
+      else .ok (some q.num.toNat)
+    | _ => .error s!"error: pool {p.name}: block must be positive and finite, got {v.toWire}"
 
 /-- A whole cap as a natural; a non-integer cap is refused as in program.py, a negative or an
 infinite one by SerqLang. -/
@@ -190,7 +201,7 @@ def capOf (p : PoolDecl) : Res Nat :=
   match p.cap with
   | .fin q =>
     if q.den != 1 then
-      .error s!"error: not supported by serq_spec yet: pool {p.name} with a non-integer cap {q} at <unknown location>"
+      .error s!"error: pool {p.name}: a non-whole cap {q} is outside the Lean semantics (its pool amounts are whole numbers)"
     else if q.num < 0 then .error s!"pool {p.name}: a negative cap {q}"
     else .ok q.num.toNat
   | v => .error s!"error: not supported by SerqLang yet: pool {p.name} with an infinite cap {v.toWire} at <unknown location>"

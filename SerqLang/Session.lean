@@ -1,7 +1,7 @@
 /-
 Copyright (c) 2026 The serQ authors. Released under the Apache 2.0 license.
 -/
-import SerqLang.Stages
+import SerqLang.Growth
 
 /-!
 # Sessions (python/serq_spec/sessions.py, language.md §11.3–§11.4)
@@ -132,12 +132,11 @@ def holdRejected (serial : Nat) (h : Hold) (stream : DrawStream) (loc : Option L
       if let some e := e? then
         if staticExpr e static then
           let x ← evalInSession serial e stream loc
-          let x ← match x with
-            | .fin q =>
-              if q.den == 1 && decide (0 ≤ q.num) then
-                pure (Value.ofNat (roundupBlock q.num.toNat blk))
-              else pure x
-            | _ => pure x
+          -- rounded up to a whole block (exact for a non-whole amount)
+          let x ← match x, blk with
+            | .fin q, some b =>
+              if decide (0 ≤ q) then pure (Value.fin (((q / (b : Rat)).ceil : Rat) * (b : Rat))) else pure x
+            | _, _ => pure x
           if Value.lt (Value.ofNat cap) x then
             modifySession serial fun s => { s with attrs := saved }
             reject serial p
@@ -446,12 +445,12 @@ def execRun (serial : Nat) (sref : Ref) (mode : RunMode) (workE : Expr) (growing
   let isStep := d.isStep
   let mut left : Work := .value w
   if isStep then
-    if q.den != 1 then notSupported s!"non-integer work {w.toWire} on a step engine" loc
+    -- tokens are whole, like `tokens cap` and `each at most`
+    if q.den != 1 then specError s!"engine {d.name}: run work must be a whole number of tokens, got {w.toWire}" loc
     left := .tokens q.num.toNat
     if let some g := growing then
       if (holdOf (← session serial) g).isNone then
         specError s!"a run growing pool {← poolName g} outside a hold of it" loc
-  else if growing.isSome then notSupported "`growing` on a non-step stage" loc
   if q == 0 then
     modifyRec fun r => { r with finished := r.finished.push (.arr [.str d.name, .nat serial]) }
     if mode == .prefill then firstToken serial

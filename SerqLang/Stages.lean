@@ -1,7 +1,7 @@
 /-
 Copyright (c) 2026 The serQ authors. Released under the Apache 2.0 license.
 -/
-import SerqLang.Growth
+import SerqLang.Holds
 
 /-!
 # Non-step stages (python/serq_spec/stages.py) and engine residents (engine.py `add_resident`)
@@ -109,6 +109,36 @@ def finishJob (s serial : Nat) : M Unit := do
     modifyCfg fun c => { c with ready := c.ready ++ [serial] }
   else
     setSession { sess with job := none }
+
+/-- Remove the first job of `serial` (Python's `list.remove`). -/
+def removeJob (serial : Nat) (jobs : List Job) : List Job :=
+  jobs.eraseIdx ((jobs.findIdx? (·.serial == serial)).getD jobs.length)
+
+/-- stages.py `withdraw_job`: a preempted holder leaves its fifo or ps stage (§11.7); its work is
+dropped. fifo: a waiting job leaves the queue; a job in service leaves it, its `finish` is
+withdrawn and the server takes the next waiting job. ps: the clock is advanced to now with the
+rate in effect, the job and its tag go, and the stage reschedules at the end of the step. -/
+def withdrawJob (job : Job) : M Unit := do
+  let s := job.stage
+  let st ← stage s
+  if st.kind == "fifo" then
+    if st.waiting.any (·.serial == job.serial) then
+      setStage s { st with waiting := removeJob job.serial st.waiting }
+    else
+      let st := { st with jobs := removeJob job.serial st.jobs, finish := dictDel job.serial st.finish }
+      setStage s st
+      modifyCfg fun c => withdrawEvent c "finish" (.stageSerial s job.serial)
+      match st.waiting with
+      | [] => pure ()
+      | w :: rest =>
+        setStage s { st with waiting := rest }
+        beginFifoService s w
+  else if st.kind == "ps" then
+    advanceVirtualClock s
+    let st ← stage s
+    setStage s { st with jobs := removeJob job.serial st.jobs, tags := dictDel job.serial st.tags,
+                         dirty := true }
+  else specError s!"withdraw_job on a {st.kind} stage"
 
 /-- stages.py `reschedule_ps`: withdraw the stage's pending departure, schedule the next one. -/
 def reschedulePs (s : Nat) : M Unit := do

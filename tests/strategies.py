@@ -34,8 +34,8 @@ VLLM = """\
 def reusable(x, b) {{ floor((x - 1) / b) * b }}
 
 fn main() {{
-  device acc {{ kv cap {blocks} * {bs}; }}
-  pool kv on acc {{ block {bs}; evict {evict}; preempt {preempt}; }}
+{prefixes}  device acc {{ kv cap {blocks} * {bs}; }}
+  pool kv on acc {{ block {bs}; evict {evict}; preempt {preempt};{share} }}
   engine eng on acc {{
     reqs cap {slots};
     tokens cap {budget};{granule}
@@ -57,7 +57,7 @@ fn main() {{
       let lim = running.count + waiting.count > 1 ? {chunk} : inf;
       advance running{order} each at most (lim);
       admit waiting while (running.preempted == 0) each at most (lim)
-        taking reqs (1), kv (min(known, reused + budget_left(eng))) reserve (known);
+        taking reqs (1), kv (min(known, reused + budget_left(eng))){content} reserve (known){reuse};
     }}
     execute ({cost});
   }}
@@ -91,7 +91,11 @@ fn main() {{
 
 
 @st.composite
-def vllm_programs(draw) -> Case:
+def vllm_programs(draw, content: bool = False) -> Case:
+    """With `content` the KV pool is `share content` (docs/content.md): a prefix tree of one or two
+    shared system prompts, sessions 0 and 1 on the first, the others on the second (its child), the
+    rest of each prompt the session's own history; without it the draws and the text are exactly
+    those of before (the lockstep tests replay them)."""
     sessions = draw(st.sampled_from([4, 3, 2, 1]))
     bs = draw(st.sampled_from([16, 4, 1]))
     maxp = draw(st.integers(1, 100))
@@ -100,6 +104,12 @@ def vllm_programs(draw) -> Case:
     # each turn's prompt extends the conversation (the seed's structure), so a session's cached
     # prefix is always a prefix of its next prompt
     longest = turns * (maxp + maxo)
+    shared = ""
+    if content:
+        roots = draw(st.integers(0, 3 * bs + 2))
+        child = draw(st.integers(0, 2 * bs + 1))
+        shared = f"(serial < 2 ? {roots} : {roots + child})"
+        longest += roots + child
     blocks = ceil(longest / bs) + 1 + draw(st.sampled_from([0, 0, 1, 2, 8]))
     cost = draw(st.one_of(
         st.just("1"),
@@ -109,7 +119,7 @@ def vllm_programs(draw) -> Case:
         bs=bs, blocks=blocks, slots=draw(st.sampled_from([4, 2, 1, 3])), budget=draw(st.one_of(st.sampled_from([16, 64, 8, 32]), st.integers(1, 64))),
         preempt=draw(st.sampled_from(["lifo", "lifo", "none", "by (-admission)",
                                       "by (decoding ? 0 : 1, -admission) requeue tail"])),
-        evict=draw(st.sampled_from(["lru", "by (-size)", "by (size, last)"])),
+        evict="lru" if content else draw(st.sampled_from(["lru", "by (-size)", "by (size, last)"])),
         granule="{granule}",
         order=draw(st.sampled_from(["", "", " decode first", " by (remaining)"])),
         queue=draw(st.sampled_from(["fifo", "fifo", "by (prompt)"])),
@@ -118,7 +128,11 @@ def vllm_programs(draw) -> Case:
         cost=cost, sessions=sessions,
         maxp=maxp, maxo=maxo, turns=turns, stagger=draw(st.sampled_from(["0", "1/2", "1", "3"])),
         think=draw(st.sampled_from(["0", "1", "5/2"])),
-        prompt="ctx + n")
+        prompt=f"{shared} + ctx + n" if content else "ctx + n",
+        prefixes=f"  prefix 1 ({roots});\n  prefix 2 ({child}) after 1;\n" if content else "",
+        share=" share content;" if content else "",
+        content=f" content (serial < 2 ? 1 : 2, {shared}, serial)" if content else "",
+        reuse=" reuse (reused)" if content else "")
     budget = int(text.split("tokens cap ")[1].split(";")[0])
     # a granule above what the budget can leave a prefill would starve it (language.md §11.6)
     granule = draw(st.sampled_from(["", "", "\n    granule 4;"])) if budget >= 8 else ""

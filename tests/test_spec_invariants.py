@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from serq.frontend import load_program
-from serq_spec import growth, pools, sessions
+from serq_spec import pools, sessions
 from serq_spec.config import Entry, QueueItem
 from serq_spec.errors import InvariantViolation
 from serq_spec.invariants import check_invariants
@@ -84,7 +84,7 @@ def test_holders_order():
 def test_injected_fault_stops_the_run_with_step_and_state(monkeypatch):
     """make_room that evicts nothing: an admission then breaks used + cached <= cap; the run stops."""
     monkeypatch.setattr(sessions, "make_room", lambda cfg, p, need: None)
-    monkeypatch.setattr(growth, "make_room", lambda cfg, p, need: None)
+    monkeypatch.setattr(pools, "make_room", lambda cfg, p, need: None)   # growth (pools.add_units)
     with pytest.raises(InvariantViolation) as err:
         run(program("lru_release_order"), check=True)
     assert err.value.step > 0

@@ -12,6 +12,7 @@ import pytest
 from serq.frontend import load_program
 from serq_spec.program import Program
 from serq_spec.step import run
+from serq_spec.trace import content_json
 from serq_spec.workload import Workload
 
 ROOT = Path(__file__).resolve().parent.parent / "vectors" / "spec"
@@ -23,15 +24,24 @@ def run_vector(d: Path):
     prog = Program(load_program(str(d / "program.sq"), {}), "program.sq")
     prog.workload_data = Workload.replay(json.loads((d / "sessions.json").read_text()))
     recs = []
-    cfg = run(prog, on_step=lambda c, r, k: recs.append((c.now, r)), check=True)
+    cfg = run(prog, on_step=lambda c, r, k: recs.append((c.now, r, content_lines(c))), check=True)
     return cfg, recs
+
+
+def content_lines(cfg) -> dict:
+    """The docs/content.md §5 keys of every `share content` pool at the end of a step."""
+    return {cfg.program.pools[p]["name"]: content_json(cfg, p) for p in range(len(cfg.pools))
+            if cfg.pools[p].content is not None}
 
 
 def summary(cfg, recs) -> dict:
     w = str
     out = {"observations": {}, "iterations": {}, "admitted": [], "preempted": [], "released": [], "evicted": [],
            "rejected": []}
-    for now, r in recs:
+    out["content_at"] = {}   # time -> the content pools at the end of the last step at that time
+    for now, r, content in recs:
+        if content:
+            out["content_at"][w(now)] = content
         for name, serial, _turn, t, v in r["observations"]:
             out["observations"].setdefault(name, []).append([serial, w(t), w(v)])
         for it in r["iterations"]:
@@ -76,6 +86,10 @@ def test_vector(name):
         assert got["rejected_counts"][pool] == n, f"rejected in pool {pool}"
     for pool, entries in expected.get("final_entries", {}).items():
         assert got["final_entries"][pool] == entries
+    for time, pool, keys in expected.get("content_at", []):   # docs/content.md §5 keys at that time
+        state = got["content_at"][time][pool]
+        for key, value in keys.items():
+            assert state[key] == value, f"{pool} {key} at {time}"
 
 
 def test_every_vector_is_complete():

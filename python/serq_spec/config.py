@@ -68,6 +68,19 @@ class HoldState:
     stream: tuple              # draw stream of the frame that executed the hold statement
     reserved: list = field(default_factory=list)   # per pool: the block-rounded reserve on a
     #   `reserve held` pool (0 elsewhere, or without reserve); [] = all 0 (docs/spec.md)
+    blocks: list = field(default_factory=list)     # per pool: its physical blocks, block 0 first, on a
+    #   `share content` pool ([] elsewhere); [] = no content pool (docs/content.md)
+    content: list = field(default_factory=list)    # per pool: (p, n, h) of its `content` clause, or None
+
+    def blocks_of(self, i: int) -> list:
+        """The block list of pool slot i (empty when the pool is no content pool)."""
+        while len(self.blocks) <= i:
+            self.blocks.append([])
+        return self.blocks[i]
+
+    def content_of(self, i: int):
+        """(p, n, h) of pool slot i, or None."""
+        return self.content[i] if i < len(self.content) else None
 
     def held(self, i: int) -> int:
         """The reservation of pool slot i (0 when none)."""
@@ -79,6 +92,9 @@ class HoldState:
              "admission": self.admission, "depth": self.depth, "stream": list(self.stream)}
         if any(self.reserved):   # present only with a `reserve held` reservation
             d["reserved"] = [amt(x) for x in self.reserved]
+        if any(self.blocks) or any(c is not None for c in self.content):   # only on a content pool
+            d["blocks"] = self.blocks
+            d["content"] = [None if c is None else [wire(x) for x in c] for c in self.content]
         return d
 
 
@@ -172,6 +188,28 @@ class QueueItem:
 
 
 @dataclass
+class ContentState:
+    """The physical blocks of a `share content` pool (docs/content.md §3): per block its reference
+    count and identity (a tuple, or None), the free queue (head first) and the identity map
+    (identity -> the blocks holding it, in insertion order; a key with no block is removed)."""
+    block: int
+    refs: list
+    ident: list
+    free_queue: list
+    idmap: dict
+
+    @classmethod
+    def empty(cls, block: int, count: int) -> "ContentState":
+        return cls(block, [0] * count, [None] * count, list(range(count)), {})
+
+    def to_json(self):
+        return {"block": self.block, "refs": self.refs,
+                "ident": [None if x is None else list(x) for x in self.ident],
+                "free_queue": self.free_queue,
+                "idmap": [[list(k), v] for k, v in self.idmap.items()]}
+
+
+@dataclass
 class PoolState:
     used: int = 0
     entries: list = field(default_factory=list)
@@ -183,16 +221,23 @@ class PoolState:
     rejected: int = 0
     stuck: int = 0
     evicted_units: int = 0
+    content: Optional[ContentState] = None   # a `share content` pool's blocks (docs/content.md)
 
     def cached(self) -> int:
+        if self.content is not None:   # b × identified blocks that nobody references
+            cs = self.content
+            return cs.block * sum(1 for r, x in zip(cs.refs, cs.ident) if r == 0 and x is not None)
         return sum(e.size for e in self.entries)
 
     def to_json(self):
-        return {"used": amt(self.used), "entries": [e.to_json() for e in self.entries],
-                "holders": self.holders, "queue": [q.to_json() for q in self.queue],
-                "growers": self.growers, "admissions": self.admissions,
-                "preemptions": self.preemptions, "rejected": self.rejected, "stuck": self.stuck,
-                "evicted_units": amt(self.evicted_units)}
+        d = {"used": amt(self.used), "entries": [e.to_json() for e in self.entries],
+             "holders": self.holders, "queue": [q.to_json() for q in self.queue],
+             "growers": self.growers, "admissions": self.admissions,
+             "preemptions": self.preemptions, "rejected": self.rejected, "stuck": self.stuck,
+             "evicted_units": amt(self.evicted_units)}
+        if self.content is not None:
+            d["content"] = self.content.to_json()
+        return d
 
 
 @dataclass
@@ -258,12 +303,13 @@ class Config:
         self.events: list[Event] = []
         self.sessions: list[Session] = []
         self.ready: list[int] = []
-        self.pools = [PoolState() for _ in program.pools]
+        self.pools = [PoolState(content=program.new_content(p)) for p in range(len(program.pools))]
         self.stages = [StageState(kind=st["kind"]) for st in program.stages]
         self.counters = Counters()
         self.warm = False
         self.steps = 0
         self.records = new_records()
+        self.attempt = None   # (serial, {pool: cachedin}) during an admission attempt; not state
 
     def __deepcopy__(self, memo):
         other = Config.__new__(Config)
@@ -311,7 +357,9 @@ def _session(d) -> Session:
     s.holds = [HoldState(tuple(h["stmt"]), h["pools"], [amt_in(x) for x in h["alloc"]],
                          [amt_in(x) for x in h["position"]], h["advanced"],
                          h["admission"], h["depth"], tuple(h["stream"]),
-                         [amt_in(x) for x in h.get("reserved") or []]) for h in d["holds"]]
+                         [amt_in(x) for x in h.get("reserved") or []], [list(b) for b in h.get("blocks") or []],
+                         [None if c is None else tuple(_v(x) for x in c) for c in h.get("content") or []])
+               for h in d["holds"]]
     p = d["pending"]
     s.pending = None if p is None else (p[0], p[1], tuple(p[2]))
     s.adm_seq = d["adm_seq"]
@@ -346,6 +394,11 @@ def from_json(program, d: dict) -> Config:
                        stuck=p["stuck"], evicted_units=amt_in(p["evicted_units"]))
         ps.entries = [Entry(o, amt_in(size), _v(last), rel) for o, size, last, rel in p["entries"]]
         ps.queue = [QueueItem(serial, _v(joined), head) for serial, joined, head in p["queue"]]
+        c = p.get("content")
+        if c is not None:
+            ps.content = ContentState(c["block"], list(c["refs"]),
+                                      [None if x is None else tuple(x) for x in c["ident"]],
+                                      list(c["free_queue"]), {tuple(k): list(v) for k, v in c["idmap"]})
         cfg.pools.append(ps)
     cfg.stages = []
     for s in d["stages"]:

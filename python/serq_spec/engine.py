@@ -300,6 +300,11 @@ def serve(cfg, ictx, job, only, cap) -> None:
         pos_before = h.position[i]
         h.position[i] += tokens
         h.advanced[i] = True
+        if cfg.pools[job.growing].content is not None:
+            # the blocks these tokens fill are identified as they are scheduled (vLLM's
+            # cache_blocks(request, num_computed + num_new) at every step; docs/content.md §3)
+            from .content import identify
+            identify(cfg, job.growing, h.content_of(i), h.blocks_of(i), h.position[i])
     ictx.assign.append(Assign(job.serial, job.mode, tokens, pos_before))
     if not V.is_inf(ictx.left):
         ictx.left -= tokens

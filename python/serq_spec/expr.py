@@ -143,6 +143,11 @@ def observable(e: dict, env: Env):
         if f == "cachedin":
             if env.session is None:
                 return ZERO
+            if st.content is not None:   # the hit of this session's attempt, else 0 (docs/content.md §3)
+                att = cfg.attempt
+                if att is None or att[0] != env.session.serial:
+                    return ZERO
+                return Fraction(att[1].get(p, 0))
             return Fraction(sum(x.size for x in st.entries if x.owner == env.session.serial))
         if f == "holders":
             return Fraction(len(st.holders))

@@ -12,7 +12,7 @@ from fractions import Fraction
 
 from . import values as V
 from .expr import Env, evaluate, resolve_ref
-from .pools import enqueue, hold_of, leave_queue, make_room, release_hold
+from .pools import add_units, enqueue, hold_of, leave_queue, release_hold
 from .program import COMPUTED
 
 
@@ -26,9 +26,7 @@ def grow(cfg, s, p: int, d: int, ictx) -> bool:
     while True:
         need = target - h.alloc[i]
         if st.used + need <= prog.caps[p]:
-            make_room(cfg, p, need)
-            st.used += need
-            h.alloc[i] = target
+            add_units(cfg, p, h, i, need)
             return True
         victim = choose_victim(cfg, p)
         if victim is None:

@@ -41,7 +41,9 @@ def check_invariants(cfg, previous_now=None) -> list[str]:
                     order.append((h.admission, s.serial))
                     if h.alloc[i] < 0 or h.position[i] < 0:
                         bad.append(f"pool {name}: session {s.serial} has a negative allocation or position")
-        if held != st.used:
+        if st.content is not None:
+            bad += content_invariants(cfg, p)
+        elif held != st.used:
             bad.append(f"pool {name}: used {st.used} != sum of holders' allocations {held}")
         if [x for _, x in sorted(order)] != st.holders:
             bad.append(f"pool {name}: holders {st.holders} are not the holding sessions in admission order")
@@ -100,6 +102,39 @@ def check_invariants(cfg, previous_now=None) -> list[str]:
                 bad.append(f"session {s.serial} is growing but is in {where}")
         elif where != [s.status]:
             bad.append(f"session {s.serial} has status {s.status} but is in {where}")
+    return bad
+
+
+def content_invariants(cfg, p: int) -> list[str]:
+    """A `share content` pool (docs/content.md §3): refs = the hold lists holding the block; the
+    free queue = the blocks with refs 0, each once; the identity map and the blocks' identities
+    agree; used = b × referenced blocks; a hold's allocation = b × its blocks."""
+    cs = cfg.pools[p].content
+    name = cfg.program.pools[p]["name"]
+    bad = []
+    count = [0] * len(cs.refs)
+    for s in cfg.sessions:
+        for h in s.holds:
+            if p in h.pools:
+                i = h.pools.index(p)
+                blocks = h.blocks_of(i)
+                if h.alloc[i] != cs.block * len(blocks):
+                    bad.append(f"pool {name}: session {s.serial} holds {len(blocks)} blocks but allocation {h.alloc[i]}")
+                for b in blocks:
+                    count[b] += 1
+    if count != cs.refs:
+        bad.append(f"pool {name}: reference counts {cs.refs} != hold lists containing each block {count}")
+    if len(set(cs.free_queue)) != len(cs.free_queue):
+        bad.append(f"pool {name}: a block appears twice in the free queue {cs.free_queue}")
+    if set(cs.free_queue) != {b for b, r in enumerate(cs.refs) if r == 0}:
+        bad.append(f"pool {name}: the free queue {cs.free_queue} is not the blocks with no reference")
+    mapped = {b: k for k, blocks in cs.idmap.items() for b in blocks}
+    if (sum(len(v) for v in cs.idmap.values()) != len(mapped) or any(not v for v in cs.idmap.values())
+            or mapped != {b: x for b, x in enumerate(cs.ident) if x is not None}):
+        bad.append(f"pool {name}: the identity map and the blocks' identities disagree")
+    referenced = sum(1 for r in cs.refs if r > 0)
+    if cfg.pools[p].used != cs.block * referenced:
+        bad.append(f"pool {name}: used {cfg.pools[p].used} != block × referenced blocks {cs.block * referenced}")
     return bad
 
 

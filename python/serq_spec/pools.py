@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+from . import content
 from . import values as V
 from .config import Entry, QueueItem
 from .errors import SpecError
@@ -97,6 +98,19 @@ def make_room(cfg, p: int, need: int) -> None:
         cfg.records["evicted"].append([e.owner, cfg.program.pools[p]["name"], take])
 
 
+def add_units(cfg, p: int, hold, i: int, need: int) -> None:
+    """Grow slot i of `hold` (on pool p) by `need` units that fit (`used + need ≤ cap`): on a
+    `share content` pool need / b new blocks from the free queue's head (evicting identified
+    ones), elsewhere `make_room` and `used += need` (§11.7, docs/content.md §3 Growth)."""
+    st = cfg.pools[p]
+    if st.content is not None:
+        content.allocate(cfg, p, need // st.content.block, hold.blocks_of(i))
+    else:
+        make_room(cfg, p, need)
+        st.used += need
+    hold.alloc[i] += need
+
+
 def insert_entry(cfg, p: int, owner: int, size: int) -> None:
     """Replace `owner`'s entry with a fresh one (last = now, next release order)."""
     st = cfg.pools[p]
@@ -140,8 +154,9 @@ def consume_own_prefix(cfg, p: int, session, reuse_limit) -> int:
 def caches_in(cfg, p: int) -> bool:
     """A hold's `cache` clause (and its own-prefix consumption) applies to its pools that are not
     admitted by an engine: an engine-admitted pool counts requests (the seed's `reqs` slots), not
-    tokens, so a token amount has no meaning there (docs/spec.md, "Ambiguities resolved")."""
-    return cfg.program.pools[p].get("admitted_by") is None
+    tokens, so a token amount has no meaning there (docs/spec.md, "Ambiguities resolved"). Nor to a
+    `share content` pool, whose released blocks keep their content (docs/content.md §3)."""
+    return cfg.program.pools[p].get("admitted_by") is None and not cfg.program.is_content(p)
 
 
 def units_int(v, what, cfg, at):
@@ -174,10 +189,11 @@ def release_pool_early(cfg, session, p: int, at=None) -> None:
     i = hold.pools.index(p)
     part = type(hold)(stmt=hold.stmt, pools=[p], alloc=[hold.alloc[i]], position=[hold.position[i]],
                       advanced=[hold.advanced[i]], admission=hold.admission, depth=hold.depth, stream=hold.stream,
-                      reserved=[hold.held(i)])
+                      reserved=[hold.held(i)], blocks=[hold.blocks_of(i)], content=[hold.content_of(i)])
     release_hold(cfg, session, part, preempted=False)
-    if i < len(hold.reserved):
-        del hold.reserved[i]
+    for per_pool in (hold.reserved, hold.blocks, hold.content):
+        if i < len(per_pool):
+            del per_pool[i]
     for field in (hold.pools, hold.alloc, hold.position, hold.advanced):
         del field[i]
 
@@ -203,7 +219,10 @@ def release_hold(cfg, session, hold, preempted: bool) -> None:
         ell = eval_in_session(cfg, session, stmt["cache"], hold.stream, stmt.get("at"))
     for i, p in enumerate(hold.pools):
         st = cfg.pools[p]
-        st.used = V.amount(st.used - hold.alloc[i])
+        if st.content is not None:
+            content.release(cfg, p, hold.blocks_of(i))   # `used` drops per block reaching refs 0
+        else:
+            st.used = V.amount(st.used - hold.alloc[i])
         st.holders.remove(session.serial)
         kept = 0
         if ell is not None and caches_in(cfg, p):

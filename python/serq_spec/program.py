@@ -65,9 +65,41 @@ class Program:
         self.admitted_pools = {i: [j for j, p in enumerate(self.pools) if p.get("admitted_by") == i]
                                for i, s in enumerate(self.stages) if s["kind"] == "step"}
         self.engines = [i for i, s in enumerate(self.stages) if s["kind"] == "step"]
+        # docs/content.md: prefix key -> (parent key or None, total tokens); content pools' blocks
+        self.prefixes = {}
+        for x in ir.get("prefixes") or []:
+            parent = None if x.get("after") is None else v(x["after"])
+            self.prefixes[v(x["key"])] = (parent, int(v(x["total"])))
+        self.content_blocks = [self.content_pool(i) for i in range(len(self.pools))]
         self.memory_of = {i: s.get("memory") for i, s in enumerate(self.stages) if s["kind"] == "step"}
         self.infer_memory()
         self.check_supported()
+
+    def content_pool(self, i: int):
+        """B = cap / block for a `share content` pool (docs/content.md §1), else None."""
+        p = self.pools[i]
+        if p.get("share") is None:
+            return None
+        if p["share"] != "content":
+            raise self.unsupported(f"share {p['share']} on pool {p['name']}")
+        b, cap = self.block[i], self.caps[i]
+        if not isinstance(b, int) or is_inf(cap) or cap % b != 0:
+            raise SpecError(f"pool {p['name']}: `share content` needs a block and a cap that is a whole "
+                            "number of blocks")
+        if (p.get("evict") or {}).get("kind") != "lru":
+            raise SpecError(f"pool {p['name']}: `share content` evicts by LRU only")
+        if p.get("reserve_held"):
+            raise self.unsupported(f"`reserve held` on the `share content` pool {p['name']}")
+        return int(cap / b)
+
+    def new_content(self, i: int):
+        """The initial block pool of pool i (all blocks free, in id order), or None."""
+        from .config import ContentState
+        count = self.content_blocks[i]
+        return None if count is None else ContentState.empty(self.block[i], count)
+
+    def is_content(self, i: int) -> bool:
+        return self.content_blocks[i] is not None
 
     def infer_memory(self) -> None:
         """An engine without a `request` block gets `memory: null` from the front-end; its memory
@@ -174,6 +206,18 @@ class Program:
                 self.check_expr(hp["units"], at)
                 if hp.get("reserve") is not None:
                     self.check_expr(hp["reserve"], at)
+                if hp.get("content") is not None:
+                    ref = hp["pool"]
+                    if not all(self.is_content(j) for j in range(ref["base"], ref["base"] + ref.get("count", 1))):
+                        raise SpecError(f"`content` on pool {self.pools[ref['base']]['name']}, which is not "
+                                        "`share content`", at, self.files)
+                    for key in ("prefix", "length", "history"):
+                        self.check_expr(hp["content"][key], at)
+        if op in ("drop", "load"):
+            ref = st["pool"]
+            if any(self.is_content(j) for j in range(ref["base"], ref["base"] + ref.get("count", 1))):
+                raise SpecError(f"`{op}` on the `share content` pool {self.pools[ref['base']]['name']} "
+                                "(docs/content.md §1)", at, self.files)
             for b in st.get("bindings", []):
                 self.check_expr(b["expr"], at)
 

@@ -13,8 +13,9 @@ from . import values as V
 from .config import ENDED, READY, Frame, HoldState, Job, Request, Session
 from .errors import SpecError
 from .expr import Env, evaluate, resolve_ref
-from .pools import (caches_in, consume_own_prefix, drop_entry, enqueue, held_reservations, hold_of, leave_queue, make_room,
-                    release_hold, select_head, units_int)
+from . import content
+from .pools import (add_units, caches_in, consume_own_prefix, drop_entry, enqueue, held_reservations, hold_of,
+                    leave_queue, make_room, release_hold, select_head, units_int)
 from .program import CACHED, COMPUTED, FORCED, MORE, NEW, OUT, SERIAL, THINK, TURN_NO, static_expr, zero_attrs
 
 STATEMENT_LIMIT = 1_000_000   # §11.9: a session that runs this many statements without blocking
@@ -161,6 +162,45 @@ def try_admit(cfg, s, ictx=None) -> str:
         env = Env(cfg, s, stream, at, engine=ictx.engine, ictx=ictx, admit_left=(ictx.engine, ictx.left))
     else:
         env = Env(cfg, s, stream, at)
+    cfg.attempt = (s.serial, {})
+    try:
+        return attempt(cfg, s, st, (bi, pc), stream, env)
+    finally:
+        cfg.attempt = None
+
+
+def content_hits(cfg, st, env) -> list:
+    """Per pool item of the hold: (content, k) — its `content (p, n, h)` read now, before the
+    bindings, and its hit k, which `cachedin` reads during the attempt (docs/content.md §3);
+    (None, 0) for an item without a `content` clause."""
+    out = []
+    for hp in st["pools"]:
+        if hp.get("content") is None:
+            out.append((None, 0))
+            continue
+        p = resolve_ref(env, hp["pool"])
+        c = tuple(evaluate(hp["content"][x], env) for x in ("prefix", "length", "history"))
+        content.check_content(cfg, p, c, st.get("at"))
+        k = content.hit(cfg, p, c)
+        cfg.attempt[1][p] = k * cfg.program.block[p]
+        out.append((c, k))
+    return out
+
+
+def reused_blocks(k: int, reuse, b: int) -> int:
+    """R = min(k, floor(ρ / b)); ρ absent or +inf: k; ρ below one block: 0 (docs/content.md §3)."""
+    if reuse is None or (V.is_inf(reuse) and reuse > 0):
+        return k
+    if V.is_inf(reuse):
+        return 0
+    return max(0, min(k, int(V.floor_v(reuse / b))))
+
+
+def attempt(cfg, s, st, ref, stream, env) -> str:
+    """The body of `try_admit`, with `cfg.attempt` set for `cachedin` on content pools."""
+    prog = cfg.program
+    at = st.get("at")
+    hits = content_hits(cfg, st, env)
     saved = list(s.attrs)
     static = set(range(prog.nslots))   # the slots a static amount may read: attributes, static bindings
     for bnd in st.get("bindings", []):
@@ -187,30 +227,64 @@ def try_admit(cfg, s, ictx=None) -> str:
             s.pending = None
             reject(cfg, s, p)
             return REJECTED
-    for p, mine in zip(pools, amounts):
+    reuse = NOT_READ
+    plan = []   # per pool item on a content pool: (content, R); None elsewhere
+    if any(prog.is_content(p) for p in pools):
+        reuse = evaluate(st["reuse"], env) if st.get("reuse") is not None else None
+    for p, mine, (c, k) in zip(pools, amounts, hits):
         need = max(x for _, x in mine)
+        if prog.is_content(p):
+            # vLLM's get_num_blocks_to_allocate against get_num_free_blocks: the R reused blocks
+            # that nobody references (E) leave the free queue too
+            r = reused_blocks(k, reuse, prog.block[p])
+            e = content.unreferenced_hits(cfg, p, c, r)
+            n = max(0, V.roundup_block(need, prog.block[p]) // prog.block[p] - r)
+            plan.append((c, r))
+            if n + e > content.free_blocks(cfg, p):
+                return BLOCKED
+            continue
+        plan.append(None)
         held = held_reservations(cfg, p) if prog.pools[p].get("reserve_held") else 0
         if cfg.pools[p].used + held + V.roundup_block(need, prog.block[p]) > prog.caps[p]:
             return BLOCKED   # cached units never block (§11.4)
-    admit(cfg, s, st, (bi, pc), stream, pools, units, env, reserved)
+    admit(cfg, s, st, ref, stream, pools, units, env, reserved, plan, reuse)
     return ADMITTED
 
 
-def admit(cfg, s, st, ref, stream, pools, units, env, reserved=None) -> None:
-    """Admit (§11.4): consume the own prefix, make room, allocate, number the admission, enter the body."""
+NOT_READ = object()   # `reuse` not evaluated yet (it is read once per admission)
+
+
+def admit(cfg, s, st, ref, stream, pools, units, env, reserved=None, plan=None, reuse=NOT_READ) -> None:
+    """Admit (§11.4): consume the own prefix, make room, allocate, number the admission, enter the
+    body. On a `share content` pool (`plan` gives its content and R): touch the R hit blocks,
+    allocate the rest from the free queue, identify the blocks of the first u tokens (docs/content.md §3)."""
     prog = cfg.program
     has_cache = st.get("cache") is not None
-    reuse = evaluate(st["reuse"], env) if st.get("reuse") is not None else None
+    if reuse is NOT_READ:
+        reuse = evaluate(st["reuse"], env) if st.get("reuse") is not None else None
     leave_queue(cfg, pools[0], s.serial)
     hold = HoldState(stmt=tuple(ref), pools=[], alloc=[], position=[], advanced=[], admission=0,
                      depth=len(s.frames), stream=stream)
     largest = 0
-    for p, u in zip(pools, units):
-        consumed = consume_own_prefix(cfg, p, s, reuse) if has_cache and caches_in(cfg, p) else 0
+    for j, (p, u) in enumerate(zip(pools, units)):
+        if plan is not None and plan[j] is not None:
+            c, r = plan[j]
+            blocks = hold.blocks_of(j)
+            b = prog.block[p]
+            content.touch(cfg, p, c, r, blocks)
+            content.allocate(cfg, p, max(0, V.roundup_block(u, b) // b - r), blocks)
+            content.identify(cfg, p, c, blocks, u)
+            while len(hold.content) < j:
+                hold.content.append(None)
+            hold.content.append(c)
+            consumed = r * b
+            alloc = len(blocks) * b
+        else:
+            consumed = consume_own_prefix(cfg, p, s, reuse) if has_cache and caches_in(cfg, p) else 0
+            alloc = V.roundup_block(u, prog.block[p])
+            make_room(cfg, p, alloc)
+            cfg.pools[p].used += alloc
         largest = max(largest, consumed)
-        alloc = V.roundup_block(u, prog.block[p])
-        make_room(cfg, p, alloc)
-        cfg.pools[p].used += alloc
         cfg.pools[p].holders.append(s.serial)
         cfg.pools[p].admissions += 1
         hold.pools.append(p)
@@ -219,7 +293,7 @@ def admit(cfg, s, st, ref, stream, pools, units, env, reserved=None) -> None:
         hold.advanced.append(False)
         hold.reserved.append(reserved[len(hold.reserved)] if reserved else 0)
         cfg.records["admitted"].append([s.serial, prog.pools[p]["name"], alloc, consumed])
-    s.attrs[CACHED] = Fraction(largest)   # the largest consumed prefix among the hold's pools (defect 2)
+    s.attrs[CACHED] = Fraction(largest)   # the largest consumed prefix (or R·b reused blocks) among the hold's pools (defect 2)
     hold.admission = cfg.counters.next_adm
     s.adm_seq = cfg.counters.next_adm
     cfg.counters.next_adm += 1
@@ -450,9 +524,7 @@ def retry_growers(cfg, p: int) -> None:
         need = target - h.alloc[i]
         if st.used + need > prog.caps[p]:
             return
-        make_room(cfg, p, need)
-        st.used += need
-        h.alloc[i] = target
+        add_units(cfg, p, h, i, need)
         st.growers.pop(0)
         s.growth = None
         if s.job is not None:

@@ -41,7 +41,26 @@ def pool_json(cfg, p: int) -> dict:
            "preemptions": st.preemptions}
     if st.rejected:   # present once the pool has rejected a hold (docs/state.md POOL)
         out["rejected"] = st.rejected
+    if st.content is not None:
+        out.update(content_json(cfg, p))
     return out
+
+
+def content_json(cfg, p: int) -> dict:
+    """The keys of a `share content` pool (docs/content.md §5, docs/state.md POOL)."""
+    cs = cfg.pools[p].content
+    ident = lambda x: None if x is None else list(x)
+    held, seen = [], {}
+    for serial in cfg.pools[p].holders:
+        # a session holding p in nested holds is listed once per hold, outermost first
+        k = seen.get(serial, 0)
+        seen[serial] = k + 1
+        h = [h for h in cfg.sessions[serial].holds if p in h.pools][k]
+        held.append([serial, list(h.blocks_of(h.pools.index(p)))])
+    return {"free_queue": list(cs.free_queue),
+            "blocks": [[b, r, ident(x)] for b, (r, x) in enumerate(zip(cs.refs, cs.ident)) if r > 0 or x is not None],
+            "idmap": sorted(([list(k), list(v)] for k, v in cs.idmap.items()), key=lambda kv: canonical_json(kv[0])),
+            "held": held}
 
 
 def stage_json(cfg, i: int) -> dict:

@@ -1,0 +1,135 @@
+"""The block pool of a `share content` pool (docs/content.md §2–§3): vLLM v1's BlockPool.
+
+Physical blocks with reference counts and an identity, a free queue (head evicted first, freed
+blocks appended at the tail) and a map from identity to the blocks holding it (insertion order; a
+lookup takes the first). A hold on such a pool keeps its block list (block 0 first) in
+`HoldState.blocks`; `PoolState.used` is b × the blocks with refs > 0.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from . import values as V
+from .errors import SpecError
+
+
+def key_json(v):
+    """A prefix or history key as written in an identity: a JSON int when whole, else its wire text."""
+    if not V.is_inf(v) and v.denominator == 1:
+        return int(v)
+    return V.wire(v)
+
+
+def identity(prog, content: tuple, j: int, b: int) -> tuple:
+    """The identity of block j of a hold with content (p, n, h) (docs/content.md §2)."""
+    p, n, h = content
+    if (j + 1) * b <= n:
+        chain = []   # p, parent(p), …: totals decrease towards the root
+        k = p
+        while k is not None:
+            chain.append(k)
+            k = prog.prefixes[k][0]
+        a = next(x for x in reversed(chain) if prog.prefixes[x][1] >= (j + 1) * b)
+        return ("p", key_json(a), j)
+    return ("h", key_json(h), j)
+
+
+def check_content(cfg, p: int, content: tuple, at) -> None:
+    """p a declared key or 0; n whole, 0 ≤ n ≤ total(p) (docs/content.md §1): a run-time guard."""
+    prog = cfg.program
+    pk, n, _ = content
+    name = prog.pools[p]["name"]
+    if pk != 0 and pk not in prog.prefixes:
+        raise SpecError(f"pool {name}: content prefix {V.wire(pk)} is no declared prefix key (nor 0)", at, prog.files)
+    total = 0 if pk == 0 else prog.prefixes[pk][1]
+    if V.is_inf(n) or n.denominator != 1 or not 0 <= n <= total:
+        raise SpecError(f"pool {name}: content length {V.wire(n)} is not a whole number from 0 to {total} "
+                        f"(the tokens of prefix {V.wire(pk)})", at, prog.files)
+
+
+def hit(cfg, p: int, content) -> int:
+    """k: the number of leading blocks of `content` whose identities are all in the map."""
+    if content is None:
+        return 0
+    cs = cfg.pools[p].content
+    b = cs.block
+    k = 0
+    while cs.idmap.get(identity(cfg.program, content, k, b)):
+        k += 1
+    return k
+
+
+def unreferenced_hits(cfg, p: int, content, r: int) -> int:
+    """E: of the first r hit blocks, how many have a first physical block with refs = 0."""
+    cs = cfg.pools[p].content
+    return sum(1 for j in range(r) if cs.refs[cs.idmap[identity(cfg.program, content, j, cs.block)][0]] == 0)
+
+
+def free_blocks(cfg, p: int) -> int:
+    """B − referenced: blocks a new allocation may take (free, cached ones included)."""
+    cs = cfg.pools[p].content
+    return len(cs.refs) - sum(1 for r in cs.refs if r > 0)
+
+
+def reference(cfg, p: int, block: int) -> None:
+    """refs += 1; a block leaving refs = 0 leaves the free queue and counts as used."""
+    cs = cfg.pools[p].content
+    if cs.refs[block] == 0:
+        cs.free_queue.remove(block)
+        cfg.pools[p].used += cs.block
+    cs.refs[block] += 1
+
+
+def touch(cfg, p: int, content, r: int, blocks: list) -> None:
+    """Reference the first r hit blocks, in block order, each the map's first for its identity."""
+    cs = cfg.pools[p].content
+    for j in range(r):
+        block = cs.idmap[identity(cfg.program, content, j, cs.block)][0]
+        reference(cfg, p, block)
+        blocks.append(block)
+
+
+def allocate(cfg, p: int, count: int, blocks: list) -> None:
+    """Append `count` new blocks, each the free queue's head; an identified head is evicted."""
+    cs = cfg.pools[p].content
+    st = cfg.pools[p]
+    for _ in range(count):
+        if not cs.free_queue:
+            raise SpecError(f"pool {cfg.program.pools[p]['name']}: no free block to allocate")
+        block = cs.free_queue[0]
+        ident = cs.ident[block]
+        if ident is not None:   # an eviction: the content is forgotten
+            holders = cs.idmap[ident]
+            holders.remove(block)
+            if not holders:
+                del cs.idmap[ident]
+            cs.ident[block] = None
+            st.evicted_units += cs.block
+            cfg.records["evicted"].append([None, cfg.program.pools[p]["name"], cs.block])
+        reference(cfg, p, block)
+        blocks.append(block)
+
+
+def identify(cfg, p: int, content, blocks: list, pos: int) -> None:
+    """Blocks j < floor(pos / b) without an identity get theirs, appended to the map's list."""
+    if content is None:
+        return
+    cs = cfg.pools[p].content
+    for j in range(min(pos // cs.block, len(blocks))):
+        block = blocks[j]
+        if cs.ident[block] is None:
+            ident = identity(cfg.program, content, j, cs.block)
+            cs.ident[block] = ident
+            cs.idmap.setdefault(ident, []).append(block)
+
+
+def release(cfg, p: int, blocks: list) -> None:
+    """The hold's blocks in reverse order: refs −= 1; at 0 to the free queue's tail (identity kept)."""
+    cs = cfg.pools[p].content
+    for block in reversed(blocks):
+        cs.refs[block] -= 1
+        if cs.refs[block] == 0:
+            cs.free_queue.append(block)
+            cfg.pools[p].used -= cs.block
+    blocks.clear()

@@ -91,7 +91,7 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("marked,fragment", CASES)
+@pytest.mark.parametrize("marked,fragment", CASES, ids=[f"{i}-{c[1][:40]}" for i, c in enumerate(CASES)])
 def test_content_link_errors(marked, fragment):
     expect(marked, fragment)
 

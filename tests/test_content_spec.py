@@ -4,7 +4,9 @@ vLLM fragment with a content pool keep every invariant (tests/strategies.py, `co
 
 from __future__ import annotations
 
+import json
 import os
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -178,3 +180,27 @@ def test_content_programs_keep_invariants(case):
     cfg = run(prog, max_steps=MAX_STEPS, check=True)
     if "preempt lifo" in case.text and "granule" not in case.text and not cfg.events:
         assert all(s.status[0] == "ended" for s in cfg.sessions), case
+
+
+def test_the_shared_prompt_example_samples_and_runs_in_the_spec(tmp_path):
+    """`serq sample` then `serq spec` on examples/multi-turn/shared_prompt.sq (a small cache so the
+    lines stay short): every first turn after the very first hits the 62 shared blocks (992
+    tokens), and every line of a content pool carries the docs/content.md §5 keys."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, PYTHONPATH=str(root / "python"))
+    prog = str(root / "examples" / "multi-turn" / "shared_prompt.sq")
+    sets = ["--set", "blocks=400", "--set", "Lambda=2"]
+    sessions = tmp_path / "s.json"
+    cli = [sys.executable, "-m", "serq.cli"]
+    done = subprocess.run(cli + ["sample", prog, *sets, "--seed", "3", "--sessions", "3", "-o", str(sessions)],
+                          capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    done = subprocess.run(cli + ["spec", prog, *sets, "--sessions", str(sessions)], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = [json.loads(x) for x in done.stdout.splitlines()]
+    first = [(o[1], o[4]) for x in lines for o in x["records"]["observations"] if o[0] == "hit_tokens" and o[2] == 1]
+    assert first == [(0, "0"), (1, "992"), (2, "992")]
+    assert all({"free_queue", "blocks", "idmap", "held"} <= set(x["pools"][0]) for x in lines)

@@ -482,27 +482,31 @@ theorem foldl_preserves {α β : Type} (P : β → Prop) (f : β → α → β) 
   | [], _, h => h
   | a :: as, b, h => foldl_preserves P f hf as (f b a) (hf b a h)
 
-theorem touchBlocks_inv (pre : Prefixes) (c : Clause) : ∀ (f j : Nat) (st : CState)
-    (blocks : List Nat) (fresh : Nat), Inv st → Inv (touchBlocks pre c f j st blocks fresh).1
+/-- `touchBlocks` keeps any property of the state that `reference` keeps. -/
+theorem touchBlocks_preserves (P : CState → Prop) (hP : ∀ st i, P st → P (reference st i))
+    (pre : Prefixes) (c : Clause) : ∀ (f j : Nat) (st : CState) (blocks : List Nat) (fresh : Nat),
+    P st → P (touchBlocks pre c f j st blocks fresh).1
   | 0, _, _, _, _, h => h
   | f + 1, j, st, blocks, fresh, h => by
-    have h' := reference_inv st ((firstBlock st.idmap (identity pre c j st.block)).getD 0) h
+    have h' := hP st ((firstBlock st.idmap (identity pre c j st.block)).getD 0) h
     first
-      | (simp only [touchBlocks]; exact touchBlocks_inv pre c f (j + 1) _ _ _ h')
-      | exact touchBlocks_inv pre c f (j + 1) _ _ _ h'
+      | (simp only [touchBlocks]; exact touchBlocks_preserves P hP pre c f (j + 1) _ _ _ h')
+      | exact touchBlocks_preserves P hP pre c f (j + 1) _ _ _ h'
 
-theorem touchBlocks_freeInv (pre : Prefixes) (c : Clause) : ∀ (f j : Nat) (st : CState)
-    (blocks : List Nat) (fresh : Nat), FreeInv st → FreeInv (touchBlocks pre c f j st blocks fresh).1
-  | 0, _, _, _, _, h => h
-  | f + 1, j, st, blocks, fresh, h => by
-    have h' := reference_freeInv st ((firstBlock st.idmap (identity pre c j st.block)).getD 0) h
-    first
-      | (simp only [touchBlocks]; exact touchBlocks_freeInv pre c f (j + 1) _ _ _ h')
-      | exact touchBlocks_freeInv pre c f (j + 1) _ _ _ h'
+theorem touchBlocks_inv (pre : Prefixes) (c : Clause) (f j : Nat) (st : CState)
+    (blocks : List Nat) (fresh : Nat) (h : Inv st) : Inv (touchBlocks pre c f j st blocks fresh).1 :=
+  touchBlocks_preserves Inv reference_inv pre c f j st blocks fresh h
 
-theorem allocateBlocks_inv : ∀ (n : Nat) (st : CState) (blocks : List Nat)
-    (acc : List (Bool × Bool)) (r : CState × List Nat × List (Bool × Bool)),
-    Inv st → allocateBlocks n st blocks acc = some r → Inv r.1
+theorem touchBlocks_freeInv (pre : Prefixes) (c : Clause) (f j : Nat) (st : CState)
+    (blocks : List Nat) (fresh : Nat) (h : FreeInv st) :
+    FreeInv (touchBlocks pre c f j st blocks fresh).1 :=
+  touchBlocks_preserves FreeInv reference_freeInv pre c f j st blocks fresh h
+
+/-- `allocateBlocks` keeps any property of the state that `allocOne` keeps. -/
+theorem allocateBlocks_preserves (P : CState → Prop)
+    (hP : ∀ st, P st → ∀ r, allocOne st = some r → P r.1) : ∀ (n : Nat) (st : CState)
+    (blocks : List Nat) (acc : List (Bool × Bool)) (r : CState × List Nat × List (Bool × Bool)),
+    P st → allocateBlocks n st blocks acc = some r → P r.1
   | 0, st, blocks, acc, r, h, hr => by
     have e : allocateBlocks 0 st blocks acc = some (st, blocks, acc) := rfl
     rw [e] at hr
@@ -522,53 +526,38 @@ theorem allocateBlocks_inv : ∀ (n : Nat) (st : CState) (blocks : List Nat)
       obtain ⟨st', hd, ev⟩ := q
       simp only [allocateBlocks] at hr
       rw [ha] at hr
-      exact allocateBlocks_inv n st' (blocks ++ [hd]) (acc ++ [(ev, nth st.refs hd == 0)]) r
-        (allocOne_inv st h (st', hd, ev) ha) hr
+      exact allocateBlocks_preserves P hP n st' (blocks ++ [hd]) (acc ++ [(ev, nth st.refs hd == 0)]) r
+        (hP st h (st', hd, ev) ha) hr
 
-theorem allocateBlocks_freeInv : ∀ (n : Nat) (st : CState) (blocks : List Nat)
-    (acc : List (Bool × Bool)) (r : CState × List Nat × List (Bool × Bool)),
-    FreeInv st → allocateBlocks n st blocks acc = some r → FreeInv r.1
-  | 0, st, blocks, acc, r, h, hr => by
-    have e : allocateBlocks 0 st blocks acc = some (st, blocks, acc) := rfl
-    rw [e] at hr
-    injection hr with hr'
-    rw [← hr']
-    exact h
-  | n + 1, st, blocks, acc, r, h, hr => by
-    cases ha : allocOne st with
-    | none =>
-      simp only [allocateBlocks] at hr
-      rw [ha] at hr
-      first
-        | exact Option.noConfusion hr
-        | cases hr
-        | simp at hr
-    | some q =>
-      obtain ⟨st', hd, ev⟩ := q
-      simp only [allocateBlocks] at hr
-      rw [ha] at hr
-      exact allocateBlocks_freeInv n st' (blocks ++ [hd]) (acc ++ [(ev, nth st.refs hd == 0)]) r
-        (allocOne_freeInv st h (st', hd, ev) ha) hr
+theorem allocateBlocks_inv (n : Nat) (st : CState) (blocks : List Nat) (acc : List (Bool × Bool))
+    (r : CState × List Nat × List (Bool × Bool)) (h : Inv st)
+    (hr : allocateBlocks n st blocks acc = some r) : Inv r.1 :=
+  allocateBlocks_preserves Inv allocOne_inv n st blocks acc r h hr
+
+theorem allocateBlocks_freeInv (n : Nat) (st : CState) (blocks : List Nat) (acc : List (Bool × Bool))
+    (r : CState × List Nat × List (Bool × Bool)) (h : FreeInv st)
+    (hr : allocateBlocks n st blocks acc = some r) : FreeInv r.1 :=
+  allocateBlocks_preserves FreeInv allocOne_freeInv n st blocks acc r h hr
+
+/-- `identifyBlocks` keeps any property of the state that `identifyOne` keeps. -/
+theorem identifyBlocks_preserves (P : CState → Prop) (hP : ∀ st i id, P st → P (identifyOne st i id))
+    (pre : Prefixes) (c : Clause) (blocks : List Nat) (st : CState) (pos : Nat) (h : P st) :
+    P (identifyBlocks pre c blocks st pos) := by
+  unfold identifyBlocks
+  apply foldl_preserves P _ _ _ st h
+  intro acc j hacc
+  try dsimp only
+  split
+  · exact hacc
+  · exact hP _ _ _ hacc
 
 theorem identifyBlocks_inv (pre : Prefixes) (c : Clause) (blocks : List Nat) (st : CState)
-    (pos : Nat) (h : Inv st) : Inv (identifyBlocks pre c blocks st pos) := by
-  unfold identifyBlocks
-  apply foldl_preserves Inv _ _ _ st h
-  intro acc j hacc
-  try dsimp only
-  split
-  · exact hacc
-  · exact identifyOne_inv _ _ _ hacc
+    (pos : Nat) (h : Inv st) : Inv (identifyBlocks pre c blocks st pos) :=
+  identifyBlocks_preserves Inv identifyOne_inv pre c blocks st pos h
 
 theorem identifyBlocks_freeInv (pre : Prefixes) (c : Clause) (blocks : List Nat) (st : CState)
-    (pos : Nat) (h : FreeInv st) : FreeInv (identifyBlocks pre c blocks st pos) := by
-  unfold identifyBlocks
-  apply foldl_preserves FreeInv _ _ _ st h
-  intro acc j hacc
-  try dsimp only
-  split
-  · exact hacc
-  · exact identifyOne_freeInv _ _ _ hacc
+    (pos : Nat) (h : FreeInv st) : FreeInv (identifyBlocks pre c blocks st pos) :=
+  identifyBlocks_preserves FreeInv identifyOne_freeInv pre c blocks st pos h
 
 theorem releaseBlocks_inv (st : CState) (blocks : List Nat) (h : Inv st) :
     Inv (releaseBlocks st blocks).1 := by

@@ -145,6 +145,12 @@ structure Session where
   /-- draw cursors `"init"`, `"session"`, `"turn:k"`, sorted by name. -/
   cursors : List (String × Nat) := []
   turns : Nat := 0
+  /-- when the current turn's `turn;` ran -/
+  turnStart : Rat := 0
+  /-- … after the warm-up: its client metrics count -/
+  turnWarm : Bool := false
+  /-- its server made an engine call -/
+  turnCalled : Bool := false
   request : Option Request := none
   job : Option Job := none
   /-- `[pool, target units]` of a stalled growth. -/

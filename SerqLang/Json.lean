@@ -94,6 +94,7 @@ def Session.toJson (s : Session) : CJ :=
         ("preempt_pos", .arr (s.preemptPos.map pairJ)),
         ("stuck", .bool s.stuck), ("trace", CJ.opt pairJ s.trace),
         ("cursors", .obj (s.cursors.map fun (k, n) => (k, CJ.nat n))), ("turns", .nat s.turns),
+        ("turn", .arr [ratJ s.turnStart, .bool s.turnWarm, .bool s.turnCalled]),
         ("request", CJ.opt Request.toJson s.request), ("job", CJ.opt Job.toJson s.job),
         ("growth", CJ.opt pairJ s.growth)]
 
@@ -312,8 +313,19 @@ where
     | [] => [kv]
     | x :: xs => if decide (kv.1 < x.1) then kv :: x :: xs else x :: insertSorted kv xs
 
+/-- config.py's session field `turn`: `[turn_start, turn_warm, turn_called]` (absent in older
+states: the defaults). -/
+def turnState (j : Option Json) : Res (Rat × Bool × Bool) := do
+  match j with
+  | none => return (0, false, false)
+  | some x =>
+    match (← arr x).toList with
+    | [t, w, c] => return ((← rat t), (← bool w), (← bool c))
+    | _ => throw "turn: expected [start, warm, called]"
+
 def session (j : Json) : Res Session := do
   let turns ← field j "turns" nat
+  let (turnStart, turnWarm, turnCalled) ← at_ "turn" (turnState (getOpt j "turn"))
   return {
     serial := ← field j "serial" nat
     attrs := ← field j "attrs" (list value)
@@ -327,6 +339,9 @@ def session (j : Json) : Res Session := do
     trace := ← fieldOpt j "trace" pair
     cursors := ← field j "cursors" (cursors turns)
     turns
+    turnStart
+    turnWarm
+    turnCalled
     request := ← fieldOpt j "request" request
     job := ← fieldOpt j "job" job
     growth := ← fieldOpt j "growth" pair }

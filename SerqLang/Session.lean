@@ -144,9 +144,26 @@ def holdRejected (serial : Nat) (h : Hold) (stream : DrawStream) (loc : Option L
   modifySession serial fun s => { s with attrs := saved }
   return false
 
+/-- sessions.py `record_client`: a client metric (ttft, tpot, response) of the session's current
+turn, recorded when known iff the turn counts in `turns` (its `turn;` ran after the warm-up). -/
+def recordClient (name : String) (serial : Nat) (value : Value) : M Unit := do
+  let s ← session serial
+  if s.turnWarm then
+    let now := (← getCfg).now
+    modifyRec fun r => { r with observations := r.observations.push
+      (.arr [.str name, .nat s.serial, .int (intOf (s.attr TURN_NO)), ratJ now, CJ.val value]) }
+
+/-- sessions.py `server_done`: a turn's server block ended; a turn that made no engine call
+records its response. -/
+def serverDone (serial : Nat) : M Unit := do
+  let s ← session serial
+  if !s.turnCalled then
+    recordClient "response" serial (.fin ((← getCfg).now - s.turnStart))
+
 /-- sessions.py `exec_hold`: reject what can never fit, else queue in the first pool. -/
 def execHold (serial : Nat) (h : Hold) (ref : Nat × Nat) (stream : DrawStream) (loc : Option Loc) : M Unit := do
   if let some req := h.request then
+    modifySession serial fun s => { s with turnCalled := true }
     let out ← evalInSession serial req.output stream loc
     let now := (← getCfg).now
     modifySession serial fun s => { s with request := some { stmt := ref, engine := req.engine, submit := now, output := out } }
@@ -359,7 +376,7 @@ def firstToken (serial : Nat) : M Unit := do
     if r.first.isNone && s.holds.any (·.stmt == r.stmt) then
       let now := (← getCfg).now
       setSession { s with request := some { r with first := some now } }
-      recordObservation "ttft" (some (← session serial)) (.fin (now - r.submit))
+      recordClient "ttft" serial (.fin (now - r.submit))
 
 /-- sessions.py `scope_end`: release, reset `computed`, clear preemption memory, client records. -/
 def scopeEnd (serial : Nat) : M Unit := do
@@ -374,12 +391,12 @@ def scopeEnd (serial : Nat) : M Unit := do
     if r.stmt == hold.stmt then
       let now := (← getCfg).now
       let response := now - r.submit
-      recordObservation "response" (some s) (.fin response)
+      recordClient "response" serial (.fin response)
       if let some first := r.first then
         if let .fin out := r.output then
           if out > 1 then
             let ttft := first - r.submit
-            recordObservation "tpot" (some s) (.fin ((response - ttft) / (out - 1)))
+            recordClient "tpot" serial (.fin ((response - ttft) / (out - 1)))
       modifySession serial fun s => { s with request := none }
 
 /-! ## Statements -/
@@ -411,7 +428,9 @@ def execTurn (serial : Nat) : M Unit := do
   let prog ← getProg
   let s ← session serial
   let tn ← liftRes (Value.add (s.attr TURN_NO) Value.one)
-  let mut s := { (s.setAttr TURN_NO tn) with turns := s.turns + 1 }
+  let cfg ← getCfg
+  let mut s := { (s.setAttr TURN_NO tn) with turns := s.turns + 1, turnStart := cfg.now,
+                                             turnWarm := cfg.warm, turnCalled := false }
   if let some tr := prog.ir.workload.trace then
     if let some (pick, k) := s.trace then
       let rows := tr.sessions.getD pick []
@@ -424,7 +443,7 @@ def execTurn (serial : Nat) : M Unit := do
   setSession s
   let w := prog.ir.workload
   if let some b := w.server then
-    pushFrame serial { block := b, pc := 0, kind := "plain", stmt := none, stream := .session }
+    pushFrame serial { block := b, pc := 0, kind := "server", stmt := none, stream := .session }
   if let some b := w.turn then
     pushFrame serial { block := b, pc := 0, kind := "plain", stmt := none, stream := .turn s.turns }
 
@@ -533,6 +552,9 @@ def endFrame (serial : Nat) (f : Frame) : M Unit := do
   else if f.kind == "hold" then
     popFrame serial
     scopeEnd serial
+  else if f.kind == "server" then
+    popFrame serial
+    serverDone serial
   else popFrame serial
 
 /-- sessions.py `run_session`: execute statements in zero time until the session blocks,

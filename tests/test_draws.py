@@ -20,6 +20,21 @@ def test_stream_seed_is_the_documented_hash():
     assert draws.stream_seed("turn", 7, 12, 3) == want
 
 
+def test_stream_is_the_seeded_mersenne_twister():
+    # make_stream uses the C base class of random.Random directly: the values must be exactly
+    # random.Random's, for every kind and key (the stream contract of docs/sessions.md), and the
+    # cached hash prefix must not leak between kinds or keys
+    import random
+
+    for kind, key in [("session", (1, 0)), ("turn", (7, 12, 3)), ("turn", (7, 12, 4)), ("arrival", (1,)),
+                      ("machine", (2 ** 40,)), ("trace", (0,)), ("session", (1, 0))]:
+        want = int.from_bytes(hashlib.sha256(("serq/1:" + kind + ":" + ":".join(map(str, key))).encode()).digest()[:8], "big")
+        assert draws.stream_seed(kind, *key) == want
+        ref = random.Random(want)
+        rng = draws.make_stream(kind, *key)
+        assert [rng.random() for _ in range(50)] == [ref.random() for _ in range(50)]
+
+
 def test_exact_values():
     rng = draws.make_stream("session", 1, 0)
     assert draws.draw_exact("det", [Fraction(1, 3)], rng) == Fraction(1, 3)

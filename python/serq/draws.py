@@ -7,9 +7,9 @@ deployment with the same seed.
 
 from __future__ import annotations
 
+import _random
 import hashlib
 import math
-import random
 from fractions import Fraction
 from typing import Sequence
 
@@ -25,14 +25,27 @@ class DrawError(ValueError):
     """A draw whose arguments are outside its law's domain (e.g. a negative mean)."""
 
 
+# The hash state after "serq/1:<kind>:" for each stream kind: a stream's seed hashes only its key
+# parts on a copy (speed: a session and each of its turns open a stream).
+_PREFIX: dict = {}
+
+
 def stream_seed(kind: str, *key: int) -> int:
-    """The integer seed of the stream `kind` with key parts `key` (docs/sessions.md)."""
-    text = "serq/1:" + kind + ":" + ":".join(str(int(k)) for k in key)
-    return int.from_bytes(hashlib.sha256(text.encode("ascii")).digest()[:8], "big")
+    """The integer seed of the stream `kind` with key parts `key` (docs/sessions.md): the first
+    8 bytes, big-endian, of SHA-256("serq/1:" + kind + ":" + the key parts joined by ":")."""
+    h = _PREFIX.get(kind)
+    if h is None:
+        h = _PREFIX[kind] = hashlib.sha256(("serq/1:" + kind + ":").encode("ascii"))
+    h = h.copy()
+    h.update(":".join(str(int(k)) for k in key).encode("ascii"))
+    return int.from_bytes(h.digest()[:8], "big")
 
 
-def make_stream(kind: str, *key: int) -> random.Random:
-    return random.Random(stream_seed(kind, *key))
+def make_stream(kind: str, *key: int) -> _random.Random:
+    """The stream's generator: Python's Mersenne Twister seeded with `stream_seed`. The C base
+    class of `random.Random` is used directly (speed): seeded with the same integer it yields
+    the same `random()` values, the only method the draws use (tests/test_draws.py)."""
+    return _random.Random(stream_seed(kind, *key))
 
 
 def exact(x: float) -> Fraction:
@@ -51,7 +64,7 @@ def _exp(mean: float, u: float) -> float:
     return -mean * math.log1p(-u)  # = -m·ln(1 − U); log1p keeps precision for small U
 
 
-def draw_float(dist: str, args: Sequence[float], rng: random.Random) -> float:
+def draw_float(dist: str, args: Sequence[float], rng: _random.Random) -> float:
     """One draw of law `dist` with float arguments, consuming `U`s from `rng` (language.md §4.3)."""
     if dist != "det" and not all(math.isfinite(a) for a in args):
         raise _outside(dist, args, "the arguments must be finite")
@@ -87,7 +100,7 @@ def draw_float(dist: str, args: Sequence[float], rng: random.Random) -> float:
     raise DrawError(f"unknown distribution ~{dist}")
 
 
-def draw_exact(dist: str, args: Sequence[Value], rng: random.Random) -> Fraction:
+def draw_exact(dist: str, args: Sequence[Value], rng: _random.Random) -> Fraction:
     """One draw as an exact value: `det` is exact, `bernoulli` is 0 or 1, the rest are rounded."""
     if dist == "det":
         (x,) = args

@@ -1,11 +1,12 @@
-"""Expressions of the IR (docs/ir.md "Expressions") compiled to Python closures over float values.
+"""Expressions of the IR (docs/ir.md "Expressions") compiled to Python functions over float values.
 
 Each expression becomes `f(cx)` where `cx` is the simulator's evaluation context (`Ctx`): the
 session whose attributes are read, the engine being scheduled, the job whose keys are read, the
 context variables of the current moment and the draw source of the current stream.
 
-Speed trick (labelled): compiling once to closures instead of walking the JSON tree on every
-evaluation; constants are pre-converted to floats.
+Speed trick (labelled): each tree is compiled once to the source of one Python function
+(`compile_expr`) instead of walking the JSON tree, or a closure per node, on every evaluation;
+constants are pre-converted to float literals.
 """
 
 from __future__ import annotations
@@ -30,23 +31,19 @@ def num(text: str) -> float:
     return float(Fraction(text))
 
 
-def _check(x: float) -> float:
-    if x != x:
-        raise RunError("an expression produced NaN")
-    return x
-
-
 def _div(a: float, b: float) -> float:
     if b == 0:
         raise RunError("division by zero")
-    return _check(a / b)
+    x = a / b
+    return x if x == x else _nan()
 
 
 def _pow(a: float, b: float) -> float:
     try:
-        return _check(math.pow(a, b))
+        x = math.pow(a, b)
     except (ValueError, OverflowError) as exc:
         raise RunError(f"pow({a}, {b}): {exc}") from None
+    return x if x == x else _nan()
 
 
 def _fn(name: str, args: list) -> float:
@@ -101,96 +98,116 @@ Fn = Callable[[Ctx], float]
 
 
 def compile_expr(e: dict, sim: Any) -> Fn:
-    """Compile one IR expression to a closure."""
-    k = e["k"]
-    if k == "num":
-        v = num(e["v"])
-        return lambda cx: v
-    if k == "attr":
-        slot = e["slot"]
-        return lambda cx: cx.attrs[slot] if slot < len(cx.attrs) else 0.0
-    if k == "local":
-        i = e["index"]
-        return lambda cx: cx.eng.locals[i]
-    if k == "reg":
-        st, i = e["stage"], e["index"]
-        return lambda cx: sim.stages[st].registers[i]
-    if k == "ctx":
-        name = e["name"]
+    """Compile one IR expression to a Python function of `cx`.
 
-        def ctxvar(cx: Ctx) -> float:
+    Labelled speed trick: the whole tree becomes the body of one generated function, evaluated
+    left to right like the tree (so draws and errors happen in the same order), with the NaN
+    check of every arithmetic result inlined: no Python call per node."""
+    g = _Gen(sim)
+    body = g.expr(e, 0)
+    src = "def _f(cx):\n    return " + body + "\n"
+    exec(compile(src, "<serq expr>", "exec"), g.ns)  # noqa: S102 - source built from the IR
+    return g.ns["_f"]
+
+
+def _nan() -> float:
+    raise RunError("an expression produced NaN")
+
+
+def _ctx_missing(name: str) -> float:
+    raise RunError(f"context variable `{name}` read outside its moment")
+
+
+# Beyond this nesting depth a subtree becomes a function of its own (the parser bounds how
+# deeply one Python expression may nest).
+_MAX_DEPTH = 40
+
+_CMP = ("<", "<=", ">", ">=", "==", "!=")
+
+
+class _Gen:
+    """The Python source of one expression tree; its constants and helpers live in `ns`."""
+
+    def __init__(self, sim: Any) -> None:
+        self.sim = sim
+        self.ns: dict = {"_nan": _nan, "_div": _div, "_pow": _pow, "_fn": _fn, "_sim": sim,
+                         "_ctx_missing": _ctx_missing, "_INF": INF}
+        self.n = 0
+
+    def name(self, value: Any) -> str:
+        self.n += 1
+        k = f"_k{self.n}"
+        self.ns[k] = value
+        return k
+
+    def tmp(self) -> str:
+        self.n += 1
+        return f"_t{self.n}"
+
+    def expr(self, e: dict, depth: int) -> str:
+        if depth > _MAX_DEPTH:
+            return self.name(compile_expr(e, self.sim)) + "(cx)"
+        d = depth + 1
+        k = e["k"]
+        if k == "num":
+            v = num(e["v"])
+            return repr(v) if math.isfinite(v) else ("_INF" if v > 0 else "(-_INF)")
+        if k == "attr":
+            slot = int(e["slot"])
+            a = self.tmp()
+            # engine moments read attributes from an empty list: 0
+            return f"({a}[{slot}] if {slot} < len({a} := cx.attrs) else 0.0)"
+        if k == "local":
+            return f"cx.eng.locals[{int(e['index'])}]"
+        if k == "reg":
+            return f"_sim.stages[{int(e['stage'])}].registers[{int(e['index'])}]"
+        if k == "ctx":
+            name = e["name"]
             if name == "now":
-                return sim.now
-            try:
-                return cx.var[name]
-            except KeyError:
-                raise RunError(f"context variable `{name}` read outside its moment") from None
-
-        return ctxvar
-    if k == "un":
-        a = compile_expr(e["a"], sim)
-        if e["op"] == "neg":
-            return lambda cx: -a(cx)
-        return lambda cx: 1.0 if a(cx) == 0 else 0.0
-    if k == "bin":
-        return _compile_bin(e["op"], compile_expr(e["a"], sim), compile_expr(e["b"], sim))
-    if k == "cond":
-        c, a, b = (compile_expr(e[x], sim) for x in ("c", "a", "b"))
-        return lambda cx: a(cx) if c(cx) != 0 else b(cx)
-    if k == "fn":
-        f = e["f"]
-        args = [compile_expr(x, sim) for x in e["args"]]
-        if f == "min" and len(args) == 2:
-            a0, a1 = args
-            return lambda cx: min(a0(cx), a1(cx))
-        if f == "max" and len(args) == 2:
-            a0, a1 = args
-            return lambda cx: max(a0(cx), a1(cx))
-        return lambda cx: _fn(f, [a(cx) for a in args])
-    if k == "draw":
-        dist = e["dist"]
-        args = [compile_expr(x, sim) for x in e["args"]]
-        at = e.get("at")
-        return lambda cx: cx.draw(dist, [a(cx) for a in args], at)
-    if k == "obs":
-        return _compile_obs(e, sim)
-    if k == "eng":
-        name = e["name"]
-        return lambda cx: cx.eng.value(name)
-    if k == "job":
-        name = e["name"]
-        return lambda cx: cx.job.key(name)
-    raise RunError(f"unknown expression kind {k!r}")
-
-
-def _compile_bin(op: str, a: Fn, b: Fn) -> Fn:
-    if op == "+":
-        return lambda cx: _check(a(cx) + b(cx))
-    if op == "-":
-        return lambda cx: _check(a(cx) - b(cx))
-    if op == "*":
-        return lambda cx: _check(a(cx) * b(cx))
-    if op == "/":
-        return lambda cx: _div(a(cx), b(cx))
-    if op == "^":
-        return lambda cx: _pow(a(cx), b(cx))
-    if op == "<":
-        return lambda cx: 1.0 if a(cx) < b(cx) else 0.0
-    if op == "<=":
-        return lambda cx: 1.0 if a(cx) <= b(cx) else 0.0
-    if op == ">":
-        return lambda cx: 1.0 if a(cx) > b(cx) else 0.0
-    if op == ">=":
-        return lambda cx: 1.0 if a(cx) >= b(cx) else 0.0
-    if op == "==":
-        return lambda cx: 1.0 if a(cx) == b(cx) else 0.0
-    if op == "!=":
-        return lambda cx: 1.0 if a(cx) != b(cx) else 0.0
-    if op == "&&":
-        return lambda cx: 1.0 if (a(cx) != 0 and b(cx) != 0) else 0.0
-    if op == "||":
-        return lambda cx: 1.0 if (a(cx) != 0 or b(cx) != 0) else 0.0
-    raise RunError(f"unknown operator {op!r}")
+                return "_sim.now"
+            v, kn = self.tmp(), self.name(name)
+            return f"({v}[{kn}] if {kn} in ({v} := cx.var) else _ctx_missing({kn}))"
+        if k == "un":
+            a = self.expr(e["a"], d)
+            if e["op"] == "neg":
+                return f"(-{a})"
+            return f"(1.0 if {a} == 0 else 0.0)"
+        if k == "bin":
+            op = e["op"]
+            a, b = self.expr(e["a"], d), self.expr(e["b"], d)
+            if op in ("+", "-", "*"):
+                t = self.tmp()
+                return f"({t} if ({t} := {a} {op} {b}) == {t} else _nan())"
+            if op == "/":
+                return f"_div({a}, {b})"
+            if op == "^":
+                return f"_pow({a}, {b})"
+            if op in _CMP:
+                return f"(1.0 if {a} {op} {b} else 0.0)"
+            if op == "&&":
+                return f"(1.0 if ({a} != 0 and {b} != 0) else 0.0)"
+            if op == "||":
+                return f"(1.0 if ({a} != 0 or {b} != 0) else 0.0)"
+            raise RunError(f"unknown operator {op!r}")
+        if k == "cond":
+            c, a, b = (self.expr(e[x], d) for x in ("c", "a", "b"))
+            return f"({a} if {c} != 0 else {b})"
+        if k == "fn":
+            f = e["f"]
+            args = [self.expr(x, d) for x in e["args"]]
+            if f in ("min", "max") and len(args) == 2:
+                return f"{f}({args[0]}, {args[1]})"
+            return f"_fn({self.name(f)}, [{', '.join(args)}])"
+        if k == "draw":
+            args = [self.expr(x, d) for x in e["args"]]
+            return f"cx.draw({self.name(e['dist'])}, [{', '.join(args)}], {self.name(e.get('at'))})"
+        if k == "obs":
+            return self.name(_compile_obs(e, self.sim)) + "(cx)"
+        if k == "eng":
+            return f"cx.eng.value({self.name(e['name'])})"
+        if k == "job":
+            return f"cx.job.key({self.name(e['name'])})"
+        raise RunError(f"unknown expression kind {k!r}")
 
 
 def _compile_obs(e: dict, sim: Any) -> Fn:

@@ -11,6 +11,7 @@ once and serves it in the same iteration; growth that fails preempts (§11.7) or
 from __future__ import annotations
 
 import bisect
+import heapq
 import math
 from collections import deque
 
@@ -1007,12 +1008,15 @@ def bulk(self, t1: float, t_next: float, horizon: float, max_j: int) -> int:
     iterations after it, as long as nothing else can happen; returns the steps handled (0: none,
     use the normal path).
 
-    Runs of steps without growth are applied in O(1) each (`left`, `position` and time advance
-    together); a step at a block boundary grows the residents' blocks exactly as the iteration
-    would (serving order, eviction of cached blocks by make_room) when the pool has room without
-    preemption and no request waits, then re-reads the cost on the grown batch."""
+    Runs of steps without growth are applied in O(1) each (time advances step by step with the
+    same additions; `left` and `position` advance together at the end). A step at a block
+    boundary grows the residents whose position reaches their allocation, exactly as the
+    iteration would (serving order, eviction of cached blocks by make_room), when the pool has
+    room without preemption and no request waits, then re-reads the cost on the grown batch.
+    The steps at which each resident grows are known in advance (its position advances one
+    token a step), so they sit in a heap instead of being searched for."""
     from serq_fast.engine import EV_ITER_END, TIE_EPS
-    from serq_fast.pools import roundup
+    from serq_fast.pools import EPS as POOL_EPS, roundup
 
     sim = self.sim
     it = self.iter
@@ -1026,21 +1030,35 @@ def bulk(self, t1: float, t_next: float, horizon: float, max_j: int) -> int:
     cap_steps = min(min(int(j.left) for j in jobs) - 1, max_j)  # no resident finishes
     if cap_steps < 2:
         return 0
-    grow_ok = self.ff_grow and not any(p.qlen() for p in self.admits)
+    pool = parts[0].pool
+    block = pool.block
+    # growth needs the engine's memory pool for every resident and whole token counts (so the
+    # step of each resident's next growth is an integer and positions can advance in one sum)
+    grow_ok = (self.ff_grow and not any(p.qlen() for p in self.admits) and pool.idx == self.memory
+               and all(p.pool is pool and p.pos == int(p.pos) and p.alloc == int(p.alloc) for p in parts)
+               and (block is None or block == int(block)))
+    pos0 = [p.pos for p in parts]
+    # heap of (step index of the formation at which the resident grows, serving index)
+    nxt = [(int(p.alloc - p0), i) for i, (p, p0) in enumerate(zip(parts, pos0))]
+    heapq.heapify(nxt)
     t_stop = t_next - TIE_EPS * max(1.0, abs(t_next))  # strictly before the next instant
+    bound = min(t_stop, horizon)
     c = it.cost
     t = t1
     last = t1
     total = 0
     last_growth = False
-    ff_vals = None
+    grew = False
+    kvd = 0.0
+    fixed = None
+    left0 = [j.left for j in jobs]
+    cap = pool.cap + POOL_EPS
+    ta_used, ta_cached = pool.ta_used, pool.ta_cached
     while total < cap_steps:
-        k_free = min(int(p.alloc - p.pos) for p in parts)
-        lim = min(k_free, cap_steps - total)
+        lim = min(nxt[0][0], cap_steps) - total
         n = 0
         # most of a run of plain steps cannot reach the next instant: add without the checks (the
         # same additions in the same order), then finish the run step by step
-        bound = min(t_stop, horizon)
         if c > 0 and bound > t:
             safe = min(lim, int((bound - t) / c) - 2)
             if safe > 0:
@@ -1054,82 +1072,53 @@ def bulk(self, t1: float, t_next: float, horizon: float, max_j: int) -> int:
             last = t
             t = t + c
         if n:
-            for j, p in zip(jobs, parts):
-                j.left -= n
-                p.pos += n
             total += n
             last_growth = False
         if n < lim or total >= cap_steps or not grow_ok or not (t < t_stop and t <= horizon):
             break
-        # the next formation crosses a block boundary: grow in serving order if it fits
-        pool = parts[0].pool
-        if pool.idx != self.memory or any(p.pool is not pool for p in parts):
-            break
+        # the formation at step `total` crosses a block boundary: grow in serving order if it fits
         grows = []
         need_total = 0.0
-        for p in parts:
-            if p.pos + 1 > p.alloc:
-                tgt = roundup(p.pos + 1, pool.block)
-                grows.append((p, tgt))
-                need_total += tgt - p.alloc
-        if pool.used + need_total > pool.cap + 1e-9:
+        while nxt and nxt[0][0] == total:
+            i = heapq.heappop(nxt)[1]
+            p = parts[i]
+            tgt = roundup(pos0[i] + total + 1, block)
+            grows.append((i, p, tgt))
+            need_total += tgt - p.alloc
+        if pool.used + need_total > cap:
             break  # the iteration would preempt or stall: the normal path handles it
+        if not grew:
+            grew = True
+            kvd = sum(p.alloc for p in parts)
+            fixed = self._ff_begin(it, len(jobs))
         sim.now = t
         if sim.rec is not None:
             sim.rec = sim._new_rec()
         # Pool.grow's success path, in serving order: make room (evicting cached blocks), allocate
-        for p, tgt in grows:
+        for i, p, tgt in grows:
             need = tgt - p.alloc
-            if pool.used + pool.cached + need > pool.cap + 1e-9:
+            if pool.used + pool.cached + need > cap:
                 pool.make_room(need)
             pool.used += need
             p.alloc = tgt
-        for j in jobs:
-            j.left -= 1
-        for p in parts:
-            p.pos += 1
+            kvd += need  # whole numbers: the same sum as adding the allocations in serving order
+            heapq.heappush(nxt, (int(tgt - pos0[i]), i))
         total += 1
         last_growth = True
-        cx = sim.cx
-        saved = (cx.attrs, cx.sess, cx.draw, cx.eng, cx.var, cx.job)
-        cx.attrs, cx.sess, cx.draw, cx.eng, cx.var, cx.job = [], None, sim.machine_src, self, {}, None
-        self.cur = it
-        if ff_vals is None:
-            # every resident is an assigned decode of one token: these values are fixed for the
-            # whole fast-forward except the KV held, which only the growth changes
-            nres = float(len(jobs))
-            ff_vals = {"batch.tokens": nres, "batch.decoding": nres, "batch.prefilled": 0.0,
-                       "batch.kv_prefill": 0.0, "batch.attention": 0.0, "running.count": nres,
-                       "running.decoding": nres, "running.kv_prefill": 0.0}
-        kvd = 0.0
-        for p in parts:
-            kvd += p.alloc
-        ff_vals["batch.kv_decode"] = ff_vals["running.kv_decode"] = kvd
-        self._ff_vals = ff_vals
-        try:
-            names = self._cost_names
-            if names is not None:
-                # the cost is a pure function of these engine values: memoised (bounded)
-                key = tuple(ff_vals[x] if x in ff_vals else self._vf[x]() for x in names)
-                c = self._cost_memo.get(key)
-                if c is None:
-                    c = self.cost_fn(cx)
-                    if len(self._cost_memo) > 65536:
-                        self._cost_memo.clear()
-                    self._cost_memo[key] = c
-            else:
-                c = self.cost_fn(cx)
-        finally:
-            self._ff_vals = None
-            cx.attrs, cx.sess, cx.draw, cx.eng, cx.var, cx.job = saved
+        c = self._ff_cost(fixed, kvd, jobs, left0, pos0, total)
         if not (c > 0) or math.isinf(c):
             raise RunError(f"engine {self.name}: an iteration with {len(jobs)} tokens costs {c}")
         if sim.measuring:
-            pool.sample(t)  # only the pool changed at this step
+            # only the pool changed at this step (Pool.sample's used and cached)
+            if ta_used.v != pool.used:
+                ta_used.set(t, pool.used)
+            if ta_cached.v != pool.cached:
+                ta_cached.set(t, pool.cached)
         last = t
         t = t + c
     if total == 0:
         return 0
+    _ff_sync(jobs, left0, pos0, total)
     if not last_growth and sim.rec is not None:
         sim.rec = sim._new_rec()
     for a in it.assign:
@@ -1145,4 +1134,64 @@ def bulk(self, t1: float, t_next: float, horizon: float, max_j: int) -> int:
     return total
 
 
+def _ff_begin(self, it, nres: int):
+    """The engine values fixed for a whole fast-forward (every resident is an assigned decode of
+    one token); only the KV held changes, by growth. Returns the memo key part of the cost's
+    other values, or a marker that the cost is evaluated afresh each time."""
+    n = float(nres)
+    self._ff_fixed = {"batch.tokens": n, "batch.decoding": n, "batch.prefilled": 0.0,
+                      "batch.kv_prefill": 0.0, "batch.attention": 0.0, "running.count": n,
+                      "running.decoding": n, "running.kv_prefill": 0.0}
+    names = self._cost_names
+    if names is None:
+        return None
+    self.cur = it
+    kv = ("batch.kv_decode", "running.kv_decode")
+    return tuple((x, -1.0) if x in kv else (x, self._ff_fixed[x] if x in self._ff_fixed else self._vf[x]())
+                 for x in names)
+
+
+def _ff_sync(jobs, left0, pos0, total: int) -> None:
+    """Bring `left` and `position` of every resident to `total` steps past the fast-forward's
+    start (whole numbers: one addition is the same as `total` additions of 1)."""
+    for j, l0, p0 in zip(jobs, left0, pos0):
+        j.left = l0 - total
+        j.growpart.pos = p0 + total
+
+
+def _ff_cost(self, fixed, kvd: float, jobs, left0, pos0, total: int) -> float:
+    """The cost of a fast-forward step whose batch holds `kvd` KV units in decodes: memoised when
+    the cost reads only engine values (bounded), else evaluated with `left` and positions brought
+    up to date."""
+    key = (fixed, kvd) if fixed is not None else None
+    if key is not None:
+        c = self._cost_memo.get(key)
+        if c is not None:
+            return c
+    else:
+        _ff_sync(jobs, left0, pos0, total)  # the cost may read what the steps advanced
+    sim = self.sim
+    cx = sim.cx
+    ff_vals = dict(self._ff_fixed)
+    ff_vals["batch.kv_decode"] = ff_vals["running.kv_decode"] = kvd
+    saved = (cx.attrs, cx.sess, cx.draw, cx.eng, cx.var, cx.job)
+    cx.attrs, cx.sess, cx.draw, cx.eng, cx.var, cx.job = [], None, sim.machine_src, self, {}, None
+    self.cur = self.iter
+    self._ff_vals = ff_vals
+    try:
+        c = self.cost_fn(cx)
+    finally:
+        self._ff_vals = None
+        cx.attrs, cx.sess, cx.draw, cx.eng, cx.var, cx.job = saved
+    if key is not None:
+        if len(self._cost_memo) > 65536:
+            self._cost_memo.clear()
+        self._cost_memo[key] = c
+    else:
+        _ff_sync(jobs, left0, pos0, 0)  # the caller advances them once, at the end
+    return c
+
+
 Engine.bulk = bulk
+Engine._ff_begin = _ff_begin
+Engine._ff_cost = _ff_cost

@@ -183,6 +183,8 @@ class Sim:
         self.gauge_fns = [compile_expr(g["expr"], self) for g in ir.get("gauges", [])]
         self.gauge_end = self.horizon if arrivals is None and math.isfinite(self.horizon) else None
         self.gauges = [Gauge(0.0, self.gauge_end) for _ in self.gauge_fns]
+        if kind == "poisson":
+            self.arrival_mean = 1.0 / num(self.arrival["rate"])  # the mean gap, converted once
 
     # ---------------------------------------------------------------- compile
 
@@ -320,14 +322,19 @@ class Sim:
                 if j:
                     step += j - 1
                     eng = ev[3]
-                    it = eng.iter
-                    if self.rec is not None:
-                        self.rec["iterations"].append({
-                            "stage": eng.name, "start": it.start, "end": it.end,
-                            "assign": [[a[0].sess.serial, a[0].mode, a[1]] for a in it.assign],
-                            "preempted": 0, "admitted": 0})
-                    self.sample()
-                    self._emit_state(step, (self.now, it.seq - 1, EV_ITER_END, eng, None))
+                    if eng._ff_resumed:
+                        # the last formation ran its admissions (stages._ff_resume): settle on
+                        eng._ff_resumed = False
+                        self.settle(started=True)
+                    else:
+                        it = eng.iter
+                        if self.rec is not None:
+                            self.rec["iterations"].append({
+                                "stage": eng.name, "start": it.start, "end": it.end,
+                                "assign": [[a[0].sess.serial, a[0].mode, a[1]] for a in it.assign],
+                                "preempted": 0, "admitted": 0})
+                        self.sample()
+                    self._emit_state(step, (self.now, eng._ff_ev_seq, EV_ITER_END, eng, None))
                     continue
             self._handle(ev)
             self.settle()
@@ -397,8 +404,7 @@ class Sim:
                 self.push(self.replay_arrivals[n], EV_ARRIVE, self.next_serial + 1)
         elif more:
             if kind == "poisson":
-                rate = num(self.arrival["rate"])
-                gap = self.arrival_src("exp", [1.0 / rate], None)
+                gap = self.arrival_src("exp", [self.arrival_mean], None)
             else:
                 gap = self._renewal_gap()
             self.push(self.now + gap, EV_ARRIVE, self.next_serial + 1)
@@ -494,26 +500,31 @@ class Sim:
         if self.rec is not None:
             self.rec["observations"].append([name, s.serial, int(s.attrs[TURN_NO]), self.now, value])
 
-    def settle(self) -> None:
+    def settle(self, started: bool = False) -> None:
+        """Run ready sessions and pool admissions until nothing is ready, then start idle engines
+        (language.md §11.2). `started`: an engine has just started an iteration in this settle's
+        place (a fast-forward that resumed a formation), so it goes on after the engine step."""
         while True:
-            ready = self.ready
-            while self.ready_head < len(ready):
-                s = ready[self.ready_head]
-                self.ready_head += 1
-                if s.status == READY:
-                    self.exec_session(s)
-            self.ready = []
-            self.ready_head = 0
-            for pool in self.pools:
-                pool.retry_growers()
-                if pool.admitted_by is None:
-                    pool.admit_heads()
-            if self.ready:
-                continue
-            if self.fault_pending or not self.pending_now():
-                for eng in self.engines:
-                    if eng.iter is None and eng.has_work():
-                        eng.start_iteration()
+            if not started:
+                ready = self.ready
+                while self.ready_head < len(ready):
+                    s = ready[self.ready_head]
+                    self.ready_head += 1
+                    if s.status == READY:
+                        self.exec_session(s)
+                self.ready = []
+                self.ready_head = 0
+                for pool in self.pools:
+                    pool.retry_growers()
+                    if pool.admitted_by is None:
+                        pool.admit_heads()
+                if self.ready:
+                    continue
+                if self.fault_pending or not self.pending_now():
+                    for eng in self.engines:
+                        if eng.iter is None and eng.has_work():
+                            eng.start_iteration()
+            started = False
             if not self.ready:
                 break
         for st in self.stages:

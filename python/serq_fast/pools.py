@@ -123,6 +123,8 @@ class HoldStmt:
         self.static_bindings = [(b["slot"], compile_expr(b["expr"], sim)) for b in st.get("bindings", [])
                                 if is_static(b["expr"], None)]
         self.at = st.get("at")
+        # what a decode fast-forward reads to know that a waiting head's attempt cannot change
+        self.header_ir = [st["pools"], st.get("bindings", []), st.get("reuse")]
 
     def execute(self, s) -> None:
         """The hold statement runs: the request mark, the rejection test, then the queue (§11.4)."""

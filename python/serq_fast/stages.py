@@ -412,6 +412,16 @@ class Engine(Stage):
             [st["budget"], st.get("lets", []), st["schedule"]],
             lambda e: e.get("k") == "obs" or (e.get("k") == "eng" and e.get("name") not in constant_names))
         self.admits = [p for p in sim.pools if p.admitted_by == self.idx]
+        # where the admissions start in a fast-forward's schedule (advances come first)
+        self._ff_admit_at = next((i for i, x in enumerate(st["schedule"]) if x["op"] != "advance"),
+                                 len(st["schedule"]))
+        self._ff_resumed = False
+        self._ff_ev_seq = -1
+        self._head_pure: dict = {}
+        from serq_fast.pools import FAULTS
+
+        # seeded fault (docs/fast.md): a fast-forward ignores evictions from a waiting head's entry
+        self.fault_no_watch = "ff_no_watch" in FAULTS()
         cx = sim.cx
         cx.eng = self
         cx.attrs = []
@@ -843,24 +853,35 @@ class Engine(Stage):
         return None
 
     def start_iteration(self):
+        sim = self.sim
+        it = Iteration(sim.npreempt)
+        it.start = sim.now
+        self.cur = it
+        self._form(it, None)
+
+    def _form(self, it, resume_at):
+        """Form the iteration `it` (§11.6) and start it: run the schedule, read the cost, push its
+        end. With `resume_at`, the budget, the lets and the statements before that index are
+        already done (a fast-forward served the decodes; `bulk`), and the schedule goes on
+        from there."""
         from serq_fast.engine import EV_ITER_END
 
         sim = self.sim
         cx = sim.cx
         saved = (cx.attrs, cx.sess, cx.draw, cx.eng, cx.var, cx.job)
         cx.attrs, cx.sess, cx.draw, cx.eng, cx.var, cx.job = [], None, sim.machine_src, self, {}, None
-        it = Iteration(sim.npreempt)
-        it.start = sim.now
-        self.cur = it
         regs = list(self.registers)
         try:
-            b = self.budget_fn(cx)
-            self.locals = []
-            for f in self.let_fns:
-                self.locals.append(f(cx))
-            it.budget = b
-            it.left = b
-            self._run_schedule(self.schedule)
+            if resume_at is None:
+                b = self.budget_fn(cx)
+                self.locals = []
+                for f in self.let_fns:
+                    self.locals.append(f(cx))
+                it.budget = b
+                it.left = b
+                self._run_schedule(self.schedule)
+            else:
+                self._run_schedule(self.schedule[resume_at:])
             preempted = sim.npreempt - it.pre0
             if not it.assign and preempted == 0:
                 self.registers = regs
@@ -1034,14 +1055,28 @@ def bulk(self, t1: float, t_next: float, horizon: float, max_j: int) -> int:
     block = pool.block
     # growth needs the engine's memory pool for every resident and whole token counts (so the
     # step of each resident's next growth is an integer and positions can advance in one sum)
-    grow_ok = (self.ff_grow and not any(p.qlen() for p in self.admits) and pool.idx == self.memory
+    grow_ok = (self.ff_grow and pool.idx == self.memory
                and all(p.pool is pool and p.pos == int(p.pos) and p.alloc == int(p.alloc) for p in parts)
                and (block is None or block == int(block)))
+    watch = None
+    if grow_ok:
+        head = next((h for h in (q.head() for q in self.admits) if h is not None), None)
+        if head is not None:
+            # the head tried at every formation waited at the template's; growth only adds to
+            # `used` and evicts cached blocks, so it keeps waiting, with the same bindings, while
+            # its header reads nothing but attributes, this engine's budget_left and cachedin,
+            # and its own cache entry in this pool is untouched (else: `_ff_resume`)
+            if self._pure_head(head.stmt):
+                we = pool.entries.get(head.sess.serial)
+                watch = (head.sess.serial, we, we.size if we is not None else None)
+            else:
+                grow_ok = False
     pos0 = [p.pos for p in parts]
     # heap of (step index of the formation at which the resident grows, serving index)
     nxt = [(int(p.alloc - p0), i) for i, (p, p0) in enumerate(zip(parts, pos0))]
     heapq.heapify(nxt)
-    t_stop = t_next - TIE_EPS * max(1.0, abs(t_next))  # strictly before the next instant
+    # strictly before the next instant (with nothing pending, no bound: inf - inf would be NaN)
+    t_stop = t_next - TIE_EPS * max(1.0, abs(t_next)) if t_next < INF else INF
     bound = min(t_stop, horizon)
     c = it.cost
     t = t1
@@ -1060,7 +1095,7 @@ def bulk(self, t1: float, t_next: float, horizon: float, max_j: int) -> int:
         # most of a run of plain steps cannot reach the next instant: add without the checks (the
         # same additions in the same order), then finish the run step by step
         if c > 0 and bound > t:
-            safe = min(lim, int((bound - t) / c) - 2)
+            safe = lim if bound == INF else min(lim, int((bound - t) / c) - 2)
             if safe > 0:
                 for _ in range(safe - 1):
                     t = t + c
@@ -1105,6 +1140,13 @@ def bulk(self, t1: float, t_next: float, horizon: float, max_j: int) -> int:
             heapq.heappush(nxt, (int(tgt - pos0[i]), i))
         total += 1
         last_growth = True
+        if watch is not None and not self.fault_no_watch:
+            we = pool.entries.get(watch[0])
+            if we is not watch[1] or (we is not None and we.size != watch[2]):
+                # the eviction touched the waiting head's cached prefix: its admission attempt
+                # may differ, so this formation's admissions run as the schedule says
+                _ff_sync(jobs, left0, pos0, total)
+                return self._ff_resume(it, total, t)
         c = self._ff_cost(fixed, kvd, jobs, left0, pos0, total)
         if not (c > 0) or math.isinf(c):
             raise RunError(f"engine {self.name}: an iteration with {len(jobs)} tokens costs {c}")
@@ -1128,10 +1170,73 @@ def bulk(self, t1: float, t_next: float, horizon: float, max_j: int) -> int:
     it.cost = c
     it.end = last + c
     sim.seq += total - 1
+    self._ff_ev_seq = sim.seq - 1  # the last iteration end handled
     it.seq = sim.push(it.end, EV_ITER_END, self)
     self.iterations += total
     sim.events += total - 1  # the caller counts the popped event
     return total
+
+
+def _ff_resume(self, it, total: int, t: float) -> int:
+    """End a fast-forward at a formation (time `t`, the `total`-th step) whose decodes were served
+    and grown but whose admissions may differ from the template's: form the rest of the
+    iteration with the schedule's admit statements, as `start_iteration` would after the
+    advances. The caller then settles from the engines on (`Sim.settle(started=True)`)."""
+    sim = self.sim
+    sim.now = t
+    sim.seq += total - 1
+    self._ff_ev_seq = sim.seq - 1
+    sim.events += total - 1  # the caller counts the popped event
+    self.iterations += total - 1  # `_form` counts the resumed one
+    self.iter = None
+    it2 = Iteration(sim.npreempt)
+    it2.start = t
+    it2.budget = it.budget
+    left = it.budget
+    for a in it.assign:
+        job = a[0]
+        it2.assign.append([job, a[1], a[2], job.growpart.pos - a[1]])
+        it2.served.add(job)
+        left -= a[1]
+    it2.left = left
+    it2.grew = True
+    if left <= 0:
+        it2.stopped = True  # the advance loop ends the schedule when the budget is spent
+    self.cur = it2
+    self._ff_resumed = True
+    self._form(it2, self._ff_admit_at)
+    return total
+
+
+def _pure_head(self, stmt) -> bool:
+    """True if the hold statement's bindings, amounts and reuse read only numbers, attributes,
+    pure operators, `cachedin` of a fixed pool and this engine's `budget_left`."""
+    r = self._head_pure.get(id(stmt))
+    if r is None:
+        idx = self.idx
+
+        def pure(e) -> bool:
+            if isinstance(e, list):
+                return all(pure(x) for x in e)
+            if not isinstance(e, dict):
+                return True
+            k = e.get("k")
+            if k is None:  # a pool entry or a binding: its expressions
+                return all(pure(v) for key, v in e.items() if key not in ("pool",) and isinstance(v, (dict, list)))
+            if k in ("num", "attr"):
+                return True
+            if k in ("un", "bin", "cond", "fn"):
+                return all(pure(v) for v in e.values() if isinstance(v, (dict, list)))
+            if k == "obs":
+                if e["f"] == "cachedin":
+                    return e.get("pool") is not None and e["pool"].get("index") is None
+                if e["f"] == "budget_left":
+                    ref = e.get("stage")
+                    return ref is not None and ref.get("index") is None and ref["base"] == idx
+            return False
+
+        r = self._head_pure[id(stmt)] = pure(stmt.header_ir)
+    return r
 
 
 def _ff_begin(self, it, nres: int):
@@ -1193,5 +1298,7 @@ def _ff_cost(self, fixed, kvd: float, jobs, left0, pos0, total: int) -> float:
 
 
 Engine.bulk = bulk
+Engine._ff_resume = _ff_resume
+Engine._pure_head = _pure_head
 Engine._ff_begin = _ff_begin
 Engine._ff_cost = _ff_cost

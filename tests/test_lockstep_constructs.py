@@ -26,7 +26,46 @@ DECODE_AND_PLAIN = ("branch (serial == 1) { run e decode (3) growing kv; } "
 TWO_TURNS = (FRACTIONAL.replace("{ run s (1); } cache (2.9)", "reuse (serial + 0.7) { run s (1); } cache (2.9)")
              .replace("arrive batch(3);", "arrive batch(3); session { turn; tool (1); turn; }"))
 
+# random amounts on a 0.3 block, preemption (lifo) of ps jobs and of growers, caching of
+# preempted holds up to their position, reuse: the float side against the exact side
+STRESS = """
+fn main() {
+  pool m { cap 7.3; block 0.3; preempt lifo; }
+  stage s : delay;
+  stage f : ps(1.7);
+  workload { arrive poisson(1.5); }
+  server {
+    set x = ~uniform(0.1, 3);
+    set g = ~uniform(0, 2);
+    hold m (x) reuse (x / 2) { run f (~exp(1)); grow m (g); run s (~exp(1)); } cache (x + g * 0.7)
+    observe c = cachedin(m);
+  }
+}"""
+
+# two engines share kv: plain and prefill/decode runs, lifo victims in the other engine's
+# iteration in flight (dozens per run), caching up to the restored position
+TWO_ENGINES = """
+fn main() {
+  device d { kv cap 64; }
+  pool kv on d { block 4; preempt lifo; }
+  engine a on d { tokens cap 8; schedule { advance running; admit waiting; } execute (1 + batch.tokens / 4); }
+  engine b on d { tokens cap 6; schedule { advance running decode first; admit waiting; } execute (0.7 + batch.prefilled / 8); }
+  workload { arrive poisson(0.8); }
+  server {
+    set w = ceil(~uniform(1, 20));
+    set k = ~bernoulli(0.5);
+    hold kv (cachedin(kv)) {
+      branch (k == 1) { run a (w) growing kv; run a decode (3) growing kv; }
+      else { run b prefill (w) growing kv; run b decode (4) growing kv; }
+    } cache (w)
+    observe t = now;
+  }
+}"""
+
 CASES = {
+    "stress-two-engines": (TWO_ENGINES, 40),
+    "stress-fractional-victims": (STRESS, 40),
+    "stress-fractional-victims-no-block": (STRESS.replace(" block 0.3;", ""), 40),
     "plain-run-growing": (PLAIN_GROWING, 2),
     # preemption victims: a fifo / ps job (pool of no engine), a resident of an iteration in flight
     "victim-fifo-waiting": (STAGE_VICTIM.replace("KIND", "fifo(1)"), 3),

@@ -773,6 +773,8 @@ def preempt(sim, part: Part, pool: Pool) -> None:
     # release the hold and every hold nested inside it, innermost first
     while s.holds:
         inner = s.holds.pop()
+        for q in inner.parts:
+            q.advanced = True  # a preempted hold caches up to its position, advanced or not (§11.7)
         release_hold(sim, inner, cache=True)
         if inner is h:
             break

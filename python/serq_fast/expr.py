@@ -118,6 +118,10 @@ def _ctx_missing(name: str) -> float:
     raise RunError(f"context variable `{name}` read outside its moment")
 
 
+def _no_job(name: str) -> float:
+    raise RunError(f"per-request key `{name}` read outside a resident")
+
+
 # Beyond this nesting depth a subtree becomes a function of its own (the parser bounds how
 # deeply one Python expression may nest).
 _MAX_DEPTH = 40
@@ -131,7 +135,7 @@ class _Gen:
     def __init__(self, sim: Any) -> None:
         self.sim = sim
         self.ns: dict = {"_nan": _nan, "_div": _div, "_pow": _pow, "_fn": _fn, "_sim": sim,
-                         "_ctx_missing": _ctx_missing, "_INF": INF}
+                         "_ctx_missing": _ctx_missing, "_no_job": _no_job, "_INF": INF}
         self.n = 0
 
     def name(self, value: Any) -> str:
@@ -206,7 +210,10 @@ class _Gen:
         if k == "eng":
             return f"cx.eng.value({self.name(e['name'])})"
         if k == "job":
-            return f"cx.job.key({self.name(e['name'])})"
+            # outside a resident (a `preempt by` key of a ready or fifo/ps victim) it is an error,
+            # as in serq_spec, not an AttributeError
+            n = self.name(e["name"])
+            return f"(cx.job.key({n}) if cx.job is not None else _no_job({n}))"
         raise RunError(f"unknown expression kind {k!r}")
 
 

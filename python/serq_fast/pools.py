@@ -629,7 +629,8 @@ class Pool:
         try:
             for part in cands:
                 s = part.hold.sess
-                cx.attrs, cx.sess, cx.job = s.attrs, s, s.job
+                # per-request keys are a resident's: a fifo / ps job or a ready session has none
+                cx.attrs, cx.sess, cx.job = s.attrs, s, (s.job if s.job is not None and s.job.resident else None)
                 cx.var = {"position": part.pos, "computed": part.pos}
                 k = tuple(f(cx) for f in self.preempt_keys) + (-s.adm_seq,)
                 if bestk is None or k < bestk:

@@ -62,7 +62,30 @@ fn main() {
   }
 }"""
 
+# explicit growths in an engine's memory pool: the lifo victim is a resident of the engine's
+# iteration in flight; a stalled growth is retried at settle without preempting (a retry that
+# preempted re-admitted and re-preempted the same victim forever)
+GROW_VS_ENGINE = """
+fn main() {
+  device d { kv cap 48; }
+  pool kv on d { block 4; preempt lifo; }
+  stage s : delay;
+  engine a on d { tokens cap 8; schedule { advance running; admit waiting; } execute (3); }
+  workload { arrive poisson(0.6); }
+  server {
+    set w = ceil(~uniform(1, 20));
+    set k = ~bernoulli(0.6);
+    branch (k == 1) {
+      hold kv (cachedin(kv)) { run a (w) growing kv; } cache (w)
+    } else {
+      hold kv (4) { run s (~exp(1)); grow kv (w); run s (1); }
+    }
+    observe t = now;
+  }
+}"""
+
 CASES = {
+    "stress-grow-vs-engine": (GROW_VS_ENGINE, 40),
     "stress-two-engines": (TWO_ENGINES, 40),
     "stress-fractional-victims": (STRESS, 40),
     "stress-fractional-victims-no-block": (STRESS.replace(" block 0.3;", ""), 40),

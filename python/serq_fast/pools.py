@@ -580,23 +580,19 @@ class Pool:
         while self.growers:
             s = self.growers[0]
             part, d, job = s.growth
+            if self.used + roundup(part.alloc + d, self.block) - part.alloc > self.cap + EPS:
+                return  # the head blocks: a retry at settle never preempts (serq_spec retry_growers)
             self.growers.pop(0)
             s.growth = None
-            res = self.grow(part, d, job)
-            if res == "stalled":
-                # grow() appended it at the tail; put it back at the head: the head blocks
-                self.growers.pop()
-                self.growers.insert(0, s)
-                return
-            if res == "ok":
-                if job is None:
-                    self.sim.make_ready(s)
-                else:
-                    from serq_fast.engine import STAGE
+            self.grow(part, d, job)  # there is room: it succeeds without choosing a victim
+            if job is None:
+                self.sim.make_ready(s)
+            else:
+                from serq_fast.engine import STAGE
 
-                    job.stalled = False
-                    s.status = STAGE
-                    s.where = job.stage
+                job.stalled = False
+                s.status = STAGE
+                s.where = job.stage
 
     def choose_victim(self):
         """The victim Part by this pool's `preempt` rule, or None (§11.7)."""

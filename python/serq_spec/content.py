@@ -125,11 +125,16 @@ def identify(cfg, p: int, content, blocks: list, pos: int) -> None:
 
 
 def release(cfg, p: int, blocks: list) -> None:
-    """The hold's blocks in reverse order: refs −= 1; at 0 to the free queue's tail (identity kept)."""
+    """The hold's blocks in reverse order: refs −= 1. Of those reaching 0 (in that order), the
+    unidentified go to the free queue's head, the identified to its tail (identity kept): vLLM
+    reuses a block that can never be a hit first and keeps cached ones in LRU order."""
     cs = cfg.pools[p].content
+    unidentified, identified = [], []
     for block in reversed(blocks):
         cs.refs[block] -= 1
         if cs.refs[block] == 0:
-            cs.free_queue.append(block)
+            (unidentified if cs.ident[block] is None else identified).append(block)
             cfg.pools[p].used -= cs.block
+    cs.free_queue[:0] = unidentified
+    cs.free_queue.extend(identified)
     blocks.clear()

@@ -69,6 +69,16 @@ def test_a_block_twice_in_the_free_queue():
     assert "appears twice in the free queue" in problems(cfg)
 
 
+def test_an_unidentified_free_block_behind_an_identified_one():
+    """docs/content.md §3 Release: unidentified blocks go to the head, so none sits behind a cached
+    one; the former rule (every freed block to the tail) broke this at serial 0's end."""
+    cfg = run(program(), max_steps=200)
+    cs = cfg.pools[0].content
+    assert check_invariants(cfg) == [] and cs.free_queue[0] in (3, 5) and cs.ident[cs.free_queue[0]] is None
+    cs.free_queue.append(cs.free_queue.pop(0))   # the order the former rule produced
+    assert "follows an identified one" in problems(cfg)
+
+
 def test_the_identity_map_disagrees_with_a_block():
     cfg = mid_run()
     cfg.pools[0].content.ident[3] = ("h", 0, 3)   # an identity the map does not list

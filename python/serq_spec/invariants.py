@@ -107,7 +107,9 @@ def check_invariants(cfg, previous_now=None) -> list[str]:
 
 def content_invariants(cfg, p: int) -> list[str]:
     """A `share content` pool (docs/content.md §3): refs = the hold lists holding the block; the
-    free queue = the blocks with refs 0, each once; the identity map and the blocks' identities
+    free queue = the blocks with refs 0, each once, every unidentified one before every identified
+    one (a release prepends the former, appends the latter; only referenced blocks are identified,
+    and allocation pops the head); the identity map and the blocks' identities
     agree; used = b × referenced blocks; a hold's allocation = b × its blocks."""
     cs = cfg.pools[p].content
     name = cfg.program.pools[p]["name"]
@@ -128,6 +130,9 @@ def content_invariants(cfg, p: int) -> list[str]:
         bad.append(f"pool {name}: a block appears twice in the free queue {cs.free_queue}")
     if set(cs.free_queue) != {b for b, r in enumerate(cs.refs) if r == 0}:
         bad.append(f"pool {name}: the free queue {cs.free_queue} is not the blocks with no reference")
+    kinds = [cs.ident[b] is not None for b in cs.free_queue]
+    if kinds != sorted(kinds):
+        bad.append(f"pool {name}: an unidentified block follows an identified one in the free queue {cs.free_queue}")
     mapped = {b: k for k, blocks in cs.idmap.items() for b in blocks}
     if (sum(len(v) for v in cs.idmap.values()) != len(mapped) or any(not v for v in cs.idmap.values())
             or mapped != {b: x for b, x in enumerate(cs.ident) if x is not None}):

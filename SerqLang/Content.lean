@@ -15,7 +15,8 @@ insertion order. The four operations of docs/content.md §3 on that state:
   reference): a hit block when touched, a new block when allocated;
 * `allocOne` — a new block is the free-queue head: its identity (if any) evicted
   (`evictIdent`), then referenced;
-* `releaseOne` — one reference fewer; a block reaching 0 joins the free-queue tail;
+* `releaseOne` / `releaseHeadOne` — one reference fewer; an identified block reaching 0 joins
+  the free-queue tail, an unidentified one its head (vLLM reuses never-hit blocks first);
 * `identifyOne` — a full block gets its identity, appended to the map's list for it.
 
 Lists indexed by block id are read with `nth` / `nthId` and written with `upd` (defined here,
@@ -145,11 +146,17 @@ def allocOne (st : CState) : Option (CState × Nat × Bool) :=
   | [] => none
   | hd :: _ => some (reference (evictIdent st hd) hd, hd, (nthId st.ident hd).isSome)
 
-/-- One step of content.py `release`: a reference fewer; a block reaching 0 joins the free
-queue's tail, its identity kept until it is popped. -/
+/-- One step of content.py `release` for an identified block: a reference fewer; a block
+reaching 0 joins the free queue's tail, its identity kept until it is popped. -/
 def releaseOne (st : CState) (i : Nat) : CState :=
   { st with refs := upd st.refs i (nth st.refs i - 1),
             free := if nth st.refs i - 1 = 0 then st.free ++ [i] else st.free }
+
+/-- One step of content.py `release` for a block without identity: a reference fewer; a block
+reaching 0 joins the free queue's head (it can never be a hit, so it is reused first). -/
+def releaseHeadOne (st : CState) (i : Nat) : CState :=
+  { st with refs := upd st.refs i (nth st.refs i - 1),
+            free := if nth st.refs i - 1 = 0 then i :: st.free else st.free }
 
 /-- One step of content.py `identify`: block `i` gets identity `id`, appended to the map's list. -/
 def identifyOne (st : CState) (i : Nat) (id : Ident) : CState :=
@@ -249,12 +256,26 @@ def identifyBlocks (pre : Prefixes) (c : Clause) (blocks : List Nat) (st : CStat
     | some _ => acc
     | none => identifyOne acc block (identity pre c j acc.block)) st
 
-/-- content.py `release`: the hold's blocks in reverse order lose a reference; also how many
-reached 0 (`used −= b` each). -/
+/-- content.py `release`: the hold's blocks lose a reference; also how many reached 0 (`used −=
+b` each). content.py walks the blocks once in reverse order and makes the queue `U ++ free ++ I`
+(`U`, `I`: the unidentified / identified blocks reaching 0, in that order). Here in two passes of
+one-block steps (a release changes no identity, so each block is in exactly one pass): the
+identified blocks in reverse order, each to the tail (`free ++ I`); then the unidentified ones
+in block order, each to the head, so the last pushed — the first in reverse order — ends first
+(`U ++ …`). -/
 def releaseBlocks (st : CState) (blocks : List Nat) : CState × Nat :=
-  blocks.reverse.foldl (fun (acc : CState × Nat) block =>
-    let st' := releaseOne acc.1 block
-    (st', if nth st'.refs block = 0 then acc.2 + 1 else acc.2)) (st, 0)
+  let tail := blocks.reverse.foldl (fun (acc : CState × Nat) block =>
+    match nthId acc.1.ident block with
+    | some _ =>
+      let st' := releaseOne acc.1 block
+      (st', if nth st'.refs block = 0 then acc.2 + 1 else acc.2)
+    | none => acc) (st, 0)
+  blocks.foldl (fun (acc : CState × Nat) block =>
+    match nthId acc.1.ident block with
+    | none =>
+      let st' := releaseHeadOne acc.1 block
+      (st', if nth st'.refs block = 0 then acc.2 + 1 else acc.2)
+    | some _ => acc) tail
 
 /-- The memory invariant's structural half: every block is referenced or in the free queue. -/
 def Inv (st : CState) : Prop := ∀ i, i < st.refs.length → 0 < nth st.refs i ∨ inQ i st.free

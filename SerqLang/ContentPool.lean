@@ -95,8 +95,9 @@ def identify (p : Nat) (c : Option Content.Clause) (blocks : List Nat) (pos : Na
   | none => pure ()
   | some c => setContent p (Content.identifyBlocks (← getProg).prefixes c blocks (← contentOf p) pos)
 
-/-- content.py `release`: the hold's blocks in reverse order lose a reference; at 0 a block joins
-the free queue's tail and `used` drops by `b`. -/
+/-- content.py `release`: the hold's blocks in reverse order lose a reference; at 0 an identified
+block joins the free queue's tail, an unidentified one its head (`Content.releaseBlocks`), and
+`used` drops by `b`. -/
 def release (p : Nat) (blocks : List Nat) : M Unit := do
   let cs ← contentOf p
   let (cs', freed) := Content.releaseBlocks cs blocks

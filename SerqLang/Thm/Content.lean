@@ -11,13 +11,14 @@ For a content pool of `B` blocks of `b` units (`B = refs.length`):
 * `counts_le`: `referenced + identifiedFree ≤ B` — the referenced blocks and the identified free
   ones are disjoint sets of blocks — hence `used_add_cached_le`: `b·referenced + b·identifiedFree
   ≤ b·B`, i.e. `used + cached ≤ cap`, for **every** state; the operations keep `B`
-  (`reference_length`, `evictIdent_refs`, `releaseOne_length`, `identifyOne_length`).
+  (`reference_length`, `evictIdent_refs`, `releaseOne_length`, `releaseHeadOne_length`,
+  `identifyOne_length`).
 * `Inv`: every block is referenced or in the free queue. `init_inv`: a fresh pool satisfies it;
-  `reference_inv`, `evictIdent_inv`, `allocOne_inv`, `releaseOne_inv`, `identifyOne_inv`: each
-  operation preserves it.
+  `reference_inv`, `evictIdent_inv`, `allocOne_inv`, `releaseOne_inv`, `releaseHeadOne_inv`,
+  `identifyOne_inv`: each operation preserves it.
 * `FreeInv`: every block in the free queue is unreferenced and queued once. `init_freeInv`;
   `reference_freeInv`, `evictIdent_freeInv`, `allocOne_freeInv`, `identifyOne_freeInv`, and
-  `releaseOne_freeInv` for a block that is referenced; `head_free`: the block `allocOne` hands
+  `releaseOne_freeInv`, `releaseHeadOne_freeInv` for a block that is referenced; `head_free`: the block `allocOne` hands
   out had no reference.
 * The several-block operations the step calls (content.py `touch`, `allocate`, `identify`,
   `release`): `touchBlocks_inv`, `allocateBlocks_inv`, `identifyBlocks_inv`, `releaseBlocks_inv`,
@@ -154,6 +155,10 @@ theorem releaseOne_length (st : CState) (i : Nat) :
     (releaseOne st i).refs.length = st.refs.length :=
   length_upd st.refs i (nth st.refs i - 1)
 
+theorem releaseHeadOne_length (st : CState) (i : Nat) :
+    (releaseHeadOne st i).refs.length = st.refs.length :=
+  length_upd st.refs i (nth st.refs i - 1)
+
 theorem identifyOne_length (st : CState) (i : Nat) (id : Ident) :
     (identifyOne st i id).refs.length = st.refs.length := rfl
 
@@ -246,6 +251,38 @@ theorem releaseOne_inv (st : CState) (i : Nat) (h : Inv st) : Inv (releaseOne st
       by_cases h0 : nth st.refs i - 1 = 0
       · rw [if_pos h0]
         exact inQ_snoc_of st.free i j hq
+      · rw [if_neg h0]
+        exact hq
+
+theorem releaseHeadOne_inv (st : CState) (i : Nat) (h : Inv st) : Inv (releaseHeadOne st i) := by
+  intro j hj
+  have hl : j < st.refs.length := by
+    have h2 : j < (upd st.refs i (nth st.refs i - 1)).length := hj
+    rw [length_upd] at h2
+    exact h2
+  show 0 < nth (upd st.refs i (nth st.refs i - 1)) j ∨
+    inQ j (if nth st.refs i - 1 = 0 then i :: st.free else st.free)
+  by_cases hji : j = i
+  · have hil : i < st.refs.length := by rw [← hji]; exact hl
+    have e : nth (upd st.refs i (nth st.refs i - 1)) i = nth st.refs i - 1 :=
+      nth_upd_self st.refs i _ hil
+    rw [hji]
+    by_cases h0 : nth st.refs i - 1 = 0
+    · refine Or.inr ?_
+      rw [if_pos h0]
+      show i = i ∨ inQ i st.free
+      exact Or.inl rfl
+    · refine Or.inl ?_
+      omega
+  · rw [nth_upd_ne st.refs i j _ hji]
+    cases h j hl with
+    | inl hp => exact Or.inl hp
+    | inr hq =>
+      refine Or.inr ?_
+      by_cases h0 : nth st.refs i - 1 = 0
+      · rw [if_pos h0]
+        show j = i ∨ inQ j st.free
+        exact Or.inr hq
       · rw [if_neg h0]
         exact hq
 
@@ -471,6 +508,48 @@ theorem releaseOne_freeInv (st : CState) (i : Nat) (hpos : 0 < nth st.refs i) (h
     rw [nth_upd_ne st.refs i j _ hji]
     exact hz j hj
 
+theorem releaseHeadOne_freeInv (st : CState) (i : Nat) (hpos : 0 < nth st.refs i)
+    (h : FreeInv st) : FreeInv (releaseHeadOne st i) := by
+  have h' : (∀ k, inQ k st.free → nth st.refs k = 0) ∧ Nodup st.free := h
+  obtain ⟨hz, hn⟩ := h'
+  have hil : i < st.refs.length := lt_of_nth_pos st.refs i hpos
+  have hiq : ¬ inQ i st.free := by
+    intro hq
+    have := hz i hq
+    omega
+  show (∀ j, inQ j (releaseHeadOne st i).free → nth (upd st.refs i (nth st.refs i - 1)) j = 0) ∧
+    Nodup (releaseHeadOne st i).free
+  by_cases h0 : nth st.refs i - 1 = 0
+  · have hfree : (releaseHeadOne st i).free = i :: st.free := by
+      show (if nth st.refs i - 1 = 0 then i :: st.free else st.free) = i :: st.free
+      rw [if_pos h0]
+    rw [hfree]
+    have hnd : Nodup (i :: st.free) := (And.intro hiq hn : ¬ inQ i st.free ∧ Nodup st.free)
+    refine And.intro ?_ hnd
+    intro j hj
+    by_cases hji : j = i
+    · have e : nth (upd st.refs i (nth st.refs i - 1)) i = nth st.refs i - 1 :=
+        nth_upd_self st.refs i _ hil
+      rw [hji]
+      omega
+    · rw [nth_upd_ne st.refs i j _ hji]
+      have hj2 : j = i ∨ inQ j st.free := hj
+      cases hj2 with
+      | inl e => exact absurd e hji
+      | inr hq => exact hz j hq
+  · have hfree : (releaseHeadOne st i).free = st.free := by
+      show (if nth st.refs i - 1 = 0 then i :: st.free else st.free) = st.free
+      rw [if_neg h0]
+    rw [hfree]
+    refine And.intro ?_ hn
+    intro j hj
+    have hji : j ≠ i := by
+      intro e
+      subst e
+      exact hiq hj
+    rw [nth_upd_ne st.refs i j _ hji]
+    exact hz j hj
+
 theorem identifyOne_freeInv (st : CState) (i : Nat) (id : Ident) (h : FreeInv st) :
     FreeInv (identifyOne st i id) :=
   h
@@ -559,12 +638,24 @@ theorem identifyBlocks_freeInv (pre : Prefixes) (c : Clause) (blocks : List Nat)
     (pos : Nat) (h : FreeInv st) : FreeInv (identifyBlocks pre c blocks st pos) :=
   identifyBlocks_preserves FreeInv identifyOne_freeInv pre c blocks st pos h
 
+/-- Both passes of `releaseBlocks` keep `Inv`: each step is `releaseOne`, `releaseHeadOne` or
+nothing. -/
 theorem releaseBlocks_inv (st : CState) (blocks : List Nat) (h : Inv st) :
     Inv (releaseBlocks st blocks).1 := by
   unfold releaseBlocks
-  apply foldl_preserves (fun acc : CState × Nat => Inv acc.1) _ _ _ (st, 0) h
-  intro acc block hacc
-  exact releaseOne_inv acc.1 block hacc
+  dsimp only
+  apply foldl_preserves (fun acc : CState × Nat => Inv acc.1) _ _ _ _
+  · intro acc block hacc
+    dsimp only
+    split
+    · exact releaseHeadOne_inv acc.1 block hacc
+    · exact hacc
+  · apply foldl_preserves (fun acc : CState × Nat => Inv acc.1) _ _ _ (st, 0) h
+    intro acc block hacc
+    dsimp only
+    split
+    · exact releaseOne_inv acc.1 block hacc
+    · exact hacc
 
 end Content
 end SerqLang

@@ -15,7 +15,7 @@ insertion order. The four operations of docs/content.md §3 on that state:
   reference): a hit block when touched, a new block when allocated;
 * `allocOne` — a new block is the free-queue head: its identity (if any) evicted
   (`evictIdent`), then referenced;
-* `releaseOne` / `releaseHeadOne` — one reference fewer; an identified block reaching 0 joins
+* `releaseOne` / `releaseHeadOne` (both `releaseBy`) — one reference fewer; an identified block reaching 0 joins
   the free-queue tail, an unidentified one its head (vLLM reuses never-hit blocks first);
 * `identifyOne` — a full block gets its identity, appended to the map's list for it.
 
@@ -146,17 +146,18 @@ def allocOne (st : CState) : Option (CState × Nat × Bool) :=
   | [] => none
   | hd :: _ => some (reference (evictIdent st hd) hd, hd, (nthId st.ident hd).isSome)
 
-/-- One step of content.py `release` for an identified block: a reference fewer; a block
-reaching 0 joins the free queue's tail, its identity kept until it is popped. -/
-def releaseOne (st : CState) (i : Nat) : CState :=
+/-- One step of content.py `release`: a reference fewer; a block reaching 0 is put in the free
+queue by `push` (its identity kept until it is popped). -/
+def releaseBy (push : Nat → List Nat → List Nat) (st : CState) (i : Nat) : CState :=
   { st with refs := upd st.refs i (nth st.refs i - 1),
-            free := if nth st.refs i - 1 = 0 then st.free ++ [i] else st.free }
+            free := if nth st.refs i - 1 = 0 then push i st.free else st.free }
 
-/-- One step of content.py `release` for a block without identity: a reference fewer; a block
-reaching 0 joins the free queue's head (it can never be a hit, so it is reused first). -/
-def releaseHeadOne (st : CState) (i : Nat) : CState :=
-  { st with refs := upd st.refs i (nth st.refs i - 1),
-            free := if nth st.refs i - 1 = 0 then i :: st.free else st.free }
+/-- For an identified block: it joins the free queue's tail (cached blocks leave in LRU order). -/
+def releaseOne (st : CState) (i : Nat) : CState := releaseBy (fun i l => l ++ [i]) st i
+
+/-- For a block without identity: it joins the free queue's head (it can never be a hit, so it
+is reused first). -/
+def releaseHeadOne (st : CState) (i : Nat) : CState := releaseBy (fun i l => i :: l) st i
 
 /-- One step of content.py `identify`: block `i` gets identity `id`, appended to the map's list. -/
 def identifyOne (st : CState) (i : Nat) (id : Ident) : CState :=

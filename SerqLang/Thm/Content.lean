@@ -18,7 +18,8 @@ For a content pool of `B` blocks of `b` units (`B = refs.length`):
   `identifyOne_inv`: each operation preserves it.
 * `FreeInv`: every block in the free queue is unreferenced and queued once. `init_freeInv`;
   `reference_freeInv`, `evictIdent_freeInv`, `allocOne_freeInv`, `identifyOne_freeInv`, and
-  `releaseOne_freeInv`, `releaseHeadOne_freeInv` for a block that is referenced; `head_free`: the block `allocOne` hands
+  `releaseOne_freeInv`, `releaseHeadOne_freeInv` for a block that is referenced (both instances of
+  `releaseBy_inv` / `releaseBy_freeInv`, generic in where the freed block is pushed); `head_free`: the block `allocOne` hands
   out had no reference.
 * The several-block operations the step calls (content.py `touch`, `allocate`, `identify`,
   `release`): `touchBlocks_inv`, `allocateBlocks_inv`, `identifyBlocks_inv`, `releaseBlocks_inv`,
@@ -151,13 +152,17 @@ theorem evictIdent_free (st : CState) (i : Nat) : (evictIdent st i).free = st.fr
     | (split <;> rfl)
     | (cases nthId st.ident i <;> rfl)
 
+theorem releaseBy_length (push : Nat → List Nat → List Nat) (st : CState) (i : Nat) :
+    (releaseBy push st i).refs.length = st.refs.length :=
+  length_upd st.refs i (nth st.refs i - 1)
+
 theorem releaseOne_length (st : CState) (i : Nat) :
     (releaseOne st i).refs.length = st.refs.length :=
-  length_upd st.refs i (nth st.refs i - 1)
+  releaseBy_length _ st i
 
 theorem releaseHeadOne_length (st : CState) (i : Nat) :
     (releaseHeadOne st i).refs.length = st.refs.length :=
-  length_upd st.refs i (nth st.refs i - 1)
+  releaseBy_length _ st i
 
 theorem identifyOne_length (st : CState) (i : Nat) (id : Ident) :
     (identifyOne st i id).refs.length = st.refs.length := rfl
@@ -224,14 +229,18 @@ theorem allocOne_inv (st : CState) (h : Inv st) : ∀ r, allocOne st = some r �
     rw [← hr']
     exact reference_inv (evictIdent st hd) hd (evictIdent_inv st hd h)
 
-theorem releaseOne_inv (st : CState) (i : Nat) (h : Inv st) : Inv (releaseOne st i) := by
+/-- A release step keeps `Inv` whatever `push` does, provided the pushed block is in the new
+queue and every queued block stays queued. -/
+theorem releaseBy_inv (push : Nat → List Nat → List Nat) (hself : ∀ l i, inQ i (push i l))
+    (hof : ∀ l i j, inQ j l → inQ j (push i l)) (st : CState) (i : Nat) (h : Inv st) :
+    Inv (releaseBy push st i) := by
   intro j hj
   have hl : j < st.refs.length := by
     have h2 : j < (upd st.refs i (nth st.refs i - 1)).length := hj
     rw [length_upd] at h2
     exact h2
   show 0 < nth (upd st.refs i (nth st.refs i - 1)) j ∨
-    inQ j (if nth st.refs i - 1 = 0 then st.free ++ [i] else st.free)
+    inQ j (if nth st.refs i - 1 = 0 then push i st.free else st.free)
   by_cases hji : j = i
   · have hil : i < st.refs.length := by rw [← hji]; exact hl
     have e : nth (upd st.refs i (nth st.refs i - 1)) i = nth st.refs i - 1 :=
@@ -240,7 +249,7 @@ theorem releaseOne_inv (st : CState) (i : Nat) (h : Inv st) : Inv (releaseOne st
     by_cases h0 : nth st.refs i - 1 = 0
     · refine Or.inr ?_
       rw [if_pos h0]
-      exact inQ_snoc_self st.free i
+      exact hself st.free i
     · refine Or.inl ?_
       omega
   · rw [nth_upd_ne st.refs i j _ hji]
@@ -250,41 +259,21 @@ theorem releaseOne_inv (st : CState) (i : Nat) (h : Inv st) : Inv (releaseOne st
       refine Or.inr ?_
       by_cases h0 : nth st.refs i - 1 = 0
       · rw [if_pos h0]
-        exact inQ_snoc_of st.free i j hq
+        exact hof st.free i j hq
       · rw [if_neg h0]
         exact hq
 
-theorem releaseHeadOne_inv (st : CState) (i : Nat) (h : Inv st) : Inv (releaseHeadOne st i) := by
-  intro j hj
-  have hl : j < st.refs.length := by
-    have h2 : j < (upd st.refs i (nth st.refs i - 1)).length := hj
-    rw [length_upd] at h2
-    exact h2
-  show 0 < nth (upd st.refs i (nth st.refs i - 1)) j ∨
-    inQ j (if nth st.refs i - 1 = 0 then i :: st.free else st.free)
-  by_cases hji : j = i
-  · have hil : i < st.refs.length := by rw [← hji]; exact hl
-    have e : nth (upd st.refs i (nth st.refs i - 1)) i = nth st.refs i - 1 :=
-      nth_upd_self st.refs i _ hil
-    rw [hji]
-    by_cases h0 : nth st.refs i - 1 = 0
-    · refine Or.inr ?_
-      rw [if_pos h0]
-      show i = i ∨ inQ i st.free
-      exact Or.inl rfl
-    · refine Or.inl ?_
-      omega
-  · rw [nth_upd_ne st.refs i j _ hji]
-    cases h j hl with
-    | inl hp => exact Or.inl hp
-    | inr hq =>
-      refine Or.inr ?_
-      by_cases h0 : nth st.refs i - 1 = 0
-      · rw [if_pos h0]
-        show j = i ∨ inQ j st.free
-        exact Or.inr hq
-      · rw [if_neg h0]
-        exact hq
+theorem inQ_cons_self (l : List Nat) (i : Nat) : inQ i (i :: l) :=
+  (Or.inl rfl : i = i ∨ inQ i l)
+
+theorem inQ_cons_of (l : List Nat) (i j : Nat) (h : inQ j l) : inQ j (i :: l) :=
+  (Or.inr h : j = i ∨ inQ j l)
+
+theorem releaseOne_inv (st : CState) (i : Nat) (h : Inv st) : Inv (releaseOne st i) :=
+  releaseBy_inv (fun i l => l ++ [i]) inQ_snoc_self inQ_snoc_of st i h
+
+theorem releaseHeadOne_inv (st : CState) (i : Nat) (h : Inv st) : Inv (releaseHeadOne st i) :=
+  releaseBy_inv (fun i l => i :: l) inQ_cons_self inQ_cons_of st i h
 
 theorem identifyOne_inv (st : CState) (i : Nat) (id : Ident) (h : Inv st) :
     Inv (identifyOne st i id) :=
@@ -468,8 +457,13 @@ theorem allocOne_freeInv (st : CState) (h : FreeInv st) :
     rw [← hr']
     exact reference_freeInv (evictIdent st hd) hd (evictIdent_freeInv st hd h)
 
-theorem releaseOne_freeInv (st : CState) (i : Nat) (hpos : 0 < nth st.refs i) (h : FreeInv st) :
-    FreeInv (releaseOne st i) := by
+/-- A release step of a referenced block keeps `FreeInv` whatever `push` does, provided the new
+queue holds the old one and the pushed block only, and pushing a block not queued keeps `Nodup`. -/
+theorem releaseBy_freeInv (push : Nat → List Nat → List Nat)
+    (hcases : ∀ l i j, inQ j (push i l) → inQ j l ∨ j = i)
+    (hnodup : ∀ l i, Nodup l → ¬ inQ i l → Nodup (push i l))
+    (st : CState) (i : Nat) (hpos : 0 < nth st.refs i) (h : FreeInv st) :
+    FreeInv (releaseBy push st i) := by
   have h' : (∀ k, inQ k st.free → nth st.refs k = 0) ∧ Nodup st.free := h
   obtain ⟨hz, hn⟩ := h'
   have hil : i < st.refs.length := lt_of_nth_pos st.refs i hpos
@@ -477,14 +471,14 @@ theorem releaseOne_freeInv (st : CState) (i : Nat) (hpos : 0 < nth st.refs i) (h
     intro hq
     have := hz i hq
     omega
-  show (∀ j, inQ j (releaseOne st i).free → nth (upd st.refs i (nth st.refs i - 1)) j = 0) ∧
-    Nodup (releaseOne st i).free
+  show (∀ j, inQ j (releaseBy push st i).free → nth (upd st.refs i (nth st.refs i - 1)) j = 0) ∧
+    Nodup (releaseBy push st i).free
   by_cases h0 : nth st.refs i - 1 = 0
-  · have hfree : (releaseOne st i).free = st.free ++ [i] := by
-      show (if nth st.refs i - 1 = 0 then st.free ++ [i] else st.free) = st.free ++ [i]
+  · have hfree : (releaseBy push st i).free = push i st.free := by
+      show (if nth st.refs i - 1 = 0 then push i st.free else st.free) = push i st.free
       rw [if_pos h0]
     rw [hfree]
-    refine And.intro ?_ (nodup_snoc st.free i hn hiq)
+    refine And.intro ?_ (hnodup st.free i hn hiq)
     intro j hj
     by_cases hji : j = i
     · have e : nth (upd st.refs i (nth st.refs i - 1)) i = nth st.refs i - 1 :=
@@ -492,11 +486,11 @@ theorem releaseOne_freeInv (st : CState) (i : Nat) (hpos : 0 < nth st.refs i) (h
       rw [hji]
       omega
     · rw [nth_upd_ne st.refs i j _ hji]
-      cases inQ_snoc_cases st.free i j hj with
+      cases hcases st.free i j hj with
       | inl hq => exact hz j hq
       | inr e => exact absurd e hji
-  · have hfree : (releaseOne st i).free = st.free := by
-      show (if nth st.refs i - 1 = 0 then st.free ++ [i] else st.free) = st.free
+  · have hfree : (releaseBy push st i).free = st.free := by
+      show (if nth st.refs i - 1 = 0 then push i st.free else st.free) = st.free
       rw [if_neg h0]
     rw [hfree]
     refine And.intro ?_ hn
@@ -508,47 +502,22 @@ theorem releaseOne_freeInv (st : CState) (i : Nat) (hpos : 0 < nth st.refs i) (h
     rw [nth_upd_ne st.refs i j _ hji]
     exact hz j hj
 
+theorem inQ_cons_cases (l : List Nat) (i j : Nat) (h : inQ j (i :: l)) : inQ j l ∨ j = i := by
+  have h2 : j = i ∨ inQ j l := h
+  cases h2 with
+  | inl e => exact Or.inr e
+  | inr hq => exact Or.inl hq
+
+theorem nodup_cons (l : List Nat) (i : Nat) (hn : Nodup l) (hi : ¬ inQ i l) : Nodup (i :: l) :=
+  (And.intro hi hn : ¬ inQ i l ∧ Nodup l)
+
+theorem releaseOne_freeInv (st : CState) (i : Nat) (hpos : 0 < nth st.refs i) (h : FreeInv st) :
+    FreeInv (releaseOne st i) :=
+  releaseBy_freeInv (fun i l => l ++ [i]) inQ_snoc_cases nodup_snoc st i hpos h
+
 theorem releaseHeadOne_freeInv (st : CState) (i : Nat) (hpos : 0 < nth st.refs i)
-    (h : FreeInv st) : FreeInv (releaseHeadOne st i) := by
-  have h' : (∀ k, inQ k st.free → nth st.refs k = 0) ∧ Nodup st.free := h
-  obtain ⟨hz, hn⟩ := h'
-  have hil : i < st.refs.length := lt_of_nth_pos st.refs i hpos
-  have hiq : ¬ inQ i st.free := by
-    intro hq
-    have := hz i hq
-    omega
-  show (∀ j, inQ j (releaseHeadOne st i).free → nth (upd st.refs i (nth st.refs i - 1)) j = 0) ∧
-    Nodup (releaseHeadOne st i).free
-  by_cases h0 : nth st.refs i - 1 = 0
-  · have hfree : (releaseHeadOne st i).free = i :: st.free := by
-      show (if nth st.refs i - 1 = 0 then i :: st.free else st.free) = i :: st.free
-      rw [if_pos h0]
-    rw [hfree]
-    have hnd : Nodup (i :: st.free) := (And.intro hiq hn : ¬ inQ i st.free ∧ Nodup st.free)
-    refine And.intro ?_ hnd
-    intro j hj
-    by_cases hji : j = i
-    · have e : nth (upd st.refs i (nth st.refs i - 1)) i = nth st.refs i - 1 :=
-        nth_upd_self st.refs i _ hil
-      rw [hji]
-      omega
-    · rw [nth_upd_ne st.refs i j _ hji]
-      have hj2 : j = i ∨ inQ j st.free := hj
-      cases hj2 with
-      | inl e => exact absurd e hji
-      | inr hq => exact hz j hq
-  · have hfree : (releaseHeadOne st i).free = st.free := by
-      show (if nth st.refs i - 1 = 0 then i :: st.free else st.free) = st.free
-      rw [if_neg h0]
-    rw [hfree]
-    refine And.intro ?_ hn
-    intro j hj
-    have hji : j ≠ i := by
-      intro e
-      subst e
-      exact hiq hj
-    rw [nth_upd_ne st.refs i j _ hji]
-    exact hz j hj
+    (h : FreeInv st) : FreeInv (releaseHeadOne st i) :=
+  releaseBy_freeInv (fun i l => i :: l) inQ_cons_cases nodup_cons st i hpos h
 
 theorem identifyOne_freeInv (st : CState) (i : Nat) (id : Ident) (h : FreeInv st) :
     FreeInv (identifyOne st i id) :=

@@ -12,7 +12,7 @@ pytest.importorskip("serq_spec.step")
 from serq.frontend import compile_source  # noqa: E402
 from serq_fast.lockstep import lockstep  # noqa: E402
 # The programs are the spec's own (one text, two checks: the hand-derived values there, agreement here).
-from test_spec_extensions import ONLY, HELD, PREEMPT  # noqa: E402
+from test_spec_extensions import EXCLUSIVE_PREEMPT, ONLY, HELD, PREEMPT  # noqa: E402
 from test_scope_spec import FRACTIONAL, GROWING_FIFO, IN_FLIGHT, PLAIN_BARE, PLAIN_GROWING, STAGE_VICTIM  # noqa: E402
 
 
@@ -114,6 +114,8 @@ CASES = {
                                .replace("run e (serial == 0 ? 6 : 1) growing kv;", DECODE_AND_PLAIN).replace("batch(2)", "batch(3)"), 3),
     "plain-run-exclusive": (PLAIN_GROWING.replace("advance running;", "exclusive prefill;")
                             .replace("run e (serial == 0 ? 6 : 1) growing kv;", DECODE_AND_PLAIN).replace("batch(2)", "batch(3)"), 3),
+    # a decode preempted by an earlier decode's growth under exclusive prefill is not served
+    "exclusive-preempt-decode": (EXCLUSIVE_PREEMPT, 2),
     "plain-run-granule": (PLAIN_GROWING.replace("tokens cap 4;", "tokens cap 5; granule 2;"), 2),
     "only-p<6": (ONLY.replace("ONLY", "p < 6"), 3),
     "only-1": (ONLY.replace("ONLY", "1"), 3),

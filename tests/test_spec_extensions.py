@@ -147,3 +147,46 @@ def test_preemption_in_a_free_pool_spares_a_holder_in_a_delay():
     cfg, obs = run_text(text, 2)
     assert sorted((s, v) for n, s, _t, v in obs if n == "t") == [(0, 10), (1, 10)]
     assert cfg.pools[0].preemptions == 1
+
+
+EXCLUSIVE_PREEMPT = """
+fn main() {
+  device d { kv cap 64; }
+  pool kv on d { block 16; preempt lifo; }
+  engine e on d {
+    tokens cap 64;
+    reqs cap 8;
+    request (p, q) {
+      prefill (p) growing kv;
+      decode (q - 1) growing kv;
+    }
+    schedule { exclusive prefill; admit waiting taking reqs (1), kv (p); }
+    execute (1);
+  }
+  pool reqs on e { queue fifo; }
+  workload { arrive batch(2); }
+  server { e (16, 40); observe t = now; }
+}"""
+
+
+def test_exclusive_prefill_does_not_serve_a_decode_preempted_in_the_same_iteration():
+    """Blocks of 16, 4 of them. t = 0: 0 is admitted (kv 16) and prefills 16 alone; t = 1: 1 is
+    admitted with the full budget and its prefill replaces 0's tentative decode; from t = 2 both
+    decode, 1 token each, each growing to 2 blocks (all 4 used). The iteration at t = 18: 0 is at
+    position 32 and needs a third block: lifo preempts 1 (latest admission; computed 32, its 32
+    units released), 0 grows. 1 is no longer a resident: it gets no token in that iteration, whose
+    batch is [0] alone (§11.6: the residents as they stand now). On main before the fix the decodes
+    were served from a snapshot and the run crashed on the preempted one."""
+    from serq.frontend import compile_source
+    from serq_spec.program import Program
+    from serq_spec.sample import sample
+    from serq_spec.workload import Workload
+
+    ir = compile_source(EXCLUSIVE_PREEMPT, "t.sq", {})
+    prog = Program(ir, "t.sq")
+    prog.workload_data = Workload.replay(sample(ir, 0, 2, "t.sq"))
+    lines = []
+    run(prog, on_step=lambda c, r, k: lines.append(r), check=True)
+    first = next(r for r in lines if r["preempted"])
+    assert first["preempted"] == [[1, "kv", 32]]
+    assert [(i["start"], i["assign"]) for i in first["iterations"]] == [(18, [[0, "decode", 1]])]

@@ -351,11 +351,14 @@ def exclusive_prefill(cfg, ictx, stmt) -> None:
         serve(cfg, ictx, prefill, None, cap)
         ictx.stopped = True                            # it runs alone: decodes stall
         return
-    for j in list(cfg.stages[ictx.engine].jobs):
-        if ictx.stopped:
+    # The residents are read as they stand now, not from a snapshot: an earlier decode's growth
+    # may preempt a later one, which then is no resident and is not served (§11.6, §11.7).
+    while not ictx.stopped:
+        j = next((j for j in cfg.stages[ictx.engine].jobs
+                  if j.mode == "decode" and j.serial not in ictx.served), None)
+        if j is None:
             return
-        if j.mode == "decode" and j.serial not in ictx.served:
-            serve(cfg, ictx, j, None, cap)
+        serve(cfg, ictx, j, None, cap)
 
 
 def admit_one(cfg, ictx, only=None) -> bool:

@@ -180,3 +180,23 @@ def test_batch_count_must_match(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(REPO)
     rc, err = run_cli(capsys, "sample", "examples/oracle/vllm_request.sq", "--seed", "1", "--sessions", "5")
     assert rc == 2 and "batch(2)" in err
+
+
+@pytest.mark.parametrize("expr, named", [({"k": "obs", "f": "est_rho", "args": []}, "observable est_rho()"),
+                                         ({"k": "ctx", "name": "est_gap"}, "context variable est_gap")])
+def test_unsupported_binding_of_a_hold_is_refused_at_load(expr, named):
+    """An `at admission` binding is an expression of its hold like the units: what the spec does
+    not support in it is refused when the program is loaded (it slid under `drop`/`load` once)."""
+    from serq.frontend import compile_source
+    from serq_spec.errors import NotSupported
+    from serq_spec.program import Program
+    from test_spec_extensions import ONLY
+    text = ONLY.replace("ONLY", "1").replace("request (p, q) {", "request (p, q) {\n      at admission { need = p; }")
+    ir = compile_source(text, "p.sq", {})
+    hold = next(st for b in ir["blocks"] for st in b if st.get("bindings"))
+    assert hold["op"] == "hold"
+    Program(ir, "p.sq")                                 # as compiled: accepted
+    hold["bindings"][0]["expr"] = expr
+    with pytest.raises(NotSupported, match=named.replace("(", r"\(").replace(")", r"\)")) as e:
+        Program(ir, "p.sq")
+    assert "p.sq:" in str(e.value)

@@ -218,8 +218,8 @@ class Program:
             if any(self.is_content(j) for j in range(ref["base"], ref["base"] + ref.get("count", 1))):
                 raise SpecError(f"`{op}` on the `share content` pool {self.pools[ref['base']]['name']} "
                                 "(docs/content.md §1)", at, self.files)
-            for b in st.get("bindings", []):
-                self.check_expr(b["expr"], at)
+        for b in st.get("bindings", []):   # a hold's `at admission` bindings
+            self.check_expr(b["expr"], at)
 
     def check_expr(self, e, at):
         """Refuse unsupported observables and context variables."""

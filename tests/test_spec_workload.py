@@ -7,6 +7,8 @@ import json
 from fractions import Fraction
 from pathlib import Path
 
+import pytest
+
 from serq.cli import main
 
 REPO = Path(__file__).resolve().parent.parent
@@ -110,3 +112,24 @@ def test_sessions_file_missing_a_turn(tmp_path, capsys):
     rc = main(["spec", prog, "--sessions", str(f)])
     err = capsys.readouterr().err
     assert rc == 2 and "does not fit the program" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("arrivals, bad", [(["-1"], "arrivals[0] = -1"), (["2", "1"], "arrivals[1] = 1")])
+@pytest.mark.parametrize("command", ["spec", "run"])
+def test_sessions_file_arrivals_are_checked_one_by_one(tmp_path, capsys, command, arrivals, bad):
+    """Every arrival is checked, a lone one too (the check once ran over pairs only and a single
+    negative arrival failed later as an event in the past): named by its field, no traceback,
+    in the spec (`serq spec --sessions`) and in the fast engine's reader (`serq run --replay`)."""
+    prog = str(REPO / "examples" / "single-turn" / "mm1.sq")
+    f = tmp_path / "s.json"
+    n = len(arrivals)
+    assert main(["sample", prog, "--seed", "1", "--sessions", str(n), "-o", str(f)]) == 0
+    capsys.readouterr()
+    data = json.loads(f.read_text())
+    assert len(data["arrivals"]) == n
+    data["arrivals"] = arrivals
+    f.write_text(json.dumps(data))
+    argv = ["--sessions", str(f)] if command == "spec" else ["--replay", str(f), "--horizon", "100"]
+    rc = main([command, prog, *argv])
+    err = capsys.readouterr().err
+    assert rc == 2 and bad in err and "must be >= 0" in err and "Traceback" not in err, err

@@ -58,9 +58,11 @@ class Workload:
         sessions = _list(data.get("sessions"), "sessions")
         w.count = len(sessions)
         w.arrivals = [_val(x, f"arrivals[{i}]") for i, x in enumerate(_list(data.get("arrivals", []), "arrivals"))]
-        for i in range(1, len(w.arrivals)):
-            if w.arrivals[i] < w.arrivals[i - 1] or w.arrivals[0] < 0:
-                raise SessionsFileError("sessions file: arrival times must be >= 0 and non-decreasing")
+        # every arrival, not only pairs: a lone negative one would be an event in the past
+        for i, a in enumerate(w.arrivals):
+            if a < 0 or (i > 0 and a < w.arrivals[i - 1]):
+                raise SessionsFileError(f"sessions file: arrivals[{i}] = {a} must be >= 0 and not before "
+                                        "the arrival before it")
         picks = _list(data.get("trace_picks", []), "trace_picks")
         if any(not isinstance(p, int) or isinstance(p, bool) or p < 0 for p in picks):
             raise SessionsFileError("sessions file: trace_picks must be non-negative integers")

@@ -200,3 +200,36 @@ def test_unsupported_binding_of_a_hold_is_refused_at_load(expr, named):
     with pytest.raises(NotSupported, match=named.replace("(", r"\(").replace(")", r"\)")) as e:
         Program(ir, "p.sq")
     assert "p.sq:" in str(e.value)
+
+
+def test_lockstep_names_the_file_of_a_run_time_error(tmp_path, capsys):
+    """`serq lockstep` reports a run-time error at FILE:LINE:COL like `serq spec` and `serq run`
+    (it printed the IR file index, `<file 0>:5:23`)."""
+    prog = write(tmp_path, GUARD)
+    for argv in (["lockstep", prog, "--seed", "1", "--sessions", "1"],
+                 ["spec", prog, "--sessions", write(tmp_path, "", "unused.json")],
+                 ["run", prog, "--horizon", "10"]):
+        if argv[0] == "spec":
+            ok = write(tmp_path, GUARD.replace("x = 2", "x = 1"), "ok.sq")
+            assert main(["sample", ok, "--seed", "1", "--sessions", "1", "-o", argv[-1]]) == 0
+            capsys.readouterr()
+        rc, err = run_cli(capsys, *argv)
+        assert rc == 2 and "must be 0 or 1" in err and "p.sq:5:23" in err and "<file" not in err, (argv[0], err)
+
+
+def test_a_run_time_error_divergence_names_the_file(tmp_path, monkeypatch):
+    """When only one engine stops with a run-time error, the divergence names its position as
+    FILE:LINE:COL (the fast engine's messages carry the IR index `at 0:L:C`)."""
+    from serq.frontend import compile_source
+    from serq_fast import lockstep as L
+    from serq_fast.expr import RunError
+
+    ir = compile_source(GUARD.replace("x = 2", "x = 1"), "p.sq", {})
+    sessions = L.sample_sessions(ir, 1, 1, "p.sq")
+
+    def failing(*a, **k):
+        raise RunError("a branch guard must be 0 or 1, got 2.0 at 0:5:23")
+    monkeypatch.setattr(L, "fast_lines", failing)
+    with pytest.raises(L.Divergence) as e:
+        L.compare_runs(ir, sessions, "p.sq")
+    assert "at p.sq:5:23" in str(e.value.fast) or "at p.sq:5:23" in str(e.value.spec), vars(e.value)

@@ -77,18 +77,6 @@ def load_ir(path: str, sets: list) -> dict:
     return frontend.load_program(path, settings)
 
 
-def _name_files(msg: str, files: list) -> str:
-    """serq_fast's run-time errors give IR positions `at F:L:C` with F the index into the IR's
-    `files` (docs/ir.md); the user reads file:line:col."""
-    import re
-
-    def name(m):
-        i = int(m[1])
-        return f"at {files[i]}:{m[2]}:{m[3]}" if i < len(files) else m[0]
-
-    return re.sub(r"\bat (\d+):(\d+):(\d+)", name, msg)
-
-
 def _progress(now: float, horizon: float) -> None:
     if math.isfinite(horizon) and horizon > 0:
         frac = min(1.0, now / horizon)
@@ -101,7 +89,7 @@ def _progress(now: float, horizon: float) -> None:
 
 def cmd_run(args) -> int:
     from serq_fast import report
-    from serq_fast.expr import RunError
+    from serq_fast.expr import RunError, name_files
 
     try:
         from serq.errors import SerqError
@@ -164,7 +152,7 @@ def cmd_run(args) -> int:
     except RunError as exc:
         if progress:
             sys.stderr.write("\n")
-        return _err(f"run-time error: {_name_files(str(exc), ir.get('files') or [args.file])}")
+        return _err(f"run-time error: {name_files(str(exc), ir.get('files') or [args.file])}")
     finally:
         if states_out is not None and states_out is not sys.stdout:
             states_out.close()

@@ -18,7 +18,7 @@ import math
 import time as _time
 from typing import Any
 
-from serq_fast.expr import Ctx, RunError, compile_expr, compile_ref, is_static, num
+from serq_fast.expr import Ctx, RunError, at_text, compile_expr, compile_ref, is_static, num
 from serq_fast.sources import ListSource, LiveSource, no_draw
 from serq_fast.stats import Gauge, Sample, TimeAverage
 from serq_fast import pools as P
@@ -223,7 +223,7 @@ class Sim:
                 # a growing run advances a position by the tokens an engine serves (§11.6): a
                 # non-step stage has none (docs/spec.md, as serq_spec.program)
                 raise RunError(f"`growing` needs an engine (a step stage), not stage "
-                               f"{self.stages[ref['base']].name} at {_at(at)}")
+                               f"{self.stages[ref['base']].name} at {at_text(at)}")
             return ("run", compile_ref(st["stage"], self, "stage"), st["mode"], c(st["work"]),
                     st.get("growing"), at)
         if op in ("grow", "load"):
@@ -602,7 +602,7 @@ class Sim:
             elif op == "branch":
                 v = st[1](cx)
                 if v != 0 and v != 1:
-                    raise RunError(f"a branch guard must be 0 or 1, got {v} at {_at(st[-1])}")
+                    raise RunError(f"a branch guard must be 0 or 1, got {v} at {at_text(st[-1])}")
                 fr[1] = pc + 1
                 target = st[2] if v == 1 else st[3]
                 if target is not None:
@@ -610,7 +610,7 @@ class Sim:
             elif op == "while":
                 v = st[1](cx)
                 if v != 0 and v != 1:
-                    raise RunError(f"a while guard must be 0 or 1, got {v} at {_at(st[-1])}")
+                    raise RunError(f"a while guard must be 0 or 1, got {v} at {at_text(st[-1])}")
                 if v == 1:
                     frames.append([self.blocks[st[2]], 0, "while", None])
                 else:
@@ -646,18 +646,18 @@ class Sim:
                         best, bestk = j, k
                 if best is None:
                     attrs[st[1]] = saved
-                    raise RunError(f"choose over an empty range at {_at(st[-1])}")
+                    raise RunError(f"choose over an empty range at {at_text(st[-1])}")
                 attrs[st[1]] = float(best)
                 fr[1] = pc + 1
             elif op == "grow":
                 pool = self.pools[st[1](cx)]
                 d = st[2](cx)
                 if d < 0:
-                    raise RunError(f"negative growth {d} at {_at(st[-1])}")
+                    raise RunError(f"negative growth {d} at {at_text(st[-1])}")
                 fr[1] = pc + 1
                 part = P.find_part(s, pool)
                 if part is None:
-                    raise RunError(f"grow {pool.name}: the session holds no {pool.name} at {_at(st[-1])}")
+                    raise RunError(f"grow {pool.name}: the session holds no {pool.name} at {at_text(st[-1])}")
                 res = pool.grow(part, d, None)
                 if res == "stalled":
                     return
@@ -667,7 +667,7 @@ class Sim:
                 pool = self.pools[st[1](cx)]
                 n = st[2](cx)
                 if n < 0:
-                    raise RunError(f"negative load {n} at {_at(st[-1])}")
+                    raise RunError(f"negative load {n} at {at_text(st[-1])}")
                 part = P.find_part(s, pool)
                 if part is None:
                     raise RunError(f"load {pool.name}: the session holds no {pool.name}")
@@ -728,12 +728,12 @@ class Sim:
         mode = st[2]
         w = st[3](cx)
         if w < 0:
-            raise RunError(f"negative work {w} at {_at(st[-1])}")
+            raise RunError(f"negative work {w} at {at_text(st[-1])}")
         if w != w or math.isinf(w):
-            raise RunError(f"work {w} is not finite at {_at(st[-1])}")
+            raise RunError(f"work {w} is not finite at {at_text(st[-1])}")
         if stage.kind == "step" and w != math.floor(w):
             raise RunError(f"engine {stage.name}: run work must be a whole number of tokens, got {w:g} "
-                           f"at {_at(st[-1])}")
+                           f"at {at_text(st[-1])}")
         growing = st[4]
         stage.submit(s, w, mode, growing)
 
@@ -770,8 +770,3 @@ class Sim:
 
         self.states(state_line(self, step, ev))
 
-
-def _at(at) -> str:
-    if not at:
-        return "?"
-    return f"{at[0]}:{at[1]}:{at[2]}"

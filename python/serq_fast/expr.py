@@ -22,6 +22,26 @@ class RunError(Exception):
     """A run-time error of language.md §11.9 (a guard, a bad amount, an index out of range)."""
 
 
+def at_text(at) -> str:
+    """An IR position [FILE_INDEX, LINE, COLUMN] as `F:L:C` in a RunError message; the CLIs name
+    the file with `name_files`."""
+    if not at:
+        return "?"
+    return f"{at[0]}:{at[1]}:{at[2]}"
+
+
+def name_files(msg: str, files: list) -> str:
+    """A RunError message with every `at F:L:C` (F the index into the IR's `files`, docs/ir.md)
+    turned into `at FILE:L:C`, which is what the user reads."""
+    import re
+
+    def name(m):
+        i = int(m[1])
+        return f"at {files[i]}:{m[2]}:{m[3]}" if i < len(files) else m[0]
+
+    return re.sub(r"\bat (\d+):(\d+):(\d+)", name, msg)
+
+
 def num(text: str) -> float:
     """An IR value string as a float (`"inf"`, `"-inf"`, `"p"`, `"p/q"`)."""
     if text == "inf":

@@ -172,7 +172,7 @@ def compare_runs(ir: dict, sessions: dict, name: str = "program", horizon=math.i
     for i, text in enumerate(spec):
         if j >= len(fast):
             line = json.loads(text)
-            raise Divergence(i, "(missing step)", "a step", f"no step ({fast_err!r})" if fast_err else "no step",
+            raise Divergence(i, "(missing step)", "a step", f"no step ({error_text(fast_err, ir, name)})" if fast_err else "no step",
                              line, None)
         if fast[j]["step"] > i:
             continue
@@ -183,8 +183,24 @@ def compare_runs(ir: dict, sessions: dict, name: str = "program", horizon=math.i
     if j < len(fast):
         raise Divergence(len(spec), "(extra step)", "no step", "a step", None, fast[j])
     if (spec_err is None) != (fast_err is None):
-        raise Divergence(len(spec), "(run-time error)", repr(spec_err), repr(fast_err), None, None)
+        raise Divergence(len(spec), "(run-time error)", error_text(spec_err, ir, name),
+                         error_text(fast_err, ir, name), None, None)
     return compared
+
+
+def error_text(exc, ir: dict, path: str) -> str | None:
+    """A run-time error of either engine as the user reads it: positions as FILE:LINE:COL."""
+    from serq_spec.cli import located
+    from serq_spec.errors import SpecError
+
+    from serq_fast.expr import RunError, name_files
+
+    if exc is None:
+        return None
+    if isinstance(exc, SpecError):
+        return located(exc, ir, path)
+    text = str(exc) if isinstance(exc, RunError) else f"{type(exc).__name__}: {exc}"   # a crash: say what
+    return name_files(text, ir.get("files") or [path])
 
 
 def main(args) -> int:
@@ -226,10 +242,10 @@ def main(args) -> int:
             print("fast: " + dump_line(d.fast_line))
         return 1
     except SpecError as exc:
-        print(f"serq: error: {exc.render() if hasattr(exc, 'render') else exc}", file=sys.stderr)
+        print(f"serq: {error_text(exc, ir, args.file)}", file=sys.stderr)
         return 2
     except RunError as exc:
-        print(f"serq: error: fast run-time error: {exc}", file=sys.stderr)
+        print(f"serq: error: fast run-time error: {error_text(exc, ir, args.file)}", file=sys.stderr)
         return 2
     print(f"lockstep: {n} steps agree ({args.file}, seed {args.seed}, {args.sessions} sessions)")
     return 0

@@ -18,7 +18,7 @@ from fractions import Fraction
 
 from serq.wire import value_from_wire
 
-from serq_fast.expr import RunError, compile_expr, compile_ref, is_static
+from serq_fast.expr import RunError, at_text, compile_expr, compile_ref, is_static
 
 EPS = 1e-9
 ADMITTED, WAIT, REJECTED = "admitted", "wait", "rejected"  # results of an admission attempt
@@ -374,7 +374,7 @@ class Pool:
             u = st.units[i](cx)
             r = st.reserves[i](cx) if st.reserves[i] is not None else None
             if u < 0 or (r is not None and r < 0):
-                raise RunError(f"a negative amount for pool {pool.name} at {_at(st.at)}")
+                raise RunError(f"a negative amount for pool {pool.name} at {at_text(st.at)}")
             evals.append((pool, u, r))
         return evals
 
@@ -783,8 +783,3 @@ def preempt(sim, part: Part, pool: Pool) -> None:
     pool.preemptions += 1
     sim.npreempt += 1
 
-
-def _at(at) -> str:
-    if not at:
-        return "?"
-    return f"{at[0]}:{at[1]}:{at[2]}"

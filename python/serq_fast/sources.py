@@ -13,7 +13,7 @@ from fractions import Fraction
 from serq import draws
 from serq.wire import value_from_wire
 
-from serq_fast.expr import RunError
+from serq_fast.expr import RunError, at_text
 
 
 def _round12(x: float) -> float:
@@ -65,7 +65,7 @@ class ListSource:
 
     def __call__(self, dist: str, args: list, at=None) -> float:
         if self.i >= len(self.values):
-            where = f" at {at[0]}:{at[1]}:{at[2]}" if at else ""
+            where = f" at {at_text(at)}" if at else ""
             raise RunError(f"replay: {self.what} needs more draws than the sessions file holds{where}")
         v = self.values[self.i]
         self.i += 1

@@ -98,10 +98,11 @@ def time_arg(text: str, what: str):
     return v
 
 
-def located(exc: SpecError, ir) -> str:
-    """The message, with `at` triples resolved through the IR's file list."""
+def located(exc: SpecError, ir, path: str) -> str:
+    """The message, with `at` triples resolved through the IR's file list (PATH, the file the CLI
+    read, when the IR names none)."""
     if exc.files is None and isinstance(ir, dict):
-        exc.files = ir.get("files")
+        exc.files = ir.get("files") or [path]
     return exc.render()
 
 
@@ -127,7 +128,7 @@ def cmd_sample(args) -> int:
             sys.stdout.write(text)
         return 0
     except SpecError as exc:
-        return fail(located(exc, ir))
+        return fail(located(exc, ir, args.file))
     except (KeyError, TypeError, IndexError) as exc:
         return fail(f"error: malformed IR ({type(exc).__name__}: {exc})")
     except Exception as exc:  # noqa: BLE001 -- never a traceback (SERQ_TRACEBACK=1 shows it)
@@ -183,7 +184,7 @@ def cmd_spec(args) -> int:
         return fail(exc.render())
     except SpecError as exc:
         out.flush()
-        return fail(located(exc, ir))
+        return fail(located(exc, ir, args.file))
     except (KeyError, TypeError, IndexError) as exc:
         return fail(f"error: malformed IR ({type(exc).__name__}: {exc})")
     except Exception as exc:  # noqa: BLE001

@@ -492,7 +492,8 @@ def _run_engine(ir: dict, engine: str, plan: Plan) -> "_Collector":
         except _Stop:
             pass
         except RunError as exc:
-            raise ModelError(f"serq_fast run-time error: {exc}") from None
+            from serq_fast.lockstep import error_text
+            raise ModelError(f"serq_fast run-time error: {error_text(exc, ir, 'vllm_scenario.sq')}") from None
         return col
     if engine == "spec":
         from serq_spec.cli import prepare
@@ -512,7 +513,8 @@ def _run_engine(ir: dict, engine: str, plan: Plan) -> "_Collector":
         except _Stop:
             pass
         except SpecError as exc:
-            raise ModelError(f"serq_spec run-time error: {exc}") from None
+            from serq_fast.lockstep import error_text
+            raise ModelError(f"serq_spec run-time error: {error_text(exc, ir, 'vllm_scenario.sq')}") from None
         return col
     raise ValueError(f"unknown engine {engine!r} (spec or fast)")
 

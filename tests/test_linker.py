@@ -289,6 +289,15 @@ CASES = {
     "gauge-twice": (edit(SERVER, SERVER + "\n  gauge g = 1;\n  @@gauge g = 2;"), "already declared"),
     "attr-named-pool": (server("set @@live = 1;"), "not an attribute"),
     "prefill-on-fifo": (server("@@run cpu prefill (1);"), "needs an engine"),
+    # §11.6: a growing run advances by the tokens an engine serves; a fifo, ps or delay serves none
+    "growing-on-fifo": (server("hold live (1) { @@run cpu (1) growing live; }"), "`run … growing` needs an engine"),
+    # §4.5: the per-request keys are a resident's; a waiting head has no run
+    "admit-only-remaining": (edit("admit waiting while", "admit waiting only (@@remaining > 0) while"),
+                             "`remaining` (a per-request key) cannot be read in `admit waiting only (…)`"),
+    "admit-only-decoding": (edit("admit waiting while", "admit waiting only (1 - @@decoding) while"),
+                            "`decoding` (a per-request key) cannot be read in `admit waiting only (…)`"),
+    "admit-only-admission": (edit("admit waiting while", "admit waiting only (@@admission < 3) while"),
+                             "`admission` (a per-request key) cannot be read in `admit waiting only (…)`"),
     "expr-def-as-statement": (edit("let bsz = 16;", "let bsz = 16;\ndef f(x) { x }").replace(SERVER, "  server { eng (a, b); @@f (1); }"),
                               "expression definition"),
     "stmt-def-in-expression": (edit("let bsz = 16;", "let bsz = 16;\ndef g(x) { run cpu (x); }").replace(SERVER, "  server { eng (a, b); run cpu (@@g(1)); }"),
@@ -473,3 +482,12 @@ def test_several_errors_in_one_pass_without_cascades():
     got = [(x.line, x.column) for x in [e] + e.more]
     assert got == [(2, 16), (3, 18), (7, 9), (8, 13), (9, 9)]  # nothing about `p` or `s` being unknown
     assert e.render().count(": error: ") == 5
+
+
+def test_per_request_keys_and_growing_where_they_belong():
+    """The counterparts of the cases `admit-only-*` and `growing-on-fifo`: per-request keys in
+    `advance running only (…)` (a resident's, §4.5) and `growing` on an engine's run compile."""
+    ir = compile_ok(edit("advance running;", "advance running only (remaining > decoding + admission);"))
+    adv = ir["stages"][0]["schedule"][0]
+    assert adv["op"] == "advance" and {"k": "job", "name": "remaining"} == adv["only"]["a"]
+    compile_ok(edit("admit waiting while", "admit waiting only (a > 0) while"))

@@ -12,7 +12,8 @@ pytest.importorskip("serq_spec.step")
 from serq.frontend import compile_source  # noqa: E402
 from serq_fast.lockstep import lockstep  # noqa: E402
 # The programs are the spec's own (one text, two checks: the hand-derived values there, agreement here).
-from test_spec_extensions import EXCLUSIVE_PREEMPT, ONLY, HELD, PREEMPT  # noqa: E402
+from spec_helpers import compile_advance_only_into_admit, compile_growing_on_every_run  # noqa: E402
+from test_spec_extensions import EXCLUSIVE_PREEMPT, ONLY, ONLY_REMAINING, HELD, PREEMPT  # noqa: E402
 from test_scope_spec import FRACTIONAL, GROWING_FIFO, IN_FLIGHT, PLAIN_BARE, PLAIN_GROWING, STAGE_VICTIM  # noqa: E402
 
 
@@ -131,10 +132,11 @@ CASES = {
                            .replace("3 : 0", "0 : 0"), 2),
 }
 
-# programs both engines stop with an error (docs/spec.md): (text, a variant to sample the
-# sessions file from, the spec's message, the fast engine's)
+# programs both engines stop with an error (docs/spec.md): (program text or IR — hand-written IR
+# for what the linker refuses —, a variant to sample the sessions file from, the spec's message,
+# the fast engine's)
 ERRORS = {
-    "growing-fifo": (GROWING_FIFO, GROWING_FIFO.replace(" growing m", ""),
+    "growing-fifo": (compile_growing_on_every_run(GROWING_FIFO), GROWING_FIFO,
                      "`growing` needs an engine", "`growing` needs an engine"),
     "engine-work": (PLAIN_BARE.replace("run e (5)", "run e (2.5)"), PLAIN_BARE,
                     "run work must be a whole number of tokens, got 5/2", "run work must be a whole number of tokens, got 2.5"),
@@ -142,7 +144,7 @@ ERRORS = {
     "preempt-key-of-a-fifo-job": (STAGE_VICTIM.replace("KIND", "fifo(2)").replace("by (serial)", "by (decoding)"),
                                   STAGE_VICTIM.replace("KIND", "fifo(2)"), "per-request key `decoding` read outside a resident",
                                   "per-request key `decoding` read outside a resident"),
-    "only-per-request-key": (ONLY.replace("ONLY", "remaining < 6"), ONLY.replace("ONLY", "1"),
+    "only-per-request-key": (compile_advance_only_into_admit(ONLY_REMAINING), ONLY.replace("ONLY", "1"),
                              "a waiting head has no run", "a waiting head has no run"),
 }
 
@@ -154,11 +156,12 @@ def test_error_of_both_engines(name):
     from serq_spec.errors import NotSupported, SpecError
 
     text, quiet, spec_msg, fast_msg = ERRORS[name]
-    ir = compile_source(text, "t.sq", {})
+    ir = compile_source(text, "t.sq", {}) if isinstance(text, str) else text
+    n = 3 if "batch(3)" in quiet else 1
     with pytest.raises(SpecError, match=spec_msg) as e:
-        lockstep(ir, 0, 3 if "batch(3)" in text else 1, "t.sq")
+        lockstep(ir, 0, n, "t.sq")
     assert not isinstance(e.value, NotSupported)
-    sessions = sample_sessions(compile_source(quiet, "t.sq", {}), 0, 3 if "batch(3)" in text else 1, "t.sq")
+    sessions = sample_sessions(compile_source(quiet, "t.sq", {}), 0, n, "t.sq")
     with pytest.raises(RunError, match=fast_msg.replace("(", r"\(").replace(")", r"\)")):
         fast_lines(ir, sessions)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from spec_helpers import run_text
+from spec_helpers import compile_growing_on_every_run, run_ir, run_text
 
 # A plain run on a step engine is served as a prefill (chunks up to the budget; it counts in
 # batch.prefilled): session 0 runs 6 tokens growing kv (block 4), session 1 one token.
@@ -178,12 +178,13 @@ def test_resident_of_an_iteration_in_flight_leaves_it():
 
 
 def test_growing_on_a_non_step_stage_is_an_error():
-    """A growing run advances a position by the tokens an engine serves; a fifo serves none."""
+    """A growing run advances a position by the tokens an engine serves; a fifo serves none. The
+    linker refuses it (tests/test_linker.py); hand-written IR stops the run."""
     import pytest
     from serq_spec.errors import NotSupported, SpecError
 
     with pytest.raises(SpecError, match=r"t.sq:6:\d+: error: `growing` needs an engine \(a step stage\), not stage f") as e:
-        run_text(GROWING_FIFO, 1)
+        run_ir(compile_growing_on_every_run(GROWING_FIFO), 1)
     assert not isinstance(e.value, NotSupported)
 
 
@@ -197,12 +198,13 @@ def test_non_integer_engine_work_is_an_error():
     assert not isinstance(e.value, NotSupported)
 
 
+# made `growing m` by compile_growing_on_every_run (the linker refuses it)
 GROWING_FIFO = """
 fn main() {
   pool m { cap 10; }
   stage f : fifo;
   workload { arrive batch(1); }
-  server { hold m (2) { run f (5) growing m; } observe t = now; }
+  server { hold m (2) { run f (5); } observe t = now; }
 }"""
 
 

@@ -8,7 +8,7 @@ import pytest
 from serq_spec.errors import SpecError
 from serq_spec.step import run
 
-from spec_helpers import run_text
+from spec_helpers import compile_advance_only_into_admit, run_ir, run_text
 
 
 ONLY = """
@@ -56,11 +56,16 @@ def test_admit_waiting_only_true_admits_everyone():
     assert sorted((s, v) for n, s, _t, v in obs if n == "t") == [(0, 1), (1, 1), (2, 1)]
 
 
+# `admit waiting only (remaining < 6)`, by compile_advance_only_into_admit
+ONLY_REMAINING = ONLY.replace("advance running;", "advance running only (remaining < 6);").replace("ONLY", "1")
+
+
 def test_admit_waiting_only_refuses_per_request_keys():
     """A waiting head has no run: `decoding`, `admission`, `remaining` have no value there (an
-    error, language.md §4.5: the per-request keys are a resident's)."""
+    error, language.md §4.5: the per-request keys are a resident's). The linker refuses it
+    (tests/test_linker.py); hand-written IR stops the run."""
     with pytest.raises(SpecError, match="a waiting head has no run"):
-        run_text(ONLY.replace("ONLY", "remaining < 6"), 3)
+        run_ir(compile_advance_only_into_admit(ONLY_REMAINING), 3)
 
 
 HELD = """

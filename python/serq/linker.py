@@ -56,6 +56,8 @@ MOMENTS: dict[str, tuple[bool, frozenset, bool, bool, bool, bool]] = {
     "budget": (False, frozenset({"now"}), False, True, False, True),
     "serve": (True, frozenset({"now"}), False, True, True, True),
     "only": (True, frozenset(), False, True, True, True),
+    # `admit waiting only (…)` reads a waiting head, which has no run: no per-request keys (§4.5)
+    "admit_only": (True, frozenset(), False, True, False, True),
     "guard": (False, frozenset(), False, True, False, True),
     "step": (False, frozenset({"now"}), True, True, False, False),
     "gauge": (False, frozenset(), False, True, False, False),
@@ -782,7 +784,7 @@ class Linker:
                 elif s.kind == "admit":
                     if s.taking is not None:
                         takings.append(s.taking)
-                    out.append({"op": "admit", "only": x(s.only, "only", "`only (…)`"),
+                    out.append({"op": "admit", "only": x(s.only, "admit_only", "`admit waiting only (…)`"),
                                 "while": x(s.cond, "guard", "a schedule guard (`while`)"), "each": each(s.each)})
                 elif s.kind == "exclusive":
                     out.append({"op": "exclusive_prefill", "each": each(s.each)})
@@ -1252,6 +1254,11 @@ class Linker:
             ref = self.ref(s.ref, "stage", c)
             if s.mode != "plain" and self.stage_kind(ref) != "step":
                 raise self.err(s.pos, f"`run … {s.mode}` needs an engine (a step stage)")
+            if s.growing is not None and self.stage_kind(ref) != "step":
+                # a growing run advances its position by the tokens an engine serves (§11.6);
+                # a fifo, ps or delay stage serves none
+                raise self.err(s.pos, "`run … growing` needs an engine (a step stage): a growing run "
+                                      "advances by the tokens an engine serves (language.md §11.6)")
             growing = self.pool_index(s.growing, c) if s.growing is not None else None
             return [{"op": "run", "stage": ref, "mode": s.mode, "work": self.cx(s.work, c), "growing": growing,
                      "at": at}]
@@ -1520,6 +1527,9 @@ class Linker:
         if n in JOB_KEYS:
             if job_ok:
                 return {"k": "job", "name": n}
+            if c.moment == "admit_only":
+                raise self.err(e.pos, f"`{n}` (a per-request key) cannot be read in {c.where}: a waiting head has "
+                                      "no run (per-request keys are a resident's, language.md §4.5)")
             if n == "admission":
                 raise self.err(e.pos, f"`admission` (a per-request key) cannot be read in {c.where}; it is readable in `advance … by (…)`, `only (…)` and preemption keys")
         if n in self.pool_names or n in self.stage_names or n in self.devices or n == "tool":

@@ -14,7 +14,7 @@ from serq_fast.lockstep import lockstep  # noqa: E402
 # The programs are the spec's own (one text, two checks: the hand-derived values there, agreement here).
 from spec_helpers import compile_advance_only_into_admit, compile_growing_on_every_run  # noqa: E402
 from test_spec_extensions import EXCLUSIVE_PREEMPT, ONLY, ONLY_REMAINING, HELD, PREEMPT  # noqa: E402
-from test_scope_spec import FRACTIONAL, GROWING_FIFO, IN_FLIGHT, PLAIN_BARE, PLAIN_GROWING, STAGE_VICTIM  # noqa: E402
+from test_scope_spec import ABOVE_ALLOC, FRACTIONAL, GROWING_FIFO, IN_FLIGHT, PLAIN_BARE, PLAIN_GROWING, STAGE_VICTIM  # noqa: E402
 
 
 
@@ -97,6 +97,7 @@ CASES = {
     "victim-ps": (STAGE_VICTIM.replace("KIND", "ps(1)"), 3),
     "victim-ps-rate": (STAGE_VICTIM.replace("KIND", "ps(present == 1 ? 1 : 1.5)"), 3),
     "victim-in-flight": (IN_FLIGHT, 2),
+    "position-above-allocation": (ABOVE_ALLOC, 3),
     "victim-in-flight-cached": (IN_FLIGHT.replace("} else { run a (4) growing kv; }\n    }",
                                                   "} else { run a (4) growing kv; }\n    } cache (3)"), 2),
     # non-whole pool amounts (state-line amounts "p/q" when not whole)

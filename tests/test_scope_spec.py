@@ -222,3 +222,40 @@ fn main() {
     assert [v for _n, _s, _t, v in obs] == [0]
     _cfg, obs = run_text(text.replace("ELL", "inf"), 1)
     assert [v for _n, _s, _t, v in obs] == [4]
+
+
+# a hold whose consumed own prefix on n (4) exceeds its units there (1), preempted through m
+ABOVE_ALLOC = """
+fn main() {
+  pool m { cap 10; preempt by (serial); }
+  pool n { cap 4; }
+  stage f : fifo(3);
+  stage d : delay;
+  workload { arrive batch(3); }
+  server {
+    branch (serial == 0) {
+      hold n (4) { load n (4); run f (1); } cache (4);
+      hold m (1), n (1) { observe c = cached; run f (10); } cache (4);
+    } else {
+      branch (serial == 1) {
+        run d (3);
+        hold m (1) { grow m (9); run f (1); }
+      } else {
+        run d (2);
+        hold n (3) { run f (20); }
+      }
+    }
+  }
+}"""
+
+
+def test_a_position_above_the_allocation_caches_at_most_the_allocation():
+    """t = 1: s0's first hold caches 4 on n; its second hold consumes them (c = 4), allocates 1 on
+    n, and its position on n starts at 4. t = 2: s2 takes n (3): n is full (used 4). t = 3: s1's
+    `grow m (9)` needs 9 with m at 2 of 10: victim s0 (least serial). Its release frees 1 on n and
+    keeps min(4, position 4, allocation 1) = 1 (keeping 4 would make used 3 + cached 4 > cap 4).
+    t = 4: s1 done; s0 re-admitted, consumes 1 (c = 1); done at 14, keeping its allocations (1, 1)."""
+    cfg, obs = run_text(ABOVE_ALLOC, 3)
+    assert [(s, t, v) for n, s, t, v in obs if n == "c"] == [(0, 1, 4), (0, 4, 1)]
+    assert cfg.pools[0].preemptions == 1
+    assert [(e.owner, e.size) for e in cfg.pools[1].entries] == [(0, 1)]

@@ -667,7 +667,9 @@ def release_part(sim, part: Part, ell) -> None:
     # the cache clause applies to pools counted in tokens, not to engine-admitted request slots
     # (docs/spec.md "Ambiguities resolved"; docs/fast.md)
     if ell is not None and pool.admitted_by is None:
-        comp = part.pos if part.advanced else part.alloc
+        # capped by the allocation: a consumed prefix above it was never allocated (docs/spec.md
+        # "A position above the allocation")
+        comp = min(part.pos, part.alloc) if part.advanced else part.alloc
         kept = rounddown(min(ell, comp), pool.block)
         if kept > EPS:
             pool.put_entry(s.serial, kept, s.attrs)

@@ -226,7 +226,10 @@ def release_hold(cfg, session, hold, preempted: bool) -> None:
         st.holders.remove(session.serial)
         kept = 0
         if ell is not None and caches_in(cfg, p):
-            computed = hold.position[i] if (hold.advanced[i] or preempted) else hold.alloc[i]
+            # the position, capped by the allocation: a consumed prefix the units did not allocate
+            # starts the position above the allocation, and what has no units cannot be kept
+            # (docs/spec.md "A position above the allocation")
+            computed = min(hold.position[i], hold.alloc[i]) if (hold.advanced[i] or preempted) else hold.alloc[i]
             amount = V.min_v(ell, Fraction(computed))   # −inf when ℓ is −inf: nothing kept
             kept = 0 if amount <= 0 else V.rounddown_block(amount, cfg.program.block[p])
             if kept > 0:

@@ -12,6 +12,7 @@ networks. Each draw is a `Case`: the program text, its session count and a sampl
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fractions import Fraction
 from math import ceil
 
 from hypothesis import strategies as st
@@ -190,4 +191,79 @@ def routing_programs(draw) -> Case:
         arrival=f"batch({sessions})", gap=draw(st.sampled_from(["0", "1/2", "1"])),
         key=draw(st.sampled_from(["queue(rep[k])", "work(rep[k]), k", "busy(rep[k]), -k", "0"])),
         work=draw(st.sampled_from(["~exp(1)", "1 + ~uniform(0, 1)", "3/2"])))
+    return Case(text=text, sessions=sessions, seed=draw(st.integers(0, 2 ** 16)))
+
+
+SCOPE = """\
+fn main() {{
+  device d {{ kv cap {kvcap}; }}
+  pool kv on d {{ block {kvb}; preempt {kvpre}; }}
+  engine a on d {{ tokens cap {ta}; schedule {{ advance running; admit waiting; }} execute ({ca}); }}
+  engine b on d {{ tokens cap {tb}; schedule {{ advance running; admit waiting; }} execute ({cb}); }}
+  pool m {{ cap {mcap};{mblock} preempt {mpre}; }}
+  stage w : {kind};
+  workload {{
+    arrive batch({sessions});
+    session {{ turn; tool (~uniform(0, 2)); turn; }}
+  }}
+  server {{
+    hold m (turn_no == 1 ? {u1} : {u2}) {{
+      tool (serial == 0 ? {late} : 0);
+      grow m (serial == 0 ? {g} : 0);
+      observe c = cached;
+      run w ({work});
+    }} cache ({mcache});
+    branch (serial == 0 || serial == 2) {{ {runa} }} else {{ {runb} }}
+    observe t = now;
+  }}
+}}
+"""
+
+
+def _up(x: Fraction, block) -> Fraction:
+    """x rounded up to the block (language.md §11.4)."""
+    return x if block is None else ceil(x / block) * block
+
+
+def _engine_run(engine: str, tokens: str, growing: bool) -> str:
+    if growing:
+        return f"hold kv (0) {{ run {engine} ({tokens}) growing kv; }}"
+    return f"run {engine} ({tokens});"
+
+
+@st.composite
+def scope_programs(draw) -> Case:
+    """The constructs docs/spec.md admits beyond the vLLM fragment: plain runs on engines (growing
+    or holding nothing), two engines sharing one memory pool (victims in an iteration in flight),
+    non-whole caps, blocks and units, holds whose pool preempts with their holders in fifo / ps /
+    delay stages, and a consumed own prefix above a turn's units (turn 1 and turn 2 allocate
+    differently). Only serial 0 grows m and the victims go by `-serial`, so the grower is the last
+    candidate and fits alone: no zero-time self-preemption loop. Every engine run fits kv alone."""
+    sessions = draw(st.sampled_from([3, 4, 2, 1]))
+    kvb = draw(st.sampled_from([1, 2, 4]))
+    maxtok = 8
+    mb = draw(st.sampled_from([None, Fraction(3, 2), Fraction(1), Fraction(5, 2)]))
+    mblock = "" if mb is None else f" block {mb};"
+    units = ["1", "5/2", "serial + 1/2", "0", "3/4"]
+    kind = draw(st.sampled_from(["fifo", "fifo(2)", "ps(1)", "ps(2)", "delay"]))
+    text = SCOPE.format(
+        kvcap=kvb * (ceil(maxtok / kvb) + draw(st.sampled_from([0, 0, 1, 3]))),
+        kvb=kvb, kvpre=draw(st.sampled_from(["lifo", "none", "by (-admission)"])),
+        ta=draw(st.integers(1, 8)), tb=draw(st.integers(1, 8)),
+        ca=draw(st.sampled_from(RATIONALS)), cb=draw(st.sampled_from(["1/10"] + RATIONALS)),
+        # room for serial 0 alone: its largest units (1/2, 3 or 5/2, rounded up) plus its largest
+        # growth (3), rounded up; tight, so that growth preempts
+        mcap=str(_up(_up(Fraction(3), mb) + 3, mb) + draw(st.sampled_from([0, 0, 1, 3])) * (mb or 1)),
+        mblock=mblock,
+        # a holder in a delay is no victim (§11.7): with w a delay, serial 0 would be the only
+        # candidate and preempt itself at one instant forever, so m then never preempts
+        kind=kind, mpre="none" if kind == "delay" else draw(st.sampled_from(["none", "by (-serial)", "by (-serial) requeue tail"])),
+        late=draw(st.sampled_from(["0", "1", "1/2"])),
+        # turn 2 mostly allocates less than turn 1 cached: its position starts above its units
+        sessions=sessions, u1=draw(st.sampled_from(units[:3] + ["3"])), u2=draw(st.sampled_from(units)),
+        g=draw(st.sampled_from(["0", "1", "2", "5/4", "3"])),
+        work=draw(st.sampled_from(["~exp(1)", "1", "~uniform(0, 3)", "0", "4"])),
+        mcache=draw(st.sampled_from(["inf", "inf", "2", "7/2", "0"])),
+        runa=_engine_run("a", draw(st.sampled_from(["1 + serial", "5", "0", str(maxtok)])), draw(st.booleans())),
+        runb=_engine_run("b", draw(st.sampled_from(["2", "3 + serial", str(maxtok)])), draw(st.booleans())))
     return Case(text=text, sessions=sessions, seed=draw(st.integers(0, 2 ** 16)))

@@ -1,6 +1,6 @@
 """Lockstep of serq_spec and serq_fast on random small programs (tests/strategies.py).
 
-Default profile: 200 derandomised programs. Long profile (documented in docs/fast.md):
+Default profile: 200 derandomised programs (50 of `scope_programs`). Long profile (documented in docs/fast.md):
 `SERQ_LOCKSTEP_PROFILE=long python -m pytest tests/test_lockstep_random.py` runs 10,000 programs
 (set SERQ_LOCKSTEP_EXAMPLES to choose another count).
 """
@@ -46,3 +46,14 @@ def test_random_programs_agree_every_step(case):
         lockstep(ir, case.seed, case.sessions, case.name)
     finally:
         del os.environ["SERQ_FAST_NO_FF"]
+
+
+@settings(max_examples=max(20, EXAMPLES // 4), deadline=None, derandomize=not LONG, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(strategies.scope_programs())
+def test_random_scope_programs_agree(case):
+    """Plain runs on engines, two engines sharing a memory pool, non-whole pool amounts, victims in
+    fifo / ps stages, a consumed prefix above the units (docs/spec.md "Ambiguities resolved"); a
+    separate strategy, so the draws of the others stay as they were."""
+    ir = compile_source(case.text, case.name, {})
+    lockstep(ir, case.seed, case.sessions, case.name)

@@ -57,8 +57,7 @@ MODEL_VERSION = "serq-model/1"
 #: Feature names used in refusals (the divergence classes of docs/vllm-model.md).
 FEATURES = {
     "async": "async scheduling (frees seen one step later)",
-    "content-prefix": "prefix sharing by content across requests (prefix groups / equal token ids)",
-    "chain-prefix": "a next turn whose prompt does not extend its previous turn",
+    "history-fork": "two requests continuing one conversation (prompt_from the same request)",
     "watermark": "the watermark knob",
     "extra-knob": "a scheduler/cache knob the model does not know",
     "max-model-len": "max_model_len capping a request",
@@ -112,7 +111,7 @@ class Turn:
     prompt: int
     out: int
     think: Fraction  # gate delay before the request is added
-    hit_cap: int  # the most the own cache may give at the first admission (tokens)
+    content: tuple[int, int, int]  # (prefix key, shared whole blocks, history), 0s: caching off
     order: int  # FCFS tie key (list index / rank) or the priority key's id rank
     extra: int = 0  # async: an EOS stop gets one more (discarded) token
     parent: str | None = None  # the previous turn (its `after` parent)
@@ -138,6 +137,7 @@ class Plan:
     preempt_eps: Fraction = Fraction(0)  # the length of a preempt-only iteration (0 or _PREEMPT_EPS)
     by_id: dict[str, tuple[int, int]] = field(default_factory=dict)  # id -> (serial, turn index)
     forced: list = field(default_factory=list)
+    content: "ContentPlan | None" = None  # None: caching off, the kv holds have no content clause
 
     @property
     def default_linger(self) -> Fraction:
@@ -183,21 +183,32 @@ def _call_after_finish(col: "_Collector", rid: str):
     return nxt if nxt.start == it.end and nxt.step == it.step + 1 else None
 
 
+def _vllm_victim_first(plan: Plan, col: "_Collector", lingering: str, victim: str,
+                       victim_admitted: int) -> bool:
+    """Would vLLM pick the lingering request before serQ's victim? FCFS: the latest admitted
+    (running[-1]). Priority: the largest (priority, arrival time), ties to the earliest admitted."""
+    if not plan.priority:
+        return col.admitted.get(lingering, -1) > victim_admitted
+    sc = plan.scenario
+    kl = (sc.request(lingering).priority, col.join_time.get(lingering))
+    kv = (sc.request(victim).priority, col.join_time.get(victim))
+    return kl > kv or (kl == kv and col.admitted.get(lingering, -1) < victim_admitted)
+
+
 def _linger_victims(plan: Plan, col: "_Collector") -> list[str]:
     """Async: preemptions at which vLLM would have chosen a lingering request instead.
 
     A finished request whose output is not processed yet is still in vLLM's running list, so it
     can be the preemption victim (`running[-1]` under FCFS: the latest admitted) and give its
     blocks back that way; serQ's lingering hold is no resident and never a victim. Returned:
-    descriptions of the preemptions where a lingering request was admitted after serQ's victim
-    (FCFS) or merely present (priority)."""
+    descriptions of the preemptions where vLLM's rule picks a lingering request first."""
     found = []
     for t, victim, victim_admitted in col.preemptions:
         for rid, o in col.obs.items():
             if not plan.lags.get(rid) or not o.get("last_end") or not o.get("release_end"):
                 continue
             if o["last_end"][0][1] <= t < o["release_end"][0][1] and (
-                    plan.priority or col.admitted.get(rid, -1) > victim_admitted):
+                    _vllm_victim_first(plan, col, rid, victim, victim_admitted)):
                 found.append(f"{rid!r} lingers (finished, output not processed) when serQ "
                              f"preempts {victim!r} at time {t}")
     return found
@@ -240,11 +251,90 @@ def _lcp(a: list[int], b: list[int]) -> int:
     return i
 
 
+@dataclass
+class ContentPlan:
+    """vLLM's content-keyed prefix cache as `prefix` declarations and `content (p, n, h)` values
+    (docs/content.md): the trie of prompts shared by different histories, and per request its
+    deepest shared node `p` (0: none), the shared length `n` = total(p), and its history `h`."""
+
+    prefixes: list[tuple[int, int, int | None, int]]  # (key, length, after, total), parents first
+    content: dict[str, tuple[int, int, int]]  # request id -> (p, n, h)
+
+
+def content_plan(sc: ResolvedScenario, toks: dict[str, tuple[list[int], list[int]]]) -> ContentPlan:
+    """Prefix tree and content values of a scenario (docs/vllm-model.md §5.1).
+
+    A request with `prompt_from` continues its source's history (its prompt is the source's prompt,
+    outputs and fresh tokens); any other request starts a new history, and its prompt is a *root*.
+    Roots that share leading tokens get a trie node for the shared part: a group of two or more
+    roots that agree on their first L tokens (beyond the parent node's total) is a node of total L
+    `after` that parent, and the group splits by the token at L. A root's `p` is the deepest node
+    it belongs to (n = that node's total); a `prompt_from` request takes its source's p and n.
+    Raises Unsupported("history-fork") when two requests continue one history (their blocks past
+    the fork would get one identity for two contents)."""
+    by_id = {r.id: r for r in sc.requests}
+    continued: dict[str, str] = {}
+    for r in sc.requests:
+        if r.prompt_from is not None:
+            if r.prompt_from in continued:
+                raise Unsupported("history-fork", f"requests {continued[r.prompt_from]!r} and "
+                                  f"{r.id!r} both continue {r.prompt_from!r}")
+            continued[r.prompt_from] = r.id
+    roots = [r.id for r in sc.requests if r.prompt_from is None]
+    prefixes: list[tuple[int, int, int | None, int]] = []
+    node_of: dict[str, tuple[int, int]] = {}
+
+    def split(members: list[str], parent: int | None, parent_total: int) -> None:
+        seqs = [toks[m][0] for m in members]
+        first = seqs[0]
+        common = min(_lcp(first, q) for q in seqs[1:])
+        key, total = parent, parent_total
+        if common > parent_total:
+            key, total = len(prefixes) + 1, common
+            prefixes.append((key, common - parent_total, parent, common))
+        parts: dict[int, list[str]] = {}
+        for m, q in zip(members, seqs):
+            if len(q) == common:
+                node_of[m] = (key or 0, total if key else 0)
+            else:
+                parts.setdefault(q[common], []).append(m)
+        for part in parts.values():
+            if len(part) == 1:
+                node_of[part[0]] = (key or 0, total if key else 0)
+            else:
+                split(part, key, total)
+
+    if len(roots) > 1:
+        split(roots, None, 0)
+    hist_of_root = {rid: i + 1 for i, rid in enumerate(roots)}
+    content: dict[str, tuple[int, int, int]] = {}
+
+    def of(rid: str) -> tuple[int, int, int]:
+        if rid not in content:
+            src = by_id[rid].prompt_from
+            content[rid] = (of(src) if src is not None
+                            else (*node_of.get(rid, (0, 0)), hist_of_root[rid]))
+        return content[rid]
+
+    for r in sc.requests:
+        of(r.id)
+    return ContentPlan(prefixes, content)
+
+
+def _content_code(cplan: "ContentPlan", rid: str, bs: int) -> tuple[int, int, int]:
+    """(prefix key, shared whole blocks, history) of a request; (0, 0, 0) without caching. Only
+    whole blocks of the shared length matter (a block is the prefix's iff it lies inside it)."""
+    if rid not in cplan.content:
+        return (0, 0, 0)
+    p, n, h = cplan.content[rid]
+    return (p, n // bs, h)
+
+
 #: Missing features `force` can approximate (for measuring what a refusal protects against):
 #: async -> synchronous, watermark / unknown knobs / max_model_len ignored, sharing across
 #: sessions ignored, an older turn's extra sharing ignored.
-FORCEABLE = {"async", "watermark", "extra-knob", "max-model-len", "content-prefix",
-             "chain-prefix", "adaptive-threshold", "priority-clock"}
+FORCEABLE = {"async", "watermark", "extra-knob", "max-model-len", "adaptive-threshold",
+             "priority-clock"}
 
 
 def plan_scenario(sc: ResolvedScenario, force: bool = False) -> Plan:
@@ -319,44 +409,16 @@ def plan_scenario(sc: ResolvedScenario, force: bool = False) -> Plan:
             while chain[-1].id in children:
                 chain.append(children[chain[-1].id][0])
             chains.append(chain)
-    # prefix sharing: only within a chain, and only what the previous turn cached
+    # vLLM's prefix cache by content (docs/content.md): the prefix tree of the prompts and each
+    # request's (prefix, shared length, history); caching off: no content clause (model IR)
     caching = bool(cfg["enable_prefix_caching"])
     toks = _request_tokens(sc)
-    chain_of = {r.id: ci for ci, ch in enumerate(chains) for r in ch}
-    hit_cap: dict[str, int] = {}
-    for ci, ch in enumerate(chains):
-        for k, r in enumerate(ch):
-            prompt = toks[r.id][0]
-            reusable = (len(prompt) - 1) // bs * bs
-            if not caching:
-                hit_cap[r.id] = 0
-                continue
-            # what vLLM can hit: any computed full block of any other request
-            for o in reqs:
-                if o.id == r.id:
-                    continue
-                op, oo = toks[o.id]
-                seq = op + oo[:-1] if oo else op
-                common = min(_lcp(seq, prompt), len(seq), reusable) // bs * bs
-                if common == 0:
-                    continue
-                if chain_of[o.id] != ci:
-                    need("content-prefix", f"requests {o.id!r} and {r.id!r} share "
-                                      f"{common} prompt tokens (whole blocks) across sessions")
-            true_hit = 0
-            for j in range(k):
-                op, oo = toks[ch[j].id]
-                seq = op + oo[:-1]
-                true_hit = max(true_hit, min(_lcp(seq, prompt), len(seq), reusable) // bs * bs)
-            if k > 0:
-                op, oo = toks[ch[k - 1].id]
-                seq = op + oo[:-1]
-                prev_hit = min(_lcp(seq, prompt), len(seq), reusable) // bs * bs
-                if prev_hit != true_hit:
-                    true_hit = prev_hit
-                    need("chain-prefix", f"request {r.id!r} shares more with an older "
-                                      f"turn than with {ch[k - 1].id!r}")
-            hit_cap[r.id] = true_hit
+    cplan = ContentPlan([], {})
+    if caching:
+        try:
+            cplan = content_plan(sc, toks)
+        except Unsupported as exc:
+            need(exc.feature, exc.detail)
     if needs and not (force and all(f in FORCEABLE for f, _ in needs)):
         raise Unsupported(needs[0][0], needs[0][1], needs)
     # ordering keys
@@ -381,7 +443,7 @@ def plan_scenario(sc: ResolvedScenario, force: bool = False) -> Plan:
             extra = int(bool(cfg["async_scheduling"]) and r.eos_at is not None
                         and r.eos_at + 1 < r.max_tokens)
             turns.append(Turn(r.id, r.index, len(toks[r.id][0]), r.expected_output_len, think,
-                              hit_cap[r.id], ranks[r.id], extra,
+                              _content_code(cplan, r.id, bs), ranks[r.id], extra,
                               ch[k - 1].id if k else None, r.delay_steps))
             plan_by_id[r.id] = (si, k)
         sessions.append(turns)
@@ -392,7 +454,6 @@ def plan_scenario(sc: ResolvedScenario, force: bool = False) -> Plan:
         "block": str(bs),
         "blocks": str(sc.num_usable_blocks),
         "threshold": str(thr) if thr > 0 else "inf",
-        "caching": "1" if caching else "0",
         "reserve_full": str(reserve_full),
         "chunked": "1" if cfg["enable_chunked_prefill"] else "0",
         "base": _dec(sc.step_base_exact) if time_based else "1",
@@ -409,8 +470,11 @@ def plan_scenario(sc: ResolvedScenario, force: bool = False) -> Plan:
         settings["key_time"] = "1"
     if time_based and sc.step_base_exact <= 0:
         raise Unsupported("extra-knob", "config.step_time.base_s = 0 on a seconds clock")
+    settings["pkeys"] = str(len(cplan.prefixes) + 1)
+    settings["hists"] = str(max((len({cplan.content[t.rid][2] for t in ts}) for ts in sessions
+                                 if caching), default=1))
     plan = Plan(sc, priority, not time_based, settings, sessions, radix, prio_min=prio_min,
-                prio_span=prio_span, by_id=plan_by_id)
+                prio_span=prio_span, by_id=plan_by_id, content=cplan if caching else None)
     plan.forced = [f for f, _ in needs]
     if cfg["async_scheduling"] and not (force and needs):
         plan.asynchronous = True
@@ -453,9 +517,12 @@ def _ir_for(plan: Plan, order: dict[str, int] | None = None, source: str | None 
     rows = []
     for turns in plan.sessions:
         srows = []
+        local_hist: dict[int, int] = {}  # a session's conversations, numbered from 0
         for t in turns:
             o = t.order if order is None else order[t.rid]
-            hb = t.hit_cap // plan.scenario.block_size
+            pk, nb, hist = t.content
+            pkeys, hists = int(plan.settings["pkeys"]), int(plan.settings["hists"])
+            cc = (nb * pkeys + pk) * hists + local_hist.setdefault(hist, len(local_hist))
             think = thinks.get(t.rid, t.think)
             lag = plan.lags.get(t.rid, 0)
             if plan.asynchronous and plan.unit_clock and t.parent is not None:
@@ -464,21 +531,40 @@ def _ir_for(plan: Plan, order: dict[str, int] | None = None, source: str | None 
                 p = next(x for x in turns if x.rid == t.parent)
                 late = plan.late(p.rid, p.extra)
                 think = Fraction(max(0, max(1, t.delay) - 1 - late))
-            code = hb * 4 + lag * 2 + t.extra
+            code = cc * 4 + lag * 2 + t.extra
             if plan.priority:
                 pr = plan.scenario.request(t.rid).priority - plan.prio_min
                 forced = (code * plan.prio_span + pr) * plan.radix + o
             elif plan.use_hold:
                 forced = code * plan.radix + o
             else:
-                forced = hb * plan.radix + o
+                forced = cc * plan.radix + o
             if plan.linger_scale and lag:
                 forced = forced + plan.lingers.get(t.rid, plan.default_linger) / plan.linger_scale
             srows.append([str(t.prompt), str(t.out), _dec(think), _dec(forced)])
         rows.append(srows)
     ir["workload"]["trace"] = {"ordered": True, "sessions": rows}
+    _content_into_ir(ir, plan.content)
     ir["workload"]["arrival"] = {"kind": "batch", "n": len(plan.sessions)}
     return ir
+
+
+def _content_into_ir(ir: dict, cplan: "ContentPlan | None") -> None:
+    """The scenario's prefix tree as the program's `prefix` declarations (docs/ir.md), replacing
+    the program's example; with caching off (None) the kv holds lose their content clause, so
+    their blocks are never identified and nothing is ever hit (docs/content.md §1)."""
+    if cplan is not None:
+        ir["prefixes"] = [{"key": str(k), "length": str(ln), "after": None if a is None else str(a),
+                           "total": str(tot)} for k, ln, a, tot in cplan.prefixes]
+        return
+    ir["prefixes"] = []
+    kv = [i for i, pool in enumerate(ir["pools"]) if pool["name"] == "kv"]
+    for block in ir["blocks"]:
+        for st in block:
+            if st.get("op") == "hold":
+                for item in st["pools"]:
+                    if item["pool"]["base"] in kv:
+                        item["content"] = None
 
 
 def _run_engine(ir: dict, engine: str, plan: Plan) -> "_Collector":
@@ -861,6 +947,12 @@ def build_trace(plan: Plan, col: _Collector) -> tuple[dict, dict[str, int]]:
     return trace, join_call
 
 
+def _fast_has_content() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("serq_fast.content") is not None
+
+
 def run_scenario(sc: ResolvedScenario, engine: str = "auto",
                  sources: dict[str, str] | None = None, force: bool = False) -> dict:
     """The serQ trace of a resolved scenario (raises Unsupported / ModelError).
@@ -876,8 +968,10 @@ def run_scenario(sc: ResolvedScenario, engine: str = "auto",
     t0 = _time.perf_counter()
     plan = plan_scenario(sc, force)
     if engine == "auto":
-        # the exact spec where a linger must end exactly with an iteration of rational length
-        engine = "spec" if plan.asynchronous and not plan.unit_clock else "fast"
+        # the exact spec where a linger must end exactly with an iteration of rational length,
+        # and for a content pool while serq_fast has none (docs/content.md; serq_fast.content)
+        engine = ("spec" if (plan.asynchronous and not plan.unit_clock)
+                  or (plan.content is not None and not _fast_has_content()) else "fast")
     if engine == "fast" and plan.asynchronous and not plan.unit_clock:
         raise ModelError("async scheduling on a seconds clock needs the exact spec (--engine spec "
                          "or auto): a linger must end exactly when an iteration of rational length "

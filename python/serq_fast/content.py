@@ -1,0 +1,253 @@
+"""The physical blocks of a `share content` pool (docs/content.md): vLLM v1's block pool.
+
+A content pool has `B = cap / b` blocks. Each block has a reference count and an identity (or
+none); blocks with no reference sit in the **free queue** (LRU order, head evicted first); the
+**identity map** lists, per identity, the physical blocks holding it in insertion order (a lookup
+takes the first). This module holds only that bookkeeping and the identity of a hold's blocks;
+`pools.py` decides when to touch, allocate, identify and release.
+
+Speed: the free queue is a doubly linked list over block ids in two int arrays (`nxt`, `prv`,
+sentinel `B`), so touching a cached block removes it in O(1) as vLLM's `FreeKVCacheBlockQueue`
+does; the identity map is a dict of short lists; a prefix key's block identities are computed
+once per (key, block index) and cached.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from fractions import Fraction
+
+from serq.wire import value_from_wire
+
+from serq_fast.expr import RunError
+
+
+def wire_key(x: float):
+    """A key as the state line writes it: an int when whole, else the float (lockstep compares
+    it to the spec's exact "p/q" within its tolerance)."""
+    if math.isfinite(x) and x == math.floor(x):
+        return int(x)
+    return x
+
+
+def _sort_text(ident: tuple) -> str:
+    """The canonical JSON of an identity as the spec writes it (the idmap's sort key): a whole
+    key as an int, any other as the decimal the float was read from, in lowest terms."""
+    tag, key, j = ident
+    if math.isfinite(key) and key == math.floor(key):
+        k = int(key)
+    elif math.isfinite(key):
+        k = str(Fraction(repr(key)))
+    else:
+        k = "inf" if key > 0 else "-inf"
+    return json.dumps([tag, k, j], separators=(",", ":"))
+
+
+class Prefixes:
+    """The declared prefixes (IR `prefixes`) and the identities of blocks inside them (§2)."""
+
+    def __init__(self, decls: list) -> None:
+        self.total: dict = {}
+        self.parent: dict = {}
+        for d in decls or []:
+            key = float(value_from_wire(d["key"]))
+            after = d.get("after")
+            self.parent[key] = float(value_from_wire(after)) if after is not None else None
+            self.total[key] = float(value_from_wire(d["total"]))
+        # per (block size, key): the identities of the key's whole blocks, block 0 first
+        self._ids: dict = {}
+
+    def check(self, p: float, n: float, what: str) -> None:
+        """`content (p, n, h)`: p a declared key or 0, n whole with 0 <= n <= total(p)."""
+        if p == 0:
+            if n != 0:
+                raise RunError(f"{what}: a content length {n:g} without a prefix (p = 0 needs n = 0)")
+            return
+        tot = self.total.get(p)
+        if tot is None:
+            raise RunError(f"{what}: {p:g} is not a declared prefix key")
+        if not (0 <= n <= tot) or n != math.floor(n):
+            raise RunError(f"{what}: content length {n:g} is not a whole number in 0 … {tot:g} "
+                           f"(the length of prefix {p:g})")
+
+    def block_ids(self, p: float, b: int) -> list:
+        """The identities `("p", a, j)` of the whole blocks of prefix p, a the root-most ancestor
+        whose sequence contains block j (docs/content.md §2); computed once per key."""
+        got = self._ids.get((b, p))
+        if got is not None:
+            return got
+        chain = []  # p, parent(p), …: totals non-increasing towards the root
+        k = p
+        while k is not None:
+            chain.append(k)
+            k = self.parent[k]
+        out = []
+        a = len(chain) - 1  # index of the root-most ancestor long enough for the current block
+        for j in range(int(self.total[p] // b)):
+            end = (j + 1) * b
+            while self.total[chain[a]] < end:
+                a -= 1  # the ancestors nearer the root are too short for this block
+            out.append(("p", chain[a], j))
+        self._ids[(b, p)] = out
+        return out
+
+
+class Content:
+    """The identity of each block of one hold with content `(p, n, h)` (docs/content.md §2)."""
+
+    __slots__ = ("shared", "n_shared", "h")
+
+    def __init__(self, prefixes: Prefixes, p: float, n: float, h: float, b: int) -> None:
+        self.n_shared = int(n // b)  # blocks wholly inside the shared part
+        self.shared = prefixes.block_ids(p, b) if self.n_shared else ()
+        self.h = h
+
+    def ident(self, j: int) -> tuple:
+        if j < self.n_shared:
+            return self.shared[j]
+        return ("h", self.h, j)
+
+    def key(self):
+        """Equal keys give equal identities for every block."""
+        return (self.shared[self.n_shared - 1] if self.n_shared else None, self.n_shared, self.h)
+
+
+class BlockPool:
+    """Blocks `0 … B−1`: reference counts, identities, the free queue and the identity map."""
+
+    def __init__(self, nblocks: int, fault_forward: bool = False) -> None:
+        n = nblocks
+        self.n = n
+        self.refs = [0] * n
+        self.ident: list = [None] * n
+        # the free queue as a doubly linked list; index n is the sentinel (nxt[n] = head)
+        self.nxt = list(range(1, n + 1)) + [0 if n else n]
+        self.prv = [n] + list(range(n))
+        self.nfree = n
+        self.ncached = 0  # identified blocks with no reference (they are in the free queue)
+        self.idmap: dict = {}  # identity -> [block id, …] in insertion order
+        self.version = 0  # bumped whenever the identity map changes (a lookup memo's key)
+        self.fault_forward = fault_forward  # seeded fault: release in block order
+
+    # -------------------------------------------------------------- free queue
+
+    def _unlink(self, x: int) -> None:
+        nxt, prv = self.nxt, self.prv
+        a, c = prv[x], nxt[x]
+        nxt[a] = c
+        prv[c] = a
+        self.nfree -= 1
+
+    def _append(self, x: int) -> None:
+        nxt, prv, n = self.nxt, self.prv, self.n
+        t = prv[n]
+        nxt[t] = x
+        prv[x] = t
+        nxt[x] = n
+        prv[n] = x
+        self.nfree += 1
+
+    def free_queue(self) -> list:
+        out = []
+        nxt, n = self.nxt, self.n
+        x = nxt[n]
+        while x != n:
+            out.append(x)
+            x = nxt[x]
+        return out
+
+    # -------------------------------------------------------------- lookups
+
+    def first(self, ident):
+        """The physical block a lookup of `ident` takes (the map's first entry), or None."""
+        lst = self.idmap.get(ident)
+        return lst[0] if lst else None
+
+    def hit(self, c: Content) -> int:
+        """The largest k such that the identities of blocks 0 … k−1 are all in the map."""
+        m = self.idmap
+        k = 0
+        for ident in c.shared[:c.n_shared]:
+            if ident not in m:
+                return k
+            k += 1
+        h = c.h
+        while ("h", h, k) in m:
+            k += 1
+        return k
+
+    def evictable(self, c: Content, r: int) -> int:
+        """E: how many of the first r hit blocks take a block that no one references now."""
+        refs, m = self.refs, self.idmap
+        return sum(1 for j in range(r) if refs[m[c.ident(j)][0]] == 0)
+
+    # -------------------------------------------------------------- changes
+
+    def touch(self, ident) -> int:
+        """A hit: take the map's first block for `ident`, out of the free queue if unreferenced."""
+        x = self.idmap[ident][0]
+        if self.refs[x] == 0:
+            self._unlink(x)
+            self.ncached -= 1
+        self.refs[x] += 1
+        return x
+
+    def pop(self):
+        """A new block from the free-queue head: (block, evicted identity or None); None when empty."""
+        n = self.n
+        x = self.nxt[n]
+        if x == n:
+            return None
+        self._unlink(x)
+        old = self.ident[x]
+        if old is not None:
+            lst = self.idmap[old]
+            lst.remove(x)
+            if not lst:
+                del self.idmap[old]
+            self.ident[x] = None
+            self.ncached -= 1
+            self.version += 1
+        self.refs[x] = 1
+        return x, old
+
+    def identify(self, x: int, ident) -> None:
+        """Block x (referenced) now holds `ident`: appended to the map's list for it."""
+        self.ident[x] = ident
+        lst = self.idmap.get(ident)
+        if lst is None:
+            self.idmap[ident] = [x]
+        else:
+            lst.append(x)
+        self.version += 1
+
+    def release(self, blocks: list) -> None:
+        """A hold lets its blocks go, last block first: a block no longer referenced joins the
+        free-queue tail (its identity stays until it is popped), so a request's tail blocks are
+        evicted first (vLLM's `free_blocks(reversed(blocks))`)."""
+        refs, ident = self.refs, self.ident
+        for x in (blocks if self.fault_forward else reversed(blocks)):
+            r = refs[x] - 1
+            refs[x] = r
+            if r == 0:
+                self._append(x)
+                if ident[x] is not None:
+                    self.ncached += 1
+
+    # -------------------------------------------------------------- state line (§5)
+
+    def state(self) -> dict:
+        ident = self.ident
+        blocks = [[x, self.refs[x], _wire_ident(ident[x])] for x in range(self.n)
+                  if self.refs[x] > 0 or ident[x] is not None]
+        idmap = sorted(self.idmap.items(), key=lambda kv: _sort_text(kv[0]))
+        return {"free_queue": self.free_queue(), "blocks": blocks,
+                "idmap": [[_wire_ident(k), list(v)] for k, v in idmap]}
+
+
+def _wire_ident(ident):
+    if ident is None:
+        return None
+    tag, key, j = ident
+    return [tag, wire_key(key), j]

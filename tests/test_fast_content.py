@@ -117,7 +117,7 @@ def _random_run(seed, fault=False):
             new = max(0, want - r)
             if new + fast.evictable(c, r) > fast.nfree:
                 continue
-            blocks = [fast.touch(idents[j]) for j in range(r)]
+            blocks = fast.touch_hits(c, r) if rng.random() < 0.5 else [fast.touch(idents[j]) for j in range(r)]
             if blocks != [model.touch(idents[j]) for j in range(r)]:
                 return step, "touch"
             for _ in range(new):
@@ -183,3 +183,101 @@ def test_state_lists():
     assert bp.pop() == (3, None)
     assert bp.pop() == (2, ("h", 3.0, 2))
     assert bp.hit(c) == 2
+
+
+# ---------------------------------------------------------------- the engine on content pools
+
+import os  # noqa: E402
+
+from serq_fast.engine import Sim  # noqa: E402
+from serq_fast.irbuild import N, Program, shared_prompt_ir, vllm_engine  # noqa: E402
+
+
+def _two_sessions(system=40, prompt=50, out=3, blocks=20):
+    """batch(2): both sessions send `prompt` tokens whose first `system` are prefix 1, block 8;
+    session 1 starts after session 0 is done (a 100 s delay), so it hits the shared blocks."""
+    p = Program()
+    p.prefix(1, system)
+    A = p.A
+    call, kv, reqs, eng = vllm_engine(p, budget=64, bs=8, blocks=blocks, max_seqs=4, cost=N(1),
+                                      content=(N(1), N(system), A("serial")))
+    wait = p.stage({"name": "wait", "kind": "delay"})
+    server = p.block(call(N(prompt), N(out)))
+    session = p.block([p.run(wait, Bin("*", A("serial"), N(100))), {"op": "turn"}, {"op": "end"}])
+    return p.ir({"kind": "batch", "n": 2}, session, server=server)
+
+
+from serq_fast.irbuild import Bin  # noqa: E402
+
+
+def test_second_session_hits_the_shared_prefix():
+    lines = []
+    sim = Sim(_two_sessions(), states=lines.append).run()
+    adm = [r for line in lines for r in line["records"]["admitted"] if r[1] == "kv"]
+    # session 0: 50 tokens = 7 blocks (56), nothing cached; session 1: the 5 blocks of the 40
+    # shared tokens hit (cached 40), 2 new blocks
+    assert adm == [[0, "kv", 56, 0], [1, "kv", 56, 40]]
+    kv = lines[-1]["pools"][0]
+    # session 0 released blocks 0…6 last first (tail 6 … 0 after the never-used 7 … 19); session 1
+    # took blocks 0…4 (hits, out of the queue) and two new ones from the head (7, 8), then released
+    assert kv["free_queue"] == list(range(9, 20)) + [6, 5] + [8, 7, 4, 3, 2, 1, 0]
+    ids = {b[0]: b[2] for b in kv["blocks"]}
+    assert ids[0] == ["p", 1, 0] and ids[4] == ["p", 1, 4]
+    assert ids[5] == ["h", 0, 5]  # session 0's own tokens after the shared 40 (block 5: 40 … 47)
+    assert ids[7] == ["h", 1, 5]
+    assert sim.pools[0].cached == 9 * 8 and sim.pools[0].used == 0
+    assert _obs_hits(sim) == [0.0, 1.0]
+
+
+def _obs_hits(sim):
+    return sim.obs_stats[sim.observe_names.index("hit")].exact
+
+
+@pytest.mark.parametrize("kw,k", [
+    ({"blocks": 400, "Lambda": 1.0, "system": 100}, 8),
+    ({"blocks": 120, "Lambda": 2.0, "system": 40}, 8),  # eviction and preemption pressure
+    ({"blocks": 300, "Lambda": 3.0, "system": 64, "history": N(0), "max_seqs": 4}, 8),  # duplicates
+])
+def test_fast_forward_keeps_the_block_order(monkeypatch, kw, k):
+    """The decode fast-forward identifies blocks in the step-by-step order: every state line it
+    emits (free queue, blocks, identity map, held lists) equals the step-by-step line."""
+    from serq_fast.lockstep import compare_lines, fast_lines, sample_sessions
+
+    ir = shared_prompt_ir(**kw)
+    sessions = sample_sessions(ir, 1, k)
+    fast = fast_lines(ir, sessions)
+    monkeypatch.setenv("SERQ_FAST_NO_FF", "1")
+    every = {line["step"]: line for line in fast_lines(ir, sessions)}
+    assert len(fast) < len(every)
+    for line in fast:
+        compare_lines(every[line["step"]], line, line["step"])
+
+
+def _duplicates_program():
+    """batch(2) sessions with the same history key send the same 20-token prompt in the same
+    iteration: the second reuses the first's two full blocks, then both decode in lockstep and
+    fill their own copy of each later block at the same step (duplicates, identified in serving
+    order); a third session arrives later and takes the first copy of each."""
+    p = Program()
+    A = p.A
+    call, kv, reqs, eng = vllm_engine(p, budget=64, bs=8, blocks=40, max_seqs=4, cost=N(1),
+                                      content=(N(0), N(0), N(0)))
+    wait = p.stage({"name": "wait", "kind": "delay"})
+    server = p.block(call(N(20), Bin("-", N(60), Bin("*", A("serial"), N(10)))))
+    session = p.block([p.run(wait, Bin("*", Bin("==", A("serial"), N(2)), N(200))), {"op": "turn"}, {"op": "end"}])
+    return p.ir({"kind": "batch", "n": 3}, session, server=server)
+
+
+def test_duplicates_keep_serving_order(monkeypatch):
+    from serq_fast.lockstep import compare_lines, fast_lines, sample_sessions
+
+    ir = _duplicates_program()
+    sessions = sample_sessions(ir, 1, 3)
+    fast = fast_lines(ir, sessions)
+    monkeypatch.setenv("SERQ_FAST_NO_FF", "1")
+    every = {line["step"]: line for line in fast_lines(ir, sessions)}
+    assert len(fast) < len(every)
+    dup = [ids for line in every.values() for _, ids in line["pools"][0]["idmap"] if len(ids) > 1]
+    assert dup, "the program must make duplicates"
+    for line in fast:
+        compare_lines(every[line["step"]], line, line["step"])

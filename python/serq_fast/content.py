@@ -168,8 +168,10 @@ class BlockPool:
         """The largest k such that the identities of blocks 0 … k−1 are all in the map."""
         m = self.idmap
         k = 0
-        for ident in c.shared[:c.n_shared]:
-            if ident not in m:
+        shared = c.shared
+        ns = c.n_shared
+        while k < ns:
+            if shared[k] not in m:
                 return k
             k += 1
         h = c.h
@@ -177,10 +179,19 @@ class BlockPool:
             k += 1
         return k
 
+    def _firsts(self, c: Content, r: int) -> list:
+        """The blocks a lookup of the first r identities takes (they are all in the map)."""
+        m = self.idmap
+        ns = min(r, c.n_shared)
+        shared, h = c.shared, c.h
+        out = [m[shared[j]][0] for j in range(ns)]
+        out += [m[("h", h, j)][0] for j in range(ns, r)]
+        return out
+
     def evictable(self, c: Content, r: int) -> int:
         """E: how many of the first r hit blocks take a block that no one references now."""
-        refs, m = self.refs, self.idmap
-        return sum(1 for j in range(r) if refs[m[c.ident(j)][0]] == 0)
+        refs = self.refs
+        return sum(1 for x in self._firsts(c, r) if refs[x] == 0)
 
     # -------------------------------------------------------------- changes
 
@@ -192,6 +203,23 @@ class BlockPool:
             self.ncached -= 1
         self.refs[x] += 1
         return x
+
+    def touch_hits(self, c: Content, r: int) -> list:
+        """`touch` of the first r identities of c, in block order (inlined: a long context touches
+        hundreds of blocks per admission)."""
+        blocks = self._firsts(c, r)
+        refs, nxt, prv = self.refs, self.nxt, self.prv
+        taken = 0
+        for x in blocks:
+            if refs[x] == 0:
+                a, b = prv[x], nxt[x]
+                nxt[a] = b
+                prv[b] = a
+                taken += 1
+            refs[x] += 1
+        self.nfree -= taken
+        self.ncached -= taken  # a hit block without reference is identified: it was cached
+        return blocks
 
     def pop(self):
         """A new block from the free-queue head: (block, evicted identity or None); None when empty."""
@@ -226,14 +254,22 @@ class BlockPool:
         """A hold lets its blocks go, last block first: a block no longer referenced joins the
         free-queue tail (its identity stays until it is popped), so a request's tail blocks are
         evicted first (vLLM's `free_blocks(reversed(blocks))`)."""
-        refs, ident = self.refs, self.ident
+        refs, ident, nxt, prv, n = self.refs, self.ident, self.nxt, self.prv, self.n
+        freed = cached = 0
         for x in (blocks if self.fault_forward else reversed(blocks)):
             r = refs[x] - 1
             refs[x] = r
             if r == 0:
-                self._append(x)
+                t = prv[n]  # append to the tail (inlined `_append`)
+                nxt[t] = x
+                prv[x] = t
+                nxt[x] = n
+                prv[n] = x
+                freed += 1
                 if ident[x] is not None:
-                    self.ncached += 1
+                    cached += 1
+        self.nfree += freed
+        self.ncached += cached
 
     # -------------------------------------------------------------- state line (§5)
 

@@ -158,6 +158,9 @@ class Sim:
         self.trace_iter = bool(os.environ.get("SERQ_TRACE_ITER"))  # language.md §14 debug line
         self.fault_pending = "ignore_pending" in P.FAULTS()
         # static structure
+        from serq_fast.content import Prefixes
+
+        self.prefixes = Prefixes(ir.get("prefixes") or [])  # docs/content.md
         self.pools = [P.Pool(i, p, self) for i, p in enumerate(ir["pools"])]
         self.stages = [S.make_stage(i, st, self) for i, st in enumerate(ir["stages"])]
         for pool in self.pools:

@@ -63,6 +63,7 @@ class Program:
         self.pools: list = []
         self.stages: list = []
         self.blocks: list = []
+        self.prefixes: list = []
 
     def A(self, name):
         if name not in self.attrs:
@@ -89,7 +90,7 @@ class Program:
         return {"op": "run", "stage": ref(stage), "mode": mode, "work": work, "growing": growing}
 
     def pool(self, name, cap, block=None, preempt="none", admitted_by=None, evict=None, queue=None,
-             requeue="head", preempt_keys=None):
+             requeue="head", preempt_keys=None, share=None):
         if preempt == "by":
             pr = {"kind": "by", "keys": preempt_keys, "requeue": requeue}
         else:
@@ -97,15 +98,23 @@ class Program:
         self.pools.append({"name": name, "cap": V(cap), "block": V(block) if block else None,
                            "evict": evict or {"kind": "lru"}, "preempt": pr,
                            "queue": queue or {"kind": "fifo"}, "reserve_held": False,
-                           "admitted_by": admitted_by})
+                           "admitted_by": admitted_by, "share": share})
         return len(self.pools) - 1
 
     def stage(self, d) -> int:
         self.stages.append(d)
         return len(self.stages) - 1
 
+    def prefix(self, key, length, after=None) -> None:
+        """`prefix KEY (LENGTH) [after PARENT];` (docs/content.md §1)."""
+        total = Fraction(length) + (next(Fraction(d["total"]) for d in self.prefixes if Fraction(d["key"]) == after)
+                                    if after is not None else 0)
+        self.prefixes.append({"key": V(key), "length": V(length), "after": V(after) if after is not None else None,
+                              "total": V(total)})
+
     def ir(self, arrival, session, server=None, init=None, turn=None, trace=None) -> dict:
         return {"format": "serq-ir/1", "files": ["built.sq"], "inputs": {}, "attrs": self.attrs,
+                "prefixes": self.prefixes,
                 "hidden": [], "observes": self.observes, "pools": self.pools, "stages": self.stages,
                 "blocks": self.blocks,
                 "workload": {"arrival": arrival, "trace": trace, "init": init, "turn": turn,
@@ -114,10 +123,12 @@ class Program:
 
 
 def vllm_engine(p: Program, *, budget=8192, bs=16, blocks=10000, max_seqs=16, cost=None,
-                chunk=float("inf"), preempt="lifo", cache=True):
+                chunk=float("inf"), preempt="lifo", cache=True, content=None):
     """Pools kv and reqs and the engine `vllm` of the seed (language.md §6–§7); returns a function
-    `call(prompt_expr, output_expr) -> [statements]` that lowers one engine call (§7.2)."""
-    kv = p.pool("kv", blocks * bs, block=bs, preempt=preempt)
+    `call(prompt_expr, output_expr) -> [statements]` that lowers one engine call (§7.2).
+    `content`: None, or `(p, n, h)` expressions — kv is then a `share content` pool and the call's
+    kv item carries `content (p, n, h)` (docs/content.md)."""
+    kv = p.pool("kv", blocks * bs, block=bs, preempt=preempt, share="content" if content is not None else None)
     eng_idx = len(p.stages)
     reqs = p.pool("reqs", max_seqs, admitted_by=eng_idx)
     if cost is None:
@@ -149,12 +160,14 @@ def vllm_engine(p: Program, *, budget=8192, bs=16, blocks=10000, max_seqs=16, co
         hold = {"op": "hold",
                 "pools": [{"pool": ref(reqs), "units": N(1), "reserve": None},
                           {"pool": ref(kv), "units": Fn("min", A("known"), Bin("+", A("reused"), Obs("budget_left", stage=eng_idx))),
-                           "reserve": A("known")}],
-                "reuse": None,
+                           "reserve": A("known"),
+                           "content": None if content is None else
+                           {"prefix": content[0], "length": content[1], "history": content[2]}}],
+                "reuse": A("reused") if content is not None else None,
                 "bindings": [{"slot": p.slot("known"), "expr": Fn("max", A("kept"), Bin("+", A("computed"), N(1)))},
                              {"slot": p.slot("reused"), "expr": Fn("min", Obs("cachedin", pool=kv), reusable(A("known")))}],
                 "body": body,
-                "cache": Bin("+", A("prompt"), A("output")) if cache else None,
+                "cache": Bin("+", A("prompt"), A("output")) if cache and content is None else None,
                 "request": {"engine": eng_idx, "prompt": A("prompt"), "output": A("output")}}
         return [p.set("prompt", prompt), p.set("output", output), p.set("kept", A("prompt")), hold]
 
@@ -171,6 +184,33 @@ def seed_vllm_ir(Lambda=0.3, blocks=10000, max_seqs=16, Z=3.0, chunk=float("inf"
     init = p.block([p.set("K", N(0))])
     turn = p.block([
         p.set("n", Fn("ceil", Cond(Bin("==", A("K"), N(0)), Draw("uniform", N(1000), N(3000)), Draw("exp", N(500))))),
+        p.set("o", Bin("+", Fn("floor", Draw("exp", N(200))), N(1))),
+        p.set("more", Draw("bernoulli", N(p_more))),
+    ])
+    loop_body = p.block([
+        p.set("K", Bin("+", Bin("+", A("K"), A("n")), A("o"))),
+        p.run(tool, Draw("exp", N(Z))),
+        {"op": "turn"},
+    ])
+    session = p.block([{"op": "turn"}, {"op": "while", "cond": A("more"), "body": loop_body}, {"op": "end"}])
+    return p.ir({"kind": "poisson", "rate": V(Lambda)}, session, server=server, init=init, turn=turn)
+
+
+def shared_prompt_ir(Lambda=0.3, blocks=10000, max_seqs=16, Z=3.0, system=1024, p_more=0.9,
+                     history=None) -> dict:
+    """The seed program with a `system`-token prompt shared by every session: kv is a
+    `share content` pool, prefix 1 is the system prompt and each session's history is its serial
+    (docs/content.md). `history`: an expression for the history key instead of the serial."""
+    p = Program()
+    p.prefix(1, system)
+    A = p.A
+    hist = history if history is not None else A("serial")
+    call, kv, reqs, eng = vllm_engine(p, blocks=blocks, max_seqs=max_seqs, content=(N(1), N(system), hist))
+    tool = p.stage({"name": "tool", "kind": "delay"})
+    server = p.block([p.set("prompt", Bin("+", Bin("+", N(system), A("K")), A("n")))] + call(A("prompt"), A("o")))
+    init = p.block([p.set("K", N(0))])
+    turn = p.block([
+        p.set("n", Fn("ceil", Draw("exp", N(500)))),
         p.set("o", Bin("+", Fn("floor", Draw("exp", N(200))), N(1))),
         p.set("more", Draw("bernoulli", N(p_more))),
     ])

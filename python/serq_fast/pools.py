@@ -31,6 +31,15 @@ def FAULTS() -> set:
     return set(filter(None, os.environ.get("SERQ_FAST_FAULT", "").split(",")))
 
 
+def _blocks_down(x: float, b: int) -> int:
+    """floor(x / b) as a block count (`reuse (ρ)` on a content pool): inf keeps all, < 0 none."""
+    if x <= 0:
+        return 0
+    if math.isinf(x):
+        return 1 << 62
+    return int(math.floor(x / b + EPS))
+
+
 def wire(v: str) -> float:
     x = value_from_wire(v)
     return float(x)
@@ -60,9 +69,10 @@ class Entry:
 
 
 class Part:
-    """One pool of an admitted hold: allocation and position (§11.4)."""
+    """One pool of an admitted hold: allocation and position (§11.4); on a content pool also its
+    physical blocks, its content and how many leading blocks are identified (docs/content.md)."""
 
-    __slots__ = ("pool", "alloc", "pos", "advanced", "reserve", "hold")
+    __slots__ = ("pool", "alloc", "pos", "advanced", "reserve", "hold", "blocks", "content", "nid")
 
     def __init__(self, pool, hold):
         self.pool = pool
@@ -71,6 +81,9 @@ class Part:
         self.pos = 0.0
         self.advanced = False
         self.reserve = 0.0
+        self.blocks = None
+        self.content = None
+        self.nid = 0
 
 
 class Hold:
@@ -98,6 +111,11 @@ class HoldStmt:
         self.refs = [compile_ref(p["pool"], sim, "pool") for p in st["pools"]]
         self.units = [c(p["units"]) for p in st["pools"]]
         self.reserves = [c(p.get("reserve")) for p in st["pools"]]
+        # `content (p, n, h)` per pool (docs/content.md §1), read first at each admission attempt
+        self.contents = [None if p.get("content") is None else
+                         (c(p["content"]["prefix"]), c(p["content"]["length"]), c(p["content"]["history"]))
+                         for p in st["pools"]]
+        self.has_content = any(x is not None for x in self.contents)
         self.reuse = c(st.get("reuse"))
         self.bindings = [(b["slot"], c(b["expr"])) for b in st.get("bindings", [])]
         self.body = st["body"]
@@ -183,6 +201,15 @@ class Pool:
         self.growers: list = []
         self.admitted_by = p.get("admitted_by")
         self.reserve_held = bool(p.get("reserve_held"))
+        # `share content` (docs/content.md): physical blocks instead of per-session entries
+        self.content = p.get("share") == "content"
+        self.bp = None
+        self.attempt = None  # (session, hit blocks) during an admission attempt on this pool
+        if self.content:
+            from serq_fast.content import BlockPool
+
+            self.bsize = int(self.block)
+            self.bp = BlockPool(int(round(self.cap / self.block)), "content_queue_head" in FAULTS())
         self.admissions = 0
         self.evicted_units = 0.0
         self.evicted_entries = 0
@@ -249,6 +276,10 @@ class Pool:
             s = cx.sess
             if s is None:
                 return 0.0
+            if self.content:
+                # the hit of the admission attempt of this session on this pool, else 0
+                a = self.attempt
+                return a[1] * self.block if a is not None and a[0] is s else 0.0
             e = self.entries.get(s.serial)
             return e.size if e is not None else 0.0
         if f == "holders":
@@ -330,7 +361,10 @@ class Pool:
         saved = (cx.attrs, cx.sess, cx.draw, cx.var)
         cx.attrs, cx.sess, cx.draw, cx.var = s.attrs, s, s.src, {}
         before = [(slot, s.attrs[slot]) for slot, _ in st.bindings]
+        contents = None
         try:
+            if st.has_content:
+                contents = self._contents(h)
             evals = self._amounts(h, cx)
             for i, (pool, u, r) in enumerate(evals):
                 ru = roundup(u, pool.block)
@@ -346,21 +380,57 @@ class Pool:
                     sim.end_session(s)
                     return REJECTED
             amounts = []
-            for pool, u, r in evals:
+            # a content pool's fit depends on how many hit blocks are reused: ρ is read first
+            reuse = st.reuse(cx) if (contents is not None and st.reuse is not None) else None
+            for i, (pool, u, r) in enumerate(evals):
                 ru = roundup(u, pool.block)   # any rational amount (docs/spec.md "Non-whole pool amounts")
                 need = max(u, r) if r is not None else u
                 rneed = roundup(need, pool.block)
                 used = pool.used
                 if pool.reserve_held:
                     used += sum(max(0.0, q.reserve - q.alloc) for q in pool.holders)
+                if contents is not None and contents[i] is not None:
+                    c, k = contents[i]
+                    nreuse = k if reuse is None else min(k, _blocks_down(reuse, pool.bsize))
+                    # vLLM: blocks to allocate plus hit blocks taken out of the free queue
+                    nnew = max(0, int(rneed // pool.bsize) - nreuse)
+                    if used + (nnew + pool.bp.evictable(c, nreuse)) * pool.block > pool.cap + EPS:
+                        return WAIT
+                    amounts.append((ru, r if r is not None else 0.0, c, nreuse))
+                    continue
                 if used + rneed > pool.cap + EPS:
                     return WAIT
-                amounts.append((ru, r if r is not None else 0.0))
-            reuse = st.reuse(cx) if st.reuse is not None else None
+                amounts.append((ru, r if r is not None else 0.0, None, 0))
+            if contents is None:
+                reuse = st.reuse(cx) if st.reuse is not None else None
             self._admit(h, amounts, reuse)
             return ADMITTED
         finally:
             cx.attrs, cx.sess, cx.draw, cx.var = saved
+            if contents is not None:
+                for pool in h.pools:
+                    pool.attempt = None
+
+    def _contents(self, h: Hold) -> list:
+        """`content (p, n, h)` of each content pool of the hold, read before the bindings, and the
+        hit it has now (docs/content.md §3); `cachedin` reads the hit during this attempt."""
+        sim = self.sim
+        cx = sim.cx
+        st = h.stmt
+        out = []
+        for pool, ex in zip(h.pools, st.contents):
+            if ex is None or not pool.content:
+                out.append(None)
+                continue
+            p, n, hist = ex[0](cx), ex[1](cx), ex[2](cx)
+            sim.prefixes.check(p, n, f"content of pool {pool.name} at {_at(st.at)}")
+            from serq_fast.content import Content
+
+            c = Content(sim.prefixes, p, n, hist, pool.bsize)
+            k = pool.bp.hit(c)
+            pool.attempt = (h.sess, k)
+            out.append((c, k))
+        return out
 
     @staticmethod
     def _amounts(h: Hold, cx) -> list:
@@ -413,8 +483,19 @@ class Pool:
         has_cache = h.stmt.cache is not None
         h.parts = []
         rec = sim.rec
-        for pool, (units, reserve) in zip(h.pools, amounts):
+        for pool, (units, reserve, content, nreuse) in zip(h.pools, amounts):
             consumed = 0.0
+            if pool.content:
+                part = pool._admit_blocks(h, units, content, nreuse)
+                consumed = part.pos
+                consumed_max = max(consumed_max, consumed)
+                part.reserve = roundup(reserve, pool.block) if pool.reserve_held and reserve > 0 else 0.0
+                pool.holders.append(part)
+                pool.admissions += 1
+                h.parts.append(part)
+                if rec is not None:
+                    rec["admitted"].append([s.serial, pool.name, part.alloc, consumed])
+                continue
             if has_cache and pool.admitted_by is None:
                 e = pool.entries.pop(s.serial, None)
                 if e is not None:
@@ -442,7 +523,7 @@ class Pool:
                 rec["admitted"].append([s.serial, pool.name, units, consumed])
         from serq_fast.engine import CACHED
 
-        s.attrs[CACHED] = consumed_max if has_cache else 0.0
+        s.attrs[CACHED] = consumed_max if (has_cache or h.stmt.has_content) else 0.0
         if h.request is not None and h.request.hit is None:
             h.request.hit = s.attrs[CACHED]
         if sim.measuring:
@@ -453,6 +534,59 @@ class Pool:
         s.holds.append(h)
         s.frames.append([sim.blocks[h.stmt.body], 0, "hold", h])
         sim.make_ready(s)
+
+    # ------------------------------------------------------------ content blocks (docs/content.md)
+
+    def _admit_blocks(self, h: Hold, units: float, content, nreuse: int) -> Part:
+        """Admit on a content pool: touch the reused hit blocks in block order, allocate the rest
+        from the free-queue head (evicting), then identify the blocks full at `units`."""
+        bp = self.bp
+        b = self.bsize
+        part = Part(self, h)
+        blocks = bp.touch_hits(content, nreuse) if content is not None else []
+        self._take(blocks, max(0, math.ceil(units / b - EPS) - nreuse))
+        part.blocks = blocks
+        part.content = content
+        part.nid = nreuse
+        part.alloc = float(len(blocks) * b)
+        part.pos = float(nreuse * b)
+        self.identify(part, units)
+        self._sync()
+        return part
+
+    def _take(self, blocks: list, count: int) -> None:
+        """`count` new blocks from the free-queue head; an identified one is evicted."""
+        bp = self.bp
+        rec = self.sim.rec
+        for _ in range(count):
+            x, old = bp.pop()
+            if old is not None:
+                self.evicted_units += self.block
+                if rec is not None:
+                    rec["evicted"].append([old[1] if old[0] == "h" else -1, self.name, self.bsize])
+            blocks.append(x)
+
+    def identify(self, part: Part, pos: float) -> None:
+        """Blocks wholly inside the first `pos` scheduled tokens get their identity, in block
+        order (a hold without `content` never identifies: it neither hits nor is hit)."""
+        c = part.content
+        if c is None:
+            return
+        full = min(int(pos // self.bsize), len(part.blocks))
+        j = part.nid
+        if j >= full:
+            return
+        bp = self.bp
+        blocks = part.blocks
+        while j < full:
+            bp.identify(blocks[j], c.ident(j))
+            j += 1
+        part.nid = full
+
+    def _sync(self) -> None:
+        bp = self.bp
+        self.used = float((bp.n - bp.nfree) * self.bsize)
+        self.cached = float(bp.ncached * self.bsize)
 
     def admit_heads(self) -> None:
         while True:
@@ -557,8 +691,12 @@ class Pool:
         s = part.hold.sess
         while True:
             if self.used + need <= self.cap + EPS:
-                self.make_room(need)
-                self.used += need
+                if self.content:
+                    self._take(part.blocks, int(round(need / self.block)))
+                    self._sync()
+                else:
+                    self.make_room(need)
+                    self.used += need
                 part.alloc = target
                 return "ok"
             victim = self.choose_victim()
@@ -661,9 +799,16 @@ def _cache_amount(sim, h: Hold):
 def release_part(sim, part: Part, ell) -> None:
     pool = part.pool
     s = part.hold.sess
-    pool.used -= part.alloc
     pool.holders.remove(part)
     kept = 0.0
+    if pool.content:
+        # the blocks go back last first; their identities stay (the `cache` clause has no effect)
+        pool.bp.release(part.blocks)
+        pool._sync()
+        part.blocks = []
+        ell = None
+    else:
+        pool.used -= part.alloc
     # the cache clause applies to pools counted in tokens, not to engine-admitted request slots
     # (docs/spec.md "Ambiguities resolved"; docs/fast.md)
     if ell is not None and pool.admitted_by is None:

@@ -689,6 +689,8 @@ class Engine(Stage):
                 att = tokens * (part.pos + tokens / 2.0)
             part.pos += tokens
             part.advanced = True
+            if part.content is not None:
+                part.pool.identify(part, part.pos)  # blocks full once scheduled (docs/content.md §3)
         elif job.mode != "decode":
             att = tokens * tokens / 2.0
         it.assign.append([job, tokens, att, pos0])
@@ -1050,6 +1052,10 @@ def bulk(self, t1: float, t_next: float, horizon: float, max_j: int) -> int:
     parts = [j.growpart for j in jobs]
     cap_steps = min(min(int(j.left) for j in jobs) - 1, max_j)  # no resident finishes
     if cap_steps < 2:
+        return 0
+    if sim.has_content and any(p.pool.content for p in parts):
+        # a `share content` pool allocates, evicts and identifies physical blocks at each step
+        # (docs/content.md): not fast-forwarded (docs/fast.md "Content pools")
         return 0
     pool = parts[0].pool
     block = pool.block

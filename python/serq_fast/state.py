@@ -47,7 +47,15 @@ def _pool(p) -> dict:
         "entries": [[e.owner, _int(e.size), e.last, e.rel] for e in entries],
         "preemptions": p.preemptions,
         **({"rejected": p.rejected} if p.rejected else {}),
+        **(_content(p) if p.content else {}),
     }
+
+
+def _content(p) -> dict:
+    """The content pool keys of docs/content.md §5."""
+    d = p.bp.state()
+    d["held"] = [[part.hold.sess.serial, list(part.blocks)] for part in p.holders]
+    return d
 
 
 def _stage(st, sim) -> dict:

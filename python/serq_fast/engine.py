@@ -229,6 +229,11 @@ class Sim:
                                f"{self.stages[ref['base']].name} at {at_text(at)}")
             return ("run", compile_ref(st["stage"], self, "stage"), st["mode"], c(st["work"]),
                     st.get("growing"), at)
+        if op in ("drop", "load"):
+            ref = st["pool"]
+            for pool in self.pools[ref["base"]:ref["base"] + ref.get("count", 1)]:
+                if pool.content:
+                    raise RunError(f"`{op}` on the `share content` pool {pool.name} (docs/content.md §1) at {_at(at)}")
         if op in ("grow", "load"):
             return (op, compile_ref(st["pool"], self, "pool"), c(st["units"]), at)
         if op in ("drop", "release"):

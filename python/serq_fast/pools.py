@@ -116,6 +116,12 @@ class HoldStmt:
                          (c(p["content"]["prefix"]), c(p["content"]["length"]), c(p["content"]["history"]))
                          for p in st["pools"]]
         self.has_content = any(x is not None for x in self.contents)
+        for p in st["pools"]:
+            ref = p["pool"]
+            if p.get("content") is not None and not all(
+                    q.content for q in sim.pools[ref["base"]:ref["base"] + ref.get("count", 1)]):
+                raise RunError(f"`content` on pool {sim.pools[ref['base']].name}, which is not `share content` "
+                               f"at {_at(st.get('at'))}")
         self.reuse = c(st.get("reuse"))
         self.bindings = [(b["slot"], c(b["expr"])) for b in st.get("bindings", [])]
         self.body = st["body"]
@@ -208,6 +214,14 @@ class Pool:
         if self.content:
             from serq_fast.content import BlockPool
 
+            # the program checks of docs/content.md §1, as serq_spec makes them
+            if self.block is None or math.isinf(self.cap) or self.cap % self.block != 0:
+                raise RunError(f"pool {self.name}: `share content` needs a block and a cap that is a "
+                               "whole number of blocks")
+            if (p.get("evict") or {"kind": "lru"})["kind"] != "lru":
+                raise RunError(f"pool {self.name}: `share content` evicts by LRU only")
+            if self.reserve_held:
+                raise RunError(f"not supported: `reserve held` on the `share content` pool {self.name}")
             self.bsize = int(self.block)
             self.bp = BlockPool(int(round(self.cap / self.block)), "content_queue_head" in FAULTS())
         self.admissions = 0
@@ -381,7 +395,8 @@ class Pool:
                     return REJECTED
             amounts = []
             # a content pool's fit depends on how many hit blocks are reused: ρ is read first
-            reuse = st.reuse(cx) if (contents is not None and st.reuse is not None) else None
+            has_cpool = any(pool.content for pool in h.pools)
+            reuse = st.reuse(cx) if (has_cpool and st.reuse is not None) else None
             for i, (pool, u, r) in enumerate(evals):
                 ru = roundup(u, pool.block)   # any rational amount (docs/spec.md "Non-whole pool amounts")
                 need = max(u, r) if r is not None else u
@@ -401,7 +416,7 @@ class Pool:
                 if used + rneed > pool.cap + EPS:
                     return WAIT
                 amounts.append((ru, r if r is not None else 0.0, None, 0))
-            if contents is None:
+            if not has_cpool:
                 reuse = st.reuse(cx) if st.reuse is not None else None
             self._admit(h, amounts, reuse)
             return ADMITTED
@@ -563,7 +578,7 @@ class Pool:
             if old is not None:
                 self.evicted_units += self.block
                 if rec is not None:
-                    rec["evicted"].append([old[1] if old[0] == "h" else -1, self.name, self.bsize])
+                    rec["evicted"].append([None, self.name, self.bsize])  # a block has no owner
             blocks.append(x)
 
     def identify(self, part: Part, pos: float) -> None:

@@ -225,7 +225,9 @@ def test_second_session_hits_the_shared_prefix():
     assert ids[0] == ["p", 1, 0] and ids[4] == ["p", 1, 4]
     assert ids[5] == ["h", 0, 5]  # session 0's own tokens after the shared 40 (block 5: 40 … 47)
     assert ids[7] == ["h", 1, 5]
-    assert sim.pools[0].cached == 9 * 8 and sim.pools[0].used == 0
+    # 50 prompt + 2 decoded tokens: blocks 0…5 full, block 6 (48 … 55) never full, never identified
+    assert 6 not in ids and 8 not in ids
+    assert sim.pools[0].cached == 7 * 8 and sim.pools[0].used == 0
     assert _obs_hits(sim) == [0.0, 1.0]
 
 

@@ -57,3 +57,21 @@ def test_random_scope_programs_agree(case):
     separate strategy, so the draws of the others stay as they were."""
     ir = compile_source(case.text, case.name, {})
     lockstep(ir, case.seed, case.sessions, case.name)
+
+
+CONTENT_EXAMPLES = max(20, EXAMPLES // 4)
+
+
+@settings(max_examples=CONTENT_EXAMPLES, deadline=None, derandomize=not LONG, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(strategies.vllm_programs(content=True), st.booleans())
+def test_random_content_programs_agree(case, every_step):
+    """`share content` pools (docs/content.md) with a two-level prefix tree, with and without the
+    decode fast-forward."""
+    if every_step:
+        os.environ["SERQ_FAST_NO_FF"] = "1"
+    try:
+        ir = compile_source(case.text, case.name, {})
+        lockstep(ir, case.seed, case.sessions, case.name)
+    finally:
+        os.environ.pop("SERQ_FAST_NO_FF", None)

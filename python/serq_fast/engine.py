@@ -162,6 +162,7 @@ class Sim:
 
         self.prefixes = Prefixes(ir.get("prefixes") or [])  # docs/content.md
         self.pools = [P.Pool(i, p, self) for i, p in enumerate(ir["pools"])]
+        self.has_content = any(p.content for p in self.pools)  # skips the content paths otherwise
         self.stages = [S.make_stage(i, st, self) for i, st in enumerate(ir["stages"])]
         for pool in self.pools:
             pool.link(self)

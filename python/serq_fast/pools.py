@@ -395,7 +395,7 @@ class Pool:
                     return REJECTED
             amounts = []
             # a content pool's fit depends on how many hit blocks are reused: ρ is read first
-            has_cpool = any(pool.content for pool in h.pools)
+            has_cpool = sim.has_content and any(pool.content for pool in h.pools)
             reuse = st.reuse(cx) if (has_cpool and st.reuse is not None) else None
             for i, (pool, u, r) in enumerate(evals):
                 ru = roundup(u, pool.block)   # any rational amount (docs/spec.md "Non-whole pool amounts")
@@ -411,11 +411,11 @@ class Pool:
                     nnew = max(0, int(rneed // pool.bsize) - nreuse)
                     if used + (nnew + pool.bp.evictable(c, nreuse)) * pool.block > pool.cap + EPS:
                         return WAIT
-                    amounts.append((ru, r if r is not None else 0.0, c, nreuse))
+                    amounts.append((ru, r if r is not None else 0.0, c, nreuse, u))
                     continue
                 if used + rneed > pool.cap + EPS:
                     return WAIT
-                amounts.append((ru, r if r is not None else 0.0, None, 0))
+                amounts.append((ru, r if r is not None else 0.0, None, 0, u))
             if not has_cpool:
                 reuse = st.reuse(cx) if st.reuse is not None else None
             self._admit(h, amounts, reuse)
@@ -498,10 +498,10 @@ class Pool:
         has_cache = h.stmt.cache is not None
         h.parts = []
         rec = sim.rec
-        for pool, (units, reserve, content, nreuse) in zip(h.pools, amounts):
+        for pool, (units, reserve, content, nreuse, u) in zip(h.pools, amounts):
             consumed = 0.0
             if pool.content:
-                part = pool._admit_blocks(h, units, content, nreuse)
+                part = pool._admit_blocks(h, u, content, nreuse)
                 consumed = part.pos
                 consumed_max = max(consumed_max, consumed)
                 part.reserve = roundup(reserve, pool.block) if pool.reserve_held and reserve > 0 else 0.0
@@ -554,7 +554,8 @@ class Pool:
 
     def _admit_blocks(self, h: Hold, units: float, content, nreuse: int) -> Part:
         """Admit on a content pool: touch the reused hit blocks in block order, allocate the rest
-        from the free-queue head (evicting), then identify the blocks full at `units`."""
+        from the free-queue head (evicting), then identify the blocks full at `units` (unrounded:
+        the tokens scheduled)."""
         bp = self.bp
         b = self.bsize
         part = Part(self, h)

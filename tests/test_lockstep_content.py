@@ -1,0 +1,65 @@
+"""Lockstep of serq_spec and serq_fast on `share content` pools (docs/content.md): hand-built
+programs with duplicates, eviction pressure and preemption, and the seeded fault
+`content_queue_head` that the comparison must catch (docs/fast.md "Seeded faults")."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("serq_spec.step")
+
+from serq_fast.irbuild import N, Bin, Program, shared_prompt_ir, vllm_engine  # noqa: E402
+from serq_fast.lockstep import Divergence, fast_lines, lockstep, sample_sessions  # noqa: E402
+
+
+def _duplicates_program():
+    """Two sessions with one history key and the same prompt in one iteration: the second reuses
+    the first's full blocks, then both fill their own copy of each later block at the same step;
+    a third arrives later and takes the first copy of each (identity-map order is observable)."""
+    p = Program()
+    A = p.A
+    call, kv, reqs, eng = vllm_engine(p, budget=64, bs=8, blocks=40, max_seqs=4, cost=N(1),
+                                      content=(N(0), N(0), N(0)))
+    wait = p.stage({"name": "wait", "kind": "delay"})
+    server = p.block(call(N(20), Bin("-", N(60), Bin("*", A("serial"), N(10)))))
+    session = p.block([p.run(wait, Bin("*", Bin("==", A("serial"), N(2)), N(200))), {"op": "turn"}, {"op": "end"}])
+    return p.ir({"kind": "batch", "n": 3}, session, server=server)
+
+
+def _pressure_program():
+    """The shared-prompt workload on 40 blocks of 16 tokens with a 64-token shared prompt: hits,
+    evictions of cached blocks and LIFO preemptions all happen within a few sessions."""
+    return shared_prompt_ir(Lambda=3.0, blocks=40, max_seqs=4, system=64)
+
+
+CASES = [(_duplicates_program, 3), (_pressure_program, 4)]
+
+
+@pytest.mark.parametrize("ff", [True, False], ids=["fast-forward", "every-step"])
+@pytest.mark.parametrize("program,k", CASES, ids=["duplicates", "pressure"])
+def test_content_programs_agree(monkeypatch, program, k, ff):
+    if not ff:
+        monkeypatch.setenv("SERQ_FAST_NO_FF", "1")
+    assert lockstep(program(), 1, k) > 0
+
+
+def test_pressure_program_has_pressure():
+    """The pressure case evicts identified blocks, preempts, and hits."""
+    ir = _pressure_program()
+    lines = fast_lines(ir, sample_sessions(ir, 1, 4))
+    rec = [line["records"] for line in lines]
+    assert any(r["evicted"] for r in rec)
+    assert any(r["preempted"] for r in rec)
+    assert any(a[3] > 0 for r in rec for a in r["admitted"] if a[1] == "kv")
+
+
+@pytest.mark.parametrize("program,k", CASES, ids=["duplicates", "pressure"])
+def test_seeded_queue_fault_is_caught(monkeypatch, program, k):
+    """`content_queue_head`: released blocks join the free queue in block order, not reversed."""
+    ir = program()
+    monkeypatch.setenv("SERQ_FAST_FAULT", "content_queue_head")
+    with pytest.raises(Divergence) as info:
+        lockstep(ir, 1, k)
+    assert "free_queue" in info.value.path
+    monkeypatch.delenv("SERQ_FAST_FAULT")
+    assert lockstep(ir, 1, k) > 0

@@ -8,6 +8,8 @@ import random
 import pytest
 
 from serq_fast.content import BlockPool, Content, Prefixes
+from serq_fast.engine import Sim
+from serq_fast.irbuild import N, Bin, Program, duplicates_ir, shared_prompt_ir, vllm_engine
 from serq_fast.expr import RunError
 
 
@@ -117,7 +119,7 @@ def _random_run(seed, fault=False):
             new = max(0, want - r)
             if new + fast.evictable(c, r) > fast.nfree:
                 continue
-            blocks = fast.touch_hits(c, r) if rng.random() < 0.5 else [fast.touch(idents[j]) for j in range(r)]
+            blocks = fast.touch_hits(c, r)
             if blocks != [model.touch(idents[j]) for j in range(r)]:
                 return step, "touch"
             for _ in range(new):
@@ -187,10 +189,6 @@ def test_state_lists():
 
 # ---------------------------------------------------------------- the engine on content pools
 
-import os  # noqa: E402
-
-from serq_fast.engine import Sim  # noqa: E402
-from serq_fast.irbuild import N, Program, shared_prompt_ir, vllm_engine  # noqa: E402
 
 
 def _two_sessions(system=40, prompt=50, out=3, blocks=20):
@@ -206,8 +204,6 @@ def _two_sessions(system=40, prompt=50, out=3, blocks=20):
     session = p.block([p.run(wait, Bin("*", A("serial"), N(100))), {"op": "turn"}, {"op": "end"}])
     return p.ir({"kind": "batch", "n": 2}, session, server=server)
 
-
-from serq_fast.irbuild import Bin  # noqa: E402
 
 
 def test_second_session_hits_the_shared_prefix():
@@ -255,25 +251,10 @@ def test_fast_forward_keeps_the_block_order(monkeypatch, kw, k):
         compare_lines(every[line["step"]], line, line["step"])
 
 
-def _duplicates_program():
-    """batch(2) sessions with the same history key send the same 20-token prompt in the same
-    iteration: the second reuses the first's two full blocks, then both decode in lockstep and
-    fill their own copy of each later block at the same step (duplicates, identified in serving
-    order); a third session arrives later and takes the first copy of each."""
-    p = Program()
-    A = p.A
-    call, kv, reqs, eng = vllm_engine(p, budget=64, bs=8, blocks=40, max_seqs=4, cost=N(1),
-                                      content=(N(0), N(0), N(0)))
-    wait = p.stage({"name": "wait", "kind": "delay"})
-    server = p.block(call(N(20), Bin("-", N(60), Bin("*", A("serial"), N(10)))))
-    session = p.block([p.run(wait, Bin("*", Bin("==", A("serial"), N(2)), N(200))), {"op": "turn"}, {"op": "end"}])
-    return p.ir({"kind": "batch", "n": 3}, session, server=server)
-
-
 def test_duplicates_keep_serving_order(monkeypatch):
     from serq_fast.lockstep import compare_lines, fast_lines, sample_sessions
 
-    ir = _duplicates_program()
+    ir = duplicates_ir()
     sessions = sample_sessions(ir, 1, 3)
     fast = fast_lines(ir, sessions)
     monkeypatch.setenv("SERQ_FAST_NO_FF", "1")

@@ -8,22 +8,8 @@ import pytest
 
 pytest.importorskip("serq_spec.step")
 
-from serq_fast.irbuild import N, Bin, Program, shared_prompt_ir, vllm_engine  # noqa: E402
+from serq_fast.irbuild import duplicates_ir, shared_prompt_ir  # noqa: E402
 from serq_fast.lockstep import Divergence, fast_lines, lockstep, sample_sessions  # noqa: E402
-
-
-def _duplicates_program():
-    """Two sessions with one history key and the same prompt in one iteration: the second reuses
-    the first's full blocks, then both fill their own copy of each later block at the same step;
-    a third arrives later and takes the first copy of each (identity-map order is observable)."""
-    p = Program()
-    A = p.A
-    call, kv, reqs, eng = vllm_engine(p, budget=64, bs=8, blocks=40, max_seqs=4, cost=N(1),
-                                      content=(N(0), N(0), N(0)))
-    wait = p.stage({"name": "wait", "kind": "delay"})
-    server = p.block(call(N(20), Bin("-", N(60), Bin("*", A("serial"), N(10)))))
-    session = p.block([p.run(wait, Bin("*", Bin("==", A("serial"), N(2)), N(200))), {"op": "turn"}, {"op": "end"}])
-    return p.ir({"kind": "batch", "n": 3}, session, server=server)
 
 
 def _pressure_program():
@@ -32,7 +18,7 @@ def _pressure_program():
     return shared_prompt_ir(Lambda=3.0, blocks=40, max_seqs=4, system=64)
 
 
-CASES = [(_duplicates_program, 3), (_pressure_program, 4)]
+CASES = [(duplicates_ir, 3), (_pressure_program, 4)]
 
 
 @pytest.mark.parametrize("ff", [True, False], ids=["fast-forward", "every-step"])

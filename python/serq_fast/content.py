@@ -108,10 +108,6 @@ class Content:
             return self.shared[j]
         return ("h", self.h, j)
 
-    def key(self):
-        """Equal keys give equal identities for every block."""
-        return (self.shared[self.n_shared - 1] if self.n_shared else None, self.n_shared, self.h)
-
 
 class BlockPool:
     """Blocks `0 … B−1`: reference counts, identities, the free queue and the identity map."""
@@ -127,7 +123,6 @@ class BlockPool:
         self.nfree = n
         self.ncached = 0  # identified blocks with no reference (they are in the free queue)
         self.idmap: dict = {}  # identity -> [block id, …] in insertion order
-        self.version = 0  # bumped whenever the identity map changes (a lookup memo's key)
         self.fault_forward = fault_forward  # seeded fault: release in block order
 
     # -------------------------------------------------------------- free queue
@@ -139,15 +134,6 @@ class BlockPool:
         prv[c] = a
         self.nfree -= 1
 
-    def _append(self, x: int) -> None:
-        nxt, prv, n = self.nxt, self.prv, self.n
-        t = prv[n]
-        nxt[t] = x
-        prv[x] = t
-        nxt[x] = n
-        prv[n] = x
-        self.nfree += 1
-
     def free_queue(self) -> list:
         out = []
         nxt, n = self.nxt, self.n
@@ -158,11 +144,6 @@ class BlockPool:
         return out
 
     # -------------------------------------------------------------- lookups
-
-    def first(self, ident):
-        """The physical block a lookup of `ident` takes (the map's first entry), or None."""
-        lst = self.idmap.get(ident)
-        return lst[0] if lst else None
 
     def hit(self, c: Content) -> int:
         """The largest k such that the identities of blocks 0 … k−1 are all in the map."""
@@ -195,18 +176,10 @@ class BlockPool:
 
     # -------------------------------------------------------------- changes
 
-    def touch(self, ident) -> int:
-        """A hit: take the map's first block for `ident`, out of the free queue if unreferenced."""
-        x = self.idmap[ident][0]
-        if self.refs[x] == 0:
-            self._unlink(x)
-            self.ncached -= 1
-        self.refs[x] += 1
-        return x
-
     def touch_hits(self, c: Content, r: int) -> list:
-        """`touch` of the first r identities of c, in block order (inlined: a long context touches
-        hundreds of blocks per admission)."""
+        """A hit: the map's first block for each of the first r identities of c, in block order,
+        out of the free queue if unreferenced, one more reference (inlined: a long context
+        touches hundreds of blocks per admission)."""
         blocks = self._firsts(c, r)
         refs, nxt, prv = self.refs, self.nxt, self.prv
         taken = 0
@@ -236,7 +209,6 @@ class BlockPool:
                 del self.idmap[old]
             self.ident[x] = None
             self.ncached -= 1
-            self.version += 1
         self.refs[x] = 1
         return x, old
 
@@ -248,7 +220,6 @@ class BlockPool:
             self.idmap[ident] = [x]
         else:
             lst.append(x)
-        self.version += 1
 
     def release(self, blocks: list) -> None:
         """A hold lets its blocks go, last block first: a block no longer referenced joins the
@@ -260,7 +231,7 @@ class BlockPool:
             r = refs[x] - 1
             refs[x] = r
             if r == 0:
-                t = prv[n]  # append to the tail (inlined `_append`)
+                t = prv[n]  # append to the tail
                 nxt[t] = x
                 prv[x] = t
                 nxt[x] = n

@@ -174,16 +174,15 @@ def vllm_engine(p: Program, *, budget=8192, bs=16, blocks=10000, max_seqs=16, co
     return call, kv, reqs, eng_idx
 
 
-def seed_vllm_ir(Lambda=0.3, blocks=10000, max_seqs=16, Z=3.0, chunk=float("inf"), p_more=0.9) -> dict:
-    """The seed program examples/multi-turn/vllm.sq, built directly (language.md §6–§8)."""
-    p = Program()
-    call, kv, reqs, eng = vllm_engine(p, blocks=blocks, max_seqs=max_seqs, chunk=chunk)
+def _chat(p: Program, call, prompt, first_n, Lambda, Z, p_more) -> dict:
+    """The seed's multi-turn workload around the lowered call: `prompt(A)` is a turn's prompt
+    from the context K and the new tokens n; `first_n` the first turn's new-token draw."""
     tool = p.stage({"name": "tool", "kind": "delay"})
     A = p.A
-    server = p.block([p.set("prompt", Bin("+", A("K"), A("n")))] + call(A("prompt"), A("o")))
+    server = p.block([p.set("prompt", prompt(A))] + call(A("prompt"), A("o")))
     init = p.block([p.set("K", N(0))])
     turn = p.block([
-        p.set("n", Fn("ceil", Cond(Bin("==", A("K"), N(0)), Draw("uniform", N(1000), N(3000)), Draw("exp", N(500))))),
+        p.set("n", Fn("ceil", Cond(Bin("==", A("K"), N(0)), first_n, Draw("exp", N(500))))),
         p.set("o", Bin("+", Fn("floor", Draw("exp", N(200))), N(1))),
         p.set("more", Draw("bernoulli", N(p_more))),
     ])
@@ -194,6 +193,13 @@ def seed_vllm_ir(Lambda=0.3, blocks=10000, max_seqs=16, Z=3.0, chunk=float("inf"
     ])
     session = p.block([{"op": "turn"}, {"op": "while", "cond": A("more"), "body": loop_body}, {"op": "end"}])
     return p.ir({"kind": "poisson", "rate": V(Lambda)}, session, server=server, init=init, turn=turn)
+
+
+def seed_vllm_ir(Lambda=0.3, blocks=10000, max_seqs=16, Z=3.0, chunk=float("inf"), p_more=0.9) -> dict:
+    """The seed program examples/multi-turn/vllm.sq, built directly (language.md §6–§8)."""
+    p = Program()
+    call, kv, reqs, eng = vllm_engine(p, blocks=blocks, max_seqs=max_seqs, chunk=chunk)
+    return _chat(p, call, lambda A: Bin("+", A("K"), A("n")), Draw("uniform", N(1000), N(3000)), Lambda, Z, p_more)
 
 
 def shared_prompt_ir(Lambda=0.3, blocks=10000, max_seqs=16, Z=3.0, system=1024, p_more=0.9,
@@ -203,21 +209,22 @@ def shared_prompt_ir(Lambda=0.3, blocks=10000, max_seqs=16, Z=3.0, system=1024, 
     (docs/content.md). `history`: an expression for the history key instead of the serial."""
     p = Program()
     p.prefix(1, system)
-    A = p.A
-    hist = history if history is not None else A("serial")
+    hist = history if history is not None else p.A("serial")
     call, kv, reqs, eng = vllm_engine(p, blocks=blocks, max_seqs=max_seqs, content=(N(1), N(system), hist))
-    tool = p.stage({"name": "tool", "kind": "delay"})
-    server = p.block([p.set("prompt", Bin("+", Bin("+", N(system), A("K")), A("n")))] + call(A("prompt"), A("o")))
-    init = p.block([p.set("K", N(0))])
-    turn = p.block([
-        p.set("n", Fn("ceil", Draw("exp", N(500)))),
-        p.set("o", Bin("+", Fn("floor", Draw("exp", N(200))), N(1))),
-        p.set("more", Draw("bernoulli", N(p_more))),
-    ])
-    loop_body = p.block([
-        p.set("K", Bin("+", Bin("+", A("K"), A("n")), A("o"))),
-        p.run(tool, Draw("exp", N(Z))),
-        {"op": "turn"},
-    ])
-    session = p.block([{"op": "turn"}, {"op": "while", "cond": A("more"), "body": loop_body}, {"op": "end"}])
-    return p.ir({"kind": "poisson", "rate": V(Lambda)}, session, server=server, init=init, turn=turn)
+    return _chat(p, call, lambda A: Bin("+", Bin("+", N(system), A("K")), A("n")), Draw("exp", N(500)),
+                 Lambda, Z, p_more)
+
+
+def duplicates_ir() -> dict:
+    """Two sessions with one history key send the same 20-token prompt in one iteration: the
+    second reuses the first's full blocks, then both fill their own copy of each later block at
+    the same step (duplicates, identified in serving order); a third arrives at 200 and takes the
+    first copy of each, so the identity map's order is observable (docs/content.md §3)."""
+    p = Program()
+    A = p.A
+    call, kv, reqs, eng = vllm_engine(p, budget=64, bs=8, blocks=40, max_seqs=4, cost=N(1),
+                                      content=(N(0), N(0), N(0)))
+    wait = p.stage({"name": "wait", "kind": "delay"})
+    server = p.block(call(N(20), Bin("-", N(60), Bin("*", A("serial"), N(10)))))
+    session = p.block([p.run(wait, Bin("*", Bin("==", A("serial"), N(2)), N(200))), {"op": "turn"}, {"op": "end"}])
+    return p.ir({"kind": "batch", "n": 3}, session, server=server)

@@ -8,7 +8,7 @@ import pytest
 
 pytest.importorskip("serq_spec.step")
 
-from serq_fast.irbuild import duplicates_ir, shared_prompt_ir  # noqa: E402
+from serq_fast.irbuild import N, Bin, Cond, Program, duplicates_ir, shared_prompt_ir, vllm_engine  # noqa: E402
 from serq_fast.lockstep import Divergence, fast_lines, lockstep, sample_sessions  # noqa: E402
 
 
@@ -18,11 +18,29 @@ def _pressure_program():
     return shared_prompt_ir(Lambda=3.0, blocks=40, max_seqs=4, system=64)
 
 
-CASES = [(duplicates_ir, 3), (_pressure_program, 4)]
+def _watched_head_program():
+    """Session 1 (prompt 40) waits for room behind session 0 (prompt 20, decoding), both on one
+    history: when session 0's decode fills its block 2, session 1 hits one more block and fits,
+    in that very iteration. The decode fast-forward must stop before that step (docs/fast.md
+    "Fast-forward with content pools"). Session 2 only waits 100 s: the fast-forward runs only
+    with a later event pending."""
+    p = Program()
+    A = p.A
+    call, kv, reqs, eng = vllm_engine(p, budget=64, bs=8, blocks=5, max_seqs=4, cost=N(1),
+                                      content=(N(0), N(0), N(0)))
+    wait = p.stage({"name": "wait", "kind": "delay"})
+    first = Bin("==", A("serial"), N(0))
+    server = p.block(call(Cond(first, N(20), N(40)), Cond(first, N(40), N(5))))
+    delay = Cond(Bin("==", A("serial"), N(2)), N(100), Bin("*", A("serial"), N(1.5)))
+    session = p.block([p.run(wait, delay), {"op": "turn"}, {"op": "end"}])
+    return p.ir({"kind": "batch", "n": 3}, session, server=server)
+
+
+CASES = [(duplicates_ir, 3), (_pressure_program, 4), (_watched_head_program, 3)]
 
 
 @pytest.mark.parametrize("ff", [True, False], ids=["fast-forward", "every-step"])
-@pytest.mark.parametrize("program,k", CASES, ids=["duplicates", "pressure"])
+@pytest.mark.parametrize("program,k", CASES, ids=["duplicates", "pressure", "watched-head"])
 def test_content_programs_agree(monkeypatch, program, k, ff):
     if not ff:
         monkeypatch.setenv("SERQ_FAST_NO_FF", "1")
@@ -39,7 +57,7 @@ def test_pressure_program_has_pressure():
     assert any(a[3] > 0 for r in rec for a in r["admitted"] if a[1] == "kv")
 
 
-@pytest.mark.parametrize("program,k", CASES, ids=["duplicates", "pressure"])
+@pytest.mark.parametrize("program,k", CASES[:2], ids=["duplicates", "pressure"])
 def test_seeded_queue_fault_is_caught(monkeypatch, program, k):
     """`content_queue_head`: released blocks join the free queue in block order, not reversed."""
     ir = program()

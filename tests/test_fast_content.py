@@ -232,9 +232,8 @@ def _obs_hits(sim):
 
 
 @pytest.mark.parametrize("kw,k", [
-    ({"blocks": 400, "Lambda": 1.0, "system": 100}, 8),
-    ({"blocks": 120, "Lambda": 2.0, "system": 40}, 8),  # eviction and preemption pressure
-    ({"blocks": 300, "Lambda": 3.0, "system": 64, "history": N(0), "max_seqs": 4}, 8),  # duplicates
+    ({"blocks": 120, "Lambda": 2.0, "system": 40}, 3),  # eviction and preemption pressure
+    ({"blocks": 100, "Lambda": 3.0, "system": 64, "history": N(0), "max_seqs": 4}, 3),  # duplicates
 ])
 def test_fast_forward_keeps_the_block_order(monkeypatch, kw, k):
     """The decode fast-forward identifies blocks in the step-by-step order: every state line it

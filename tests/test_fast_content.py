@@ -87,10 +87,15 @@ class ListModel:
         self.map.setdefault(i, []).append(x)
 
     def release(self, blocks):
+        head = []  # unidentified: to the head, the first freed first (docs/content.md §3)
         for x in reversed(blocks):
             self.refs[x] -= 1
             if self.refs[x] == 0:
-                self.queue.append(x)
+                if self.ident[x] is None:
+                    head.append(x)
+                else:
+                    self.queue.append(x)
+        self.queue[0:0] = head
 
     def cached(self):
         return sum(1 for x, r in enumerate(self.refs) if r == 0 and self.ident[x] is not None)
@@ -214,15 +219,17 @@ def test_second_session_hits_the_shared_prefix():
     # shared tokens hit (cached 40), 2 new blocks
     assert adm == [[0, "kv", 56, 0], [1, "kv", 56, 40]]
     kv = lines[-1]["pools"][0]
-    # session 0 released blocks 0…6 last first (tail 6 … 0 after the never-used 7 … 19); session 1
-    # took blocks 0…4 (hits, out of the queue) and two new ones from the head (7, 8), then released
-    assert kv["free_queue"] == list(range(9, 20)) + [6, 5] + [8, 7, 4, 3, 2, 1, 0]
+    # session 0 held blocks 0…6; 52 tokens scheduled identify blocks 0…5 (block 6, 48 … 55, is
+    # never full). Release, last first: 6 (unidentified) to the head, 5 … 0 to the tail:
+    # [6, 7 … 19, 5, 4, 3, 2, 1, 0]. Session 1 hits blocks 0…4 (the 40 shared tokens; out of the
+    # queue), pops 6 and 7 for its blocks 5 and 6, identifies its block 5 (physical 6) as its own
+    # history; its release puts 7 at the head, 6 then 4 … 0 at the tail.
+    assert kv["free_queue"] == [7] + list(range(8, 20)) + [5, 6, 4, 3, 2, 1, 0]
     ids = {b[0]: b[2] for b in kv["blocks"]}
     assert ids[0] == ["p", 1, 0] and ids[4] == ["p", 1, 4]
     assert ids[5] == ["h", 0, 5]  # session 0's own tokens after the shared 40 (block 5: 40 … 47)
-    assert ids[7] == ["h", 1, 5]
-    # 50 prompt + 2 decoded tokens: blocks 0…5 full, block 6 (48 … 55) never full, never identified
-    assert 6 not in ids and 8 not in ids
+    assert ids[6] == ["h", 1, 5]
+    assert 7 not in ids and 8 not in ids
     assert sim.pools[0].cached == 7 * 8 and sim.pools[0].used == 0
     assert _obs_hits(sim) == [0.0, 1.0]
 

@@ -222,23 +222,33 @@ class BlockPool:
             lst.append(x)
 
     def release(self, blocks: list) -> None:
-        """A hold lets its blocks go, last block first: a block no longer referenced joins the
-        free-queue tail (its identity stays until it is popped), so a request's tail blocks are
-        evicted first (vLLM's `free_blocks(reversed(blocks))`)."""
+        """A hold lets its blocks go, last block first. A block no longer referenced and with an
+        identity joins the free-queue tail (it stays findable until popped; a request's tail
+        blocks are evicted first); one without an identity goes to the head, the first of them
+        becoming the new head (vLLM's `free_blocks`: non-cached blocks are reused first,
+        `prepend_n`, cached ones last, `append_n`) — docs/content.md §3 Release."""
         refs, ident, nxt, prv, n = self.refs, self.ident, self.nxt, self.prv, self.n
         freed = cached = 0
+        at = n  # the unidentified ones are inserted one after another from the head
         for x in (blocks if self.fault_forward else reversed(blocks)):
             r = refs[x] - 1
             refs[x] = r
             if r == 0:
-                t = prv[n]  # append to the tail
-                nxt[t] = x
-                prv[x] = t
-                nxt[x] = n
-                prv[n] = x
                 freed += 1
                 if ident[x] is not None:
                     cached += 1
+                    t = prv[n]  # append to the tail
+                    nxt[t] = x
+                    prv[x] = t
+                    nxt[x] = n
+                    prv[n] = x
+                else:
+                    b = nxt[at]  # insert after `at`
+                    nxt[at] = x
+                    prv[x] = at
+                    nxt[x] = b
+                    prv[b] = x
+                    at = x
         self.nfree += freed
         self.ncached += cached
 

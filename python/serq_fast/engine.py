@@ -234,7 +234,7 @@ class Sim:
             ref = st["pool"]
             for pool in self.pools[ref["base"]:ref["base"] + ref.get("count", 1)]:
                 if pool.content:
-                    raise RunError(f"`{op}` on the `share content` pool {pool.name} (docs/content.md §1) at {_at(at)}")
+                    raise RunError(f"`{op}` on the `share content` pool {pool.name} (docs/content.md §1) at {at_text(at)}")
         if op in ("grow", "load"):
             return (op, compile_ref(st["pool"], self, "pool"), c(st["units"]), at)
         if op in ("drop", "release"):

@@ -121,7 +121,7 @@ class HoldStmt:
             if p.get("content") is not None and not all(
                     q.content for q in sim.pools[ref["base"]:ref["base"] + ref.get("count", 1)]):
                 raise RunError(f"`content` on pool {sim.pools[ref['base']].name}, which is not `share content` "
-                               f"at {_at(st.get('at'))}")
+                               f"at {at_text(st.get('at'))}")
         self.reuse = c(st.get("reuse"))
         self.bindings = [(b["slot"], c(b["expr"])) for b in st.get("bindings", [])]
         self.body = st["body"]
@@ -438,7 +438,7 @@ class Pool:
                 out.append(None)
                 continue
             p, n, hist = ex[0](cx), ex[1](cx), ex[2](cx)
-            sim.prefixes.check(p, n, f"content of pool {pool.name} at {_at(st.at)}")
+            sim.prefixes.check(p, n, f"content of pool {pool.name} at {at_text(st.at)}")
             from serq_fast.content import Content
 
             c = Content(sim.prefixes, p, n, hist, pool.bsize)

@@ -2,7 +2,7 @@
 traces under the oracle comparison rule (docs/oracle.md; docs/vllm-model.md).
 
 No vLLM needed: the reference traces are committed in vectors/vllm/. Every committed vector is
-run on the default engine (serq_spec for content pools while serq_fast has none; about 75 s): a
+run on the default engine (serq_fast; serq_spec for async on a seconds clock): a
 vector the model supports must agree exactly; one it does not support must be refused with `Unsupported` naming a known feature. The five shipped
 scenarios are also run on the exact spec. A seeded fault (the seed's admission allocation, which
 leaves the threshold out) must make `caps` diverge.
@@ -24,7 +24,6 @@ sys.path.insert(0, str(REPO / "python"))
 from serq.oracle.compare import compare_traces, load_trace, vector_trace_path  # noqa: E402
 from serq.oracle.model import (  # noqa: E402
     FEATURES,
-    _fast_has_content,
     Unsupported,
     program_path,
     run_scenario,
@@ -167,7 +166,6 @@ def test_more_seeded_faults_diverge(name, good, bad, step):
     assert diffs and diffs[0].step == step, diffs
 
 
-@pytest.mark.skipif(not _fast_has_content(), reason="serq_fast has no share content pools yet")
 def test_fast_agrees_with_spec_on_tail_requeue():
     """Found by this model: serq_fast admitted a tail-requeued hold twice under `queue by`
     (fixed in b2600b2; docs/vllm-model.md §6)."""

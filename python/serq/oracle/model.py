@@ -947,12 +947,6 @@ def build_trace(plan: Plan, col: _Collector) -> tuple[dict, dict[str, int]]:
     return trace, join_call
 
 
-def _fast_has_content() -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec("serq_fast.content") is not None
-
-
 def run_scenario(sc: ResolvedScenario, engine: str = "auto",
                  sources: dict[str, str] | None = None, force: bool = False) -> dict:
     """The serQ trace of a resolved scenario (raises Unsupported / ModelError).
@@ -968,10 +962,8 @@ def run_scenario(sc: ResolvedScenario, engine: str = "auto",
     t0 = _time.perf_counter()
     plan = plan_scenario(sc, force)
     if engine == "auto":
-        # the exact spec where a linger must end exactly with an iteration of rational length,
-        # and for a content pool while serq_fast has none (docs/content.md; serq_fast.content)
-        engine = ("spec" if (plan.asynchronous and not plan.unit_clock)
-                  or (plan.content is not None and not _fast_has_content()) else "fast")
+        # the exact spec where a linger must end exactly with an iteration of rational length
+        engine = "spec" if plan.asynchronous and not plan.unit_clock else "fast"
     if engine == "fast" and plan.asynchronous and not plan.unit_clock:
         raise ModelError("async scheduling on a seconds clock needs the exact spec (--engine spec "
                          "or auto): a linger must end exactly when an iteration of rational length "

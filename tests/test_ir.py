@@ -122,9 +122,11 @@ def test_lowering_of_the_reference_example():
         {"op": "set", "slot": p["slot"], "expr": a},
         {"op": "set", "slot": q["slot"], "expr": b},
         {"op": "hold",
-         "pools": [{"pool": ref(reqs), "units": {"k": "num", "v": "1"}, "reserve": None},
+         "pools": [{"pool": ref(reqs), "units": {"k": "num", "v": "1"}, "reserve": None,
+                    "content": None},
                    {"pool": ref(kv), "units": {"k": "fn", "f": "min", "args": [
-                       need, {"k": "obs", "f": "budget_left", "stage": ref(eng)}]}, "reserve": need}],
+                       need, {"k": "obs", "f": "budget_left", "stage": ref(eng)}]}, "reserve": need,
+                    "content": None}],
          "reuse": None,
          "bindings": [{"slot": need["slot"], "expr": {"k": "fn", "f": "max", "args": [
              p, {"k": "bin", "op": "+", "a": attr(ir, "computed"), "b": {"k": "num", "v": "1"}}]}}],

@@ -179,6 +179,20 @@ def firstPrefill (ic : IterCtx) : M (Option Job) := do
       | _ => return some j
   return none
 
+/-- The first resident decode not served yet, read from the residents as they stand now. -/
+def firstDecode (ic : IterCtx) : M (Option Job) := do
+  return (← stage ic.engine).jobs.find? fun j => j.mode == "decode" && !ic.served.contains j.serial
+
+/-- The decode part of engine.py `exclusive_prefill` (serq_spec abf86fe): serve the first
+unserved decode of the residents as they stand after the previous one was served, not of a
+snapshot — an earlier decode's growth may preempt a later one, which then is no resident and is
+not served. Ends because every `serve` adds its job to `served`. -/
+partial def serveDecodes (ic : IterCtx) (cap : Tok) : M IterCtx := do
+  if ic.stopped then return ic
+  match (← firstDecode ic) with
+  | none => return ic
+  | some j => serveDecodes (← serve ic j none cap) cap
+
 /-- engine.py `exclusive_prefill`: a resident prefill runs alone (decodes stall); otherwise the
 decodes are chosen tentatively and a waiting request that fits with the full budget replaces
 them and takes the whole budget. After this statement nothing more is admitted. -/
@@ -195,11 +209,7 @@ def exclusivePrefill (ic : IterCtx) (cap : Tok) : M IterCtx := do
   if let some j := prefill then
     ic ← serve ic j none cap
     return { ic with stopped := true }
-  for j in (← stage ic.engine).jobs do
-    if ic.stopped then return ic
-    if j.mode == "decode" && !ic.served.contains j.serial then
-      ic ← serve ic j none cap
-  return ic
+  serveDecodes ic cap
 
 /-- engine.py `run_schedule`; `base` is the pre-order index of the first statement. -/
 partial def runSchedule (ic : IterCtx) (stmts : List Sched) (base : Nat) : M IterCtx := do

@@ -189,7 +189,10 @@ def releaseHold (serial : Nat) (hold : HoldState) (preempted : Bool) : M Unit :=
     let mut kept := 0
     if let some ell := ell then
       if (← cachesIn p) then
-        let computed := if hold.advanced.getD i false || preempted then hold.position.getD i 0 else alloc
+        -- the position capped by the allocation (serq_spec ae9b5fe): a consumed prefix the units
+        -- did not allocate starts the position above the allocation, and what has no units cannot
+        -- be kept (docs/spec.md "A position above the allocation")
+        let computed := if hold.advanced.getD i false || preempted then min (hold.position.getD i 0) alloc else alloc
         -- −inf when ℓ is −inf: nothing kept; else rounded down to a whole block
         let amount := Value.minV ell (Value.ofNat computed)
         let blk ← blockOf p

@@ -7,7 +7,7 @@ import SerqLang.Wire
 # The pre-drawn workload (python/serq_spec/workload.py, docs/sessions.md)
 
 `Workload.replay` mirrors workload.py's `Workload.replay`: it reads a `serq-sessions/1` file
-and checks it the same way (finite draws, non-decreasing arrival times, trace picks ≥ 0, serials
+and checks it the same way (finite draws, every arrival ≥ 0 and not before the one before it, trace picks ≥ 0, serials
 `0 … K−1`), with the same messages. The values are served by cursors kept in the Config
 (`Session.cursors`, `Counters.machine`).
 -/
@@ -65,11 +65,16 @@ def valsIndexed (j : Option Json) (where_ : String) : Res (List Rat) := do
   let xs ← lst j where_
   ((List.range xs.length).zip xs).mapM (fun (i, x) => val x s!"{where_}[{i}]")
 
-/-- Non-decreasing from a non-negative start. -/
-def nondecreasing : List Rat → Bool
-  | [] => true
-  | [a] => decide (0 ≤ a)
-  | a :: b :: rest => decide (a ≤ b) && nondecreasing (b :: rest)
+/-- The first arrival that is negative or before the one before it (serq_spec a42dbf2: every
+arrival is checked, a lone one too), with its index. -/
+def badArrival (xs : List Rat) : Option (Nat × Rat) :=
+  go 0 none xs
+where
+  go : Nat → Option Rat → List Rat → Option (Nat × Rat)
+    | _, _, [] => none
+    | i, prev, a :: rest =>
+      if decide (a < 0) || (match prev with | some b => decide (a < b) | none => false) then some (i, a)
+      else go (i + 1) (some a) rest
 
 /-- workload.py `Workload.replay`. -/
 def replay (j : Json) : Res Workload := do
@@ -79,8 +84,8 @@ def replay (j : Json) : Res Workload := do
     | some x => lst (some x) "sessions"
     | none => throw "sessions file: sessions must be a list"
   let arrivals ← valsIndexed (getOpt j "arrivals") "arrivals"
-  if !nondecreasing arrivals then
-    throw "sessions file: arrival times must be >= 0 and non-decreasing"
+  if let some (i, a) := badArrival arrivals then
+    throw s!"sessions file: arrivals[{i}] = {a} must be >= 0 and not before the arrival before it"
   let picksJ ← lst (getOpt j "trace_picks") "trace_picks"
   let picks ← picksJ.mapM (fun p => match p.getNat? with
     | .ok n => .ok n

@@ -233,3 +233,27 @@ def test_a_run_time_error_divergence_names_the_file(tmp_path, monkeypatch):
     with pytest.raises(L.Divergence) as e:
         L.compare_runs(ir, sessions, "p.sq")
     assert "at p.sq:5:23" in str(e.value.fast) or "at p.sq:5:23" in str(e.value.spec), vars(e.value)
+
+
+def test_sample_refuses_a_loop_no_session_leaves(tmp_path, capsys, monkeypatch):
+    """closed.sq's sessions `loop` with no `end` in the loop: without --horizon sampling would only
+    run into its step limit (70 s), so it stops at once, locating the loop and saying what to do."""
+    monkeypatch.chdir(REPO)
+    rc, err = run_cli(capsys, "sample", "examples/multi-turn/closed.sq", "--seed", "1", "--sessions", "3")
+    assert rc == 2
+    assert "closed.sq:39:7:" in err and "--horizon" in err
+    # a loop that can leave through `end` (here inside a branch) is sampled
+    src = tmp_path / "leaves.sq"
+    src.write_text("""fn main() {
+  stage cpu : fifo(1);
+  workload {
+    arrive poisson(1);
+    session { loop { turn; branch with (0.5) { end; } } }
+  }
+  server { run cpu (~exp(0.5)); }
+}
+""")
+    out = tmp_path / "s.json"
+    rc, err = run_cli(capsys, "sample", str(src), "--seed", "1", "--sessions", "4", "-o", str(out))
+    assert rc == 0, err
+    assert len(json.loads(out.read_text())["sessions"]) == 4

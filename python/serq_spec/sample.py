@@ -63,6 +63,40 @@ def trace_picks(prog: Program, seed: int, count: int) -> list:
     return [min(n - 1, math.floor(rng.random() * n)) for _ in range(count)]
 
 
+def _reaches_end(ir: dict, block: int, seen: set) -> bool:
+    """Whether an `end` statement can be reached from `block` (through nested blocks and turns)."""
+    if block in seen:
+        return False
+    seen.add(block)
+    for s in ir["blocks"][block]:
+        op = s["op"]
+        if op == "end":
+            return True
+        nested = [s.get(k) for k in ("body", "then", "else")]
+        if op == "turn":
+            nested += [ir["workload"].get("turn"), ir["workload"].get("server")]
+        if any(isinstance(b, int) and _reaches_end(ir, b, seen) for b in nested):
+            return True
+    return False
+
+
+def never_ending_loop(ir: dict):
+    """The `at` of a `loop` that every session enters and none can leave, or None.
+
+    A `loop` has no exit but `end`; when it sits at the top of the session block (every session
+    reaches it unless it ends first) and no `end` is reachable from its body, no session ever
+    ends, so sampling without a horizon would only run into its step limit."""
+    session = ir["workload"].get("session")
+    if session is None:
+        return None
+    for s in ir["blocks"][session]:
+        if s["op"] == "end":
+            return None
+        if s["op"] == "loop" and not _reaches_end(ir, s["body"], set()):
+            return s.get("at")
+    return None
+
+
 def sample(ir: dict, seed: int, count: int, name: str = "program", max_steps: int | None = 2_000_000,
            horizon=float("inf")) -> dict:
     """The sessions file of `count` sessions of program `ir` with seed `seed`.
@@ -72,6 +106,13 @@ def sample(ir: dict, seed: int, count: int, name: str = "program", max_steps: in
     the draws consumed until then (replay it with the same horizon)."""
     prog = Program(ir, name)
     prog.horizon = horizon
+    loop_at = never_ending_loop(ir) if horizon == float("inf") and count > 0 else None
+    if loop_at is not None:
+        files = ir.get("files") or [name]
+        where = f"{files[loop_at[0]]}:{loop_at[1]}:{loop_at[2]}: " if loop_at[0] < len(files) else ""
+        raise SpecError(f"{where}every session enters this `loop` and none can leave it (no `end` in "
+                        "it), so the sessions never end: sample with --horizon T and replay with the "
+                        "same horizon")
     kind = prog.workload["arrival"]["kind"]
     if kind == "batch" and count != prog.workload["arrival"]["n"]:
         raise SpecError(f"the program spawns batch({prog.workload['arrival']['n']}): sample exactly that many sessions")

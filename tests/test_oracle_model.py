@@ -37,7 +37,7 @@ ALL = sorted(p.name[: -len(".scenario.json")] for p in VECTORS.glob("*.scenario.
 #: The vectors the model supports today and that agree exactly (measured: docs/vllm-model.md).
 #: A change that makes one of them unsupported or divergent fails `test_vector`; this floor
 #: catches a change that silently refuses more of them.
-MIN_AGREE = 421
+MIN_AGREE = 423
 
 
 def _run(name: str, engine: str = "auto", **kw) -> dict:
@@ -194,6 +194,8 @@ CAMPAIGN_FINDINGS = {
     "c3000_00301": "fast engine float end times (fcfs)",
     # async, seconds clock: idle steps (no clock move) after a finish: vLLM's next call was empty
     "c4000_00130": "idle steps after an async finish on a seconds clock",
+    # async: an EOS stop's discarded extra token that fills a block leaves it uncached (seed 6000)
+    "c6000_00075": "async EOS extra token filling a block",
 }
 
 
@@ -226,6 +228,23 @@ def test_seeded_async_reuse_fault_diverges():
     trace = _run("c2000_00140", "spec", sources={"vllm_scenario_async.sq": text.replace(good, "inf")})
     diffs = _diffs("c2000_00140", trace)
     assert diffs and diffs[0].step == 42, diffs
+
+
+@pytest.mark.parametrize("name, program, step", [
+    ("c6000_00075", "vllm_scenario_async.sq", 37),
+    ("h_async_eos_block", "vllm_scenario_priority.sq", 29),
+])
+def test_seeded_eos_block_fault_diverges(name, program, step):
+    """An async EOS stop's discarded extra token that completes a block must not identify it
+    (vLLM caches only tokens whose output it processed): run that token growing kv, as the
+    other decode tokens, and the continuation hits one block more than vLLM's."""
+    text = (program_path(False).parent / program).read_text()
+    good = "== 0 ? 1 : 0;"
+    assert text.count(good) == 1
+    trace = _run(name, sources={program: text.replace(good, "== 0 ? 0 : 0;")})
+    diffs = _diffs(name, trace)
+    assert diffs and diffs[0].step == step and diffs[0].field == "scheduled", diffs
+    assert not _diffs(name, _run(name))
 
 
 def test_seeded_lag_faults_diverge(monkeypatch):

@@ -3,6 +3,7 @@
 
     python3 tools/vllm_oracle/campaign.py --seed 2000 --count 500 [--engines fast,spec]
                                           [--keep DIR] [--diverge-dir DIR] [--stop-first]
+                                          [--json OUT]
     python3 tools/vllm_oracle/campaign.py --seed 1000 --count 3000 --engines none   # vLLM only
 
 Generates scenarios with gen_scenarios.py (seed, indices start..start+count-1), runs them all
@@ -21,7 +22,8 @@ through the oracle driver in one vLLM process, then runs each one through serQ's
 - ``vllm-crash``     the driver wrote no trace (the scenario is not run through the model).
 
 It also reports the vLLM side's robustness counts (stalls, unfinished requests, max_steps) and
-feature counts. Exit 1 on any divergence, model error or vLLM crash; 2 without the oracle venv.
+feature counts. `--json OUT` writes every (scenario, engine) outcome with its detail, so that
+refusals and errors can be listed by name. Exit 1 on any divergence, model error or vLLM crash; 2 without the oracle venv.
 """
 
 from __future__ import annotations
@@ -118,6 +120,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--diverge-dir", default="campaign-divergences",
                     help="where each divergence's scenario and both traces are kept")
     ap.add_argument("--stop-first", action="store_true", help="stop at the first divergence")
+    ap.add_argument("--json", metavar="OUT",
+                    help="write every (scenario, engine) outcome with its detail as a JSON list")
     args = ap.parse_args(argv)
     engines = [] if args.engines == "none" else [e for e in args.engines.split(",") if e]
     for e in engines:
@@ -141,6 +145,7 @@ def main(argv: list[str] | None = None) -> int:
         c: collections.Counter = collections.Counter()
         outcome: dict[str, collections.Counter] = {e: collections.Counter() for e in engines}
         problems: list[str] = []
+        rows: list[dict] = []
         t1 = time.time()
         stopped = False
         for p in scenarios:
@@ -157,6 +162,7 @@ def main(argv: list[str] | None = None) -> int:
             for e in engines:
                 status, detail, ours = model_outcome(p, t, e)
                 outcome[e][status] += 1
+                rows.append({"name": name, "engine": e, "status": status, "detail": detail})
                 if status == "diverge":
                     report = keep_divergence(Path(args.diverge_dir) / name, p, t, ours, e)
                     print(f"DIVERGE {name} [{e}] (kept in {Path(args.diverge_dir) / name})\n"
@@ -173,6 +179,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"campaign seed {args.seed}: {args.count} scenarios; vLLM {vllm_wall:.1f} s, "
               f"model {model_wall:.1f} s" + (" (stopped at the first divergence)" if stopped else ""))
         print("vLLM: " + ", ".join(f"{k}={v}" for k, v in sorted(c.items())))
+        if args.json:
+            Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
         bad = c["vllm_crash"]
         for e in engines:
             o = outcome[e]

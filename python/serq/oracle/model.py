@@ -708,6 +708,8 @@ class _Collector:
             for serial, mode, tokens in it["assign"]:
                 rid = plan.sessions[serial][self.turn_of[serial]].rid
                 pos = residents[serial]["position"]
+                if pos is None:  # a run that grows no pool: an EOS stop's discarded token
+                    pos = self.maxpos[rid] + tokens
                 if rid not in self.seen:
                     kind = "new"
                 elif rid in self.resume:

@@ -54,18 +54,19 @@ structure Frame where
   stream : DrawStream
   deriving Inhabited
 
-/-- config.py `HoldState`: an admitted hold, per pool its allocation and position. -/
+/-- config.py `HoldState`: an admitted hold, per pool its allocation and position (pool amounts:
+exact rationals, docs/spec.md "Non-whole pool amounts"). -/
 structure HoldState where
   stmt : Nat × Nat
   pools : List Nat
-  alloc : List Nat
-  position : List Nat
+  alloc : List Rat
+  position : List Rat
   advanced : List Bool
   admission : Nat
   depth : Nat
   stream : DrawStream
   /-- per pool: the block-rounded reserve on a `reserve held` pool (0 elsewhere); `[]` = all 0 -/
-  reserved : List Nat := []
+  reserved : List Rat := []
   /-- per pool: its physical blocks, block 0 first, on a `share content` pool (`[]` elsewhere;
   config.py pads it with `[]` up to the slot it touches) -/
   blocks : List (List Nat) := []
@@ -74,7 +75,7 @@ structure HoldState where
   deriving Inhabited
 
 /-- config.py `HoldState.held`: the reservation of pool slot i (0 when none). -/
-def HoldState.held (h : HoldState) (i : Nat) : Nat := h.reserved.getD i 0
+def HoldState.held (h : HoldState) (i : Nat) : Rat := h.reserved.getD i 0
 
 /-- `blocks` padded with `[]` up to slot `i` (config.py `blocks_of` appends them as it reads). -/
 def padBlocks (bs : List (List Nat)) (i : Nat) : List (List Nat) :=
@@ -138,7 +139,7 @@ structure Session where
   pending : Option (Nat × Nat × DrawStream) := none
   admSeq : Option Nat := none
   /-- pool ↦ position at its last preemption, sorted by pool. -/
-  preemptPos : List (Nat × Nat) := []
+  preemptPos : List (Nat × Rat) := []
   stuck : Bool := false
   /-- `[corpus session, next turn index]`. -/
   trace : Option (Nat × Nat) := none
@@ -154,7 +155,7 @@ structure Session where
   request : Option Request := none
   job : Option Job := none
   /-- `[pool, target units]` of a stalled growth. -/
-  growth : Option (Nat × Nat) := none
+  growth : Option (Nat × Rat) := none
   deriving Inhabited
 
 /-- config.py `Assign`: one entry of an iteration's batch. -/
@@ -162,7 +163,7 @@ structure Assign where
   serial : Nat
   mode : String
   tokens : Nat
-  posBefore : Option Nat
+  posBefore : Option Rat
   deriving Inhabited
 
 /-- The iteration in flight on a step engine. -/

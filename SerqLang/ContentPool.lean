@@ -86,14 +86,16 @@ def allocate (p count : Nat) (blocks : List Nat) : M (List Nat) := do
                         evictedUnits := st.evictedUnits + evicted * cs.block }
     for (ev, _) in info do
       if ev then
-        modifyRec fun r => { r with evicted := r.evicted.push (.arr [.null, .str name, .nat cs.block]) }
+        modifyRec fun r => { r with evicted := r.evicted.push (.arr [.null, .str name, CJ.amt cs.block]) }
     return blocks'
 
-/-- content.py `identify`: the hold's blocks `j < ⌊pos/b⌋` without an identity get theirs. -/
-def identify (p : Nat) (c : Option Content.Clause) (blocks : List Nat) (pos : Nat) : M Unit := do
+/-- content.py `identify`: the hold's blocks `j < ⌊pos/b⌋` without an identity get theirs. The
+position is a pool amount (`Rat`); `⌊⌊pos⌋/b⌋ = ⌊pos/b⌋` for the whole block `b` of a content
+pool, so the pure part counts on `⌊pos⌋`. -/
+def identify (p : Nat) (c : Option Content.Clause) (blocks : List Nat) (pos : Rat) : M Unit := do
   match c with
   | none => pure ()
-  | some c => setContent p (Content.identifyBlocks (← getProg).prefixes c blocks (← contentOf p) pos)
+  | some c => setContent p (Content.identifyBlocks (← getProg).prefixes c blocks (← contentOf p) pos.floor.toNat)
 
 /-- content.py `release`: the hold's blocks in reverse order lose a reference; at 0 an identified
 block joins the free queue's tail, an unidentified one its head (`Content.releaseBlocks`), and

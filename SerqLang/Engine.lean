@@ -83,12 +83,12 @@ def serve (ic : IterCtx) (job : Job) (only : Option Expr) (cap : Tok) : M IterCt
         tokens := tokens / g * g
         if tokens == 0 then ic := { ic with noAdmit := true }
   if tokens == 0 then return ic
-  let mut posBefore : Option Nat := none
+  let mut posBefore : Option Rat := none
   if let some gp := job.growing then
     if let .growing _ := s.status then return ic
     let some h := holdOf s gp | specError s!"internal: resident {job.serial} holds no pool {gp}"
     let i := h.slot gp
-    let need := h.position.getD i 0 + tokens - h.alloc.getD i 0
+    let need : Rat := h.position.getD i 0 + (tokens : Rat) - h.alloc.getD i 0
     if need > 0 then
       let (ok, ic') ← grow job.serial gp need (some ic)
       ic := ic'.getD ic
@@ -100,12 +100,12 @@ def serve (ic : IterCtx) (job : Job) (only : Option Expr) (cap : Tok) : M IterCt
     let h := s.holds.getD k default
     let pos := h.position.getD i 0
     posBefore := some pos
-    let h := { h with position := h.position.set i (pos + tokens), advanced := h.advanced.set i true }
+    let h := { h with position := h.position.set i (pos + (tokens : Rat)), advanced := h.advanced.set i true }
     setSession { s with holds := s.holds.set k h }
     if (← pool gp).content.isSome then
       -- the blocks these tokens fill are identified as they are scheduled (vLLM's
       -- cache_blocks(request, num_computed + num_new); docs/content.md §3)
-      ContentPool.identify gp (h.contentOf i) (h.blocksOf i).2 (pos + tokens)
+      ContentPool.identify gp (h.contentOf i) (h.blocksOf i).2 (pos + (tokens : Rat))
   ic := { ic with assign := ic.assign.push { serial := job.serial, mode := job.mode, tokens, posBefore } }
   match ic.left with
   | .inf => pure ()

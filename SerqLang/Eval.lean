@@ -78,7 +78,7 @@ def take (env : EnvM) (dist : String) : M Value := do
     | none => sessionsFileError s!"the sessions file does not fit the program: session {serial}'s {ckey} stream needs draw #{i + 1} (~{dist} at {loc}) but the file has only {lst.length}"
 
 /-- engine.py `memory_alloc`: units the job's owner holds in the engine's memory pool. -/
-def memoryAlloc (e : Nat) (job : Job) : M Nat := do
+def memoryAlloc (e : Nat) (job : Job) : M Rat := do
   let mem := ((← getProg).memoryOf[e]?).getD none
   match mem with
   | none => return 0
@@ -97,6 +97,9 @@ def admittedPools (e : Nat) : M (List Nat) := do
 /-- Σ of a list of naturals. -/
 def sumNat (xs : List Nat) : Nat := xs.foldl (· + ·) 0
 
+/-- Σ of a list of pool amounts. -/
+def sumRat (xs : List Rat) : Rat := xs.foldl (· + ·) 0
+
 /-- engine.py `engine_value`: `running.*`, `waiting.*`, `batch.*` of the engine being read. -/
 def engineValue (env : EnvM) (name : String) : M Value := do
   let some e := env.engine | specError s!"engine value {name} read outside an engine" env.loc
@@ -106,10 +109,10 @@ def engineValue (env : EnvM) (name : String) : M Value := do
   if name == "running.count" then return ofN jobs.length
   else if name == "running.decoding" then return ofN (jobs.filter (·.mode == "decode")).length
   else if name == "running.kv_decode" then
-    return ofN (sumNat (← (jobs.filter (·.mode == "decode")).mapM (memoryAlloc e)))
+    return .fin (sumRat (← (jobs.filter (·.mode == "decode")).mapM (memoryAlloc e)))
   else if name == "running.kv_prefill" then
     -- a plain run counts as a prefill
-    return ofN (sumNat (← (jobs.filter (·.mode != "decode")).mapM (memoryAlloc e)))
+    return .fin (sumRat (← (jobs.filter (·.mode != "decode")).mapM (memoryAlloc e)))
   else if name == "running.preempted" then return ofN ((env.ictx.map (·.preempted)).getD 0)
   else if name == "waiting.count" then
     let ps ← admittedPools e
@@ -124,7 +127,7 @@ def engineValue (env : EnvM) (name : String) : M Value := do
   else if name == "batch.kv_decode" || name == "batch.kv_prefill" then
     let decode := name == "batch.kv_decode"
     -- modes by serial: the last assignment of a serial wins (a dict in engine.py)
-    let mut total := 0
+    let mut total : Rat := 0
     let mut seen : List Nat := []
     for a in assign.reverse do
       if !seen.contains a.serial then
@@ -132,12 +135,12 @@ def engineValue (env : EnvM) (name : String) : M Value := do
         if (a.mode == "decode") == decode then
           if let some j := jobs.find? (·.serial == a.serial) then
             total := total + (← memoryAlloc e j)
-    return ofN total
+    return .fin total
   else if name == "batch.attention" then
     let mut total : Rat := 0
     for a in assign do
       if a.mode != "decode" then
-        let k : Rat := ((a.posBefore.getD 0 : Nat) : Rat)
+        let k : Rat := a.posBefore.getD 0
         let t : Rat := ((a.tokens : Nat) : Rat)
         total := total + t * (k + t / 2)
     return .fin total
@@ -294,8 +297,8 @@ partial def observable (env : EnvM) (f : String) (onPool : Bool) (base count : N
   if onPool then
     let p ← resolveRef env base count index
     let st ← pool p
-    if f == "used" then return Value.ofNat st.used
-    else if f == "free" then return .fin (((← capOf p) : Rat) - (st.used : Rat))
+    if f == "used" then return .fin st.used
+    else if f == "free" then return .fin ((← capOf p) - st.used)
     else if f == "cachedin" then
       match env.session with
       | none => return Value.zero
@@ -308,7 +311,7 @@ partial def observable (env : EnvM) (f : String) (onPool : Bool) (base count : N
             else return Value.zero
           | none => return Value.zero
         else
-          return Value.ofNat (sumNat ((st.entries.filter (·.owner == (serial : Int))).map (·.size)))
+          return .fin (sumRat ((st.entries.filter (·.owner == (serial : Int))).map (·.size)))
     else if f == "holders" then return Value.ofNat st.holders.length
     else if f == "queued" then return Value.ofNat st.queue.length
     else specError s!"observable {f}() is not supported" env.loc

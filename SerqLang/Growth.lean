@@ -21,7 +21,7 @@ def StageDecl.memory? (d : StageDecl) : Option Nat :=
   | _ => none
 
 /-- Insert or replace `(k, v)` in a list sorted by `k`. -/
-def upsertNat (k v : Nat) : List (Nat × Nat) → List (Nat × Nat)
+def upsertNat {β : Type} (k : Nat) (v : β) : List (Nat × β) → List (Nat × β)
   | [] => [(k, v)]
   | (k', v') :: rest =>
     if k' == k then (k, v) :: rest
@@ -34,7 +34,7 @@ def enginesOf (p : Nat) : M (List Nat) := do
   return prog.engines.filter fun e => (prog.memoryOf[e]?).getD none == some p
 
 /-- growth.py `stall`: no room and no victim — the session waits in p's growers. -/
-def stall (serial p target : Nat) : M Unit := do
+def stall (serial p : Nat) (target : Rat) : M Unit := do
   modifySession serial fun s => { s with status := .growing p, growth := some (p, target) }
   let st ← pool p
   setPool p { st with growers := st.growers ++ [serial] }
@@ -90,7 +90,7 @@ def chooseVictim (p : Nat) : M (Option Nat) := do
       let rj ← residentJob s
       let env : EnvM := { session := some s.serial, engine := rj.map (·.stage), job := rj,
                           what := some s!"pool {← poolName p}: a preemption key",
-                          ctx := [("position", Value.ofNat (h.position.getD i 0)),
+                          ctx := [("position", .fin (h.position.getD i 0)),
                                   ("computed", s.attr COMPUTED)] }
       let key := (← keys.mapM (evaluate env)) ++ [Value.ofInt (-((s.admSeq.getD 0 : Nat) : Int))]
       match best with
@@ -99,7 +99,7 @@ def chooseVictim (p : Nat) : M (Option Nat) := do
     return best.map (·.1)
 
 /-- Restore a hold position of the session (the hold holding `p`). -/
-def setPosition (serial p pos : Nat) : M Unit := do
+def setPosition (serial p : Nat) (pos : Rat) : M Unit := do
   let s ← session serial
   match holdIndex s p with
   | none => pure ()
@@ -181,7 +181,7 @@ def preempt (v p : Nat) (ictx : Option IterCtx) : M (Option IterCtx) := do
       setPool p { ps with stuck := ps.stuck + 1 }
   | none => pure ()
   let pp := upsertNat p computed s.preemptPos
-  s := { (s.setAttr COMPUTED (Value.ofNat computed)) with preemptPos := pp }
+  s := { (s.setAttr COMPUTED (.fin computed)) with preemptPos := pp }
   if let some job := rj then
     s := { s with job := none }
     let est ← stage job.stage
@@ -211,19 +211,19 @@ def preempt (v p : Nat) (ictx : Option IterCtx) : M (Option IterCtx) := do
   let ps ← pool p
   setPool p { ps with preemptions := ps.preemptions + 1 }
   let name ← poolName p
-  modifyRec fun r => { r with preempted := r.preempted.push (.arr [.nat v, .str name, .nat computed]) }
+  modifyRec fun r => { r with preempted := r.preempted.push (.arr [.nat v, .str name, CJ.amt computed]) }
   return ictx.map fun ic => { ic with preempted := ic.preempted + 1 }
 
 /-- growth.py `grow`: grow the session's hold on p by `d` units, rounded up to the block;
 `true` on success. -/
-partial def grow (serial p d : Nat) (ictx : Option IterCtx) : M (Bool × Option IterCtx) := do
+partial def grow (serial p : Nat) (d : Rat) (ictx : Option IterCtx) : M (Bool × Option IterCtx) := do
   let s ← session serial
   let some h := holdOf s p | specError s!"internal: grow of {p} outside a hold"
   let i := h.slot p
   let target := roundupBlock (h.alloc.getD i 0 + d) (← blockOf p)
   growLoop serial p i target ictx
 where
-  growLoop (serial p i target : Nat) (ictx : Option IterCtx) : M (Bool × Option IterCtx) := do
+  growLoop (serial p i : Nat) (target : Rat) (ictx : Option IterCtx) : M (Bool × Option IterCtx) := do
     let s ← session serial
     let some k := holdIndex s p | return (false, ictx)
     let h := s.holds.getD k default

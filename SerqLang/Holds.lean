@@ -71,7 +71,7 @@ def keyedVictim (p : Nat) (keys : List Expr) (entries : List Entry) : M (Option 
         | .queued _ => pure true
         | _ => pure false
     let env : EnvM := { session := owner?, what,
-                        ctx := [("size", Value.ofNat e.size), ("last", .fin e.last),
+                        ctx := [("size", .fin e.size), ("last", .fin e.last),
                                 ("age", .fin (now - e.last)), ("waiting", Value.ofBool waiting)] }
     let key := (← keys.mapM (evaluate env)) ++ [Value.ofNat e.rel]
     match best with
@@ -82,7 +82,7 @@ def keyedVictim (p : Nat) (keys : List Expr) (entries : List Entry) : M (Option 
 
 /-- pools.py `make_room`: evict until `used + cached + need ≤ cap`, one tail block at a time; the
 evictions go to the step's records. -/
-partial def makeRoom (p need : Nat) : M Unit := do
+partial def makeRoom (p : Nat) (need : Rat) : M Unit := do
   let name ← poolName p
   let cap ← capOf p
   let block ← blockOf p
@@ -93,7 +93,7 @@ partial def makeRoom (p need : Nat) : M Unit := do
     | .ok (st, evs) =>
       setPool p st
       modifyRec fun r => { r with evicted := evs.foldl (fun acc ev =>
-        acc.push (.arr [.int ev.owner, .str name, .nat ev.units])) r.evicted }
+        acc.push (.arr [.int ev.owner, .str name, CJ.amt ev.units])) r.evicted }
   | .keyed keys =>
     let st ← pool p
     if st.used + st.cached + need ≤ cap then return
@@ -103,11 +103,11 @@ partial def makeRoom (p need : Nat) : M Unit := do
     let e := st.entries.getD i default
     let k := Pool.evictAmount block e.size
     setPool p { st with entries := Pool.shrinkAt k i st.entries, evictedUnits := st.evictedUnits + k }
-    modifyRec fun r => { r with evicted := r.evicted.push (.arr [.int e.owner, .str name, .nat k]) }
+    modifyRec fun r => { r with evicted := r.evicted.push (.arr [.int e.owner, .str name, CJ.amt k]) }
     makeRoom p need
 
 /-- pools.py `insert_entry`: a fresh entry with the next release order. -/
-def insertEntry (p : Nat) (owner : Int) (size : Nat) : M Unit := do
+def insertEntry (p : Nat) (owner : Int) (size : Rat) : M Unit := do
   let cfg ← getCfg
   setPool p (Pool.insertEntry (← pool p) owner size cfg.now cfg.counters.nextRel)
   modifyCfg fun c => { c with counters := { c.counters with nextRel := c.counters.nextRel + 1 } }
@@ -117,13 +117,7 @@ def dropEntry (p : Nat) (owner : Int) : M Unit := do
   setPool p (Pool.dropEntry (← pool p) owner)
 
 /-- pools.py `consume_own_prefix`. -/
-def consumeOwnPrefix (p serial : Nat) (reuseLimit : Option Value) : M Nat := do
-  -- pools.py keeps min(size, max(0, ρ)) without a block size: non-whole when ρ is, below the size
-  if let some (.fin q) := reuseLimit then
-    if (← blockOf p).isNone && q.den != 1 && decide (0 < q) then
-      if let some e := Pool.entryOf (← pool p) serial then
-        if decide (q < (e.size : Rat)) then
-          specError s!"reuse ({q}) keeps a non-whole prefix of pool {← poolName p}, outside the Lean semantics (its pool amounts are whole numbers)"
+def consumeOwnPrefix (p serial : Nat) (reuseLimit : Option Value) : M Rat := do
   let cfg ← getCfg
   let (st, consumed, dead) :=
     Pool.consumeOwnPrefix (← blockOf p) (← pool p) serial reuseLimit cfg.counters.nextDead
@@ -144,12 +138,13 @@ def cachesIn (p : Nat) : M Bool := do
 /-- pools.py `add_units`: grow slot `i` of the session's hold `k` (on pool `p`) by `need` units
 that fit: on a `share content` pool `need / b` blocks from the free queue, elsewhere `make_room`
 and `used += need`; the slot's allocation grows by `need`. -/
-def addUnits (p serial k i need : Nat) : M Unit := do
+def addUnits (p serial k i : Nat) (need : Rat) : M Unit := do
   match (← pool p).content with
   | some cs =>
     let s ← session serial
     let (h, bl) := (s.holds.getD k default).blocksOf i
-    let bl ← ContentPool.allocate p (need / cs.block) bl
+    -- `need // b`: a content pool's `need` is a whole number of its whole blocks
+    let bl ← ContentPool.allocate p (need / (cs.block : Rat)).floor.toNat bl
     let s ← session serial
     setSession { s with holds := s.holds.set k (h.setBlocks i bl) }
   | none =>
@@ -161,7 +156,7 @@ def addUnits (p serial k i need : Nat) : M Unit := do
   setSession { s with holds := s.holds.set k { h with alloc := h.alloc.set i (h.alloc.getD i 0 + need) } }
 
 /-- pools.py `units_int`. -/
-def unitsInt (v : Value) (what : String) (loc : Option Loc) : M Nat := do
+def unitsInt (v : Value) (what : String) (loc : Option Loc) : M Rat := do
   match Pool.unitsInt v what with
   | .ok n => return n
   | .error e => specError e loc
@@ -186,7 +181,7 @@ def releaseHold (serial : Nat) (hold : HoldState) (preempted : Bool) : M Unit :=
       setPool p { ps with holders := ps.holders.erase serial }
     else
       setPool p (Pool.giveBack (← pool p) serial alloc)
-    let mut kept := 0
+    let mut kept : Rat := 0
     if let some ell := ell then
       if (← cachesIn p) then
         -- the position capped by the allocation (serq_spec ae9b5fe): a consumed prefix the units
@@ -194,19 +189,15 @@ def releaseHold (serial : Nat) (hold : HoldState) (preempted : Bool) : M Unit :=
         -- be kept (docs/spec.md "A position above the allocation")
         let computed := if hold.advanced.getD i false || preempted then min (hold.position.getD i 0) alloc else alloc
         -- −inf when ℓ is −inf: nothing kept; else rounded down to a whole block
-        let amount := Value.minV ell (Value.ofNat computed)
+        let amount := Value.minV ell (.fin computed)
         let blk ← blockOf p
-        let pname ← poolName p
-        kept ← match amount, blk with
-          | .fin q, some b => pure (if q ≤ 0 then 0 else (q / (b : Rat)).floor.toNat * b)
-          | .fin q, none =>
-            if q ≤ 0 then pure 0
-            else if q.den == 1 then pure q.num.toNat
-            else specError s!"cache ({q}) keeps a non-whole amount of pool {pname}, outside the Lean semantics (its pool amounts are whole numbers)"
-          | _, _ => pure 0
+        -- −inf when ℓ is −inf: nothing kept (`amount ≤ 0`); `+inf` is impossible (computed is finite)
+        kept := match amount with
+          | .fin q => if q ≤ 0 then 0 else rounddownBlock q blk
+          | _ => 0
         if kept > 0 then insertEntry p serial kept
     let name ← poolName p
-    modifyRec fun r => { r with released := r.released.push (.arr [.nat serial, .str name, .nat kept]) }
+    modifyRec fun r => { r with released := r.released.push (.arr [.nat serial, .str name, CJ.amt kept]) }
     i := i + 1
 
 /-- Remove the `i`-th element of a list. -/
@@ -237,12 +228,12 @@ def releasePoolEarly (serial p : Nat) (loc : Option Loc) : M Unit := do
 
 /-- pools.py `held_reservations` (`reserve held`, §11.4): Σ over P's holders of
 max(0, r_j − alloc_j), r_j the block-rounded reserve the holder was admitted with. -/
-def heldReservations (p : Nat) : M Nat := do
-  let mut total := 0
+def heldReservations (p : Nat) : M Rat := do
+  let mut total : Rat := 0
   for serial in (← pool p).holders do
     if let some h := holdOf (← session serial) p then
       let i := h.slot p
-      total := total + (h.held i - h.alloc.getD i 0)   -- Nat subtraction: max(0, ·)
+      total := total + max 0 (h.held i - h.alloc.getD i 0)
   return total
 
 end SerqLang

@@ -21,6 +21,8 @@ namespace SerqLang
 
 def ratJ (q : Rat) : CJ := .str (toString q)
 def pairJ (p : Nat × Nat) : CJ := .arr [.nat p.1, .nat p.2]
+/-- `[pool, amount]`: a `preempt_pos` item, a stalled `growth`. -/
+def poolAmtJ (p : Nat × Rat) : CJ := .arr [.nat p.1, CJ.amt p.2]
 
 def DrawStream.toJson : DrawStream → CJ
   | .session => .arr [.str "session"]
@@ -55,10 +57,10 @@ def Content.Ident.toJson : Content.Ident → CJ
 def clauseJson (c : Content.Clause) : CJ := .arr [CJ.val c.1, CJ.val c.2.1, CJ.val c.2.2]
 
 def HoldState.toJson (h : HoldState) : CJ :=
-  .obj ([("stmt", pairJ h.stmt), ("pools", CJ.nats h.pools), ("alloc", CJ.nats h.alloc),
-        ("position", CJ.nats h.position), ("advanced", .arr (h.advanced.map CJ.bool)),
+  .obj ([("stmt", pairJ h.stmt), ("pools", CJ.nats h.pools), ("alloc", CJ.amts h.alloc),
+        ("position", CJ.amts h.position), ("advanced", .arr (h.advanced.map CJ.bool)),
         ("admission", .nat h.admission), ("depth", .nat h.depth), ("stream", h.stream.toJson)] ++
-        (if h.reserved.any (fun x => decide (x > 0)) then [("reserved", CJ.nats h.reserved)] else []) ++
+        (if h.reserved.any (fun x => decide (x > 0)) then [("reserved", CJ.amts h.reserved)] else []) ++
         -- present only on a content pool (config.py: any non-empty block list or any clause)
         (if h.blocks.any (fun b => !b.isEmpty) || h.content.any (·.isSome) then
           [("blocks", .arr (h.blocks.map CJ.nats)), ("content", .arr (h.content.map (CJ.opt clauseJson)))]
@@ -91,14 +93,14 @@ def Session.toJson (s : Session) : CJ :=
         ("pending", CJ.opt (fun (p : Nat × Nat × DrawStream) =>
           CJ.arr [.nat p.1, .nat p.2.1, p.2.2.toJson]) s.pending),
         ("adm_seq", CJ.opt CJ.nat s.admSeq),
-        ("preempt_pos", .arr (s.preemptPos.map pairJ)),
+        ("preempt_pos", .arr (s.preemptPos.map poolAmtJ)),
         ("stuck", .bool s.stuck), ("trace", CJ.opt pairJ s.trace),
         ("cursors", .obj (s.cursors.map fun (k, n) => (k, CJ.nat n))), ("turns", .nat s.turns),
         ("turn", .arr [ratJ s.turnStart, .bool s.turnWarm, .bool s.turnCalled]),
         ("request", CJ.opt Request.toJson s.request), ("job", CJ.opt Job.toJson s.job),
-        ("growth", CJ.opt pairJ s.growth)]
+        ("growth", CJ.opt poolAmtJ s.growth)]
 
-def Entry.toJson (e : Entry) : CJ := .arr [.int e.owner, .nat e.size, ratJ e.last, .nat e.rel]
+def Entry.toJson (e : Entry) : CJ := .arr [.int e.owner, CJ.amt e.size, ratJ e.last, .nat e.rel]
 
 def QueueItem.toJson (q : QueueItem) : CJ := .arr [.nat q.serial, ratJ q.joined, .bool q.head]
 
@@ -110,17 +112,17 @@ def Content.CState.toJson (cs : Content.CState) : CJ :=
         ("idmap", .arr (cs.idmap.map fun (k, v) => CJ.arr [k.toJson, CJ.nats v]))]
 
 def PoolState.toJson (p : PoolState) : CJ :=
-  .obj ([("used", .nat p.used), ("entries", .arr (p.entries.map Entry.toJson)),
+  .obj ([("used", CJ.amt p.used), ("entries", .arr (p.entries.map Entry.toJson)),
         ("holders", CJ.nats p.holders), ("queue", .arr (p.queue.map QueueItem.toJson)),
         ("growers", CJ.nats p.growers), ("admissions", .nat p.admissions),
         ("preemptions", .nat p.preemptions), ("rejected", .nat p.rejected),
-        ("stuck", .nat p.stuck), ("evicted_units", .nat p.evictedUnits)] ++
+        ("stuck", .nat p.stuck), ("evicted_units", CJ.amt p.evictedUnits)] ++
         (match p.content with
          | some cs => [("content", cs.toJson)]
          | none => []))
 
 def Assign.toJson (a : Assign) : CJ :=
-  .arr [.nat a.serial, .str a.mode, .nat a.tokens, CJ.opt CJ.nat a.posBefore]
+  .arr [.nat a.serial, .str a.mode, .nat a.tokens, CJ.opt CJ.amt a.posBefore]
 
 def Iteration.toJson (it : Iteration) : CJ :=
   .obj [("end", ratJ it.«end»), ("seq", .nat it.seq), ("assign", .arr (it.assign.map Assign.toJson))]
@@ -168,6 +170,21 @@ def pair (j : Json) : Res (Nat × Nat) := do
   match (← list nat j) with
   | [a, b] => return (a, b)
   | _ => throw "expected [int, int]"
+
+/-- values.py `amount_from_wire`: a pool amount, a JSON int or a finite wire text `"p/q"`. -/
+def amt (j : Json) : Res Rat :=
+  match j with
+  | Json.str _ => do
+    match (← value j) with
+    | .fin q => return q
+    | v => throw s!"expected a finite pool amount, got {v.toWire}"
+  | _ => (int j).map (fun i => (i : Rat))
+
+/-- `[pool, amount]` (`preempt_pos` items, `growth`). -/
+def poolAmt (j : Json) : Res (Nat × Rat) := do
+  match (← arr j).toList with
+  | [p, v] => return ((← nat p), (← amt v))
+  | _ => throw "expected [pool, amount]"
 
 def stream (j : Json) : Res DrawStream := do
   let a ← arr j
@@ -247,13 +264,13 @@ def hold (j : Json) : Res HoldState := do
   return {
     stmt := ← field j "stmt" pair
     pools := ← field j "pools" (list nat)
-    alloc := ← field j "alloc" (list nat)
-    position := ← field j "position" (list nat)
+    alloc := ← field j "alloc" (list amt)
+    position := ← field j "position" (list amt)
     advanced := ← field j "advanced" (list bool)
     admission := ← field j "admission" nat
     depth := ← field j "depth" nat
     stream := ← field j "stream" stream
-    reserved := (← fieldOpt j "reserved" (list nat)).getD []
+    reserved := (← fieldOpt j "reserved" (list amt)).getD []
     blocks := (← fieldOpt j "blocks" (list (list nat))).getD []
     content := (← fieldOpt j "content" (list clauseOpt)).getD [] }
 
@@ -334,7 +351,7 @@ def session (j : Json) : Res Session := do
     holds := ← field j "holds" (list hold)
     pending := ← fieldOpt j "pending" pending
     admSeq := ← fieldOpt j "adm_seq" nat
-    preemptPos := ← field j "preempt_pos" (list pair)
+    preemptPos := ← field j "preempt_pos" (list poolAmt)
     stuck := ← field j "stuck" bool
     trace := ← fieldOpt j "trace" pair
     cursors := ← field j "cursors" (cursors turns)
@@ -344,12 +361,12 @@ def session (j : Json) : Res Session := do
     turnCalled
     request := ← fieldOpt j "request" request
     job := ← fieldOpt j "job" job
-    growth := ← fieldOpt j "growth" pair }
+    growth := ← fieldOpt j "growth" poolAmt }
 
 def entry (j : Json) : Res Entry := do
   let a ← arr j
   match a.toList with
-  | [o, s, l, r] => return { owner := ← int o, size := ← nat s, last := ← rat l, rel := ← nat r }
+  | [o, s, l, r] => return { owner := ← int o, size := ← amt s, last := ← rat l, rel := ← nat r }
   | _ => throw "expected [owner, size, last, rel]"
 
 def queueItem (j : Json) : Res QueueItem := do
@@ -360,7 +377,7 @@ def queueItem (j : Json) : Res QueueItem := do
 
 def pool (j : Json) : Res PoolState := do
   return {
-    used := ← field j "used" nat
+    used := ← field j "used" amt
     entries := ← field j "entries" (list entry)
     holders := ← field j "holders" (list nat)
     queue := ← field j "queue" (list queueItem)
@@ -369,7 +386,7 @@ def pool (j : Json) : Res PoolState := do
     preemptions := ← field j "preemptions" nat
     rejected := ← field j "rejected" nat
     stuck := ← field j "stuck" nat
-    evictedUnits := ← field j "evicted_units" nat
+    evictedUnits := ← field j "evicted_units" amt
     content := ← fieldOpt j "content" contentState }
 
 def assign (j : Json) : Res Assign := do
@@ -378,7 +395,7 @@ def assign (j : Json) : Res Assign := do
   | [s, m, t, p] =>
     let posBefore ← match p with
       | Json.null => pure none
-      | _ => (do return some (← nat p))
+      | _ => (do return some (← amt p))
     return { serial := ← nat s, mode := ← str m, tokens := ← nat t, posBefore }
   | _ => throw "expected [serial, mode, tokens, pos_before]"
 

@@ -13,8 +13,9 @@ Python mutates `cfg.pools[p]`; here each function takes the pool's static `cap`/
 (`Evicted`) or returns (units consumed). Counters that live in the Config (`next_rel`,
 `next_dead`) are passed in; the caller advances them.
 
-Units are whole numbers (`Nat`; docs/state.md). `cap` is the floor of the IR's cap (for whole
-numbers `x ≤ c ↔ x ≤ ⌊c⌋`); an infinite cap is outside this fragment (`Config.ofIr` refuses it).
+Pool amounts (units, `used`, entry sizes, allocations, the cap and the block size) are exact
+rationals (`Rat`), as in serq_spec since 84aea69 (docs/spec.md "Non-whole pool amounts"); every
+amount the step makes is ≥ 0. An infinite cap is outside this fragment (`Config.ofIr` refuses it).
 
 The memory invariant `Inv cap st := st.used + st.cached ≤ cap` is proved preserved by
 `makeRoom`, admission, growth, consumption, release and `drop` in `SerqLang/Thm/Pool.lean`.
@@ -26,15 +27,15 @@ namespace SerqLang
 release order `rel`. -/
 structure Entry where
   owner : Int
-  size : Nat
+  size : Rat
   last : Rat
   rel : Nat
   deriving Inhabited, DecidableEq
 
 /-- The same entry with another size. -/
-def Entry.withSize (e : Entry) (s : Nat) : Entry := ⟨e.owner, s, e.last, e.rel⟩
+def Entry.withSize (e : Entry) (s : Rat) : Entry := ⟨e.owner, s, e.last, e.rel⟩
 
-@[simp] theorem Entry.withSize_size (e : Entry) (s : Nat) : (e.withSize s).size = s := rfl
+@[simp] theorem Entry.withSize_size (e : Entry) (s : Rat) : (e.withSize s).size = s := rfl
 
 /-- config.py `QueueItem`: who, when it joined, whether it was requeued at the head. -/
 structure QueueItem where
@@ -45,7 +46,7 @@ structure QueueItem where
 
 /-- config.py `PoolState`. -/
 structure PoolState where
-  used : Nat := 0
+  used : Rat := 0
   entries : List Entry := []
   holders : List Nat := []
   queue : List QueueItem := []
@@ -54,7 +55,7 @@ structure PoolState where
   preemptions : Nat := 0
   rejected : Nat := 0
   stuck : Nat := 0
-  evictedUnits : Nat := 0
+  evictedUnits : Rat := 0
   /-- config.py `PoolState.content`: a `share content` pool's blocks (docs/content.md) -/
   content : Option Content.CState := none
   deriving Inhabited
@@ -62,29 +63,29 @@ structure PoolState where
 /-- One eviction step as recorded (`[owner, pool, units]`, the pool name added by the caller). -/
 structure Evicted where
   owner : Int
-  units : Nat
+  units : Rat
   deriving Inhabited
 
 namespace PoolState
 
 /-- Σ entry sizes. -/
-def cachedOf : List Entry → Nat
+def cachedOf : List Entry → Rat
   | [] => 0
   | e :: es => e.size + cachedOf es
 
 /-- config.py `PoolState.cached`. -/
-def cached (st : PoolState) : Nat := cachedOf st.entries
+def cached (st : PoolState) : Rat := cachedOf st.entries
 
 /-- The cached units of a `share content` pool: `b ×` its identified blocks that nobody
 references (config.py `PoolState.cached` on a content pool; 0 elsewhere, where the cache is the
 entries, `cached`; a content pool has no entries). -/
-def contentCached (st : PoolState) : Nat :=
+def contentCached (st : PoolState) : Rat :=
   match st.content with
-  | some cs => cs.block * Content.identifiedFree cs.refs cs.ident
+  | some cs => ((cs.block * Content.identifiedFree cs.refs cs.ident : Nat) : Rat)
   | none => 0
 
 /-- The memory invariant of a pool. -/
-def Inv (cap : Nat) (st : PoolState) : Prop := st.used + st.cached ≤ cap
+def Inv (cap : Rat) (st : PoolState) : Prop := st.used + st.cached ≤ cap
 
 end PoolState
 
@@ -96,7 +97,7 @@ def entryOf (st : PoolState) (owner : Int) : Option Entry :=
   st.entries.find? (fun e => e.owner == owner)
 
 /-- pools.py `cached_units`. -/
-def cachedUnits (st : PoolState) : Nat := st.cached
+def cachedUnits (st : PoolState) : Rat := st.cached
 
 /-! ## Queues -/
 
@@ -144,27 +145,28 @@ def lruPick : List Entry → Option (Nat × Entry)
 def evictionVictim (st : PoolState) : Option Entry := (lruPick st.entries).map (·.2)
 
 /-- Size of the entry at index `i` (0 past the end). -/
-def sizeAt : Nat → List Entry → Nat
+def sizeAt : Nat → List Entry → Rat
   | _, [] => 0
   | 0, e :: _ => e.size
   | i + 1, _ :: es => sizeAt i es
 
 /-- Remove `k` units from the tail of the entry at index `i`; an entry left empty is dropped. -/
-def shrinkAt (k : Nat) : Nat → List Entry → List Entry
+def shrinkAt (k : Rat) : Nat → List Entry → List Entry
   | _, [] => []
   | 0, e :: es => if e.size ≤ k then es else e.withSize (e.size - k) :: es
   | i + 1, e :: es => e :: shrinkAt k i es
 
 /-- Units one eviction step takes from an entry of size `s`: `min(block, s)`, the whole entry
-without a block size. (`max 1` changes nothing for the positive block sizes `Config.ofIr`
-admits; it makes "every step evicts something" true by construction.) -/
-def evictAmount (block : Option Nat) (s : Nat) : Nat :=
+without a block size. (The `0 < b` test changes nothing for the positive block sizes
+`Config.ofIr` admits; it makes "every step takes a positive amount from a victim of positive
+size" true by construction.) -/
+def evictAmount (block : Option Rat) (s : Rat) : Rat :=
   match block with
   | none => s
-  | some b => max 1 (min b s)
+  | some b => if 0 < b then (if b ≤ s then b else s) else s
 
 /-- Apply a pick: shrink the victim, count the evicted units. -/
-def evictWith (block : Option Nat) (st : PoolState) : Option (Nat × Entry) → Option (PoolState × Evicted)
+def evictWith (block : Option Rat) (st : PoolState) : Option (Nat × Entry) → Option (PoolState × Evicted)
   | none => none
   | some (i, e) =>
     let k := evictAmount block e.size
@@ -172,11 +174,11 @@ def evictWith (block : Option Nat) (st : PoolState) : Option (Nat × Entry) → 
       ⟨e.owner, k⟩)
 
 /-- One eviction step (none when nothing is cached). -/
-def evictOne (block : Option Nat) (st : PoolState) : Option (PoolState × Evicted) :=
+def evictOne (block : Option Rat) (st : PoolState) : Option (PoolState × Evicted) :=
   evictWith block st (lruPick st.entries)
 
 /-- `makeRoom` with fuel. -/
-def makeRoomGo (cap : Nat) (block : Option Nat) (need : Nat) :
+def makeRoomGo (cap : Rat) (block : Option Rat) (need : Rat) :
     Nat → PoolState → List Evicted → Res (PoolState × List Evicted)
   | 0, _, _ => .error "make_room: out of fuel"
   | f + 1, st, acc =>
@@ -188,11 +190,18 @@ def makeRoomGo (cap : Nat) (block : Option Nat) (need : Nat) :
 
 /-- pools.py `make_room`: evict in `lru` order, one tail block at a time, until
 `used + cached + need ≤ cap`; an error when the cache is empty and there is still no room.
-Every step evicts at least one unit, so `cached + 1` rounds suffice (the "out of fuel" error is
-unreachable; stated in docs/lean.md as a conjecture, not proved here). -/
-def makeRoom (cap : Nat) (block : Option Nat) (st : PoolState) (need : Nat) :
+Every step either removes a whole entry or takes a whole block `b` from one, so `fuel` rounds
+suffice: one per entry plus `⌈size/b⌉` per entry (the "out of fuel" error is unreachable; stated
+in docs/lean.md as a conjecture, not proved here). -/
+def makeRoom (cap : Rat) (block : Option Rat) (st : PoolState) (need : Rat) :
     Res (PoolState × List Evicted) :=
-  makeRoomGo cap block need (st.cached + 1) st []
+  makeRoomGo cap block need (fuel block st.entries) st []
+where
+  /-- An upper bound on the eviction steps that can empty `es`. -/
+  fuel (block : Option Rat) (es : List Entry) : Nat :=
+    es.foldl (fun n e => n + 1 + (match block with
+      | some b => (e.size / b).ceil.toNat
+      | none => 0)) 1
 
 /-! ## Entries -/
 
@@ -203,7 +212,7 @@ def removeOwner (o : Int) : List Entry → List Entry
 
 /-- pools.py `insert_entry`: replace `owner`'s entry with a fresh one (`last = now`, release
 order `rel` = the Config's `next_rel`, which the caller then advances). -/
-def insertEntry (st : PoolState) (owner : Int) (size : Nat) (now : Rat) (rel : Nat) : PoolState :=
+def insertEntry (st : PoolState) (owner : Int) (size : Rat) (now : Rat) (rel : Nat) : PoolState :=
   { st with entries := removeOwner owner st.entries ++ [⟨owner, size, now, rel⟩] }
 
 /-- pools.py `drop_entry`: `drop P;` removes the session's own entry now. -/
@@ -216,17 +225,16 @@ def removeFirstOwner (o : Int) : List Entry → List Entry
   | e :: es => if e.owner = o then es else e :: removeFirstOwner o es
 
 /-- The limit a `reuse (ρ)` clause puts on the consumed prefix: none without a clause or for
-ρ = inf, else `rounddown_block(max(0, ⌊ρ⌋))` (−inf gives 0: pools.py has no exact answer there,
-see docs/lean.md). -/
-def reuseUnits (block : Option Nat) : Option Value → Option Nat
+ρ = inf, else `rounddown_block(max(0, ρ))`, exact (pools.py since 84aea69); −inf keeps nothing. -/
+def reuseUnits (block : Option Rat) : Option Value → Option Rat
   | none => none
-  | some (.fin q) => some (rounddownBlock (max 0 q.floor).toNat block)
+  | some (.fin q) => some (rounddownBlock (max 0 q) block)
   | some .posInf => none
   | some .negInf => some 0
 
 /-- Entries, units consumed and "a dead entry was made", once the own entry `e` is found. -/
 def consumeWith (serial nextDead : Nat) (entries : List Entry) (e : Entry) :
-    Option Nat → List Entry × Nat × Bool
+    Option Rat → List Entry × Rat × Bool
   | none => (removeFirstOwner serial entries, e.size, false)
   | some l =>
     if 0 < e.size - min e.size l then
@@ -235,55 +243,55 @@ def consumeWith (serial nextDead : Nat) (entries : List Entry) (e : Entry) :
     else (removeFirstOwner serial entries, min e.size l, false)
 
 /-- pools.py `consume_own_prefix`: remove the session's entry; with a finite `reuse` limit ρ keep
-at most `rounddown_block(max(0, ⌊ρ⌋))` of it and append the rest as a dead entry (owner
+at most `rounddown_block(max(0, ρ))` of it and append the rest as a dead entry (owner
 `-nextDead`, the entry's age and release order). Returns the state, the units consumed, and
 whether a dead entry was made (the caller then advances `next_dead`). -/
-def consumeOwnPrefix (block : Option Nat) (st : PoolState) (serial : Nat) (reuseLimit : Option Value)
-    (nextDead : Nat) : PoolState × Nat × Bool :=
+def consumeOwnPrefix (block : Option Rat) (st : PoolState) (serial : Nat) (reuseLimit : Option Value)
+    (nextDead : Nat) : PoolState × Rat × Bool :=
   match entryOf st serial with
   | none => (st, 0, false)
   | some e =>
     let r := consumeWith serial nextDead st.entries e (reuseUnits block reuseLimit)
     ({ st with entries := r.1 }, r.2.1, r.2.2)
 
-/-- pools.py `units_int`: a pool amount must be a finite, non-negative whole number. -/
-def unitsInt (v : Value) (what : String) : Res Nat :=
+/-- pools.py `units_int`: a pool amount must be finite and not negative; it is kept exact
+(non-whole amounts included, serq_spec 84aea69; the name dates from whole amounts). -/
+def unitsInt (v : Value) (what : String) : Res Rat :=
   match v with
   | .fin q =>
     if q < 0 then .error s!"{what} is negative ({v.toWire})"
-    else if q.den != 1 then .error s!"{what} = {v.toWire}: a non-whole pool amount is outside the Lean semantics (its pool amounts are whole numbers)"
-    else .ok q.num.toNat
+    else .ok q
   | _ => .error s!"{what} is infinite"
 
 /-! ## Allocation and release (the pool part of sessions.py `admit`, growth.py `grow`,
 pools.py `release_hold`) -/
 
 /-- After `make_room`: allocate `alloc` units to `serial` (sessions.py `admit`). -/
-def allocate (st : PoolState) (serial alloc : Nat) : PoolState :=
+def allocate (st : PoolState) (serial : Nat) (alloc : Rat) : PoolState :=
   { st with used := st.used + alloc, holders := st.holders ++ [serial], admissions := st.admissions + 1 }
 
 /-- The pool part of an admission: `make_room(alloc)`, then allocate. The caller has checked
 the guard `used + roundup_block(max(units, reserve)) ≤ cap` over every pool of the hold. -/
-def admitPool (cap : Nat) (block : Option Nat) (st : PoolState) (serial alloc : Nat) :
+def admitPool (cap : Rat) (block : Option Rat) (st : PoolState) (serial : Nat) (alloc : Rat) :
     Res (PoolState × List Evicted) :=
   match makeRoom cap block st alloc with
   | .error e => .error e
   | .ok (q, ev) => .ok (allocate q serial alloc, ev)
 
 /-- The pool part of a successful growth (growth.py `grow`, after `used + need ≤ cap`). -/
-def growPool (cap : Nat) (block : Option Nat) (st : PoolState) (need : Nat) :
+def growPool (cap : Rat) (block : Option Rat) (st : PoolState) (need : Rat) :
     Res (PoolState × List Evicted) :=
   match makeRoom cap block st need with
   | .error e => .error e
   | .ok (q, ev) => .ok ({ q with used := q.used + need }, ev)
 
 /-- Give back `alloc` units and leave the holders. -/
-def giveBack (st : PoolState) (serial alloc : Nat) : PoolState :=
+def giveBack (st : PoolState) (serial : Nat) (alloc : Rat) : PoolState :=
   { st with used := st.used - alloc, holders := st.holders.erase serial }
 
 /-- The pool part of pools.py `release_hold`: give back `alloc` units, leave the holders, and
 cache `kept` units (already `rounddown_block(min(ℓ, computed))`) when positive. -/
-def releasePool (st : PoolState) (serial alloc kept : Nat) (now : Rat) (rel : Nat) : PoolState :=
+def releasePool (st : PoolState) (serial : Nat) (alloc kept : Rat) (now : Rat) (rel : Nat) : PoolState :=
   if 0 < kept then insertEntry (giveBack st serial alloc) serial kept now rel
   else giveBack st serial alloc
 

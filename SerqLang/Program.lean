@@ -8,9 +8,10 @@ import SerqLang.Config
 # The static program (python/serq_spec/program.py) and events (python/serq_spec/events.py)
 
 `Program.ofIr` mirrors program.py's `Program.__init__` and `check_supported`: block sizes and
-caps as naturals, the engines, their memory pools and admitted pools, and a refusal — with the
-source location — of every construct serq_spec does not implement. SerqLang refuses one more:
-an infinite pool cap (its pool arithmetic is over naturals; docs/lean.md).
+caps as exact rationals, the engines, their memory pools and admitted pools, and a refusal —
+with the source location — of every construct serq_spec does not implement. SerqLang refuses
+two more: an infinite and a negative pool cap (its pool arithmetic is over `Rat`, without
+infinities; docs/lean.md).
 -/
 
 namespace SerqLang
@@ -26,8 +27,8 @@ def supportedCtx : List String :=
 /-- program.py `Program` (run settings `warmup` and `horizon` included). -/
 structure Program where
   ir : Ir
-  caps : List Nat
-  block : List (Option Nat)
+  caps : List Rat
+  block : List (Option Rat)
   engines : List Nat
   /-- program.py `memory_of`: each stage's memory pool (engines only), inferred from the pool
   its `growing` runs grow when the IR gives none (`infer_memory`). -/
@@ -180,30 +181,25 @@ def checkStmt (ir : Ir) (contentBlocks : List (Option Nat)) (st : Located) : Res
       throw (located ir s!"`drop` on the `share content` pool {poolName r.base} (docs/content.md §1)" loc)
   | _ => pure ()
 
-/-- A positive whole block size; program.py's error for a block that is not positive and finite,
-and SerqLang's for a non-whole one (serq_spec takes pool amounts exact; SerqLang's are whole
-numbers, docs/lean.md). -/
-def blockOf (p : PoolDecl) : Res (Option Nat) :=
+/-- A positive finite block size, any rational (program.py since 84aea69); program.py's error
+otherwise. -/
+def blockOf (p : PoolDecl) : Res (Option Rat) :=
   match p.block with
   | none => .ok none
   | some v =>
     match v with
     | .fin q =>
       if q ≤ 0 then .error s!"error: pool {p.name}: block must be positive and finite, got {v.toWire}"
-      else if q.den != 1 then
-        .error s!"error: pool {p.name}: a non-whole block {v.toWire} is outside the Lean semantics (its pool amounts are whole numbers)"
-      else .ok (some q.num.toNat)
+      else .ok (some q)
     | _ => .error s!"error: pool {p.name}: block must be positive and finite, got {v.toWire}"
 
-/-- A whole cap as a natural; a non-integer cap is refused as in program.py, a negative or an
-infinite one by SerqLang. -/
-def capOf (p : PoolDecl) : Res Nat :=
+/-- The cap, any finite rational ≥ 0 (program.py since 84aea69); a negative or an infinite one
+is refused by SerqLang (docs/lean.md, "Differences"). -/
+def capOf (p : PoolDecl) : Res Rat :=
   match p.cap with
   | .fin q =>
-    if q.den != 1 then
-      .error s!"error: pool {p.name}: a non-whole cap {q} is outside the Lean semantics (its pool amounts are whole numbers)"
-    else if q.num < 0 then .error s!"pool {p.name}: a negative cap {q}"
-    else .ok q.num.toNat
+    if q < 0 then .error s!"pool {p.name}: a negative cap {q}"
+    else .ok q
   | v => .error s!"error: not supported by SerqLang yet: pool {p.name} with an infinite cap {v.toWire} at <unknown location>"
 
 /-- program.py `infer_memory`: an engine without a memory pool in the IR gets the pool its
@@ -226,13 +222,14 @@ def inferMemory (ir : Ir) : List (Option Nat) := Id.run do
 /-- program.py `content_pool`: B = cap / block for a `share content` pool (docs/content.md §1),
 none elsewhere; a content pool needs a block, a cap that is a whole number of blocks, `evict lru`,
 and no `reserve held`. -/
-def contentPool (p : PoolDecl) (block : Option Nat) (cap : Nat) : Res (Option Nat) :=
+def contentPool (p : PoolDecl) (block : Option Rat) (cap : Rat) : Res (Option Nat) :=
   if !p.shareContent then .ok none
   else
     match block with
     | none => .error s!"error: pool {p.name}: `share content` needs a block and a cap that is a whole number of blocks"
     | some b =>
-      if cap % b != 0 then
+      -- program.py: the block a whole number, the cap a whole number of blocks
+      if b.den != 1 || (cap / b).den != 1 then
         .error s!"error: pool {p.name}: `share content` needs a block and a cap that is a whole number of blocks"
       else
         match p.evict with
@@ -240,7 +237,7 @@ def contentPool (p : PoolDecl) (block : Option Nat) (cap : Nat) : Res (Option Na
         | .lru =>
           if p.reserveHeld then
             .error s!"error: not supported by serq_spec yet: `reserve held` on the `share content` pool {p.name} at <unknown location>"
-          else .ok (some (cap / b))
+          else .ok (some (cap / b).num.toNat)
 
 /-- program.py `prefixes`: each declared key with its parent and its total (a whole number). -/
 def prefixesOf (ir : Ir) : Res Content.Prefixes :=
@@ -302,7 +299,8 @@ def stageKindName : StageKind → String
 def Config.new (prog : Program) : Config :=
   { pools := (List.range prog.ir.pools.length).map (fun p =>
       ({ content := ((prog.contentBlocks.getD p none).map fun B =>
-            Content.CState.init ((prog.block.getD p none).getD 0) B) } : PoolState))
+            -- a content pool's block is whole (`contentPool`)
+            Content.CState.init ((prog.block.getD p none).getD 0).num.toNat B) } : PoolState))
     stages := prog.ir.stages.map fun s => ({ kind := stageKindName s.kind } : StageState) }
 
 /-! ## Events (events.py) -/

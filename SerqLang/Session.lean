@@ -133,11 +133,10 @@ def holdRejected (serial : Nat) (h : Hold) (stream : DrawStream) (loc : Option L
         if staticExpr e static then
           let x ← evalInSession serial e stream loc
           -- rounded up to a whole block (exact for a non-whole amount)
-          let x ← match x, blk with
-            | .fin q, some b =>
-              if decide (0 ≤ q) then pure (Value.fin (((q / (b : Rat)).ceil : Rat) * (b : Rat))) else pure x
-            | _, _ => pure x
-          if Value.lt (Value.ofNat cap) x then
+          let x ← match x with
+            | .fin q => if decide (0 ≤ q) then pure (Value.fin (roundupBlock q blk)) else pure x
+            | _ => pure x
+          if Value.lt (.fin cap) x then
             modifySession serial fun s => { s with attrs := saved }
             reject serial p
             return true
@@ -175,8 +174,8 @@ def execHold (serial : Nat) (h : Hold) (ref : Nat × Nat) (stream : DrawStream) 
 
 /-- sessions.py `admit`: consume the own prefix, make room, allocate, number the admission,
 enter the body. -/
-def admit (serial : Nat) (h : Hold) (ref : Nat × Nat) (stream : DrawStream) (pools units : List Nat)
-    (env : EnvM) (reserved : List Nat := []) (plan : List (Option (Option Content.Clause × Nat)) := [])
+def admit (serial : Nat) (h : Hold) (ref : Nat × Nat) (stream : DrawStream) (pools : List Nat)
+    (units : List Rat) (env : EnvM) (reserved : List Rat := []) (plan : List (Option (Option Content.Clause × Nat)) := [])
     (reuseRead : Option (Option Value) := none) : M Unit := do
   let hasCache := h.cache.isSome
   -- `reuse` is read once per admission: by the attempt when the hold has a content pool
@@ -190,26 +189,27 @@ def admit (serial : Nat) (h : Hold) (ref : Nat × Nat) (stream : DrawStream) (po
   let depth := (← session serial).frames.length
   let mut hold : HoldState := { stmt := ref, pools := [], alloc := [], position := [], advanced := [],
                                 admission := 0, depth, stream }
-  let mut largest := 0
+  let mut largest : Rat := 0
   let mut j := 0
   for (p, u) in pools.zip units do
-    let mut consumed := 0
-    let mut alloc := 0
+    let mut consumed : Rat := 0
+    let mut alloc : Rat := 0
     match plan.getD j none with
     | some (c, r) =>
       -- a `share content` pool: touch the R hit blocks, allocate the rest from the free queue,
-      -- identify the blocks of the first u tokens (docs/content.md §3)
-      let b := (← blockOf p).getD 0
+      -- identify the blocks of the first u tokens (docs/content.md §3); its block b is whole
+      let b := (← ContentPool.contentOf p).block
       let (h1, bl) := hold.blocksOf j
       let bl ← match c with
         | some c => ContentPool.touch p c r bl
         | none => pure bl
-      let bl ← ContentPool.allocate p (roundupBlock u (some b) / b - r) bl
+      -- `max(0, roundup_block(u, b) // b − R)`: Nat subtraction
+      let bl ← ContentPool.allocate p ((roundupBlock u (some (b : Rat)) / (b : Rat)).floor.toNat - r) bl
       ContentPool.identify p c bl u
       hold := { (h1.setBlocks j bl) with
                 content := h1.content ++ List.replicate (j - h1.content.length) none ++ [c] }
-      consumed := r * b
-      alloc := bl.length * b
+      consumed := ((r * b : Nat) : Rat)
+      alloc := ((bl.length * b : Nat) : Rat)
     | none =>
       consumed ← if hasCache && (← cachesIn p) then consumeOwnPrefix p serial reuse else pure 0
       alloc := roundupBlock u (← blockOf p)
@@ -224,13 +224,13 @@ def admit (serial : Nat) (h : Hold) (ref : Nat × Nat) (stream : DrawStream) (po
                         position := hold.position ++ [consumed], advanced := hold.advanced ++ [false],
                         reserved := hold.reserved ++ [reserved.getD hold.reserved.length 0] }
     let name ← poolName p
-    modifyRec fun r => { r with admitted := r.admitted.push (.arr [.nat serial, .str name, .nat alloc, .nat consumed]) }
+    modifyRec fun r => { r with admitted := r.admitted.push (.arr [.nat serial, .str name, CJ.amt alloc, CJ.amt consumed]) }
   let cfg ← getCfg
   let adm := cfg.counters.nextAdm
   setCfg { cfg with counters := { cfg.counters with nextAdm := adm + 1 } }
   let hold := { hold with admission := adm }
   modifySession serial fun s =>
-    { (s.setAttr CACHED (Value.ofNat largest)) with
+    { (s.setAttr CACHED (.fin largest)) with
         admSeq := some adm, holds := s.holds ++ [hold], pending := none,
         frames := s.frames ++ [{ block := h.body, pc := 0, kind := "hold", stmt := some ref, stream }],
         status := .ready }
@@ -267,7 +267,7 @@ def contentHits (h : Hold) (env : EnvM) (loc : Option Loc) : M (List (Option Con
       let c : Content.Clause := (cp, cn, ch)
       ContentPool.checkContent p c loc
       let k ← ContentPool.hit p (some c)
-      let b := (← blockOf p).getD 0
+      let b := (← ContentPool.contentOf p).block
       modify fun st => { st with attempt := st.attempt.map fun (who, hits) =>
         (who, (p, k * b) :: hits.filter (·.1 != p)) }
       out := out ++ [(some c, k)]
@@ -295,15 +295,15 @@ def attempt (serial : Nat) (h : Hold) (ref : Nat × Nat) (stream : DrawStream) (
     setAttr serial bnd.slot (← evaluate env bnd.expr)
     if !staticExpr bnd.expr static then static := static.erase bnd.slot
   let mut pools : List Nat := []
-  let mut units : List Nat := []
-  let mut amounts : List (List (Expr × Nat)) := []
-  let mut reserved : List Nat := []
+  let mut units : List Rat := []
+  let mut amounts : List (List (Expr × Rat)) := []
+  let mut reserved : List Rat := []
   for hp in h.pools do
     let p ← resolveRef env hp.pool.base hp.pool.count hp.pool.index
     let name ← poolName p
     let u ← unitsInt (← evaluate env hp.units) s!"units of pool {name}" loc
-    let mut mine : List (Expr × Nat) := [(hp.units, u)]
-    let mut r : Nat := 0
+    let mut mine : List (Expr × Rat) := [(hp.units, u)]
+    let mut r : Rat := 0
     if let some re := hp.reserve then
       r ← unitsInt (← evaluate env re) s!"reserve of pool {name}" loc
       mine := mine ++ [(re, r)]
@@ -334,13 +334,13 @@ def attempt (serial : Nat) (h : Hold) (ref : Nat × Nat) (stream : DrawStream) (
     let need := (mine.map (·.2)).foldl max 0
     if (← isContent p) then
       -- vLLM's get_num_blocks_to_allocate against get_num_free_blocks: the R reused blocks that
-      -- nobody references (E) leave the free queue too
-      let b := (← blockOf p).getD 0
+      -- nobody references (E) leave the free queue too; the block b of a content pool is whole
+      let b := (← ContentPool.contentOf p).block
       let r := reusedBlocks k reuse b
       let e ← match c with
         | some c => ContentPool.unreferencedHits p c r
         | none => pure 0
-      let n := roundupBlock need (some b) / b - r
+      let n := (roundupBlock need (some (b : Rat)) / (b : Rat)).floor.toNat - r
       plan := plan ++ [some (c, r)]
       if n + e > (← ContentPool.freeBlocks p) then return .blocked
     else

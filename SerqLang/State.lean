@@ -178,12 +178,12 @@ def stageDecl (i : Nat) : M StageDecl := do
 def poolName (p : Nat) : M String := do return (← poolDecl p).name
 def stageName (i : Nat) : M String := do return (← stageDecl i).name
 
-def capOf (p : Nat) : M Nat := do
+def capOf (p : Nat) : M Rat := do
   match (← getProg).caps[p]? with
   | some c => return c
   | none => internalError s!"no pool {p}"
 
-def blockOf (p : Nat) : M (Option Nat) := do
+def blockOf (p : Nat) : M (Option Rat) := do
   match (← getProg).block[p]? with
   | some b => return b
   | none => internalError s!"no pool {p}"

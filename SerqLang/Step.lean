@@ -192,8 +192,8 @@ def contentJson (cfg : Config) (p : Nat) (st : PoolState) (cs : Content.CState) 
 /-- trace.py `pool_json` (`rejected` present only when > 0, docs/state.md POOL; the content keys
 on a `share content` pool). -/
 def poolJson (prog : Program) (cfg : Config) (p : Nat) (st : PoolState) : CJ :=
-  .obj ([("name", .str (((prog.ir.pools[p]?).map (·.name)).getD "")), ("used", .nat st.used),
-         ("cached", .nat (st.cached + st.contentCached)), ("queue", CJ.nats (st.queue.map (·.serial))),
+  .obj ([("name", .str (((prog.ir.pools[p]?).map (·.name)).getD "")), ("used", CJ.amt st.used),
+         ("cached", CJ.amt (st.cached + st.contentCached)), ("queue", CJ.nats (st.queue.map (·.serial))),
          ("holders", CJ.nats st.holders), ("growers", CJ.nats st.growers),
          ("entries", .arr ((sortEntries st.entries).map Entry.toJson)),
          ("preemptions", .nat st.preemptions)]
@@ -239,8 +239,8 @@ def stageJson (i : Nat) : M CJ := do
         let s ← session j.serial
         if let some h := holdOf s g then
           let k := h.slot g
-          pos := .nat (h.position.getD k 0)
-          alloc := .nat (h.alloc.getD k 0)
+          pos := CJ.amt (h.position.getD k 0)
+          alloc := CJ.amt (h.alloc.getD k 0)
       res := res ++ [.obj [("serial", .nat j.serial), ("mode", .str j.mode), ("remaining", j.left.toJson),
                            ("admission", .int j.admission), ("position", pos), ("allocation", alloc)]]
     let it : CJ := match st.iteration with

@@ -254,22 +254,19 @@ end Value
 
 /-! ## Rounding to blocks (naturals; values.py) -/
 
-/-- values.py `roundup_block`: round up to a whole block; `none` = no block size. -/
-def roundupBlock (units : Nat) (block : Option Nat) : Nat :=
+/-- values.py `roundup_block`: round up to a whole number of blocks, `⌈u/b⌉·b`, exact for any
+rational block; `none` = no block size. Pool amounts are exact rationals (docs/spec.md
+"Non-whole pool amounts"). -/
+def roundupBlock (units : Rat) (block : Option Rat) : Rat :=
   match block with
   | none => units
-  | some b => (units + b - 1) / b * b
+  | some b => (((units / b).ceil : Int) : Rat) * b
 
-/-- values.py `rounddown_block`: round down to a whole block; `none` = no block size. -/
-def rounddownBlock (units : Nat) (block : Option Nat) : Nat :=
+/-- values.py `rounddown_block`: round down to a whole number of blocks, `⌊x/b⌋·b`; `none` = no
+block size. -/
+def rounddownBlock (units : Rat) (block : Option Rat) : Rat :=
   match block with
   | none => units
-  | some b => units / b * b
-
-theorem rounddownBlock_le (units : Nat) (block : Option Nat) :
-    rounddownBlock units block ≤ units := by
-  cases block with
-  | none => exact Nat.le_refl units
-  | some b => exact Nat.div_mul_le_self units b
+  | some b => (((units / b).floor : Int) : Rat) * b
 
 end SerqLang

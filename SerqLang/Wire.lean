@@ -125,6 +125,10 @@ instance : Inhabited CJ := ⟨.null⟩
 namespace CJ
 
 def val (v : Value) : CJ := .str v.toWire
+/-- values.py `amount_wire`: a pool amount is a JSON int when whole, else its wire text `"p/q"`
+(docs/state.md), so runs with whole amounts print what they printed before 84aea69. -/
+def amt (q : Rat) : CJ := if q.den == 1 then .int q.num else .str (Value.fin q).toWire
+def amts (xs : List Rat) : CJ := .arr (xs.map amt)
 def nats (xs : List Nat) : CJ := .arr (xs.map CJ.nat)
 def opt {α : Type} (f : α → CJ) : Option α → CJ
   | none => .null

@@ -16,9 +16,16 @@ import SerqLang.Pool
 * `admitPool_inv`, `growPool_inv`: a successful admission or growth ends in a state satisfying
   the invariant — whatever the state before (make_room made room for exactly what is allocated);
 * `consumeOwnPrefix_inv`, `dropEntry_inv`: taking or dropping the own prefix preserves it;
-* `releasePool_inv`: releasing `alloc ≤ used` units and caching `kept ≤ alloc` preserves it.
+* `releasePool_inv`: releasing `alloc ≥ 0` units and caching `kept ≤ alloc` preserves it.
 
-Core tactics only (`induction`, `cases`, `rw`, `injection`, `subst`, `omega`). No `sorry`, no
+Pool amounts are rationals (`Rat`, as serq_spec's since 84aea69), so the arithmetic steps are
+closed by `grind`, whose linear-arithmetic solver (`linarith`) decides linear facts over any
+ordered additive group it finds instances for; core has them for `Rat` (lean4#10077: the
+`Lean.Grind.Field`/`OrderedRing` instances, #10107: `AddCommGroup`). Where a sum of entry sizes
+must not grow when entries are removed, the entries' sizes are assumed ≥ 0 (`SizesNonneg`,
+a hypothesis here; that the step keeps it is conjecture 7 of docs/lean.md).
+
+Core tactics only (`induction`, `cases`, `rw`, `injection`, `subst`, `grind`). No `sorry`, no
 axiom of ours, no `native_decide`.
 -/
 
@@ -28,6 +35,12 @@ open PoolState
 
 /-! ## Lemmas on entry lists -/
 
+/-- Every entry has a size ≥ 0 (what the step makes: positive kept amounts and dead rests,
+sizes shrunk only while positive). -/
+def SizesNonneg : List Entry → Prop
+  | [] => True
+  | e :: es => 0 ≤ e.size ∧ SizesNonneg es
+
 theorem cachedOf_nil : cachedOf [] = 0 := rfl
 
 theorem cachedOf_cons (e : Entry) (es : List Entry) :
@@ -36,34 +49,38 @@ theorem cachedOf_cons (e : Entry) (es : List Entry) :
 theorem cachedOf_append (l : List Entry) (e : Entry) :
     cachedOf (l ++ [e]) = cachedOf l + e.size := by
   induction l with
-  | nil => simp only [List.nil_append, cachedOf_cons, cachedOf_nil] <;> omega
-  | cons x xs ih => simp only [List.cons_append, cachedOf_cons, ih] <;> omega
+  | nil => simp only [List.nil_append, cachedOf_cons, cachedOf_nil] <;> grind
+  | cons x xs ih => simp only [List.cons_append, cachedOf_cons, ih] <;> grind
 
-theorem shrinkAt_le (k : Nat) : ∀ (i : Nat) (l : List Entry),
-    cachedOf (shrinkAt k i l) ≤ cachedOf l := by
+theorem shrinkAt_le (k : Rat) (hk : 0 ≤ k) : ∀ (i : Nat) (l : List Entry),
+    0 ≤ sizeAt i l → cachedOf (shrinkAt k i l) ≤ cachedOf l := by
   intro i l
   induction l generalizing i with
-  | nil => cases i <;> exact Nat.le_refl 0
+  | nil => intro _; cases i <;> exact Rat.le_refl
   | cons e es ih =>
     cases i with
     | zero =>
+      intro hs
+      have hs' : 0 ≤ e.size := hs
       show cachedOf (if e.size ≤ k then es else e.withSize (e.size - k) :: es) ≤ cachedOf (e :: es)
       by_cases h : e.size ≤ k
-      · rw [if_pos h, cachedOf_cons]; omega
-      · rw [if_neg h, cachedOf_cons, cachedOf_cons, Entry.withSize_size]; omega
+      · rw [if_pos h, cachedOf_cons]; grind
+      · rw [if_neg h, cachedOf_cons, cachedOf_cons, Entry.withSize_size]; grind
     | succ j =>
+      intro hs
+      have hs' : 0 ≤ sizeAt j es := hs
       show cachedOf (e :: shrinkAt k j es) ≤ cachedOf (e :: es)
       rw [cachedOf_cons, cachedOf_cons]
-      have := ih j
-      omega
+      have := ih j hs'
+      grind
 
-theorem shrinkAt_lt (k : Nat) (hk : 0 < k) : ∀ (i : Nat) (l : List Entry),
+theorem shrinkAt_lt (k : Rat) (hk : 0 < k) : ∀ (i : Nat) (l : List Entry),
     0 < sizeAt i l → cachedOf (shrinkAt k i l) < cachedOf l := by
   intro i l
   induction l generalizing i with
   | nil =>
     intro hs
-    cases i <;> exact absurd hs (Nat.lt_irrefl 0)
+    cases i <;> exact absurd hs (Rat.not_lt.mpr Rat.le_refl)
   | cons e es ih =>
     cases i with
     | zero =>
@@ -71,15 +88,15 @@ theorem shrinkAt_lt (k : Nat) (hk : 0 < k) : ∀ (i : Nat) (l : List Entry),
       have hs' : 0 < e.size := hs
       show cachedOf (if e.size ≤ k then es else e.withSize (e.size - k) :: es) < cachedOf (e :: es)
       by_cases h : e.size ≤ k
-      · rw [if_pos h, cachedOf_cons]; omega
-      · rw [if_neg h, cachedOf_cons, cachedOf_cons, Entry.withSize_size]; omega
+      · rw [if_pos h, cachedOf_cons]; grind
+      · rw [if_neg h, cachedOf_cons, cachedOf_cons, Entry.withSize_size]; grind
     | succ j =>
       intro hs
       have hs' : 0 < sizeAt j es := hs
       show cachedOf (e :: shrinkAt k j es) < cachedOf (e :: es)
       rw [cachedOf_cons, cachedOf_cons]
       have := ih j hs'
-      omega
+      grind
 
 /-- The pick is an entry of positive size, found at the index returned. -/
 theorem lruPick_spec : ∀ (l : List Entry) (i : Nat) (x : Entry),
@@ -135,11 +152,11 @@ theorem lruPick_spec : ∀ (l : List Entry) (i : Nat) (x : Entry),
         subst h3; subst h4
         exact hy
 
-/-- No pick means nothing is cached. -/
-theorem lruPick_none : ∀ (l : List Entry), lruPick l = none → cachedOf l = 0 := by
+/-- No pick means nothing is cached: no entry has a positive size. -/
+theorem lruPick_none : ∀ (l : List Entry), lruPick l = none → cachedOf l ≤ 0 := by
   intro l
   induction l with
-  | nil => intro _; rfl
+  | nil => intro _; exact Rat.le_refl
   | cons e es ih =>
     intro h
     have h0 : pickStep e (lruPick es) = none := h
@@ -154,8 +171,9 @@ theorem lruPick_none : ∀ (l : List Entry), lruPick l = none → cachedOf l = 0
           | cases h1
           | simp at h1
       · have he := ih hr
-        rw [cachedOf_cons, he]
-        omega
+        have hc' : e.size ≤ 0 := Rat.not_lt.mp hc
+        rw [cachedOf_cons]
+        grind
     | some q =>
       obtain ⟨j, y⟩ := q
       rw [hr] at h0
@@ -180,38 +198,48 @@ theorem lruPick_none : ∀ (l : List Entry), lruPick l = none → cachedOf l = 0
           | exact Option.noConfusion h1
           | cases h1
           | simp at h1
-theorem evictAmount_pos (block : Option Nat) (s : Nat) (hs : 0 < s) :
+theorem evictAmount_pos (block : Option Rat) (s : Rat) (hs : 0 < s) :
     0 < evictAmount block s := by
   cases block with
   | none => exact hs
   | some b =>
-    show 0 < max 1 (min b s)
-    first
-      | exact Nat.lt_of_lt_of_le Nat.zero_lt_one (Nat.le_max_left 1 _)
-      | omega
+    show 0 < (if 0 < b then (if b ≤ s then b else s) else s)
+    by_cases hb : 0 < b
+    · rw [if_pos hb]
+      by_cases hbs : b ≤ s
+      · rw [if_pos hbs]; exact hb
+      · rw [if_neg hbs]; exact hs
+    · rw [if_neg hb]; exact hs
 
-theorem removeOwner_le (o : Int) : ∀ (l : List Entry), cachedOf (removeOwner o l) ≤ cachedOf l := by
+theorem removeOwner_le (o : Int) : ∀ (l : List Entry), SizesNonneg l →
+    cachedOf (removeOwner o l) ≤ cachedOf l := by
   intro l
   induction l with
-  | nil => exact Nat.le_refl 0
+  | nil => intro _; exact Rat.le_refl
   | cons e es ih =>
+    intro hnn
+    have he : 0 ≤ e.size := hnn.1
+    have := ih hnn.2
     show cachedOf (if e.owner = o then removeOwner o es else e :: removeOwner o es) ≤
       cachedOf (e :: es)
     by_cases h : e.owner = o
-    · rw [if_pos h, cachedOf_cons]; omega
-    · rw [if_neg h, cachedOf_cons, cachedOf_cons]; omega
+    · rw [if_pos h, cachedOf_cons]; grind
+    · rw [if_neg h, cachedOf_cons, cachedOf_cons]; grind
 
 /-- Removing the first entry of `o` removes exactly the size of `entryOf`'s entry. -/
-theorem removeFirstOwner_le (o : Int) : ∀ (l : List Entry),
+theorem removeFirstOwner_le (o : Int) : ∀ (l : List Entry), SizesNonneg l →
     cachedOf (removeFirstOwner o l) ≤ cachedOf l := by
   intro l
   induction l with
-  | nil => exact Nat.le_refl 0
+  | nil => intro _; exact Rat.le_refl
   | cons e es ih =>
+    intro hnn
+    have he : 0 ≤ e.size := hnn.1
+    have := ih hnn.2
     show cachedOf (if e.owner = o then es else e :: removeFirstOwner o es) ≤ cachedOf (e :: es)
     by_cases h : e.owner = o
-    · rw [if_pos h, cachedOf_cons]; omega
-    · rw [if_neg h, cachedOf_cons, cachedOf_cons]; omega
+    · rw [if_pos h, cachedOf_cons]; grind
+    · rw [if_neg h, cachedOf_cons, cachedOf_cons]; grind
 
 /-- Removing the first entry of `o` removes exactly the entry `find?` returns. -/
 theorem removeFirstOwner_find (o : Int) : ∀ (l : List Entry) (e : Entry),
@@ -229,7 +257,7 @@ theorem removeFirstOwner_find (o : Int) : ∀ (l : List Entry) (e : Entry),
           | (rw [List.find?_cons_of_pos (p := fun y => y.owner == o) (h := hb)] at h; exact Option.some.inj h)
           | (simp [List.find?, hx] at h; exact h)
       rw [← hxe, removeFirstOwner, if_pos hx, cachedOf_cons]
-      omega
+      grind
     · have hb : ¬ (x.owner == o) = true := by simp [hx]
       have h' : xs.find? (fun y => y.owner == o) = some e := by
         first
@@ -237,18 +265,27 @@ theorem removeFirstOwner_find (o : Int) : ∀ (l : List Entry) (e : Entry),
           | (simp [List.find?, hx] at h; exact h)
       have := ih e h'
       rw [removeFirstOwner, if_neg hx, cachedOf_cons, cachedOf_cons]
-      omega
+      grind
 
-/-- `consumeWith` never adds cache: the dead rest is at most the entry removed. -/
+/-- `consumeWith` never adds cache: the dead rest is at most the entry removed (an entry of size
+≥ 0, a limit ≥ 0). -/
 theorem consumeWith_le (serial nextDead : Nat) (entries : List Entry) (e : Entry)
-    (hsum : cachedOf (removeFirstOwner (serial : Int) entries) + e.size = cachedOf entries) :
-    ∀ (lim : Option Nat), cachedOf (consumeWith serial nextDead entries e lim).1 ≤ cachedOf entries := by
-  intro lim
+    (hsum : cachedOf (removeFirstOwner (serial : Int) entries) + e.size = cachedOf entries)
+    (he : 0 ≤ e.size) :
+    ∀ (lim : Option Rat), (∀ l, lim = some l → 0 ≤ l) →
+      cachedOf (consumeWith serial nextDead entries e lim).1 ≤ cachedOf entries := by
+  intro lim hlim
   cases lim with
   | none =>
     show cachedOf (removeFirstOwner (serial : Int) entries) ≤ cachedOf entries
-    omega
+    grind
   | some l =>
+    have hl : 0 ≤ l := hlim l rfl
+    have hm : 0 ≤ min e.size l := by
+      first
+        | (rw [Rat.min_def]; split <;> assumption)
+        | grind
+        | (show 0 ≤ (if e.size ≤ l then e.size else l); split <;> assumption)
     by_cases hp : 0 < e.size - min e.size l
     · have h0 : (consumeWith serial nextDead entries e (some l)).1 =
           removeFirstOwner (serial : Int) entries ++
@@ -259,19 +296,19 @@ theorem consumeWith_le (serial nextDead : Nat) (entries : List Entry) (e : Entry
       rw [h0, cachedOf_append]
       show cachedOf (removeFirstOwner (serial : Int) entries) + (e.size - min e.size l) ≤
         cachedOf entries
-      omega
+      grind
     · have h0 : (consumeWith serial nextDead entries e (some l)).1 =
           removeFirstOwner (serial : Int) entries := by
         first
           | (rw [consumeWith, if_neg hp] <;> rfl)
           | simp only [consumeWith, if_neg hp]
       rw [h0]
-      omega
+      grind
 
 /-! ## Eviction and make_room -/
 
 /-- An eviction step keeps `used` and strictly shrinks the cache. -/
-theorem evictOne_some (block : Option Nat) (st q : PoolState) (ev : Evicted)
+theorem evictOne_some (block : Option Rat) (st q : PoolState) (ev : Evicted)
     (h : evictOne block st = some (q, ev)) : q.used = st.used ∧ q.cached < st.cached := by
   have h0 : evictWith block st (lruPick st.entries) = some (q, ev) := h
   cases hr : lruPick st.entries with
@@ -298,8 +335,8 @@ theorem evictOne_some (block : Option Nat) (st q : PoolState) (ev : Evicted)
     exact hs.2
 
 /-- No eviction step is possible only when nothing is cached. -/
-theorem evictOne_none (block : Option Nat) (st : PoolState) (h : evictOne block st = none) :
-    st.cached = 0 := by
+theorem evictOne_none (block : Option Rat) (st : PoolState) (h : evictOne block st = none) :
+    st.cached ≤ 0 := by
   have h0 : evictWith block st (lruPick st.entries) = none := h
   cases hr : lruPick st.entries with
   | none => exact lruPick_none st.entries hr
@@ -311,7 +348,7 @@ theorem evictOne_none (block : Option Nat) (st : PoolState) (h : evictOne block 
       | cases h0
       | simp at h0
 /-- What a successful `makeRoomGo` guarantees. -/
-theorem makeRoomGo_ok (cap : Nat) (block : Option Nat) (need : Nat) :
+theorem makeRoomGo_ok (cap : Rat) (block : Option Rat) (need : Rat) :
     ∀ (f : Nat) (st : PoolState) (acc : List Evicted) (q : PoolState) (evs : List Evicted),
       makeRoomGo cap block need f st acc = .ok (q, evs) →
       q.used + q.cached + need ≤ cap ∧ q.used = st.used ∧ q.cached ≤ st.cached := by
@@ -334,7 +371,7 @@ theorem makeRoomGo_ok (cap : Nat) (block : Option Nat) (need : Nat) :
       injection h0 with h1
       injection h1 with h2 h3
       subst h2
-      exact ⟨hroom, rfl, Nat.le_refl _⟩
+      exact ⟨hroom, rfl, Rat.le_refl⟩
     · cases he : evictOne block st with
       | none =>
         have h0 : (Except.error "no room even with an empty cache" :
@@ -352,26 +389,26 @@ theorem makeRoomGo_ok (cap : Nat) (block : Option Nat) (need : Nat) :
           exact h
         have ⟨hu, hlt⟩ := evictOne_some block st st' ev he
         have ⟨hroom', hu', hle'⟩ := ih st' (ev :: acc) q evs h0
-        refine ⟨hroom', ?_, ?_⟩ <;> omega
+        refine ⟨hroom', ?_, ?_⟩ <;> grind
 
-theorem makeRoom_ok (cap : Nat) (block : Option Nat) (st : PoolState) (need : Nat)
+theorem makeRoom_ok (cap : Rat) (block : Option Rat) (st : PoolState) (need : Rat)
     (q : PoolState) (evs : List Evicted) (h : makeRoom cap block st need = .ok (q, evs)) :
     q.used + q.cached + need ≤ cap ∧ q.used = st.used ∧ q.cached ≤ st.cached :=
-  makeRoomGo_ok cap block need (st.cached + 1) st [] q evs h
+  makeRoomGo_ok cap block need (makeRoom.fuel block st.entries) st [] q evs h
 
 /-- `make_room` preserves the invariant (it never touches `used` and never adds cache). -/
-theorem makeRoom_inv (cap : Nat) (block : Option Nat) (st : PoolState) (need : Nat)
+theorem makeRoom_inv (cap : Rat) (block : Option Rat) (st : PoolState) (need : Rat)
     (q : PoolState) (evs : List Evicted) (hinv : Inv cap st)
     (h : makeRoom cap block st need = .ok (q, evs)) : Inv cap q := by
   have ⟨_, hu, hle⟩ := makeRoom_ok cap block st need q evs h
   have hp : st.used + st.cached ≤ cap := hinv
   show q.used + q.cached ≤ cap
-  omega
+  grind
 
 /-! ## Admission, growth, consumption, drop, release -/
 
 /-- A successful admission ends in a state satisfying the invariant. -/
-theorem admitPool_inv (cap : Nat) (block : Option Nat) (st : PoolState) (serial alloc : Nat)
+theorem admitPool_inv (cap : Rat) (block : Option Rat) (st : PoolState) (serial : Nat) (alloc : Rat)
     (r : PoolState) (evs : List Evicted) (h : admitPool cap block st serial alloc = .ok (r, evs)) :
     Inv cap r := by
   cases hm : makeRoom cap block st alloc with
@@ -396,10 +433,10 @@ theorem admitPool_inv (cap : Nat) (block : Option Nat) (st : PoolState) (serial 
     subst h2
     have ⟨hroom, _, _⟩ := makeRoom_ok cap block st alloc q ev hm
     show q.used + alloc + q.cached ≤ cap
-    omega
+    grind
 
 /-- A successful growth ends in a state satisfying the invariant. -/
-theorem growPool_inv (cap : Nat) (block : Option Nat) (st : PoolState) (need : Nat)
+theorem growPool_inv (cap : Rat) (block : Option Rat) (st : PoolState) (need : Rat)
     (r : PoolState) (evs : List Evicted) (h : growPool cap block st need = .ok (r, evs)) :
     Inv cap r := by
   cases hm : makeRoom cap block st need with
@@ -424,11 +461,13 @@ theorem growPool_inv (cap : Nat) (block : Option Nat) (st : PoolState) (need : N
     subst h2
     have ⟨hroom, _, _⟩ := makeRoom_ok cap block st need q ev hm
     show q.used + need + q.cached ≤ cap
-    omega
+    grind
 
-/-- Consuming the own prefix never adds cache and never touches `used`. -/
-theorem consumeOwnPrefix_cached (block : Option Nat) (st : PoolState) (serial : Nat)
-    (reuseLimit : Option Value) (nextDead : Nat) :
+/-- Consuming the own prefix never adds cache and never touches `used` (entries of size ≥ 0, a
+`reuse` limit ≥ 0: `rounddown_block(max(0, ρ))` with a positive block; conjecture 7). -/
+theorem consumeOwnPrefix_cached (block : Option Rat) (st : PoolState) (serial : Nat)
+    (reuseLimit : Option Value) (nextDead : Nat) (hnn : SizesNonneg st.entries)
+    (hlim : ∀ l, reuseUnits block reuseLimit = some l → 0 ≤ l) :
     (consumeOwnPrefix block st serial reuseLimit nextDead).1.cached ≤ st.cached ∧
     (consumeOwnPrefix block st serial reuseLimit nextDead).1.used = st.used := by
   cases hf : entryOf st (serial : Int) with
@@ -437,7 +476,7 @@ theorem consumeOwnPrefix_cached (block : Option Nat) (st : PoolState) (serial : 
       unfold consumeOwnPrefix
       rw [hf] <;> rfl
     rw [h0]
-    exact ⟨Nat.le_refl _, rfl⟩
+    exact ⟨Rat.le_refl, rfl⟩
   | some e =>
     have h0 : (consumeOwnPrefix block st serial reuseLimit nextDead).1 =
         { st with entries := (consumeWith serial nextDead st.entries e
@@ -445,30 +484,39 @@ theorem consumeOwnPrefix_cached (block : Option Nat) (st : PoolState) (serial : 
       unfold consumeOwnPrefix
       rw [hf] <;> rfl
     have hsum := removeFirstOwner_find (serial : Int) st.entries e hf
-    have hle := consumeWith_le serial nextDead st.entries e hsum (reuseUnits block reuseLimit)
+    have hrm := removeFirstOwner_le (serial : Int) st.entries hnn
+    have he : 0 ≤ e.size := by grind
+    have hle := consumeWith_le serial nextDead st.entries e hsum he (reuseUnits block reuseLimit) hlim
     rw [h0]
     exact ⟨hle, rfl⟩
 
-theorem consumeOwnPrefix_inv (cap : Nat) (block : Option Nat) (st : PoolState) (serial : Nat)
-    (reuseLimit : Option Value) (nextDead : Nat) (hinv : Inv cap st) :
+theorem consumeOwnPrefix_inv (cap : Rat) (block : Option Rat) (st : PoolState) (serial : Nat)
+    (reuseLimit : Option Value) (nextDead : Nat) (hinv : Inv cap st)
+    (hnn : SizesNonneg st.entries) (hlim : ∀ l, reuseUnits block reuseLimit = some l → 0 ≤ l) :
     Inv cap (consumeOwnPrefix block st serial reuseLimit nextDead).1 := by
-  have ⟨hc, hu⟩ := consumeOwnPrefix_cached block st serial reuseLimit nextDead
+  have ⟨hc, hu⟩ := consumeOwnPrefix_cached block st serial reuseLimit nextDead hnn hlim
   have hp : st.used + st.cached ≤ cap := hinv
   show (consumeOwnPrefix block st serial reuseLimit nextDead).1.used +
     (consumeOwnPrefix block st serial reuseLimit nextDead).1.cached ≤ cap
-  omega
+  grind
 
-theorem dropEntry_inv (cap : Nat) (st : PoolState) (owner : Int) (hinv : Inv cap st) :
-    Inv cap (dropEntry st owner) :=
-  Nat.le_trans (Nat.add_le_add_left (removeOwner_le owner st.entries) st.used) hinv
+theorem dropEntry_inv (cap : Rat) (st : PoolState) (owner : Int) (hinv : Inv cap st)
+    (hnn : SizesNonneg st.entries) : Inv cap (dropEntry st owner) := by
+  have hr := removeOwner_le owner st.entries hnn
+  have hp : st.used + cachedOf st.entries ≤ cap := hinv
+  show st.used + cachedOf (removeOwner owner st.entries) ≤ cap
+  grind
 
-/-- Release keeps the invariant when the allocation released is part of `used` and what is
-cached is at most the allocation (`kept = rounddown(min(ℓ, computed)) ≤ computed ≤ alloc`). -/
-theorem releasePool_inv (cap : Nat) (st : PoolState) (serial alloc kept : Nat) (now : Rat)
-    (rel : Nat) (hinv : Inv cap st) (halloc : alloc ≤ st.used) (hkept : kept ≤ alloc) :
+/-- Release keeps the invariant when the allocation released is ≥ 0 and what is cached is at
+most the allocation (`kept = rounddown(min(ℓ, computed)) ≤ computed ≤ alloc`, since ae9b5fe
+`computed = min(position, alloc)` after an advance). Over the rationals `used − alloc` is exact,
+so no `alloc ≤ used` is needed. -/
+theorem releasePool_inv (cap : Rat) (st : PoolState) (serial : Nat) (alloc kept : Rat) (now : Rat)
+    (rel : Nat) (hinv : Inv cap st) (halloc : 0 ≤ alloc) (hkept : kept ≤ alloc)
+    (hnn : SizesNonneg st.entries) :
     Inv cap (releasePool st serial alloc kept now rel) := by
   have hp : st.used + cachedOf st.entries ≤ cap := hinv
-  have hr := removeOwner_le (serial : Int) st.entries
+  have hr := removeOwner_le (serial : Int) st.entries hnn
   by_cases hk : 0 < kept
   · have h0 : releasePool st serial alloc kept now rel =
         insertEntry (giveBack st serial alloc) serial kept now rel := by
@@ -479,13 +527,13 @@ theorem releasePool_inv (cap : Nat) (st : PoolState) (serial alloc kept : Nat) (
       [(⟨(serial : Int), kept, now, rel⟩ : Entry)]) ≤ cap
     rw [cachedOf_append]
     show st.used - alloc + (cachedOf (removeOwner (serial : Int) st.entries) + kept) ≤ cap
-    omega
+    grind
   · have h0 : releasePool st serial alloc kept now rel = giveBack st serial alloc := by
       unfold releasePool
       rw [if_neg hk]
     rw [h0]
     show st.used - alloc + cachedOf st.entries ≤ cap
-    omega
+    grind
 
 end Pool
 end SerqLang

@@ -11,8 +11,9 @@ dataclasses of config.py field by field (snake_case fields become lowerCamelCase
 `adm_seq` ↦ `admSeq`). `Entry`, `QueueItem` and `PoolState` live in `SerqLang.Pool`. The
 canonical JSON of each type (config.py `to_json`) is in `SerqLang.Json`.
 
-Conventions (config.py): times and attribute values are exact values (`Rat`, `Value`); tokens,
-units, blocks, positions and counters are naturals.
+Conventions (config.py): times and attribute values are exact values (`Rat`, `Value`); pool
+amounts (units, allocations, positions, reservations) are exact rationals (`Rat`, docs/spec.md
+"Non-whole pool amounts"); tokens, block ids and counters are naturals.
 -/
 
 namespace SerqLang

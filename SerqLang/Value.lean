@@ -252,7 +252,7 @@ def ofWire (s : String) : Res Value :=
 
 end Value
 
-/-! ## Rounding to blocks (naturals; values.py) -/
+/-! ## Rounding to blocks (pool amounts, exact rationals; values.py) -/
 
 /-- values.py `roundup_block`: round up to a whole number of blocks, `⌈u/b⌉·b`, exact for any
 rational block; `none` = no block size. Pool amounts are exact rationals (docs/spec.md

@@ -114,6 +114,8 @@ structure StepDecl where
   registers : List Named
   lets : List Named
   schedule : List Sched
+  /-- docs/async.md §4: `lag 1` (async scheduling) or 0, the default (absent in older IR) -/
+  lag : Nat := 0
   deriving Inhabited
 
 inductive StageKind where
@@ -168,6 +170,8 @@ structure Hold where
   request : Option RequestDecl
   /-- A `lease` clause is present (serq_spec refuses leases). -/
   lease : Bool := false
+  /-- docs/async.md §4: the `eos (e)` clause of a lagged engine request (absent in older IR) -/
+  eos : Option Expr := none
   deriving Inhabited
 
 inductive Stmt where
@@ -377,7 +381,8 @@ def stageKindOf (j : Json) : Res StageKind := do
       memory := ← fieldOpt j "memory" nat
       registers := ← field j "registers" (list (namedOf "init"))
       lets := ← field j "lets" (list (namedOf "expr"))
-      schedule := ← field j "schedule" (list schedOf) }
+      schedule := ← field j "schedule" (list schedOf)
+      lag := (← fieldOpt j "lag" nat).getD 0 }
     return .step d
   | o => .error s!"unknown stage kind \"{o}\""
 
@@ -423,7 +428,8 @@ def stmtOf (j : Json) : Res Stmt := do
       lease := match getOpt j "lease" with
         | none => false
         | some (Json.bool false) => false
-        | some _ => true }
+        | some _ => true
+      eos := ← fieldOpt j "eos" exprOf }
   | "run" =>
     return .run (← field j "stage" refOf) (← field j "mode" modeOf) (← field j "work" exprOf)
       (← fieldOpt j "growing" nat)

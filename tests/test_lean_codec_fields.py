@@ -243,8 +243,8 @@ def test_seeded_faults_are_caught(observed):
     ir_lean = lean_text("Ir.lean")
     assert any("'share'" in p for p in ir_problems(ir_keys, ir_lean.replace('"share"', '"shared_"')))
     new_ir = {k: set(v) for k, v in ir_keys.items()}
-    new_ir.setdefault(".pools[]", set()).add("lag")
-    assert any("'lag'" in p for p in ir_problems(new_ir, ir_lean))
+    new_ir.setdefault(".pools[]", set()).add("future_field")
+    assert any("'future_field'" in p for p in ir_problems(new_ir, ir_lean))
 
     json_lean = lean_text("Json.lean")
     dec = decode_section(json_lean)

@@ -41,6 +41,18 @@ def SizesNonneg : List Entry → Prop
   | [] => True
   | e :: es => 0 ≤ e.size ∧ SizesNonneg es
 
+theorem sizesNonneg_cons {e : Entry} {es : List Entry} :
+    SizesNonneg (e :: es) ↔ 0 ≤ e.size ∧ SizesNonneg es := Iff.rfl
+
+theorem sizesNonneg_append : ∀ (l : List Entry) (e : Entry), SizesNonneg l → 0 ≤ e.size →
+    SizesNonneg (l ++ [e])
+  | [], e, _, he => by
+    show 0 ≤ e.size ∧ True
+    exact ⟨he, trivial⟩
+  | x :: xs, e, h, he => by
+    show 0 ≤ x.size ∧ SizesNonneg (xs ++ [e])
+    exact ⟨(sizesNonneg_cons.mp h).1, sizesNonneg_append xs e (sizesNonneg_cons.mp h).2 he⟩
+
 theorem cachedOf_nil : cachedOf [] = 0 := rfl
 
 theorem cachedOf_cons (e : Entry) (es : List Entry) :
@@ -218,8 +230,8 @@ theorem removeOwner_le (o : Int) : ∀ (l : List Entry), SizesNonneg l →
   | nil => intro _; exact Rat.le_refl
   | cons e es ih =>
     intro hnn
-    have he : 0 ≤ e.size := hnn.1
-    have := ih hnn.2
+    have he : 0 ≤ e.size := (sizesNonneg_cons.mp hnn).1
+    have := ih (sizesNonneg_cons.mp hnn).2
     show cachedOf (if e.owner = o then removeOwner o es else e :: removeOwner o es) ≤
       cachedOf (e :: es)
     by_cases h : e.owner = o
@@ -234,12 +246,56 @@ theorem removeFirstOwner_le (o : Int) : ∀ (l : List Entry), SizesNonneg l →
   | nil => intro _; exact Rat.le_refl
   | cons e es ih =>
     intro hnn
-    have he : 0 ≤ e.size := hnn.1
-    have := ih hnn.2
+    have he : 0 ≤ e.size := (sizesNonneg_cons.mp hnn).1
+    have := ih (sizesNonneg_cons.mp hnn).2
     show cachedOf (if e.owner = o then es else e :: removeFirstOwner o es) ≤ cachedOf (e :: es)
     by_cases h : e.owner = o
     · rw [if_pos h, cachedOf_cons]; grind
     · rw [if_neg h, cachedOf_cons, cachedOf_cons]; grind
+
+/-! ## Entry sizes stay ≥ 0 (`SizesNonneg`, the hypothesis of the lemmas above) -/
+
+theorem removeOwner_nonneg (o : Int) : ∀ (l : List Entry), SizesNonneg l →
+    SizesNonneg (removeOwner o l)
+  | [], _ => trivial
+  | e :: es, h => by
+    have ⟨he, hs⟩ := sizesNonneg_cons.mp h
+    show SizesNonneg (if e.owner = o then removeOwner o es else e :: removeOwner o es)
+    by_cases hc : e.owner = o
+    · rw [if_pos hc]; exact removeOwner_nonneg o es hs
+    · rw [if_neg hc]; exact sizesNonneg_cons.mpr ⟨he, removeOwner_nonneg o es hs⟩
+
+theorem removeFirstOwner_nonneg (o : Int) : ∀ (l : List Entry), SizesNonneg l →
+    SizesNonneg (removeFirstOwner o l)
+  | [], _ => trivial
+  | e :: es, h => by
+    have ⟨he, hs⟩ := sizesNonneg_cons.mp h
+    show SizesNonneg (if e.owner = o then es else e :: removeFirstOwner o es)
+    by_cases hc : e.owner = o
+    · rw [if_pos hc]; exact hs
+    · rw [if_neg hc]; exact sizesNonneg_cons.mpr ⟨he, removeFirstOwner_nonneg o es hs⟩
+
+/-- Shrinking an entry leaves it out or positive. -/
+theorem shrinkAt_nonneg (k : Rat) : ∀ (i : Nat) (l : List Entry), SizesNonneg l →
+    SizesNonneg (shrinkAt k i l) := by
+  intro i l
+  induction l generalizing i with
+  | nil => intro _; cases i <;> trivial
+  | cons e es ih =>
+    intro h
+    have ⟨he, hs⟩ := sizesNonneg_cons.mp h
+    cases i with
+    | zero =>
+      show SizesNonneg (if e.size ≤ k then es else e.withSize (e.size - k) :: es)
+      by_cases hk : e.size ≤ k
+      · rw [if_pos hk]; exact hs
+      · rw [if_neg hk]
+        have hlt : k < e.size := Rat.not_le.mp hk
+        have hpos : 0 ≤ (e.withSize (e.size - k)).size := by rw [Entry.withSize_size]; grind
+        exact sizesNonneg_cons.mpr ⟨hpos, hs⟩
+    | succ j =>
+      show SizesNonneg (e :: shrinkAt k j es)
+      exact sizesNonneg_cons.mpr ⟨he, ih j hs⟩
 
 /-- Removing the first entry of `o` removes exactly the entry `find?` returns. -/
 theorem removeFirstOwner_find (o : Int) : ∀ (l : List Entry) (e : Entry),
@@ -305,6 +361,31 @@ theorem consumeWith_le (serial nextDead : Nat) (entries : List Entry) (e : Entry
       rw [h0]
       grind
 
+/-- The consumed prefix's dead rest is inserted only when positive. -/
+theorem consumeWith_nonneg (serial nextDead : Nat) (entries : List Entry) (e : Entry)
+    (hn : SizesNonneg entries) :
+    ∀ (lim : Option Rat), SizesNonneg (consumeWith serial nextDead entries e lim).1 := by
+  intro lim
+  cases lim with
+  | none => exact removeFirstOwner_nonneg (serial : Int) entries hn
+  | some l =>
+    by_cases hp : 0 < e.size - min e.size l
+    · have h0 : (consumeWith serial nextDead entries e (some l)).1 =
+          removeFirstOwner (serial : Int) entries ++
+            [⟨-(nextDead : Int), e.size - min e.size l, e.last, e.rel⟩] := by
+        first
+          | (rw [consumeWith, if_pos hp] <;> rfl)
+          | simp only [consumeWith, if_pos hp]
+      rw [h0]
+      exact sizesNonneg_append _ _ (removeFirstOwner_nonneg (serial : Int) entries hn) (Rat.le_of_lt hp)
+    · have h0 : (consumeWith serial nextDead entries e (some l)).1 =
+          removeFirstOwner (serial : Int) entries := by
+        first
+          | (rw [consumeWith, if_neg hp] <;> rfl)
+          | simp only [consumeWith, if_neg hp]
+      rw [h0]
+      exact removeFirstOwner_nonneg (serial : Int) entries hn
+
 /-! ## Eviction and make_room -/
 
 /-- An eviction step keeps `used` and strictly shrinks the cache. -/
@@ -334,6 +415,28 @@ theorem evictOne_some (block : Option Rat) (st q : PoolState) (ev : Evicted)
     rw [hs.1]
     exact hs.2
 
+/-- An eviction step keeps entry sizes ≥ 0. -/
+theorem evictOne_nonneg (block : Option Rat) (st q : PoolState) (ev : Evicted)
+    (h : evictOne block st = some (q, ev)) (hn : SizesNonneg st.entries) : SizesNonneg q.entries := by
+  have h0 : evictWith block st (lruPick st.entries) = some (q, ev) := h
+  cases hr : lruPick st.entries with
+  | none =>
+    rw [hr] at h0
+    first
+      | exact Option.noConfusion h0
+      | cases h0
+      | simp at h0
+  | some r =>
+    obtain ⟨i, e⟩ := r
+    rw [hr] at h0
+    have h1 : some ({ st with entries := shrinkAt (evictAmount block e.size) i st.entries,
+        evictedUnits := st.evictedUnits + evictAmount block e.size },
+        (⟨e.owner, evictAmount block e.size⟩ : Evicted)) = some (q, ev) := h0
+    injection h1 with h2
+    injection h2 with h3 h4
+    subst h3
+    exact shrinkAt_nonneg (evictAmount block e.size) i st.entries hn
+
 /-- No eviction step is possible only when nothing is cached. -/
 theorem evictOne_none (block : Option Rat) (st : PoolState) (h : evictOne block st = none) :
     st.cached ≤ 0 := by
@@ -351,7 +454,8 @@ theorem evictOne_none (block : Option Rat) (st : PoolState) (h : evictOne block 
 theorem makeRoomGo_ok (cap : Rat) (block : Option Rat) (need : Rat) :
     ∀ (f : Nat) (st : PoolState) (acc : List Evicted) (q : PoolState) (evs : List Evicted),
       makeRoomGo cap block need f st acc = .ok (q, evs) →
-      q.used + q.cached + need ≤ cap ∧ q.used = st.used ∧ q.cached ≤ st.cached := by
+      q.used + q.cached + need ≤ cap ∧ q.used = st.used ∧ q.cached ≤ st.cached ∧
+      (SizesNonneg st.entries → SizesNonneg q.entries) := by
   intro f
   induction f with
   | zero =>
@@ -371,7 +475,7 @@ theorem makeRoomGo_ok (cap : Rat) (block : Option Rat) (need : Rat) :
       injection h0 with h1
       injection h1 with h2 h3
       subst h2
-      exact ⟨hroom, rfl, Rat.le_refl⟩
+      exact ⟨hroom, rfl, Rat.le_refl, id⟩
     · cases he : evictOne block st with
       | none =>
         have h0 : (Except.error "no room even with an empty cache" :
@@ -388,29 +492,30 @@ theorem makeRoomGo_ok (cap : Rat) (block : Option Rat) (need : Rat) :
           rw [makeRoomGo, if_neg hroom, he] at h
           exact h
         have ⟨hu, hlt⟩ := evictOne_some block st st' ev he
-        have ⟨hroom', hu', hle'⟩ := ih st' (ev :: acc) q evs h0
-        refine ⟨hroom', ?_, ?_⟩ <;> grind
+        have ⟨hroom', hu', hle', hn'⟩ := ih st' (ev :: acc) q evs h0
+        refine ⟨hroom', ?_, ?_, fun hn => hn' (evictOne_nonneg block st st' ev he hn)⟩ <;> grind
 
 theorem makeRoom_ok (cap : Rat) (block : Option Rat) (st : PoolState) (need : Rat)
     (q : PoolState) (evs : List Evicted) (h : makeRoom cap block st need = .ok (q, evs)) :
-    q.used + q.cached + need ≤ cap ∧ q.used = st.used ∧ q.cached ≤ st.cached :=
+    q.used + q.cached + need ≤ cap ∧ q.used = st.used ∧ q.cached ≤ st.cached ∧
+      (SizesNonneg st.entries → SizesNonneg q.entries) :=
   makeRoomGo_ok cap block need (makeRoom.fuel block st.entries) st [] q evs h
 
 /-- `make_room` preserves the invariant (it never touches `used` and never adds cache). -/
 theorem makeRoom_inv (cap : Rat) (block : Option Rat) (st : PoolState) (need : Rat)
     (q : PoolState) (evs : List Evicted) (hinv : Inv cap st)
     (h : makeRoom cap block st need = .ok (q, evs)) : Inv cap q := by
-  have ⟨_, hu, hle⟩ := makeRoom_ok cap block st need q evs h
+  have ⟨_, hu, hle, _⟩ := makeRoom_ok cap block st need q evs h
   have hp : st.used + st.cached ≤ cap := hinv
   show q.used + q.cached ≤ cap
   grind
 
 /-! ## Admission, growth, consumption, drop, release -/
 
-/-- A successful admission ends in a state satisfying the invariant. -/
-theorem admitPool_inv (cap : Rat) (block : Option Rat) (st : PoolState) (serial : Nat) (alloc : Rat)
+/-- A successful admission is `make_room`, then `allocate`. -/
+theorem admitPool_eq (cap : Rat) (block : Option Rat) (st : PoolState) (serial : Nat) (alloc : Rat)
     (r : PoolState) (evs : List Evicted) (h : admitPool cap block st serial alloc = .ok (r, evs)) :
-    Inv cap r := by
+    ∃ q, makeRoom cap block st alloc = .ok (q, evs) ∧ r = allocate q serial alloc := by
   cases hm : makeRoom cap block st alloc with
   | error e =>
     have h0 : (Except.error e : Res (PoolState × List Evicted)) = .ok (r, evs) := by
@@ -431,14 +536,13 @@ theorem admitPool_inv (cap : Rat) (block : Option Rat) (st : PoolState) (serial 
     injection h0 with h1
     injection h1 with h2 h3
     subst h2
-    have ⟨hroom, _, _⟩ := makeRoom_ok cap block st alloc q ev hm
-    show q.used + alloc + q.cached ≤ cap
-    grind
+    subst h3
+    exact ⟨q, hm, rfl⟩
 
-/-- A successful growth ends in a state satisfying the invariant. -/
-theorem growPool_inv (cap : Rat) (block : Option Rat) (st : PoolState) (need : Rat)
+/-- A successful growth is `make_room`, then `used += need`. -/
+theorem growPool_eq (cap : Rat) (block : Option Rat) (st : PoolState) (need : Rat)
     (r : PoolState) (evs : List Evicted) (h : growPool cap block st need = .ok (r, evs)) :
-    Inv cap r := by
+    ∃ q, makeRoom cap block st need = .ok (q, evs) ∧ r = { q with used := q.used + need } := by
   cases hm : makeRoom cap block st need with
   | error e =>
     have h0 : (Except.error e : Res (PoolState × List Evicted)) = .ok (r, evs) := by
@@ -459,12 +563,56 @@ theorem growPool_inv (cap : Rat) (block : Option Rat) (st : PoolState) (need : R
     injection h0 with h1
     injection h1 with h2 h3
     subst h2
-    have ⟨hroom, _, _⟩ := makeRoom_ok cap block st need q ev hm
-    show q.used + need + q.cached ≤ cap
-    grind
+    subst h3
+    exact ⟨q, hm, rfl⟩
+
+/-- A successful admission ends in a state satisfying the invariant. -/
+theorem admitPool_inv (cap : Rat) (block : Option Rat) (st : PoolState) (serial : Nat) (alloc : Rat)
+    (r : PoolState) (evs : List Evicted) (h : admitPool cap block st serial alloc = .ok (r, evs)) :
+    Inv cap r := by
+  obtain ⟨q, hm, rfl⟩ := admitPool_eq cap block st serial alloc r evs h
+  have ⟨hroom, _, _, _⟩ := makeRoom_ok cap block st alloc q evs hm
+  show q.used + alloc + q.cached ≤ cap
+  grind
+
+/-- A successful growth ends in a state satisfying the invariant. -/
+theorem growPool_inv (cap : Rat) (block : Option Rat) (st : PoolState) (need : Rat)
+    (r : PoolState) (evs : List Evicted) (h : growPool cap block st need = .ok (r, evs)) :
+    Inv cap r := by
+  obtain ⟨q, hm, rfl⟩ := growPool_eq cap block st need r evs h
+  have ⟨hroom, _, _, _⟩ := makeRoom_ok cap block st need q evs hm
+  show q.used + need + q.cached ≤ cap
+  grind
+
+/-- Admission keeps entry sizes ≥ 0 (only `make_room` touches the entries). -/
+theorem admitPool_nonneg (cap : Rat) (block : Option Rat) (st : PoolState) (serial : Nat) (alloc : Rat)
+    (r : PoolState) (evs : List Evicted) (h : admitPool cap block st serial alloc = .ok (r, evs))
+    (hn : SizesNonneg st.entries) : SizesNonneg r.entries := by
+  obtain ⟨q, hm, rfl⟩ := admitPool_eq cap block st serial alloc r evs h
+  exact (makeRoom_ok cap block st alloc q evs hm).2.2.2 hn
+
+/-- Growth keeps entry sizes ≥ 0. -/
+theorem growPool_nonneg (cap : Rat) (block : Option Rat) (st : PoolState) (need : Rat)
+    (r : PoolState) (evs : List Evicted) (h : growPool cap block st need = .ok (r, evs))
+    (hn : SizesNonneg st.entries) : SizesNonneg r.entries := by
+  obtain ⟨q, hm, rfl⟩ := growPool_eq cap block st need r evs h
+  exact (makeRoom_ok cap block st need q evs hm).2.2.2 hn
 
 /-- Consuming the own prefix never adds cache and never touches `used` (entries of size ≥ 0, a
 `reuse` limit ≥ 0: `rounddown_block(max(0, ρ))` with a positive block; conjecture 7). -/
+theorem consumeOwnPrefix_none (block : Option Rat) (st : PoolState) (serial : Nat)
+    (reuseLimit : Option Value) (nextDead : Nat) (hf : entryOf st (serial : Int) = none) :
+    consumeOwnPrefix block st serial reuseLimit nextDead = (st, 0, false) := by
+  unfold consumeOwnPrefix
+  rw [hf] <;> rfl
+
+theorem consumeOwnPrefix_some (block : Option Rat) (st : PoolState) (serial : Nat)
+    (reuseLimit : Option Value) (nextDead : Nat) (e : Entry) (hf : entryOf st (serial : Int) = some e) :
+    (consumeOwnPrefix block st serial reuseLimit nextDead).1 =
+      { st with entries := (consumeWith serial nextDead st.entries e (reuseUnits block reuseLimit)).1 } := by
+  unfold consumeOwnPrefix
+  rw [hf] <;> rfl
+
 theorem consumeOwnPrefix_cached (block : Option Rat) (st : PoolState) (serial : Nat)
     (reuseLimit : Option Value) (nextDead : Nat) (hnn : SizesNonneg st.entries)
     (hlim : ∀ l, reuseUnits block reuseLimit = some l → 0 ≤ l) :
@@ -472,17 +620,10 @@ theorem consumeOwnPrefix_cached (block : Option Rat) (st : PoolState) (serial : 
     (consumeOwnPrefix block st serial reuseLimit nextDead).1.used = st.used := by
   cases hf : entryOf st (serial : Int) with
   | none =>
-    have h0 : consumeOwnPrefix block st serial reuseLimit nextDead = (st, 0, false) := by
-      unfold consumeOwnPrefix
-      rw [hf] <;> rfl
-    rw [h0]
+    rw [consumeOwnPrefix_none block st serial reuseLimit nextDead hf]
     exact ⟨Rat.le_refl, rfl⟩
   | some e =>
-    have h0 : (consumeOwnPrefix block st serial reuseLimit nextDead).1 =
-        { st with entries := (consumeWith serial nextDead st.entries e
-          (reuseUnits block reuseLimit)).1 } := by
-      unfold consumeOwnPrefix
-      rw [hf] <;> rfl
+    have h0 := consumeOwnPrefix_some block st serial reuseLimit nextDead e hf
     have hsum := removeFirstOwner_find (serial : Int) st.entries e hf
     have hrm := removeFirstOwner_le (serial : Int) st.entries hnn
     have he : 0 ≤ e.size := by grind
@@ -499,6 +640,22 @@ theorem consumeOwnPrefix_inv (cap : Rat) (block : Option Rat) (st : PoolState) (
   show (consumeOwnPrefix block st serial reuseLimit nextDead).1.used +
     (consumeOwnPrefix block st serial reuseLimit nextDead).1.cached ≤ cap
   grind
+
+/-- Consuming the own prefix keeps entry sizes ≥ 0 (a dead rest is made only when positive). -/
+theorem consumeOwnPrefix_nonneg (block : Option Rat) (st : PoolState) (serial : Nat)
+    (reuseLimit : Option Value) (nextDead : Nat) (hn : SizesNonneg st.entries) :
+    SizesNonneg (consumeOwnPrefix block st serial reuseLimit nextDead).1.entries := by
+  cases hf : entryOf st (serial : Int) with
+  | none =>
+    rw [consumeOwnPrefix_none block st serial reuseLimit nextDead hf]
+    exact hn
+  | some e =>
+    rw [consumeOwnPrefix_some block st serial reuseLimit nextDead e hf]
+    exact consumeWith_nonneg serial nextDead st.entries e hn (reuseUnits block reuseLimit)
+
+theorem dropEntry_nonneg (st : PoolState) (owner : Int) (hn : SizesNonneg st.entries) :
+    SizesNonneg (dropEntry st owner).entries :=
+  removeOwner_nonneg owner st.entries hn
 
 theorem dropEntry_inv (cap : Rat) (st : PoolState) (owner : Int) (hinv : Inv cap st)
     (hnn : SizesNonneg st.entries) : Inv cap (dropEntry st owner) := by
@@ -534,6 +691,23 @@ theorem releasePool_inv (cap : Rat) (st : PoolState) (serial : Nat) (alloc kept 
     rw [h0]
     show st.used - alloc + cachedOf st.entries ≤ cap
     grind
+
+/-- Release keeps entry sizes ≥ 0 (it inserts an entry only when the kept amount is positive). -/
+theorem releasePool_nonneg (st : PoolState) (serial : Nat) (alloc kept : Rat) (now : Rat) (rel : Nat)
+    (hn : SizesNonneg st.entries) : SizesNonneg (releasePool st serial alloc kept now rel).entries := by
+  by_cases hk : 0 < kept
+  · have h0 : releasePool st serial alloc kept now rel =
+        insertEntry (giveBack st serial alloc) serial kept now rel := by
+      unfold releasePool
+      rw [if_pos hk]
+    rw [h0]
+    show SizesNonneg (removeOwner (serial : Int) st.entries ++ [(⟨(serial : Int), kept, now, rel⟩ : Entry)])
+    exact sizesNonneg_append _ _ (removeOwner_nonneg (serial : Int) st.entries hn) (Rat.le_of_lt hk)
+  · have h0 : releasePool st serial alloc kept now rel = giveBack st serial alloc := by
+      unfold releasePool
+      rw [if_neg hk]
+    rw [h0]
+    exact hn
 
 end Pool
 end SerqLang

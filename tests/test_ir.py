@@ -130,7 +130,7 @@ def test_lowering_of_the_reference_example():
          "reuse": None,
          "bindings": [{"slot": need["slot"], "expr": {"k": "fn", "f": "max", "args": [
              p, {"k": "bin", "op": "+", "a": attr(ir, "computed"), "b": {"k": "num", "v": "1"}}]}}],
-         "body": server[2]["body"], "cache": None,
+         "body": server[2]["body"], "cache": None, "eos": None,
          "request": {"engine": eng, "prompt": p, "output": q}},
     ]
     body = strip_at(ir["blocks"][server[2]["body"]])

@@ -2,7 +2,7 @@
 traces under the oracle comparison rule (docs/oracle.md; docs/vllm-model.md).
 
 No vLLM needed: the reference traces are committed in vectors/vllm/. Every committed vector is
-run on the default engine (serq_fast; serq_spec for async on a seconds clock): a
+run on the default engine (serq_fast; serq_spec for async scheduling, `lag 1`): a
 vector the model supports must agree exactly; one it does not support must be refused with `Unsupported` naming a known feature. The five shipped
 scenarios are also run on the exact spec. A seeded fault (the seed's admission allocation, which
 leaves the threshold out) must make `caps` diverge.
@@ -37,7 +37,7 @@ ALL = sorted(p.name[: -len(".scenario.json")] for p in VECTORS.glob("*.scenario.
 #: The vectors the model supports today and that agree exactly (measured: docs/vllm-model.md).
 #: A change that makes one of them unsupported or divergent fails `test_vector`; this floor
 #: catches a change that silently refuses more of them.
-MIN_AGREE = 473
+MIN_AGREE = 476
 
 
 def _run(name: str, engine: str = "auto", **kw) -> dict:
@@ -112,8 +112,8 @@ def test_history_fork_is_refused():
 @pytest.mark.parametrize("name", ["h_async_multiturn", "h_async_reserve", "r0084", "r0012",
                                   "r0024", "r0050", "r0053", "r0147"])
 def test_async_vectors_are_supported(name):
-    """Async scheduling (lingering finishes, the EOS extra token; r0012 under the priority
-    policy; r0053, r0147 on a seconds clock) and the watermark (r0024, r0050, r0147)."""
+    """Async scheduling (`lag 1`, the EOS token; r0012 under the priority policy; r0053, r0147 on
+    a seconds clock) and the watermark (r0024, r0050, r0147)."""
     assert not _diffs(name, _run(name))
 
 
@@ -187,8 +187,8 @@ CAMPAIGN_FINDINGS = {
     "c2000_00140": "async cache at a preemption in decode",
     # async: a finish caches new + out - 1 (its output is processed while still running)
     "c2000_00441": "async cache at a finish",
-    # async, seconds clock: a lag decided on a run whose add times had not settled
-    "c3000_00259": "lag decided only on a settled run",
+    # async, seconds clock: once a lag decided on a run whose add times had not settled
+    "c3000_00259": "async add times on a seconds clock",
     # serq_fast: an observation stamped one binary64 rounding away from its iteration's end
     "c3000_00241": "fast engine float end times (priority)",
     "c3000_00301": "fast engine float end times (fcfs)",
@@ -196,21 +196,13 @@ CAMPAIGN_FINDINGS = {
     "c4000_00130": "idle steps after an async finish on a seconds clock",
     # async: an EOS stop's discarded extra token that fills a block leaves it uncached (seed 6000)
     "c6000_00075": "async EOS extra token filling a block",
+    # async: vLLM preempts a finished request whose output is not processed yet (FCFS, priority);
+    # refused (`async-linger-victim`) before `lag 1`
+    "c4000_00016": "a finished request as the victim (FCFS)",
+    "c4000_00405": "a finished request as the victim (priority)",
+    # async: two same-step finishes released in the order of the batch that produced them
+    "c5000_00329": "same-step ends in batch order",
 }
-
-
-@pytest.mark.parametrize("name", ["c4000_00016", "c4000_00405"])
-def test_linger_victim_is_refused(name, monkeypatch):
-    """vLLM preempted a finished request whose output was not processed yet (async); serQ's
-    lingering hold is never a victim, so the model refuses, and without the refusal the trace
-    would be wrong (FCFS: c4000_00016; priority: c4000_00405)."""
-    import serq.oracle.model as model
-
-    with pytest.raises(Unsupported) as exc:
-        _run(name)
-    assert exc.value.feature == "async-linger-victim"
-    monkeypatch.setattr(model, "_linger_victims", lambda plan, col: [])
-    assert _diffs(name, _run(name))
 
 
 @pytest.mark.parametrize("name", sorted(CAMPAIGN_FINDINGS))
@@ -230,44 +222,64 @@ def test_seeded_async_reuse_fault_diverges():
     assert diffs and diffs[0].step == 42, diffs
 
 
-@pytest.mark.parametrize("name, program, step", [
-    ("c6000_00075", "vllm_scenario_async.sq", 37),
-    ("h_async_eos_block", "vllm_scenario_priority.sq", 29),
-])
-def test_seeded_eos_block_fault_diverges(name, program, step):
-    """An async EOS stop's discarded extra token that completes a block must not identify it
-    (vLLM caches only tokens whose output it processed): run that token growing kv, as the
-    other decode tokens, and the continuation hits one block more than vLLM's."""
-    text = (program_path(False).parent / program).read_text()
-    good = "== 0 ? 1 : 0;"
-    assert text.count(good) == 1
-    trace = _run(name, sources={program: text.replace(good, "== 0 ? 0 : 0;")})
-    diffs = _diffs(name, trace)
-    assert diffs and diffs[0].step == step and diffs[0].field == "scheduled", diffs
+@pytest.mark.parametrize("name, step", [("c6000_00075", 37), ("h_async_eos_block", 29)])
+def test_seeded_eos_block_fault_diverges(name, step, monkeypatch):
+    """An async EOS stop's discarded token that completes a block must not identify it (vLLM
+    caches only tokens whose output it processed; docs/async.md §3 item 2): let serq_spec
+    identify it, as the other decode tokens, and the continuation hits one block more."""
+    import serq_spec.lag as lag
+
     assert not _diffs(name, _run(name))
+    monkeypatch.setattr(lag, "identifies", lambda job: True)
+    diffs = _diffs(name, _run(name))
+    assert diffs and diffs[0].step == step and diffs[0].field == "scheduled", diffs
 
 
-def test_seeded_lag_faults_diverge(monkeypatch):
-    """The lag rule's two new cases, each broken in turn: a preempt-only next call read as an
-    empty one (c2000_00009), and the idle gap ignored on a seconds clock (c2000_00124)."""
-    import serq.oracle.model as model
+def _async_program(priority: bool = False) -> str:
+    return program_path(priority, hold=not priority).read_text()
 
-    good = model._call_after_finish
 
-    def preempt_as_empty(col, rid):
-        nxt = good(col, rid)
-        return nxt if nxt is None or nxt.assign else None
+@pytest.mark.parametrize(
+    "name, priority, good, bad",
+    [
+        # without the engine option the finished request is released at once: it is no victim
+        ("c4000_00016", False, "lag async_on;", "lag 0;"),
+        ("c4000_00405", True, "lag async_on;", "lag 0;"),
+        # without the EOS token (`eos`) the iteration after an EOS finish lacks its token
+        ("c5000_00329", False, "eos (extra)", "eos (0)"),
+        # the child of a parent whose end came after a call with tokens is added a step later
+        ("c5000_00060", False, "run gate (max(0, think - late_gate * late));", "run gate (think);"),
+        # a request vLLM adds after idle steps waits until no finished request is left
+        ("c4000_00130", False, "only (idle == 0 || running.count == 0)", "only (1)"),
+    ],
+    ids=["no-lag-fcfs", "no-lag-priority", "no-eos-token", "no-late-gate", "no-idle-wait"],
+)
+def test_seeded_async_faults_diverge(name, priority, good, bad):
+    text = _async_program(priority)
+    assert good in text
+    file = program_path(priority, hold=not priority).name
+    assert _diffs(name, _run(name, sources={file: text.replace(good, bad)}))
 
-    monkeypatch.setattr(model, "_call_after_finish", preempt_as_empty)
-    assert _diffs("c2000_00009", _run("c2000_00009"))
 
-    def ignore_idle(col, rid):
-        last = col.obs.get(rid, {}).get("last_end")
-        it = col.iter_ending(last[0][1]) if last else None
-        return col.iters[it.call + 1] if it is not None and it.call + 1 < len(col.iters) else None
+def test_seeded_ends_order_fault_diverges(monkeypatch):
+    """serq_spec applying two same-step ends in reverse batch order: c5000_00329 diverges
+    (docs/vllm-model.md §7 described that divergence before `lag 1`)."""
+    import serq_spec.lag as lag
 
-    monkeypatch.setattr(model, "_call_after_finish", ignore_idle)
-    assert _diffs("c2000_00124", _run("c2000_00124"))
+    good = lag.apply_ends
+
+    def reversed_ends(cfg, e):
+        cfg.stages[e].due.reverse()
+        good(cfg, e)
+
+    monkeypatch.setattr(lag, "apply_ends", reversed_ends)
+    assert _diffs("c5000_00329", _run("c5000_00329"))
+
+
+def test_async_on_the_fast_engine_is_an_error():
+    from serq.oracle.model import ModelError
+    with pytest.raises(ModelError, match="serq_fast does not implement yet"):
+        _run("h_async_multiturn", "fast")
 
 
 # ------------------------------------------------------------------ CLI

@@ -197,6 +197,7 @@ class Linker:
         self.live_sets: dict[int, tuple] = {}    # slot -> pos of a `set` from live state
         self.hidden_params: dict[int, tuple] = {}  # request parameter slot -> (hidden attr, pos) passed to it
         self.copies: list[tuple] = []            # (slot, slots its `set` reads, pos): live state passes through
+        self.eos_holds: list[tuple] = []         # (hold IR, pos) of every `eos (…)`: checked in finish
         self.header_reads: list[tuple] = []      # (slot, pos) read in hold headers / taking
         self.facing_reads: list[tuple] = []      # (slot, pos, where) read by scheduler-facing exprs
         self.loops: list[tuple] = []             # (kind, block index, pos)
@@ -678,13 +679,13 @@ class Linker:
         index = len(self.stages)
         info = EngineInfo(e.name, index, dev, e.pos, devfns=dev["fns"])
         stage = {"name": e.name, "kind": "step", "budget": None, "granule": None, "cost": None, "memory": None,
-                 "registers": [], "lets": [], "schedule": []}
+                 "lag": 0, "registers": [], "lets": [], "schedule": []}
         self.stages.append(stage)
         self.stage_names[e.name] = (index, 1, "step", e.pos, False)
         self.engines[e.name] = info
         once: dict[str, tuple] = {}
         for it in e.items:
-            if it.kind in ("tokens", "granule", "request", "schedule", "execute"):
+            if it.kind in ("tokens", "granule", "lag", "request", "schedule", "execute"):
                 if it.kind in once:
                     raise self.err(it.pos, f"`{it.kind}` given twice in engine `{e.name}` (first at {self.where(once[it.kind])})")
                 once[it.kind] = it.pos
@@ -722,6 +723,12 @@ class Linker:
                     raise self.err(it.expr.pos, f"engine {e.name}: `granule` must be a whole number >= 1 (or inf), "
                                                 f"got {g['v']}")
                 stage["granule"] = g
+            elif it.kind == "lag":
+                lag = self.const_value(it.expr, "`lag`")
+                if lag not in (0, 1):
+                    # docs/async.md §1: 0 (synchronous) or 1 (an end is applied after the next schedule)
+                    raise self.err(it.expr.pos, f"engine {e.name}: `lag` must be 0 or 1, got {value_to_wire(lag)}")
+                stage["lag"] = int(lag)
             elif it.kind == "request":
                 self.request_block(info, it)
             elif it.kind == "schedule":
@@ -862,12 +869,17 @@ class Linker:
             seen.add(p)
             params.append(self.slot[p])
         info.params = params
+        eoses = [it for it in r.items if it.kind == "req_eos"]
+        if len(eoses) > 1:
+            raise self.err(eoses[1].pos, "a second `eos (…)` in this request block")
+        r = Node(r.kind, r.pos, params=r.params, items=[it for it in r.items if it.kind != "req_eos"])
         adm = [i for i, it in enumerate(r.items) if it.kind == "at_admission"]
         if len(adm) > 1:
             raise self.err(r.items[adm[1]].pos, "a second `at admission { … }` in this request block")
         caches = [it for it in r.items if it.kind == "req_cache"]
         if len(caches) > 1:
             raise self.err(caches[1].pos, "a second `cache (…)` in this request block")
+
         split = adm[0] if adm else 0
         pre_items = r.items[:split]
         post_items = r.items[split + 1:] if adm else r.items
@@ -910,8 +922,12 @@ class Linker:
                 body.extend(self.stmt(it, body_ctx))
         for slot, pos in hdr_reads:
             self.header_reads.append((slot, pos))
+        eos_ir = None
+        if eoses:
+            # read when the request's end happens (docs/async.md §3 item 1), like the body's statements
+            eos_ir = self.cx(eoses[0].expr, body_ctx.c)
         info.template = {"params": params, "pre": pre, "bindings": bindings, "body": body, "cache": cache_ir,
-                         "memory": None}
+                         "eos": eos_ir, "eos_pos": eoses[0].expr.pos if eoses else None, "memory": None}
 
     def engine_resolve(self, info: EngineInfo) -> None:
         """Resolve the pools an engine names before they may be declared: its runs' `growing` pool."""
@@ -976,9 +992,12 @@ class Linker:
         req = {"engine": info.index,
                "prompt": {"k": "attr", "slot": t["params"][0]} if len(t["params"]) > 0 else None,
                "output": {"k": "attr", "slot": t["params"][1]} if len(t["params"]) > 1 else None}
-        out.append({"op": "hold", "pools": copy.deepcopy(taking["pools"]), "reuse": copy.deepcopy(taking["reuse"]),
-                    "bindings": copy.deepcopy(t["bindings"]), "body": body, "cache": copy.deepcopy(t["cache"]),
-                    "request": req, "at": at})
+        hold = {"op": "hold", "pools": copy.deepcopy(taking["pools"]), "reuse": copy.deepcopy(taking["reuse"]),
+                "bindings": copy.deepcopy(t["bindings"]), "body": body, "cache": copy.deepcopy(t["cache"]),
+                "eos": copy.deepcopy(t["eos"]), "request": req, "at": at}
+        if t["eos"] is not None:
+            self.eos_holds.append((hold, t["eos_pos"]))
+        out.append(hold)
         return out
 
     def restamp(self, st: dict, at: list) -> dict:
@@ -1327,8 +1346,13 @@ class Linker:
         cache = self.cx(s.cache, c) if s.cache is not None else None
         inner = replace(c, hold=HoldCtx(has_cache=s.cache is not None, impure=impure))
         body = self.block(s.body, SCtx(sc.block, inner, at=sc.at))
-        return {"op": "hold", "pools": pools, "reuse": reuse, "bindings": bindings, "body": body, "cache": cache,
-                "request": None, "at": at}
+        # read in the session moment when the hold's end happens (docs/async.md §3 item 1)
+        eos = self.cx(s.eos, inner) if s.eos is not None else None
+        hold = {"op": "hold", "pools": pools, "reuse": reuse, "bindings": bindings, "body": body, "cache": cache,
+                "eos": eos, "request": None, "at": at}
+        if eos is not None:
+            self.eos_holds.append((hold, s.eos.pos))
+        return hold
 
     def check_branch_const(self, cond: dict, pos: tuple) -> None:
         """§10: a constant branch condition must be 0 or 1."""
@@ -1675,6 +1699,8 @@ class Linker:
                                 + (f" (known inputs: {', '.join(self.inputs)})" if self.inputs else ""))
             known = ", ".join(self.inputs) if self.inputs else "none: the program declares no `args.number` input"
             raise SerqError(f"--set {name}: unknown input `{name}` (known inputs: {known})")
+        for hold, pos in self.eos_holds:
+            self.check_eos(hold, pos)
         for n, pos, eng, what in self.engine_name_reads:
             if n in self.slot:
                 raise self.err(pos, f"`{n}` is both a {what} of engine `{eng}` and a session attribute, and both "
@@ -1730,6 +1756,16 @@ class Linker:
             for r in self.tool_refs:
                 r["base"] = tool_index
                 del r["_tool"]
+
+    def check_eos(self, hold: dict, pos: tuple) -> None:
+        """docs/async.md §1: `eos (…)` only on an engine request (every pool the hold's first pool
+        reference can name is admitted by an engine); under `lag 0` it has no effect, so one
+        program can serve both settings of an input-valued `lag`."""
+        ref = hold["pools"][0]["pool"]
+        for p in range(ref["base"], ref["base"] + ref["count"]):
+            if self.pools[p].get("admitted_by") is None:
+                raise self.err(pos, f"`eos (…)` needs an engine request: pool `{self.pools[p]['name']}`, where this "
+                                    "hold queues, is admitted by no engine")
 
     def ir(self, files: list[str]) -> dict:
         """The IR of docs/ir.md."""

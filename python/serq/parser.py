@@ -27,7 +27,8 @@ else if while loop choose in by end fork join gauge claim given every some itera
 advance running admit waiting only each at most exclusive first order taking tokens cap block evict
 lru preempt lifo requeue head tail fifo ps delay step spill via share maxmin bottleneck sum min max
 prefix content after
-""".split())  # the last line: the content-addressed prefix extension (docs/content.md)
+lag eos
+""".split())  # the last two lines: the extensions of docs/content.md and docs/async.md
 
 # Reserved words the grammar does not use: constructs out of scope for now, with the message that
 # rejects them at their first token.
@@ -399,6 +400,9 @@ class _ToAst(Transformer):
     def eng_granule(self, meta, ch):
         return Node("granule", self.p(meta), expr=ch[0])
 
+    def eng_lag(self, meta, ch):
+        return Node("lag", self.p(meta), expr=ch[0])
+
     def eng_state(self, meta, ch):
         return Node("state", self.p(meta), name=str(ch[0]), expr=ch[1])
 
@@ -429,6 +433,9 @@ class _ToAst(Transformer):
 
     def req_cache(self, meta, ch):
         return Node("req_cache", self.p(meta), expr=ch[0])
+
+    def req_eos(self, meta, ch):
+        return Node("req_eos", self.p(meta), expr=ch[0])
 
     def growing(self, meta, ch):
         return ch[0]
@@ -648,11 +655,15 @@ class _ToAst(Transformer):
     def hold_stmt(self, meta, ch):
         pools = [c for c in ch if isinstance(c, Node) and c.kind == "take"]
         rest = ch[len(pools):]
-        reuse, adm, body, cache = rest[0], rest[1], rest[2], rest[3]
-        return Node("hold", self.p(meta), pools=pools, reuse=reuse, bindings=adm or [], body=body, cache=cache)
+        reuse, eos, adm, body, cache = rest[0], rest[1], rest[2], rest[3], rest[4]
+        return Node("hold", self.p(meta), pools=pools, reuse=reuse, eos=eos, bindings=adm or [], body=body,
+                    cache=cache)
 
     def hold_admission(self, meta, ch):
         return list(ch)
+
+    def hold_eos(self, meta, ch):
+        return ch[0]
 
     def hold_cache(self, meta, ch):
         return ch[0]

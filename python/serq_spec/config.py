@@ -31,8 +31,8 @@ class Event:
     """A pending event; the heap order is (time, seq)."""
     time: Fraction
     seq: int
-    kind: str          # "arrive" | "finish" | "iter_end" | "warmup_end"
-    arg: Any           # arrive: serial; finish: [stage, serial]; iter_end: stage; warmup_end: None
+    kind: str          # "arrive" | "finish" | "iter_end" | "ends" | "warmup_end"
+    arg: Any           # arrive: serial; finish: [stage, serial]; iter_end, ends: stage; warmup_end: None
 
     def key(self):
         return (self.time, self.seq)
@@ -122,11 +122,15 @@ class Job:
     growing: Optional[int]     # pool index the run grows, or None
     admission: int             # the owner's admission number when the job was created
     start_order: int = 0       # stage-local start counter (ps ties, delay order)
+    pending: bool = False      # a pending resident of a `lag 1` engine (docs/async.md)
 
     def to_json(self):
-        return {"serial": self.serial, "stage": self.stage, "mode": self.mode,
-                "left": self.left if isinstance(self.left, int) else wire(self.left),
-                "growing": self.growing, "admission": self.admission, "start_order": self.start_order}
+        d = {"serial": self.serial, "stage": self.stage, "mode": self.mode,
+             "left": self.left if isinstance(self.left, int) else wire(self.left),
+             "growing": self.growing, "admission": self.admission, "start_order": self.start_order}
+        if self.pending:
+            d["pending"] = True
+        return d
 
 
 @dataclass
@@ -247,9 +251,11 @@ class Assign:
     mode: str
     tokens: int
     pos_before: Optional[int]
+    pending: bool = False      # the EOS token of a pending resident: discarded (docs/async.md §3)
 
     def to_json(self):
-        return [self.serial, self.mode, self.tokens, None if self.pos_before is None else amt(self.pos_before)]
+        out = [self.serial, self.mode, self.tokens, None if self.pos_before is None else amt(self.pos_before)]
+        return out + [True] if self.pending else out
 
 
 @dataclass
@@ -265,6 +271,8 @@ class StageState:
     iteration: Optional[dict] = None              # step: {"end", "seq", "assign": [Assign]}
     registers: list = field(default_factory=list)
     next_start: int = 0
+    pending: list = field(default_factory=list)   # step, lag 1: ends waiting for the next schedule
+    due: list = field(default_factory=list)       # step, lag 1: ends the next `ends` event applies
 
     def to_json(self):
         it = None
@@ -277,7 +285,7 @@ class StageState:
                 "tags": [[s, wire(t)] for s, t in self.tags.items()],
                 "v": wire(self.v), "t_last": wire(self.t_last), "dirty": self.dirty,
                 "iteration": it, "registers": [wire(r) for r in self.registers],
-                "next_start": self.next_start}
+                "next_start": self.next_start, "pending": self.pending, "due": self.due}
 
 
 @dataclass
@@ -347,7 +355,8 @@ def _tup(x):
 
 def _job(d) -> Job:
     left = d["left"] if isinstance(d["left"], int) else _v(d["left"])
-    return Job(d["serial"], d["stage"], d["mode"], left, d["growing"], d["admission"], d["start_order"])
+    return Job(d["serial"], d["stage"], d["mode"], left, d["growing"], d["admission"], d["start_order"],
+               d.get("pending", False))
 
 
 def _session(d) -> Session:
@@ -406,12 +415,13 @@ def from_json(program, d: dict) -> Config:
                         finish={serial: _v(t) for serial, t in s["finish"]},
                         tags={serial: _v(t) for serial, t in s["tags"]},
                         v=_v(s["v"]), t_last=_v(s["t_last"]), dirty=s["dirty"],
-                        registers=[_v(r) for r in s["registers"]], next_start=s["next_start"])
+                        registers=[_v(r) for r in s["registers"]], next_start=s["next_start"],
+                        pending=list(s["pending"]), due=list(s["due"]))
         it = s["iteration"]
         if it is not None:
             st.iteration = {"end": _v(it["end"]), "seq": it["seq"],
-                            "assign": [Assign(a[0], a[1], a[2], None if a[3] is None else amt_in(a[3]))
-                                       for a in it["assign"]]}
+                            "assign": [Assign(a[0], a[1], a[2], None if a[3] is None else amt_in(a[3]),
+                                              len(a) > 4 and a[4]) for a in it["assign"]]}
         cfg.stages.append(st)
     # a session's job is the very object its stage holds
     for st in cfg.stages:

@@ -195,8 +195,12 @@ def start_iteration(cfg, e: int) -> bool:
     ictx = IterCtx(e)
     budget_moment(cfg, ictx)
     run_schedule(cfg, ictx, spec["schedule"])
+    lagged = spec.get("lag", 0) == 1
     if not ictx.assign and ictx.preempted == 0:
         st.registers = registers_before   # no iteration: this attempt's register updates are undone
+        if lagged:
+            from .lag import make_due
+            make_due(cfg, e, cfg.now)   # vLLM's empty call processes the output at once
         return False
     env = Env(cfg, engine=e, ictx=ictx, what=f"engine {spec['name']}: execute")
     cost = evaluate(spec["cost"], env)
@@ -205,6 +209,9 @@ def start_iteration(cfg, e: int) -> bool:
         raise SpecError(f"engine {spec['name']}: iteration cost {V.wire(cost)}", None, cfg.program.files)
     if tokens > 0 and cost == 0:
         raise SpecError(f"engine {spec['name']}: an iteration with {tokens} tokens costs 0", None, cfg.program.files)
+    if lagged:
+        from .lag import make_due
+        make_due(cfg, e, cfg.now + cost)   # scheduled before iter_end: it is handled first
     ev = schedule_event(cfg, cfg.now + cost, "iter_end", e)
     st.iteration = {"end": ev.time, "seq": ev.seq, "assign": ictx.assign}
     cfg.records["iterations"].append({
@@ -294,18 +301,19 @@ def serve(cfg, ictx, job, only, cap) -> None:
         i = h.pools.index(job.growing)
         need = h.position[i] + tokens - h.alloc[i]
         if need > 0 and not grow(cfg, s, job.growing, need, ictx):
-            if s.status[0] == "queued":
+            if s.status[0] == "queued" or (job.pending and s.job is not job):
                 ictx.stopped = True   # a grower that preempts itself ends the running loop
             return
         pos_before = h.position[i]
         h.position[i] += tokens
         h.advanced[i] = True
-        if cfg.pools[job.growing].content is not None:
+        from .lag import identifies
+        if cfg.pools[job.growing].content is not None and identifies(job):
             # the blocks these tokens fill are identified as they are scheduled (vLLM's
             # cache_blocks(request, num_computed + num_new) at every step; docs/content.md §3)
             from .content import identify
             identify(cfg, job.growing, h.content_of(i), h.blocks_of(i), h.position[i])
-    ictx.assign.append(Assign(job.serial, job.mode, tokens, pos_before))
+    ictx.assign.append(Assign(job.serial, job.mode, tokens, pos_before, job.pending))
     if not V.is_inf(ictx.left):
         ictx.left -= tokens
         if ictx.left <= 0:
@@ -393,9 +401,11 @@ def iteration_end(cfg, e: int) -> None:
     it = st.iteration
     st.iteration = None
     byserial = {j.serial: j for j in st.jobs}
-    for a in it["assign"]:
+    # a pending resident's EOS token is discarded: its end was applied before this IterEnd
+    assign = [a for a in it["assign"] if not a.pending]
+    for a in assign:
         byserial[a.serial].left -= a.tokens
-    for a in it["assign"]:
+    for a in assign:
         job = byserial[a.serial]
         if job.left == 0:
             st.jobs.remove(job)

@@ -30,6 +30,8 @@ def grow(cfg, s, p: int, d: int, ictx) -> bool:
             return True
         victim = choose_victim(cfg, p)
         if victim is None:
+            if s.status[0] == "ending":
+                return False   # an EOS token that would stall is not served (docs/async.md §3 item 2)
             stall(cfg, s, p, target)
             return False
         preempt(cfg, victim, p, ictx)
@@ -54,6 +56,10 @@ def preemption_candidates(cfg, p: int) -> list:
         s = cfg.sessions[serial]
         if engines:
             if s.job is not None and s.job.stage in engines:
+                if s.job.pending:
+                    from .lag import is_candidate
+                    if not is_candidate(s, p):
+                        continue
                 out.append(s)
         elif not in_delay(cfg, s):
             out.append(s)
@@ -92,6 +98,10 @@ def choose_victim(cfg, p: int):
 def preempt(cfg, v, p: int, ictx) -> None:
     """Preempt v's hold on p (§11.7): computed, stuck, detach, release caching to the position, requeue."""
     prog = cfg.program
+    if v.job is not None and v.job.pending:
+        from .lag import preempt_pending
+        preempt_pending(cfg, v, p, ictx)
+        return
     h = hold_of(v, p)
     i = h.pools.index(p)
     job = v.job

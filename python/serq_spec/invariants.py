@@ -58,7 +58,8 @@ def check_invariants(cfg, previous_now=None) -> list[str]:
             if adm != sorted(adm):
                 bad.append(f"engine {name}: residents are not in admission order {adm}")
             serials = {j.serial for j in st.jobs}
-            if st.iteration is not None and any(a.serial not in serials for a in st.iteration["assign"]):
+            if st.iteration is not None and any(a.serial not in serials and not a.pending
+                                                for a in st.iteration["assign"]):
                 bad.append(f"engine {name}: the iteration in flight serves a session that is no resident")
             for j in st.jobs:
                 s = cfg.sessions[j.serial]
@@ -100,6 +101,11 @@ def check_invariants(cfg, previous_now=None) -> list[str]:
             expect = [("growing", s.status[1])] + ([("stage", s.job.stage)] if s.job else [])
             if sorted(where) != sorted(expect):
                 bad.append(f"session {s.serial} is growing but is in {where}")
+        elif s.status[0] == "ending":
+            # docs/async.md: a pending resident is on its engine; a preempted one is nowhere
+            expect = [("stage", s.status[1])] if s.job is not None else []
+            if where != expect:
+                bad.append(f"session {s.serial} is ending but is in {where}")
         elif where != [s.status]:
             bad.append(f"session {s.serial} has status {s.status} but is in {where}")
     return bad

@@ -195,7 +195,7 @@ class Program:
             raise self.unsupported(f"statement {op}", at)
         if op == "hold" and st.get("lease"):
             raise self.unsupported("`lease` on a hold", at)
-        for k in ("expr", "cond", "count", "work", "units", "reuse", "cache"):
+        for k in ("expr", "cond", "count", "work", "units", "reuse", "cache", "eos"):
             if isinstance(st.get(k), dict):
                 self.check_expr(st[k], at)
         for k in ("keys",):

@@ -307,11 +307,18 @@ def scope_end(cfg, s) -> None:
     """The end of a hold's body: release, reset `computed`, clear preemption memory, client records."""
     hold = s.holds.pop()
     release_hold(cfg, s, hold, preempted=False)
+    end_scope(cfg, s, hold.stmt, hold.pools)
+
+
+def end_scope(cfg, s, stmt, pools) -> None:
+    """What a scope end does besides the release: `computed` := 0, the preemption memory of the
+    hold's pools is cleared, the request's client records (an async end whose hold a preemption
+    released already comes here directly, docs/async.md §3 item 5)."""
     s.attrs[COMPUTED] = Fraction(0)
-    for p in hold.pools:
+    for p in pools:
         s.preempt_pos.pop(p, None)
     r = s.request
-    if r is not None and r.stmt == hold.stmt:
+    if r is not None and r.stmt == stmt:
         response = cfg.now - r.submit
         record_client(cfg, "response", s, response)
         if r.first is not None and not V.is_inf(r.output) and r.output > 1:
@@ -364,6 +371,11 @@ def end_frame(cfg, s, f) -> None:
     elif f.kind == "loop":
         f.pc = 0
     elif f.kind == "hold":
+        from .lag import lag_engine, make_pending
+        e = lag_engine(cfg, s.holds[-1])
+        if e is not None:
+            make_pending(cfg, s, e)   # the frame stays until the `ends` event (docs/async.md)
+            return
         s.frames.pop()
         scope_end(cfg, s)
     elif f.kind == "server":

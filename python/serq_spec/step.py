@@ -92,6 +92,9 @@ def handle(cfg, ev) -> None:
         finish_job(cfg, ev.arg[0], ev.arg[1])
     elif ev.kind == "iter_end":
         iteration_end(cfg, ev.arg)
+    elif ev.kind == "ends":
+        from .lag import apply_ends
+        apply_ends(cfg, ev.arg)
     elif ev.kind == "warmup_end":
         cfg.warm = True
     else:

@@ -16,7 +16,7 @@ def event_json(cfg, ev):
     names = cfg.program.stages
     if ev.kind == "finish":
         arg = [names[arg[0]]["name"], arg[1]]
-    elif ev.kind == "iter_end":
+    elif ev.kind in ("iter_end", "ends"):
         arg = names[arg]["name"]
     return {"kind": ev.kind, "time": wire(ev.time), "seq": ev.seq, "arg": arg}
 
@@ -28,6 +28,8 @@ def status_json(cfg, s) -> str:
         return st[0]
     if st[0] in ("queued", "growing"):
         return f"{st[0]}:{cfg.program.pools[st[1]]['name']}"
+    if st[0] == "ending":   # docs/async.md §5
+        return f"ending:{cfg.program.stages[st[1]]['name']}"
     return f"stage:{cfg.program.stages[st[1]]['name']}"
 
 
@@ -77,10 +79,16 @@ def stage_json(cfg, i: int) -> dict:
                 h = hold_of(cfg.sessions[j.serial], j.growing)
                 k = h.pools.index(j.growing)
                 pos, alloc = h.position[k], h.alloc[k]
-            res.append({"serial": j.serial, "mode": j.mode, "remaining": j.left, "admission": j.admission,
-                        "position": None if pos is None else amt(pos),
-                        "allocation": None if alloc is None else amt(alloc)})
+            r = {"serial": j.serial, "mode": j.mode, "remaining": j.left, "admission": j.admission,
+                 "position": None if pos is None else amt(pos),
+                 "allocation": None if alloc is None else amt(alloc)}
+            if j.pending:
+                r["pending"] = True
+            res.append(r)
         out["residents"] = res
+        if spec.get("lag", 0) == 1:   # docs/async.md §5: only on a lag 1 engine
+            out["pending"] = list(st.pending)
+            out["due"] = list(st.due)
         it = st.iteration
         out["iteration"] = None if it is None else {
             "end": wire(it["end"]), "seq": it["seq"], "assign": [[a.serial, a.tokens] for a in it["assign"]]}

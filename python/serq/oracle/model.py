@@ -10,13 +10,13 @@ A scenario (docs/oracle.md §3) becomes one serQ program run (docs/vllm-model.md
   per `after` chain, one turn per request (new = the whole prompt, out = the output length,
   think = the gate delay before the request is added, forced = an ordering key), spawned by
   `batch(n)` at time 0;
-- the engine (serq_fast by default; serq_spec for async on a seconds clock or with
-  `--engine spec`) prints its per-step state lines (docs/state.md); `build_trace` turns them into
+- the engine (serq_fast by default; serq_spec for async scheduling, which serq_fast does not
+  implement yet, or with `--engine spec`) prints its per-step state lines (docs/state.md); `build_trace` turns them into
   a trace of the oracle format (docs/oracle.md §4), which `serq oracle compare` compares with
   vLLM's;
 - facts about vLLM's run the language cannot derive (step-counted `after` delays and same-call
-  arrival order on a seconds clock; async finish lags and their length) are read off a run and
-  fed back until the run reproduces them (`run_scenario`).
+  arrival order on a seconds clock) are read off a run and fed back until the run reproduces
+  them (`run_scenario`). Async scheduling is the engine option `lag 1` (docs/async.md).
 
 Scenarios that need a vLLM feature the language cannot express yet are refused with
 `Unsupported` naming the feature (never a silently wrong trace).
@@ -66,8 +66,6 @@ FEATURES = {
     "priority-clock": "priority ties on a virtual clock that does not advance",
     "adaptive-threshold": "long_prefill_token_threshold_adaptive",
     "priority": "the priority policy",
-    "async-linger-victim": "async: vLLM preempting a finished request whose output is not "
-                           "processed yet",
 }
 
 
@@ -113,7 +111,7 @@ class Turn:
     think: Fraction  # gate delay before the request is added
     content: tuple[int, int, int]  # (prefix key, shared whole blocks, history), 0s: caching off
     order: int  # FCFS tie key (list index / rank) or the priority key's id rank
-    extra: int = 0  # async: an EOS stop gets one more (discarded) token
+    extra: int = 0  # async: an EOS stop gets one more (discarded) token: the hold's `eos (…)`
     parent: str | None = None  # the previous turn (its `after` parent)
     delay: int = 0  # delay_steps
 
@@ -130,89 +128,10 @@ class Plan:
     prio_span: int = 1
     asynchronous: bool = False
     use_hold: bool = False  # the explicit-hold program (async scheduling, watermark)
-    linger_scale: Fraction = Fraction(0)
-    lags: dict = field(default_factory=dict)  # async: rid -> 0/1 (finish processed a step later)
-    lingers: dict = field(default_factory=dict)  # async: rid -> linger length (when scaled)
-    preempt_lag: set = field(default_factory=set)  # async: finish processed after a preempt-only call
-    preempt_eps: Fraction = Fraction(0)  # the length of a preempt-only iteration (0 or _PREEMPT_EPS)
+    idle_added: set = field(default_factory=set)  # async, seconds clock: added at an idle step
     by_id: dict[str, tuple[int, int]] = field(default_factory=dict)  # id -> (serial, turn index)
     forced: list = field(default_factory=list)
     content: "ContentPlan | None" = None  # None: caching off, the kv holds have no content clause
-
-    @property
-    def default_linger(self) -> Fraction:
-        """A lingering request's wait before its length is read off a run: one step."""
-        return Fraction(1) if self.unit_clock else self.scenario.step_base_exact
-
-    def late(self, rid: str, extra: int) -> int:
-        """Async: steps by which vLLM sees this request's finish late (an `after` child waits)."""
-        if not self.asynchronous or rid in self.preempt_lag:
-            return 0
-        return self.lags.get(rid, 0) or extra
-
-
-#: The length a preempt-only iteration is given once some async finish is processed right after
-#: one (vLLM: an empty schedule() that preempted, then the output, then a call with the same step
-#: number). It must be positive so that the lingering request can release its blocks strictly
-#: between that iteration's start and the next one (at half of it), and small enough that the
-#: drift it adds never reaches a step (unit clock: floor(start) is the step) or moves an
-#: `arrival_time` across a step start (seconds). Dyadic, so floats hold it exactly.
-_PREEMPT_EPS = {True: Fraction(1, 2**20), False: Fraction(1, 2**50)}
-
-
-def _enable_preempt_eps(plan: Plan) -> None:
-    if plan.preempt_eps:
-        return
-    plan.preempt_eps = _PREEMPT_EPS[plan.unit_clock]
-    plan.settings["preempt_only"] = _dec(plan.preempt_eps)
-    if not plan.linger_scale:  # unit clock: lingers of 1 (a step) or eps/2, scaled into forced
-        plan.linger_scale = Fraction(2)
-        plan.settings["linger_scale"] = "2"
-
-
-def _call_after_finish(col: "_Collector", rid: str):
-    """The iteration that starts right when the one that sampled `rid`'s last token ends, or
-    None when the engine idled in between (vLLM's next schedule() call was empty)."""
-    last = col.obs.get(rid, {}).get("last_end")
-    it = col.iter_ending(last[0][1]) if last else None
-    if it is None or it.call + 1 >= len(col.iters):
-        return None
-    nxt = col.iters[it.call + 1]
-    # a seconds clock counts idle steps without moving the clock: the next call is the next
-    # step number, not merely the next start time
-    return nxt if nxt.start == it.end and nxt.step == it.step + 1 else None
-
-
-def _vllm_victim_first(plan: Plan, col: "_Collector", lingering: str, victim: str,
-                       victim_admitted: int) -> bool:
-    """Would vLLM pick the lingering request before serQ's victim? FCFS: the latest admitted
-    (running[-1]). Priority: the largest (priority, arrival time), ties to the earliest admitted."""
-    if not plan.priority:
-        return col.admitted.get(lingering, -1) > victim_admitted
-    sc = plan.scenario
-    kl = (sc.request(lingering).priority, col.join_time.get(lingering))
-    kv = (sc.request(victim).priority, col.join_time.get(victim))
-    return kl > kv or (kl == kv and col.admitted.get(lingering, -1) < victim_admitted)
-
-
-def _linger_victims(plan: Plan, col: "_Collector") -> list[str]:
-    """Async: preemptions at which vLLM would have chosen a lingering request instead.
-
-    A finished request whose output is not processed yet is still in vLLM's running list, so it
-    can be the preemption victim (`running[-1]` under FCFS: the latest admitted) and give its
-    blocks back that way; serQ's lingering hold is no resident and never a victim. Returned:
-    descriptions of the preemptions where vLLM's rule picks a lingering request first."""
-    found = []
-    for t, victim, victim_admitted in col.preemptions:
-        for rid, o in col.obs.items():
-            if not plan.lags.get(rid) or not o.get("last_end") or not o.get("release_end"):
-                continue
-            if o["last_end"][0][1] <= t < o["release_end"][0][1] and (
-                    _vllm_victim_first(plan, col, rid, victim, victim_admitted)):
-                found.append(f"{rid!r} lingers (finished, output not processed) when serQ "
-                             f"preempts {victim!r} at time {t}")
-    return found
-
 
 def _dec(x: Fraction) -> str:
     x = Fraction(x)
@@ -478,14 +397,16 @@ def plan_scenario(sc: ResolvedScenario, force: bool = False) -> Plan:
     plan.forced = [f for f, _ in needs]
     if cfg["async_scheduling"] and not (force and needs):
         plan.asynchronous = True
-        plan.lags = {t.rid: (0 if t.extra else 1) for ts in sessions for t in ts}
+        settings["async"] = "1"  # the engine's `lag 1` (docs/async.md)
         settings["async_cache"] = "1"
+        if plan.unit_clock:  # seconds clocks derive the add times (_seconds_steps)
+            settings["late_gate"] = "1"
+    else:
+        for ts in sessions:  # forced synchronous: no EOS token either
+            for t in ts:
+                t.extra = 0
     if watermark_blocks:
         settings["watermark"] = str(watermark_blocks * bs)
-    if plan.asynchronous and not plan.unit_clock:
-        plan.linger_scale = (sc.step_base_exact + sc.step_per_token_exact
-                             * cfg["max_num_batched_tokens"] + 1)
-        settings["linger_scale"] = _dec(plan.linger_scale)
     plan.use_hold = (plan.asynchronous or bool(watermark_blocks)) and not plan.priority
     return plan
 
@@ -524,14 +445,7 @@ def _ir_for(plan: Plan, order: dict[str, int] | None = None, source: str | None 
             pkeys, hists = int(plan.settings["pkeys"]), int(plan.settings["hists"])
             cc = (nb * pkeys + pk) * hists + local_hist.setdefault(hist, len(local_hist))
             think = thinks.get(t.rid, t.think)
-            lag = plan.lags.get(t.rid, 0)
-            if plan.asynchronous and plan.unit_clock and t.parent is not None:
-                # vLLM adds it at its parent's finish step + max(1 + late, delay_steps); the
-                # session resumes at finish + 1 + late
-                p = next(x for x in turns if x.rid == t.parent)
-                late = plan.late(p.rid, p.extra)
-                think = Fraction(max(0, max(1, t.delay) - 1 - late))
-            code = cc * 4 + lag * 2 + t.extra
+            code = (cc * 2 + int(t.rid in plan.idle_added)) * 2 + t.extra
             if plan.priority:
                 pr = plan.scenario.request(t.rid).priority - plan.prio_min
                 forced = (code * plan.prio_span + pr) * plan.radix + o
@@ -539,8 +453,6 @@ def _ir_for(plan: Plan, order: dict[str, int] | None = None, source: str | None 
                 forced = code * plan.radix + o
             else:
                 forced = cc * plan.radix + o
-            if plan.linger_scale and lag:
-                forced = forced + plan.lingers.get(t.rid, plan.default_linger) / plan.linger_scale
             srows.append([str(t.prompt), str(t.out), _dec(think), _dec(forced)])
         rows.append(srows)
     ir["workload"]["trace"] = {"ordered": True, "sessions": rows}
@@ -659,6 +571,10 @@ class _Collector:
         self.admissions = 0
         # (iteration start, victim, the victim's admission number then)
         self.preemptions: list[tuple[Fraction, str, int]] = []
+        # async (docs/async.md): rid -> 1 if its end was applied after a schedule() that had
+        # tokens (vLLM's step counter moved before the output was processed), else 0
+        self.late: dict[str, int] = {}
+        self.due: list[int] = []  # the engine's `due` list on the previous line
 
     def iter_ending(self, t: Fraction) -> "_Iter | None":
         """The token iteration that ends at time t (an observation's `now`). serq_fast's times are
@@ -680,6 +596,17 @@ class _Collector:
             snames = [s["name"] for s in line["stages"]]
             self.eng_i = snames.index("vllm")
         rec = line["records"]
+        ev = line.get("event")
+        if ev is not None and ev["kind"] == "ends":
+            for serial, late in self.due:
+                self.late[plan.sessions[serial][self.turn_of[serial]].rid] = late
+            self.due = []
+        # the ends a schedule() made due, and whether that call had tokens (then vLLM's step
+        # counter moved on before it processed them)
+        due = line["stages"][self.eng_i].get("due", [])
+        if len(due) > len(self.due):
+            tokens = any(it["assign"] for it in rec["iterations"])
+            self.due += [(serial, int(tokens)) for serial in due[len(self.due):]]
         for st, serial in rec["finished"]:
             if st == "gate":
                 k = self.turn_of.get(serial, -1) + 1
@@ -694,9 +621,9 @@ class _Collector:
         for it in rec["iterations"]:
             start = _t(it["start"])
             if plan.unit_clock:
-                if start.denominator != 1 and not plan.preempt_eps:
+                if start.denominator != 1:
                     raise ModelError(f"an iteration starts at {start} on the unit clock")
-                step = math.floor(start)  # preempt-only iterations of preempt_eps drift below 1
+                step = int(start)
             else:
                 step = self.ntoken
             if step >= plan.scenario.max_steps:  # vLLM's loop stops before this schedule()
@@ -708,8 +635,6 @@ class _Collector:
             for serial, mode, tokens in it["assign"]:
                 rid = plan.sessions[serial][self.turn_of[serial]].rid
                 pos = residents[serial]["position"]
-                if pos is None:  # a run that grows no pool: an EOS stop's discarded token
-                    pos = self.maxpos[rid] + tokens
                 if rid not in self.seen:
                     kind = "new"
                 elif rid in self.resume:
@@ -733,8 +658,12 @@ class _Collector:
                     self.preempt_count[rid] = self.preempt_count.get(rid, 0) + 1
                     self.resume.add(rid)
             kv = line["pools"][self.kv_i]
+            # a finished request preempted before its output was processed is in vLLM's waiting
+            # queue until that update (docs/async.md §6)
+            gone = sum(1 for serial, status in line["sessions"]
+                       if status == "ending:vllm" and serial not in residents)
             itr = _Iter(_t(it["start"]), _t(it["end"]), assign, sorted(pre), kv["used"],
-                        len(stage["residents"]), len(line["pools"][self.reqs_i]["queue"]),
+                        len(stage["residents"]), len(line["pools"][self.reqs_i]["queue"]) + gone,
                         len(self.iters))
             itr.arrived = self.pending_arrivals
             self.pending_arrivals = []
@@ -750,7 +679,7 @@ class _Collector:
             self.iters.append(itr)
 
 
-def _seconds_steps(plan: Plan, col: "_Collector") -> tuple[list[int], dict[str, Fraction]]:
+def _seconds_steps(plan: Plan, col: "_Collector") -> tuple[list[int], dict[str, Fraction], set]:
     """vLLM's step numbers of the token iterations of a seconds-clock run, and the clock at which
     vLLM adds each `after` request (docs/oracle.md §2.3, the driver's loop).
 
@@ -759,7 +688,9 @@ def _seconds_steps(plan: Plan, col: "_Collector") -> tuple[list[int], dict[str, 
     the clock; an `after` request is added before the first call whose step number is at least its
     parent's finish step + max(1, delay_steps). Walking serQ's token iterations in order with that
     rule gives the numbering and each child's vLLM add time; run_scenario feeds the add times back
-    as gate delays until they reproduce themselves."""
+    as gate delays until they reproduce themselves. Also returned: the requests vLLM adds after
+    idle steps or a clock jump, i.e. while its scheduler had no request at all (async: every
+    finished request's output had been processed)."""
     sc = plan.scenario
     toks = [it for it in col.iters if it.assign]
     index = {id(it): k for k, it in enumerate(toks)}
@@ -777,12 +708,12 @@ def _seconds_steps(plan: Plan, col: "_Collector") -> tuple[list[int], dict[str, 
         if r.after is not None:
             children.setdefault(r.after, []).append(r)
     timed = {r.id: r.arrival_time_exact for r in sc.requests if r.arrival_kind == "time"}
-    extra_of = {t.rid: t.extra for ts in plan.sessions for t in ts}
     target: dict[str, int] = {}
     added: dict[str, Fraction] = {}
     bound: dict[str, Fraction] = {}
     finished: set[str] = set()
     steps: list[int] = []
+    idle_added: set = set()
     S = 0
     for k, it in enumerate(toks):
         clock = toks[k - 1].end if k else Fraction(0)
@@ -790,11 +721,10 @@ def _seconds_steps(plan: Plan, col: "_Collector") -> tuple[list[int], dict[str, 
             for rid in by_fin.get(k - 1, ()):
                 finished.add(rid)
                 for c in children.get(rid, ()):
-                    # async: the finish is processed a step late (late = lag or extra);
-                    # an `extra` parent's last token is one step after its real finish
-                    ex = extra_of.get(rid, 0)
-                    late = plan.late(rid, ex)
-                    target[c.id] = steps[k - 1] - ex + max(1 + late, c.delay_steps)
+                    # async: the finish is processed after the next schedule() call, and the
+                    # counter has moved on if that call had tokens (col.late)
+                    late = col.late.get(rid, 0)
+                    target[c.id] = steps[k - 1] + max(1 + late, c.delay_steps)
 
         def ready(r) -> bool:
             if r.arrival_kind == "time":
@@ -803,12 +733,16 @@ def _seconds_steps(plan: Plan, col: "_Collector") -> tuple[list[int], dict[str, 
                 return r.id in target and target[r.id] <= S
             return True
 
+        idled = False
         while True:
             for r in sc.requests:
                 if r.id not in added and ready(r):
                     added[r.id] = clock
+                    if idled:
+                        idle_added.add(r.id)
             if any(rid not in finished for rid in added):
                 break
+            idled = True
             future = [t for rid, t in timed.items() if rid not in added and t > clock]
             if future:
                 clock = min(future)
@@ -826,7 +760,7 @@ def _seconds_steps(plan: Plan, col: "_Collector") -> tuple[list[int], dict[str, 
     for rid, b in bound.items():
         if rid in added and added[rid] < b:
             added[rid] = b
-    return steps, added
+    return steps, added, idle_added
 
 
 
@@ -839,7 +773,7 @@ def build_trace(plan: Plan, col: _Collector) -> tuple[dict, dict[str, int]]:
     preempt_count, seen, maxpos = col.preempt_count, col.seen, col.maxpos
     token_iters = [it for it in iters if it.assign]
     if not plan.unit_clock:
-        numbers, col.vllm_added = _seconds_steps(plan, col)
+        numbers, col.vllm_added, col.idle_added = _seconds_steps(plan, col)
         for it, n in zip(token_iters, numbers):
             it.step = n
         nxt = None
@@ -866,7 +800,6 @@ def build_trace(plan: Plan, col: _Collector) -> tuple[dict, dict[str, int]]:
             raise ModelError(f"no iteration ends at {t}")
         return it.step
 
-    extra_of = {t.rid: t.extra for ts in plan.sessions for t in ts}
     # requests
     requests: dict[str, dict] = {}
     finished_at: dict[int, list] = {}
@@ -880,9 +813,6 @@ def build_trace(plan: Plan, col: _Collector) -> tuple[dict, dict[str, int]]:
             first_step = step_of_end(firsts[0])
         if o.get("last_end"):
             fin_step = step_of_end(o["last_end"][0][1])
-            if extra_of.get(r.id) and len(col.assigned.get(r.id, ())) >= 2:
-                # async: the EOS was sampled a step before the discarded extra token
-                fin_step = col.assigned[r.id][-2]
         first_sched = next((it.step for it in token_iters if any(a[0] == r.id for a in it.assign)),
                            None)
         out_len = r.expected_output_len if fin_step is not None else max(
@@ -958,39 +888,26 @@ def run_scenario(sc: ResolvedScenario, engine: str = "auto",
 
     Some inputs of the program are facts about vLLM's own run that the language cannot derive
     (docs/vllm-model.md §2): on a seconds clock, when vLLM's step counter releases an `after`
-    request and in which order requests joined within one schedule() call; under async
-    scheduling, whether a finish is processed a step late (`lag`) and, on a seconds clock, how
-    long that step lasts. They are read off a run and fed back until the run reproduces them."""
+    request and in which order requests joined within one schedule() call. They are read off a
+    run and fed back until the run reproduces them. Async scheduling needs no such input: it is
+    the engine option `lag 1` (docs/async.md)."""
     t0 = _time.perf_counter()
     plan = plan_scenario(sc, force)
     if engine == "auto":
-        # the exact spec where a linger must end exactly with an iteration of rational length
-        engine = "spec" if plan.asynchronous and not plan.unit_clock else "fast"
-    if engine == "fast" and plan.asynchronous and not plan.unit_clock:
-        raise ModelError("async scheduling on a seconds clock needs the exact spec (--engine spec "
-                         "or auto): a linger must end exactly when an iteration of rational length "
-                         "does, which serq_fast's binary64 clock misses")
+        # serq_fast does not implement `lag 1` (docs/async.md) yet
+        engine = "spec" if plan.asynchronous else "fast"
+    if engine == "fast" and plan.asynchronous:
+        raise ModelError("async scheduling needs the engine option `lag 1` (docs/async.md), which "
+                         "serq_fast does not implement yet: use --engine spec or auto")
     source = (sources or {}).get(program_path(plan.priority, plan.use_hold).name)
     order = None
     thinks: dict[str, Fraction] = {}
     ir = _ir_for(plan, order, source, thinks)
     col = _run_engine(ir, engine, plan)
     trace, join_call = build_trace(plan, col)
-    confirmed: set[str] = set()
     limit = 40 + 4 * len(sc.requests)
     for _ in range(limit):
         changed = False
-        if plan.linger_scale:
-            # a lingering request waits exactly for the next iteration to end
-            for rid in trace["requests"]:
-                if not plan.lags.get(rid) or rid in plan.preempt_lag:
-                    continue
-                after = _call_after_finish(col, rid)
-                if after is not None and after.assign:
-                    length = after.end - after.start
-                    if plan.lingers.get(rid, plan.default_linger) != length:
-                        plan.lingers[rid] = length
-                        changed = True
         if not plan.unit_clock:
             # Seconds clock: (1) an `after` request is added when vLLM's step counter reaches its
             # parent's finish step + max(1 + late, delay_steps); `_seconds_steps` derives that
@@ -1011,52 +928,22 @@ def run_scenario(sc: ResolvedScenario, engine: str = "auto",
                 new_order = {rid: i for i, rid in enumerate(new)}
                 for r in sc.requests:
                     new_order.setdefault(r.id, len(new_order))
+            if plan.asynchronous and col.idle_added != plan.idle_added:
+                # added while vLLM's scheduler was empty: the program admits it only once no
+                # resident is left (a finished request's end is applied by then)
+                plan.idle_added = set(col.idle_added)
+                changed = True
             if new_order != order or new_thinks != thinks:
                 order, thinks = new_order, new_thinks
                 changed = True
-        if plan.asynchronous and not changed:
-            # Async: a finish is processed after the next schedule() call. Decide each request's
-            # lag in finish order on a run in which it still lingers and whose other derived
-            # inputs (lingers, add times, order) have settled, from the iteration right after its
-            # finish iteration:
-            # - a token iteration starting at once: that call had tokens, the output is processed
-            #   after it (lag 1; on a seconds clock the linger lasts exactly that iteration);
-            # - none starting at once: vLLM's next call was empty and processed the output at
-            #   once, its blocks came back before anything else happened (lag 0);
-            # - a preempt-only iteration starting at once: vLLM's next call preempted while the
-            #   request still held its blocks, then processed the output, and the next call has
-            #   the same step number (lag 1 with a linger of half a preempt-only iteration, which
-            #   lasts `preempt_eps` instead of 0, see _PREEMPT_EPS).
-            fins = sorted((trace["requests"][rid]["finish_step"], rid)
-                          for rid in trace["requests"]
-                          if trace["requests"][rid]["finish_step"] is not None
-                          and rid not in confirmed and plan.lags.get(rid))
-            for f, rid in fins:  # confirm finish groups in order until one changes
-                if changed and f != first:
-                    break
-                first = f
-                confirmed.add(rid)
-                after = _call_after_finish(col, rid)
-                if after is None:
-                    plan.lags[rid] = 0
-                    changed = True
-                elif not after.assign:
-                    plan.preempt_lag.add(rid)
-                    _enable_preempt_eps(plan)
-                    plan.lingers[rid] = plan.preempt_eps / 2
-                    changed = True
         if not changed:
             break
         ir = _ir_for(plan, order, source, thinks)
         col = _run_engine(ir, engine, plan)
         trace, join_call = build_trace(plan, col)
     else:
-        raise ModelError(f"the derived inputs (arrival order, add times, async lags) did not "
+        raise ModelError(f"the derived inputs (arrival order, add times) did not "
                          f"settle after {limit} runs")
-    if plan.asynchronous:
-        victims = _linger_victims(plan, col)
-        if victims:
-            raise Unsupported("async-linger-victim", victims[0])
     if plan.forced:
         trace["model_forced"] = plan.forced
     trace["timing"] = {"model_s": round(_time.perf_counter() - t0, 4), "engine": engine,

@@ -139,6 +139,11 @@ def observed():
     ir_keys, cfg_keys, line_keys = {}, {}, {}
     for name, ir, sessions in programs():
         merge(ir_keys, object_keys(ir, data_maps=IR_DATA_MAPS))
+        if any(st.get("lag") == 1 for st in ir["stages"]):
+            # SerqLang refuses `lag 1` at load until it mirrors docs/async.md: the Config and
+            # state-line keys of async scheduling (a stage's pending/due, a pending job) are not
+            # in its codecs yet, so those runs are not checked here
+            continue
         prog = Program(ir, name)
         prog.workload_data = Workload.replay(sessions)
 

@@ -285,7 +285,10 @@ class StageState:
                 "tags": [[s, wire(t)] for s, t in self.tags.items()],
                 "v": wire(self.v), "t_last": wire(self.t_last), "dirty": self.dirty,
                 "iteration": it, "registers": [wire(r) for r in self.registers],
-                "next_start": self.next_start, "pending": self.pending, "due": self.due}
+                # async scheduling's lists (docs/async.md) only while in use: a program without
+                # `lag 1` serialises exactly as before
+                "next_start": self.next_start, **({"pending": self.pending, "due": self.due}
+                                                    if self.pending or self.due else {})}
 
 
 @dataclass
@@ -416,7 +419,7 @@ def from_json(program, d: dict) -> Config:
                         tags={serial: _v(t) for serial, t in s["tags"]},
                         v=_v(s["v"]), t_last=_v(s["t_last"]), dirty=s["dirty"],
                         registers=[_v(r) for r in s["registers"]], next_start=s["next_start"],
-                        pending=list(s["pending"]), due=list(s["due"]))
+                        pending=list(s.get("pending", [])), due=list(s.get("due", [])))
         it = s["iteration"]
         if it is not None:
             st.iteration = {"end": _v(it["end"]), "seq": it["seq"],

@@ -27,12 +27,13 @@ from serq_fast import stages as S
 # Built-in attribute slots (docs/ir.md "Slots").
 SERIAL, TURN_NO, CACHED, COMPUTED, NEW, OUT, THINK, MORE, FORCED = range(9)
 
-# Session status.
-READY, QUEUED, STAGE, GROWING, ENDED = range(5)
+# Session status. ENDING: the end of a lagged engine request is pending or due on `where`
+# (docs/async.md §3).
+READY, QUEUED, STAGE, GROWING, ENDED, ENDING = range(6)
 
 # Event kinds.
-EV_ARRIVE, EV_FINISH, EV_ITER_END, EV_WARMUP = range(4)
-EVENT_NAMES = ("arrive", "finish", "iter_end", "warmup_end")
+EV_ARRIVE, EV_FINISH, EV_ITER_END, EV_WARMUP, EV_ENDS = range(5)
+EVENT_NAMES = ("arrive", "finish", "iter_end", "warmup_end", "ends")
 
 TIE_EPS = 1e-10  # relative: event times closer than this are one instant (float time)
 MAX_STATEMENTS = 1_000_000  # §11.9 guard: statements without blocking
@@ -79,6 +80,8 @@ class Session:
             return "stage:" + self.where.name
         if self.status == GROWING:
             return "growing:" + self.where.name
+        if self.status == ENDING:
+            return "ending:" + self.where.name
         return "ended"
 
 
@@ -385,6 +388,8 @@ class Sim:
         elif kind == EV_WARMUP:
             self.measuring = True
             self._reset_averages(self.now)
+        elif kind == EV_ENDS:
+            ev[3].apply_ends()
 
     def _reset_averages(self, t: float) -> None:
         self.ta_live.reset(t)
@@ -588,11 +593,20 @@ class Sim:
             blk = fr[0]
             pc = fr[1]
             if pc >= len(blk):
-                frames.pop()
                 if fr[2] == "hold":
-                    P.scope_end(self, s, fr[3])
+                    h = fr[3]
+                    eng = h.pools[0].lag_eng
+                    if eng is not None:
+                        # the end of a lagged engine request waits for the engine's next
+                        # schedule (docs/async.md §3): the frame stays until `ends` applies it
+                        eng.lag_end(s, h)
+                        return
+                    frames.pop()
+                    P.scope_end(self, s, h)
                     frames[-1][1] += 1
-                elif fr[2] == "server":
+                    continue
+                frames.pop()
+                if fr[2] == "server":
                     self._server_done(s)
                 # while / loop: the parent's pc stays on the statement, re-read next
                 if not frames:

@@ -88,7 +88,7 @@ class Part:
 
 class Hold:
     __slots__ = ("stmt", "sess", "depth", "pools", "parts", "request", "join_t", "join_seq",
-                 "admitted")
+                 "admitted", "adm")
 
     def __init__(self, stmt, sess, depth, pools):
         self.stmt = stmt
@@ -100,6 +100,7 @@ class Hold:
         self.join_t = 0.0
         self.join_seq = 0
         self.admitted = False
+        self.adm = -1  # its admission number (a lagged end's pending resident takes it)
 
 
 class HoldStmt:
@@ -126,6 +127,7 @@ class HoldStmt:
         self.bindings = [(b["slot"], c(b["expr"])) for b in st.get("bindings", [])]
         self.body = st["body"]
         self.cache = c(st.get("cache"))
+        self.eos = c(st.get("eos"))  # docs/async.md §1: read when a lagged end happens
         req = st.get("request")
         if req is not None:
             self.req_engine = req["engine"]
@@ -250,6 +252,10 @@ class Pool:
         q = p.get("queue") or {"kind": "fifo"}
         self.queue_keys = None if q["kind"] == "fifo" else [compile_expr(k, sim) for k in q["keys"]]
         self.engine_memory = [st for st in sim.stages if st.kind == "step" and st.memory == self.idx]
+        # the engine whose requests queue here, when it is declared `lag 1`: a hold whose first
+        # pool this is ends lagged (docs/async.md §2)
+        eng = sim.stages[self.admitted_by] if self.admitted_by is not None else None
+        self.lag_eng = eng if eng is not None and getattr(eng, "lag", 0) else None
         # seeded faults, for showing that lockstep catches them (docs/fast.md "Seeded faults")
         self.fault_lru = "lru_tiebreak" in FAULTS()
         self.fault_victim = "victim_first" in FAULTS()
@@ -543,7 +549,7 @@ class Pool:
             h.request.hit = s.attrs[CACHED]
         if sim.measuring:
             h.pools[0].wait.add(sim.now - h.join_t)
-        s.adm_seq = sim.next_adm
+        s.adm_seq = h.adm = sim.next_adm
         sim.next_adm += 1
         h.admitted = True
         s.holds.append(h)
@@ -742,10 +748,10 @@ class Pool:
             if job is None:
                 self.sim.make_ready(s)
             else:
-                from serq_fast.engine import STAGE
+                from serq_fast.engine import ENDING, STAGE
 
                 job.stalled = False
-                s.status = STAGE
+                s.status = ENDING if job.lagged else STAGE  # docs/async.md §3 item 2
                 s.where = job.stage
 
     def choose_victim(self):
@@ -918,6 +924,9 @@ def preempt(sim, part: Part, pool: Pool) -> None:
     h = part.hold
     s = h.sess
     job = s.job
+    if job is not None and job.lagged:
+        _preempt_ending(sim, part, pool)
+        return
     if job is not None and job.stage.kind == "step":
         job.stage.unassign(job)  # a victim already served returns its tokens, position restored
     computed = part.pos
@@ -946,3 +955,29 @@ def preempt(sim, part: Part, pool: Pool) -> None:
     pool.preemptions += 1
     sim.npreempt += 1
 
+
+
+def _preempt_ending(sim, part: Part, pool: Pool) -> None:
+    """A pending resident as the victim (docs/async.md §3 item 3): it leaves the batch and the
+    residents, its holds from the preempted one inward are released as in a preemption, but the
+    session is not requeued and keeps no preemption memory: it stays ending, and its end is still
+    applied by the engine's `ends` event."""
+    from serq_fast.engine import COMPUTED
+
+    h = part.hold
+    s = h.sess
+    s.job.stage.unassign(s.job)  # a served EOS token returns to the budget, its position restored
+    computed = part.pos
+    s.attrs[COMPUTED] = computed
+    if sim.rec is not None:
+        sim.rec["preempted"].append([s.serial, pool.name, computed])
+    detach(sim, s)
+    while s.holds:
+        inner = s.holds.pop()
+        for q in inner.parts:
+            q.advanced = True
+        release_hold(sim, inner, cache=True)
+        if inner is h:
+            break
+    pool.preemptions += 1
+    sim.npreempt += 1

@@ -43,6 +43,8 @@ class Job:
         self.dead = False
         self.ps_order = 0
 
+    lagged = False  # a pending resident (PendingJob, docs/async.md §3)
+
     def key(self, name: str) -> float:
         if name == "decoding":
             return 1.0 if self.mode == "decode" else 0.0
@@ -51,6 +53,15 @@ class Job:
         if name == "remaining":
             return self.left
         raise RunError(f"unknown per-request key {name}")
+
+
+class PendingJob(Job):
+    """A pending resident (docs/async.md §3 item 1): the end of a lagged engine request waiting
+    for the engine's next schedule. A decode that wants `left` = 0 or 1 (an `eos` token) and whose
+    `left` never changes; it takes the place of its request (the hold's admission number)."""
+
+    __slots__ = ("adm",)
+    lagged = True
 
 
 def inferred_memory(ir: dict, idx: int):
@@ -390,6 +401,11 @@ class Engine(Stage):
         self.registers: list = []
         self.locals: list = []
         self._ff_vals = None  # engine values fixed during a fast-forward growth step
+        # `lag 1` (docs/async.md §3): sessions whose lagged end waits for the next schedule
+        # (pending), and those that schedule made due (applied by the `ends` event)
+        self.lag = int(st.get("lag", 0) or 0)
+        self.pending: list = []
+        self.due: list = []
 
     def link(self, sim):
         st = self.spec
@@ -404,7 +420,8 @@ class Engine(Stage):
         self._cost_memo: dict = {}
         self._cost_names = _pure_eng_names(st["cost"])
         self.schedule = [self._compile_s(x, sim) for x in st["schedule"]]
-        self.ff_ok = _fast_forward_eligible(st, sim, self.idx)
+        # a lag engine's iterations are formed one by one (pending residents, `ends` events)
+        self.ff_ok = not self.lag and _fast_forward_eligible(st, sim, self.idx)
         # growth inside a fast-forward needs a budget that the growth cannot change
         constant_names = {"running.count", "running.decoding", "waiting.count", "running.preempted",
                           "waiting.admitted"}
@@ -613,6 +630,8 @@ class Engine(Stage):
         done = []
         for a in it.assign:
             job = a[0]
+            if not job.resident:
+                continue  # an EOS token whose end was applied meanwhile (docs/async.md §3 item 6)
             job.left -= a[1]
             if job.left <= EPS:
                 done.append(job)
@@ -622,6 +641,61 @@ class Engine(Stage):
             if job.mode == "prefill":
                 self._first_token(job)
             self.complete(job)
+
+    # ------------------------------------------------------------ lag 1 (docs/async.md)
+
+    def lag_end(self, s, h):
+        """The session reached the end of its lagged request `h` (§3 item 1): `eos` is read in the
+        session moment, a pending resident takes the request's place, the session is ending."""
+        from serq_fast.engine import ENDING
+
+        x = 0.0
+        if h.stmt.eos is not None:
+            v = h.stmt.eos(self.sim.cx)
+            x = 1.0 if v != 0 else 0.0
+        job = PendingJob(s, self, x, "decode")
+        job.hold = h
+        job.adm = h.adm
+        mem = self.memory
+        if mem is not None:
+            for part in h.parts:
+                if part.pool.idx == mem:
+                    job.growpart = part
+                    break
+        job.resident = True
+        i = bisect.bisect_right(self.adm_keys, h.adm)
+        self.adm_keys.insert(i, h.adm)
+        self.residents.insert(i, job)
+        s.job = job
+        s.status = ENDING
+        s.where = self
+        self.pending.append(s)
+
+    def apply_ends(self):
+        """The `ends` event (§3 item 5): each due end in order: the pending resident (unless
+        preempted) leaves, the hold frame is popped and the hold's scope ends as without lag,
+        the session is ready."""
+        from serq_fast.pools import scope_end
+
+        sim = self.sim
+        due = self.due
+        self.due = []
+        for s in due:
+            job = s.job
+            if job is not None:
+                if job.resident:
+                    self._remove_resident(job)
+                job.dead = True
+                s.job = None
+            if s.growth is not None:
+                pool = s.growth[0].pool
+                if s in pool.growers:
+                    pool.growers.remove(s)
+                s.growth = None
+            fr = s.frames.pop()
+            scope_end(sim, s, fr[3])
+            s.frames[-1][1] += 1
+            sim.make_ready(s)
 
     # ------------------------------------------------------------ the iteration
 
@@ -866,7 +940,7 @@ class Engine(Stage):
         end. With `resume_at`, the budget, the lets and the statements before that index are
         already done (a fast-forward served the decodes; `bulk`), and the schedule goes on
         from there."""
-        from serq_fast.engine import EV_ITER_END
+        from serq_fast.engine import EV_ENDS, EV_ITER_END
 
         sim = self.sim
         cx = sim.cx
@@ -884,6 +958,12 @@ class Engine(Stage):
                 self._run_schedule(self.schedule)
             else:
                 self._run_schedule(self.schedule[resume_at:])
+            if self.pending:
+                # the schedule makes the pending ends due, iteration or not (docs/async.md §3
+                # item 4); `ends` is scheduled before the cost is read, so before `iter_end`
+                self.due.extend(self.pending)
+                self.pending = []
+                sim.push(sim.now, EV_ENDS, self)
             preempted = sim.npreempt - it.pre0
             if not it.assign and preempted == 0:
                 self.registers = regs

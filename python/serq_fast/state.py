@@ -23,7 +23,7 @@ def _int(x) -> int | float:
 def _event(ev):
     if ev is None:
         return None
-    from serq_fast.engine import EV_ARRIVE, EV_FINISH, EV_ITER_END
+    from serq_fast.engine import EV_ARRIVE, EV_ENDS, EV_FINISH, EV_ITER_END
 
     t, seq, kind, a, b = ev
     if kind == EV_ARRIVE:
@@ -32,6 +32,8 @@ def _event(ev):
         return {"kind": "finish", "time": t, "seq": seq, "arg": [a.name, b.sess.serial]}
     if kind == EV_ITER_END:
         return {"kind": "iter_end", "time": t, "seq": seq, "arg": a.name}
+    if kind == EV_ENDS:
+        return {"kind": "ends", "time": t, "seq": seq, "arg": a.name}
     return {"kind": "warmup_end", "time": t, "seq": seq, "arg": None}
 
 
@@ -64,11 +66,17 @@ def _stage(st, sim) -> dict:
         res = []
         for j in st.residents:
             part = j.growpart
-            res.append({"serial": j.sess.serial, "mode": j.mode, "remaining": _int(j.left),
-                        "admission": j.sess.adm_seq,
-                        "position": _int(part.pos) if part is not None else None,
-                        "allocation": _int(part.alloc) if part is not None else None})
+            r = {"serial": j.sess.serial, "mode": j.mode, "remaining": _int(j.left),
+                 "admission": j.adm if j.lagged else j.sess.adm_seq,
+                 "position": _int(part.pos) if part is not None else None,
+                 "allocation": _int(part.alloc) if part is not None else None}
+            if j.lagged:
+                r["pending"] = True  # docs/async.md §5
+            res.append(r)
         d["residents"] = res
+        if st.lag:
+            d["pending"] = [s.serial for s in st.pending]
+            d["due"] = [s.serial for s in st.due]
         it = st.iter
         d["iteration"] = None if it is None else {
             "end": it.end, "seq": it.seq,

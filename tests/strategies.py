@@ -39,7 +39,7 @@ fn main() {{
   pool kv on acc {{ block {bs}; evict {evict}; preempt {preempt};{share} }}
   engine eng on acc {{
     reqs cap {slots};
-    tokens cap {budget};{granule}
+    tokens cap {budget};{granule}{lag}
     request (prompt, output) {{
       set kept = prompt;
       at admission {{
@@ -52,7 +52,7 @@ fn main() {{
       observe prefilled = known - c;
       prefill (known - c) growing kv;
       decode (output - 1 - (known - prompt)) growing kv;
-      cache ({cache});
+      cache ({cache});{eos}
     }}
     schedule {{
       let lim = running.count + waiting.count > 1 ? {chunk} : inf;
@@ -92,11 +92,13 @@ fn main() {{
 
 
 @st.composite
-def vllm_programs(draw, content: bool = False) -> Case:
+def vllm_programs(draw, content: bool = False, lag: bool = False) -> Case:
     """With `content` the KV pool is `share content` (docs/content.md): a prefix tree of one or two
     shared system prompts, sessions 0 and 1 on the first, the others on the second (its child), the
-    rest of each prompt the session's own history; without it the draws and the text are exactly
-    those of before (the lockstep tests replay them)."""
+    rest of each prompt the session's own history. With `lag` the engine is `lag 1` (docs/async.md)
+    and its request block may stop by EOS (`eos (…)`: always, never, by the output length or by a
+    draw of the session stream). Without them the draws and the text are exactly those of before
+    (the lockstep tests replay them)."""
     sessions = draw(st.sampled_from([4, 3, 2, 1]))
     bs = draw(st.sampled_from([16, 4, 1]))
     maxp = draw(st.integers(1, 100))
@@ -121,7 +123,7 @@ def vllm_programs(draw, content: bool = False) -> Case:
         preempt=draw(st.sampled_from(["lifo", "lifo", "none", "by (-admission)",
                                       "by (decoding ? 0 : 1, -admission) requeue tail"])),
         evict="lru" if content else draw(st.sampled_from(["lru", "by (-size)", "by (size, last)"])),
-        granule="{granule}",
+        granule="{granule}", lag="{lag}", eos="{eos}",
         order=draw(st.sampled_from(["", "", " decode first", " by (remaining)"])),
         queue=draw(st.sampled_from(["fifo", "fifo", "by (prompt)"])),
         chunk=draw(st.one_of(st.just("inf"), st.integers(1, 32).map(str))),
@@ -137,8 +139,14 @@ def vllm_programs(draw, content: bool = False) -> Case:
     budget = int(text.split("tokens cap ")[1].split(";")[0])
     # a granule above what the budget can leave a prefill would starve it (language.md §11.6)
     granule = draw(st.sampled_from(["", "", "\n    granule 4;"])) if budget >= 8 else ""
-    return Case(text=text.replace("{granule}", granule), sessions=sessions,
-                seed=draw(st.integers(0, 2 ** 16)))
+    text = text.replace("{granule}", granule)
+    seed = draw(st.integers(0, 2 ** 16))
+    lag_text = eos = ""
+    if lag:
+        lag_text = "\n    lag 1;"
+        e = draw(st.sampled_from(["", "1", "0", "output > 4", "~bernoulli(1/2)"]))
+        eos = f"\n      eos ({e});" if e else ""
+    return Case(text=text.replace("{lag}", lag_text).replace("{eos}", eos), sessions=sessions, seed=seed)
 
 
 QUEUES = """\

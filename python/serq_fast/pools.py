@@ -723,6 +723,8 @@ class Pool:
                 return "ok"
             victim = self.choose_victim()
             if victim is None:
+                if job is not None and job.lagged:
+                    return "stalled"  # an EOS token that would stall is not served (docs/async.md §3 item 2)
                 from serq_fast.engine import GROWING
 
                 s.growth = (part, d, job)
@@ -748,10 +750,10 @@ class Pool:
             if job is None:
                 self.sim.make_ready(s)
             else:
-                from serq_fast.engine import ENDING, STAGE
+                from serq_fast.engine import STAGE
 
                 job.stalled = False
-                s.status = ENDING if job.lagged else STAGE  # docs/async.md §3 item 2
+                s.status = STAGE
                 s.where = job.stage
 
     def choose_victim(self):
@@ -765,6 +767,8 @@ class Pool:
             for part in self.holders:
                 job = part.hold.sess.job
                 if job is not None and job.resident and job.stage.memory == self.idx:
+                    if job.lagged and part.hold is not job.hold:
+                        continue  # a pending resident is a victim only in its own hold's pools (docs/async.md §3 item 3)
                     cands.append(part)
         else:
             for part in self.holders:
@@ -972,6 +976,8 @@ def _preempt_ending(sim, part: Part, pool: Pool) -> None:
     if sim.rec is not None:
         sim.rec["preempted"].append([s.serial, pool.name, computed])
     detach(sim, s)
+    for q in h.pools:
+        s.prepos.pop(q.idx, None)
     while s.holds:
         inner = s.holds.pop()
         for q in inner.parts:

@@ -45,11 +45,16 @@ class Job:
 
     lagged = False  # a pending resident (PendingJob, docs/async.md §3)
 
+    @property
+    def adm(self) -> int:
+        """The owner's admission number when the run started (its place among the residents)."""
+        return self.sess.adm_seq
+
     def key(self, name: str) -> float:
         if name == "decoding":
             return 1.0 if self.mode == "decode" else 0.0
         if name == "admission":
-            return float(self.sess.adm_seq)
+            return float(self.adm)
         if name == "remaining":
             return self.left
         raise RunError(f"unknown per-request key {name}")
@@ -58,7 +63,8 @@ class Job:
 class PendingJob(Job):
     """A pending resident (docs/async.md §3 item 1): the end of a lagged engine request waiting
     for the engine's next schedule. A decode that wants `left` = 0 or 1 (an `eos` token) and whose
-    `left` never changes; it takes the place of its request (the hold's admission number)."""
+    `left` never changes; it takes the place of its request (`adm`: the hold's admission number,
+    which differs from the session's when a hold nested in the request was admitted later)."""
 
     __slots__ = ("adm",)
     lagged = True
@@ -671,6 +677,15 @@ class Engine(Stage):
         s.where = self
         self.pending.append(s)
 
+    def _make_due(self, t):
+        """The schedule makes the pending ends due (docs/async.md §3 item 4): the `ends` event at
+        `t`, the end of the iteration it started (or `now` when it started none)."""
+        from serq_fast.engine import EV_ENDS
+
+        self.due.extend(self.pending)
+        self.pending = []
+        self.sim.push(t, EV_ENDS, self)
+
     def apply_ends(self):
         """The `ends` event (§3 item 5): each due end in order: the pending resident (unless
         preempted) leaves, the hold frame is popped and the hold's scope ends as without lag,
@@ -687,11 +702,6 @@ class Engine(Stage):
                     self._remove_resident(job)
                 job.dead = True
                 s.job = None
-            if s.growth is not None:
-                pool = s.growth[0].pool
-                if s in pool.growers:
-                    pool.growers.remove(s)
-                s.growth = None
             fr = s.frames.pop()
             scope_end(sim, s, fr[3])
             s.frames[-1][1] += 1
@@ -712,7 +722,7 @@ class Engine(Stage):
             if j in it.served:
                 continue
             cx.job, cx.attrs, cx.sess = j, j.sess.attrs, j.sess
-            k = tuple(f(cx) for f in keys) + (j.sess.adm_seq,)
+            k = tuple(f(cx) for f in keys) + (j.adm,)
             if bestk is None or k < bestk:
                 best, bestk = j, k
         cx.job, cx.attrs, cx.sess = None, [], None
@@ -940,7 +950,7 @@ class Engine(Stage):
         end. With `resume_at`, the budget, the lets and the statements before that index are
         already done (a fast-forward served the decodes; `bulk`), and the schedule goes on
         from there."""
-        from serq_fast.engine import EV_ENDS, EV_ITER_END
+        from serq_fast.engine import EV_ITER_END
 
         sim = self.sim
         cx = sim.cx
@@ -958,16 +968,12 @@ class Engine(Stage):
                 self._run_schedule(self.schedule)
             else:
                 self._run_schedule(self.schedule[resume_at:])
-            if self.pending:
-                # the schedule makes the pending ends due, iteration or not (docs/async.md §3
-                # item 4); `ends` is scheduled before the cost is read, so before `iter_end`
-                self.due.extend(self.pending)
-                self.pending = []
-                sim.push(sim.now, EV_ENDS, self)
             preempted = sim.npreempt - it.pre0
             if not it.assign and preempted == 0:
                 self.registers = regs
                 self.cur = None
+                if self.pending:
+                    self._make_due(sim.now)  # an empty schedule: the ends are applied at once
                 return
             cost = self.cost_fn(cx)
         finally:
@@ -979,6 +985,8 @@ class Engine(Stage):
             raise RunError(f"engine {self.name}: an iteration with {tokens:g} tokens costs 0")
         it.cost = cost
         it.end = sim.now + cost
+        if self.pending:
+            self._make_due(it.end)  # scheduled before `iter_end`, so handled first
         it.seq = sim.push(it.end, EV_ITER_END, self)
         if self.ff_ok and not it.grew and preempted == 0 and it.admitted == 0 \
                 and len(it.assign) == len(self.residents):

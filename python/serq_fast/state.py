@@ -67,7 +67,7 @@ def _stage(st, sim) -> dict:
         for j in st.residents:
             part = j.growpart
             r = {"serial": j.sess.serial, "mode": j.mode, "remaining": _int(j.left),
-                 "admission": j.adm if j.lagged else j.sess.adm_seq,
+                 "admission": j.adm,
                  "position": _int(part.pos) if part is not None else None,
                  "allocation": _int(part.alloc) if part is not None else None}
             if j.lagged:

@@ -445,6 +445,8 @@ class Engine(Stage):
 
         # seeded fault (docs/fast.md): a fast-forward ignores evictions from a waiting head's entry
         self.fault_no_watch = "ff_no_watch" in FAULTS()
+        # seeded fault: a lag engine's due ends are applied in reverse order
+        self.fault_end_order = "lag_end_order" in FAULTS()
         cx = sim.cx
         cx.eng = self
         cx.attrs = []
@@ -695,6 +697,8 @@ class Engine(Stage):
         sim = self.sim
         due = self.due
         self.due = []
+        if self.fault_end_order:
+            due.reverse()  # seeded fault (docs/fast.md): not in the batch's order
         for s in due:
             job = s.job
             if job is not None:

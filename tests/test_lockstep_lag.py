@@ -88,8 +88,9 @@ fn main() {
 }
 """
 
-# A `share content` pool: a shared 6-token prefix, EOS tokens identify blocks as they fill, a
-# preempted pending resident gives its blocks back by the release rule (docs/content.md §3).
+# A `share content` pool: a shared 6-token prefix; an EOS token that fills a block identifies
+# none (docs/async.md §3 item 2), a preempted pending resident gives its blocks back by the
+# release rule (docs/content.md §3).
 CONTENT = """
 fn main() {
   prefix 1 (6);
@@ -114,16 +115,17 @@ fn main() {
 }
 """
 
-# name: (program, sessions, seeds, the rules its runs must show)
+# name: (program, sessions, seeds, the rules its runs must show; every KV block is 2 tokens but
+# in ORDER, which needs no fill)
 CASES = {
     "order": (ORDER, 5, range(1, 4), {"pending", "counted", "ends_batch_order", "empty_schedule"}),
     "lifo": (LIFO, 4, range(1, 7), {"eos_token", "eos_grow", "pending_victim", "counted"}),
     "by": (BY, 4, range(1, 6), {"eos_token", "eos_grow", "pending_victim", "ends_batch_order"}),
-    "content": (CONTENT, 4, range(1, 6), {"eos_token", "eos_grow", "pending_victim"}),
+    "content": (CONTENT, 4, range(1, 6), {"eos_token", "eos_grow", "eos_fill", "pending_victim"}),
 }
 
 
-def _coverage(lines: list, eng: str = "e") -> set:
+def _coverage(lines: list, eng: str = "e", block: int = 2) -> set:
     """The async rules a run shows, read from its state lines (docs/async.md §5)."""
     seen = set()
     prev_alloc: dict = {}
@@ -146,6 +148,8 @@ def _coverage(lines: list, eng: str = "e") -> set:
                     seen.add("eos_token")
                     if pending[serial]["allocation"] > prev_alloc.get(serial, 0):
                         seen.add("eos_grow")
+                    if pending[serial]["position"] % block == 0:
+                        seen.add("eos_fill")  # the token fills its block
         for serial, _pool, _pos in rec["preempted"]:
             if status.get(serial, "").startswith("ending:"):
                 seen.add("pending_victim")

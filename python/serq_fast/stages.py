@@ -777,8 +777,10 @@ class Engine(Stage):
                 att = tokens * (part.pos + tokens / 2.0)
             part.pos += tokens
             part.advanced = True
-            if part.content is not None:
-                part.pool.identify(part, part.pos)  # blocks full once scheduled (docs/content.md §3)
+            if part.content is not None and not job.lagged:
+                # blocks full once scheduled (docs/content.md §3); an EOS token's output is never
+                # processed, so it identifies none (docs/async.md §3 item 2)
+                part.pool.identify(part, part.pos)
         elif job.mode != "decode":
             att = tokens * tokens / 2.0
         it.assign.append([job, tokens, att, pos0])

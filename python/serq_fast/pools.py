@@ -943,14 +943,7 @@ def preempt(sim, part: Part, pool: Pool) -> None:
     if sim.rec is not None:
         sim.rec["preempted"].append([s.serial, pool.name, computed])
     detach(sim, s)
-    # release the hold and every hold nested inside it, innermost first
-    while s.holds:
-        inner = s.holds.pop()
-        for q in inner.parts:
-            q.advanced = True  # a preempted hold caches up to its position, advanced or not (§11.7)
-        release_hold(sim, inner, cache=True)
-        if inner is h:
-            break
+    _release_inward(sim, s, h)
     del s.frames[h.depth + 1:]
     h.admitted = False
     h.parts = []
@@ -959,6 +952,16 @@ def preempt(sim, part: Part, pool: Pool) -> None:
     pool.preemptions += 1
     sim.npreempt += 1
 
+
+def _release_inward(sim, s, h: Hold) -> None:
+    """A preemption releases the hold and every hold nested inside it, innermost first."""
+    while s.holds:
+        inner = s.holds.pop()
+        for q in inner.parts:
+            q.advanced = True  # a preempted hold caches up to its position, advanced or not (§11.7)
+        release_hold(sim, inner, cache=True)
+        if inner is h:
+            break
 
 
 def _preempt_ending(sim, part: Part, pool: Pool) -> None:
@@ -978,12 +981,6 @@ def _preempt_ending(sim, part: Part, pool: Pool) -> None:
     detach(sim, s)
     for q in h.pools:
         s.prepos.pop(q.idx, None)
-    while s.holds:
-        inner = s.holds.pop()
-        for q in inner.parts:
-            q.advanced = True
-        release_hold(sim, inner, cache=True)
-        if inner is h:
-            break
+    _release_inward(sim, s, h)
     pool.preemptions += 1
     sim.npreempt += 1

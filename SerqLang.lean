@@ -20,6 +20,7 @@ import SerqLang.ContentPool
 import SerqLang.Holds
 import SerqLang.Growth
 import SerqLang.Stages
+import SerqLang.Lag
 import SerqLang.Session
 import SerqLang.Engine
 import SerqLang.Step

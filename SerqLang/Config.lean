@@ -119,6 +119,8 @@ structure Job where
   /-- The owner's admission number when the job was created (−1 if it never was admitted). -/
   admission : Int
   startOrder : Nat := 0
+  /-- a pending resident of a `lag 1` engine (docs/async.md §3) -/
+  pending : Bool := false
   deriving Inhabited
 
 /-- Session statuses (config.py): ready, queued in a pool, on a stage, growing in a pool, ended. -/
@@ -128,6 +130,8 @@ inductive Status where
   | stage (stage : Nat)
   | growing (pool : Nat)
   | ended
+  /-- the end of a lagged hold is pending or due on this `lag 1` engine (docs/async.md) -/
+  | ending (stage : Nat)
   deriving Inhabited, DecidableEq
 
 /-- config.py `Session`. -/
@@ -165,6 +169,8 @@ structure Assign where
   mode : String
   tokens : Nat
   posBefore : Option Rat
+  /-- the EOS token of a pending resident: discarded at IterEnd (docs/async.md §3) -/
+  pending : Bool := false
   deriving Inhabited
 
 /-- The iteration in flight on a step engine. -/
@@ -188,6 +194,10 @@ structure StageState where
   iteration : Option Iteration := none
   registers : List Value := []
   nextStart : Nat := 0
+  /-- step, `lag 1`: the ends waiting for the engine's next schedule (docs/async.md §3) -/
+  pending : List Nat := []
+  /-- step, `lag 1`: the ends the next `ends` event applies -/
+  due : List Nat := []
   deriving Inhabited
 
 /-- config.py `Counters`. -/

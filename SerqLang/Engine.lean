@@ -93,7 +93,13 @@ def serve (ic : IterCtx) (job : Job) (only : Option Expr) (cap : Tok) : M IterCt
       let (ok, ic') ← grow job.serial gp need (some ic)
       ic := ic'.getD ic
       if !ok then
-        if let .queued _ := (← session job.serial).status then ic := { ic with stopped := true }
+        -- a grower that preempted itself ends the running loop: requeued, or a pending resident
+        -- whose own preemption cleared its job (engine.py: `s.job is not job`)
+        let s' ← session job.serial
+        let requeued := match s'.status with
+          | .queued _ => true
+          | _ => false
+        if requeued || (job.pending && s'.job.isNone) then ic := { ic with stopped := true }
         return ic
     let s ← session job.serial
     let some k := holdIndex s gp | specError s!"internal: resident {job.serial} lost its hold"
@@ -102,11 +108,12 @@ def serve (ic : IterCtx) (job : Job) (only : Option Expr) (cap : Tok) : M IterCt
     posBefore := some pos
     let h := { h with position := h.position.set i (pos + (tokens : Rat)), advanced := h.advanced.set i true }
     setSession { s with holds := s.holds.set k h }
-    if (← pool gp).content.isSome then
+    if (← pool gp).content.isSome && identifies job then
       -- the blocks these tokens fill are identified as they are scheduled (vLLM's
       -- cache_blocks(request, num_computed + num_new); docs/content.md §3)
       ContentPool.identify gp (h.contentOf i) (h.blocksOf i).2 (pos + (tokens : Rat))
-  ic := { ic with assign := ic.assign.push { serial := job.serial, mode := job.mode, tokens, posBefore } }
+  ic := { ic with assign := ic.assign.push { serial := job.serial, mode := job.mode, tokens, posBefore,
+                                              pending := job.pending } }
   match ic.left with
   | .inf => pure ()
   | .n l =>
@@ -245,9 +252,12 @@ def startIteration (e : Nat) : M Bool := do
   let registersBefore := st.registers
   let ic ← budgetMoment { engine := e }
   let ic ← runSchedule ic sd.schedule 0
+  let lagged := sd.lag == 1
   if ic.assign.isEmpty && ic.preempted == 0 then
     let st ← stage e
     setStage e { st with registers := registersBefore }
+    -- vLLM's empty call processes the output at once (docs/async.md §3 item 4)
+    if lagged then makeDue e (← getCfg).now
     return false
   let cost ← evaluate { engine := some e, ictx := some ic, what := some s!"engine {d.name}: execute" } sd.cost
   let tokens := sumNat (ic.assign.toList.map (·.tokens))
@@ -257,6 +267,8 @@ def startIteration (e : Nat) : M Bool := do
     | _ => specError s!"engine {d.name}: iteration cost {cost.toWire}"
   if decide (tokens > 0) && c == 0 then specError s!"engine {d.name}: an iteration with {tokens} tokens costs 0"
   let now := (← getCfg).now
+  -- scheduled before iter_end: the ends are handled first (docs/async.md §3 item 4)
+  if lagged then makeDue e (now + c)
   let (cfg, ev) ← liftRes (scheduleEvent (← getCfg) (now + c) "iter_end" (.stage e))
   setCfg cfg
   let st ← stage e
@@ -274,11 +286,13 @@ def iterationEnd (e : Nat) : M Unit := do
   let some it := st.iteration | specError s!"internal: iteration end of {e} with no iteration"
   let dec (jobs : List Job) (a : Assign) : List Job :=
     jobs.map fun j => if j.serial == a.serial then { j with left := .tokens (tokensLeft j - a.tokens) } else j
-  let jobs := it.assign.foldl dec st.jobs
+  -- a pending resident's EOS token is discarded: its end was applied before this IterEnd
+  let assign := it.assign.filter (!·.pending)
+  let jobs := assign.foldl dec st.jobs
   setStage e { st with iteration := none, jobs }
   for j in jobs do syncJob e j.serial
   let name ← stageName e
-  for a in it.assign do
+  for a in assign do
     let st ← stage e
     if let some job := st.jobs.find? (·.serial == a.serial) then
       if tokensLeft job == 0 then

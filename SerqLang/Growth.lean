@@ -1,7 +1,7 @@
 /-
 Copyright (c) 2026 The serQ authors. Released under the Apache 2.0 license.
 -/
-import SerqLang.Stages
+import SerqLang.Lag
 
 /-!
 # Growth and preemption (python/serq_spec/growth.py, language.md §11.7)
@@ -59,7 +59,8 @@ def preemptionCandidates (p : Nat) : M (List Session) := do
     if engines.isEmpty then
       if !(← inDelay s) then out := out ++ [s]
     else if let some j := s.job then
-      if engines.contains j.stage then out := out ++ [s]
+      -- a pending resident only for the pools its lagged hold holds (docs/async.md §3 item 3)
+      if engines.contains j.stage && (!j.pending || isCandidate s p) then out := out ++ [s]
   return out
 
 /-- Is the session's job a resident of a step engine? -/
@@ -157,9 +158,34 @@ def detachResident (v : Nat) (job : Job) (ictx : Option IterCtx) : M (Option Ite
     setStage job.stage { est with iteration := some { it with assign := rest } }
   return ictx
 
-/-- growth.py `preempt`: computed, stuck, detach, release caching to the position, requeue. -/
+/-- lag.py `preempt_pending` (docs/async.md §3 item 3): a pending resident is released as in a
+preemption (caching to its position, `computed`, the records and counters) but not requeued; it
+keeps no preemption memory, and its end stays pending (or due). -/
+def preemptPending (v p : Nat) (ictx : Option IterCtx) : M (Option IterCtx) := do
+  let s ← session v
+  let some job := s.job | specError s!"internal: preempting the pending resident of {v}, which has none"
+  let ictx ← detachResident v job ictx
+  -- the lagged hold again, its position restored by the detach
+  let s ← session v
+  let some h := s.holds.getLast? | specError s!"internal: the pending resident {v} holds nothing"
+  let computed := h.position.getD (h.slot p) 0
+  setSession { (s.setAttr COMPUTED (.fin computed)) with
+               job := none, holds := s.holds.dropLast,
+               preemptPos := s.preemptPos.filter (fun pp => !h.pools.contains pp.1) }
+  let est ← stage job.stage
+  setStage job.stage { est with jobs := est.jobs.filter (·.serial != v) }
+  releaseHold v h true
+  let ps ← pool p
+  setPool p { ps with preemptions := ps.preemptions + 1 }
+  let name ← poolName p
+  modifyRec fun r => { r with preempted := r.preempted.push (.arr [.nat v, .str name, CJ.amt computed]) }
+  return ictx.map fun ic => { ic with preempted := ic.preempted + 1 }
+
+/-- growth.py `preempt`: computed, stuck, detach, release caching to the position, requeue (a
+pending resident: `preemptPending`). -/
 def preempt (v p : Nat) (ictx : Option IterCtx) : M (Option IterCtx) := do
   let s ← session v
+  if s.job.any (·.pending) then return (← preemptPending v p ictx)
   let some _ := holdOf s p | specError s!"internal: preempting {v}, which holds no pool {p}"
   let rj ← residentJob s
   let ictx ← match rj with
@@ -234,6 +260,8 @@ where
       return (true, ictx)
     match (← chooseVictim p) with
     | none =>
+      -- an EOS token that would stall is not served (docs/async.md §3 item 2)
+      if let .ending _ := (← session serial).status then return (false, ictx)
       stall serial p target
       return (false, ictx)
     | some victim =>

@@ -75,9 +75,11 @@ def Work.toJson : Work → CJ
   | .value v => CJ.val v
 
 def Job.toJson (j : Job) : CJ :=
-  .obj [("serial", .nat j.serial), ("stage", .nat j.stage), ("mode", .str j.mode),
+  .obj ([("serial", .nat j.serial), ("stage", .nat j.stage), ("mode", .str j.mode),
         ("left", j.left.toJson), ("growing", CJ.opt CJ.nat j.growing),
-        ("admission", .int j.admission), ("start_order", .nat j.startOrder)]
+        ("admission", .int j.admission), ("start_order", .nat j.startOrder)] ++
+        -- present only on a pending resident (docs/async.md)
+        (if j.pending then [("pending", .bool true)] else []))
 
 def Status.toJson : Status → CJ
   | .ready => .arr [.str "ready"]
@@ -85,6 +87,7 @@ def Status.toJson : Status → CJ
   | .stage s => .arr [.str "stage", .nat s]
   | .growing p => .arr [.str "growing", .nat p]
   | .ended => .arr [.str "ended"]
+  | .ending e => .arr [.str "ending", .nat e]
 
 def Session.toJson (s : Session) : CJ :=
   .obj [("serial", .nat s.serial), ("attrs", .arr (s.attrs.map CJ.val)),
@@ -122,19 +125,24 @@ def PoolState.toJson (p : PoolState) : CJ :=
          | none => []))
 
 def Assign.toJson (a : Assign) : CJ :=
-  .arr [.nat a.serial, .str a.mode, .nat a.tokens, CJ.opt CJ.amt a.posBefore]
+  .arr ([.nat a.serial, .str a.mode, .nat a.tokens, CJ.opt CJ.amt a.posBefore] ++
+        (if a.pending then [.bool true] else []))
 
 def Iteration.toJson (it : Iteration) : CJ :=
   .obj [("end", ratJ it.«end»), ("seq", .nat it.seq), ("assign", .arr (it.assign.map Assign.toJson))]
 
 def StageState.toJson (s : StageState) : CJ :=
-  .obj [("kind", .str s.kind), ("jobs", .arr (s.jobs.map Job.toJson)),
+  .obj ([("kind", .str s.kind), ("jobs", .arr (s.jobs.map Job.toJson)),
         ("waiting", .arr (s.waiting.map Job.toJson)),
         ("finish", .arr (s.finish.map fun (n, t) => CJ.arr [.nat n, ratJ t])),
         ("tags", .arr (s.tags.map fun (n, t) => CJ.arr [.nat n, ratJ t])),
         ("v", ratJ s.v), ("t_last", ratJ s.tLast), ("dirty", .bool s.dirty),
         ("iteration", CJ.opt Iteration.toJson s.iteration),
-        ("registers", .arr (s.registers.map CJ.val)), ("next_start", .nat s.nextStart)]
+        ("registers", .arr (s.registers.map CJ.val)), ("next_start", .nat s.nextStart)] ++
+        -- async scheduling's lists only while in use (config.py): a program without `lag 1`
+        -- serialises as before
+        (if s.pending.isEmpty && s.due.isEmpty then []
+         else [("pending", CJ.nats s.pending), ("due", CJ.nats s.due)]))
 
 def Counters.toJson (c : Counters) : CJ :=
   .obj [("next_seq", .nat c.nextSeq), ("next_adm", .nat c.nextAdm), ("next_rel", .nat c.nextRel),
@@ -295,7 +303,8 @@ def job (j : Json) : Res Job := do
     left := ← field j "left" work
     growing := ← fieldOpt j "growing" nat
     admission := ← field j "admission" int
-    startOrder := ← field j "start_order" nat }
+    startOrder := ← field j "start_order" nat
+    pending := (← fieldOpt j "pending" bool).getD false }
 
 def status (j : Json) : Res Status := do
   let a ← arr j
@@ -305,6 +314,7 @@ def status (j : Json) : Res Status := do
   | [Json.str "queued", p] => return .queued (← nat p)
   | [Json.str "stage", s] => return .stage (← nat s)
   | [Json.str "growing", p] => return .growing (← nat p)
+  | [Json.str "ending", e] => return .ending (← nat e)
   | _ => throw "expected a status like [\"ready\"] or [\"queued\", pool]"
 
 def pending (j : Json) : Res (Nat × Nat × DrawStream) := do
@@ -392,12 +402,17 @@ def pool (j : Json) : Res PoolState := do
 def assign (j : Json) : Res Assign := do
   let a ← arr j
   match a.toList with
-  | [s, m, t, p] =>
+  | s :: m :: t :: p :: rest =>
     let posBefore ← match p with
       | Json.null => pure none
       | _ => (do return some (← amt p))
-    return { serial := ← nat s, mode := ← str m, tokens := ← nat t, posBefore }
-  | _ => throw "expected [serial, mode, tokens, pos_before]"
+    -- a fifth element `true` marks a pending resident's EOS token (docs/async.md)
+    let pending ← match rest with
+      | [] => pure false
+      | [x] => bool x
+      | _ => throw "expected [serial, mode, tokens, pos_before(, pending)]"
+    return { serial := ← nat s, mode := ← str m, tokens := ← nat t, posBefore, pending }
+  | _ => throw "expected [serial, mode, tokens, pos_before(, pending)]"
 
 def iteration (j : Json) : Res Iteration := do
   return { «end» := ← field j "end" rat, seq := ← field j "seq" nat,
@@ -421,7 +436,9 @@ def stage (j : Json) : Res StageState := do
     dirty := ← field j "dirty" bool
     iteration := ← fieldOpt j "iteration" iteration
     registers := ← field j "registers" (list value)
-    nextStart := ← field j "next_start" nat }
+    nextStart := ← field j "next_start" nat
+    pending := (← fieldOpt j "pending" (list nat)).getD []
+    due := (← fieldOpt j "due" (list nat)).getD [] }
 
 def counters (j : Json) : Res Counters := do
   return {

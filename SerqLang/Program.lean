@@ -154,6 +154,7 @@ def checkStmt (ir : Ir) (contentBlocks : List (Option Nat)) (st : Located) : Res
     if h.lease then throw (unsupported ir "`lease` on a hold" loc)
     optCheck ir h.reuse loc
     optCheck ir h.cache loc
+    optCheck ir h.eos loc
     for hp in h.pools do
       checkExpr ir hp.units loc
       optCheck ir hp.reserve loc
@@ -267,9 +268,6 @@ def ofIr (ir : Ir) : Res Program := do
   for s in ir.stages do
     match s.kind with
     | .step d => do
-      -- async scheduling (docs/async.md) is read from the IR but not yet mirrored
-      if d.lag != 0 then
-        throw s!"error: not supported by SerqLang yet: `lag {d.lag}` on engine {s.name} (docs/async.md) at <unknown location>"
       checkExpr ir d.budget none
       checkExpr ir d.cost none
       optCheck ir d.granule none

@@ -378,17 +378,16 @@ def firstToken (serial : Nat) : M Unit := do
       setSession { s with request := some { r with first := some now } }
       recordClient "ttft" serial (.fin (now - r.submit))
 
-/-- sessions.py `scope_end`: release, reset `computed`, clear preemption memory, client records. -/
-def scopeEnd (serial : Nat) : M Unit := do
-  let s ← session serial
-  let some hold := s.holds.getLast? | specError s!"internal: scope end of session {serial} without a hold"
-  setSession { s with holds := s.holds.dropLast }
-  releaseHold serial hold false
+/-- sessions.py `end_scope`: what a scope end does besides the release — `computed` := 0, the
+preemption memory of the hold's `pools` is cleared, the client records of the request made by
+statement `stmt` (an async end whose hold a preemption released already comes here directly,
+docs/async.md §3 item 5). -/
+def endScope (serial : Nat) (stmt : Nat × Nat) (pools : List Nat) : M Unit := do
   modifySession serial fun s =>
-    { (s.setAttr COMPUTED Value.zero) with preemptPos := s.preemptPos.filter (fun pp => !hold.pools.contains pp.1) }
+    { (s.setAttr COMPUTED Value.zero) with preemptPos := s.preemptPos.filter (fun pp => !pools.contains pp.1) }
   let s ← session serial
   if let some r := s.request then
-    if r.stmt == hold.stmt then
+    if r.stmt == stmt then
       let now := (← getCfg).now
       let response := now - r.submit
       recordClient "response" serial (.fin response)
@@ -398,6 +397,59 @@ def scopeEnd (serial : Nat) : M Unit := do
             let ttft := first - r.submit
             recordClient "tpot" serial (.fin ((response - ttft) / (out - 1)))
       modifySession serial fun s => { s with request := none }
+
+/-- sessions.py `scope_end`: release, reset `computed`, clear preemption memory, client records. -/
+def scopeEnd (serial : Nat) : M Unit := do
+  let s ← session serial
+  let some hold := s.holds.getLast? | specError s!"internal: scope end of session {serial} without a hold"
+  setSession { s with holds := s.holds.dropLast }
+  releaseHold serial hold false
+  endScope serial hold.stmt hold.pools
+
+/-- lag.py `make_pending`: the end of a lagged hold's body (docs/async.md §3 item 1) — a pending
+resident on engine `e` (a decode wanting one EOS token if the hold's `eos (…)` is non-zero, else
+none), the session ending, its serial in the engine's pending list; nothing is released. -/
+def makePending (serial e : Nat) : M Unit := do
+  let prog ← getProg
+  let s ← session serial
+  let some hold := s.holds.getLast? | specError s!"internal: a lagged end of session {serial} without a hold"
+  let st ← stmtAt hold.stmt
+  let mut eos : Nat := 0
+  if let .hold h := st.stmt then
+    if let some x := h.eos then
+      eos := if Value.nz (← evalInSession serial x hold.stream (some st.loc)) then 1 else 0
+  let growing : Option Nat := match (prog.memoryOf[e]?).getD none with
+    | some m => if hold.pools.contains m then some m else none
+    | none => none
+  let job : Job := { serial, stage := e, mode := "decode", left := .tokens eos, growing,
+                     admission := (hold.admission : Int), pending := true }
+  modifySession serial fun s => { s with job := some job, status := .ending e }
+  addResident e job
+  let est ← stage e
+  setStage e { est with pending := est.pending ++ [serial] }
+
+/-- lag.py `apply_ends`: the `ends` event (docs/async.md §3 item 5) — each due end of engine `e`,
+in order: its hold frame is popped, its pending resident (if not preempted) leaves the engine and
+the hold's scope ends as without lag (a preempted one's hold is released already: only the rest
+of the scope end), and the session becomes ready. -/
+def applyEnds (e : Nat) : M Unit := do
+  let est ← stage e
+  setStage e { est with due := [] }
+  for serial in est.due do
+    let s ← session serial
+    let some f := s.frames.getLast? | specError s!"internal: an end of session {serial} without a frame"
+    popFrame serial
+    match s.job with
+    | some _ =>
+      let st ← stage e
+      setStage e { st with jobs := st.jobs.filter (·.serial != serial) }
+      modifySession serial fun s => { s with job := none }
+      scopeEnd serial
+    | none =>
+      let some ref := f.stmt | specError s!"internal: the hold frame of session {serial} has no statement"
+      endScope serial ref []
+    modifySession serial fun s => { s with status := .ready }
+    pushReady serial
 
 /-! ## Statements -/
 
@@ -550,8 +602,13 @@ def endFrame (serial : Nat) (f : Frame) : M Unit := do
   else if f.kind == "loop" then
     modifySession serial fun s => { s with frames := s.frames.dropLast ++ [{ f with pc := 0 }] }
   else if f.kind == "hold" then
-    popFrame serial
-    scopeEnd serial
+    let some hold := (← session serial).holds.getLast?
+      | specError s!"internal: a hold frame of session {serial} without a hold"
+    match (← lagEngine hold) with
+    | some e => makePending serial e   -- the frame stays until the `ends` event (docs/async.md)
+    | none =>
+      popFrame serial
+      scopeEnd serial
   else if f.kind == "server" then
     popFrame serial
     serverDone serial

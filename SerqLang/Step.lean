@@ -100,6 +100,10 @@ def handle (ev : Event) : M Unit := do
     match ev.arg with
     | .stage e => iterationEnd e
     | _ => specError "an iter_end event without a stage"
+  else if ev.kind == "ends" then
+    match ev.arg with
+    | .stage e => applyEnds e
+    | _ => specError "an ends event without a stage"
   else if ev.kind == "warmup_end" then modifyCfg fun c => { c with warm := true }
   else specError s!"unknown event kind {ev.kind}"
 
@@ -156,6 +160,7 @@ def statusJson (prog : Program) (s : Session) : String :=
   | .queued p => s!"queued:{pname p}"
   | .growing p => s!"growing:{pname p}"
   | .stage i => s!"stage:{sname i}"
+  | .ending i => s!"ending:{sname i}"   -- docs/async.md §5
 
 /-- Entries in `lru` order: by `(last, rel)`. -/
 def sortEntries (es : List Entry) : List Entry :=
@@ -230,7 +235,7 @@ def stageJson (i : Nat) : M CJ := do
   let st ← stage i
   let base : List (String × CJ) := [("name", .str d.name), ("kind", .str st.kind)]
   match d.kind with
-  | .step _ =>
+  | .step sd =>
     let mut res : List CJ := []
     for j in st.jobs do
       let mut pos : CJ := .null
@@ -241,14 +246,18 @@ def stageJson (i : Nat) : M CJ := do
           let k := h.slot g
           pos := CJ.amt (h.position.getD k 0)
           alloc := CJ.amt (h.alloc.getD k 0)
-      res := res ++ [.obj [("serial", .nat j.serial), ("mode", .str j.mode), ("remaining", j.left.toJson),
-                           ("admission", .int j.admission), ("position", pos), ("allocation", alloc)]]
+      res := res ++ [.obj ([("serial", .nat j.serial), ("mode", .str j.mode), ("remaining", j.left.toJson),
+                            ("admission", .int j.admission), ("position", pos), ("allocation", alloc)] ++
+                           (if j.pending then [("pending", .bool true)] else []))]
     let it : CJ := match st.iteration with
       | none => .null
       | some it => .obj [("end", ratJ it.«end»), ("seq", .nat it.seq),
                          ("assign", .arr (it.assign.map fun a => CJ.arr [.nat a.serial, .nat a.tokens]))]
+    -- docs/async.md §5: the pending and due lists, only on a `lag 1` engine
+    let lagKeys : List (String × CJ) :=
+      if sd.lag == 1 then [("pending", CJ.nats st.pending), ("due", CJ.nats st.due)] else []
     return .obj (base ++ [("residents", .arr res), ("iteration", it),
-                          ("registers", .arr (st.registers.map CJ.val))])
+                          ("registers", .arr (st.registers.map CJ.val))] ++ lagKeys)
   | .fifo _ =>
     return .obj (base ++ [
       ("waiting", .arr (st.waiting.map fun j => CJ.arr [.nat j.serial, j.left.toJson])),

@@ -229,9 +229,9 @@ def test_seeded_eos_block_fault_diverges(name, step, monkeypatch):
     identify it, as the other decode tokens, and the continuation hits one block more."""
     import serq_spec.lag as lag
 
-    assert not _diffs(name, _run(name))
+    assert not _diffs(name, _run(name, "spec"))
     monkeypatch.setattr(lag, "identifies", lambda job: True)
-    diffs = _diffs(name, _run(name))
+    diffs = _diffs(name, _run(name, "spec"))
     assert diffs and diffs[0].step == step and diffs[0].field == "scheduled", diffs
 
 
@@ -273,13 +273,17 @@ def test_seeded_ends_order_fault_diverges(monkeypatch):
         good(cfg, e)
 
     monkeypatch.setattr(lag, "apply_ends", reversed_ends)
-    assert _diffs("c5000_00329", _run("c5000_00329"))
+    assert _diffs("c5000_00329", _run("c5000_00329", "spec"))
 
 
-def test_async_on_the_fast_engine_is_an_error():
-    from serq.oracle.model import ModelError
-    with pytest.raises(ModelError, match="serq_fast does not implement yet"):
-        _run("h_async_multiturn", "fast")
+@pytest.mark.parametrize("name", ["c5000_00329", "h_async_multiturn"])
+def test_async_on_the_fast_engine(name, monkeypatch):
+    """`auto` runs async scenarios on serq_fast (`lag 1`, docs/fast.md): they agree, and its own
+    seeded fault `lag_end_order` (two same-step ends applied in reverse batch order) diverges."""
+    assert not _diffs(name, _run(name, "fast"))
+    if name == "c5000_00329":
+        monkeypatch.setenv("SERQ_FAST_FAULT", "lag_end_order")
+        assert _diffs(name, _run(name, "fast"))
 
 
 # ------------------------------------------------------------------ CLI

@@ -10,8 +10,8 @@ A scenario (docs/oracle.md §3) becomes one serQ program run (docs/vllm-model.md
   per `after` chain, one turn per request (new = the whole prompt, out = the output length,
   think = the gate delay before the request is added, forced = an ordering key), spawned by
   `batch(n)` at time 0;
-- the engine (serq_fast by default; serq_spec for async scheduling, which serq_fast does not
-  implement yet, or with `--engine spec`) prints its per-step state lines (docs/state.md); `build_trace` turns them into
+- the engine (serq_fast by default, serq_spec with `--engine spec`) prints its per-step state
+  lines (docs/state.md); `build_trace` turns them into
   a trace of the oracle format (docs/oracle.md §4), which `serq oracle compare` compares with
   vLLM's;
 - facts about vLLM's run the language cannot derive (step-counted `after` delays and same-call
@@ -894,11 +894,9 @@ def run_scenario(sc: ResolvedScenario, engine: str = "auto",
     t0 = _time.perf_counter()
     plan = plan_scenario(sc, force)
     if engine == "auto":
-        # serq_fast does not implement `lag 1` (docs/async.md) yet
-        engine = "spec" if plan.asynchronous else "fast"
-    if engine == "fast" and plan.asynchronous:
-        raise ModelError("async scheduling needs the engine option `lag 1` (docs/async.md), which "
-                         "serq_fast does not implement yet: use --engine spec or auto")
+        # serq_fast implements `lag 1` (docs/async.md, docs/fast.md) and agrees on every
+        # committed vector, async ones on both clocks included (docs/vllm-model.md §4)
+        engine = "fast"
     source = (sources or {}).get(program_path(plan.priority, plan.use_hold).name)
     order = None
     thinks: dict[str, Fraction] = {}

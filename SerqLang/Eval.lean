@@ -298,7 +298,7 @@ partial def observable (env : EnvM) (f : String) (onPool : Bool) (base count : N
     let p ← resolveRef env base count index
     let st ← pool p
     if f == "used" then return .fin st.used
-    else if f == "free" then return .fin ((← capOf p) - st.used)
+    else if f == "free" then liftRes (Value.sub (← capOf p) (.fin st.used))   -- ±inf under an infinite cap
     else if f == "cachedin" then
       match env.session with
       | none => return Value.zero

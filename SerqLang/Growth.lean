@@ -255,7 +255,7 @@ where
     let h := s.holds.getD k default
     let need := target - h.alloc.getD i 0
     let st ← pool p
-    if st.used + need ≤ (← capOf p) then
+    if Value.le (.fin (st.used + need)) (← capOf p) then
       addUnits p serial k i need
       return (true, ictx)
     match (← chooseVictim p) with

@@ -88,15 +88,22 @@ partial def makeRoom (p : Nat) (need : Rat) : M Unit := do
   let block ← blockOf p
   match (← poolDecl p).evict with
   | .lru =>
-    match Pool.makeRoom cap block (← pool p) need with
-    | .error e => specError s!"make_room in pool {name}: {e}"
-    | .ok (st, evs) =>
-      setPool p st
-      modifyRec fun r => { r with evicted := evs.foldl (fun acc ev =>
-        acc.push (.arr [.int ev.owner, .str name, CJ.amt ev.units])) r.evicted }
+    -- `Pool.makeRoom` is over a rational cap (its proofs, Thm/Pool.lean, are); an infinite cap
+    -- is settled here as pools.py's loop settles it: `+inf` never needs room, and under `-inf`
+    -- the loop empties the cache and raises (the evictions die with the run)
+    match cap with
+    | .posInf => return
+    | .negInf => specError s!"make_room in pool {name}: no room even with an empty cache"
+    | .fin capR =>
+      match Pool.makeRoom capR block (← pool p) need with
+      | .error e => specError s!"make_room in pool {name}: {e}"
+      | .ok (st, evs) =>
+        setPool p st
+        modifyRec fun r => { r with evicted := evs.foldl (fun acc ev =>
+          acc.push (.arr [.int ev.owner, .str name, CJ.amt ev.units])) r.evicted }
   | .keyed keys =>
     let st ← pool p
-    if st.used + st.cached + need ≤ cap then return
+    if Value.le (.fin (st.used + st.cached + need)) cap then return
     if st.entries.isEmpty then
       specError s!"make_room in pool {name}: no room even with an empty cache"
     let some i ← keyedVictim p keys st.entries | specError s!"make_room in pool {name}: no victim"

@@ -15,7 +15,9 @@ Python mutates `cfg.pools[p]`; here each function takes the pool's static `cap`/
 
 Pool amounts (units, `used`, entry sizes, allocations, the cap and the block size) are exact
 rationals (`Rat`), as in serq_spec since 84aea69 (docs/spec.md "Non-whole pool amounts"); every
-amount the step makes is ≥ 0. An infinite cap is outside this fragment (`Config.ofIr` refuses it).
+amount the step makes is ≥ 0. The cap here is a rational: an infinite one (program.py keeps
+`±inf`) never reaches this file — `Holds.makeRoom` settles it, and the guards compare with
+`Value.lt`/`Value.le`.
 
 The memory invariant `Inv cap st := st.used + st.cached ≤ cap` is proved preserved by
 `makeRoom`, admission, growth, consumption, release and `drop` in `SerqLang/Thm/Pool.lean`.

@@ -8,10 +8,9 @@ import SerqLang.Config
 # The static program (python/serq_spec/program.py) and events (python/serq_spec/events.py)
 
 `Program.ofIr` mirrors program.py's `Program.__init__` and `check_supported`: block sizes and
-caps as exact rationals, the engines, their memory pools and admitted pools, and a refusal —
-with the source location — of every construct serq_spec does not implement. SerqLang refuses
-two more: an infinite and a negative pool cap (its pool arithmetic is over `Rat`, without
-infinities; docs/lean.md).
+caps as exact values (a rational, `+inf` or `-inf`, any sign, as program.py keeps them), the
+engines, their memory pools and admitted pools, and a refusal — with the source location — of
+every construct serq_spec does not implement.
 -/
 
 namespace SerqLang
@@ -27,7 +26,9 @@ def supportedCtx : List String :=
 /-- program.py `Program` (run settings `warmup` and `horizon` included). -/
 structure Program where
   ir : Ir
-  caps : List Rat
+  /-- program.py `caps`: each pool's cap, any value (`+inf`: nothing is ever too big; a negative
+  one or `-inf`: nothing fits) -/
+  caps : List Value
   block : List (Option Rat)
   engines : List Nat
   /-- program.py `memory_of`: each stage's memory pool (engines only), inferred from the pool
@@ -194,14 +195,9 @@ def blockOf (p : PoolDecl) : Res (Option Rat) :=
       else .ok (some q)
     | _ => .error s!"error: pool {p.name}: block must be positive and finite, got {v.toWire}"
 
-/-- The cap, any finite rational ≥ 0 (program.py since 84aea69); a negative or an infinite one
-is refused by SerqLang (docs/lean.md, "Differences"). -/
-def capOf (p : PoolDecl) : Res Rat :=
-  match p.cap with
-  | .fin q =>
-    if q < 0 then .error s!"pool {p.name}: a negative cap {q}"
-    else .ok q
-  | v => .error s!"error: not supported by SerqLang yet: pool {p.name} with an infinite cap {v.toWire} at <unknown location>"
+/-- program.py `caps`: the cap as the IR gives it, never refused — a negative cap or `-inf`
+admits nothing (every guard compares an amount ≥ 0 with it), `+inf` never blocks. -/
+def capOf (p : PoolDecl) : Value := p.cap
 
 /-- program.py `infer_memory`: an engine without a memory pool in the IR gets the pool its
 `growing` runs grow. -/
@@ -223,12 +219,13 @@ def inferMemory (ir : Ir) : List (Option Nat) := Id.run do
 /-- program.py `content_pool`: B = cap / block for a `share content` pool (docs/content.md §1),
 none elsewhere; a content pool needs a block, a cap that is a whole number of blocks, `evict lru`,
 and no `reserve held`. -/
-def contentPool (p : PoolDecl) (block : Option Rat) (cap : Rat) : Res (Option Nat) :=
+def contentPool (p : PoolDecl) (block : Option Rat) (capV : Value) : Res (Option Nat) :=
   if !p.shareContent then .ok none
   else
-    match block with
-    | none => .error s!"error: pool {p.name}: `share content` needs a block and a cap that is a whole number of blocks"
-    | some b =>
+    match block, capV with
+    | none, _ | some _, .posInf | some _, .negInf =>
+      .error s!"error: pool {p.name}: `share content` needs a block and a cap that is a whole number of blocks"
+    | some b, .fin cap =>
       -- program.py: the block a whole number, the cap a whole number of blocks
       if b.den != 1 || (cap / b).den != 1 then
         .error s!"error: pool {p.name}: `share content` needs a block and a cap that is a whole number of blocks"
@@ -238,6 +235,8 @@ def contentPool (p : PoolDecl) (block : Option Rat) (cap : Rat) : Res (Option Na
         | .lru =>
           if p.reserveHeld then
             .error s!"error: not supported by serq_spec yet: `reserve held` on the `share content` pool {p.name} at <unknown location>"
+          -- a negative cap: Python's `int(cap / b)` < 0 makes an empty block pool
+          -- (`[0] * B` is `[]`), as `toNat`'s 0 does
           else .ok (some (cap / b).num.toNat)
 
 /-- program.py `prefixes`: each declared key with its parent and its total (a whole number). -/
@@ -252,7 +251,7 @@ def prefixesOf (ir : Ir) : Res Content.Prefixes :=
 /-- program.py `Program.__init__` with `check_supported`. -/
 def ofIr (ir : Ir) : Res Program := do
   let block ← ir.pools.mapM blockOf
-  let caps ← ir.pools.mapM capOf
+  let caps := ir.pools.map capOf
   let prefixes ← prefixesOf ir
   let contentBlocks ← ((ir.pools.zip block).zip caps).mapM fun ((p, b), c) => contentPool p b c
   for p in ir.pools do

@@ -136,7 +136,7 @@ def holdRejected (serial : Nat) (h : Hold) (stream : DrawStream) (loc : Option L
           let x ← match x with
             | .fin q => if decide (0 ≤ q) then pure (Value.fin (roundupBlock q blk)) else pure x
             | _ => pure x
-          if Value.lt (.fin cap) x then
+          if Value.lt cap x then
             modifySession serial fun s => { s with attrs := saved }
             reject serial p
             return true
@@ -315,7 +315,7 @@ def attempt (serial : Nat) (h : Hold) (ref : Nat × Nat) (stream : DrawStream) (
   for (p, mine) in pools.zip amounts do
     let cap ← capOf p
     let blk ← blockOf p
-    if mine.any (fun (e, x) => decide (roundupBlock x blk > cap) && staticExpr e static) then
+    if mine.any (fun (e, x) => Value.lt cap (.fin (roundupBlock x blk)) && staticExpr e static) then
       modifySession serial fun s => { s with attrs := saved, pending := none }
       leaveQueue (pools.headD 0) serial
       reject serial p
@@ -346,7 +346,7 @@ def attempt (serial : Nat) (h : Hold) (ref : Nat × Nat) (stream : DrawStream) (
     else
       plan := plan ++ [none]
       let held ← if (← poolDecl p).reserveHeld then heldReservations p else pure 0
-      if (← pool p).used + held + roundupBlock need (← blockOf p) > (← capOf p) then
+      if Value.lt (← capOf p) (.fin ((← pool p).used + held + roundupBlock need (← blockOf p))) then
         return .blocked   -- cached units never block
   admit serial h ref stream pools units env reserved plan reuseRead
   return .admitted
@@ -650,7 +650,7 @@ def retryGrowers (p : Nat) : M Unit := do
     let h := s.holds.getD k default
     let i := h.slot p
     let need := target - h.alloc.getD i 0
-    if st.used + need > (← capOf p) then break
+    if Value.lt (← capOf p) (.fin (st.used + need)) then break
     addUnits p serial k i need
     let st ← pool p
     setPool p { st with growers := st.growers.drop 1 }

@@ -178,7 +178,7 @@ def stageDecl (i : Nat) : M StageDecl := do
 def poolName (p : Nat) : M String := do return (← poolDecl p).name
 def stageName (i : Nat) : M String := do return (← stageDecl i).name
 
-def capOf (p : Nat) : M Rat := do
+def capOf (p : Nat) : M Value := do
   match (← getProg).caps[p]? with
   | some c => return c
   | none => internalError s!"no pool {p}"

@@ -24,6 +24,7 @@ import SerqLang.Lag
 import SerqLang.Session
 import SerqLang.Engine
 import SerqLang.Step
+import SerqLang.Invariants
 import SerqLang.Ffi
 
 /-!

@@ -3,6 +3,7 @@ Copyright (c) 2026 The serQ authors. Released under the Apache 2.0 license.
 -/
 import SerqLang.Json
 import SerqLang.Step
+import SerqLang.Invariants
 
 /-!
 # Exported entry points (oracle.md §13; style.md §4)
@@ -46,6 +47,8 @@ def initCore (irText sessionsText : String) : Res String := do
   let sJ ← Wire.parse "sessions" sessionsText
   let (prog, w) ← loadProgram irJ sJ
   let (cfg, rd) ← initial prog w
+  -- step.py `run(check=True)`: the invariants after step 0
+  Invariants.checkOrRaise prog w cfg rd none 0 (some 0)
   let line ← stateLine prog w cfg rd none 0
   return (CJ.obj [("state", stateJson irJ sJ cfg), ("line", line)]).render
 
@@ -73,6 +76,8 @@ def runCore (text : String) (k : Nat) : Res String := do
     match (← step prog w cfg) with
     | none => break
     | some (cfg', rd, ev) =>
+      -- step.py `run(check=True)`: the invariants after every step, time monotone from `cfg.now`
+      Invariants.checkOrRaise prog w cfg' rd (some ev) cfg'.steps (some cfg.now)
       lines := lines.push (← stateLine prog w cfg' rd (some ev) cfg'.steps)
       cfg := cfg'
   return (CJ.obj [("state", stateJson irJ sJ cfg), ("lines", .arr lines.toList)]).render

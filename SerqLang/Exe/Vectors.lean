@@ -88,6 +88,8 @@ def replayVector (irText sessionsText expectedText : String) : Res (Option Strin
   let prog ← Program.ofIr ir
   let w ← Workload.replay sJ
   let (cfg0, rec0) ← initial prog w
+  -- step.py `run(check=True)`, as the vectors were made: the invariants after step 0 and every step
+  Invariants.checkOrRaise prog w cfg0 rec0 none 0 (some 0)
   -- the docs/content.md §5 keys of every content pool at the end of a step (tests/test_spec_vectors.py
   -- `content_lines`), by pool name
   let contentLines (c : Config) : List (String × CJ) :=
@@ -104,7 +106,8 @@ def replayVector (irText sessionsText expectedText : String) : Res (Option Strin
     fuel := fuel - 1
     match (← step prog w cfg) with
     | none => going := false
-    | some (cfg', rd, _) =>
+    | some (cfg', rd, ev) =>
+      Invariants.checkOrRaise prog w cfg' rd (some ev) cfg'.steps (some cfg.now)
       cfg := cfg'
       recs := recs.push rd
       timed := timed.push (cfg'.now, rd, contentLines cfg')

@@ -719,12 +719,18 @@ def _seconds_steps(plan: Plan, col: "_Collector") -> tuple[list[int], dict[str, 
         clock = toks[k - 1].end if k else Fraction(0)
         if k:
             for rid in by_fin.get(k - 1, ()):
-                finished.add(rid)
+                # async: the finish is processed after the next schedule() call, and the counter
+                # has moved on if that call had tokens (col.late); until then vLLM still has the
+                # request (it is scheduled an EOS token, or lingers in its running list), so the
+                # engine is not empty before this iteration
+                late = col.late.get(rid, 0)
+                if not late:
+                    finished.add(rid)
                 for c in children.get(rid, ()):
-                    # async: the finish is processed after the next schedule() call, and the
-                    # counter has moved on if that call had tokens (col.late)
-                    late = col.late.get(rid, 0)
                     target[c.id] = steps[k - 1] + max(1 + late, c.delay_steps)
+            for rid in by_fin.get(k - 2, ()) if k >= 2 else ():
+                if col.late.get(rid, 0):
+                    finished.add(rid)
 
         def ready(r) -> bool:
             if r.arrival_kind == "time":

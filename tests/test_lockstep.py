@@ -43,9 +43,7 @@ CASES = [
 # Examples using a construct serq_fast does not implement yet: indexed here, not compared. Remove
 # the entry (and add the example to CASES) when serq_fast implements it.
 NOT_YET: set = set()
-# vectors/spec/ serq_fast cannot run yet, likewise: `lag 1` (docs/async.md) is implemented in
-# serq_spec only so far
-NOT_YET_VECTORS: set = {"async_lag_end", "async_lag_order", "async_lag_victim"}
+NOT_YET_VECTORS: set = set()   # vectors/spec/ serq_fast cannot run yet, likewise
 
 
 def test_every_example_is_in_lockstep():

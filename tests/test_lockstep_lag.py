@@ -185,3 +185,74 @@ def test_seeded_fault_lag_end_order(monkeypatch):
     assert info.value.fast_line["event"]["kind"] == "ends"
     monkeypatch.delenv("SERQ_FAST_FAULT")
     assert compare_runs(ir, sessions, "order.sq") > 0
+
+
+# docs/async.md §3 item 3: an ending session is a preemption candidate only while its pending
+# resident is resident, and only for its lagged hold's pools. Session 0 is ending on e while it
+# holds `m` in an outer hold when session 1 grows `m` (at 3.5, inside the iteration whose end
+# applies session 0's end); `m`'s keys prefer session 0, so a rule that let it be a candidate
+# would pick it; the victim must be session 2 (a resident holding `m` outside its request).
+# OUTER: its pending resident is resident (serq_spec once crashed here: `m` is not its lagged
+# hold's pool); OUTER_PREEMPTED: its pending resident was already preempted on `kv` at 3 (the
+# old rule requeued the ending session).
+OUTER = """
+fn main() {
+  device d { kv cap 64; }
+  pool kv on d { block 4; preempt lifo; }
+  pool m { cap 4; preempt by (serial == 1 ? 9 : serial); }
+  engine e on d { lag 1; reqs cap 4; tokens cap 8; schedule { advance running; admit waiting; } execute (1); }
+  pool reqs on e { queue fifo; }
+  stage w : delay;
+  workload { arrive batch(3); }
+  server {
+    branch (serial == 1) {
+      run w (3.5);
+      hold m (1) { grow m (1); run w (1); }
+    } else {
+      hold m (serial == 0 ? 2 : 1) {
+        hold reqs (1), kv (4) { run e prefill (P) growing kv; run e decode (serial == 0 ? 2 : 6) growing kv; }
+      }
+    }
+  }
+}
+"""
+OUTER_PREEMPTED = (OUTER.replace("kv cap 64", "kv cap 16")
+                   .replace("block 4; preempt lifo;", "block 4; preempt by (serial == 0 ? 0 : 1);")
+                   .replace("(P)", "(serial == 0 ? 3 : 7)"))
+OUTER = OUTER.replace("(P)", "(3)")
+
+
+def _outer_victims(lines: list) -> list:
+    """(victim, ending serial, is its pending resident resident) at each preemption on `m`."""
+    out = []
+    for line in lines:
+        st = next(s for s in line["stages"] if s["name"] == "e")
+        pending = {r["serial"] for r in st["residents"] if r.get("pending")}
+        ending = [serial for serial, status in line["sessions"] if status == "ending:e"]
+        for serial, pool, _pos in line["records"]["preempted"]:
+            if pool == "m":
+                out.append((serial, ending, [e in pending for e in ending]))
+    return out
+
+
+@pytest.mark.parametrize("name,text,resident", [("outer", OUTER, True), ("outer_preempted", OUTER_PREEMPTED, False)],
+                         ids=["outer", "outer_preempted"])
+def test_ending_session_not_a_victim_of_an_outer_pool(name, text, resident):
+    ir = compile_source(text, f"{name}.sq", {})
+    sessions = sample_sessions(ir, 1, 3, f"{name}.sq")
+    assert compare_runs(ir, sessions, f"{name}.sq") > 0
+    assert _outer_victims(fast_lines(ir, sessions)) == [(2, [0], [resident])]
+
+
+@pytest.mark.parametrize("text,error", [(OUTER, ValueError), (OUTER_PREEMPTED, Divergence)],
+                         ids=["outer", "outer_preempted"])
+def test_seeded_fault_ending_candidate_of_outer_pool(monkeypatch, text, error):
+    """Every ending session a candidate of every pool it holds (serq_spec's old rule for a pool
+    that is no engine's memory): OUTER's preemption finds no lagged hold of `m` (the old
+    traceback), OUTER_PREEMPTED's requeues the ending session (serq_fast does not)."""
+    import serq_spec.lag
+    ir = compile_source(text, "outer.sq", {})
+    sessions = sample_sessions(ir, 1, 3, "outer.sq")
+    monkeypatch.setattr(serq_spec.lag, "is_candidate", lambda s, p: True)
+    with pytest.raises(error):
+        compare_runs(ir, sessions, "outer.sq")

@@ -760,21 +760,20 @@ class Pool:
         """The victim Part by this pool's `preempt` rule, or None (§11.7)."""
         if self.preempt_kind == "none":
             return None
-        from serq_fast.engine import STAGE, GROWING
+        from serq_fast.engine import ENDING
 
         cands = []
-        if self.engine_memory:
-            for part in self.holders:
-                job = part.hold.sess.job
+        for part in self.holders:
+            s = part.hold.sess
+            job = s.job
+            if s.status == ENDING and (job is None or part.hold is not job.hold):
+                # an ending session is a victim only while its pending resident is resident, and
+                # only in its lagged hold's pools (docs/async.md §3 item 3)
+                continue
+            if self.engine_memory:
                 if job is not None and job.resident and job.stage.memory == self.idx:
-                    if job.lagged and part.hold is not job.hold:
-                        continue  # a pending resident is a victim only in its own hold's pools (docs/async.md §3 item 3)
                     cands.append(part)
-        else:
-            for part in self.holders:
-                s = part.hold.sess
-                if s.job is not None and s.job.stage.kind == "delay":
-                    continue
+            elif job is None or job.stage.kind != "delay":
                 cands.append(part)
         if not cands:
             return None

@@ -48,18 +48,19 @@ def stall(cfg, s, p: int, target: int) -> None:
 
 def preemption_candidates(cfg, p: int) -> list:
     """Holders of p that are residents of a step engine whose memory is p; for a pool that is no
-    engine's memory, every holder holding p in a scope except one sitting in a delay stage (§11.7)."""
+    engine's memory, every holder holding p in a scope except one sitting in a delay stage (§11.7);
+    an ending session only by `lag.is_candidate` (docs/async.md §3 item 3)."""
     prog = cfg.program
     engines = [e for e in prog.engines if prog.memory_of[e] == p]
     out = []
     for serial in cfg.pools[p].holders:
         s = cfg.sessions[serial]
+        if s.status[0] == "ending":
+            from .lag import is_candidate
+            if not is_candidate(s, p):
+                continue
         if engines:
             if s.job is not None and s.job.stage in engines:
-                if s.job.pending:
-                    from .lag import is_candidate
-                    if not is_candidate(s, p):
-                        continue
                 out.append(s)
         elif not in_delay(cfg, s):
             out.append(s)

@@ -84,8 +84,11 @@ def identifies(job) -> bool:
 
 
 def is_candidate(s, p: int) -> bool:
-    """A pending resident is a preemption candidate only for the pools its lagged hold holds."""
-    return bool(s.holds) and p in s.holds[-1].pools
+    """Is an ending session a preemption candidate of pool p? Only while its pending resident is
+    resident, and only for the pools its lagged hold (the innermost) holds (docs/async.md §3 item
+    3): an outer hold's pool, or a session whose pending resident was preempted, has no victim to
+    give: the session is not requeued (its end is still applied) and its outer holds stay."""
+    return s.job is not None and p in s.holds[-1].pools
 
 
 def preempt_pending(cfg, v, p: int, ictx) -> None:

@@ -50,17 +50,20 @@ def inDelay (s : Session) : M Bool := do
 
 /-- growth.py `preemption_candidates`: holders of p that are residents of an engine whose
 memory is p; for a pool that is no engine's memory, every holder of p except one sitting in a
-delay stage. -/
+delay stage; an ending session only by `isCandidate` (docs/async.md §3 item 3). -/
 def preemptionCandidates (p : Nat) : M (List Session) := do
   let engines ← enginesOf p
   let mut out : List Session := []
   for serial in (← pool p).holders do
     let s ← session serial
+    let excluded := match s.status with
+      | .ending _ => !isCandidate s p
+      | _ => false
+    if excluded then continue
     if engines.isEmpty then
       if !(← inDelay s) then out := out ++ [s]
     else if let some j := s.job then
-      -- a pending resident only for the pools its lagged hold holds (docs/async.md §3 item 3)
-      if engines.contains j.stage && (!j.pending || isCandidate s p) then out := out ++ [s]
+      if engines.contains j.stage then out := out ++ [s]
   return out
 
 /-- Is the session's job a resident of a step engine? -/

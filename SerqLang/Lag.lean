@@ -43,11 +43,14 @@ def makeDue (e : Nat) (time : Rat) : M Unit := do
 a pending resident's EOS token: its output is never processed (docs/async.md §3 item 2). -/
 def identifies (job : Job) : Bool := !job.pending
 
-/-- lag.py `is_candidate`: a pending resident is a preemption candidate only for the pools its
-lagged hold (the innermost) holds. -/
+/-- lag.py `is_candidate`: an ending session is a preemption candidate of pool p only while its
+pending resident is resident (it still has a job) and only for the pools its lagged hold (the
+innermost) holds (docs/async.md §3 item 3): an outer hold's pool, or a session whose pending
+resident was preempted, has no victim to give, since the session is not requeued. -/
 def isCandidate (s : Session) (p : Nat) : Bool :=
-  match s.holds.getLast? with
-  | some h => h.pools.contains p
-  | none => false
+  s.job.isSome &&
+    (match s.holds.getLast? with
+     | some h => h.pools.contains p
+     | none => false)
 
 end SerqLang

@@ -715,7 +715,10 @@ def _seconds_steps(plan: Plan, col: "_Collector") -> tuple[list[int], dict[str, 
     steps: list[int] = []
     idle_added: set = set()
     S = 0
-    for k, it in enumerate(toks):
+    # one pass more than serQ's token iterations: a child whose target step lies beyond serQ's
+    # last iteration (serQ ran it too early) is added after vLLM's idle steps at the last
+    # iteration's end, so the fixpoint learns its add time (c9000_00108)
+    for k in range(len(toks) + 1):
         clock = toks[k - 1].end if k else Fraction(0)
         if k:
             for rid in by_fin.get(k - 1, ()):
@@ -761,6 +764,8 @@ def _seconds_steps(plan: Plan, col: "_Collector") -> tuple[list[int], dict[str, 
             if not waiting:
                 break
             S = min(waiting)
+        if k == len(toks):
+            break
         steps.append(S)
         S += 1
     for rid, b in bound.items():

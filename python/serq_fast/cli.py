@@ -59,22 +59,11 @@ def _err(msg: str) -> int:
 
 
 def load_ir(path: str, sets: list) -> dict:
-    """The IR of FILE with its settings; raises serq.errors.SerqError or ValueError."""
-    if path.endswith(".json"):
-        with open(path, encoding="utf-8") as f:
-            ir = json.load(f)
-        if sets:
-            raise ValueError("--set does not apply to a .json IR (bind inputs when producing it)")
-        return ir
-    from serq import frontend
+    """The IR of FILE with its settings (serq.irfile: a checked `.json` IR or a compiled program);
+    raises serq.errors.SerqError."""
+    from serq.irfile import read_program
 
-    settings = {}
-    for s in sets:
-        if "=" not in s:
-            raise ValueError(f"--set {s!r}: expected NAME=VALUE")
-        k, v = s.split("=", 1)
-        settings[k.strip()] = v.strip()
-    return frontend.load_program(path, settings)
+    return read_program(path, sets)
 
 
 def _progress(now: float, horizon: float) -> None:
@@ -153,6 +142,12 @@ def cmd_run(args) -> int:
         if progress:
             sys.stderr.write("\n")
         return _err(f"run-time error: {name_files(str(exc), ir.get('files') or [args.file])}")
+    except (KeyError, TypeError, IndexError, ValueError) as exc:
+        if not args.file.endswith(".json"):
+            raise      # the front-end's IR: a bug of ours, not bad input
+        # an IR file made by hand: its declarations passed serq.irfile, a statement did not
+        return _err(f"malformed IR in {args.file} ({type(exc).__name__}: {exc}); produce IR with "
+                    "`serq ir FILE` (docs/ir.md gives the format)")
     finally:
         if states_out is not None and states_out is not sys.stdout:
             states_out.close()

@@ -247,5 +247,12 @@ def main(args) -> int:
     except RunError as exc:
         print(f"serq: error: fast run-time error: {error_text(exc, ir, args.file)}", file=sys.stderr)
         return 2
+    except (KeyError, TypeError, IndexError, ValueError) as exc:
+        if not args.file.endswith(".json"):
+            raise      # the front-end's IR: a bug of ours, not bad input
+        # an IR file made by hand: its declarations passed serq.irfile, a statement did not
+        print(f"serq: error: malformed IR in {args.file} ({type(exc).__name__}: {exc}); produce IR "
+              "with `serq ir FILE` (docs/ir.md gives the format)", file=sys.stderr)
+        return 2
     print(f"lockstep: {n} steps agree ({args.file}, seed {args.seed}, {args.sessions} sessions)")
     return 0

@@ -60,30 +60,16 @@ def fail(msg: str) -> int:
 
 
 def load_ir(path: str, sets: list[str]) -> dict:
-    """The IR of FILE: a `.json` IR as it is, or a program compiled by the front-end with `--set`s."""
-    if path.endswith(".json"):
-        if sets:
-            raise SpecError("--set applies to a .sq program, not to an IR file")
-        try:
-            with open(path, encoding="utf-8") as fh:
-                return json.load(fh)
-        except (OSError, ValueError) as exc:
-            raise SpecError(f"cannot read the IR file {path}: {exc}")
-    settings = {}
-    for item in sets:
-        name, eq, value = item.partition("=")
-        if not eq or not name:
-            raise SpecError(f"--set expects NAME=VALUE, got {item!r}")
-        settings[name.strip()] = value.strip()
+    """The IR of FILE: a `.json` IR file (checked, serq.irfile) or a program compiled with `--set`s."""
     try:
-        from serq.frontend import load_program
+        from serq.irfile import read_program
     except ImportError as exc:
-        raise SpecError(f"the front-end (serq.frontend) is not available: {exc}")
+        raise SpecError(f"the front-end (serq) is not available: {exc}")
     from serq.errors import SerqError
     try:
-        return load_program(path, settings)
+        return read_program(path, sets)
     except SerqError as exc:
-        raise FrontEndError(exc.render() if hasattr(exc, "render") else str(exc))
+        raise FrontEndError(exc.render())
 
 
 def time_arg(text: str, what: str):
@@ -129,7 +115,7 @@ def cmd_sample(args) -> int:
         return 0
     except SpecError as exc:
         return fail(located(exc, ir, args.file))
-    except (KeyError, TypeError, IndexError) as exc:
+    except (KeyError, TypeError, IndexError, WireError) as exc:
         return fail(f"error: malformed IR ({type(exc).__name__}: {exc})")
     except Exception as exc:  # noqa: BLE001 -- never a traceback (SERQ_TRACEBACK=1 shows it)
         return internal(exc)
@@ -185,7 +171,7 @@ def cmd_spec(args) -> int:
     except SpecError as exc:
         out.flush()
         return fail(located(exc, ir, args.file))
-    except (KeyError, TypeError, IndexError) as exc:
+    except (KeyError, TypeError, IndexError, WireError) as exc:
         return fail(f"error: malformed IR ({type(exc).__name__}: {exc})")
     except Exception as exc:  # noqa: BLE001
         return internal(exc)

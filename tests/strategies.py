@@ -65,7 +65,7 @@ fn main() {{
   pool reqs on eng {{ queue {queue}; }}
   stage gate : delay;
   workload {{
-    arrive batch({sessions});
+    arrive {arrival};
     hidden o;
     init {{ set ctx = 0; }}
     turn {{
@@ -92,13 +92,14 @@ fn main() {{
 
 
 @st.composite
-def vllm_programs(draw, content: bool = False, lag: bool = False) -> Case:
+def vllm_programs(draw, content: bool = False, lag: bool = False, arrivals: bool = False) -> Case:
     """With `content` the KV pool is `share content` (docs/content.md): a prefix tree of one or two
     shared system prompts, sessions 0 and 1 on the first, the others on the second (its child), the
     rest of each prompt the session's own history. With `lag` the engine is `lag 1` (docs/async.md)
     and its request block may stop by EOS (`eos (…)`: always, never, by the output length or by a
-    draw of the session stream). Without them the draws and the text are exactly those of before
-    (the lockstep tests replay them)."""
+    draw of the session stream). With `arrivals` the workload arrives by `poisson`, `renewal` or
+    `closed` instead of `batch` (drawn last). Without them the draws and the text are exactly those
+    of before (the lockstep tests replay them)."""
     sessions = draw(st.sampled_from([4, 3, 2, 1]))
     bs = draw(st.sampled_from([16, 4, 1]))
     maxp = draw(st.integers(1, 100))
@@ -128,7 +129,7 @@ def vllm_programs(draw, content: bool = False, lag: bool = False) -> Case:
         queue=draw(st.sampled_from(["fifo", "fifo", "by (prompt)"])),
         chunk=draw(st.one_of(st.just("inf"), st.integers(1, 32).map(str))),
         cache=draw(st.sampled_from(["prompt + output", "prompt + output - 1", "0"])),
-        cost=cost, sessions=sessions,
+        cost=cost, sessions=sessions, arrival="{arrival}",
         maxp=maxp, maxo=maxo, turns=turns, stagger=draw(st.sampled_from(["0", "1/2", "1", "3"])),
         think=draw(st.sampled_from(["0", "1", "5/2"])),
         prompt=f"{shared} + ctx + n" if content else "ctx + n",
@@ -146,14 +147,26 @@ def vllm_programs(draw, content: bool = False, lag: bool = False) -> Case:
         lag_text = "\n    lag 1;"
         e = draw(st.sampled_from(["", "1", "0", "output > 4", "~bernoulli(1/2)"]))
         eos = f"\n      eos ({e});" if e else ""
-    return Case(text=text.replace("{lag}", lag_text).replace("{eos}", eos), sessions=sessions, seed=seed)
+    text = text.replace("{lag}", lag_text).replace("{eos}", eos)
+    arrival = draw(arrival_processes(sessions)) if arrivals else f"batch({sessions})"
+    return Case(text=text.replace("{arrival}", arrival), sessions=sessions, seed=seed)
+
+
+def arrival_processes(sessions: int):
+    """An open or closed arrival process for K sampled sessions (docs/sessions.md): `poisson` and
+    `renewal` (exact and random gaps; a gap must be positive) draw K arrival times from the arrival
+    stream; `closed(n)` starts n sessions at time 0 and one more at each end until K."""
+    return st.one_of(
+        st.sampled_from(["1/2", "1", "3"]).map(lambda r: f"poisson({r})"),
+        st.sampled_from(["1/3", "1", "~uniform(1/2, 2)", "~exp(1)"]).map(lambda g: f"renewal({g})"),
+        st.integers(1, sessions).map(lambda n: f"closed({n})"))
 
 
 QUEUES = """\
 fn main() {{
   stage s : {kind};
   stage gate : delay;
-  workload {{ arrive batch({sessions}); }}
+  workload {{ arrive {arrival}; }}
   server {{
     run gate ({gap} * serial);
     set t_in = now;
@@ -165,12 +178,15 @@ fn main() {{
 
 
 @st.composite
-def queue_programs(draw) -> Case:
+def queue_programs(draw, arrivals: bool = False) -> Case:
+    """fifo / ps / delay stages; with `arrivals` an open or closed arrival process (drawn last)."""
     kind = draw(st.sampled_from(["fifo", "fifo(2)", "ps(1)", "ps(2)", "delay"]))
     sessions = draw(st.integers(1, 6))
-    text = QUEUES.format(kind=kind, sessions=sessions, gap=draw(st.sampled_from(["0", "1/3", "1", "2"])),
+    text = QUEUES.format(kind=kind, arrival="{arrival}", gap=draw(st.sampled_from(["0", "1/3", "1", "2"])),
                          work=draw(st.sampled_from(["~exp(1)", "~uniform(0, 2)", "1", "~det(3/2)", "0"])))
-    return Case(text=text, sessions=sessions, seed=draw(st.integers(0, 2 ** 16)))
+    seed = draw(st.integers(0, 2 ** 16))
+    arrival = draw(arrival_processes(sessions)) if arrivals else f"batch({sessions})"
+    return Case(text=text.replace("{arrival}", arrival), sessions=sessions, seed=seed)
 
 
 ROUTING = """\

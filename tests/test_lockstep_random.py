@@ -1,7 +1,7 @@
 """Lockstep of serq_spec and serq_fast on random small programs (tests/strategies.py).
 
 Default profile: 200 derandomised programs (+20 every step, +50 of `scope_programs`, +50 `share content`,
-+50 `lag 1`). Long profile (documented in docs/fast.md):
++50 `lag 1`, +50 under poisson, renewal and closed arrivals). Long profile (documented in docs/fast.md):
 `SERQ_LOCKSTEP_PROFILE=long python -m pytest tests/test_lockstep_random.py` runs 10,000 programs
 (set SERQ_LOCKSTEP_EXAMPLES to choose another count).
 """
@@ -88,5 +88,21 @@ def test_random_lag_programs_agree(case):
     """`lag 1` engines (docs/async.md), with and without `share content`, their requests ending by
     length or by EOS (`eos (…)`: always, never, by the output length, by a draw). A lag engine is
     never fast-forwarded, so every step is compared."""
+    ir = compile_source(case.text, case.name, {})
+    lockstep(ir, case.seed, case.sessions, case.name)
+
+
+ARRIVAL_EXAMPLES = max(20, EXAMPLES // 4)
+
+
+@settings(max_examples=ARRIVAL_EXAMPLES, deadline=None, derandomize=not LONG, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(st.one_of(strategies.vllm_programs(arrivals=True),
+                 st.booleans().flatmap(lambda content: strategies.vllm_programs(content=content, lag=True,
+                                                                                arrivals=True)),
+                 strategies.queue_programs(arrivals=True)))
+def test_random_arrival_processes_agree(case):
+    """The programs above under `poisson`, `renewal` and `closed(n)` arrivals (a new session at each end) instead of `batch`; a separate strategy
+    option, so the draws of the others stay as they were."""
     ir = compile_source(case.text, case.name, {})
     lockstep(ir, case.seed, case.sessions, case.name)

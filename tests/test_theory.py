@@ -64,9 +64,11 @@ def test_mg1_pollaczek_khinchine(law, es2):
     _check(sim, "sojourn", 1.0 + lam * es2 / (2 * (1 - lam)))
 
 
-@pytest.mark.parametrize("law", ["det", "exp", "h2"])
+@pytest.mark.parametrize("law", ["det", "exp", "h2", "h2_cv9"])
 def test_mg1_ps_insensitivity(law):
-    service = {"det": Draw("det", N(1)), "exp": Draw("exp", N(1)), "h2": Draw("h2", N(1), N(4))}[law]
+    # cv² 0, 1, 4 and 9: the mean sojourn 1 / (1 - rho) does not depend on the service law
+    service = {"det": Draw("det", N(1)), "exp": Draw("exp", N(1)), "h2": Draw("h2", N(1), N(4)),
+               "h2_cv9": Draw("h2", N(1), N(9))}[law]
     ir = _single_turn({"name": "cpu", "kind": "ps", "capacity": N(1)}, service, "7/10")
     sim = Sim(ir, seed=3, horizon=150_000, warmup=15_000).run()
     _check(sim, "sojourn", 1.0 / (1 - 0.7))

@@ -38,8 +38,9 @@ MEAN_OUTPUT = 1.0 / (math.exp(1.0 / 200.0) - 1.0) + 1.0  # E[floor(Exp(200)) + 1
 POINTS = [
     ("vllm Lambda=0.3", "vllm", {}),
     ("vllm blocks=2500", "vllm", {"blocks": 2500}),
-    # Our simulator stops serving at blocks=2500 once a session outgrows the KV cache (README,
-    # "blocks=2500"); the capped-session diagnostic keeps both sides serving the same workload.
+    # A session that outgrows the KV cache at blocks=2500 is rejected on both sides (the
+    # over-capacity rule, benchmarks/peer/README.md); the capped-session diagnostic removes that
+    # case from the workload altogether, so both sides serve exactly the same sessions.
     ("capped blocks=2500", "vllm_capped", {"blocks": 2500}),
 ]
 

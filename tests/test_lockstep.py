@@ -29,6 +29,9 @@ CASES = [
     ("multi-turn/vllm.sq", {}, 9, 3, math.inf),
     ("multi-turn/vllm.sq", {"blocks": "400", "Lambda": "3"}, 10, 8, math.inf),
     ("multi-turn/vllm.sq", {"blocks": "2500", "chunk_cap": "64", "Lambda": "3"}, 11, 5, math.inf),
+    # preemptions with several residents, so the victim is a choice (4 of them at 20 sessions;
+    # at 12 sessions, one, with the victim_first fault caught below)
+    ("multi-turn/vllm.sq", {"blocks": "600", "Lambda": "4"}, 1, 12, math.inf),
     ("oracle/vllm_request.sq", {}, 1, 2, math.inf),
     ("oracle/vllm_scenario.sq", {}, 1, 2, math.inf),
     ("oracle/vllm_scenario_priority.sq", {}, 1, 2, math.inf),
@@ -111,9 +114,14 @@ def test_handbuilt_programs_agree():
     ("lru_tiebreak", _tie_program, 3),     # LRU ties broken against the release order
     ("ignore_pending", _tie_program, 3),   # an iteration starts while same-instant events are pending
     ("victim_first", _preempt_program, 2),  # the earliest admitted resident is preempted
+    ("victim_first", "multi-turn/vllm.sq blocks=600 Lambda=4", 12),   # the same in the seed program
 ])
 def test_seeded_fault_is_caught(monkeypatch, fault, program, k):
-    ir = program()
+    if isinstance(program, str):
+        path, *sets = program.split()
+        ir = load_program(str(EX / path), dict(x.split("=") for x in sets))
+    else:
+        ir = program()
     monkeypatch.setenv("SERQ_FAST_FAULT", fault)
     with pytest.raises(Divergence) as info:
         lockstep(ir, 1, k)

@@ -348,16 +348,18 @@ def test_reading_work_of_a_ps_stage_does_not_change_the_run(tmp_path, capsys):
 
 
 def test_front_end_error_is_passed_on_once(tmp_path, capsys):
-    """The front-end's located message is printed as it is (before: `serq: error: FILE:L:C: error: …`)."""
+    """The front-end's located message is printed as it is (before: `serq: error: FILE:L:C: error: …`,
+    then `serq: FILE:L:C: error: …`; now as `serq check` prints it)."""
     f = tmp_path / "bad.sq"
     f.write_text("fn main() {\n  pool kv { cap 10; block 0; }\n  workload { arrive batch(1); }\n  server { }\n}\n")
     rc = main(["sample", str(f), "--seed", "1", "--sessions", "1"])
     err = capsys.readouterr().err
-    assert_clear_error(rc, err, f"serq: {f}:2:")
+    assert_clear_error(rc, err, f"{f}:2:")
+    assert err.startswith(f"{f}:2:"), err
     assert err.count("error:") == 1
     rc = main(["sample", str(f), "--set", "nope=1", "--seed", "1", "--sessions", "1"])
     err = capsys.readouterr().err
-    assert rc == 2 and err.startswith("serq: ") and err.count("serq:") == 1
+    assert rc == 2 and err.startswith(f"{f}:2:") and err.count("error:") == 1 and "serq:" not in err
 
 
 def test_budget_left_outside_with_a_drawing_budget_is_an_error(tmp_path, capsys):

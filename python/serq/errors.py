@@ -33,8 +33,7 @@ class SerqError(Exception):
         """`FILE:LINE:COLUMN: error: message`, then the source line and a caret under the column."""
         out = f"{self.location()}: error: {self.message}"
         if self.source_line is not None and self.line is not None:
-            text = self.source_line.rstrip("\r\n").expandtabs(1)
-            col = max(1, self.column or 1)
+            text, col = shown_line(self.source_line.rstrip("\r\n").expandtabs(1), max(1, self.column or 1))
             out += "\n  " + text + "\n  " + " " * (col - 1) + "^"
         for other in self.more:
             out += "\n" + other.render()
@@ -42,3 +41,22 @@ class SerqError(Exception):
 
     def __str__(self) -> str:
         return f"{self.location()}: {self.message}"
+
+
+# A source line is echoed under its error; a binary file read as a program can make that line
+# megabytes long and full of terminal control sequences, so only a window around the column is
+# shown and every character that is not printable is shown as `?` (one for one: the caret stays
+# under its column).
+SHOWN_LINE_WIDTH = 120
+
+
+def shown_line(text: str, col: int) -> tuple[str, int]:
+    """(the part of TEXT to echo, the caret's column in it)."""
+    text = "".join(c if c.isprintable() else "?" for c in text)
+    if len(text) <= SHOWN_LINE_WIDTH:
+        return text, col
+    start = max(0, min(col - 1 - SHOWN_LINE_WIDTH // 2, len(text) - SHOWN_LINE_WIDTH))
+    window = text[start:start + SHOWN_LINE_WIDTH]
+    head = "…" if start > 0 else ""
+    tail = "…" if start + SHOWN_LINE_WIDTH < len(text) else ""
+    return head + window + tail, col - start + len(head)

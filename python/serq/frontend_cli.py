@@ -27,6 +27,9 @@ def _report(e: SerqError) -> int:
 def _load(args: argparse.Namespace) -> dict:
     from .frontend import load_program
 
+    if args.file.endswith(".json"):  # the engines read FILE.json as an IR file (serq.irfile)
+        raise SerqError("this is an IR file, not a program: `serq check` and `serq ir` read a .sq "
+                        "program; `serq sample|spec|run|lockstep` take an IR file as it is", args.file)
     return load_program(args.file, _settings(args.set))
 
 

@@ -7,7 +7,6 @@ run-time error of language.md §11.9 — always a one-paragraph message, never a
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import sys
@@ -40,10 +39,12 @@ def register(subparsers) -> None:
                     "fast simulator, and compare the state after every step (times to 1e-9 relative, "
                     "everything else exactly). Exit 1 and print both states at the first divergence.")
     _common(q)
-    q.add_argument("--seed", type=int, default=1)
-    q.add_argument("--sessions", type=int, required=True, help="number of sessions to sample")
-    q.add_argument("--horizon", type=float, default=None, help="stop both at this time (default: run to the end)")
-    q.add_argument("--max-steps", type=int, default=None)
+    q.add_argument("--seed", type=int, default=1, help="random seed (non-negative integer; default 1)")
+    q.add_argument("--sessions", type=int, required=True, metavar="K", help="number of sessions to sample")
+    q.add_argument("--horizon", type=float, default=None, metavar="T",
+                   help="stop both at this time (default: run to the end)")
+    q.add_argument("--max-steps", type=int, default=None, metavar="N",
+                   help="stop after N steps (the count printed includes the initial state, step 0)")
     q.set_defaults(func=cmd_lockstep)
 
 
@@ -101,6 +102,10 @@ def cmd_run(args) -> int:
         return _err(f"--warmup must be in [0, horizon), got {warmup:g}")
     if args.arrivals is not None and args.arrivals < 1:
         return _err("--arrivals must be a positive integer")
+    if args.arrivals is not None and args.replay:
+        # the engine would stop the replay once N sessions had arrived and none was live
+        return _err("--arrivals does not combine with --replay: the sessions file holds the arrivals "
+                    "(sample N sessions with `serq sample FILE --seed S --sessions N`)")
     try:
         ir = load_ir(args.file, args.sets)
     except SerqError as exc:
@@ -115,17 +120,20 @@ def cmd_run(args) -> int:
             return _err(str(exc))
     replay = None
     if args.replay:
+        from serq.sessionsfile import read_sessions_file
+
         try:
-            with open(args.replay, encoding="utf-8") as f:
-                replay = json.load(f)
-        except (OSError, ValueError) as exc:
-            return _err(f"--replay {args.replay}: {exc}")
-        if replay.get("format") != "serq-sessions/1":
-            return _err(f"--replay {args.replay}: not a serq-sessions/1 file")
+            replay = read_sessions_file(args.replay)
+        except SerqError as exc:
+            print(exc.render(), file=sys.stderr)
+            return 2
     states_out = None
     states_cb = None
     if args.states:
-        states_out = sys.stdout if args.states == "-" else open(args.states, "w", encoding="utf-8")
+        try:
+            states_out = sys.stdout if args.states == "-" else open(args.states, "w", encoding="utf-8")
+        except OSError as exc:
+            return _err(f"--states {args.states}: cannot write: {exc.strerror or exc}")
         from serq_fast.lockstep import dump_line
 
         states_cb = lambda line: states_out.write(dump_line(line) + "\n")  # noqa: E731
@@ -141,7 +149,11 @@ def cmd_run(args) -> int:
     except RunError as exc:
         if progress:
             sys.stderr.write("\n")
-        return _err(f"run-time error: {name_files(str(exc), ir.get('files') or [args.file])}")
+        hint = ""
+        if replay is not None and str(exc).startswith("replay:"):
+            hint = (f" (the sessions file {args.replay}, sampled from {replay.get('program', '?')}, "
+                    "does not fit the program)")
+        return _err(f"run-time error: {name_files(str(exc), ir.get('files') or [args.file])}{hint}")
     except (KeyError, TypeError, IndexError, ValueError) as exc:
         if not args.file.endswith(".json"):
             raise      # the front-end's IR: a bug of ours, not bad input
@@ -161,7 +173,9 @@ def cmd_run(args) -> int:
     if args.records:
         try:
             report.write_records(args.records, records)
-        except (OSError, RuntimeError) as exc:
+        except OSError as exc:
+            return _err(f"--records {args.records}: cannot write: {exc.strerror or exc}")
+        except RuntimeError as exc:
             return _err(str(exc))
     return 0
 

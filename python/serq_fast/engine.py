@@ -144,14 +144,15 @@ class Sim:
             self.trace_src = LiveSource("trace", self.seed)
             self.machine_src = LiveSource("machine", self.seed)
         else:
+            from serq.sessionsfile import SessionsFileBad, check_sessions
+
+            try:
+                check_sessions(replay)  # the shape both engines assume (`serq run --replay` checked it too)
+            except SessionsFileBad as bad:
+                raise RunError(str(bad)) from None
             self.arrival_src = no_draw
             self.machine_src = ListSource(replay.get("machine", []), "the machine stream")
             self.replay_arrivals = [float(P.wire(v)) for v in replay.get("arrivals", [])]
-            # every arrival, not only pairs: a lone negative one would be an event in the past
-            for i, a in enumerate(self.replay_arrivals):
-                if not a >= 0 or (i > 0 and a < self.replay_arrivals[i - 1]):
-                    raise RunError(f"sessions file: arrivals[{i}] = {a:g} must be >= 0 and not before "
-                                   "the arrival before it")
             self.replay_picks = list(replay.get("trace_picks", []))
             self.replay_sessions = {s["serial"]: s for s in replay.get("sessions", [])}
             self.replay_k = len(replay.get("sessions", []))

@@ -215,9 +215,14 @@ def main(args) -> int:
     except ImportError as exc:
         print(f"serq: error: lockstep needs serq_spec: {exc}", file=sys.stderr)
         return 2
-    if args.sessions < 0:
-        print("serq: error: --sessions must be >= 0", file=sys.stderr)
-        return 2
+    for bad, what in ((args.sessions < 0, "--sessions must be >= 0"),
+                      (args.seed < 0, "--seed must be a non-negative integer"),
+                      (args.max_steps is not None and args.max_steps < 0, "--max-steps must be >= 0"),
+                      (args.horizon is not None and not args.horizon >= 0,  # NaN too
+                       f"--horizon must be >= 0, got {args.horizon}")):
+        if bad:
+            print(f"serq: error: {what}", file=sys.stderr)
+            return 2
     try:
         ir = load_ir(args.file, args.sets)
     except SerqError as exc:

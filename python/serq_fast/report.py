@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import os
 
 
 def _f(x):
@@ -128,7 +129,8 @@ def _ci(x, width=12):
 def to_text(rep: dict, notes_: list | None = None) -> str:
     r = rep["run"]
     out = [
-        f"run: horizon {r['horizon']}  end {r['end']:.6g}  warmup {r['warmup']:g}  seed {r['seed']}  "
+        f"run: horizon {'inf' if r['horizon'] is None else r['horizon']}  end {r['end']:.6g}  "
+        f"warmup {r['warmup']:g}  seed {r['seed']}  "
         f"events {r['events']}  arrivals {r['arrivals']}  turns {r['turns']}  ended {r['ended']}  "
         f"mean_live {_num(r['mean_live'], 0)}",
         "",
@@ -177,7 +179,16 @@ def record_rows(reqs):
 
 
 def check_records_path(path: str) -> None:
-    """Fail before the run, not after it, when Parquet is asked for without pyarrow."""
+    """Fail before the run, not after it, when the records could not be written: a folder that
+    does not exist or cannot be written, a path that is a folder, Parquet without pyarrow."""
+    folder = os.path.dirname(path) or "."
+    if os.path.isdir(path):
+        raise RuntimeError(f"--records {path}: is a directory (give a file name, e.g. "
+                           f"{path.rstrip('/')}/records.csv)")
+    if not os.path.isdir(folder):
+        raise RuntimeError(f"--records {path}: {folder} is not an existing folder")
+    if not os.access(folder, os.W_OK):
+        raise RuntimeError(f"--records {path}: the folder {folder} is not writable")
     if path.endswith(".parquet"):
         try:
             import pyarrow  # noqa: F401

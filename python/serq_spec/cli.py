@@ -6,7 +6,6 @@ construct the spec does not support, a run-time guard — prints a clear message
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from fractions import Fraction
@@ -25,12 +24,13 @@ def add_program_args(p) -> None:
 def register(subparsers) -> None:
     sp = subparsers.add_parser("sample", help="draw every random value of K sessions once (a sessions file)")
     add_program_args(sp)
-    sp.add_argument("--seed", type=int, required=True)
-    sp.add_argument("--sessions", type=int, required=True, metavar="K")
+    sp.add_argument("--seed", type=int, required=True, help="random seed (a non-negative integer)")
+    sp.add_argument("--sessions", type=int, required=True, metavar="K", help="how many sessions to draw")
     sp.add_argument("-o", "--output", metavar="OUT", help="write here instead of standard output")
     sp.add_argument("--horizon", default="inf", metavar="T",
                     help="stop at T (for sessions that never end); replay with the same --horizon")
-    sp.add_argument("--max-steps", type=int, default=2_000_000, metavar="N")
+    sp.add_argument("--max-steps", type=int, default=2_000_000, metavar="N",
+                    help="give up after N steps of the sampling run (default 2000000)")
     sp.set_defaults(func=cmd_sample)
 
     pp = subparsers.add_parser("spec", help="run the exact semantics on a sessions file, one JSON line per step")
@@ -57,6 +57,15 @@ class FrontEndError(SpecError):
 def fail(msg: str) -> int:
     print(msg if msg.startswith("serq: ") else f"serq: {msg}", file=sys.stderr)
     return 2
+
+
+def fail_spec(exc: SpecError, ir, path: str) -> int:
+    """A SpecError's message; the front-end's starts with FILE:LINE:COLUMN as `serq check` and
+    `serq run` print it (editors find the position at the start of the line), so no `serq: `."""
+    if isinstance(exc, FrontEndError):
+        print(exc.render(), file=sys.stderr)
+        return 2
+    return fail(located(exc, ir, path))
 
 
 def load_ir(path: str, sets: list[str]) -> dict:
@@ -98,6 +107,8 @@ def cmd_sample(args) -> int:
     try:
         if args.sessions < 0:
             raise SpecError("--sessions must be >= 0")
+        if args.seed < 0:
+            raise SpecError("--seed must be a non-negative integer")  # as `serq run` and `serq lockstep`
         if args.max_steps < 0:
             raise SpecError("--max-steps must be >= 0")
         ir = load_ir(args.file, args.sets)
@@ -114,7 +125,7 @@ def cmd_sample(args) -> int:
             sys.stdout.write(text)
         return 0
     except SpecError as exc:
-        return fail(located(exc, ir, args.file))
+        return fail_spec(exc, ir, args.file)
     except (KeyError, TypeError, IndexError, WireError) as exc:
         return fail(f"error: malformed IR ({type(exc).__name__}: {exc})")
     except Exception as exc:  # noqa: BLE001 -- never a traceback (SERQ_TRACEBACK=1 shows it)
@@ -123,19 +134,21 @@ def cmd_sample(args) -> int:
 
 def internal(exc: Exception) -> int:
     """An unexpected exception is a defect of serq_spec: say so in one line (exit 2)."""
-    if os.environ.get("SERQ_TRACEBACK"):
-        raise exc
+    if os.environ.get("SERQ_TRACEBACK") or isinstance(exc, BrokenPipeError):
+        raise exc  # a reader that stopped (`serq spec … | head`) is no defect: serq.cli ends quietly
     return fail(f"internal error in serq_spec: {type(exc).__name__}: {exc} "
                 "(set SERQ_TRACEBACK=1 for the traceback)")
 
 
 def load_sessions(path: str):
+    from serq.errors import SerqError
+    from serq.sessionsfile import read_sessions_file
+
     from .workload import Workload
     try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-    except (OSError, ValueError) as exc:
-        raise SpecError(f"cannot read the sessions file {path}: {exc}")
+        data = read_sessions_file(path)
+    except SerqError as exc:
+        raise FrontEndError(exc.render())
     return Workload.replay(data)
 
 
@@ -170,7 +183,7 @@ def cmd_spec(args) -> int:
         return fail(exc.render())
     except SpecError as exc:
         out.flush()
-        return fail(located(exc, ir, args.file))
+        return fail_spec(exc, ir, args.file)
     except (KeyError, TypeError, IndexError, WireError) as exc:
         return fail(f"error: malformed IR ({type(exc).__name__}: {exc})")
     except Exception as exc:  # noqa: BLE001

@@ -51,7 +51,10 @@ class Workload:
     # -- construction -------------------------------------------------------------------------
     @classmethod
     def replay(cls, data) -> "Workload":
-        """Read a sessions file (already parsed JSON); malformed files raise SessionsFileError."""
+        """Read a sessions file (already parsed JSON); malformed files raise SessionsFileError.
+        The CLIs check a file first with serq.sessionsfile (shared with the fast engine, whose
+        messages name the file); the spec still checks what it reads, as SerqLang's
+        `Workload.replay` does."""
         w = cls()
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             raise SessionsFileError(f"not a {FORMAT} sessions file")

@@ -10,7 +10,7 @@ For each `<name>.scenario.json` beside a `<name>.trace.json` or `.trace.json.gz`
 - ``error``     — the model failed.
 
 Prints one line per vector and a summary; `--json` writes the table. Exit 0 when nothing
-diverged or errored, 1 otherwise.
+diverged or errored, 1 otherwise, 2 when DIR holds no vectors or `--json` cannot be written.
 """
 
 from __future__ import annotations
@@ -82,8 +82,19 @@ def run(args) -> int:
     from serq.oracle.model import _repo_root
 
     directory = Path(args.dir) if args.dir else _repo_root() / "vectors" / "vllm"
+    # bad arguments are refused before the run (minutes on the committed vectors), not after it
+    names = vector_names(directory) if directory.is_dir() else []
+    if not names:
+        print(f"serq oracle agreement: {directory}: no vectors there (DIR must be a folder holding "
+              "<name>.scenario.json files, each beside its <name>.trace.json or .trace.json.gz)",
+              file=sys.stderr)
+        return 2
+    if args.json and (Path(args.json).is_dir() or not Path(args.json).resolve().parent.is_dir()):
+        print(f"serq oracle agreement: --json {args.json}: cannot write there (not a file in an "
+              "existing folder)", file=sys.stderr)
+        return 2
     rows = []
-    for name in vector_names(directory):
+    for name in names:
         row = check_vector(directory, name, args.engine, getattr(args, "force", False))
         rows.append(row)
         extra = f" (needs {', '.join(row['needs'])})" if len(row.get("needs", ())) > 1 else ""
@@ -98,7 +109,12 @@ def run(args) -> int:
         print("--- refused, then forced (features approximated): " + ", ".join(
             f"{s} -> {f} {v}" for (s, f), v in sorted(fc.items())))
     if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
+        try:
+            Path(args.json).write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
+        except OSError as exc:
+            print(f"serq oracle agreement: --json {args.json}: cannot write: {exc.strerror or exc}",
+                  file=sys.stderr)
+            return 2
     return 0 if counts.get("diverge", 0) + counts.get("error", 0) == 0 else 1
 
 

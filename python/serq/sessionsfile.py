@@ -1,0 +1,99 @@
+"""Reading a sessions file (docs/sessions.md) for either engine: `serq spec --sessions` and
+`serq run --replay`.
+
+A sessions file on disk may have been edited by hand or come from elsewhere. Both engines
+assume its shape (lists of exact draw values, serials 0 … K−1, arrival times in order), so it is
+checked here, once, and a violation is reported with its JSON path (`arrivals[0]: …`) instead of
+surfacing later as a traceback in one engine and a message in the other. Whether the draws fit
+the program is a question only a run can answer; the engines report that themselves.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .errors import SerqError
+from .wire import INF, WireError, value_from_wire
+
+SESSIONS_FORMAT = "serq-sessions/1"
+
+
+class SessionsFileBad(ValueError):
+    """The first entry of a sessions file the engines could not trust: `where` (a JSON path) and
+    `what` is wrong with it."""
+
+    def __init__(self, where: str, what: str):
+        super().__init__(f"sessions file: {where}: {what}" if where else f"sessions file: {what}")
+        self.where = where
+        self.what = what
+
+
+def read_sessions_file(path: str) -> dict:
+    """The sessions file at PATH, checked; a SerqError naming PATH otherwise."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except OSError as exc:
+        raise SerqError(f"cannot read the sessions file: {exc.strerror or exc}", path) from None
+    except ValueError as exc:  # JSON syntax, or bytes that are not UTF-8
+        raise SerqError(f"cannot read the sessions file: not JSON: {exc} (write one with `serq sample`)",
+                        path) from None
+    try:
+        check_sessions(data)
+    except SessionsFileBad as bad:
+        raise SerqError(f"{bad} (write one with `serq sample`; docs/sessions.md gives the format)", path) from None
+    return data
+
+
+def _list(x: Any, where: str) -> list:
+    if not isinstance(x, list):
+        raise SessionsFileBad(where, "must be a list")
+    return x
+
+
+def _draw(x: Any, where: str):
+    try:
+        v = value_from_wire(x)
+    except WireError as exc:
+        raise SessionsFileBad(where, str(exc)) from None
+    if v in (INF, -INF):
+        raise SessionsFileBad(where, "a draw cannot be infinite")
+    return v
+
+
+def _draws(x: Any, where: str) -> None:
+    for i, v in enumerate(_list(x, where)):
+        _draw(v, f"{where}[{i}]")
+
+
+def _is_count(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and x >= 0
+
+
+def check_sessions(data: Any) -> None:
+    """Raise SessionsFileBad for the first entry of DATA (parsed JSON) that is not a sessions file."""
+    if not isinstance(data, dict) or data.get("format") != SESSIONS_FORMAT:
+        raise SessionsFileBad("", f"not a {SESSIONS_FORMAT} sessions file")
+    seed = data.get("seed")
+    if seed is not None and not (isinstance(seed, int) and not isinstance(seed, bool)):
+        raise SessionsFileBad("seed", f"must be an integer, got {seed!r}")
+    sessions = _list(data.get("sessions"), "sessions")
+    arrivals = [_draw(x, f"arrivals[{i}]") for i, x in enumerate(_list(data.get("arrivals", []), "arrivals"))]
+    # every arrival, not only pairs: a lone negative one would be an event in the past
+    for i, a in enumerate(arrivals):
+        if a < 0 or (i > 0 and a < arrivals[i - 1]):
+            raise SessionsFileBad(f"arrivals[{i}] = {a}", "must be >= 0 and not before the arrival "
+                                  "before it")
+    picks = _list(data.get("trace_picks", []), "trace_picks")
+    for i, p in enumerate(picks):
+        if not _is_count(p):
+            raise SessionsFileBad(f"trace_picks[{i}]", f"must be a non-negative integer, got {p!r}")
+    _draws(data.get("machine", []), "machine")
+    for i, s in enumerate(sessions):
+        if not isinstance(s, dict) or s.get("serial") != i:
+            raise SessionsFileBad(f"sessions[{i}]", f"must have serial {i}")
+        _draws(s.get("init", []), f"sessions[{i}].init")
+        for k, t in enumerate(_list(s.get("turns", []), f"sessions[{i}].turns")):
+            _draws(t, f"sessions[{i}].turns[{k}]")
+        _draws(s.get("session", []), f"sessions[{i}].session")

@@ -226,3 +226,30 @@ def test_agreement_json_path_checked_before_the_run(tmp_path, capsys):
         pytest.fail("vectors/vllm/ holds no scenarios")
     rc, out, err = run(capsys, "oracle", "agreement", vec, "--json", tmp_path / "no" / "a.json")
     assert rc == 2 and out == "" and "--json" in err, err
+
+
+# -- serq oracle compare / render / vllm: broken files ----------------------------------------------
+
+def _truncated_trace(tmp_path) -> Path:
+    gz = sorted((ROOT / "vectors" / "vllm").glob("*.trace.json.gz"))
+    if not gz:
+        pytest.fail("vectors/vllm/ holds no gzipped trace")
+    f = tmp_path / "cut.trace.json.gz"
+    f.write_bytes(gz[0].read_bytes()[:100])
+    return f
+
+
+@pytest.mark.parametrize("argv", [["compare", "CUT", "CUT"], ["render", "CUT"]])
+def test_oracle_truncated_gzip_trace(tmp_path, capsys, argv):
+    """A trace cut short inside its gzip stream once crashed with EOFError."""
+    f = _truncated_trace(tmp_path)
+    rc, out, err = run(capsys, "oracle", *[str(f) if a == "CUT" else a for a in argv])
+    assert rc == 2 and out == "" and err.startswith(f"serq oracle: {f}: broken gzip data"), err
+
+
+def test_oracle_vllm_scenario_that_is_not_text(tmp_path, capsys):
+    """Checked before the vLLM environment is looked for, so this runs without vLLM."""
+    f = tmp_path / "s.json"
+    f.write_bytes(b"\xb4\x00\xff")
+    rc, out, err = run(capsys, "oracle", "vllm", f)
+    assert rc == 2 and out == "" and err.startswith(f"serq oracle: {f}: not a scenario"), err

@@ -15,6 +15,7 @@ import importlib
 import os
 import subprocess
 import sys
+import zlib
 from pathlib import Path
 
 from serq.oracle.compare import TraceError, compare_traces, load_trace, render_step
@@ -36,14 +37,23 @@ def _err(msg: str) -> None:
 # compare
 
 
+def _load_trace(path: str) -> dict:
+    """load_trace, with a truncated gzip stream (EOFError, which load_trace lets through) as the
+    TraceError of any other unreadable trace."""
+    try:
+        return load_trace(path)
+    except (EOFError, zlib.error) as exc:
+        raise TraceError(f"{path}: broken gzip data: {exc}") from None
+
+
 def _context_lines(trace: dict, step: int, n: int) -> list[str]:
     return [render_step(s) for s in trace["steps"] if step - n <= s["step"] <= step + n]
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
     try:
-        a = load_trace(args.a)
-        b = load_trace(args.b)
+        a = _load_trace(args.a)
+        b = _load_trace(args.b)
     except TraceError as exc:
         _err(str(exc))
         return 2
@@ -104,6 +114,9 @@ def cmd_vllm(args: argparse.Namespace) -> int:
     except ScenarioError as exc:
         _err(f"{args.scenario}: {exc}")
         return 2
+    except UnicodeDecodeError as exc:  # load_scenario reads text; bytes that are not UTF-8 get here
+        _err(f"{args.scenario}: not a scenario (not UTF-8 text: {exc})")
+        return 2
     root = _repo_root()
     if root is None:
         _err("cannot find tools/vllm_oracle/driver.py (run from the serQ source tree)")
@@ -152,7 +165,7 @@ def _parse_range(text: str | None) -> tuple[int, int] | None:
 
 def cmd_render(args: argparse.Namespace) -> int:
     try:
-        t = load_trace(args.trace)
+        t = _load_trace(args.trace)
         rng = _parse_range(args.steps)
     except (TraceError, argparse.ArgumentTypeError) as exc:
         _err(str(exc))

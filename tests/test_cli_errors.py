@@ -133,9 +133,21 @@ def test_sessions_file_of_another_program(tmp_path, capsys, mm1_sessions):
     `replay: session 0 (session stream) leaves 4 unused draw(s)`) names the file and the program it
     was sampled from."""
     rc, _, err = run(capsys, "run", VLLM, "--replay", mm1_sessions)
-    assert rc == 2 and "does not fit the program" in err and "sampled from mm1.sq" in err, err
+    assert rc == 2 and "does not fit the program: it was sampled from mm1.sq" in err, err
     rc, _, err = run(capsys, "spec", VLLM, "--sessions", mm1_sessions)
     assert rc == 2 and "does not fit the program" in err, err
+
+
+def test_closed_loop_replayed_without_its_horizon(tmp_path, capsys):
+    """A closed loop is sampled with --horizon and must be replayed with it (docs/sessions.md);
+    the message says so instead of blaming another program."""
+    closed = ROOT / "examples" / "multi-turn" / "closed.sq"
+    f = tmp_path / "c.json"
+    assert main(["sample", str(closed), "--seed", "1", "--sessions", "3", "--horizon", "30", "-o", str(f)]) == 0
+    rc, _, err = run(capsys, "run", closed, "--replay", f)
+    assert rc == 2 and "replay with the same --horizon" in err, err
+    rc, out, _ = run(capsys, "run", closed, "--replay", f, "--horizon", "30")
+    assert rc == 0 and out.startswith("run: horizon 30")
 
 
 # -- output paths are checked before the run ----------------------------------------------------------

@@ -151,8 +151,11 @@ def cmd_run(args) -> int:
             sys.stderr.write("\n")
         hint = ""
         if replay is not None and str(exc).startswith("replay:"):
-            hint = (f" (the sessions file {args.replay}, sampled from {replay.get('program', '?')}, "
-                    "does not fit the program)")
+            hint = f" (the sessions file {args.replay} does not fit the program: "
+            if replay.get("program") != os.path.basename(args.file):
+                hint += f"it was sampled from {replay.get('program')})"
+            else:  # the file does not say how it was sampled
+                hint += "was it sampled with --horizon T? replay with the same --horizon)"
         return _err(f"run-time error: {name_files(str(exc), ir.get('files') or [args.file])}{hint}")
     except (KeyError, TypeError, IndexError, ValueError) as exc:
         if not args.file.endswith(".json"):

@@ -265,3 +265,20 @@ def test_oracle_vllm_scenario_that_is_not_text(tmp_path, capsys):
     f.write_bytes(b"\xb4\x00\xff")
     rc, out, err = run(capsys, "oracle", "vllm", f)
     assert rc == 2 and out == "" and err.startswith(f"serq oracle: {f}: not a scenario"), err
+
+
+# -- numbers the front-end takes exactly but floats cannot hold --------------------------------------
+
+@pytest.mark.parametrize("argv, needle", [
+    (["run", MM1, "--set", "lambda=1e-400", "--horizon", "10"], "beyond the range of the fast simulator's floats"),
+    (["run", MM1, "--set", "service=1e400", "--horizon", "10"], "beyond the range of the fast simulator's floats"),
+    (["sample", MM1, "--set", "lambda=1e-400", "--seed", "1", "--sessions", "2"], "`arrive poisson(rate)`"),
+    (["sample", MM1, "--set", "service=1e400", "--seed", "1", "--sessions", "2"], "mm1.sq:37:5: error: ~exp"),
+    (["lockstep", MM1, "--set", "service=1e400", "--sessions", "2"], "mm1.sq:37:5: error: ~exp"),
+])
+def test_values_beyond_the_float_range(capsys, argv, needle):
+    """`--set` takes exact values up to 10^±1000; the fast simulator and the draws compute in floats
+    (a ZeroDivisionError or OverflowError traceback in `serq run`, an internal error in sample)."""
+    rc, out, err = run(capsys, *argv)
+    assert rc == 2 and out == "" and "internal error" not in err
+    assert err.startswith("serq: ") and needle in err and len(err.splitlines()) == 1, err

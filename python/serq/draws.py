@@ -107,7 +107,11 @@ def draw_exact(dist: str, args: Sequence[Value], rng: _random.Random) -> Fractio
         if not isinstance(x, Fraction):
             raise DrawError(f"~det needs a finite value, got {x}")
         return x
-    fargs = [float(a) for a in args]
+    try:
+        fargs = [float(a) for a in args]
+    except OverflowError:
+        raise DrawError(f"~{dist}: an argument beyond the range of floats (about 1e308), which "
+                        "the draws compute with") from None
     if any(math.isnan(a) for a in fargs):
         raise DrawError(f"~{dist} with a NaN argument")
     x = draw_float(dist, fargs, rng)

@@ -43,12 +43,23 @@ def name_files(msg: str, files: list) -> str:
 
 
 def num(text: str) -> float:
-    """An IR value string as a float (`"inf"`, `"-inf"`, `"p"`, `"p/q"`)."""
+    """An IR value string as a float (`"inf"`, `"-inf"`, `"p"`, `"p/q"`). The front-end's exact
+    constants reach 10^±1000 (a `--set` value too); this simulator computes in floats, so one
+    beyond their range is an error here rather than an OverflowError or a silent 0."""
     if text == "inf":
         return INF
     if text == "-inf":
         return -INF
-    return float(Fraction(text))
+    q = Fraction(text)
+    try:
+        x = float(q)
+    except OverflowError:
+        x = INF
+    if math.isinf(x) or (x == 0 and q != 0):
+        digits = len(str(abs(q.numerator))) - len(str(q.denominator))
+        raise RunError(f"a constant of about {'-' if q < 0 else ''}1e{digits} is beyond the range of the "
+                       "fast simulator's floats (about 1e-308 to 1e308)")
+    return x
 
 
 def _div(a: float, b: float) -> float:

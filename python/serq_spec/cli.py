@@ -36,13 +36,14 @@ def register(subparsers) -> None:
     pp = subparsers.add_parser("spec", help="run the exact semantics on a sessions file, one JSON line per step")
     add_program_args(pp)
     pp.add_argument("--sessions", required=True, metavar="S.json", help="a sessions file (serq sample)")
-    pp.add_argument("--max-steps", type=int, default=None, metavar="N")
+    pp.add_argument("--max-steps", type=int, default=None, metavar="N", help="stop after N steps")
     pp.add_argument("--warmup", default="0", metavar="T", help="warm-up time (observations before it are not recorded)")
     pp.add_argument("--horizon", default="inf", metavar="T", help="stop before the first event later than T")
     pp.add_argument("--gauges", action="store_true",
                     help="add every gauge's end-of-step value to the records (not part of lockstep)")
-    pp.add_argument("--check-invariants", dest="check", action="store_true", default=True)
-    pp.add_argument("--no-check-invariants", dest="check", action="store_false")
+    pp.add_argument("--check-invariants", dest="check", action="store_true", default=True,
+                    help="check the invariants of docs/spec.md after every step (the default)")
+    pp.add_argument("--no-check-invariants", dest="check", action="store_false", help="do not (faster)")
     pp.set_defaults(func=cmd_spec)
 
 

@@ -38,7 +38,10 @@ def arrival_times(prog: Program, w: Workload, seed: int, count: int) -> list:
             raise SpecError("poisson rate must be positive")
         for i in range(count):
             if i > 0:
-                t += live_draws.draw_exact("exp", [Fraction(1) / rate], rng)
+                try:
+                    t += live_draws.draw_exact("exp", [Fraction(1) / rate], rng)
+                except live_draws.DrawError as exc:
+                    raise SpecError(f"`arrive poisson(rate)`: the mean gap 1/rate: {exc}") from None
             times.append(t)
         return times
     cfg = Config(prog)

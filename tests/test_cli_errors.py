@@ -213,11 +213,13 @@ class _ClosedPipe:
         pass
 
 
-def test_spec_into_a_closed_pipe(capsys, monkeypatch, mm1_sessions):
+@pytest.mark.parametrize("command", ["spec", "ir", "check"])
+def test_output_into_a_closed_pipe(capsys, monkeypatch, mm1_sessions, command):
     """`serq spec … | head -1` once ended with `internal error in serq_spec: BrokenPipeError`,
-    exit 2; a reader that stops early is normal use (as for `serq run --states - | head`)."""
+    `serq ir … | head` with `internal error in the front-end`, exit 2; a reader that stops early is
+    normal use (as for `serq run --states - | head`)."""
     monkeypatch.setattr("sys.stdout", _ClosedPipe())
-    rc = main(["spec", MM1, "--sessions", str(mm1_sessions)])
+    rc = main([command, MM1] + (["--sessions", str(mm1_sessions)] if command == "spec" else []))
     err = capsys.readouterr().err
     assert rc == 0 and err == "", err
 

@@ -38,6 +38,8 @@ def _guarded(fn, args: argparse.Namespace) -> int:
         return fn(args)
     except SerqError as e:
         return _report(e)
+    except BrokenPipeError:
+        raise  # a reader that stopped (`serq ir … | head`) is no defect: serq.cli ends quietly
     except Exception as e:  # noqa: BLE001 - a bug must still not print a traceback
         print(f"{args.file}: error: internal error in the front-end ({type(e).__name__}: {e}); please report it",
               file=sys.stderr)

@@ -205,6 +205,16 @@ def test_infinite_horizon_is_printed_as_inf(capsys, mm1_sessions):
     assert rc == 0 and out.startswith("run: horizon inf  end "), out.splitlines()[0]
 
 
+def test_undefined_ci_is_a_dash_in_the_text_report(capsys):
+    """A CI that is null in the JSON (fewer than 40 samples) was printed `±inf` in the tables."""
+    rc, out, _ = run(capsys, "run", MM1, "--horizon", "10", "--json")
+    rep = json.loads(out)
+    assert rc == 0 and rep["observe"]["sojourn"]["ci"] is None and rep["observe"]["sojourn"]["count"] > 0
+    rc, out, _ = run(capsys, "run", MM1, "--horizon", "10")
+    row = next(line for line in out.splitlines() if line.startswith("sojourn "))
+    assert row.split()[3] == "-" and "inf" not in row, row
+
+
 class _ClosedPipe:
     def write(self, text):
         raise BrokenPipeError(32, "Broken pipe")

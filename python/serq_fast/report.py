@@ -123,7 +123,9 @@ def _num(x, width=12):
 
 
 def _ci(x, width=12):
-    return ("±inf" if x is None else "±" + _num(x, 0).strip()).rjust(width)
+    # null in the JSON (fewer than 40 samples: no batch-means interval) is `-`, as in every other
+    # column; `±inf` read as an interval that was computed and found unbounded
+    return ("-" if x is None else "±" + _num(x, 0).strip()).rjust(width)
 
 
 def to_text(rep: dict, notes_: list | None = None) -> str:

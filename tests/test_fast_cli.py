@@ -117,3 +117,16 @@ def test_records_parquet_without_pyarrow(capsys, tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "pyarrow", None)
     rc, out, err = _run(capsys, VLLM, "--horizon", "30", "--records", str(tmp_path / "r.parquet"))
     assert rc == 2 and "pyarrow" in err and out == ""
+
+
+def test_default_warmup_is_zero_for_a_batch_workload(capsys):
+    # A batch workload starts every session at time 0: the default warm-up (10 % of the horizon)
+    # would discard it (the replay example reported 0 turns); open workloads keep the 10 %.
+    rc = main(["run", str(ROOT / "examples/replay/vllm_replay.sq"), "--json"])
+    rep = json.loads(capsys.readouterr().out)
+    assert rc == 0 and rep["run"]["warmup"] == 0 and rep["run"]["turns"] > 0
+    rc = main(["run", str(ROOT / "examples/single-turn/mm1.sq"), "--horizon", "200", "--json"])
+    rep = json.loads(capsys.readouterr().out)
+    assert rc == 0 and rep["run"]["warmup"] == 20
+    rc = main(["run", str(ROOT / "examples/replay/vllm_replay.sq"), "--warmup", "60", "--json"])
+    assert json.loads(capsys.readouterr().out)["run"]["warmup"] == 60   # an explicit one is kept

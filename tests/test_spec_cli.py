@@ -257,3 +257,22 @@ def test_sample_refuses_a_loop_no_session_leaves(tmp_path, capsys, monkeypatch):
     rc, err = run_cli(capsys, "sample", str(src), "--seed", "1", "--sessions", "4", "-o", str(out))
     assert rc == 0, err
     assert len(json.loads(out.read_text())["sessions"]) == 4
+
+
+def test_a_sessions_file_sampled_with_other_inputs_says_so(tmp_path, capsys):
+    # The draws of a session depend on the deployment (blocks=300 rejects a long conversation and
+    # ends its session early), so a file sampled with other --set values can run out of draws;
+    # both engines then name the inputs that differ instead of only "does not fit".
+    prog = str(REPO / "examples/multi-turn/vllm.sq")
+    out = tmp_path / "s.json"
+    assert main(["sample", prog, "--set", "blocks=300", "--set", "Lambda=2", "--seed", "1",
+                 "--sessions", "5", "-o", str(out)]) == 0
+    capsys.readouterr()
+    for argv in (["spec", prog, "--sessions", str(out)], ["run", prog, "--replay", str(out)]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert "does not fit the program" in err, err
+        assert "sampled with Lambda=2, blocks=300; this run has Lambda=3/10, blocks=10000" in err, err
+    # with the file's own inputs both replay it
+    assert main(["spec", prog, "--set", "blocks=300", "--set", "Lambda=2", "--sessions", str(out)]) == 0
+    assert main(["run", prog, "--set", "blocks=300", "--set", "Lambda=2", "--replay", str(out)]) == 0

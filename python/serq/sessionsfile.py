@@ -97,3 +97,19 @@ def check_sessions(data: Any) -> None:
         for k, t in enumerate(_list(s.get("turns", []), f"sessions[{i}].turns")):
             _draws(t, f"sessions[{i}].turns[{k}]")
         _draws(s.get("session", []), f"sessions[{i}].session")
+
+
+def sampling_difference(data: dict, ir: dict, program_name: str) -> str | None:
+    """Why a sessions file that ran out of draws may not fit this run, when its header says: it
+    was sampled from another program, or with other inputs (`--set`). The draws of a session can
+    depend on the deployment (a rejected request ends its session early), so a file sampled under
+    one setting may hold too few draws for another. None when the header matches."""
+    if data.get("program") not in (None, program_name):
+        return f"it was sampled from {data.get('program')}, not {program_name}"
+    theirs, ours = data.get("inputs") or {}, ir.get("inputs") or {}
+    differ = sorted(k for k in set(theirs) | set(ours) if theirs.get(k) != ours.get(k))
+    if not differ:
+        return None
+    return ("it was sampled with " + ", ".join(f"{k}={theirs.get(k, '?')}" for k in differ)
+            + "; this run has " + ", ".join(f"{k}={ours.get(k, '?')}" for k in differ)
+            + ": sample again with this run's --set, or replay with the file's")

@@ -161,9 +161,12 @@ def cmd_run(args) -> int:
             sys.stderr.write("\n")
         hint = ""
         if replay is not None and str(exc).startswith("replay:"):
+            from serq.sessionsfile import sampling_difference
+
             hint = f" (the sessions file {args.replay} does not fit the program: "
-            if replay.get("program") != os.path.basename(args.file):
-                hint += f"it was sampled from {replay.get('program')})"
+            why = sampling_difference(replay, ir, os.path.basename(args.file))
+            if why is not None:
+                hint += why + ")"
             else:  # the file does not say how it was sampled
                 hint += "was it sampled with --horizon T? replay with the same --horizon)"
         return _err(f"run-time error: {name_files(str(exc), ir.get('files') or [args.file])}{hint}")

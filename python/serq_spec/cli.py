@@ -12,7 +12,7 @@ from fractions import Fraction
 
 from serq.wire import WireError, canonical_json, parse_decimal
 
-from .errors import InvariantViolation, SpecError
+from .errors import InvariantViolation, SessionsFileError, SpecError
 
 
 def add_program_args(p) -> None:
@@ -141,16 +141,19 @@ def internal(exc: Exception) -> int:
                 "(set SERQ_TRACEBACK=1 for the traceback)")
 
 
-def load_sessions(path: str):
+def read_sessions(path: str) -> dict:
     from serq.errors import SerqError
     from serq.sessionsfile import read_sessions_file
 
-    from .workload import Workload
     try:
-        data = read_sessions_file(path)
+        return read_sessions_file(path)
     except SerqError as exc:
         raise FrontEndError(exc.render())
-    return Workload.replay(data)
+
+
+def load_sessions(path: str):
+    from .workload import Workload
+    return Workload.replay(read_sessions(path))
 
 
 def prepare(ir: dict, workload, name: str, warmup=Fraction(0), horizon=float("inf")):
@@ -171,13 +174,22 @@ def cmd_spec(args) -> int:
         if args.max_steps is not None and args.max_steps < 0:
             raise SpecError("--max-steps must be >= 0")
         ir = load_ir(args.file, args.sets)
-        prog = prepare(ir, load_sessions(args.sessions), os.path.basename(args.file),
+        from .workload import Workload
+        sessions = read_sessions(args.sessions)
+        prog = prepare(ir, Workload.replay(sessions), os.path.basename(args.file),
                        time_arg(args.warmup, "--warmup"), time_arg(args.horizon, "--horizon"))
         prog.emit_gauges = args.gauges
 
         def emit(cfg, rec, k):
             out.write(state_text(cfg, rec, k) + "\n")
-        run(prog, max_steps=args.max_steps, on_step=emit, check=args.check)
+        try:
+            run(prog, max_steps=args.max_steps, on_step=emit, check=args.check)
+        except SessionsFileError as exc:
+            from serq.sessionsfile import sampling_difference
+            why = sampling_difference(sessions, ir, os.path.basename(args.file))
+            if why is not None and "does not fit the program" in exc.message:
+                exc.message += f" ({why})"
+            raise
         return 0
     except InvariantViolation as exc:
         out.flush()

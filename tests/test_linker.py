@@ -491,3 +491,17 @@ def test_per_request_keys_and_growing_where_they_belong():
     adv = ir["stages"][0]["schedule"][0]
     assert adv["op"] == "advance" and {"k": "job", "name": "remaining"} == adv["only"]["a"]
     compile_ok(edit("admit waiting while", "admit waiting only (a > 0) while"))
+
+
+def test_one_error_is_reported_once():
+    # The seed's engine request body is lowered at each call site; an error in it (here a cap of
+    # 0 request slots) was printed twice with the same place and message.
+    from pathlib import Path
+
+    from serq.errors import SerqError
+    from serq.frontend import load_program
+    prog = Path(__file__).resolve().parents[1] / "examples/multi-turn/vllm.sq"
+    with pytest.raises(SerqError) as info:
+        load_program(str(prog), {"max_seqs": "0"})
+    assert "above its capacity 0" in info.value.message
+    assert info.value.render().count("above its capacity 0") == 1

@@ -226,6 +226,8 @@ class Linker:
                 self.failed.add(name)
             if getattr(e, "about", None) in self.failed:
                 return None  # a consequence of an error already reported
+            if any(str(e) == str(x) for x in self.errors):
+                return None  # the same message at the same place (a body lowered at two call sites)
             self.errors.append(e)
             if len(self.errors) >= MAX_ERRORS:
                 raise self.combined() from None

@@ -186,6 +186,7 @@ def test_sample_output_that_cannot_be_written(tmp_path, capsys):
     (["sample", MM1, "--sessions", "2", "--seed", "-1"], "--seed"),
     (["run", MM1, "--seed", "-1"], "--seed"),
     (["run", MM1, "--replay", "s.json", "--arrivals", "2"], "--arrivals does not combine with --replay"),
+    (["run", MM1, "--states", "-", "--json"], "--json and --states -"),
     (["lockstep", MM1, "--sessions", "-1"], "--sessions"),
     (["sample", MM1, "--sessions", "-1", "--seed", "1"], "--sessions"),
     (["sample", MM1, "--sessions", "1", "--seed", "1", "--horizon", "nan"], "--horizon"),

@@ -110,6 +110,8 @@ def cmd_run(args) -> int:
         return _err(f"--warmup must be in [0, horizon), got {warmup:g}")
     if args.arrivals is not None and args.arrivals < 1:
         return _err("--arrivals must be a positive integer")
+    if args.json and args.states == "-":
+        return _err("--json and --states - would both write to standard output: give --states a file")
     if args.arrivals is not None and args.replay:
         # the engine would stop the replay once N sessions had arrived and none was live
         return _err("--arrivals does not combine with --replay: the sessions file holds the arrivals "

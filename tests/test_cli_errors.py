@@ -171,9 +171,13 @@ def test_states_path_that_cannot_be_written(tmp_path, capsys, where):
     assert err.startswith(f"serq: error: --states {path}: cannot write"), err
 
 
-def test_sample_output_that_cannot_be_written(tmp_path, capsys):
-    rc, _, err = run(capsys, "sample", MM1, "--seed", "1", "--sessions", "1", "-o", tmp_path / "no" / "s.json")
-    assert rc == 2 and "cannot write the sessions file" in err
+@pytest.mark.parametrize("where", ["missing-folder", "folder"])
+def test_sample_output_checked_before_sampling(tmp_path, capsys, where):
+    """`-o` into a folder that does not exist was found only after sampling (with --max-steps 0
+    the sampling's own error came first)."""
+    path = tmp_path / "no" / "s.json" if where == "missing-folder" else tmp_path
+    rc, out, err = run(capsys, "sample", MM1, "--seed", "1", "--sessions", "1", "--max-steps", "0", "-o", path)
+    assert rc == 2 and out == "" and err.startswith(f"serq: error: cannot write the sessions file {path}: "), err
 
 
 # -- numbers ------------------------------------------------------------------------------------------

@@ -112,6 +112,12 @@ def cmd_sample(args) -> int:
             raise SpecError("--seed must be a non-negative integer")  # as `serq run` and `serq lockstep`
         if args.max_steps < 0:
             raise SpecError("--max-steps must be >= 0")
+        if args.output:  # before sampling, which may take long, not after it
+            folder = os.path.dirname(args.output) or "."
+            if os.path.isdir(args.output) or not os.path.isdir(folder):
+                raise SpecError(f"cannot write the sessions file {args.output}: "
+                                + ("it is a directory" if os.path.isdir(args.output)
+                                   else f"{folder} is not an existing folder"))
         ir = load_ir(args.file, args.sets)
         data = sample(ir, args.seed, args.sessions, os.path.basename(args.file), args.max_steps,
                       time_arg(args.horizon, "--horizon"))

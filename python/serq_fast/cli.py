@@ -22,14 +22,17 @@ def register(subparsers) -> None:
                     f"(or a sessions file with --replay). Defaults: --horizon {DEFAULT_HORIZON:g}, "
                     f"--warmup {DEFAULT_WARMUP_FRACTION:.0%} of the horizon (0 for a batch workload), --seed 1.")
     _common(p)
-    p.add_argument("--seed", type=int, default=1, help="random seed (non-negative integer; default 1)")
-    p.add_argument("--horizon", type=float, default=None, help=f"simulated seconds (default {DEFAULT_HORIZON:g})")
-    p.add_argument("--warmup", type=float, default=None, help="warm-up seconds (default 10%% of the horizon; 0 for a `batch` workload or an infinite horizon)")
-    p.add_argument("--arrivals", type=int, default=None,
+    p.add_argument("--seed", type=int, default=1, metavar="N", help="random seed (non-negative integer; default 1)")
+    p.add_argument("--horizon", type=float, default=None, metavar="T",
+                   help=f"simulated seconds (default {DEFAULT_HORIZON:g})")
+    p.add_argument("--warmup", type=float, default=None, metavar="W",
+                   help="warm-up seconds (default 10%% of the horizon; 0 for a `batch` workload or an "
+                        "infinite horizon)")
+    p.add_argument("--arrivals", type=int, default=None, metavar="N",
                    help="exactly N open arrivals, then run until every session ended (horizon = deadline)")
     p.add_argument("--json", action="store_true", help="print the report as JSON (docs/report.md)")
     p.add_argument("--records", metavar="PATH", help="write one row per request (CSV, or Parquet for *.parquet)")
-    p.add_argument("--replay", metavar="SESSIONS", help="replay a sessions file from `serq sample` instead of drawing")
+    p.add_argument("--replay", metavar="S.json", help="replay a sessions file from `serq sample` instead of drawing")
     p.add_argument("--states", metavar="PATH", help="write the per-step state lines of docs/state.md ('-' = stdout)")
     p.set_defaults(func=cmd_run)
 
@@ -39,7 +42,7 @@ def register(subparsers) -> None:
                     "fast simulator, and compare the state after every step (times to 1e-9 relative, "
                     "everything else exactly). Exit 1 and print both states at the first divergence.")
     _common(q)
-    q.add_argument("--seed", type=int, default=1, help="random seed (non-negative integer; default 1)")
+    q.add_argument("--seed", type=int, default=1, metavar="N", help="random seed (non-negative integer; default 1)")
     q.add_argument("--sessions", type=int, required=True, metavar="K", help="number of sessions to sample")
     q.add_argument("--horizon", type=float, default=None, metavar="T",
                    help="stop both at this time (default: run to the end)")

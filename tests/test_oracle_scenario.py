@@ -106,6 +106,24 @@ def test_eos_shortens_expected_output_and_chained_prompts():
     assert sc.static_prompt_len("c") == 100 + 2 + 7
 
 
+def test_max_model_len_ends_the_output():
+    """vLLM 0.31.0's stop check, measured with the driver (max_model_len 40): EOS first, then
+    max_tokens or prompt + output reaching max_model_len (`length`); a prompt of 40 or more
+    tokens never completes its prefill."""
+    sc = resolve_scenario({"config": {"max_model_len": 40}, "requests": [
+        {"id": "x", "prompt_len": 30, "max_tokens": 20},
+        {"id": "y", "prompt_len": 39, "max_tokens": 3},
+        {"id": "u", "prompt_len": 12, "max_tokens": 40, "eos_at": 27},
+        {"id": "u2", "prompt_len": 12, "max_tokens": 40, "eos_at": 28},
+        {"id": "e", "prompt_len": 12, "max_tokens": 5, "eos_at": 4},
+        {"id": "x.2", "after": "u2", "prompt_from": "u2", "max_tokens": 2},
+        {"id": "z", "prompt_len": 40, "max_tokens": 3}]})
+    got = {r.id: (sc.output_len(r.id), sc.finish_reason(r.id)) for r in sc.requests}
+    assert got == {"x": (10, "length"), "y": (1, "length"), "u": (28, "stop"),
+                   "u2": (28, "length"), "e": (5, "stop"), "x.2": (0, None), "z": (0, None)}
+    assert sc.static_prompt_len("x.2") == 40
+
+
 def test_time_arrival_and_exact_decimal():
     sc = resolve_scenario({"requests": [{"prompt_len": 3, "arrival_time": 0.1}]})
     r = sc.requests[0]

@@ -83,8 +83,10 @@ def test_vector_pair(name):
         assert rec["max_tokens"] == r.max_tokens and rec["priority"] == r.priority
         assert rec["finish_reason"] in (None, "length", "stop")
         assert 0 <= rec["output_len"] <= r.max_tokens
-        if rec["finish_reason"] == "length":
-            assert rec["output_len"] == r.max_tokens
+        if rec["finish_reason"] is not None:
+            # max_tokens, EOS or max_model_len, whichever comes first
+            assert rec["finish_reason"] == sc.finish_reason(r.id)
+            assert rec["output_len"] == sc.output_len(r.id)
         if rec["finish_reason"] == "stop":
             assert r.eos_at is not None and rec["output_len"] == r.eos_at + 1
         if rec["finish_step"] is not None:
@@ -165,7 +167,10 @@ def test_random_vectors_are_reproduced_by_the_generator():
         sc = load_scenario(VECTORS / f"{n}.scenario.json")
         longest = max(sc.static_prompt_len(r.id) + r.max_tokens for r in sc.requests)
         assert sc.config["num_gpu_blocks"] >= math.ceil(longest / sc.block_size) + 2
-        assert sc.config["max_model_len"] >= longest
+        if seed < gen_scenarios.EXTENDED_FROM_SEED:
+            assert sc.config["max_model_len"] >= longest
+        else:  # it may cap an output, never a prompt (gen_scenarios._cap_model_len)
+            assert all(sc.static_prompt_len(r.id) < sc.config["max_model_len"] for r in sc.requests)
 
 
 def test_generator_is_deterministic_and_valid():

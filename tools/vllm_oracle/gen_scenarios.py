@@ -36,6 +36,12 @@ from serq.oracle.scenario import resolve_scenario  # noqa: E402
 
 MAX_STEPS = 800
 
+#: Seeds from this one on also draw the shapes the model learned after the first campaigns
+#: (`after` fan-out, `max_model_len` below a request's prompt + output), from a random stream of
+#: their own: every scenario of an earlier seed is drawn exactly as before (the committed
+#: campaign vectors are checked against this generator).
+EXTENDED_FROM_SEED = 20000
+
 
 def _out_len(rng: random.Random) -> int:
     u = rng.random()
@@ -53,6 +59,58 @@ def _prompt_len(rng: random.Random) -> int:
     if u < 0.85:
         return rng.randint(16, 200)
     return rng.randint(200, 600)
+
+
+def _fanout(requests: list[dict], xrng: random.Random, policy: str, groups: dict,
+            features: list[str]) -> None:
+    """`after` fan-out: one to three more requests after an existing one. They start fresh
+    conversations (a prompt of their own or a prefix group), except that one of them may
+    continue the parent's (`prompt_from`) when no other child does: two continuations of one
+    conversation are the refused `history-fork`."""
+    added = 0
+    for _ in range(xrng.choice([1, 1, 2])):
+        parent = xrng.choice(requests)
+        pid = parent["id"]
+        kids = [r for r in requests if r.get("after") == pid]
+        continued = any("prompt_from" in r for r in kids)
+        for j in range(xrng.randint(1 if kids else 2, 3)):
+            child: dict = {"id": f"{pid}.f{len(kids) + j}", "after": pid,
+                           "delay_steps": xrng.choice([0, 0, 1, 2, 3, 6])}
+            u = xrng.random()
+            if not continued and u < 0.3:
+                child["prompt_from"] = pid
+                child["append_len"] = xrng.choice([0, xrng.randint(1, 16)])
+                continued = True
+            elif groups and u < 0.6:
+                child["prefix_group"] = xrng.choice(sorted(groups))
+                child["prompt_len"] = groups[child["prefix_group"]]["length"] + xrng.randint(0, 60)
+            else:
+                child["prompt_len"] = _prompt_len(xrng)
+            child["max_tokens"] = _out_len(xrng)
+            if xrng.random() < 0.15:
+                child["eos_at"] = xrng.randint(0, child["max_tokens"])
+            if policy == "priority":
+                child["priority"] = xrng.randint(-1, 3)
+            pos = requests.index(parent) + 1
+            requests.insert(xrng.randint(pos, len(requests)), child)
+            added += 1
+    features.append(f"fanout={added}")
+
+
+def _cap_model_len(cfg: dict, draft: dict, xrng: random.Random, features: list[str]) -> None:
+    """`max_model_len` below some request's prompt + output (vLLM stops it there, finish reason
+    `length`), but above every prompt: a prompt of max_model_len tokens or more never completes
+    its prefill (the model refuses it). So no capped request has a `prompt_from` child: that
+    child's prompt would hold the parent's max_model_len tokens."""
+    sc = resolve_scenario(draft)
+    longest = max(sc.static_prompt_len(r.id) + r.max_tokens for r in sc.requests)
+    safe = max(sc.static_prompt_len(r.id) for r in sc.requests) + 1
+    if safe >= longest:
+        return
+    cfg["max_model_len"] = mml = xrng.randint(safe, longest - 1)
+    if cfg.get("long_prefill_token_threshold", 0) > mml:
+        cfg["long_prefill_token_threshold"] = mml
+    features.append("max_model_len")
 
 
 def generate(seed: int, k: int, name: str) -> dict:
@@ -154,6 +212,9 @@ def generate(seed: int, k: int, name: str) -> dict:
             depth += 1
     if n_turns:
         features.append(f"turns={n_turns}")
+    xrng = random.Random(f"serq-oracle-extended:{seed}:{k}") if seed >= EXTENDED_FROM_SEED else None
+    if xrng is not None and xrng.random() < 0.35:
+        _fanout(requests, xrng, policy, groups, features)
 
     draft = {"name": name, "config": {"block_size": bs}, "prefix_groups": groups, "requests": requests}
     sc = resolve_scenario(draft)
@@ -217,6 +278,10 @@ def generate(seed: int, k: int, name: str) -> dict:
                 {"per_token_s": 0.00005},
             ]
         )
+
+    if xrng is not None and xrng.random() < 0.35 and "no_chunking" not in features:
+        _cap_model_len(cfg, {"config": cfg, "prefix_groups": groups, "requests": requests},
+                       xrng, features)
 
     scenario = {
         "name": name,

@@ -60,8 +60,8 @@ FEATURES = {
     "history-fork": "two requests continuing one conversation (prompt_from the same request)",
     "watermark": "the watermark knob",
     "extra-knob": "a scheduler/cache knob the model does not know",
-    "max-model-len": "max_model_len capping a request",
-    "after-fanout": "several requests `after` one parent",
+    "max-model-len": "a prompt of max_model_len tokens or more (never completes its prefill)",
+    "after-fanout": "an `after` fan-out the model cannot place (a history continued in another session; async: a child held back by an empty call)",
     "mixed-arrivals": "step-based and time-based arrivals in one scenario",
     "priority-clock": "priority ties on a virtual clock that does not advance",
     "adaptive-threshold": "long_prefill_token_threshold_adaptive",
@@ -132,6 +132,13 @@ class Plan:
     by_id: dict[str, tuple[int, int]] = field(default_factory=dict)  # id -> (serial, turn index)
     forced: list = field(default_factory=list)
     content: "ContentPlan | None" = None  # None: caching off, the kv holds have no content clause
+    # `after` fan-out: child id -> parent id for a child that starts a session of its own
+    fanout: dict = field(default_factory=dict)
+
+#: The gate delay of a fan-out child whose parent has not finished (yet) in a run: later than
+#: any step a scenario can reach (max_steps), so the child is not added within the run.
+FANOUT_UNKNOWN = Fraction(10**12)
+
 
 def _dec(x: Fraction) -> str:
     x = Fraction(x)
@@ -153,7 +160,7 @@ def _request_tokens(sc: ResolvedScenario) -> dict[str, tuple[list[int], list[int
                     prompt += tokens_for_segment(seg, pp + po)
                 else:
                     prompt += tokens_for_segment(seg)
-            outs = [fake_output_token(rid, i, r.eos_at) for i in range(r.expected_output_len)]
+            outs = [fake_output_token(rid, i, r.eos_at) for i in range(sc.output_len(rid))]
             memo[rid] = (prompt, outs)
         return memo[rid]
 
@@ -250,9 +257,9 @@ def _content_code(cplan: "ContentPlan", rid: str, bs: int) -> tuple[int, int, in
 
 
 #: Missing features `force` can approximate (for measuring what a refusal protects against):
-#: async -> synchronous, watermark / unknown knobs / max_model_len ignored, sharing across
-#: sessions ignored, an older turn's extra sharing ignored.
-FORCEABLE = {"async", "watermark", "extra-knob", "max-model-len", "adaptive-threshold",
+#: async -> synchronous, watermark / unknown knobs ignored, sharing across sessions ignored, an
+#: older turn's extra sharing ignored.
+FORCEABLE = {"async", "watermark", "extra-knob", "adaptive-threshold",
              "priority-clock"}
 
 
@@ -301,10 +308,14 @@ def plan_scenario(sc: ResolvedScenario, force: bool = False) -> Plan:
     by_id = {r.id: r for r in reqs}
     mml = cfg["max_model_len"]
     for r in reqs:
+        # prompt + output reaching max_model_len only shortens the output (ResolvedScenario.
+        # output_len, vLLM's stop check); a prompt that reaches it alone is never completed:
+        # vLLM prefills max_model_len - 1 positions and then keeps the request, and its blocks,
+        # running with nothing to schedule, which the language cannot say
         plen = sc.static_prompt_len(r.id)
-        if plen + r.expected_output_len > mml:
-            need("max-model-len", f"requests[{r.index}] ({r.id!r}): prompt {plen} + "
-                              f"output {r.expected_output_len} > max_model_len {mml}")
+        if plen >= mml:
+            need("max-model-len", f"requests[{r.index}] ({r.id!r}): prompt {plen} >= "
+                              f"max_model_len {mml} (vLLM never completes its prefill)")
     kinds = {r.arrival_kind for r in reqs}
     time_based = "time" in kinds
     if time_based:
@@ -312,25 +323,45 @@ def plan_scenario(sc: ResolvedScenario, force: bool = False) -> Plan:
             if r.arrival_kind == "step" and r.arrival_step:
                 need("mixed-arrivals", f"requests[{r.index}].arrival_step = "
                                   f"{r.arrival_step} beside arrival_time requests")
-    # sessions: `after` chains
+    caching = bool(cfg["enable_prefix_caching"])
+    # sessions: `after` chains. A parent followed by several requests (fan-out) goes on in its
+    # session with the one that continues a history of the chain (`prompt_from`; with caching
+    # off histories do not matter), else with the one of least delay_steps; every other child starts
+    # a session of its own, added by a gate whose delay run_scenario derives from the parent's
+    # finish (Plan.fanout). A history must stay in one session (its blocks' identities are the
+    # session's), so a child in another session than its `prompt_from` source is refused.
     children: dict[str, list] = {}
     for r in reqs:
         if r.after is not None:
             children.setdefault(r.after, []).append(r)
-    for pid, cs in children.items():
-        if len(cs) > 1:
-            need("after-fanout", f"requests {', '.join(repr(c.id) for c in cs)} "
-                              f"all follow {pid!r}")
     chains: list[list] = []
-    for r in reqs:
-        if r.after is None:
-            chain = [r]
-            while chain[-1].id in children:
-                chain.append(children[chain[-1].id][0])
-            chains.append(chain)
+    fanout: dict[str, str] = {}
+    pending = [r for r in reqs if r.after is None]
+    while pending:
+        chain = [pending.pop(0)]
+        while chain[-1].id in children:
+            cs = children[chain[-1].id]
+            cont = [c for c in cs if c.prompt_from is not None] if caching else []
+            # the earliest added (async: a second child added the instant the parent's end is
+            # applied needs _fanout_idle, the session's own child never does)
+            nxt = min(cont or cs, key=lambda c: (max(1, c.delay_steps), c.index))
+            for c in cs:
+                if c is not nxt:
+                    fanout[c.id] = c.after
+                    pending.append(c)
+            chain.append(nxt)
+        chains.append(chain)
+        pending.sort(key=lambda r: r.index)
+    session_of = {r.id: si for si, ch in enumerate(chains) for r in ch}
+    if caching:
+        for r in reqs:
+            if r.prompt_from is not None and session_of[r.id] != session_of[r.prompt_from]:
+                others = [c.id for c in children[r.after] if c is not r]
+                need("after-fanout", f"requests[{r.index}] ({r.id!r}) continues "
+                     f"{r.prompt_from!r}'s history beside {', '.join(map(repr, others))} "
+                     f"(all `after` {r.after!r}): a history stays in one session")
     # vLLM's prefix cache by content (docs/content.md): the prefix tree of the prompts and each
     # request's (prefix, shared length, history); caching off: no content clause (model IR)
-    caching = bool(cfg["enable_prefix_caching"])
     toks = _request_tokens(sc)
     cplan = ContentPlan([], {})
     if caching:
@@ -352,16 +383,23 @@ def plan_scenario(sc: ResolvedScenario, force: bool = False) -> Plan:
     for si, ch in enumerate(chains):
         turns = []
         for k, r in enumerate(ch):
-            if r.arrival_kind == "after":
+            if r.id in fanout:
+                # its own session: added at a time run_scenario derives from the parent's
+                # finish; until the parent has finished in a run, never within the run
+                think = FANOUT_UNKNOWN
+            elif r.arrival_kind == "after":
                 # on a seconds clock: a first guess, refined by run_scenario's fixpoint
                 think = Fraction(max(1, r.delay_steps) - 1) if not time_based else Fraction(0)
             elif r.arrival_kind == "time":
                 think = r.arrival_time_exact
             else:
                 think = Fraction(r.arrival_step or 0)
+            # async: an EOS stop the scheduler cannot foresee (max_tokens and max_model_len it
+            # can: no token is scheduled past them)
+            room = mml - sc.static_prompt_len(r.id)
             extra = int(bool(cfg["async_scheduling"]) and r.eos_at is not None
-                        and r.eos_at + 1 < r.max_tokens)
-            turns.append(Turn(r.id, r.index, len(toks[r.id][0]), r.expected_output_len, think,
+                        and r.eos_at + 1 < min(r.max_tokens, room))
+            turns.append(Turn(r.id, r.index, len(toks[r.id][0]), sc.output_len(r.id), think,
                               _content_code(cplan, r.id, bs), ranks[r.id], extra,
                               ch[k - 1].id if k else None, r.delay_steps))
             plan_by_id[r.id] = (si, k)
@@ -393,7 +431,8 @@ def plan_scenario(sc: ResolvedScenario, force: bool = False) -> Plan:
     settings["hists"] = str(max((len({cplan.content[t.rid][2] for t in ts}) for ts in sessions
                                  if caching), default=1))
     plan = Plan(sc, priority, not time_based, settings, sessions, radix, prio_min=prio_min,
-                prio_span=prio_span, by_id=plan_by_id, content=cplan if caching else None)
+                prio_span=prio_span, by_id=plan_by_id, content=cplan if caching else None,
+                fanout=fanout)
     plan.forced = [f for f, _ in needs]
     if cfg["async_scheduling"] and not (force and needs):
         plan.asynchronous = True
@@ -775,6 +814,22 @@ def _seconds_steps(plan: Plan, col: "_Collector") -> tuple[list[int], dict[str, 
 
 
 
+def _fanout_idle(plan: Plan, col: "_Collector", thinks: dict[str, Fraction]) -> set:
+    """Async: the fan-out children added at the very instant their parent's end is applied by an
+    empty schedule() call (late 0). vLLM adds them only after that call has processed the
+    finish, but a gate of their own fires before the call and would make it carry tokens; so
+    they are admitted only once no resident is left, as requests added after idle steps are
+    (§1 async (4))."""
+    if not plan.asynchronous:
+        return set()
+    out = set()
+    for cid, pid in plan.fanout.items():
+        rel = col.obs.get(pid, {}).get("release_end")
+        if rel and not col.late.get(pid, 0) and thinks.get(cid) == rel[0][1]:
+            out.add(cid)
+    return out
+
+
 def build_trace(plan: Plan, col: _Collector) -> tuple[dict, dict[str, int]]:
     """The oracle trace from the collected state; also each request's schedule() call at joining."""
     sc = plan.scenario
@@ -826,11 +881,11 @@ def build_trace(plan: Plan, col: _Collector) -> tuple[dict, dict[str, int]]:
             fin_step = step_of_end(o["last_end"][0][1])
         first_sched = next((it.step for it in token_iters if any(a[0] == r.id for a in it.assign)),
                            None)
-        out_len = r.expected_output_len if fin_step is not None else max(
+        out_len = sc.output_len(r.id) if fin_step is not None else max(
             0, maxpos.get(r.id, 0) - sc.static_prompt_len(r.id) + 1) if added else 0
         reason = None
         if fin_step is not None:
-            reason = "stop" if (r.eos_at is not None and r.eos_at + 1 < r.max_tokens) else "length"
+            reason = sc.finish_reason(r.id)
             finished_at.setdefault(fin_step, []).append({"id": r.id, "reason": reason,
                                                           "output_len": out_len})
         hits = o.get("hit", [])
@@ -915,7 +970,17 @@ def run_scenario(sc: ResolvedScenario, engine: str = "auto",
     col = _run_engine(ir, engine, plan)
     trace, join_call = build_trace(plan, col)
     limit = 40 + 4 * len(sc.requests)
+    # async fan-out: first without _fanout_idle's flags (a child the empty call could not admit
+    # anyway needs none); if the derived inputs then cycle, the child's own gate made that call
+    # carry tokens, and the flags are switched on
+    fan_idle = False
+    seen: set = set()
     for _ in range(limit):
+        state = (tuple(sorted(thinks.items())), tuple(sorted((order or {}).items())),
+                 tuple(sorted(plan.idle_added)))
+        if state in seen and plan.fanout and plan.asynchronous and not fan_idle:
+            fan_idle = True
+        seen.add(state)
         changed = False
         if not plan.unit_clock:
             # Seconds clock: (1) an `after` request is added when vLLM's step counter reaches its
@@ -928,7 +993,9 @@ def run_scenario(sc: ResolvedScenario, engine: str = "auto",
                 rel = {rid: o["last_end"][0][1] for rid, o in col.obs.items() if o.get("last_end")}
             new_thinks = dict(thinks)
             for r in sc.requests:
-                if r.after is not None and r.id in col.vllm_added and r.after in rel:
+                if r.id in plan.fanout:  # its own session: the gate counts from time 0
+                    new_thinks[r.id] = col.vllm_added.get(r.id, FANOUT_UNKNOWN)
+                elif r.after is not None and r.id in col.vllm_added and r.after in rel:
                     new_thinks[r.id] = max(Fraction(0), col.vllm_added[r.id] - rel[r.after])
             new_order = order
             if not plan.priority:
@@ -937,13 +1004,27 @@ def run_scenario(sc: ResolvedScenario, engine: str = "auto",
                 new_order = {rid: i for i, rid in enumerate(new)}
                 for r in sc.requests:
                     new_order.setdefault(r.id, len(new_order))
-            if plan.asynchronous and col.idle_added != plan.idle_added:
+            idle = set(col.idle_added) | (_fanout_idle(plan, col, new_thinks) if fan_idle else set())
+            if plan.asynchronous and idle != plan.idle_added:
                 # added while vLLM's scheduler was empty: the program admits it only once no
                 # resident is left (a finished request's end is applied by then)
-                plan.idle_added = set(col.idle_added)
+                plan.idle_added = idle
                 changed = True
             if new_order != order or new_thinks != thinks:
                 order, thinks = new_order, new_thinks
+                changed = True
+        elif plan.fanout:
+            # Unit clock, fan-out: a child in a session of its own is added at its parent's
+            # finish step + max(1 + late, delay_steps) (the chained child's rule, §1 async (3));
+            # the step is the time
+            new_thinks = dict(thinks)
+            for cid, pid in plan.fanout.items():
+                fin = trace["requests"][pid]["finish_step"]
+                new_thinks[cid] = FANOUT_UNKNOWN if fin is None else Fraction(
+                    fin + max(1 + col.late.get(pid, 0), sc.request(cid).delay_steps))
+            idle = _fanout_idle(plan, col, new_thinks) if fan_idle else set()
+            if new_thinks != thinks or idle != plan.idle_added:
+                thinks, plan.idle_added = new_thinks, idle
                 changed = True
         if not changed:
             break
@@ -953,6 +1034,17 @@ def run_scenario(sc: ResolvedScenario, engine: str = "auto",
     else:
         raise ModelError(f"the derived inputs (arrival order, add times) did not "
                          f"settle after {limit} runs")
+    for cid, pid in plan.fanout.items():
+        if trace["requests"][pid]["finish_step"] is None:
+            # vLLM never adds it; the run added it at FANOUT_UNKNOWN instead
+            raise Unsupported("after-fanout", f"{cid!r} follows {pid!r}, which never finishes")
+        rec = trace["requests"][cid]
+        if cid in plan.idle_added and rec["first_scheduled_step"] != rec["arrival_step"]:
+            # _fanout_idle's flag keeps it out of every schedule while a request runs, but vLLM
+            # only kept it out of the empty call that applied its parent's end
+            raise Unsupported("after-fanout", f"async: {cid!r} is added the instant {pid!r}'s "
+                              f"end is applied by an empty schedule() and is not admitted at "
+                              f"once (step {rec['arrival_step']})")
     if plan.forced:
         trace["model_forced"] = plan.forced
     trace["timing"] = {"model_s": round(_time.perf_counter() - t0, 4), "engine": engine,

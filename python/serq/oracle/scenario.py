@@ -212,7 +212,8 @@ class ResolvedScenario:
         raise KeyError(rid)
 
     def static_prompt_len(self, rid: str) -> int:
-        """Prompt length assuming every `prompt_from` ancestor runs to completion."""
+        """Prompt length assuming every `prompt_from` ancestor runs to completion (its output
+        as long as `output_len` says)."""
         by_id = {r.id: r for r in self.requests}
         memo: dict[str, int] = {}
 
@@ -221,7 +222,7 @@ class ResolvedScenario:
                 total = 0
                 for seg in by_id[i].prompt:
                     if seg.kind == "parent":
-                        total += length(seg.source) + by_id[seg.source].expected_output_len
+                        total += length(seg.source) + self.output_len(seg.source)
                     elif seg.kind == "ids":
                         total += len(seg.ids)
                     else:
@@ -230,6 +231,24 @@ class ResolvedScenario:
             return memo[i]
 
         return length(rid)
+
+    def output_len(self, rid: str) -> int:
+        """Output tokens of a request that runs to completion. vLLM's stop check ends it at the
+        first of: the EOS token (`eos_at`, counted), `max_tokens` outputs, or prompt + outputs
+        reaching `max_model_len` (finish reason `length`). A prompt of `max_model_len` tokens or
+        more never completes its prefill (vLLM schedules at most `max_model_len − 1` positions):
+        0 here."""
+        r = self.request(rid)
+        room = self.config["max_model_len"] - self.static_prompt_len(rid)
+        return max(0, min(r.expected_output_len, room))
+
+    def finish_reason(self, rid: str) -> str | None:
+        """`stop` (EOS), `length` (max_tokens or max_model_len), or None (never completes)."""
+        r = self.request(rid)
+        out = self.output_len(rid)
+        if out == 0:
+            return None
+        return "stop" if r.eos_at is not None and r.eos_at + 1 <= out else "length"
 
     def longest_sequence(self) -> int:
         """Largest prompt + expected output over all requests (what must fit in the KV cache)."""

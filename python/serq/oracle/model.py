@@ -65,6 +65,7 @@ FEATURES = {
     "mixed-arrivals": "step-based and time-based arrivals in one scenario",
     "priority-clock": "priority ties on a virtual clock that does not advance",
     "adaptive-threshold": "long_prefill_token_threshold_adaptive",
+    "async-idle-wait": "async: a request added to an idle scheduler that is not admitted at once",
     "priority": "the priority policy",
 }
 
@@ -597,6 +598,9 @@ class _Collector:
         self.assigned: dict[str, list[int]] = {}  # rid -> steps (unit clock) it got tokens in
         self.iters: list[_Iter] = []
         self.end_to_iter: dict[Fraction, _Iter] = {}
+        # an iteration's end as read (_t) -> the engine's own value, exactly (serq_fast: the
+        # binary64 number itself), so that a gate delay set to it fires at that very instant
+        self.raw_end: dict[Fraction, Fraction] = {}
         self.preempt_count: dict[str, int] = {}
         self.seen: set[str] = set()
         self.resume: set[str] = set()
@@ -711,6 +715,7 @@ class _Collector:
                 self.ntoken += 1
                 self.idle_calls = 0
                 self.end_to_iter[itr.end] = itr
+                self.raw_end[itr.end] = Fraction(it["end"])
             else:
                 self.idle_calls += 1
                 if self.idle_calls > 10000:
@@ -825,7 +830,10 @@ def _fanout_idle(plan: Plan, col: "_Collector", thinks: dict[str, Fraction]) -> 
     out = set()
     for cid, pid in plan.fanout.items():
         rel = col.obs.get(pid, {}).get("release_end")
-        if rel and not col.late.get(pid, 0) and thinks.get(cid) == rel[0][1]:
+        # the same instant (serq_fast: up to binary64 rounding; steps are >= base_s apart)
+        t = thinks.get(cid)
+        if rel and not col.late.get(pid, 0) and t is not None \
+                and abs(t - rel[0][1]) <= Fraction(1, 10**9):
             out.add(cid)
     return out
 
@@ -993,8 +1001,12 @@ def run_scenario(sc: ResolvedScenario, engine: str = "auto",
                 rel = {rid: o["last_end"][0][1] for rid, o in col.obs.items() if o.get("last_end")}
             new_thinks = dict(thinks)
             for r in sc.requests:
-                if r.id in plan.fanout:  # its own session: the gate counts from time 0
-                    new_thinks[r.id] = col.vllm_added.get(r.id, FANOUT_UNKNOWN)
+                if r.id in plan.fanout:
+                    # its own session: the gate counts from time 0, and it must fire at the
+                    # engine's own instant of that iteration end (the priority key t0 = now
+                    # ties with the requests vLLM adds in the same call)
+                    t = col.vllm_added.get(r.id, FANOUT_UNKNOWN)
+                    new_thinks[r.id] = col.raw_end.get(t, t)
                 elif r.after is not None and r.id in col.vllm_added and r.after in rel:
                     new_thinks[r.id] = max(Fraction(0), col.vllm_added[r.id] - rel[r.after])
             new_order = order
@@ -1038,13 +1050,14 @@ def run_scenario(sc: ResolvedScenario, engine: str = "auto",
         if trace["requests"][pid]["finish_step"] is None:
             # vLLM never adds it; the run added it at FANOUT_UNKNOWN instead
             raise Unsupported("after-fanout", f"{cid!r} follows {pid!r}, which never finishes")
-        rec = trace["requests"][cid]
-        if cid in plan.idle_added and rec["first_scheduled_step"] != rec["arrival_step"]:
-            # _fanout_idle's flag keeps it out of every schedule while a request runs, but vLLM
-            # only kept it out of the empty call that applied its parent's end
-            raise Unsupported("after-fanout", f"async: {cid!r} is added the instant {pid!r}'s "
-                              f"end is applied by an empty schedule() and is not admitted at "
-                              f"once (step {rec['arrival_step']})")
+    for rid in sorted(plan.idle_added, key=lambda i: sc.request(i).index):
+        rec = trace["requests"][rid]
+        if rec["first_scheduled_step"] != rec["arrival_step"]:
+            # the idle flag keeps it out of every schedule while a request runs, but vLLM only
+            # kept it out of the empty call before it was added (§1 async (4))
+            feature = "after-fanout" if rid in plan.fanout else "async-idle-wait"
+            raise Unsupported(feature, f"async: {rid!r} is added after an empty schedule() "
+                              f"(step {rec['arrival_step']}) and is not admitted at once")
     if plan.forced:
         trace["model_forced"] = plan.forced
     trace["timing"] = {"model_s": round(_time.perf_counter() - t0, 4), "engine": engine,

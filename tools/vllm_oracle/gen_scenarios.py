@@ -15,7 +15,8 @@ sharing a prefix), multi-turn chains via `after` / `prompt_from` with `append_le
 least ceil(longest sequence / block_size) + 2 blocks, so every request fits alone), small
 token budgets, `long_prefill_token_threshold`, `max_num_seqs`, fcfs/priority, sync/async
 scheduling, `scheduler_reserve_full_isl` on/off, an occasional watermark, chunked prefill off,
-prefix caching off, and varied `step_time` clocks.
+prefix caching off, and varied `step_time` clocks. Seeds from EXTENDED_FROM_SEED on add `after`
+fan-out and a `max_model_len` that ends some outputs, drawn from a stream of their own.
 
 Every scenario is validated with serq.oracle.scenario before it is written.
 """

@@ -594,6 +594,9 @@ class _Collector:
         self.names = None
         self.turn_of: dict[int, int] = {}  # serial -> current turn index (0-based)
         self.join_call: dict[str, int] = {}
+        self.join_key: dict[str, int] = {}  # rid -> schedule() calls before it joined
+        self.end_call: dict[str, int] = {}  # async: rid -> schedule() calls before its end
+        self.calls = 0
         self.join_time: dict[str, Fraction] = {}
         self.assigned: dict[str, list[int]] = {}  # rid -> steps (unit clock) it got tokens in
         self.iters: list[_Iter] = []
@@ -642,13 +645,17 @@ class _Collector:
         ev = line.get("event")
         if ev is not None and ev["kind"] == "ends":
             for serial, late in self.due:
-                self.late[plan.sessions[serial][self.turn_of[serial]].rid] = late
+                rid = plan.sessions[serial][self.turn_of[serial]].rid
+                self.late[rid] = late
+                self.end_call[rid] = self.calls
             self.due = []
         # the ends a schedule() made due, and whether that call had tokens (then vLLM's step
         # counter moved on before it processed them)
         due = line["stages"][self.eng_i].get("due", [])
+        empty_call = False
         if len(due) > len(self.due):
             tokens = any(it["assign"] for it in rec["iterations"])
+            empty_call = not rec["iterations"]
             self.due += [(serial, int(tokens)) for serial in due[len(self.due):]]
         for st, serial in rec["finished"]:
             if st == "gate":
@@ -656,8 +663,12 @@ class _Collector:
                 self.turn_of[serial] = k
                 rid = plan.sessions[serial][k].rid
                 self.join_call[rid] = len(self.iters)
+                self.join_key[rid] = self.calls
                 self.join_time[rid] = _t(line["now"])
                 self.pending_arrivals.append(rid)
+        # the schedule() calls so far, an empty one that made ends due included (it has no
+        # iteration record), and after this line's joins, which came before it
+        self.calls += len(rec["iterations"]) + int(empty_call)
         for name, serial, turn_no, t, value in rec["observations"]:
             rid = plan.sessions[serial][turn_no - 1].rid
             self.obs.setdefault(rid, {}).setdefault(name, []).append((_t(t), _t(value)))
@@ -817,6 +828,16 @@ def _seconds_steps(plan: Plan, col: "_Collector") -> tuple[list[int], dict[str, 
             added[rid] = b
     return steps, added, idle_added
 
+
+
+def _call_order(sc: ResolvedScenario, join_call: dict[str, int]) -> dict[str, int]:
+    """Every request's rank in vLLM's FCFS order: by the schedule() call before which it was
+    added, then list index (requests never added last)."""
+    new = sorted(join_call, key=lambda rid: (join_call[rid], sc.request(rid).index))
+    order = {rid: i for i, rid in enumerate(new)}
+    for r in sc.requests:
+        order.setdefault(r.id, len(order))
+    return order
 
 
 def _fanout_idle(plan: Plan, col: "_Collector", thinks: dict[str, Fraction]) -> set:
@@ -1012,10 +1033,7 @@ def run_scenario(sc: ResolvedScenario, engine: str = "auto",
             new_order = order
             if not plan.priority:
                 plan.settings["key_time"] = "0"
-                new = sorted(join_call, key=lambda rid: (join_call[rid], sc.request(rid).index))
-                new_order = {rid: i for i, rid in enumerate(new)}
-                for r in sc.requests:
-                    new_order.setdefault(r.id, len(new_order))
+                new_order = _call_order(sc, join_call)
             idle = set(col.idle_added) | (_fanout_idle(plan, col, new_thinks) if fan_idle else set())
             if plan.asynchronous and idle != plan.idle_added:
                 # added while vLLM's scheduler was empty: the program admits it only once no
@@ -1037,6 +1055,20 @@ def run_scenario(sc: ResolvedScenario, engine: str = "auto",
             idle = _fanout_idle(plan, col, new_thinks) if fan_idle else set()
             if new_thinks != thinks or idle != plan.idle_added:
                 thinks, plan.idle_added = new_thinks, idle
+                changed = True
+        if plan.unit_clock and plan.asynchronous and not plan.priority:
+            # Async, unit clock: vLLM adds the requests of one step in two rounds when an empty
+            # schedule() between them applied a finished request's end (the second round holds
+            # that request's children); FCFS is then by (call at joining, list index), as on a
+            # seconds clock, not by (step, list index) (c21000_00498)
+            plan.settings["key_time"] = "0"
+            # a fan-out child's own gate may fire before the empty call, but vLLM adds it after
+            # its parent's end, with its siblings
+            keys = {rid: max(k, col.end_call.get(plan.fanout.get(rid), k))
+                    for rid, k in col.join_key.items()}
+            new_order = _call_order(sc, keys)
+            if new_order != order:
+                order = new_order
                 changed = True
         if not changed:
             break

@@ -37,7 +37,7 @@ ALL = sorted(p.name[: -len(".scenario.json")] for p in VECTORS.glob("*.scenario.
 #: The vectors the model supports today and that agree exactly (measured: docs/vllm-model.md).
 #: A change that makes one of them unsupported or divergent fails `test_vector`; this floor
 #: catches a change that silently refuses more of them.
-MIN_AGREE = 506
+MIN_AGREE = 514
 
 
 def _run(name: str, engine: str = "auto", **kw) -> dict:
@@ -164,6 +164,30 @@ def test_async_fanout_child_held_by_the_empty_call_is_refused():
     sc["config"]["max_num_batched_tokens"] = 32  # both fit the step they are added in
     trace = run_scenario(resolve_scenario(sc))
     assert trace["requests"]["b"]["first_scheduled_step"] == trace["requests"]["a"]["arrival_step"]
+
+
+def test_priority_request_added_after_its_arrival_time_is_refused():
+    """Mixed arrivals: `e` (arrival_time 0.05, arrival_step 9) is added at step 9, well after
+    0.05 s; vLLM keys it by 0.05 under the priority policy, the program by its add time (measured:
+    vLLM schedules `e` before `b.2` at step 9, serQ would not). FCFS orders by the add, and runs."""
+    from serq.oracle.scenario import resolve_scenario
+
+    sc = {"name": "mixed", "config": {"block_size": 8, "num_gpu_blocks": 40, "max_num_seqs": 4,
+                                      "max_num_batched_tokens": 32, "policy": "priority"},
+          "requests": [{"id": "a", "prompt_len": 40, "max_tokens": 6, "arrival_time": 0.0},
+                       {"id": "b", "prompt_len": 20, "max_tokens": 5, "arrival_step": 3},
+                       {"id": "c", "prompt_len": 30, "max_tokens": 4, "arrival_time": 0.5},
+                       {"id": "e", "prompt_len": 25, "max_tokens": 8, "arrival_time": 0.05,
+                        "arrival_step": 9},
+                       {"id": "b.2", "after": "b", "prompt_from": "b", "max_tokens": 3,
+                        "delay_steps": 2}]}
+    with pytest.raises(Unsupported) as exc:
+        run_scenario(resolve_scenario(sc))
+    assert exc.value.feature == "mixed-arrivals" and "'e'" in exc.value.detail
+    sc["config"]["policy"] = "fcfs"
+    trace = run_scenario(resolve_scenario(sc))
+    assert trace["requests"]["e"]["arrival_step"] == trace["requests"]["b.2"]["arrival_step"] == 9
+    assert trace["requests"]["b"]["arrival_step"] == 3
 
 
 @pytest.mark.parametrize("name", ["h_async_multiturn", "h_async_reserve", "r0084", "r0012",
@@ -331,7 +355,8 @@ def _async_program(priority: bool = False) -> str:
 )
 def test_seeded_async_faults_diverge(name, priority, good, bad):
     """Each fault gives a trace that differs from vLLM's, or no trace at all (the seconds
-    clock's derived add times then never settle: a ModelError, never a wrong trace)."""
+    clock's derived add times then never settle: a ModelError; or a request vLLM adds to an
+    idle scheduler is left waiting, which the model refuses: never a wrong trace)."""
     from serq.oracle.model import ModelError
     text = _async_program(priority)
     assert good in text
@@ -340,6 +365,9 @@ def test_seeded_async_faults_diverge(name, priority, good, bad):
         trace = _run(name, sources={file: text.replace(good, bad)})
     except ModelError as exc:
         assert "did not settle" in str(exc)
+        return
+    except Unsupported as exc:
+        assert exc.feature == "async-idle-wait"
         return
     assert _diffs(name, trace)
 

@@ -16,7 +16,8 @@ least ceil(longest sequence / block_size) + 2 blocks, so every request fits alon
 token budgets, `long_prefill_token_threshold`, `max_num_seqs`, fcfs/priority, sync/async
 scheduling, `scheduler_reserve_full_isl` on/off, an occasional watermark, chunked prefill off,
 prefix caching off, and varied `step_time` clocks. Seeds from EXTENDED_FROM_SEED on add `after`
-fan-out and a `max_model_len` that ends some outputs, drawn from a stream of their own.
+fan-out and a `max_model_len` that ends some outputs, drawn from a stream of their own; seeds from
+MIXED_FROM_SEED on also mix step- and time-based arrivals (a third stream).
 
 Every scenario is validated with serq.oracle.scenario before it is written.
 """
@@ -42,6 +43,9 @@ MAX_STEPS = 800
 #: their own: every scenario of an earlier seed is drawn exactly as before (the committed
 #: campaign vectors are checked against this generator).
 EXTENDED_FROM_SEED = 20000
+#: Seeds from this one on also mix step- and time-based arrivals in some scenarios (a third
+#: stream, so seeds EXTENDED_FROM_SEED.. below it keep their scenarios).
+MIXED_FROM_SEED = 23000
 
 
 def _out_len(rng: random.Random) -> int:
@@ -96,6 +100,29 @@ def _fanout(requests: list[dict], xrng: random.Random, policy: str, groups: dict
             requests.insert(xrng.randint(pos, len(requests)), child)
             added += 1
     features.append(f"fanout={added}")
+
+
+def _mix_arrivals(requests: list[dict], mrng: random.Random, features: list[str]) -> None:
+    """Step- and time-based arrivals in one scenario (docs/oracle.md §2.3): some requests trade
+    their arrival for the other kind, some get an `arrival_step` beside their `arrival_time`."""
+    mixed = 0
+    for r in requests:
+        if "after" in r:
+            continue
+        u = mrng.random()
+        if "arrival_time" in r and u < 0.3:
+            del r["arrival_time"]
+            r["arrival_step"] = mrng.randint(0, 40)
+        elif "arrival_time" in r and u < 0.45:
+            r["arrival_step"] = mrng.randint(0, 40)
+        elif "arrival_step" in r and u < 0.3:
+            del r["arrival_step"]
+            r["arrival_time"] = round(mrng.uniform(0, 0.5), 3)
+        else:
+            continue
+        mixed += 1
+    if mixed:
+        features.append(f"mixed_arrivals={mixed}")
 
 
 def _cap_model_len(cfg: dict, draft: dict, xrng: random.Random, features: list[str]) -> None:
@@ -216,6 +243,10 @@ def generate(seed: int, k: int, name: str) -> dict:
     xrng = random.Random(f"serq-oracle-extended:{seed}:{k}") if seed >= EXTENDED_FROM_SEED else None
     if xrng is not None and xrng.random() < 0.35:
         _fanout(requests, xrng, policy, groups, features)
+    if seed >= MIXED_FROM_SEED:
+        mrng = random.Random(f"serq-oracle-mixed:{seed}:{k}")
+        if mrng.random() < 0.4:
+            _mix_arrivals(requests, mrng, features)
 
     draft = {"name": name, "config": {"block_size": bs}, "prefix_groups": groups, "requests": requests}
     sc = resolve_scenario(draft)

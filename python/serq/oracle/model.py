@@ -62,8 +62,9 @@ FEATURES = {
     "extra-knob": "a scheduler/cache knob the model does not know",
     "max-model-len": "a prompt of max_model_len tokens or more (never completes its prefill)",
     "after-fanout": "an `after` fan-out the model cannot place (a history continued in another session; async: a child held back by an empty call)",
-    "mixed-arrivals": "step-based and time-based arrivals in one scenario",
     "priority-clock": "priority ties on a virtual clock that does not advance",
+    "mixed-arrivals": "priority: a request with arrival_time that its arrival_step adds later "
+                      "(vLLM keys it by that arrival_time, the program by its add time)",
     "adaptive-threshold": "long_prefill_token_threshold_adaptive",
     "async-idle-wait": "async: a request added to an idle scheduler that is not admitted at once",
     "priority": "the priority policy",
@@ -135,9 +136,12 @@ class Plan:
     content: "ContentPlan | None" = None  # None: caching off, the kv holds have no content clause
     # `after` fan-out: child id -> parent id for a child that starts a session of its own
     fanout: dict = field(default_factory=dict)
+    # seconds clock: requests added when vLLM's step counter reaches their arrival_step
+    stepped: set = field(default_factory=set)
 
-#: The gate delay of a fan-out child whose parent has not finished (yet) in a run: later than
-#: any step a scenario can reach (max_steps), so the child is not added within the run.
+#: The gate delay of a request whose add time the fixpoint has not derived (yet): a fan-out child
+#: whose parent has not finished in a run, a request waiting for the step counter. Later than any
+#: step a scenario can reach (max_steps), so it is not added within the run.
 FANOUT_UNKNOWN = Fraction(10**12)
 
 
@@ -319,11 +323,10 @@ def plan_scenario(sc: ResolvedScenario, force: bool = False) -> Plan:
                               f"max_model_len {mml} (vLLM never completes its prefill)")
     kinds = {r.arrival_kind for r in reqs}
     time_based = "time" in kinds
-    if time_based:
-        for r in reqs:
-            if r.arrival_kind == "step" and r.arrival_step:
-                need("mixed-arrivals", f"requests[{r.index}].arrival_step = "
-                                  f"{r.arrival_step} beside arrival_time requests")
+    # a request with an arrival_step on a seconds clock (beside arrival_time requests, or with
+    # an arrival_time of its own) waits for vLLM's step counter: run_scenario derives its add
+    # time as it does an `after` child's (_seconds_steps)
+    stepped = {r.id for r in reqs if time_based and r.after is None and r.arrival_step}
     caching = bool(cfg["enable_prefix_caching"])
     # sessions: `after` chains. A parent followed by several requests (fan-out) goes on in its
     # session with the one that continues a history of the chain (`prompt_from`; with caching
@@ -384,9 +387,9 @@ def plan_scenario(sc: ResolvedScenario, force: bool = False) -> Plan:
     for si, ch in enumerate(chains):
         turns = []
         for k, r in enumerate(ch):
-            if r.id in fanout:
-                # its own session: added at a time run_scenario derives from the parent's
-                # finish; until the parent has finished in a run, never within the run
+            if r.id in fanout or r.id in stepped:
+                # its own session: added at a time run_scenario derives (from the parent's
+                # finish, or the step counter); until then never within the run
                 think = FANOUT_UNKNOWN
             elif r.arrival_kind == "after":
                 # on a seconds clock: a first guess, refined by run_scenario's fixpoint
@@ -433,7 +436,7 @@ def plan_scenario(sc: ResolvedScenario, force: bool = False) -> Plan:
                                  if caching), default=1))
     plan = Plan(sc, priority, not time_based, settings, sessions, radix, prio_min=prio_min,
                 prio_span=prio_span, by_id=plan_by_id, content=cplan if caching else None,
-                fanout=fanout)
+                fanout=fanout, stepped=stepped)
     plan.forced = [f for f, _ in needs]
     if cfg["async_scheduling"] and not (force and needs):
         plan.asynchronous = True
@@ -763,7 +766,10 @@ def _seconds_steps(plan: Plan, col: "_Collector") -> tuple[list[int], dict[str, 
         if r.after is not None:
             children.setdefault(r.after, []).append(r)
     timed = {r.id: r.arrival_time_exact for r in sc.requests if r.arrival_kind == "time"}
-    target: dict[str, int] = {}
+    # arrival_step beside arrival_time requests: the step counter must reach it (and the clock the
+    # request's arrival_time, if it has one)
+    target: dict[str, int] = {r.id: r.arrival_step for r in sc.requests
+                              if r.after is None and r.arrival_step}
     added: dict[str, Fraction] = {}
     bound: dict[str, Fraction] = {}
     finished: set[str] = set()
@@ -791,11 +797,11 @@ def _seconds_steps(plan: Plan, col: "_Collector") -> tuple[list[int], dict[str, 
                     finished.add(rid)
 
         def ready(r) -> bool:
-            if r.arrival_kind == "time":
-                return timed[r.id] <= clock
             if r.arrival_kind == "after":
                 return r.id in target and target[r.id] <= S
-            return True
+            if r.arrival_kind == "time" and timed[r.id] > clock:
+                return False
+            return (r.arrival_step or 0) <= S
 
         idled = False
         while True:
@@ -807,8 +813,10 @@ def _seconds_steps(plan: Plan, col: "_Collector") -> tuple[list[int], dict[str, 
             if any(rid not in finished for rid in added):
                 break
             idled = True
-            future = [t for rid, t in timed.items() if rid not in added and t > clock]
-            if future:
+            # the driver jumps to the earliest pending arrival_time if it lies ahead, and counts
+            # a step otherwise (also when that request waits for its arrival_step)
+            future = [t for rid, t in timed.items() if rid not in added]
+            if future and min(future) > clock:
                 clock = min(future)
                 # a request waiting for the step counter cannot be added before this jump
                 for rid, t in target.items():
@@ -1022,10 +1030,11 @@ def run_scenario(sc: ResolvedScenario, engine: str = "auto",
                 rel = {rid: o["last_end"][0][1] for rid, o in col.obs.items() if o.get("last_end")}
             new_thinks = dict(thinks)
             for r in sc.requests:
-                if r.id in plan.fanout:
-                    # its own session: the gate counts from time 0, and it must fire at the
-                    # engine's own instant of that iteration end (the priority key t0 = now
-                    # ties with the requests vLLM adds in the same call)
+                if r.id in plan.fanout or r.id in plan.stepped:
+                    # its own session (a fan-out child), or added by the step counter (mixed
+                    # arrivals): the gate counts from time 0, and it must fire at the engine's
+                    # own instant of that iteration end (the priority key t0 = now ties with the
+                    # requests vLLM adds in the same call)
                     t = col.vllm_added.get(r.id, FANOUT_UNKNOWN)
                     new_thinks[r.id] = col.raw_end.get(t, t)
                 elif r.after is not None and r.id in col.vllm_added and r.after in rel:
@@ -1082,6 +1091,12 @@ def run_scenario(sc: ResolvedScenario, engine: str = "auto",
         if trace["requests"][pid]["finish_step"] is None:
             # vLLM never adds it; the run added it at FANOUT_UNKNOWN instead
             raise Unsupported("after-fanout", f"{cid!r} follows {pid!r}, which never finishes")
+    if plan.priority and not plan.unit_clock:
+        for rid in sorted(plan.stepped, key=lambda i: sc.request(i).index):
+            r = sc.request(rid)
+            if r.arrival_time is not None and col.vllm_added.get(rid) != r.arrival_time_exact:
+                raise Unsupported("mixed-arrivals", f"requests[{r.index}] ({rid!r}): arrival_time "
+                                  f"{r.arrival_time}, added at step {r.arrival_step}")
     for rid in sorted(plan.idle_added, key=lambda i: sc.request(i).index):
         rec = trace["requests"][rid]
         if rec["first_scheduled_step"] != rec["arrival_step"]:

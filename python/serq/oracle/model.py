@@ -142,7 +142,7 @@ class Plan:
 #: The gate delay of a request whose add time the fixpoint has not derived (yet): a fan-out child
 #: whose parent has not finished in a run, a request waiting for the step counter. Later than any
 #: step a scenario can reach (max_steps), so it is not added within the run.
-FANOUT_UNKNOWN = Fraction(10**12)
+ADD_UNKNOWN = Fraction(10**12)
 
 
 def _dec(x: Fraction) -> str:
@@ -390,7 +390,7 @@ def plan_scenario(sc: ResolvedScenario, force: bool = False) -> Plan:
             if r.id in fanout or r.id in stepped:
                 # its own session: added at a time run_scenario derives (from the parent's
                 # finish, or the step counter); until then never within the run
-                think = FANOUT_UNKNOWN
+                think = ADD_UNKNOWN
             elif r.arrival_kind == "after":
                 # on a seconds clock: a first guess, refined by run_scenario's fixpoint
                 think = Fraction(max(1, r.delay_steps) - 1) if not time_based else Fraction(0)
@@ -1035,7 +1035,7 @@ def run_scenario(sc: ResolvedScenario, engine: str = "auto",
                     # arrivals): the gate counts from time 0, and it must fire at the engine's
                     # own instant of that iteration end (the priority key t0 = now ties with the
                     # requests vLLM adds in the same call)
-                    t = col.vllm_added.get(r.id, FANOUT_UNKNOWN)
+                    t = col.vllm_added.get(r.id, ADD_UNKNOWN)
                     new_thinks[r.id] = col.raw_end.get(t, t)
                 elif r.after is not None and r.id in col.vllm_added and r.after in rel:
                     new_thinks[r.id] = max(Fraction(0), col.vllm_added[r.id] - rel[r.after])
@@ -1059,7 +1059,7 @@ def run_scenario(sc: ResolvedScenario, engine: str = "auto",
             new_thinks = dict(thinks)
             for cid, pid in plan.fanout.items():
                 fin = trace["requests"][pid]["finish_step"]
-                new_thinks[cid] = FANOUT_UNKNOWN if fin is None else Fraction(
+                new_thinks[cid] = ADD_UNKNOWN if fin is None else Fraction(
                     fin + max(1 + col.late.get(pid, 0), sc.request(cid).delay_steps))
             idle = _fanout_idle(plan, col, new_thinks) if fan_idle else set()
             if new_thinks != thinks or idle != plan.idle_added:
@@ -1089,7 +1089,7 @@ def run_scenario(sc: ResolvedScenario, engine: str = "auto",
                          f"settle after {limit} runs")
     for cid, pid in plan.fanout.items():
         if trace["requests"][pid]["finish_step"] is None:
-            # vLLM never adds it; the run added it at FANOUT_UNKNOWN instead
+            # vLLM never adds it; the run added it at ADD_UNKNOWN instead
             raise Unsupported("after-fanout", f"{cid!r} follows {pid!r}, which never finishes")
     if plan.priority and not plan.unit_clock:
         for rid in sorted(plan.stepped, key=lambda i: sc.request(i).index):

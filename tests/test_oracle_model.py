@@ -166,6 +166,17 @@ def test_async_fanout_child_held_by_the_empty_call_is_refused():
     assert trace["requests"]["b"]["first_scheduled_step"] == trace["requests"]["a"]["arrival_step"]
 
 
+def test_preempted_idle_request_is_refused(monkeypatch):
+    """c24000_00368 (async, caching off, fan-out): r3.2.3.4 and r3.2.3.f3, added after the empty
+    call that applied their parent's end, carry the idle flag; f3 is preempted at step 141 and
+    vLLM readmits it at 142, while the flag keeps it out as long as a request runs. Refused
+    (naming r3.2.3.4, the first such request preempted); before this check the trace diverged at
+    step 142 (campaign seed 24000)."""
+    with pytest.raises(Unsupported) as exc:
+        _run("c24000_00368")
+    assert exc.value.feature == "after-fanout" and "preempted" in exc.value.detail
+
+
 def test_priority_request_added_after_its_arrival_time_is_refused():
     """Mixed arrivals: `e` (arrival_time 0.05, arrival_step 9) is added at step 9, well after
     0.05 s; vLLM keys it by 0.05 under the priority policy, the program by its add time (measured:

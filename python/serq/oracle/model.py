@@ -1105,6 +1105,11 @@ def run_scenario(sc: ResolvedScenario, engine: str = "auto",
             feature = "after-fanout" if rid in plan.fanout else "async-idle-wait"
             raise Unsupported(feature, f"async: {rid!r} is added after an empty schedule() "
                               f"(step {rec['arrival_step']}) and is not admitted at once")
+        if rec["num_preemptions"]:
+            # ... nor out of a readmission after a preemption (c24000_00368)
+            feature = "after-fanout" if rid in plan.fanout else "async-idle-wait"
+            raise Unsupported(feature, f"async: {rid!r}, added after an empty schedule() "
+                              f"(step {rec['arrival_step']}), is preempted")
     if plan.forced:
         trace["model_forced"] = plan.forced
     trace["timing"] = {"model_s": round(_time.perf_counter() - t0, 4), "engine": engine,

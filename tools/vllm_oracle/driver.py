@@ -545,6 +545,10 @@ class _Run:
             if has:
                 batch = self.schedule()
                 scheduled_tokens = batch[0].total_num_scheduled_tokens > 0
+                if scheduled_tokens:
+                    # "3 consecutive empty calls" (docs/oracle.md §2.3): a call with tokens ends
+                    # the streak, also in async mode, where it usually skips the processing below
+                    streak = 0
                 inflight.appendleft(batch)
                 if async_mode and len(inflight) < 2 and (
                     scheduled_tokens or self.sched.has_requests()

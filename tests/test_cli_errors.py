@@ -299,3 +299,12 @@ def test_values_beyond_the_float_range(capsys, argv, needle):
     rc, out, err = run(capsys, *argv)
     assert rc == 2 and out == "" and "internal error" not in err
     assert err.startswith("serq: ") and needle in err and len(err.splitlines()) == 1, err
+
+
+def test_oracle_run_scenario_that_is_not_text(tmp_path, capsys):
+    # serq oracle run reads the scenario itself (load_scenario): bytes that are not UTF-8 were a
+    # UnicodeDecodeError traceback
+    f = tmp_path / "bin.scenario.json"
+    f.write_bytes(b"\xff\xfe{\"requests\": []}")
+    rc, out, err = run(capsys, "oracle", "run", f)
+    assert rc == 2 and out == "" and err.startswith(f"serq oracle: {f}: not a scenario (not UTF-8"), err

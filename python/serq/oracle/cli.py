@@ -114,9 +114,6 @@ def cmd_vllm(args: argparse.Namespace) -> int:
     except ScenarioError as exc:
         _err(f"{args.scenario}: {exc}")
         return 2
-    except UnicodeDecodeError as exc:  # load_scenario reads text; bytes that are not UTF-8 get here
-        _err(f"{args.scenario}: not a scenario (not UTF-8 text: {exc})")
-        return 2
     root = _repo_root()
     if root is None:
         _err("cannot find tools/vllm_oracle/driver.py (run from the serQ source tree)")

@@ -697,6 +697,9 @@ def load_scenario(path: str | Path, **kwargs) -> ResolvedScenario:
         text = p.read_text(encoding="utf-8")
     except OSError as exc:
         raise ScenarioError("", f"cannot read {p}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ScenarioError("", f"not a scenario (not UTF-8 text: byte {exc.start}); a scenario is "
+                                "a JSON file (docs/oracle.md §3)") from None
     try:
         obj = json.loads(text)
     except json.JSONDecodeError as exc:

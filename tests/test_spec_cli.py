@@ -276,3 +276,29 @@ def test_a_sessions_file_sampled_with_other_inputs_says_so(tmp_path, capsys):
     # with the file's own inputs both replay it
     assert main(["spec", prog, "--set", "blocks=300", "--set", "Lambda=2", "--sessions", str(out)]) == 0
     assert main(["run", prog, "--set", "blocks=300", "--set", "Lambda=2", "--replay", str(out)]) == 0
+
+
+def test_a_zero_denominator_in_a_sessions_file_is_named(tmp_path, capsys):
+    # "1/0" matched the rational pattern and reached Fraction(): an internal error in serq_spec and
+    # a traceback in serq run --replay; now the wire format refuses it where it stands.
+    prog = str(REPO / "examples/single-turn/mm1.sq")
+    good = tmp_path / "s.json"
+    assert main(["sample", prog, "--seed", "1", "--sessions", "3", "-o", str(good)]) == 0
+    data = json.loads(good.read_text())
+    data["arrivals"][1] = "1/0"
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(data))
+    capsys.readouterr()
+    for argv in (["spec", prog, "--sessions", str(bad)], ["run", prog, "--replay", str(bad)]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert "arrivals[1]: a zero denominator: '1/0'" in err, err
+
+
+def test_spec_refuses_a_warmup_not_below_the_horizon(tmp_path, capsys):
+    prog = str(REPO / "examples/single-turn/mm1.sq")
+    s = tmp_path / "s.json"
+    assert main(["sample", prog, "--seed", "1", "--sessions", "3", "-o", str(s)]) == 0
+    capsys.readouterr()
+    assert main(["spec", prog, "--sessions", str(s), "--warmup", "10", "--horizon", "5"]) == 2
+    assert "--warmup must be below --horizon" in capsys.readouterr().err

@@ -70,7 +70,10 @@ def value_from_wire(s: Any) -> Value:
         return -INF
     if not _RATIONAL.fullmatch(s):
         raise WireError(f"not a rational in lowest terms: {s!r}")
-    q = Fraction(s)
+    try:
+        q = Fraction(s)
+    except ZeroDivisionError:
+        raise WireError(f"a zero denominator: {s!r}") from None
     if str(q) != s:
         raise WireError(f"not in lowest terms: {s!r} (write {str(q)!r})")
     return q

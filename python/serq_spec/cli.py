@@ -179,11 +179,13 @@ def cmd_spec(args) -> int:
     try:
         if args.max_steps is not None and args.max_steps < 0:
             raise SpecError("--max-steps must be >= 0")
+        warmup, horizon = time_arg(args.warmup, "--warmup"), time_arg(args.horizon, "--horizon")
+        if warmup > 0 and warmup >= horizon:   # as serq run: nothing would ever be recorded
+            raise SpecError(f"--warmup must be below --horizon, got {args.warmup} >= {args.horizon}")
         ir = load_ir(args.file, args.sets)
         from .workload import Workload
         sessions = read_sessions(args.sessions)
-        prog = prepare(ir, Workload.replay(sessions), os.path.basename(args.file),
-                       time_arg(args.warmup, "--warmup"), time_arg(args.horizon, "--horizon"))
+        prog = prepare(ir, Workload.replay(sessions), os.path.basename(args.file), warmup, horizon)
         prog.emit_gauges = args.gauges
 
         def emit(cfg, rec, k):

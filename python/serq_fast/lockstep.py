@@ -38,9 +38,13 @@ def _num(x):
         if x == "-inf":
             return -math.inf
         try:
-            return float(Fraction(x))
+            q = Fraction(x)
         except (ValueError, ZeroDivisionError):
             return None
+        try:
+            return float(q)
+        except OverflowError:   # beyond binary64: the float the fast engine holds is ±inf (IEEE)
+            return math.inf if q > 0 else -math.inf
     if isinstance(x, bool):
         return None
     if isinstance(x, (int, float)):

@@ -11,7 +11,6 @@ are checked by the engines as they load them ("not supported yet: statement …"
 
 from __future__ import annotations
 
-import json
 from typing import Any, Mapping
 
 from .errors import SerqError
@@ -43,13 +42,9 @@ def read_program(path: str, sets: list[str] | Mapping[str, str] = ()) -> dict:
 
 
 def read_ir_file(path: str) -> dict:
-    try:
-        with open(path, encoding="utf-8") as fh:
-            ir = json.load(fh)
-    except OSError as exc:
-        raise SerqError(f"cannot read the IR file: {exc.strerror or exc}", path) from None
-    except ValueError as exc:
-        raise SerqError(f"not JSON: {exc}", path) from None
+    from .sessionsfile import read_json_file
+
+    ir = read_json_file(path, "IR file", "produce IR with `serq ir FILE`")
     try:
         check_ir(ir)
     except _Bad as bad:

@@ -29,16 +29,20 @@ class SessionsFileBad(ValueError):
         self.what = what
 
 
-def read_sessions_file(path: str) -> dict:
-    """The sessions file at PATH, checked; a SerqError naming PATH otherwise."""
+def read_json_file(path: str, what: str, advice: str) -> Any:
+    """The JSON value in PATH; a SerqError naming PATH (and `what` it should be) otherwise."""
     try:
         with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
+            return json.load(fh)
     except OSError as exc:
-        raise SerqError(f"cannot read the sessions file: {exc.strerror or exc}", path) from None
+        raise SerqError(f"cannot read the {what}: {exc.strerror or exc}", path) from None
     except ValueError as exc:  # JSON syntax, or bytes that are not UTF-8
-        raise SerqError(f"cannot read the sessions file: not JSON: {exc} (write one with `serq sample`)",
-                        path) from None
+        raise SerqError(f"cannot read the {what}: not JSON: {exc} ({advice})", path) from None
+
+
+def read_sessions_file(path: str) -> dict:
+    """The sessions file at PATH, checked; a SerqError naming PATH otherwise."""
+    data = read_json_file(path, "sessions file", "write one with `serq sample`")
     try:
         check_sessions(data)
     except SessionsFileBad as bad:

@@ -7,16 +7,7 @@ import json
 import sys
 
 from .errors import SerqError
-
-
-def _settings(pairs: list[str] | None) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for p in pairs or []:
-        name, sep, value = p.partition("=")
-        if not sep or not name.strip():
-            raise SerqError(f"--set {p}: expected NAME=VALUE (an `args.number` input and a number or inf)")
-        out[name.strip()] = value  # the last one wins
-    return out
+from .irfile import parse_settings
 
 
 def _report(e: SerqError) -> int:
@@ -30,7 +21,7 @@ def _load(args: argparse.Namespace) -> dict:
     if args.file.endswith(".json"):  # the engines read FILE.json as an IR file (serq.irfile)
         raise SerqError("this is an IR file, not a program: `serq check` and `serq ir` read a .sq "
                         "program; `serq sample|spec|run|lockstep` take an IR file as it is", args.file)
-    return load_program(args.file, _settings(args.set))
+    return load_program(args.file, parse_settings(args.set))
 
 
 def _guarded(fn, args: argparse.Namespace) -> int:

@@ -29,16 +29,19 @@ def read_program(path: str, sets: list[str] | Mapping[str, str] = ()) -> dict:
         return read_ir_file(path)
     from .frontend import load_program
 
-    if isinstance(sets, Mapping):
-        settings = dict(sets)
-    else:
-        settings = {}
-        for item in sets:
-            name, eq, value = item.partition("=")
-            if not eq or not name.strip():
-                raise SerqError(f"--set expects NAME=VALUE, got {item!r}")
-            settings[name.strip()] = value.strip()
+    settings = dict(sets) if isinstance(sets, Mapping) else parse_settings(sets)
     return load_program(path, settings)
+
+
+def parse_settings(pairs: list[str] | None) -> dict[str, str]:
+    """`--set NAME=VALUE` arguments as {name: value text}; the last one of a name wins."""
+    out: dict[str, str] = {}
+    for p in pairs or []:
+        name, sep, value = p.partition("=")
+        if not sep or not name.strip():
+            raise SerqError(f"--set {p}: expected NAME=VALUE (an `args.number` input and a number or inf)")
+        out[name.strip()] = value.strip()
+    return out
 
 
 def read_ir_file(path: str) -> dict:

@@ -109,18 +109,26 @@ def test_history_fork_is_refused():
     assert exc.value.feature == "history-fork"
 
 
-def test_prompt_of_max_model_len_is_refused():
-    """vLLM prefills max_model_len - 1 positions of such a prompt and then keeps it running with
-    nothing to schedule (measured with the driver); a prompt + output above max_model_len only
+def test_prompt_of_max_model_len_is_a_bad_scenario():
+    """vLLM's input processor rejects a prompt of max_model_len tokens or more (no room for one
+    output token), so such a scenario is no vLLM workload: it is refused when it is read, naming
+    the request, by the model and the driver alike; a prompt + output above max_model_len only
     ends the output there (the c20000 vectors)."""
-    from serq.oracle.scenario import resolve_scenario
+    from serq.oracle.scenario import ScenarioError, resolve_scenario
 
     sc = {"name": "mml", "config": {"block_size": 4, "num_gpu_blocks": 64, "max_model_len": 40},
           "requests": [{"id": "a", "prompt_len": 30, "max_tokens": 20},
                        {"id": "b", "prompt_len": 40, "max_tokens": 2}]}
-    with pytest.raises(Unsupported) as exc:
-        run_scenario(resolve_scenario(sc))
-    assert exc.value.feature == "max-model-len" and "'b'" in exc.value.detail
+    with pytest.raises(ScenarioError) as exc:
+        resolve_scenario(sc)
+    assert exc.value.path == "requests[1].prompt_len" and "max_model_len (40)" in str(exc.value)
+    sc["requests"][1]["prompt_len"] = 39  # one token of room: accepted
+    resolve_scenario(sc)
+    # a continuation reaches it through its source's prompt and (capped) output: 30 + 10 + 1
+    sc["requests"][1] = {"id": "b", "after": "a", "prompt_from": "a", "append_len": 1}
+    with pytest.raises(ScenarioError) as exc:
+        resolve_scenario(sc)
+    assert exc.value.path == "requests[1].prompt_len" and "'a'" in str(exc.value)
     sc["requests"].pop()
     trace = run_scenario(resolve_scenario(sc))
     assert trace["requests"]["a"]["output_len"] == 10

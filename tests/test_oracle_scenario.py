@@ -108,20 +108,27 @@ def test_eos_shortens_expected_output_and_chained_prompts():
 
 def test_max_model_len_ends_the_output():
     """vLLM 0.31.0's stop check, measured with the driver (max_model_len 40): EOS first, then
-    max_tokens or prompt + output reaching max_model_len (`length`); a prompt of 40 or more
-    tokens never completes its prefill."""
-    sc = resolve_scenario({"config": {"max_model_len": 40}, "requests": [
+    max_tokens or prompt + output reaching max_model_len (`length`). A prompt of 40 tokens or
+    more (a continuation's counted with its source's output) is refused when read, as vLLM's
+    input processor refuses it."""
+    reqs = [
         {"id": "x", "prompt_len": 30, "max_tokens": 20},
         {"id": "y", "prompt_len": 39, "max_tokens": 3},
         {"id": "u", "prompt_len": 12, "max_tokens": 40, "eos_at": 27},
         {"id": "u2", "prompt_len": 12, "max_tokens": 40, "eos_at": 28},
         {"id": "e", "prompt_len": 12, "max_tokens": 5, "eos_at": 4},
-        {"id": "x.2", "after": "u2", "prompt_from": "u2", "max_tokens": 2},
-        {"id": "z", "prompt_len": 40, "max_tokens": 3}]})
+        {"id": "e.2", "after": "e", "prompt_from": "e", "max_tokens": 30}]
+    sc = resolve_scenario({"config": {"max_model_len": 40}, "requests": reqs})
     got = {r.id: (sc.output_len(r.id), sc.finish_reason(r.id)) for r in sc.requests}
     assert got == {"x": (10, "length"), "y": (1, "length"), "u": (28, "stop"),
-                   "u2": (28, "length"), "e": (5, "stop"), "x.2": (0, None), "z": (0, None)}
-    assert sc.static_prompt_len("x.2") == 40
+                   "u2": (28, "length"), "e": (5, "stop"), "e.2": (23, "length")}
+    assert sc.static_prompt_len("e.2") == 17
+    for extra, where in (({"id": "z", "prompt_len": 40, "max_tokens": 3}, "requests[6]"),
+                         ({"id": "x.2", "after": "u2", "prompt_from": "u2", "max_tokens": 2},
+                          "requests[6]")):
+        with pytest.raises(ScenarioError, match=r"reaches max_model_len \(40\)") as exc:
+            resolve_scenario({"config": {"max_model_len": 40}, "requests": reqs + [extra]})
+        assert exc.value.path == f"{where}.prompt_len"
 
 
 def test_time_arrival_and_exact_decimal():

@@ -127,8 +127,8 @@ def _mix_arrivals(requests: list[dict], mrng: random.Random, features: list[str]
 
 def _cap_model_len(cfg: dict, draft: dict, xrng: random.Random, features: list[str]) -> None:
     """`max_model_len` below some request's prompt + output (vLLM stops it there, finish reason
-    `length`), but above every prompt: a prompt of max_model_len tokens or more never completes
-    its prefill (the model refuses it). So no capped request has a `prompt_from` child: that
+    `length`), but above every prompt: a prompt of max_model_len tokens or more is no vLLM
+    workload (its input processor rejects it; so does the scenario reader). So no capped request has a `prompt_from` child: that
     child's prompt would hold the parent's max_model_len tokens."""
     sc = resolve_scenario(draft)
     longest = max(sc.static_prompt_len(r.id) + r.max_tokens for r in sc.requests)

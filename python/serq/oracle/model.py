@@ -60,7 +60,6 @@ FEATURES = {
     "history-fork": "two requests continuing one conversation (prompt_from the same request)",
     "watermark": "the watermark knob",
     "extra-knob": "a scheduler/cache knob the model does not know",
-    "max-model-len": "a prompt of max_model_len tokens or more (never completes its prefill)",
     "after-fanout": "an `after` fan-out the model cannot place (a history continued in another session; async: a child held back by an empty call)",
     "priority-clock": "priority ties on a virtual clock that does not advance",
     "mixed-arrivals": "priority: a request with arrival_time that its arrival_step adds later "
@@ -312,15 +311,6 @@ def plan_scenario(sc: ResolvedScenario, force: bool = False) -> Plan:
     reqs = sc.requests
     by_id = {r.id: r for r in reqs}
     mml = cfg["max_model_len"]
-    for r in reqs:
-        # prompt + output reaching max_model_len only shortens the output (ResolvedScenario.
-        # output_len, vLLM's stop check); a prompt that reaches it alone is never completed:
-        # vLLM prefills max_model_len - 1 positions and then keeps the request, and its blocks,
-        # running with nothing to schedule, which the language cannot say
-        plen = sc.static_prompt_len(r.id)
-        if plen >= mml:
-            need("max-model-len", f"requests[{r.index}] ({r.id!r}): prompt {plen} >= "
-                              f"max_model_len {mml} (vLLM never completes its prefill)")
     kinds = {r.arrival_kind for r in reqs}
     time_based = "time" in kinds
     # a request with an arrival_step on a seconds clock (beside arrival_time requests, or with

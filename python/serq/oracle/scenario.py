@@ -235,9 +235,9 @@ class ResolvedScenario:
     def output_len(self, rid: str) -> int:
         """Output tokens of a request that runs to completion. vLLM's stop check ends it at the
         first of: the EOS token (`eos_at`, counted), `max_tokens` outputs, or prompt + outputs
-        reaching `max_model_len` (finish reason `length`). A prompt of `max_model_len` tokens or
-        more never completes its prefill (vLLM schedules at most `max_model_len − 1` positions):
-        0 here."""
+        reaching `max_model_len` (finish reason `length`). Never 0 for a resolved scenario: a
+        prompt of `max_model_len` tokens or more is refused by `resolve_scenario`, as vLLM
+        refuses it."""
         r = self.request(rid)
         room = self.config["max_model_len"] - self.static_prompt_len(rid)
         return max(0, min(r.expected_output_len, room))
@@ -677,6 +677,20 @@ def resolve_scenario(
     mml = config["max_model_len"]
     for r in requests:
         plen = sc.static_prompt_len(r.id)
+        if plen >= mml:
+            # vLLM's input processor (`_validate_prompt_len`) rejects such a request before it
+            # reaches the scheduler: a prompt longer than max_model_len, or one of exactly
+            # max_model_len tokens, leaves no room for one output token. Fed to the scheduler
+            # directly it would prefill max_model_len - 1 positions and then stall, holding its
+            # blocks, which no real deployment does; so the scenario is not a vLLM workload.
+            src = (f" (the prompt and output of {r.prompt_from!r} and its own tokens)"
+                   if r.prompt_from is not None else "")
+            raise ScenarioError(
+                f"requests[{r.index}].prompt_len",
+                f"a prompt of {plen} tokens{src} reaches max_model_len ({mml}); vLLM rejects "
+                f"a request whose prompt leaves no room for one output token (raise "
+                f"config.max_model_len above {plen}, or shorten the prompt)",
+            )
         if plen > capacity_tokens:
             sc.warnings.append(
                 f"requests[{r.index}]: prompt of {plen} tokens exceeds the usable KV cache "

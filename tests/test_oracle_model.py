@@ -37,7 +37,7 @@ ALL = sorted(p.name[: -len(".scenario.json")] for p in VECTORS.glob("*.scenario.
 #: The vectors the model supports today and that agree exactly (measured: docs/vllm-model.md).
 #: A change that makes one of them unsupported or divergent fails `test_vector`; this floor
 #: catches a change that silently refuses more of them.
-MIN_AGREE = 515
+MIN_AGREE = 523
 
 
 def _run(name: str, engine: str = "auto", **kw) -> dict:
@@ -185,28 +185,39 @@ def test_preempted_idle_request_is_refused(monkeypatch):
     assert exc.value.feature == "after-fanout" and "preempted" in exc.value.detail
 
 
-def test_priority_request_added_after_its_arrival_time_is_refused():
-    """Mixed arrivals: `e` (arrival_time 0.05, arrival_step 9) is added at step 9, well after
-    0.05 s; vLLM keys it by 0.05 under the priority policy, the program by its add time (measured:
-    vLLM schedules `e` before `b.2` at step 9, serQ would not). FCFS orders by the add, and runs."""
+@pytest.mark.parametrize("name", ["h_mixed_priority", "c30000_00238", "c31000_00221"])
+def test_priority_key_of_a_request_added_after_its_arrival_time(name):
+    """Mixed arrivals under priority: a request with arrival_time that its arrival_step adds
+    later is keyed by vLLM with that arrival_time, not its add time; the program takes it from
+    the trace row (tk). h_mixed_priority: `e` (arrival_time 0.05, arrival_step 9) is added at
+    step 9 with `b.2` and vLLM schedules it first; c30000_00238 (r7 at step 94) and c31000_00221
+    (r2 at step 159) diverge with the key `now` (measured: docs/vllm-model.md §2)."""
+    assert not _diffs(name, _run(name))
+    assert not _diffs(name, _run(name, "spec"))
+    src = program_path(True).read_text(encoding="utf-8")
+    bad = src.replace("set t0 = tk > 0 ? (tk - 1) / tscale : now;", "set t0 = now;")
+    assert bad != src
+    assert _diffs(name, _run(name, sources={"vllm_scenario_priority.sq": bad}))
+
+
+def test_mixed_arrivals_key_beyond_binary64_is_refused():
+    """The packed trace key must stay an exact binary64 integer (< 2^53) for serq_fast to unpack
+    it: an arrival_time with 11 decimals beside 100 priorities is refused, naming the request; FCFS
+    does not pack it and runs."""
     from serq.oracle.scenario import resolve_scenario
 
-    sc = {"name": "mixed", "config": {"block_size": 8, "num_gpu_blocks": 40, "max_num_seqs": 4,
-                                      "max_num_batched_tokens": 32, "policy": "priority"},
+    sc = {"name": "fine", "config": {"block_size": 8, "num_gpu_blocks": 40, "max_num_seqs": 4,
+                                     "max_num_batched_tokens": 32, "policy": "priority"},
           "requests": [{"id": "a", "prompt_len": 40, "max_tokens": 6, "arrival_time": 0.0},
-                       {"id": "b", "prompt_len": 20, "max_tokens": 5, "arrival_step": 3},
-                       {"id": "c", "prompt_len": 30, "max_tokens": 4, "arrival_time": 0.5},
-                       {"id": "e", "prompt_len": 25, "max_tokens": 8, "arrival_time": 0.05,
-                        "arrival_step": 9},
-                       {"id": "b.2", "after": "b", "prompt_from": "b", "max_tokens": 3,
-                        "delay_steps": 2}]}
+                       {"id": "b", "prompt_len": 20, "max_tokens": 5, "arrival_time": 0.01,
+                        "priority": 99},
+                       {"id": "e", "prompt_len": 25, "max_tokens": 8,
+                        "arrival_time": 1234.56789012345, "arrival_step": 3}]}
     with pytest.raises(Unsupported) as exc:
         run_scenario(resolve_scenario(sc))
     assert exc.value.feature == "mixed-arrivals" and "'e'" in exc.value.detail
     sc["config"]["policy"] = "fcfs"
-    trace = run_scenario(resolve_scenario(sc))
-    assert trace["requests"]["e"]["arrival_step"] == trace["requests"]["b.2"]["arrival_step"] == 9
-    assert trace["requests"]["b"]["arrival_step"] == 3
+    assert run_scenario(resolve_scenario(sc))["requests"]["e"]["finish_step"] is not None
 
 
 @pytest.mark.parametrize("name", ["h_async_multiturn", "h_async_reserve", "r0084", "r0012",

@@ -62,8 +62,8 @@ FEATURES = {
     "extra-knob": "a scheduler/cache knob the model does not know",
     "after-fanout": "an `after` fan-out the model cannot place (a history continued in another session; async: a child held back by an empty call)",
     "priority-clock": "priority ties on a virtual clock that does not advance",
-    "mixed-arrivals": "priority: a request with arrival_time that its arrival_step adds later "
-                      "(vLLM keys it by that arrival_time, the program by its add time)",
+    "mixed-arrivals": "priority: the arrival_time of a request its arrival_step adds does not "
+                      "fit the packed trace key (2^53 or more: too large or too fine a decimal)",
     "adaptive-threshold": "long_prefill_token_threshold_adaptive",
     "async-idle-wait": "async: a request added to an idle scheduler that is not admitted at once",
     "priority": "the priority policy",
@@ -137,6 +137,9 @@ class Plan:
     fanout: dict = field(default_factory=dict)
     # seconds clock: requests added when vLLM's step counter reaches their arrival_step
     stepped: set = field(default_factory=set)
+    # priority, mixed arrivals: id -> tk = 1 + arrival_time * tscale, vLLM's arrival time of a
+    # request its arrival_step adds, which the program takes from the data instead of `now`
+    tkeys: dict = field(default_factory=dict)
 
 #: The gate delay of a request whose add time the fixpoint has not derived (yet): a fan-out child
 #: whose parent has not finished in a run, a request waiting for the step counter. Later than any
@@ -414,9 +417,21 @@ def plan_scenario(sc: ResolvedScenario, force: bool = False) -> Plan:
     }
     prio_min = min((r.priority for r in reqs), default=0)
     prio_span = max((r.priority for r in reqs), default=0) - prio_min + 1
+    tkeys: dict[str, int] = {}
     if priority:
         settings["prio_min"] = str(prio_min)
         settings["prio_span"] = str(prio_span)
+        # vLLM keys a request with arrival_time by it (the driver passes it on), the program by
+        # `now`: equal for one the gate adds at that time, not for one its arrival_step adds
+        # (possibly later): that one's key comes as data, in units of 1/tscale
+        mixed = [r for r in reqs if r.id in stepped and r.arrival_time is not None]
+        if mixed:
+            tscale = 1
+            while any((r.arrival_time_exact * tscale).denominator != 1 for r in mixed):
+                tscale *= 10
+            tkeys = {r.id: 1 + int(r.arrival_time_exact * tscale) for r in mixed}
+            settings["tscale"] = str(tscale)
+            settings["tspan"] = str(max(tkeys.values()) + 1)
     else:
         settings["key_time"] = "1"
     if time_based and sc.step_base_exact <= 0:
@@ -426,7 +441,7 @@ def plan_scenario(sc: ResolvedScenario, force: bool = False) -> Plan:
                                  if caching), default=1))
     plan = Plan(sc, priority, not time_based, settings, sessions, radix, prio_min=prio_min,
                 prio_span=prio_span, by_id=plan_by_id, content=cplan if caching else None,
-                fanout=fanout, stepped=stepped)
+                fanout=fanout, stepped=stepped, tkeys=tkeys)
     plan.forced = [f for f, _ in needs]
     if cfg["async_scheduling"] and not (force and needs):
         plan.asynchronous = True
@@ -481,7 +496,15 @@ def _ir_for(plan: Plan, order: dict[str, int] | None = None, source: str | None 
             code = (cc * 2 + int(t.rid in plan.idle_added)) * 2 + t.extra
             if plan.priority:
                 pr = plan.scenario.request(t.rid).priority - plan.prio_min
-                forced = (code * plan.prio_span + pr) * plan.radix + o
+                tspan = int(plan.settings.get("tspan", "1"))
+                forced = ((code * tspan + plan.tkeys.get(t.rid, 0)) * plan.prio_span + pr) \
+                    * plan.radix + o
+                if forced >= 2**53:
+                    # serq_fast unpacks it in binary64: beyond 2^53 the integer is not exact
+                    raise Unsupported("mixed-arrivals" if plan.tkeys else "priority",
+                                      f"{t.rid!r}: its packed trace key {forced} (content "
+                                      f"{code}, arrival key {plan.tkeys.get(t.rid, 0)} of "
+                                      f"{tspan}, priority, rank) is 2^53 or more")
             elif plan.use_hold:
                 forced = code * plan.radix + o
             else:
@@ -1081,12 +1104,6 @@ def run_scenario(sc: ResolvedScenario, engine: str = "auto",
         if trace["requests"][pid]["finish_step"] is None:
             # vLLM never adds it; the run added it at ADD_UNKNOWN instead
             raise Unsupported("after-fanout", f"{cid!r} follows {pid!r}, which never finishes")
-    if plan.priority and not plan.unit_clock:
-        for rid in sorted(plan.stepped, key=lambda i: sc.request(i).index):
-            r = sc.request(rid)
-            if r.arrival_time is not None and col.vllm_added.get(rid) != r.arrival_time_exact:
-                raise Unsupported("mixed-arrivals", f"requests[{r.index}] ({rid!r}): arrival_time "
-                                  f"{r.arrival_time}, added at step {r.arrival_step}")
     for rid in sorted(plan.idle_added, key=lambda i: sc.request(i).index):
         rec = trace["requests"][rid]
         if rec["first_scheduled_step"] != rec["arrival_step"]:

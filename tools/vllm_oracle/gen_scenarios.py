@@ -17,7 +17,8 @@ token budgets, `long_prefill_token_threshold`, `max_num_seqs`, fcfs/priority, sy
 scheduling, `scheduler_reserve_full_isl` on/off, an occasional watermark, chunked prefill off,
 prefix caching off, and varied `step_time` clocks. Seeds from EXTENDED_FROM_SEED on add `after`
 fan-out and a `max_model_len` that ends some outputs, drawn from a stream of their own; seeds from
-MIXED_FROM_SEED on also mix step- and time-based arrivals (a third stream).
+MIXED_FROM_SEED on also mix step- and time-based arrivals (a third stream), and seeds from
+FORK_FROM_SEED on fork conversations (two requests continuing one: a fourth stream).
 
 Every scenario is validated with serq.oracle.scenario before it is written.
 """
@@ -46,6 +47,10 @@ EXTENDED_FROM_SEED = 20000
 #: Seeds from this one on also mix step- and time-based arrivals in some scenarios (a third
 #: stream, so seeds EXTENDED_FROM_SEED.. below it keep their scenarios).
 MIXED_FROM_SEED = 23000
+#: Seeds from this one on also fork conversations in some scenarios: a request continued by two
+#: or more others (`prompt_from` the same request), possibly from another session (a fourth
+#: stream, so earlier seeds keep their scenarios).
+FORK_FROM_SEED = 40000
 
 
 def _out_len(rng: random.Random) -> int:
@@ -70,8 +75,8 @@ def _fanout(requests: list[dict], xrng: random.Random, policy: str, groups: dict
             features: list[str]) -> None:
     """`after` fan-out: one to three more requests after an existing one. They start fresh
     conversations (a prompt of their own or a prefix group), except that one of them may
-    continue the parent's (`prompt_from`) when no other child does: two continuations of one
-    conversation are the refused `history-fork`."""
+    continue the parent's (`prompt_from`) when no other child does (forks of a conversation
+    come from their own stream, `_fork`, so that earlier seeds keep their scenarios)."""
     added = 0
     for _ in range(xrng.choice([1, 1, 2])):
         parent = xrng.choice(requests)
@@ -123,6 +128,39 @@ def _mix_arrivals(requests: list[dict], mrng: random.Random, features: list[str]
         mixed += 1
     if mixed:
         features.append(f"mixed_arrivals={mixed}")
+
+
+def _fork(requests: list[dict], frng: random.Random, policy: str, features: list[str]) -> None:
+    """Forked conversations: one or two requests get one or two more continuations
+    (`prompt_from` them) beside any they have, each `after` the request itself or after one of
+    its later turns (so it may sit in another session), with no, a short or a repeated append
+    (two continuations with the same append have one prompt)."""
+    added = 0
+    for _ in range(frng.choice([1, 1, 2])):
+        src = frng.choice(requests)
+        sid = src["id"]
+        later = [sid]  # src and the requests `after` it, transitively
+        for r in requests:
+            if r.get("after") in later:
+                later.append(r["id"])
+        append = frng.choice([0, frng.randint(1, 16), frng.randint(16, 60)])
+        for j in range(frng.randint(1, 2)):
+            after = frng.choice(later)
+            child: dict = {"id": f"{sid}.k{added}", "after": after, "prompt_from": sid,
+                           "delay_steps": frng.choice([0, 0, 1, 2, 3, 6]),
+                           "max_tokens": _out_len(frng)}
+            if frng.random() < 0.7:
+                append = frng.choice([append, 0, frng.randint(1, 40)])
+            if append:
+                child["append_len"] = append
+            if frng.random() < 0.15:
+                child["eos_at"] = frng.randint(0, child["max_tokens"])
+            if policy == "priority":
+                child["priority"] = frng.randint(-1, 3)
+            pos = next(i for i, r in enumerate(requests) if r["id"] == after) + 1
+            requests.insert(frng.randint(pos, len(requests)), child)
+            added += 1
+    features.append(f"forks={added}")
 
 
 def _cap_model_len(cfg: dict, draft: dict, xrng: random.Random, features: list[str]) -> None:
@@ -247,6 +285,10 @@ def generate(seed: int, k: int, name: str) -> dict:
         mrng = random.Random(f"serq-oracle-mixed:{seed}:{k}")
         if mrng.random() < 0.4:
             _mix_arrivals(requests, mrng, features)
+    if seed >= FORK_FROM_SEED:
+        frng = random.Random(f"serq-oracle-fork:{seed}:{k}")
+        if frng.random() < 0.4:
+            _fork(requests, frng, policy, features)
 
     draft = {"name": name, "config": {"block_size": bs}, "prefix_groups": groups, "requests": requests}
     sc = resolve_scenario(draft)

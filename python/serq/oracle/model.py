@@ -57,10 +57,9 @@ MODEL_VERSION = "serq-model/1"
 #: Feature names used in refusals (the divergence classes of docs/vllm-model.md).
 FEATURES = {
     "async": "async scheduling (frees seen one step later)",
-    "history-fork": "two requests continuing one conversation (prompt_from the same request)",
     "watermark": "the watermark knob",
     "extra-knob": "a scheduler/cache knob the model does not know",
-    "after-fanout": "an `after` fan-out the model cannot place (a history continued in another session; async: a child held back by an empty call)",
+    "after-fanout": "an `after` fan-out the model cannot place (async: a child held back by an empty call)",
     "priority-clock": "priority ties on a virtual clock that does not advance",
     "mixed-arrivals": "priority: the arrival_time of a request its arrival_step adds does not "
                       "fit the packed trace key (2^53 or more: too large or too fine a decimal)",
@@ -194,31 +193,57 @@ class ContentPlan:
     content: dict[str, tuple[int, int, int]]  # request id -> (p, n, h)
 
 
-def content_plan(sc: ResolvedScenario, toks: dict[str, tuple[list[int], list[int]]]) -> ContentPlan:
+def conversations(sc: ResolvedScenario) -> dict[str, str]:
+    """Request id -> the root of its conversation: follow `prompt_from` until a request without
+    one (a conversation is the tree of requests that continue one another's prompts)."""
+    by_id = {r.id: r for r in sc.requests}
+    root: dict[str, str] = {}
+    for r in sc.requests:
+        cur = r
+        while cur.prompt_from is not None:
+            cur = by_id[cur.prompt_from]
+        root[r.id] = cur.id
+    return root
+
+
+def content_plan(sc: ResolvedScenario, toks: dict[str, tuple[list[int], list[int]]],
+                 spread: set[str] = frozenset()) -> ContentPlan:
     """Prefix tree and content values of a scenario (docs/vllm-model.md §5.1).
 
-    A request with `prompt_from` continues its source's history (its prompt is the source's prompt,
-    outputs and fresh tokens); any other request starts a new history, and its prompt is a *root*.
+    A conversation (`conversations`) whose requests continue one another in a line is one
+    *history*: its root's prompt takes part in the tree, and every member shares the root's
+    (p, n) and history, so a continuation's blocks past the shared part are the history's (one
+    identity for one content, since each member extends the previous one's sequence).
+
+    A conversation that forks (two requests continue the same one: the same prompt and output go
+    on in two ways) or whose history would have to cross sessions (`spread`, the roots of such
+    conversations: a history's identities are a session's) cannot be one history. Every member of
+    it takes part in the tree with its whole sequence, prompt and output, and has a history of its
+    own: what two members share (the conversation up to the fork, a common append) is a tree
+    node, exactly as vLLM's block hashes chain content, and each member's `n` may reach into
+    its output (its own blocks there are the node's, which a later member hits).
+
     Roots that share leading tokens get a trie node for the shared part: a group of two or more
-    roots that agree on their first L tokens (beyond the parent node's total) is a node of total L
-    `after` that parent, and the group splits by the token at L. A root's `p` is the deepest node
-    it belongs to (n = that node's total); a `prompt_from` request takes its source's p and n.
-    Raises Unsupported("history-fork") when two requests continue one history (their blocks past
-    the fork would get one identity for two contents)."""
+    sequences that agree on their first L tokens (beyond the parent node's total) is a node of
+    total L `after` that parent, and the group splits by the token at L. A sequence's `p` is the
+    deepest node it belongs to (n = that node's total)."""
     by_id = {r.id: r for r in sc.requests}
-    continued: dict[str, str] = {}
+    root_of = conversations(sc)
+    continued: dict[str, int] = {}
     for r in sc.requests:
         if r.prompt_from is not None:
-            if r.prompt_from in continued:
-                raise Unsupported("history-fork", f"requests {continued[r.prompt_from]!r} and "
-                                  f"{r.id!r} both continue {r.prompt_from!r}")
-            continued[r.prompt_from] = r.id
-    roots = [r.id for r in sc.requests if r.prompt_from is None]
+            continued[r.prompt_from] = continued.get(r.prompt_from, 0) + 1
+    whole = {root_of[src] for src, k in continued.items() if k > 1} | set(spread)
+    # the tree's members: the root of each linear conversation (its prompt), every request of a
+    # forked or spread one (its prompt and output), in scenario order
+    members = [r.id for r in sc.requests
+               if (root_of[r.id] in whole) or r.prompt_from is None]
+    seq = {m: (toks[m][0] + toks[m][1] if root_of[m] in whole else toks[m][0]) for m in members}
     prefixes: list[tuple[int, int, int | None, int]] = []
     node_of: dict[str, tuple[int, int]] = {}
 
-    def split(members: list[str], parent: int | None, parent_total: int) -> None:
-        seqs = [toks[m][0] for m in members]
+    def split(group: list[str], parent: int | None, parent_total: int) -> None:
+        seqs = [seq[m] for m in group]
         first = seqs[0]
         common = min(_lcp(first, q) for q in seqs[1:])
         key, total = parent, parent_total
@@ -226,7 +251,7 @@ def content_plan(sc: ResolvedScenario, toks: dict[str, tuple[list[int], list[int
             key, total = len(prefixes) + 1, common
             prefixes.append((key, common - parent_total, parent, common))
         parts: dict[int, list[str]] = {}
-        for m, q in zip(members, seqs):
+        for m, q in zip(group, seqs):
             if len(q) == common:
                 node_of[m] = (key or 0, total if key else 0)
             else:
@@ -237,16 +262,16 @@ def content_plan(sc: ResolvedScenario, toks: dict[str, tuple[list[int], list[int
             else:
                 split(part, key, total)
 
-    if len(roots) > 1:
-        split(roots, None, 0)
-    hist_of_root = {rid: i + 1 for i, rid in enumerate(roots)}
+    if len(members) > 1:
+        split(members, None, 0)
+    hist_of = {m: i + 1 for i, m in enumerate(members)}
     content: dict[str, tuple[int, int, int]] = {}
 
     def of(rid: str) -> tuple[int, int, int]:
         if rid not in content:
             src = by_id[rid].prompt_from
-            content[rid] = (of(src) if src is not None
-                            else (*node_of.get(rid, (0, 0)), hist_of_root[rid]))
+            content[rid] = (of(src) if rid not in hist_of
+                            else (*node_of.get(rid, (0, 0)), hist_of[rid]))
         return content[rid]
 
     for r in sc.requests:
@@ -325,8 +350,7 @@ def plan_scenario(sc: ResolvedScenario, force: bool = False) -> Plan:
     # session with the one that continues a history of the chain (`prompt_from`; with caching
     # off histories do not matter), else with the one of least delay_steps; every other child starts
     # a session of its own, added by a gate whose delay run_scenario derives from the parent's
-    # finish (Plan.fanout). A history must stay in one session (its blocks' identities are the
-    # session's), so a child in another session than its `prompt_from` source is refused.
+    # finish (Plan.fanout).
     children: dict[str, list] = {}
     for r in reqs:
         if r.after is not None:
@@ -350,22 +374,16 @@ def plan_scenario(sc: ResolvedScenario, force: bool = False) -> Plan:
         chains.append(chain)
         pending.sort(key=lambda r: r.index)
     session_of = {r.id: si for si, ch in enumerate(chains) for r in ch}
-    if caching:
-        for r in reqs:
-            if r.prompt_from is not None and session_of[r.id] != session_of[r.prompt_from]:
-                others = [c.id for c in children[r.after] if c is not r]
-                need("after-fanout", f"requests[{r.index}] ({r.id!r}) continues "
-                     f"{r.prompt_from!r}'s history beside {', '.join(map(repr, others))} "
-                     f"(all `after` {r.after!r}): a history stays in one session")
+    # a conversation continued in another session than its source's cannot be one history (a
+    # history's identities are a session's): content_plan gives each of its requests its own
+    # history and shares their common content through tree nodes instead
+    root_of = conversations(sc)
+    spread = {root_of[r.id] for r in reqs
+              if r.prompt_from is not None and session_of[r.id] != session_of[r.prompt_from]}
     # vLLM's prefix cache by content (docs/content.md): the prefix tree of the prompts and each
     # request's (prefix, shared length, history); caching off: no content clause (model IR)
     toks = _request_tokens(sc)
-    cplan = ContentPlan([], {})
-    if caching:
-        try:
-            cplan = content_plan(sc, toks)
-        except Unsupported as exc:
-            need(exc.feature, exc.detail)
+    cplan = content_plan(sc, toks, spread) if caching else ContentPlan([], {})
     if needs and not (force and all(f in FORCEABLE for f, _ in needs)):
         raise Unsupported(needs[0][0], needs[0][1], needs)
     # ordering keys

@@ -879,6 +879,16 @@ def _call_order(sc: ResolvedScenario, join_call: dict[str, int]) -> dict[str, in
     return order
 
 
+def _async_call_keys(plan: Plan, col: "_Collector") -> dict[str, int]:
+    """Async: each request's schedule() call at joining, counting the empty calls that applied a
+    finished request's end (vLLM adds the requests of one step in two rounds around such a call:
+    its children come in the second, c21000_00498 on the unit clock, c41000_00035 on a seconds
+    clock). A fan-out child counts from its parent's end at the earliest: vLLM adds it with its
+    siblings (c20000_00015, c20000_00195)."""
+    return {rid: max(k, col.end_call.get(plan.fanout.get(rid), k))
+            for rid, k in col.join_key.items()}
+
+
 def _fanout_idle(plan: Plan, col: "_Collector", thinks: dict[str, Fraction]) -> set:
     """Async: the fan-out children added at the very instant their parent's end is applied by an
     empty schedule() call (late 0). vLLM adds them only after that call has processed the
@@ -1073,7 +1083,8 @@ def run_scenario(sc: ResolvedScenario, engine: str = "auto",
             new_order = order
             if not plan.priority:
                 plan.settings["key_time"] = "0"
-                new_order = _call_order(sc, join_call)
+                new_order = _call_order(sc, _async_call_keys(plan, col) if plan.asynchronous
+                                        else join_call)
             idle = set(col.idle_added) | (_fanout_idle(plan, col, new_thinks) if fan_idle else set())
             if plan.asynchronous and idle != plan.idle_added:
                 # added while vLLM's scheduler was empty: the program admits it only once no
@@ -1104,9 +1115,7 @@ def run_scenario(sc: ResolvedScenario, engine: str = "auto",
             plan.settings["key_time"] = "0"
             # a fan-out child's own gate may fire before the empty call, but vLLM adds it after
             # its parent's end, with its siblings
-            keys = {rid: max(k, col.end_call.get(plan.fanout.get(rid), k))
-                    for rid, k in col.join_key.items()}
-            new_order = _call_order(sc, keys)
+            new_order = _call_order(sc, _async_call_keys(plan, col))
             if new_order != order:
                 order = new_order
                 changed = True

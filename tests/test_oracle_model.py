@@ -37,7 +37,7 @@ ALL = sorted(p.name[: -len(".scenario.json")] for p in VECTORS.glob("*.scenario.
 #: The vectors the model supports today and that agree exactly (measured: docs/vllm-model.md).
 #: A change that makes one of them unsupported or divergent fails `test_vector`; this floor
 #: catches a change that silently refuses more of them.
-MIN_AGREE = 537
+MIN_AGREE = 546
 
 
 def _run(name: str, engine: str = "auto", **kw) -> dict:
@@ -273,13 +273,17 @@ def _tail_requeue_program() -> str:
     "name, good, bad, step",
     [
         # the threshold binds only while running + waiting > 1 (a lone request takes the budget)
-        ("r0014", "let lim = running.count + waiting.count > 1 ? threshold : inf;",
-         "let lim = threshold;", 0),
+        ("r0014", "let lim = running.count + waiting.count > 1\n        ? max(threshold,",
+         "let lim = 1 > 0\n        ? max(threshold,", 0),
+        # the adaptive threshold's floor, budget // (running + waiting)
+        ("h_adaptive_threshold", "adaptive * floor(budget / (running.count + waiting.count))",
+         "adaptive * 0", 0),
         # requests of different conversations share the blocks of their common prompt prefix
         ("h_prefix_groups", "content (pk, pn, hist)", "content (0, 0, hist)", 1),
         ("h_explicit_ids", "content (pk, pn, hist)", "content (0, 0, hist)", 1),
     ],
-    ids=["threshold-always", "no-shared-prefix-groups", "no-shared-explicit-ids"],
+    ids=["threshold-always", "adaptive-floor-off", "no-shared-prefix-groups",
+         "no-shared-explicit-ids"],
 )
 def test_more_seeded_faults_diverge(name, good, bad, step):
     text = program_path(False).read_text()
@@ -481,9 +485,9 @@ def test_cli_malformed_scenario(tmp_path, mutate, field):
 
 def test_cli_unsupported_feature(tmp_path):
     sc = json.loads((VECTORS / "caps.scenario.json").read_text())
-    sc["config"]["scheduler_config_extra"] = {"long_prefill_token_threshold_adaptive": True}
-    p = tmp_path / "adaptive.scenario.json"
+    sc["config"]["scheduler_config_extra"] = {"max_num_active_seqs": 0}
+    p = tmp_path / "active.scenario.json"
     p.write_text(json.dumps(sc))
     r = _cli("run", str(p))
-    assert r.returncode == 2 and "long_prefill_token_threshold_adaptive" in r.stderr
+    assert r.returncode == 2 and "max_num_active_seqs: vLLM takes an integer from 1" in r.stderr
     assert r.stdout == "" and "unsupported: " in r.stderr and "Traceback" not in r.stderr

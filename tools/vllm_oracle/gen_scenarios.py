@@ -18,7 +18,9 @@ scheduling, `scheduler_reserve_full_isl` on/off, an occasional watermark, chunke
 prefix caching off, and varied `step_time` clocks. Seeds from EXTENDED_FROM_SEED on add `after`
 fan-out and a `max_model_len` that ends some outputs, drawn from a stream of their own; seeds from
 MIXED_FROM_SEED on also mix step- and time-based arrivals (a third stream), and seeds from
-FORK_FROM_SEED on fork conversations (two requests continuing one: a fourth stream).
+FORK_FROM_SEED on fork conversations (two requests continuing one: a fourth stream), and
+seeds from KNOBS_FROM_SEED on draw `long_prefill_token_threshold_adaptive` and
+`max_num_active_seqs` (a fifth stream).
 
 Every scenario is validated with serq.oracle.scenario before it is written.
 """
@@ -51,6 +53,10 @@ MIXED_FROM_SEED = 23000
 #: or more others (`prompt_from` the same request), possibly from another session (a fourth
 #: stream, so earlier seeds keep their scenarios).
 FORK_FROM_SEED = 40000
+#: Seeds from this one on also draw vLLM's two remaining scheduler knobs of oracle.md §3.2:
+#: `long_prefill_token_threshold_adaptive` (with a threshold) and `max_num_active_seqs`
+#: (a fifth stream).
+KNOBS_FROM_SEED = 42000
 
 
 def _out_len(rng: random.Random) -> int:
@@ -353,6 +359,16 @@ def generate(seed: int, k: int, name: str) -> dict:
             ]
         )
 
+    if seed >= KNOBS_FROM_SEED:
+        krng = random.Random(f"serq-oracle-knobs:{seed}:{k}")
+        if "long_prefill_token_threshold" in cfg and krng.random() < 0.4:
+            cfg.setdefault("scheduler_config_extra", {})[
+                "long_prefill_token_threshold_adaptive"] = True
+            features.append("adaptive_threshold")
+        if seqs > 1 and krng.random() < 0.2:
+            cfg.setdefault("scheduler_config_extra", {})["max_num_active_seqs"] = \
+                krng.randint(1, min(seqs - 1, 8))
+            features.append("active_seqs")
     if xrng is not None and xrng.random() < 0.35 and "no_chunking" not in features:
         _cap_model_len(cfg, {"config": cfg, "prefix_groups": groups, "requests": requests},
                        xrng, features)

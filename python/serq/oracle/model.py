@@ -63,7 +63,6 @@ FEATURES = {
     "priority-clock": "priority ties on a virtual clock that does not advance",
     "mixed-arrivals": "priority: the arrival_time of a request its arrival_step adds does not "
                       "fit the packed trace key (2^53 or more: too large or too fine a decimal)",
-    "adaptive-threshold": "long_prefill_token_threshold_adaptive",
     "async-idle-wait": "async: a request added to an idle scheduler that is not admitted at once",
     "priority": "the priority policy",
 }
@@ -291,8 +290,7 @@ def _content_code(cplan: "ContentPlan", rid: str, bs: int) -> tuple[int, int, in
 #: Missing features `force` can approximate (for measuring what a refusal protects against):
 #: async -> synchronous, watermark / unknown knobs ignored, sharing across sessions ignored, an
 #: older turn's extra sharing ignored.
-FORCEABLE = {"async", "watermark", "extra-knob", "adaptive-threshold",
-             "priority-clock"}
+FORCEABLE = {"async", "watermark", "extra-knob", "priority-clock"}
 
 
 def plan_scenario(sc: ResolvedScenario, force: bool = False) -> Plan:
@@ -315,6 +313,8 @@ def plan_scenario(sc: ResolvedScenario, force: bool = False) -> Plan:
         pass
     reserve_full = 1
     watermark_blocks = 0
+    adaptive = 0
+    active_seqs = cfg["max_num_seqs"]
     for k, v in cfg["scheduler_config_extra"].items():
         if k == "scheduler_reserve_full_isl":
             reserve_full = 1 if v else 0
@@ -322,9 +322,18 @@ def plan_scenario(sc: ResolvedScenario, force: bool = False) -> Plan:
             if v:
                 watermark_blocks = math.floor(v * cfg["num_gpu_blocks"])
         elif k == "long_prefill_token_threshold_adaptive":
-            if v:
-                need("adaptive-threshold", "config.scheduler_config_extra."
-                                  "long_prefill_token_threshold_adaptive is true")
+            # the threshold floored at budget // (running + waiting) (the program's `adaptive`)
+            adaptive = 1 if v else 0
+        elif k == "max_num_active_seqs":
+            # vLLM's admission limit into RUNNING (max_num_seqs only sizes the model runner)
+            if v is not None:
+                if not (isinstance(v, int) and not isinstance(v, bool)
+                        and 1 <= v <= cfg["max_num_seqs"]):
+                    need("extra-knob", f"config.scheduler_config_extra.max_num_active_seqs: "
+                         f"vLLM takes an integer from 1 to max_num_seqs "
+                         f"({cfg['max_num_seqs']}), got {v!r}")
+                else:
+                    active_seqs = v
         else:
             need("extra-knob", f"config.scheduler_config_extra.{k}")
     for k in cfg["cache_config_extra"]:
@@ -422,10 +431,11 @@ def plan_scenario(sc: ResolvedScenario, force: bool = False) -> Plan:
     thr = cfg["long_prefill_token_threshold"]
     settings = {
         "budget": str(cfg["max_num_batched_tokens"]),
-        "max_seqs": str(cfg["max_num_seqs"]),
+        "max_seqs": str(active_seqs),
         "block": str(bs),
         "blocks": str(sc.num_usable_blocks),
         "threshold": str(thr) if thr > 0 else "inf",
+        "adaptive": str(adaptive),
         "reserve_full": str(reserve_full),
         "chunked": "1" if cfg["enable_chunked_prefill"] else "0",
         "base": _dec(sc.step_base_exact) if time_based else "1",

@@ -3,7 +3,7 @@
 
     python3 tools/vllm_oracle/campaign.py --seed 2000 --count 500 [--engines fast,spec]
                                           [--keep DIR] [--diverge-dir DIR] [--stop-first]
-                                          [--json OUT]
+                                          [--json OUT] [--venv DIR]
     python3 tools/vllm_oracle/campaign.py --seed 1000 --count 3000 --engines none   # vLLM only
 
 Generates scenarios with gen_scenarios.py (seed, indices start..start+count-1), runs them all
@@ -116,6 +116,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--start", type=int, default=1, help="first scenario index (default 1)")
     ap.add_argument("--engines", default="fast",
                     help="comma-separated model engines: fast, spec, auto; 'none' = vLLM only")
+    ap.add_argument("--venv", metavar="DIR",
+                    help="oracle venv to run (default $SERQ_VLLM_VENV, else tools/vllm_oracle/.venv)")
     ap.add_argument("--keep", help="write scenarios and vLLM traces here instead of a temp dir")
     ap.add_argument("--diverge-dir", default="campaign-divergences",
                     help="where each divergence's scenario and both traces are kept")
@@ -138,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
             p.write_text(json.dumps(gen_scenarios.generate(args.seed, k, name), indent=1) + "\n")
             scenarios.append(p)
         t0 = time.time()
-        rc = run_driver(scenarios, d)
+        rc = run_driver(scenarios, d, venv=args.venv)
         vllm_wall = time.time() - t0
         if rc == MISSING_VENV:
             return 2

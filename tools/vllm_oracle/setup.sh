@@ -45,7 +45,7 @@ ARG_VERSION=""
 for a in "$@"; do
   case "$a" in
     --dry-run) DRY_RUN=1 ;;
-    -h|--help) sed -n '2,24p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; exit 0 ;;
     -*) die "unknown option '$a' (usage: setup.sh [--dry-run] [VERSION]; VERSION one of: $SUPPORTED)" ;;
     *) [[ -z "$ARG_VERSION" ]] || die "more than one version given ('$ARG_VERSION', '$a')"
        ARG_VERSION="$a" ;;

@@ -37,7 +37,7 @@ ALL = sorted(p.name[: -len(".scenario.json")] for p in VECTORS.glob("*.scenario.
 #: The vectors the model supports today and that agree exactly (measured: docs/vllm-model.md).
 #: A change that makes one of them unsupported or divergent fails `test_vector`; this floor
 #: catches a change that silently refuses more of them.
-MIN_AGREE = 546
+MIN_AGREE = 555
 
 
 def _run(name: str, engine: str = "auto", **kw) -> dict:
@@ -164,36 +164,29 @@ def test_fanout_history_in_another_session_is_shared_by_content():
     assert trace["requests"]["b"]["arrival_step"] == trace["requests"]["a"]["arrival_step"]
 
 
-def test_async_fanout_child_held_by_the_empty_call_is_refused():
+def test_async_idle_request_sits_out_only_the_empty_call():
     """Async: p's end is applied by an empty schedule() at step 3, and vLLM adds both children
-    after it. Only the session's own child waits for that call by itself; the other, held back by
-    the idle flag, is admitted only once nothing runs, so when the budget leaves it waiting (vLLM,
-    measured: +a:16 at step 3, +b:15 at step 4) the model refuses. Budget 32: both at step 3 in
-    vLLM and in the model (measured: the traces agree)."""
+    after it (h_async_idle_fanout). Only the session's own child waits for that call by itself;
+    the other carries the idle flag, which keeps it out of that call only: when the budget leaves
+    it waiting it is admitted at step 4 beside a (vLLM, measured: +a:16 at step 3, +b:15 at step
+    4), not once nothing runs (the flag's old rule, seeded below: step 7). Budget 32: both at
+    step 3 in vLLM and in the model (measured: the traces agree)."""
     from serq.oracle.scenario import resolve_scenario
 
-    sc = {"name": "fan", "config": {"block_size": 4, "num_gpu_blocks": 64, "max_num_seqs": 4,
-                                    "max_num_batched_tokens": 16, "async_scheduling": True},
-          "requests": [{"id": "p", "prompt_len": 8, "max_tokens": 3},
-                       {"id": "a", "after": "p", "prompt_len": 16, "max_tokens": 4},
-                       {"id": "b", "after": "p", "prompt_len": 16, "max_tokens": 4}]}
-    with pytest.raises(Unsupported) as exc:
-        run_scenario(resolve_scenario(sc))
-    assert exc.value.feature == "after-fanout" and "'b'" in exc.value.detail
+    sc = json.loads((VECTORS / "h_async_idle_fanout.scenario.json").read_text())
+    trace = run_scenario(resolve_scenario(sc))
+    assert [(s["step"], [(a["id"], a["tokens"]) for a in s["scheduled"]])
+            for s in trace["steps"] if s["step"] in (3, 4)] == [(3, [("a", 16)]),
+                                                                 (4, [("a", 1), ("b", 15)])]
+    assert not _diffs("h_async_idle_fanout", trace)
+    text = _async_program()
+    old = text.replace("|| sched_at > added_at", "")
+    assert old != text
+    trace = run_scenario(resolve_scenario(sc), sources={program_path(False, hold=True).name: old})
+    assert trace["requests"]["b"]["first_scheduled_step"] == 7
     sc["config"]["max_num_batched_tokens"] = 32  # both fit the step they are added in
     trace = run_scenario(resolve_scenario(sc))
     assert trace["requests"]["b"]["first_scheduled_step"] == trace["requests"]["a"]["arrival_step"]
-
-
-def test_preempted_idle_request_is_refused(monkeypatch):
-    """c24000_00368 (async, caching off, fan-out): r3.2.3.4 and r3.2.3.f3, added after the empty
-    call that applied their parent's end, carry the idle flag; f3 is preempted at step 141 and
-    vLLM readmits it at 142, while the flag keeps it out as long as a request runs. Refused
-    (naming r3.2.3.4, the first such request preempted); before this check the trace diverged at
-    step 142 (campaign seed 24000)."""
-    with pytest.raises(Unsupported) as exc:
-        _run("c24000_00368")
-    assert exc.value.feature == "after-fanout" and "preempted" in exc.value.detail
 
 
 @pytest.mark.parametrize("name", ["h_mixed_priority", "c30000_00238", "c31000_00221"])
@@ -383,13 +376,11 @@ def _async_program(priority: bool = False) -> str:
         ("c5000_00329", False, "eos (extra)", "eos (0)"),
         # the child of a parent whose end came after a call with tokens is added a step later
         ("c5000_00060", False, "run gate (max(0, think - late_gate * late));", "run gate (think);"),
-        # a request vLLM adds after idle steps waits until no finished request is left
-        ("c4000_00130", False, "only (idle == 0 || running.count == 0 || waiting.admitted > 0)", "only (1)"),
-        # ... or until one was admitted in this schedule (several added after the idle steps)
-        ("c7000_00400", False, "only (idle == 0 || running.count == 0 || waiting.admitted > 0)",
-         "only (idle == 0 || running.count == 0)"),
-        ("c7000_00362", True, "only (idle == 0 || running.count == 0 || waiting.admitted > 0)",
-         "only (idle == 0 || running.count == 0)"),
+        # a request vLLM adds after idle steps sits out the empty call that applied the last end
+        ("c4000_00130", False, "only (idle == 0 ||", "only (1 ||"),
+        # ... unless one was admitted in this schedule (several added after the idle steps)
+        ("c7000_00400", False, "|| waiting.admitted > 0", ""),
+        ("c7000_00362", True, "|| waiting.admitted > 0", ""),
         # the async hit cap in `avail` not rounded to whole blocks: the readmission after a
         # preemption in decode allocates a block more than vLLM's hit + chunk (step 20)
         ("c8000_00427", True, "reusable(max(have, computed - 1) + 1, blocksize(kv))",
@@ -400,8 +391,7 @@ def _async_program(priority: bool = False) -> str:
 )
 def test_seeded_async_faults_diverge(name, priority, good, bad):
     """Each fault gives a trace that differs from vLLM's, or no trace at all (the seconds
-    clock's derived add times then never settle: a ModelError; or a request vLLM adds to an
-    idle scheduler is left waiting, which the model refuses: never a wrong trace)."""
+    clock's derived add times then never settle: a ModelError, never a wrong trace)."""
     from serq.oracle.model import ModelError
     text = _async_program(priority)
     assert good in text
@@ -411,10 +401,32 @@ def test_seeded_async_faults_diverge(name, priority, good, bad):
     except ModelError as exc:
         assert "did not settle" in str(exc)
         return
-    except Unsupported as exc:
-        assert exc.feature == "async-idle-wait"
-        return
     assert _diffs(name, trace)
+
+
+@pytest.mark.parametrize(
+    "name, priority, step",
+    [
+        # the step of the first difference under the old rule (measured): the idle request is
+        # left out of a schedule that vLLM admits it in
+        ("c24000_00368", False, 142),  # unit clock, fan-out child preempted, readmitted at 142
+        ("c21000_00013", False, 55),   # seconds clock, after idle steps, not admitted at once
+        ("c32000_00003", True, 69),    # priority, seconds clock, fan-out child preempted
+        ("c32000_00181", False, 25),   # seconds clock, fan-out child preempted
+        ("c32000_00487", True, 31),    # priority, seconds clock, not admitted at once
+        ("c41000_00095", True, 7),     # priority, seconds clock, added at step 0, preempted
+        ("h_async_idle_priority", True, 4),  # priority, unit clock, fan-out child, preempted
+    ],
+)
+def test_idle_request_held_out_of_every_schedule_diverges(name, priority, step):
+    """The idle flag's old rule (a request added to an idle scheduler waits while any resident
+    is left, not just through the empty call before its add): each vector diverges there, where
+    it agrees with the rule of docs/vllm-model.md §1 async (4) (test_vector)."""
+    text = _async_program(priority)
+    assert "|| sched_at > added_at" in text
+    file = program_path(priority, hold=not priority).name
+    diffs = _diffs(name, _run(name, sources={file: text.replace("|| sched_at > added_at", "")}))
+    assert diffs and diffs[0].step == step and diffs[0].field == "scheduled", diffs
 
 
 def test_seeded_ends_order_fault_diverges(monkeypatch):

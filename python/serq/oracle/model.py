@@ -59,11 +59,10 @@ FEATURES = {
     "async": "async scheduling (frees seen one step later)",
     "watermark": "the watermark knob",
     "extra-knob": "a scheduler/cache knob the model does not know",
-    "after-fanout": "an `after` fan-out the model cannot place (async: a child held back by an empty call)",
+    "after-fanout": "an `after` fan-out the model cannot place (a child of a parent that never finishes)",
     "priority-clock": "priority ties on a virtual clock that does not advance",
     "mixed-arrivals": "priority: the arrival_time of a request its arrival_step adds does not "
                       "fit the packed trace key (2^53 or more: too large or too fine a decimal)",
-    "async-idle-wait": "async: a request added to an idle scheduler that is not admitted at once",
     "priority": "the priority policy",
 }
 
@@ -127,7 +126,8 @@ class Plan:
     prio_span: int = 1
     asynchronous: bool = False
     use_hold: bool = False  # the explicit-hold program (async scheduling, watermark)
-    idle_added: set = field(default_factory=set)  # async, seconds clock: added at an idle step
+    # async: added to an idle scheduler (after the empty call that applied the last end)
+    idle_added: set = field(default_factory=set)
     by_id: dict[str, tuple[int, int]] = field(default_factory=dict)  # id -> (serial, turn index)
     forced: list = field(default_factory=list)
     content: "ContentPlan | None" = None  # None: caching off, the kv holds have no content clause
@@ -903,8 +903,7 @@ def _fanout_idle(plan: Plan, col: "_Collector", thinks: dict[str, Fraction]) -> 
     """Async: the fan-out children added at the very instant their parent's end is applied by an
     empty schedule() call (late 0). vLLM adds them only after that call has processed the
     finish, but a gate of their own fires before the call and would make it carry tokens; so
-    they are admitted only once no resident is left, as requests added after idle steps are
-    (§1 async (4))."""
+    they sit that call out, as requests added after idle steps do (§1 async (4))."""
     if not plan.asynchronous:
         return set()
     out = set()
@@ -1089,7 +1088,13 @@ def run_scenario(sc: ResolvedScenario, engine: str = "auto",
                     t = col.vllm_added.get(r.id, ADD_UNKNOWN)
                     new_thinks[r.id] = col.raw_end.get(t, t)
                 elif r.after is not None and r.id in col.vllm_added and r.after in rel:
-                    new_thinks[r.id] = max(Fraction(0), col.vllm_added[r.id] - rel[r.after])
+                    # from its parent's release to the add time, both the engine's own instants
+                    # (serq_fast: binary64 numbers, not the times as read), so that the gate lands
+                    # on that instant: a request added to an idle scheduler sits out the schedule
+                    # there (§1 async (4)), and one rounding early lets it in (c30000_00257)
+                    start, target = rel[r.after], col.vllm_added[r.id]
+                    new_thinks[r.id] = max(Fraction(0), col.raw_end.get(target, target)
+                                           - col.raw_end.get(start, start))
             new_order = order
             if not plan.priority:
                 plan.settings["key_time"] = "0"
@@ -1097,8 +1102,8 @@ def run_scenario(sc: ResolvedScenario, engine: str = "auto",
                                         else join_call)
             idle = set(col.idle_added) | (_fanout_idle(plan, col, new_thinks) if fan_idle else set())
             if plan.asynchronous and idle != plan.idle_added:
-                # added while vLLM's scheduler was empty: the program admits it only once no
-                # resident is left (a finished request's end is applied by then)
+                # added while vLLM's scheduler was empty: the program keeps it out of the schedule
+                # at its own instant that still has residents (vLLM's empty call before the add)
                 plan.idle_added = idle
                 changed = True
             if new_order != order or new_thinks != thinks:
@@ -1141,19 +1146,6 @@ def run_scenario(sc: ResolvedScenario, engine: str = "auto",
         if trace["requests"][pid]["finish_step"] is None:
             # vLLM never adds it; the run added it at ADD_UNKNOWN instead
             raise Unsupported("after-fanout", f"{cid!r} follows {pid!r}, which never finishes")
-    for rid in sorted(plan.idle_added, key=lambda i: sc.request(i).index):
-        rec = trace["requests"][rid]
-        if rec["first_scheduled_step"] != rec["arrival_step"]:
-            # the idle flag keeps it out of every schedule while a request runs, but vLLM only
-            # kept it out of the empty call before it was added (§1 async (4))
-            feature = "after-fanout" if rid in plan.fanout else "async-idle-wait"
-            raise Unsupported(feature, f"async: {rid!r} is added after an empty schedule() "
-                              f"(step {rec['arrival_step']}) and is not admitted at once")
-        if rec["num_preemptions"]:
-            # ... nor out of a readmission after a preemption (c24000_00368)
-            feature = "after-fanout" if rid in plan.fanout else "async-idle-wait"
-            raise Unsupported(feature, f"async: {rid!r}, added after an empty schedule() "
-                              f"(step {rec['arrival_step']}), is preempted")
     if plan.forced:
         trace["model_forced"] = plan.forced
     trace["timing"] = {"model_s": round(_time.perf_counter() - t0, 4), "engine": engine,

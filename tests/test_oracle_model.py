@@ -503,3 +503,17 @@ def test_cli_unsupported_feature(tmp_path):
     r = _cli("run", str(p))
     assert r.returncode == 2 and "max_num_active_seqs: vLLM takes an integer from 1" in r.stderr
     assert r.stdout == "" and "unsupported: " in r.stderr and "Traceback" not in r.stderr
+
+
+def test_async_victim_scheduled_earlier_in_the_call_is_refused():
+    """c44000_00368 (async, priority): at step 29 vLLM scheduled r2 (36 tokens computed, its
+    step-28 token in flight) and only then preempted it for r1.2, admitted later; that allocation
+    cached block 8 (tokens 32-35), so r2 is readmitted with 36 cached tokens at step 33. The
+    program's readmission cap (computed - 1) leaves that block out: serQ says 32. The model
+    refuses such a preemption rather than answer wrongly; forced, it diverges at step 33 (the
+    refusal guards a real divergence)."""
+    with pytest.raises(Unsupported) as exc:
+        _run("c44000_00368")
+    assert exc.value.feature == "async-cache-victim" and "'r2'" in exc.value.detail
+    diffs = _diffs("c44000_00368", _run("c44000_00368", force=True))
+    assert diffs and diffs[0].step == 33

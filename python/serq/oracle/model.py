@@ -64,6 +64,8 @@ FEATURES = {
     "mixed-arrivals": "priority: the arrival_time of a request its arrival_step adds does not "
                       "fit the packed trace key (2^53 or more: too large or too fine a decimal)",
     "priority": "the priority policy",
+    "async-cache-victim": "async: a victim in decode that vLLM scheduled earlier in the same call "
+                          "(its allocation cached the block its in-flight token completed)",
 }
 
 
@@ -290,7 +292,7 @@ def _content_code(cplan: "ContentPlan", rid: str, bs: int) -> tuple[int, int, in
 #: Missing features `force` can approximate (for measuring what a refusal protects against):
 #: async -> synchronous, watermark / unknown knobs ignored, sharing across sessions ignored, an
 #: older turn's extra sharing ignored.
-FORCEABLE = {"async", "watermark", "extra-knob", "priority-clock"}
+FORCEABLE = {"async", "watermark", "extra-knob", "priority-clock", "async-cache-victim"}
 
 
 def plan_scenario(sc: ResolvedScenario, force: bool = False) -> Plan:
@@ -661,6 +663,9 @@ class _Collector:
         self.admissions = 0
         # (iteration start, victim, the victim's admission number then)
         self.preemptions: list[tuple[Fraction, str, int]] = []
+        # (step, victim) of decode preemptions at a block boundary after a later-admitted request
+        # was scheduled in the same call (async: refused, run_scenario)
+        self.cache_victims: list[tuple[int, str]] = []
         # async (docs/async.md): rid -> 1 if its end was applied after a schedule() that had
         # tokens (vLLM's step counter moved before the output was processed), else 0
         self.late: dict[str, int] = {}
@@ -753,6 +758,16 @@ class _Collector:
                     rid = plan.sessions[serial][self.turn_of[serial]].rid
                     pre.append(rid)
                     self.preemptions.append((_t(it["start"]), rid, self.admitted.get(rid, -1)))
+                    turn = plan.sessions[serial][self.turn_of[serial]]
+                    bs = int(plan.settings["block"])
+                    if (position > turn.prompt and position % bs == 0
+                            and any(self.admitted.get(a[0], -1) > self.admitted.get(rid, -1)
+                                    for a in assign)):
+                        # async: a victim in decode that vLLM may have scheduled earlier in this
+                        # very call (it precedes a request scheduled here in running order): its
+                        # allocation then cached the block its in-flight token completed, which
+                        # the readmission's `reuse` cap (computed - 1) leaves out
+                        self.cache_victims.append((step, rid))
                     self.preempt_count[rid] = self.preempt_count.get(rid, 0) + 1
                     self.resume.add(rid)
             kv = line["pools"][self.kv_i]
@@ -1146,6 +1161,13 @@ def run_scenario(sc: ResolvedScenario, engine: str = "auto",
         if trace["requests"][pid]["finish_step"] is None:
             # vLLM never adds it; the run added it at ADD_UNKNOWN instead
             raise Unsupported("after-fanout", f"{cid!r} follows {pid!r}, which never finishes")
+    if plan.asynchronous and plan.content is not None and col.cache_victims:
+        step, rid = col.cache_victims[0]
+        if not force:
+            raise Unsupported("async-cache-victim", f"step {step}: {rid!r} is preempted in "
+                              f"decode after a request admitted later was scheduled in the "
+                              f"same call")
+        plan.forced.append("async-cache-victim")
     if plan.forced:
         trace["model_forced"] = plan.forced
     trace["timing"] = {"model_s": round(_time.perf_counter() - t0, 4), "engine": engine,

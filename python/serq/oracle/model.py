@@ -1158,8 +1158,10 @@ def run_scenario(sc: ResolvedScenario, engine: str = "auto",
         raise ModelError(f"the derived inputs (arrival order, add times) did not "
                          f"settle after {limit} runs")
     for cid, pid in plan.fanout.items():
-        if trace["requests"][pid]["finish_step"] is None:
-            # vLLM never adds it; the run added it at ADD_UNKNOWN instead
+        if trace["requests"][pid]["finish_step"] is None \
+                and trace["requests"][cid]["arrival_step"] is not None:
+            # vLLM never adds it; the run added it at ADD_UNKNOWN instead (a run that stops at
+            # max_steps first never adds it either, as vLLM: c42000_00071)
             raise Unsupported("after-fanout", f"{cid!r} follows {pid!r}, which never finishes")
     if plan.asynchronous and plan.content is not None and col.cache_victims:
         step, rid = col.cache_victims[0]

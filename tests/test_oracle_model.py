@@ -37,7 +37,7 @@ ALL = sorted(p.name[: -len(".scenario.json")] for p in VECTORS.glob("*.scenario.
 #: The vectors the model supports today and that agree exactly (measured: docs/vllm-model.md).
 #: A change that makes one of them unsupported or divergent fails `test_vector`; this floor
 #: catches a change that silently refuses more of them.
-MIN_AGREE = 556
+MIN_AGREE = 557
 
 
 def _run(name: str, engine: str = "auto", **kw) -> dict:
@@ -383,8 +383,8 @@ def _async_program(priority: bool = False) -> str:
         ("c7000_00362", True, "|| waiting.admitted > 0", ""),
         # the async hit cap in `avail` not rounded to whole blocks: the readmission after a
         # preemption in decode allocates a block more than vLLM's hit + chunk (step 20)
-        ("c8000_00427", True, "reusable(max(have, computed - 1) + 1, blocksize(kv))",
-         "max(have, computed - 1)"),
+        ("c8000_00427", True, "reusable(max(have, computed - 1 + cv) + 1, blocksize(kv))",
+         "max(have, computed - 1 + cv)"),
     ],
     ids=["no-lag-fcfs", "no-lag-priority", "no-eos-token", "no-late-gate", "no-idle-wait",
          "idle-wait-blocks-fcfs", "idle-wait-blocks-priority", "avail-whole-blocks-priority"],
@@ -505,15 +505,18 @@ def test_cli_unsupported_feature(tmp_path):
     assert r.stdout == "" and "unsupported: " in r.stderr and "Traceback" not in r.stderr
 
 
-def test_async_victim_scheduled_earlier_in_the_call_is_refused():
+def test_async_victim_scheduled_earlier_in_the_call_keeps_its_block_cached():
     """c44000_00368 (async, priority): at step 29 vLLM scheduled r2 (36 tokens computed, its
     step-28 token in flight) and only then preempted it for r1.2, admitted later; that allocation
     cached block 8 (tokens 32-35), so r2 is readmitted with 36 cached tokens at step 33. The
-    program's readmission cap (computed - 1) leaves that block out: serQ says 32. The model
-    refuses such a preemption rather than answer wrongly; forced, it diverges at step 33 (the
-    refusal guards a real divergence)."""
-    with pytest.raises(Unsupported) as exc:
-        _run("c44000_00368")
-    assert exc.value.feature == "async-cache-victim" and "'r2'" in exc.value.detail
-    diffs = _diffs("c44000_00368", _run("c44000_00368", force=True))
+    readmission cap is therefore `computed` for such a victim (the priority program's `cv` bit,
+    derived from a run), `computed - 1` otherwise; with the bit always 0 serQ says 32 and the
+    trace diverges at step 33."""
+    trace = _run("c44000_00368")
+    assert trace["requests"]["r2"]["num_preemptions"] == 1 and not _diffs("c44000_00368", trace)
+    prog = program_path(True).read_text()
+    bad = prog.replace("max(have, computed - 1 + cv)", "max(have, computed - 1)")
+    assert bad != prog
+    diffs = _diffs("c44000_00368",
+                   _run("c44000_00368", sources={"vllm_scenario_priority.sq": bad}))
     assert diffs and diffs[0].step == 33

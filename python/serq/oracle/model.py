@@ -64,8 +64,8 @@ FEATURES = {
     "mixed-arrivals": "priority: the arrival_time of a request its arrival_step adds does not "
                       "fit the packed trace key (2^53 or more: too large or too fine a decimal)",
     "priority": "the priority policy",
-    "async-cache-victim": "async: a victim in decode that vLLM scheduled earlier in the same call "
-                          "(its allocation cached the block its in-flight token completed)",
+    "async-cache-victim": "async: a request preempted in decode both after and before vLLM "
+                          "scheduled it in the preempting call (its cache cap is per request)",
 }
 
 
@@ -137,6 +137,9 @@ class Plan:
     fanout: dict = field(default_factory=dict)
     # seconds clock: requests added when vLLM's step counter reaches their arrival_step
     stepped: set = field(default_factory=set)
+    # async, priority: requests whose decode preemptions came after vLLM had scheduled them in
+    # the same call (derived from a run, like idle_added)
+    cache_victims: set = field(default_factory=set)
     # priority, mixed arrivals: id -> tk = 1 + arrival_time * tscale, vLLM's arrival time of a
     # request its arrival_step adds, which the program takes from the data instead of `now`
     tkeys: dict = field(default_factory=dict)
@@ -525,6 +528,9 @@ def _ir_for(plan: Plan, order: dict[str, int] | None = None, source: str | None 
             think = thinks.get(t.rid, t.think)
             code = (cc * 2 + int(t.rid in plan.idle_added)) * 2 + t.extra
             if plan.priority:
+                # one more bit: an async victim vLLM scheduled earlier in its preempting call
+                # (its readmission's cache cap is `computed`, not `computed - 1`: §1 async (5))
+                code = code * 2 + int(t.rid in plan.cache_victims)
                 pr = plan.scenario.request(t.rid).priority - plan.prio_min
                 tspan = int(plan.settings.get("tspan", "1"))
                 forced = ((code * tspan + plan.tkeys.get(t.rid, 0)) * plan.prio_span + pr) \
@@ -663,9 +669,9 @@ class _Collector:
         self.admissions = 0
         # (iteration start, victim, the victim's admission number then)
         self.preemptions: list[tuple[Fraction, str, int]] = []
-        # (step, victim) of decode preemptions at a block boundary after a later-admitted request
-        # was scheduled in the same call (async: refused, run_scenario)
-        self.cache_victims: list[tuple[int, str]] = []
+        # (step, victim, scheduled earlier in that call, at a block boundary) of every
+        # preemption in decode (async: Plan.cache_victims, run_scenario)
+        self.decode_preemptions: list[tuple[int, str, bool, bool]] = []
         # async (docs/async.md): rid -> 1 if its end was applied after a schedule() that had
         # tokens (vLLM's step counter moved before the output was processed), else 0
         self.late: dict[str, int] = {}
@@ -759,15 +765,16 @@ class _Collector:
                     pre.append(rid)
                     self.preemptions.append((_t(it["start"]), rid, self.admitted.get(rid, -1)))
                     turn = plan.sessions[serial][self.turn_of[serial]]
-                    bs = int(plan.settings["block"])
-                    if (position > turn.prompt and position % bs == 0
-                            and any(self.admitted.get(a[0], -1) > self.admitted.get(rid, -1)
-                                    for a in assign)):
-                        # async: a victim in decode that vLLM may have scheduled earlier in this
-                        # very call (it precedes a request scheduled here in running order): its
-                        # allocation then cached the block its in-flight token completed, which
-                        # the readmission's `reuse` cap (computed - 1) leaves out
-                        self.cache_victims.append((step, rid))
+                    if position > turn.prompt:
+                        # a preemption in decode. If a request behind the victim in running
+                        # order (admitted later) was scheduled in this call, vLLM scheduled the
+                        # victim first (its running loop visits them in order), and that
+                        # allocation cached the block its in-flight token completed: async, the
+                        # readmission's cap is then `computed`, else `computed - 1`
+                        earlier = any(self.admitted.get(a[0], -1) > self.admitted.get(rid, -1)
+                                      for a in assign)
+                        bs = int(plan.settings["block"])
+                        self.decode_preemptions.append((step, rid, earlier, position % bs == 0))
                     self.preempt_count[rid] = self.preempt_count.get(rid, 0) + 1
                     self.resume.add(rid)
             kv = line["pools"][self.kv_i]
@@ -1149,6 +1156,13 @@ def run_scenario(sc: ResolvedScenario, engine: str = "auto",
             if new_order != order:
                 order = new_order
                 changed = True
+        if plan.asynchronous and plan.priority and plan.content is not None:
+            # a victim vLLM had scheduled earlier in its preempting call keeps the block its
+            # in-flight token completed cached (the program's `cv` bit, §1 async (5))
+            cv = {rid for _, rid, earlier, _ in col.decode_preemptions if earlier}
+            if cv != plan.cache_victims:
+                plan.cache_victims = cv
+                changed = True
         if not changed:
             break
         ir = _ir_for(plan, order, source, thinks)
@@ -1163,13 +1177,22 @@ def run_scenario(sc: ResolvedScenario, engine: str = "auto",
             # vLLM never adds it; the run added it at ADD_UNKNOWN instead (a run that stops at
             # max_steps first never adds it either, as vLLM: c42000_00071)
             raise Unsupported("after-fanout", f"{cid!r} follows {pid!r}, which never finishes")
-    if plan.asynchronous and plan.content is not None and col.cache_victims:
-        step, rid = col.cache_victims[0]
-        if not force:
-            raise Unsupported("async-cache-victim", f"step {step}: {rid!r} is preempted in "
-                              f"decode after a request admitted later was scheduled in the "
-                              f"same call")
-        plan.forced.append("async-cache-victim")
+    if plan.asynchronous and plan.content is not None:
+        # the `cv` bit is per request: one whose decode preemptions at a block boundary are of
+        # both kinds (or any such under FCFS, whose victim is never scheduled before the request
+        # it makes room for) would need it per preemption
+        kinds: dict[str, set] = {}
+        for step, rid, earlier, boundary in col.decode_preemptions:
+            if boundary:
+                kinds.setdefault(rid, set()).add(earlier)
+        for step, rid, earlier, boundary in col.decode_preemptions:
+            if boundary and (len(kinds[rid]) > 1 or (earlier and not plan.priority)):
+                if not force:
+                    raise Unsupported("async-cache-victim", f"step {step}: {rid!r} is "
+                                      f"preempted in decode both after and before vLLM "
+                                      f"scheduled it in the preempting call")
+                plan.forced.append("async-cache-victim")
+                break
     if plan.forced:
         trace["model_forced"] = plan.forced
     trace["timing"] = {"model_s": round(_time.perf_counter() - t0, 4), "engine": engine,

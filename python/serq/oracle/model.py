@@ -293,9 +293,10 @@ def _content_code(cplan: "ContentPlan", rid: str, bs: int) -> tuple[int, int, in
 
 
 #: Missing features `force` can approximate (for measuring what a refusal protects against):
-#: async -> synchronous, watermark / unknown knobs ignored, sharing across sessions ignored, an
-#: older turn's extra sharing ignored.
-FORCEABLE = {"async", "watermark", "extra-knob", "priority-clock", "async-cache-victim"}
+#: unknown knobs ignored, priority ties on a frozen clock keyed by step instead, and a request
+#: with decode preemptions of both kinds given the readmission cap its run derived. A forced
+#: async scenario with a missing feature runs synchronously (plan_scenario).
+FORCEABLE = {"extra-knob", "priority-clock", "async-cache-victim"}
 
 
 def plan_scenario(sc: ResolvedScenario, force: bool = False) -> Plan:

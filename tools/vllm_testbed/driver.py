@@ -34,7 +34,6 @@ import io
 import json
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -42,7 +41,9 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 sys.path.insert(0, str(REPO / "python"))
 
+sys.path.insert(0, str(HERE))
 from serq.oracle.scenario import ScenarioError, load_scenario, tokens_for_segment  # noqa: E402
+from workload import write_atomic  # noqa: E402  (the testbed's one atomic writer)
 
 # Before torch is imported: one intra-op thread (two threads on two loaded cores make a decode step
 # ~15x slower and much noisier), the engine core in this process (so a step can be timed and its
@@ -420,17 +421,6 @@ def features(rec: dict, block_size: int) -> dict:
             "prefilled": pre, "attention": att, "prefill_requests": preq, "kind": kind}
 
 
-def write_atomic(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=".tmp.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-
-
 def csv_text(rows: list[dict], columns: list[str]) -> str:
     buf = io.StringIO()
     w = csv.DictWriter(buf, columns, lineterminator="\n")
@@ -477,9 +467,9 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         run.run(sc.max_steps)
         stem = sc.name + (f"-r{rep + 1}" if a.reps > 1 else "")
-        write_atomic(out / f"{stem}.trace.json", json.dumps(run.trace(vllm.__version__, model_info), indent=1) + "\n")
-        write_atomic(out / f"{stem}.steps.csv", csv_text(run.step_rows, STEP_COLUMNS))
-        write_atomic(out / f"{stem}.requests.csv", csv_text(run.request_rows(), REQUEST_COLUMNS))
+        write_atomic(str(out / f"{stem}.trace.json"), json.dumps(run.trace(vllm.__version__, model_info), indent=1) + "\n")
+        write_atomic(str(out / f"{stem}.steps.csv"), csv_text(run.step_rows, STEP_COLUMNS))
+        write_atomic(str(out / f"{stem}.requests.csv"), csv_text(run.request_rows(), REQUEST_COLUMNS))
         print(f"{stem}: {len(run.steps)} steps, {len(sc.requests)} requests in "
               f"{time.perf_counter() - t0:.1f} s -> {out}/{stem}.*", file=sys.stderr)
     return 0

@@ -145,6 +145,9 @@ def write_atomic(path: str, text: str) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)       # mkstemp makes 0600; a result file is an ordinary one
         os.replace(tmp, path)
     except BaseException:
         os.unlink(tmp)

@@ -1,0 +1,148 @@
+#!/usr/bin/env python3
+"""Measure the real engine and regenerate docs/validation.md from the measurements.
+
+    python3 tools/vllm_testbed/validate.py measure [--venv DIR] [--model DIR] [--out vectors/testbed]
+    python3 tools/vllm_testbed/validate.py report  [--data vectors/testbed] [-o docs/validation.md] [--check]
+
+`measure` needs the testbed (tools/vllm_testbed/setup.sh); it writes, for every workload below, the
+workload file and what the engine did into --out (the committed copy is vectors/testbed/):
+
+* calibration, on the step clock (deterministic schedules, compared step by step with serQ's
+  model by `serq oracle agreement vectors/testbed`): NAME.scenario.json, NAME.trace.json.gz and
+  NAME.steps.csv, whose measured step durations `serq fit` fits;
+* validation, on the wall clock, at loads from light to past saturation, each replayed --reps
+  times: NAME.scenario.json and NAME-rK.requests.csv / NAME-rK.steps.csv.
+
+`report` needs no vLLM: it fits the calibration steps, predicts every validation run with the
+replay program on that fit, and writes docs/validation.md (with --check: exit 1 if the file
+differs from what the data gives, which is how the tests keep the document honest).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+sys.path.insert(0, str(REPO / "python"))
+sys.path.insert(0, str(HERE))
+
+import workload as wl  # noqa: E402
+
+#: (name, trace generator options, scenario options) of the calibration workloads (step clock)
+CALIBRATION = [
+    ("cal_light", dict(seed=11, sessions=12),
+     dict(spacing_steps=25, blocks=512, max_num_seqs=16, max_num_batched_tokens=256, max_model_len=4096)),
+    ("cal_tight", dict(seed=12, sessions=10, turns=(3, 5)),
+     dict(spacing_steps=8, blocks=96, max_num_seqs=8, max_num_batched_tokens=256, max_model_len=1760)),
+    ("cal_capped", dict(seed=13, sessions=10, first=(300, 900)),
+     dict(spacing_steps=10, blocks=256, max_num_seqs=4, max_num_batched_tokens=192, max_model_len=4096,
+          long_prefill_token_threshold=96)),
+]
+#: the validation trace and the session spacings (s) that set the load, light to past saturation
+VALIDATION_TRACE = dict(seed=21, sessions=24)
+VALIDATION_CONFIG = dict(blocks=512, max_num_seqs=16, max_num_batched_tokens=256, max_model_len=4096)
+VALIDATION_SPACINGS = (4.0, 2.0, 1.2, 0.6)
+GEN_DEFAULTS = dict(turns=(2, 5), first=(96, 480), new=(16, 160), out=(8, 64), think=(0.2, 2.0))
+
+
+def trace_rows(opts: dict) -> list:
+    o = {**GEN_DEFAULTS, **opts}
+    return wl.generate(o["seed"], o["sessions"], o["turns"], o["first"], o["new"], o["out"], o["think"])
+
+
+def make_scenario(name: str, rows: list, clock: str, opts: dict) -> dict:
+    config = {"block_size": 32, "num_gpu_blocks": opts["blocks"], "max_num_seqs": opts["max_num_seqs"],
+              "max_num_batched_tokens": opts["max_num_batched_tokens"], "max_model_len": opts["max_model_len"]}
+    if opts.get("long_prefill_token_threshold"):
+        config["long_prefill_token_threshold"] = opts["long_prefill_token_threshold"]
+    return wl.scenario(rows, name=name, clock=clock, config=config, spacing=opts.get("spacing", 1.0),
+                       spacing_steps=opts.get("spacing_steps", 20), step_s=0.02)
+
+
+def workloads() -> list[tuple[str, dict, int]]:
+    """Every workload: (name, scenario, reps)."""
+    out = [(name, make_scenario(name, trace_rows(g), "step", s), 1) for name, g, s in CALIBRATION]
+    rows = trace_rows(VALIDATION_TRACE)
+    for sp in VALIDATION_SPACINGS:
+        name = f"val_s{sp:g}"
+        out.append((name, make_scenario(name, rows, "wall", {**VALIDATION_CONFIG, "spacing": sp}), 2))
+    return out
+
+
+def measure(a: argparse.Namespace) -> int:
+    py = Path(a.venv) / "bin" / "python"
+    if not py.is_file():
+        print(f"validate.py: error: no testbed venv at {a.venv} (run tools/vllm_testbed/setup.sh)", file=sys.stderr)
+        return 2
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    machine = {"cpus": os.cpu_count(), "engine_cpu": a.cpu, "platform": platform.platform(), "python": platform.python_version(),
+               "affinity": sorted(os.sched_getaffinity(0)), "runs": []}
+    only = set(a.only.split(",")) if a.only else None
+    for name, sc, reps in workloads():
+        if only and name not in only:
+            continue
+        wfile = out / f"{name}.scenario.json"
+        wl.write_atomic(str(wfile), json.dumps(sc, indent=1) + "\n")
+        with tempfile.TemporaryDirectory() as tmp:
+            cmd = [str(py), str(HERE / "driver.py"), str(wfile), "--model", a.model, "--out-dir", tmp,
+                   "--reps", str(reps if sc["_clock"] == "wall" else 1)]
+            load_before = os.getloadavg()
+            t0 = time.time()
+            print(f"[{time.strftime('%H:%M:%S')}] {name}: {' '.join(cmd[1:])}", file=sys.stderr, flush=True)
+            pin = (lambda: os.sched_setaffinity(0, {a.cpu})) if a.cpu is not None else None
+            proc = subprocess.run(cmd, capture_output=True, text=True, preexec_fn=pin)
+            if proc.returncode != 0:
+                print(proc.stderr[-4000:], file=sys.stderr)
+                return 1
+            machine["runs"].append({"name": name, "seconds": round(time.time() - t0, 1),
+                                    "loadavg_before": [round(x, 2) for x in load_before],
+                                    "loadavg_after": [round(x, 2) for x in os.getloadavg()]})
+            for f in sorted(Path(tmp).iterdir()):
+                if f.name.endswith(".trace.json"):
+                    if sc["_clock"] == "step":     # deterministic: worth comparing, so kept
+                        data = gzip.compress(f.read_bytes(), mtime=0)
+                        (out / (f.name + ".gz")).write_bytes(data)
+                elif f.name.endswith(".requests.csv") and sc["_clock"] == "step":
+                    continue
+                else:
+                    shutil.copyfile(f, out / f.name)
+    wl.write_atomic(str(out / "machine.json"), json.dumps(machine, indent=1) + "\n")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    m = sub.add_parser("measure", help="run every workload on the real engine (needs the testbed)")
+    m.add_argument("--venv", default=str(HERE / ".venv"))
+    m.add_argument("--model", default=str(HERE / ".model"))
+    m.add_argument("--out", default=str(REPO / "vectors" / "testbed"))
+    m.add_argument("--only", default=None, help="comma-separated workload names")
+    m.add_argument("--cpu", type=int, default=None,
+                   help="pin the engine to this core (keep other work off it for steady timings)")
+    r = sub.add_parser("report", help="fit, predict and write docs/validation.md (no vLLM needed)")
+    r.add_argument("--data", default=str(REPO / "vectors" / "testbed"))
+    r.add_argument("-o", "--output", default=str(REPO / "docs" / "validation.md"))
+    r.add_argument("--check", action="store_true", help="exit 1 if the output file is not up to date")
+    a = p.parse_args(argv)
+    if a.cmd == "measure":
+        return measure(a)
+    from report import write_report  # the report needs serq (numpy, lark), not vLLM
+
+    return write_report(Path(a.data), Path(a.output), check=a.check)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

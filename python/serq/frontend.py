@@ -38,13 +38,14 @@ class _Program:
     """One compilation: the files read so far (main first, each once by real path), the `use`
     chain being linked (for cycle errors), and the linker they feed."""
 
-    def __init__(self, main_path: str, settings: Mapping[str, str] | None):
+    def __init__(self, main_path: str, settings: Mapping[str, str] | None,
+                 optional: Mapping[str, str] | None = None):
         self.main_path = main_path
         self.main_dir = os.path.dirname(os.path.abspath(main_path))
         self.files: list[str] = []
         self.by_real: dict[str, int] = {}
         self.nodes: dict[int, list] = {}
-        self.linker = Linker(dict(settings or {}), self.read_use)
+        self.linker = Linker(dict(settings or {}), self.read_use, dict(optional or {}))
         self.linking: list[int] = []
         self.linked: set[int] = set()
 
@@ -120,13 +121,16 @@ def _guard(fn, display: str):
         sys.setrecursionlimit(old)
 
 
-def load_program(path: str, settings: Mapping[str, str] | None = None) -> dict:
-    """The IR of the program in `path` with `--set` settings {input name: value text}."""
+def load_program(path: str, settings: Mapping[str, str] | None = None,
+                 optional: Mapping[str, str] | None = None) -> dict:
+    """The IR of the program in `path` with `--set` settings {input name: value text}.
+    `optional` settings (a profile's) bind the inputs the program declares that `settings` does
+    not, and are ignored for names it does not declare."""
     path = os.fspath(path)
 
     def go():
         text = _read(path, path)
-        return _Program(path, settings).run(text)
+        return _Program(path, settings, optional).run(text)
 
     return _guard(go, path)
 

@@ -7,7 +7,7 @@ import json
 import sys
 
 from .errors import SerqError
-from .irfile import parse_settings
+from .irfile import PROFILE_HELP, load_with_profile, parse_settings
 
 
 def _report(e: SerqError) -> int:
@@ -16,12 +16,10 @@ def _report(e: SerqError) -> int:
 
 
 def _load(args: argparse.Namespace) -> dict:
-    from .frontend import load_program
-
     if args.file.endswith(".json"):  # the engines read FILE.json as an IR file (serq.irfile)
         raise SerqError("this is an IR file, not a program: `serq check` and `serq ir` read a .sq "
                         "program; `serq sample|spec|run|lockstep` take an IR file as it is", args.file)
-    return load_program(args.file, parse_settings(args.set))
+    return load_with_profile(args.file, parse_settings(args.set), args.profile)
 
 
 def _guarded(fn, args: argparse.Namespace) -> int:
@@ -64,6 +62,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                           "with the source line and a caret, and exit 2.")
     p.add_argument("file", metavar="FILE", help="a serQ program (.sq)")
     p.add_argument("--set", metavar="NAME=VALUE", action="append", help=setting_help)
+    p.add_argument("--profile", metavar="FILE|NAME", help=PROFILE_HELP)
     p.set_defaults(func=lambda a: _guarded(_check, a))
 
     p = subparsers.add_parser("ir", help="print the canonical IR of a program (docs/ir.md)",
@@ -71,5 +70,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                           "Errors as for `serq check`.")
     p.add_argument("file", metavar="FILE", help="a serQ program (.sq)")
     p.add_argument("--set", metavar="NAME=VALUE", action="append", help=setting_help)
+    p.add_argument("--profile", metavar="FILE|NAME", help=PROFILE_HELP)
     p.add_argument("--pretty", action="store_true", help="indent the JSON (not canonical)")
     p.set_defaults(func=lambda a: _guarded(_ir, a))

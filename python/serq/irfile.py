@@ -20,17 +20,36 @@ IR_FORMAT = "serq-ir/1"
 STAGE_KINDS = ("fifo", "ps", "delay", "step")
 
 
-def read_program(path: str, sets: list[str] | Mapping[str, str] = ()) -> dict:
-    """The IR of FILE: a `.json` IR file, checked, or a `.sq` program compiled with its `--set`s."""
+def read_program(path: str, sets: list[str] | Mapping[str, str] = (), profile: str | None = None) -> dict:
+    """The IR of FILE: a `.json` IR file, checked, or a `.sq` program compiled with its `--set`s
+    and the settings of `--profile PROFILE` (explicit `--set`s win)."""
     if path.endswith(".json"):
-        if sets:
-            raise SerqError("--set applies to a .sq program, not to an IR file (bind inputs when "
-                            "producing the IR: serq ir FILE --set NAME=VALUE)")
+        if sets or profile:
+            flag = "--set" if sets else "--profile"
+            raise SerqError(f"{flag} applies to a .sq program, not to an IR file (bind inputs when "
+                            f"producing the IR: serq ir FILE {flag} …)")
         return read_ir_file(path)
-    from .frontend import load_program
-
     settings = dict(sets) if isinstance(sets, Mapping) else parse_settings(sets)
-    return load_program(path, settings)
+    return load_with_profile(path, settings, profile)
+
+
+PROFILE_HELP = ("apply a profile's settings (a file from `serq profile` or `serq fit`, or the name of "
+                "a shipped profile) to the inputs the program declares; an explicit --set wins")
+
+
+def load_with_profile(path: str, settings: dict[str, str], profile: str | None) -> dict:
+    """load_program(path, settings, optional=the profile's settings); a profile none of whose
+    settings is an input of the program is an error (it would silently change nothing)."""
+    from .frontend import load_program
+    from .profilefile import profile_settings
+
+    optional = profile_settings(profile)
+    ir = load_program(path, settings, optional)
+    if profile and not set(optional) & set(ir.get("inputs", {})):
+        inputs = ", ".join(sorted(ir.get("inputs", {}))) or "none"
+        raise SerqError(f"--profile {profile}: none of its settings ({', '.join(sorted(optional)) or 'none'}) "
+                        f"is an input of this program (its `args.number` inputs: {inputs})", path)
+    return ir
 
 
 def parse_settings(pairs: list[str] | None) -> dict[str, str]:

@@ -78,6 +78,23 @@ EACH_MSG = ("`each at most (…)` must select among positive constants: a consta
             "choosing between constants (`c ? k1 : k2`), or `max(k, e)` with a positive constant k")
 
 
+def setting_value(text: str):
+    """The exact value of a setting's text: one optional sign, then a decimal, `p/q` or `inf`;
+    ValueError when it is none of these (shared by `--set` and profile files)."""
+    t = text.strip()
+    sign, body = (-1, t[1:]) if t.startswith("-") else (1, t[1:] if t.startswith("+") else t)
+    try:
+        if body == "inf":
+            return sign * INF
+        if SETTING_RATIO.fullmatch(body):
+            return sign * Fraction(body)
+        if body.startswith(("+", "-")):  # a second sign: `--5` is not 5
+            raise ValueError(body)
+        return sign * exact.parse_number(body)
+    except (ValueError, ZeroDivisionError, exact.Inexact):
+        raise ValueError(f"not a number: {text!r}") from None
+
+
 def num(v: Any) -> dict:
     """A `num` expression holding the exact value v."""
     return {"k": "num", "v": value_to_wire(v)}
@@ -163,8 +180,12 @@ class EngineInfo:
 
 class Linker:
     """One program's link: declarations in text order, then the whole-program checks, then `ir()`."""
-    def __init__(self, settings: dict[str, str], read_use: Callable):
+    def __init__(self, settings: dict[str, str], read_use: Callable,
+                 optional: dict[str, str] | None = None):
         self.settings = dict(settings)
+        # A profile's settings (`--profile FILE`): bind the inputs the program declares and are
+        # no error otherwise (one profile serves programs with different cost inputs).
+        self.optional = dict(optional or {})
         self.read_use = read_use  # (path string, from file id, pos) -> (file id, nodes) or None if already read
         self.sources: list[Source] = []
         self.consts: dict[str, tuple[dict, tuple]] = {}
@@ -351,6 +372,8 @@ class Linker:
             v = val(d)
             if ext in self.settings:
                 v = self.parse_setting(ext, self.settings.pop(ext))
+            elif ext in self.optional:
+                v = self.parse_setting(ext, self.optional[ext])
             self.inputs[ext] = v
             self.input_pos[ext] = e.ext_pos
             self.input_of[name] = ext
@@ -360,18 +383,10 @@ class Linker:
         self.consts[name] = (ir, n.name_pos)
 
     def parse_setting(self, name: str, text: str):
-        """The value of `--set name=text`: one optional sign, then a decimal, `p/q` or `inf`."""
-        t = text.strip()
-        sign, body = (-1, t[1:]) if t.startswith("-") else (1, t[1:] if t.startswith("+") else t)
+        """The value of `--set name=text` (setting_value)."""
         try:
-            if body == "inf":
-                return sign * INF
-            if SETTING_RATIO.fullmatch(body):
-                return sign * Fraction(body)
-            if body.startswith(("+", "-")):  # a second sign: `--5` is not 5
-                raise ValueError(body)
-            return sign * exact.parse_number(body)
-        except (ValueError, ZeroDivisionError, exact.Inexact):
+            return setting_value(text)
+        except ValueError:
             raise SerqError(f"--set {name}={text}: not a number (write a decimal like 0.5 or 2e-5, "
                             "a ratio like 1/3, or inf)") from None
 

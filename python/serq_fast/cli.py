@@ -55,6 +55,8 @@ def _common(p) -> None:
     p.add_argument("file", metavar="FILE", help="a .sq program or a .json IR")
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="NAME=VALUE",
                    help="bind an args.number input (repeatable; the last one wins)")
+    from serq.irfile import PROFILE_HELP
+    p.add_argument("--profile", metavar="FILE|NAME", help=PROFILE_HELP)
 
 
 def _err(msg: str) -> int:
@@ -62,12 +64,12 @@ def _err(msg: str) -> int:
     return 2
 
 
-def load_ir(path: str, sets: list) -> dict:
-    """The IR of FILE with its settings (serq.irfile: a checked `.json` IR or a compiled program);
-    raises serq.errors.SerqError."""
+def load_ir(path: str, sets: list, profile: str | None = None) -> dict:
+    """The IR of FILE with its settings and profile (serq.irfile: a checked `.json` IR or a
+    compiled program); raises serq.errors.SerqError."""
     from serq.irfile import read_program
 
-    return read_program(path, sets)
+    return read_program(path, sets, profile)
 
 
 def default_warmup(ir: dict, horizon: float) -> float:
@@ -120,7 +122,7 @@ def cmd_run(args) -> int:
         return _err("--arrivals does not combine with --replay: the sessions file holds the arrivals "
                     "(sample N sessions with `serq sample FILE --seed S --sessions N`)")
     try:
-        ir = load_ir(args.file, args.sets)
+        ir = load_ir(args.file, args.sets, args.profile)
     except SerqError as exc:
         print(exc.render() if hasattr(exc, "render") else str(exc), file=sys.stderr)
         return 2

@@ -228,7 +228,7 @@ def main(args) -> int:
             print(f"serq: error: {what}", file=sys.stderr)
             return 2
     try:
-        ir = load_ir(args.file, args.sets)
+        ir = load_ir(args.file, args.sets, args.profile)
     except SerqError as exc:
         print(exc.render() if hasattr(exc, "render") else str(exc), file=sys.stderr)
         return 2
@@ -244,6 +244,7 @@ def main(args) -> int:
     except Divergence as d:
         print(f"lockstep: first divergence at step {d.step}: {d.path}: spec {d.spec!r} vs fast {d.fast!r}")
         print(f"  program {args.file} --seed {args.seed} --sessions {args.sessions}"
+              + (f" --profile {args.profile}" if args.profile else "")
               + "".join(f" --set {s}" for s in args.sets))
         if d.spec_line is not None:
             print("spec: " + json.dumps(d.spec_line, sort_keys=True, separators=(",", ":")))

@@ -19,6 +19,8 @@ def add_program_args(p) -> None:
     p.add_argument("file", metavar="FILE", help="a serQ program (.sq) or its IR (.json)")
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="NAME=VALUE",
                    help="bind an args.number input (repeatable; the last one wins)")
+    from serq.irfile import PROFILE_HELP
+    p.add_argument("--profile", metavar="FILE|NAME", help=PROFILE_HELP)
 
 
 def register(subparsers) -> None:
@@ -69,15 +71,16 @@ def fail_spec(exc: SpecError, ir, path: str) -> int:
     return fail(located(exc, ir, path))
 
 
-def load_ir(path: str, sets: list[str]) -> dict:
-    """The IR of FILE: a `.json` IR file (checked, serq.irfile) or a program compiled with `--set`s."""
+def load_ir(path: str, sets: list[str], profile: str | None = None) -> dict:
+    """The IR of FILE: a `.json` IR file (checked, serq.irfile) or a program compiled with `--set`s
+    (and `--profile`)."""
     try:
         from serq.irfile import read_program
     except ImportError as exc:
         raise SpecError(f"the front-end (serq) is not available: {exc}")
     from serq.errors import SerqError
     try:
-        return read_program(path, sets)
+        return read_program(path, sets, profile)
     except SerqError as exc:
         raise FrontEndError(exc.render())
 
@@ -118,7 +121,7 @@ def cmd_sample(args) -> int:
                 raise SpecError(f"cannot write the sessions file {args.output}: "
                                 + ("it is a directory" if os.path.isdir(args.output)
                                    else f"{folder} is not an existing folder"))
-        ir = load_ir(args.file, args.sets)
+        ir = load_ir(args.file, args.sets, args.profile)
         data = sample(ir, args.seed, args.sessions, os.path.basename(args.file), args.max_steps,
                       time_arg(args.horizon, "--horizon"))
         text = canonical_json(data) + "\n"
@@ -182,7 +185,7 @@ def cmd_spec(args) -> int:
         warmup, horizon = time_arg(args.warmup, "--warmup"), time_arg(args.horizon, "--horizon")
         if warmup > 0 and warmup >= horizon:   # as serq run: nothing would ever be recorded
             raise SpecError(f"--warmup must be below --horizon, got {args.warmup} >= {args.horizon}")
-        ir = load_ir(args.file, args.sets)
+        ir = load_ir(args.file, args.sets, args.profile)
         from .workload import Workload
         sessions = read_sessions(args.sessions)
         prog = prepare(ir, Workload.replay(sessions), os.path.basename(args.file), warmup, horizon)

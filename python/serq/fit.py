@@ -288,18 +288,26 @@ def fit_steps(path, *, model: str = DEFAULT_MODEL, target: str = "duration_s",
                counts={kd: int(np.sum(kinds[test] == kd)) for kd in KINDS})
 
 
-def loop_overhead(path) -> float | None:
-    """The median gap between one step's end and the next one's start while the engine is busy
-    (the driver's own work between steps): the replay program's `c_it`."""
+def loop_overhead(path) -> tuple[float | None, float | None]:
+    """The driver's own time around the steps, from the `gap_s` (and `arrivals`) columns: the
+    replay program's `c_it`, the median gap between one step's end and the next one's start when
+    no request was added in between, and its `c0`, the mean extra gap per request added (the
+    engine's input processing of a new request, which a client waits for before its first step)."""
     header, cols = read_many(path)
     if "gap_s" not in cols:
-        return None
+        return None, None
     gaps = numeric("the steps", cols, "gap_s")
-    gaps = gaps[gaps > 0]
-    return float(np.median(gaps)) if len(gaps) else None
+    arrivals = numeric("the steps", cols, "arrivals") if "arrivals" in cols else np.zeros(len(gaps))
+    quiet = gaps[(gaps > 0) & (arrivals == 0)]
+    if not len(quiet):
+        return None, None
+    c_it = float(np.median(quiet))
+    busy = (gaps > 0) & (arrivals > 0)
+    c0 = float(max(0.0, np.mean((gaps[busy] - c_it) / arrivals[busy]))) if busy.any() else None
+    return c_it, c0
 
 
-def profile_for(fit: Fit, path, name: str, c_it: float | None) -> dict:
+def profile_for(fit: Fit, path, name: str, overhead: tuple[float | None, float | None]) -> dict:
     """The fit as a profile (docs/profiles.md)."""
     paths = [path] if isinstance(path, (str, Path)) else list(path)
     digest = hashlib.sha256()
@@ -307,9 +315,12 @@ def profile_for(fit: Fit, path, name: str, c_it: float | None) -> dict:
         digest.update(Path(p).read_bytes())
     default = fit.model == DEFAULT_MODEL
     settings = {REPLAY_SETTINGS[c] if default else c: repr(v) for c, v in fit.coef.items()}
+    c_it, c0 = overhead
     if c_it is not None:
         settings["c_it"] = repr(c_it)
-        settings["c0"] = "0"     # an in-process engine: no API server between client and engine
+        # an in-process engine has no API server in front of it: a request's only delay before
+        # the engine is its own input processing
+        settings["c0"] = repr(c0) if c0 is not None else "0"
     return {
         "serq_profile": 1,
         "name": name,

@@ -25,8 +25,10 @@ from .errors import SerqError
 
 PROFILE_FORMAT = 1
 KINDS = ("roofline", "fit", "published-fit")
-FIELDS = {"serq_profile", "name", "kind", "source", "cost_model", "coefficients", "set", "derived"}
-REQUIRED = FIELDS - {"derived"}
+FIELDS = {"serq_profile", "name", "kind", "source", "cost_model", "coefficients", "set", "derived", "fit"}
+# derived: what a roofline computed on the way (KV blocks, …); fit: a measured fit's diagnostics
+# (rows, held-out MAPE per step kind), written by `serq fit`
+REQUIRED = FIELDS - {"derived", "fit"}
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # an `args.number` input name
 ADVICE = "write one with `serq profile` or `serq fit`; docs/profiles.md gives the format"
 
@@ -112,8 +114,9 @@ def check_profile(p: Any) -> None:
         if not isinstance(text, str):
             raise _Bad(at, f"must be the number as a JSON string (as after --set {name}=), got {text!r}")
         _number_text(text, at)
-    if "derived" in p and not isinstance(p["derived"], dict):
-        raise _Bad("derived", "must be a JSON object or absent")
+    for key in ("derived", "fit"):
+        if key in p and not isinstance(p[key], dict):
+            raise _Bad(key, "must be a JSON object or absent")
 
 
 def _finite(x: Any) -> bool:

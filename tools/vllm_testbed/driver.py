@@ -74,7 +74,7 @@ ENGINE_KNOBS = {
     "enable_prefix_caching": "enable_prefix_caching",
     "enable_chunked_prefill": "enable_chunked_prefill",
 }
-STEP_COLUMNS = ["step", "start_s", "wall_s", "cpu_s", "gap_s", "tokens", "decoders", "kv_decode",
+STEP_COLUMNS = ["step", "start_s", "wall_s", "cpu_s", "gap_s", "arrivals", "tokens", "decoders", "kv_decode",
                 "ctx_decode", "prefilled", "attention", "prefill_requests", "kind", "num_running",
                 "num_waiting", "preempted"]
 REQUEST_COLUMNS = ["id", "session", "turn", "arrival_s", "first_token_s", "finish_s", "ttft_s",
@@ -354,6 +354,7 @@ class Run:
                 row = features(rec, eng.block_size)
                 row.update(step=rec["step"], start_s=start, wall_s=w1 - w0, cpu_s=c1 - c0,
                            gap_s=(start - last_end) if self.step_rows else 0.0,
+                           arrivals=len(rec["arrived"]),
                            num_running=rec["num_running"], num_waiting=rec["num_waiting"],
                            preempted=len(rec["preempted"]))
                 rec["measured"] = {"wall_s": round(w1 - w0, 6), "cpu_s": round(c1 - c0, 6)}

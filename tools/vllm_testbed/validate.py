@@ -48,6 +48,11 @@ CALIBRATION = [
     ("cal_capped", dict(seed=13, sessions=10, first=(300, 900)),
      dict(spacing_steps=10, blocks=256, max_num_seqs=4, max_num_batched_tokens=192, max_model_len=4096,
           long_prefill_token_threshold=96)),
+    # long prompts, short answers: the prefill-only and mixed steps the others have few of
+    ("cal_prefill", dict(seed=14, sessions=40, turns=(2, 3), first=(400, 1500), new=(100, 600), out=(2, 8),
+                         think=(0.1, 0.5)),
+     dict(spacing_steps=6, step_s=0.05, blocks=512, max_num_seqs=8, max_num_batched_tokens=512,
+          max_model_len=8192)),
 ]
 #: the validation trace and the session spacings (s) that set the load, light to past saturation
 VALIDATION_TRACE = dict(seed=21, sessions=24)
@@ -67,7 +72,7 @@ def make_scenario(name: str, rows: list, clock: str, opts: dict) -> dict:
     if opts.get("long_prefill_token_threshold"):
         config["long_prefill_token_threshold"] = opts["long_prefill_token_threshold"]
     return wl.scenario(rows, name=name, clock=clock, config=config, spacing=opts.get("spacing", 1.0),
-                       spacing_steps=opts.get("spacing_steps", 20), step_s=0.02)
+                       spacing_steps=opts.get("spacing_steps", 20), step_s=opts.get("step_s", 0.02))
 
 
 def workloads() -> list[tuple[str, dict, int]]:
@@ -119,6 +124,9 @@ def measure(a: argparse.Namespace) -> int:
                 else:
                     shutil.copyfile(f, out / f.name)
     wl.write_atomic(str(out / "machine.json"), json.dumps(machine, indent=1) + "\n")
+    from report import make_profile
+
+    make_profile(out)
     return 0
 
 

@@ -4,7 +4,7 @@ Copyright (c) 2026 The serQ authors. Released under the Apache 2.0 license.
 import SerqLang.Session
 
 /-!
-# The step engine (python/serq_spec/engine.py, language.md §11.6)
+# The step engine (python/serq_spec/engine.py, docs/language.md §11.6)
 
 One iteration hands one token budget to the residents in serving order — a decode takes one
 token, a prefill up to the per-run cap — then to waiting requests admitted with the budget that

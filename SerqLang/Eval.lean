@@ -328,14 +328,14 @@ partial def observable (env : EnvM) (f : String) (onPool : Bool) (base count : N
     else specError s!"observable {f}() is not supported" env.loc
 
 /-- expr.py `observable` for `budget_left(E)` outside E's admission: refused when E's Budget
-moment draws (re-reading it would consume a machine draw per read, language.md §4.3). -/
+moment draws (re-reading it would consume a machine draw per read, docs/language.md §4.3). -/
 partial def budgetLeftOutsideChecked (env : EnvM) (s : Nat) : M Value := do
   let d ← stageDecl s
   if let .step sd := d.kind then
     if budgetDraws sd then
       specError (s!"budget_left({d.name}) outside its admission re-reads the engine's `tokens cap` " ++
         "and `let`s, which draw: draws are forbidden where the machine re-reads an expression " ++
-        "(language.md §4.3)") env.loc
+        "(docs/language.md §4.3)") env.loc
   budgetLeftOutside s
 
 /-- stages.py `ps_rate`: each of `n` present jobs gets φ(n)/n. -/

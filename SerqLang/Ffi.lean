@@ -6,7 +6,7 @@ import SerqLang.Step
 import SerqLang.Invariants
 
 /-!
-# Exported entry points (oracle.md §13; style.md §4)
+# Exported entry points (docs/lean.md "FFI contract")
 
 JSON text in, JSON text out; every failure comes back as `{"error": message}`, never a panic.
 

@@ -4,7 +4,7 @@ Copyright (c) 2026 The serQ authors. Released under the Apache 2.0 license.
 import SerqLang.Lag
 
 /-!
-# Growth and preemption (python/serq_spec/growth.py, language.md §11.7)
+# Growth and preemption (python/serq_spec/growth.py, docs/language.md §11.7)
 
 `grow` adds whole blocks to a hold; when the pool is full it preempts a victim chosen by the
 pool's `preempt` rule, or stalls. In a pool that is no engine's memory every holder not in a

@@ -115,7 +115,7 @@ partial def checkSchedule (ir : Ir) (stmts : List Sched) (name : String) : Res U
     | .admit only wh each => do
       if let some x := only then
         if readsJob x then
-          -- language.md §4.5: the per-request keys are those of a resident's run
+          -- docs/language.md §4.5: the per-request keys are those of a resident's run
           throw (schedError ir (s!"a per-request key (`decoding`, `admission`, `remaining`) in " ++
             s!"`admit waiting only (…)` of engine {name}: a waiting head has no run"))
         checkExpr ir x none

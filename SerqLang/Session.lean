@@ -4,7 +4,7 @@ Copyright (c) 2026 The serQ authors. Released under the Apache 2.0 license.
 import SerqLang.Growth
 
 /-!
-# Sessions (python/serq_spec/sessions.py, language.md §11.3–§11.4)
+# Sessions (python/serq_spec/sessions.py, docs/language.md §11.3–§11.4)
 
 Spawn, statement execution, holds, `turn`, `end`, settle. A session runs its statements in zero
 time until it blocks (queued in a pool, a job on a stage, a stalled growth) or ends. Python

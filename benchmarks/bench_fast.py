@@ -3,7 +3,7 @@
 Prints, for the seed vLLM workload (examples/multi-turn/vllm.sq at Lambda = 0.3, and with
 blocks = 2500): requests per CPU-second and microseconds of CPU per output token; for M/M/1
 (examples/single-turn/mm1.sq): events per CPU-second. When pyserq 0.1.6 is importable, the same
-workloads in dialect P (benchmarks/peer/, language.md §15) run under it through
+workloads in dialect P (benchmarks/peer/, docs/language.md §15) run under it through
 benchmarks/peer/pyserq_peer.py and the ratios are printed.
 
     PYTHONPATH=python python3 benchmarks/bench_fast.py [--horizon 20000] [--seed 1]

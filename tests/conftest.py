@@ -14,6 +14,8 @@ sys.path.insert(0, str(ROOT / "python"))
 from serq.errors import SerqError  # noqa: E402
 from serq.frontend import compile_source  # noqa: E402
 
+# The project's seed texts, an optional extra next to the clone (never an absolute path): the tests
+# that read them skip, saying why, when ../shared is absent.
 SHARED = ROOT.parent / "shared"
 SEED = SHARED / "seeds" / "000_8677f3ea27abfe26.txt"
 

@@ -20,7 +20,7 @@ def run_text(text: str, sessions: int, seed: int = 0):
 
 def compile_growing_on_every_run(text: str, pool: int = 0) -> dict:
     """`text` compiled, then every run made `growing` on pool index `pool` (the linker refuses
-    `growing` on a non-step stage, language.md §11.6)."""
+    `growing` on a non-step stage, docs/language.md §11.6)."""
     ir = compile_source(text, "t.sq", {})
     stack = [ir]
     while stack:
@@ -36,7 +36,7 @@ def compile_growing_on_every_run(text: str, pool: int = 0) -> dict:
 
 def compile_advance_only_into_admit(text: str) -> dict:
     """`text` compiled, then each engine's `advance running only (e)` moved to its `admit waiting
-    only (…)` (the linker refuses per-request keys there, language.md §4.5)."""
+    only (…)` (the linker refuses per-request keys there, docs/language.md §4.5)."""
     ir = compile_source(text, "t.sq", {})
     for st in ir["stages"]:
         sched = st.get("schedule") or []

@@ -1,7 +1,7 @@
 """Hypothesis strategies for small random serQ programs, written as source text (fed through the
 front-end), shared by the spec's property test and the spec <-> fast lockstep.
 
-`vllm_programs()` draws a program of the vLLM fragment (oracle.md §12.5 item 4): one engine with a
+`vllm_programs()` draws a program of the vLLM fragment (docs/spec.md "What the spec is checked against"): one engine with a
 paged KV pool, request slots, a token budget, an optional chunk threshold, a unit or affine
 rational cost, the seed's request logic with a choice of cache amount, multi-turn sessions with
 tool times and staggered starts. Every request fits alone (blocks >= the longest possible known
@@ -138,7 +138,7 @@ def vllm_programs(draw, content: bool = False, lag: bool = False, arrivals: bool
         content=f" content (serial < 2 ? 1 : 2, {shared}, serial)" if content else "",
         reuse=" reuse (reused)" if content else "")
     budget = int(text.split("tokens cap ")[1].split(";")[0])
-    # a granule above what the budget can leave a prefill would starve it (language.md §11.6)
+    # a granule above what the budget can leave a prefill would starve it (docs/language.md §11.6)
     granule = draw(st.sampled_from(["", "", "\n    granule 4;"])) if budget >= 8 else ""
     text = text.replace("{granule}", granule)
     seed = draw(st.integers(0, 2 ** 16))
@@ -245,7 +245,7 @@ fn main() {{
 
 
 def _up(x: Fraction, block) -> Fraction:
-    """x rounded up to the block (language.md §11.4)."""
+    """x rounded up to the block (docs/language.md §11.4)."""
     return x if block is None else ceil(x / block) * block
 
 

@@ -1,4 +1,4 @@
-"""serq_fast engine: the exact vectors of language.md §11.11 and reproducibility (hand-built IR)."""
+"""serq_fast engine: the exact vectors of docs/language.md §11.11 and reproducibility (hand-built IR)."""
 
 from __future__ import annotations
 
@@ -109,7 +109,7 @@ def test_live_run_equals_replay_of_its_sample():
 
 
 def test_reuse_inf_keeps_the_whole_entry():
-    """`reuse (inf)` keeps all of the own prefix (language.md §11.4); it once crashed."""
+    """`reuse (inf)` keeps all of the own prefix (docs/language.md §11.4); it once crashed."""
     ir = _vector_program([(100, 10), (160, 10)], budget=64, blocks=100, tool=5)
     for blk in ir["blocks"]:
         for st in blk:

@@ -1,4 +1,4 @@
-"""Whatever the input, the front-end raises nothing but SerqError (language.md §14, style.md §8).
+"""Whatever the input, the front-end raises nothing but SerqError (docs/language.md §14; docs/frontend.md "Errors").
 
 Three generators, each with a fixed, derandomized profile so the run is reproducible and short:
 random bytes, random sequences of the language's own tokens, and random token edits of a valid

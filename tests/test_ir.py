@@ -1,5 +1,5 @@
 """The IR (docs/ir.md): canonical and deterministic across runs and processes, exact numbers,
-`--set` changes only what it should, and the lowering of language.md §7.2."""
+`--set` changes only what it should, and the lowering of docs/language.md §7.2."""
 
 from __future__ import annotations
 
@@ -91,7 +91,7 @@ def _small_program() -> str:
         pytest.skip(f"the reference is absent ({LANGUAGE})")
     text = LANGUAGE.read_text(encoding="utf-8")
     m = re.search(r"```\n(use \"std/args\";\nlet bsz = 16;.*?)```", text, re.S)
-    assert m, "the small example program of language.md §7.1"
+    assert m, "the small example program of the shared reference (its §7.1)"
     return m.group(1)
 
 
@@ -108,7 +108,7 @@ def strip_at(x):
 
 
 def test_lowering_of_the_reference_example():
-    """language.md §7.2 on the §7.1 example: `eng (a, b);` is set p, set q, then one hold."""
+    """docs/language.md §7.2 on the reference's §7.1 example: `eng (a, b);` is set p, set q, then one hold."""
     src = _small_program()
     ir = compile_ok(src, filename="small.sq")
     assert ir["attrs"][9:11] == ["p", "q"]  # request parameters come right after the built-ins

@@ -1,4 +1,4 @@
-"""Each linker rule (language.md §2, §4, §5, §10) and each moment rule: a small program that breaks
+"""Each linker rule (docs/language.md §2, §4, §5, §10) and each moment rule: a small program that breaks
 it, the message, and the exact line:column of the error.
 
 A case is a program with the marker `@@` just before the place the error must point at.
@@ -324,7 +324,7 @@ def test_rule(case):
 
 
 def test_schedule_let_beside_an_attribute_it_does_not_read():
-    # language.md §10's adaptive threshold `let n = …` beside the seed's attribute `n`: no clash
+    # docs/language.md §10's adaptive threshold `let n = …` beside the seed's attribute `n`: no clash
     # while no expression that sees both reads `n`.
     text = edit("    schedule {\n", "    schedule {\n      let n = running.count + waiting.count;\n"
                 "      let c = n > 1 ? max(16, floor(128 / n)) : inf;\n").replace(

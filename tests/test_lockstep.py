@@ -82,7 +82,7 @@ def _tie_program():
 
 
 def _preempt_program():
-    """language.md §11.11 vector 3: two requests outgrow 4 blocks; the LIFO victim is B."""
+    """docs/language.md §11.11 item 3: two requests outgrow 4 blocks; the LIFO victim is B."""
     p = Program()
     call, kv, reqs, eng = vllm_engine(p, budget=64, blocks=4, max_seqs=4, cost=N(1))
     server = p.block(call(N(16), N(30)))

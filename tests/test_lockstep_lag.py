@@ -5,7 +5,7 @@ must show the rules it is there for (`_coverage`, read from the state lines): a 
 (§3 item 1) in a schedule that reads `running.count` (item 2), an EOS token served with growth
 (item 2), a pending resident as the `lifo` and as the `by (…)` victim (item 3), two ends of one
 iteration applied in batch order, which is not the admission order (items 5, 7), an empty
-schedule that makes the ends due (item 4), and a `share content` pool (item 2, content.md §3).
+schedule that makes the ends due (item 4), and a `share content` pool (item 2, docs/content.md §3).
 The seeded fault `lag_end_order` (docs/fast.md "Seeded faults") must be caught."""
 
 from __future__ import annotations

@@ -233,7 +233,7 @@ def test_async_vectors_are_supported(name):
 
 
 def test_priority_vectors_are_supported():
-    """The priority policy is expressed with queue by / preempt by (language.md §12)."""
+    """The priority policy is expressed with queue by / preempt by (docs/language.md §12.1 rule 4)."""
     trace = _run("h_priority_ties")
     assert not _diffs("h_priority_ties", trace)
 
@@ -242,7 +242,7 @@ def test_priority_vectors_are_supported():
 
 
 def test_seeded_fault_seed_allocation_diverges_on_caps():
-    """The seed's admission amount `min(known, reused + budget_left)` (language.md §7.1)
+    """The seed's admission amount `min(known, reused + budget_left)` (docs/language.md §7.1)
     over-allocates when the threshold binds: caps diverges in free_blocks_after_schedule."""
     text = program_path(False).read_text()
     good = "kv (min(known, avail + min(lim, budget_left(vllm)))"
@@ -253,7 +253,7 @@ def test_seeded_fault_seed_allocation_diverges_on_caps():
     assert diffs, "the seeded fault went unnoticed"
     d = diffs[0]
     assert d.kind == "step" and d.step == 0 and d.field == "free_blocks_after_schedule"
-    assert (d.a, d.b) == (242, 249)  # language.md §7.1: the seed takes 8 + 5 blocks, vLLM 3 + 3
+    assert (d.a, d.b) == (242, 249)  # docs/language.md §7.1: the seed takes 8 + 5 blocks, vLLM 3 + 3
 
 
 def _tail_requeue_program() -> str:

@@ -1,5 +1,5 @@
 """Every construct of dialect S in scope parses (and links), with programs written for these tests;
-the lexical rules of language.md §1; precedence; syntax errors say what was expected, where."""
+the lexical rules of docs/language.md §1; precedence; syntax errors say what was expected, where."""
 
 from __future__ import annotations
 
@@ -372,7 +372,7 @@ DECLS = {
     "pool-options": "pool r { cap 5; block 1; evict by (size); preempt by (position) requeue head; queue by (waited); reserve held; }",
     "stages": "stage f1 : fifo; stage f2 : fifo(3); stage g : ps(1); stage h : delay; stage arr[3] : fifo(1);",
     "gauge": "gauge gg = used(p);",
-    "stage-tool": "stage tool : fifo(2);",   # language.md §8: K programs declared the tool stage
+    "stage-tool": "stage tool : fifo(2);",   # docs/language.md §8: K programs declared the tool stage
     "pool-on-engine-device": "device d { kv cap 64; } engine e on d { tokens cap 8; request (a) { prefill (a) growing kv; } "
                              "schedule { advance running; admit waiting taking kv (a); } execute (1); } pool kv on e.d { }",
 }

@@ -72,7 +72,7 @@ def test_pyserq_is_reproducible():
 
 
 def test_mm1_documented_run():
-    # language.md section 15: M/M/1 lambda 0.8, horizon 250 000, warm-up 25 000, seed 1 gives 198 931
+    # docs/language.md §15: M/M/1 lambda 0.8, horizon 250 000, warm-up 25 000, seed 1 gives 198 931
     # arrivals under pyserq 0.1.6 (the arrival stream does not depend on the server's draws).
     rep = pyserq_peer.run_peer("mm1", seed=1, horizon=250000.0, warmup=25000.0)
     assert rep["run"]["arrivals"] == 198931
@@ -89,7 +89,7 @@ def test_translation_caches_prefixes():
 
 
 def test_our_statistics_rules_reproduce_pyserq():
-    # The batch-means half-width, the ceil(q n) quantile and the mean of language.md 11.9, applied
+    # The batch-means half-width, the ceil(q n) quantile and the mean of docs/language.md §11.9, applied
     # to pyserq's own samples, give pyserq's own figures.
     import pyserq
 
@@ -130,7 +130,7 @@ def test_mean_ttft_and_response_agree_within_5_percent(sets, request):
 # ------------------------------------------------------------------------------------------------
 # serq_fast's agreement in distribution (slow; -m slow or SERQ_SLOW=1)
 #
-# The streams differ (language.md 11.10), so agreement is statistical: the pooled means must be within
+# The streams differ (docs/language.md §11.10), so agreement is statistical: the pooled means must be within
 # 5 % of pyserq's, or within the two runs' combined 95 % half-widths when those are wider
 # (blocks = 2500 is heavy-tailed: one seed's half-width is 20-40 % of its mean).
 

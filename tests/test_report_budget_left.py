@@ -1,4 +1,4 @@
-"""`budget_left(E)` read outside E's admission (language.md §4.4, §11.6): `max(0, B − Σ want)` over
+"""`budget_left(E)` read outside E's admission (docs/language.md §4.4, §11.6): `max(0, B − Σ want)` over
 the residents for the next iteration, where a prefill's want is capped by the `advance` statement's
 `each at most` (a decode wants 1). The exact value in serq_spec, and serq_fast in lockstep with it."""
 

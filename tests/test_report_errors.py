@@ -1,5 +1,5 @@
 """`serq run` bad input (issue 4 "Done when"): unknown `--set` names, bad settings, and every run-time
-guard of language.md §11.9 reachable from a program — a one-line message, exit 2, no traceback; a
+guard of docs/language.md §11.9 reachable from a program — a one-line message, exit 2, no traceback; a
 program position is file:line:col."""
 
 from __future__ import annotations

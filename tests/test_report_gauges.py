@@ -1,4 +1,4 @@
-"""The report's gauges (language.md §11.9: time average over [warm-up, end], 95 % CI from 20 equal
+"""The report's gauges (docs/language.md §11.9: time average over [warm-up, end], 95 % CI from 20 equal
 time windows, min and max of the values held for a positive time) and the pool rows' `stuck` and
 `over_cap` (§11.7, §11.4) — docs/report.md."""
 

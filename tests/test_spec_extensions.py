@@ -62,7 +62,7 @@ ONLY_REMAINING = ONLY.replace("advance running;", "advance running only (remaini
 
 def test_admit_waiting_only_refuses_per_request_keys():
     """A waiting head has no run: `decoding`, `admission`, `remaining` have no value there (an
-    error, language.md §4.5: the per-request keys are a resident's). The linker refuses it
+    error, docs/language.md §4.5: the per-request keys are a resident's). The linker refuses it
     (tests/test_linker.py); hand-written IR stops the run."""
     with pytest.raises(SpecError, match="a waiting head has no run"):
         run_ir(compile_advance_only_into_admit(ONLY_REMAINING), 3)

@@ -1,5 +1,5 @@
 """The spec against exact answers it was not written from: the seven vLLM oracle scenarios
-(oracle.md §9.2, via examples/oracle/vllm_request.sq) and the step function's contract."""
+(docs/language.md §11.11 item 4, via examples/oracle/vllm_request.sq) and the step function's contract."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def header(csv: Path):
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_vllm_oracle_scenario(scenario):
-    """first/done steps and preemptions equal the real vLLM scheduler's (oracle.md §9.2)."""
+    """first/done steps and preemptions equal the real vLLM scheduler's (docs/language.md §11.11 item 4)."""
     csv = ORACLE.parent / "data" / scenario
     sets, first, done, preemptions = header(csv)
     text = ORACLE.read_text().replace('"data/preempt.csv"', f'"data/{scenario}"')
@@ -106,7 +106,7 @@ def test_transcendental_rounding_is_exact_and_deterministic():
     assert V.exp_v(Fraction(1)) == V.exp_v(Fraction(1))
 
 
-# oracle.md §9.5: further exact facts (unit cost), through the same oracle program.
+# docs/language.md §11.11 item 6: further exact facts (unit cost), through the same oracle program.
 FACTS = [
     # (name, sets, requests [(prompt, out)], first, done, preemptions, prefilled per request or None)
     ("growth_preempts_last", {"budget": "100", "blocks": "10"}, [(80, 20), (80, 3)],

@@ -1,5 +1,5 @@
-"""Replay the rule vectors of vectors/spec/: each pins one rule of language.md §11 with numbers
-derived by hand in its README.md (oracle.md §10 lists the defects that taught the rules)."""
+"""Replay the rule vectors of vectors/spec/: each pins one rule of docs/language.md §11 with numbers
+derived by hand in its README.md (docs/language.md §11.12 lists the defects that taught the rules)."""
 
 from __future__ import annotations
 

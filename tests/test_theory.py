@@ -1,4 +1,4 @@
-"""Queueing theory checks of serq_fast (language.md §13): each run's mean must lie within
+"""Queueing theory checks of serq_fast (docs/language.md §13): each run's mean must lie within
 K_CI batch-means half-widths of the closed form. Programs are built as IR directly
 (serq_fast.irbuild) so these checks do not depend on the front-end; fixed seeds make them
 deterministic. Total time well under two minutes.

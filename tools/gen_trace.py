@@ -10,7 +10,7 @@ Run it from anywhere (the default output path is resolved from this file):
 The output is deterministic: the same ``--seed`` and ``--sessions`` give the same bytes (only
 ``random.Random(seed)`` is used, never the global generator or the clock).
 
-Format (language.md section 11.3): ``session,turn,new,out,think,forced``, one row per turn, the
+Format (docs/language.md §11.3): ``session,turn,new,out,think,forced``, one row per turn, the
 rows of a session consecutive and in turn order. Lines starting with ``#`` are comments.
 
 * ``new``    tokens the turn appends to the conversation (the first turn: the whole first prompt);

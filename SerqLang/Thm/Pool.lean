@@ -6,7 +6,7 @@ import SerqLang.Pool
 /-!
 # The memory invariant of a pool
 
-`PoolState.Inv cap st := st.used + st.cached ≤ cap` (language.md §11.1, docs/state.md):
+`PoolState.Inv cap st := st.used + st.cached ≤ cap` (docs/language.md §11.1, docs/state.md):
 
 * `evictOne_some`: an eviction step keeps `used` and strictly shrinks the cache;
   `evictOne_none`: no step is possible only when nothing is cached;

@@ -53,7 +53,7 @@ DEFAULT_HORIZON = 600.0  # as `serq run`
 DEFAULT_WARMUP_FRACTION = 0.1  # as `serq run` (pyserq's own default is 0: we always pass it)
 PYSERQ_VERSION = "0.1.6"
 
-# The 95 % batch-means half-width of language.md section 11.9 (shared by both implementations).
+# The 95 % batch-means half-width of docs/language.md §11.9 (shared by both implementations).
 _BATCHES = 20
 _T19 = 2.093
 

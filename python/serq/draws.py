@@ -1,4 +1,4 @@
-"""Random draws: the streams of docs/sessions.md and the laws of language.md §4.3.
+"""Random draws: the streams of docs/sessions.md and the laws of docs/language.md §4.3.
 
 Both engines draw through this module (the spec only while sampling a sessions file, the fast
 simulator in live runs), so a (session, turn) sees the same values in both and under any
@@ -15,7 +15,7 @@ from typing import Sequence
 
 from serq.wire import Value
 
-# The laws of language.md §4.3 and how many arguments each takes (the linker checks calls with it).
+# The laws of docs/language.md §4.3 and how many arguments each takes (the linker checks calls with it).
 ARITY = {"exp": 1, "det": 1, "uniform": 2, "erlang": 2, "h2": 2, "bernoulli": 1}
 # An Erlang draw sums k exponentials, one `U` each: a bound keeps a huge k from hanging a run.
 MAX_ERLANG_PHASES = 10 ** 6
@@ -65,7 +65,7 @@ def _exp(mean: float, u: float) -> float:
 
 
 def draw_float(dist: str, args: Sequence[float], rng: _random.Random) -> float:
-    """One draw of law `dist` with float arguments, consuming `U`s from `rng` (language.md §4.3)."""
+    """One draw of law `dist` with float arguments, consuming `U`s from `rng` (docs/language.md §4.3)."""
     if dist != "det" and not all(math.isfinite(a) for a in args):
         raise _outside(dist, args, "the arguments must be finite")
     if dist in ("exp", "erlang", "h2"):

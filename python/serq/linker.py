@@ -1,7 +1,7 @@
 """The linker: syntax tree of a whole program (with its libraries) -> the IR of docs/ir.md.
 
 One pass over the program in text order (`use` files are read where they are used), with the
-checks of language.md §2, §4, §5 and §10 done where the construct is compiled, and the checks that
+checks of docs/language.md §2, §4, §5 and §10 done where the construct is compiled, and the checks that
 need the whole program (a value set from live state and read later in a hold header, hidden
 attributes read by the scheduler, loop bodies that must let time pass, attributes never set)
 done at the end. Every error is a `SerqError` at the source location of the construct.
@@ -330,7 +330,7 @@ class Linker:
         """A schedule `let` or a register: it would hide a constant everywhere in the engine (§4.7).
 
         An attribute of the same name is refused only where an expression reads the name while
-        both are visible (`only`, order keys, `taking` amounts; see `finish`): language.md §10's
+        both are visible (`only`, order keys, `taking` amounts; see `finish`): docs/language.md §10's
         own `let n = running.count + waiting.count;` sits beside the seed's attribute `n`.
         """
         if name == "inf" or name in CTX_VARS:
@@ -967,7 +967,7 @@ class Linker:
             return info.taking
         t = info.taking_ast
         # The amounts are read at each admission attempt inside the engine's iteration, so they
-        # may read the schedule's `let`s (language.md §7.1 caps the chunk with one).
+        # may read the schedule's `let`s (docs/language.md §7.1 caps the chunk with one).
         c = Ctx("admit", "a `taking` amount", engine=info, defs=self.defs, record=[], hold=None,
                 locals=self.locals_of(info), devfns=info.devfns)
         pools = [self.pool_item(tk, c, lambda where: c) for tk in t.takes]
@@ -1294,7 +1294,7 @@ class Linker:
                 # a growing run advances its position by the tokens an engine serves (§11.6);
                 # a fifo, ps or delay stage serves none
                 raise self.err(s.pos, "`run … growing` needs an engine (a step stage): a growing run "
-                                      "advances by the tokens an engine serves (language.md §11.6)")
+                                      "advances by the tokens an engine serves (docs/language.md §11.6)")
             growing = self.pool_index(s.growing, c) if s.growing is not None else None
             return [{"op": "run", "stage": ref, "mode": s.mode, "work": self.cx(s.work, c), "growing": growing,
                      "at": at}]
@@ -1501,7 +1501,7 @@ class Linker:
             if not draws_ok:
                 what = "a constant" if c.moment == "const" else c.where
                 raise self.err(e.pos, f"a draw (`~{e.dist}`) cannot appear in {what}" +
-                               ("" if c.moment == "const" else ": it is re-read there (language.md §4.3)"))
+                               ("" if c.moment == "const" else ": it is re-read there (docs/language.md §4.3)"))
             if e.dist not in DISTS:
                 raise self.err(e.dist_pos, f"unknown distribution `~{e.dist}` (known: {', '.join('~' + d for d in DISTS)})")
             if len(e.args) != DISTS[e.dist]:
@@ -1570,7 +1570,7 @@ class Linker:
                 return {"k": "job", "name": n}
             if c.moment == "admit_only":
                 raise self.err(e.pos, f"`{n}` (a per-request key) cannot be read in {c.where}: a waiting head has "
-                                      "no run (per-request keys are a resident's, language.md §4.5)")
+                                      "no run (per-request keys are a resident's, docs/language.md §4.5)")
             if n == "admission":
                 raise self.err(e.pos, f"`admission` (a per-request key) cannot be read in {c.where}; it is readable in `advance … by (…)`, `only (…)` and preemption keys")
         if n in self.pool_names or n in self.stage_names or n in self.devices or n == "tool":
@@ -1721,7 +1721,7 @@ class Linker:
         for n, pos, eng, what in self.engine_name_reads:
             if n in self.slot:
                 raise self.err(pos, f"`{n}` is both a {what} of engine `{eng}` and a session attribute, and both "
-                                    "can be read here; rename one (language.md §4.7)")
+                                    "can be read here; rename one (docs/language.md §4.7)")
         for kind, body, pos in self.loops:
             if not self.passes_time(body, set()):
                 raise self.err(pos, f"the body of this `{kind}` does not let time pass on every path "

@@ -18,7 +18,7 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput
 from .ast import Node
 from .errors import SerqError
 
-# language.md §1: the reserved words (union over dialects).
+# docs/language.md §1: the reserved words (union over dialects).
 RESERVED = frozenset("""
 use let def fn main device engine pool stage queue workload server session init turn arrive
 poisson renewal closed batch none trace ordered hidden set observe hold reserve reuse at admission
@@ -54,7 +54,7 @@ _STMT_START = {"TURN", "END", "SET", "OBSERVE", "BRANCH", "IF", "WHILE", "LOOP",
                "GROW", "DROP", "RELEASE", "LOAD", "RUN", "TOOL"}
 _ITEM_START = {"DEVICE", "ENGINE", "POOL", "STAGE", "WORKLOAD", "SERVER", "GAUGE"}
 MAX_DEPTH = 200
-# Dialect P spellings (language.md §15) met where dialect S expects something else.
+# Dialect P spellings (docs/language.md §15) met where dialect S expects something else.
 _P_HINTS = {
     "scheduler": "dialect S writes `schedule { … }`",
     "worker": "dialect S writes `execute (…);`",

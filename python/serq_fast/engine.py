@@ -1,6 +1,6 @@
-"""The fast simulator: the operational semantics of language.md §11 over the IR, float time.
+"""The fast simulator: the operational semantics of docs/language.md §11 over the IR, float time.
 
-Design principle (language.md §11.2): one event heap keyed by `(time, seq)` with a global
+Design principle (docs/language.md §11.2): one event heap keyed by `(time, seq)` with a global
 insertion counter; every handled event is followed by *settle* (ready sessions run in FIFO
 order, non-engine pools admit their heads, repeat), and an engine starts an iteration only when
 no other event is pending at `now`, so one scheduler step sees every same-instant arrival and
@@ -159,7 +159,7 @@ class Sim:
         self.npreempt = 0
         import os
 
-        self.trace_iter = bool(os.environ.get("SERQ_TRACE_ITER"))  # language.md §14 debug line
+        self.trace_iter = bool(os.environ.get("SERQ_TRACE_ITER"))  # docs/language.md §14 debug line
         self.fault_pending = "ignore_pending" in P.FAULTS()
         # static structure
         from serq_fast.content import Prefixes
@@ -522,7 +522,7 @@ class Sim:
 
     def settle(self, started: bool = False) -> None:
         """Run ready sessions and pool admissions until nothing is ready, then start idle engines
-        (language.md §11.2). `started`: an engine has just started an iteration in this settle's
+        (docs/language.md §11.2). `started`: an engine has just started an iteration in this settle's
         place (a fast-forward that resumed a formation), so it goes on after the engine step."""
         while True:
             if not started:

@@ -19,7 +19,7 @@ INF = math.inf
 
 
 class RunError(Exception):
-    """A run-time error of language.md §11.9 (a guard, a bad amount, an index out of range)."""
+    """A run-time error of docs/language.md §11.9 (a guard, a bad amount, an index out of range)."""
 
 
 def at_text(at) -> str:

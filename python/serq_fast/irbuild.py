@@ -1,5 +1,5 @@
 """A tiny builder of `serq-ir/1` values, for tests and benchmarks that must not depend on the
-front-end (docs/ir.md). `vllm_ir` builds the lowered seed engine of language.md §6–§7.2."""
+front-end (docs/ir.md). `vllm_ir` builds the lowered seed engine of docs/language.md §6–§7.2."""
 
 from __future__ import annotations
 
@@ -124,7 +124,7 @@ class Program:
 
 def vllm_engine(p: Program, *, budget=8192, bs=16, blocks=10000, max_seqs=16, cost=None,
                 chunk=float("inf"), preempt="lifo", cache=True, content=None):
-    """Pools kv and reqs and the engine `vllm` of the seed (language.md §6–§7); returns a function
+    """Pools kv and reqs and the engine `vllm` of the seed (docs/language.md §6–§7); returns a function
     `call(prompt_expr, output_expr) -> [statements]` that lowers one engine call (§7.2).
     `content`: None, or `(p, n, h)` expressions — kv is then a `share content` pool and the call's
     kv item carries `content (p, n, h)` (docs/content.md)."""
@@ -196,7 +196,7 @@ def _chat(p: Program, call, prompt, first_n, Lambda, Z, p_more) -> dict:
 
 
 def seed_vllm_ir(Lambda=0.3, blocks=10000, max_seqs=16, Z=3.0, chunk=float("inf"), p_more=0.9) -> dict:
-    """The seed program examples/multi-turn/vllm.sq, built directly (language.md §6–§8)."""
+    """The seed program examples/multi-turn/vllm.sq, built directly (docs/language.md §6–§8)."""
     p = Program()
     call, kv, reqs, eng = vllm_engine(p, blocks=blocks, max_seqs=max_seqs, chunk=chunk)
     return _chat(p, call, lambda A: Bin("+", A("K"), A("n")), Draw("uniform", N(1000), N(3000)), Lambda, Z, p_more)

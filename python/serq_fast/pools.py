@@ -1,4 +1,4 @@
-"""Pools, holds and the per-session prefix cache (language.md §11.4, §11.7, §11.8).
+"""Pools, holds and the per-session prefix cache (docs/language.md §11.4, §11.7, §11.8).
 
 A pool keeps `used` (allocated units) and `cached` (Σ cache-entry sizes) with the invariant
 `used + cached <= cap`; cached units never block an admission, they are evicted to make room,

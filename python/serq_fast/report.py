@@ -1,4 +1,4 @@
-"""The run report (language.md §11.9; schema in docs/report.md) and its text rendering."""
+"""The run report (docs/language.md §11.9; schema in docs/report.md) and its text rendering."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ def _f(x):
 
 def over_cap(sim) -> dict:
     """pool index -> serials of queue heads whose need in that pool exceeds its cap at the end
-    (language.md §11.4), in pool order of the queues."""
+    (docs/language.md §11.4), in pool order of the queues."""
     out: dict = {}
     for q in sim.pools:
         for pool, serial, _need in q.head_over_cap():
@@ -28,7 +28,7 @@ def over_cap(sim) -> dict:
 
 
 def notes(sim) -> list:
-    """Text-only notes (language.md §14): engines idle with work, heads over the cap, sessions
+    """Text-only notes (docs/language.md §14): engines idle with work, heads over the cap, sessions
     stuck or rejected."""
     out = []
     for q in sim.pools:
@@ -41,7 +41,7 @@ def notes(sim) -> list:
             h = next((p.head() for p in st.admits if p.qlen()), None)
             who = f" (head: session {h.sess.serial})" if h is not None else ""
             out.append(f"idle: engine {st.name} ends idle with {waiting} waiting request(s){who}: "
-                       f"the head never fits (head-of-line blocking, language.md §11.4)")
+                       f"the head never fits (head-of-line blocking, docs/language.md §11.4)")
     for p in sim.pools:
         if p.stuck:
             out.append(f"stuck: pool {p.name}: {p.stuck} session(s) preempted without progress (§11.7)")

@@ -1,4 +1,4 @@
-"""Stages: fifo(c), delay, ps(φ) (language.md §11.5) and the step engine (§11.6).
+"""Stages: fifo(c), delay, ps(φ) (docs/language.md §11.5) and the step engine (§11.6).
 
 The step engine's iteration (`Engine.start_iteration`) follows the §11.6 pseudo-code: the
 budget and the schedule's `let`s are read once from the residents before the iteration; the
@@ -467,7 +467,7 @@ class Engine(Stage):
             return ("advance", c(x.get("only")), keys, c(x.get("each")))
         if op == "admit":
             if x.get("only") is not None and _reads_any(x["only"], lambda e: e.get("k") == "job"):
-                # language.md §4.5: the per-request keys are a resident's (as serq_spec.program)
+                # docs/language.md §4.5: the per-request keys are a resident's (as serq_spec.program)
                 raise RunError(f"a per-request key (`decoding`, `admission`, `remaining`) in `admit waiting "
                                f"only (…)` of engine {self.name}: a waiting head has no run")
             return ("admit", c(x.get("only")), c(x.get("while")), c(x.get("each")))
@@ -531,7 +531,7 @@ class Engine(Stage):
         return tot
 
     def value(self, name):
-        """An engine value of language.md §4.5 (dispatch table built once: speed)."""
+        """An engine value of docs/language.md §4.5 (dispatch table built once: speed)."""
         ff = self._ff_vals
         if ff is not None and name in ff:
             return ff[name]
@@ -885,7 +885,7 @@ class Engine(Stage):
                 return
 
     def _trace_line(self, it) -> None:
-        """The `SERQ_TRACE_ITER` debug line of language.md §14 (one per iteration, stderr)."""
+        """The `SERQ_TRACE_ITER` debug line of docs/language.md §14 (one per iteration, stderr)."""
         import sys
 
         from serq_fast.engine import TURN_NO

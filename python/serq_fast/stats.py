@@ -1,4 +1,4 @@
-"""Streaming statistics with bounded memory (language.md §11.9; the method is in docs/report.md).
+"""Streaming statistics with bounded memory (docs/language.md §11.9; the method is in docs/report.md).
 
 `Sample` keeps count, Welford mean and variance, a batch-means CI and p50/p99:
 - up to `EXACT_LIMIT` samples it stores them and everything is the exact §11.9 definition
@@ -169,7 +169,7 @@ class TimeAverage:
 
 
 class Gauge:
-    """A gauge (language.md §11.9): the time average over [warm-up, end] of a piecewise-constant
+    """A gauge (docs/language.md §11.9): the time average over [warm-up, end] of a piecewise-constant
     value, a 95 % CI from 20 equal time windows (batch means over time: the window averages, the
     same t formula as `Sample`), min and max over the values held for a positive time.
 

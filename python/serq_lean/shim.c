@@ -4,7 +4,7 @@
  *
  * Why C at all: the helpers needed to cross the boundary (lean_string_cstr, lean_dec,
  * lean_io_mk_world, lean_io_result_is_ok, lean_usize_to_nat, ...) are `static inline` in
- * lean.h, so they only exist once compiled against that header (oracle.md §13, style.md §10).
+ * lean.h, so they only exist once compiled against that header (docs/lean.md "FFI contract").
  *
  * Shape (doc/dev/ffi.md of leanprover/lean4; tests/lake/examples/reverse-ffi/main.c):
  *   - SerqLang exports `serq_init(ir, sessions)`, `serq_step(config)`, `serq_run(config, k)`,
@@ -81,7 +81,7 @@ int serq_load(const char *lib, const char *init_name, int init_arity) {
         return -1;
     }
     lean_initialize();
-    /* A Lean panic must not let a wrong answer through silently (style.md §4). */
+    /* A Lean panic must not let a wrong answer through silently. */
     lean_set_exit_on_panic(true);
     lean_object *res;
     if (init_arity == 1) {

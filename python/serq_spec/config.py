@@ -1,4 +1,4 @@
-"""The configuration: the whole dynamic state of a run as plain data (language.md §11.1, oracle.md §12.3).
+"""The configuration: the whole dynamic state of a run as plain data (docs/language.md §11.1).
 
 Everything `step` reads or writes is here, including every tie-break counter (event sequence,
 admission number, release order, dead-entry keys), so `step` is a function of the Config alone.
@@ -20,7 +20,7 @@ from serq.wire import canonical_json
 
 from .values import amount_from_wire as amt_in, amount_wire as amt, wire
 
-# Session statuses (language.md §11.1): ("ready",), ("queued", pool), ("stage", stage),
+# Session statuses (docs/language.md §11.1): ("ready",), ("queued", pool), ("stage", stage),
 # ("growing", pool), ("ended",)
 READY = ("ready",)
 ENDED = ("ended",)
@@ -57,7 +57,7 @@ class Frame:
 
 @dataclass
 class HoldState:
-    """An admitted hold (language.md §11.4): per pool its allocation and position."""
+    """An admitted hold (docs/language.md §11.4): per pool its allocation and position."""
     stmt: tuple                # (block, pc) of the hold statement
     pools: list                # pool indices, in the hold's order
     alloc: list                # allocated units per pool (block-rounded)
@@ -114,7 +114,7 @@ class Request:
 
 @dataclass
 class Job:
-    """A run on a stage (language.md §11.5, §11.6). `left` is work (tokens on a step engine)."""
+    """A run on a stage (docs/language.md §11.5, §11.6). `left` is work (tokens on a step engine)."""
     serial: int
     stage: int
     mode: str                  # "plain" | "prefill" | "decode"

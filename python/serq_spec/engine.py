@@ -1,4 +1,4 @@
-"""The step engine (language.md §11.6): one iteration, its admission, its end; engine values (§4.5).
+"""The step engine (docs/language.md §11.6): one iteration, its admission, its end; engine values (§4.5).
 
 Design principle (as in vLLM's scheduler): there is no prefill or decode phase. An iteration
 hands one token budget to the residents in serving order — a decode takes one token, a prefill

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 
 class SpecError(Exception):
-    """A run-time error of the semantics (language.md §11.9 guards), with the source location if known."""
+    """A run-time error of the semantics (docs/language.md §11.9 guards), with the source location if known."""
 
     def __init__(self, message: str, at: list | tuple | None = None, files: list[str] | None = None):
         self.message = message
@@ -33,7 +33,7 @@ class SessionsFileError(SpecError):
 
 
 class InvariantViolation(SpecError):
-    """An invariant of language.md §11 broken after a step (invariants.py)."""
+    """An invariant of docs/language.md §11 broken after a step (invariants.py)."""
 
     def __init__(self, step: int, problems: list[str], state: str):
         self.step = step

@@ -1,4 +1,4 @@
-"""The event list (language.md §11.1–§11.2): ordered by (time, seq), seq a global counter."""
+"""The event list (docs/language.md §11.1–§11.2): ordered by (time, seq), seq a global counter."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Evaluation of IR expressions (docs/ir.md "Expressions") over exact values (language.md §3–§5).
+"""Evaluation of IR expressions (docs/ir.md "Expressions") over exact values (docs/language.md §3–§5).
 
 An `Env` says in which moment an expression is read: the session whose attributes it sees, the
 engine and iteration for engine values, the resident for per-request keys, the context
@@ -130,7 +130,7 @@ def _evaluate(e: dict, env: Env):
 
 
 def observable(e: dict, env: Env):
-    """The observables of language.md §4.4."""
+    """The observables of docs/language.md §4.4."""
     cfg = env.cfg
     f = e["f"]
     if "pool" in e and e.get("pool") is not None:
@@ -168,7 +168,7 @@ def observable(e: dict, env: Env):
         if budget_draws(cfg.program, s):
             raise SpecError(f"budget_left({cfg.program.stages[s]['name']}) outside its admission re-reads the "
                             "engine's `tokens cap` and `let`s, which draw: draws are forbidden where the "
-                            "machine re-reads an expression (language.md §4.3)", env.at, cfg.program.files)
+                            "machine re-reads an expression (docs/language.md §4.3)", env.at, cfg.program.files)
         from .engine import budget_left_outside
         return budget_left_outside(cfg, s)
     raise SpecError(f"observable {f}() is not supported", env.at, cfg.program.files)

@@ -1,4 +1,4 @@
-"""Growth and preemption (language.md §11.7).
+"""Growth and preemption (docs/language.md §11.7).
 
 `grow` adds whole blocks to a hold; when the pool is full it preempts a victim chosen by the
 pool's `preempt` rule (the engine resident admitted last for `lifo`), or stalls (`none`, or no
@@ -116,7 +116,7 @@ def preempt(cfg, v, p: int, ictx) -> None:
         v.stuck = True
         cfg.pools[p].stuck += 1
     v.preempt_pos[p] = computed
-    v.attrs[COMPUTED] = Fraction(computed)   # set before the release (oracle.md §10)
+    v.attrs[COMPUTED] = Fraction(computed)   # set before the release (docs/language.md §11.12)
     if job is not None and job.stage in prog.engines:
         cfg.stages[job.stage].jobs.remove(job)
         v.job = None

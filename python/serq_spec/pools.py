@@ -1,4 +1,4 @@
-"""Pools and holds (language.md §11.4, §11.7, §11.8): queues, admission, make_room, release, eviction."""
+"""Pools and holds (docs/language.md §11.4, §11.7, §11.8): queues, admission, make_room, release, eviction."""
 
 from __future__ import annotations
 

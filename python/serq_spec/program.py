@@ -50,7 +50,7 @@ class Program:
         self.emit_gauges = False           # `serq spec --gauges`: gauge values in every record
         self.caps = [v(p["cap"]) for p in self.pools]
         self.block = []
-        # pool amounts are exact rationals: whole ones stay ints (docs/spec.md "non-whole amounts")
+        # pool amounts are exact rationals: whole ones stay ints (docs/spec.md "Non-whole pool amounts")
         for p in self.pools:
             b = p.get("block")
             if b is None:
@@ -165,7 +165,7 @@ class Program:
             elif op not in ("advance", "admit", "set", "exclusive_prefill"):
                 raise self.unsupported(f"schedule statement {op} in engine {name}", self.sched_at(s))
             if op == "admit" and s.get("only") is not None and reads_job(s["only"]):
-                # language.md §4.5: the per-request keys are those of a resident's run
+                # docs/language.md §4.5: the per-request keys are those of a resident's run
                 raise SpecError(f"a per-request key (`decoding`, `admission`, `remaining`) in `admit "
                                 f"waiting only (…)` of engine {name}: a waiting head has no run",
                                 self.sched_at(s), self.files)

@@ -131,7 +131,7 @@ def sample(ir: dict, seed: int, count: int, name: str = "program", max_steps: in
                         "need --horizon T)")
     stalled = [x.serial for x in cfg.sessions if x.status[0] != "ended"]
     if stalled and horizon == float("inf"):
-        # e.g. a request larger than the KV cache blocks its queue forever (language.md §11.7): the
+        # e.g. a request larger than the KV cache blocks its queue forever (docs/language.md §11.7): the
         # replay stalls the same way; the file holds every draw consumed until no event was left
         print(f"serq sample: note: {len(stalled)} session(s) never ended (blocked when the run "
               f"ran out of events): {stalled[:10]}", file=sys.stderr)

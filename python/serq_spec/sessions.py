@@ -1,4 +1,4 @@
-"""Sessions (language.md §11.3–§11.4): spawn, statement execution, holds, `turn`, `end`, settle.
+"""Sessions (docs/language.md §11.3–§11.4): spawn, statement execution, holds, `turn`, `end`, settle.
 
 A session runs its statements in zero time until it blocks (queued in a pool, a job on a stage,
 a stalled growth) or ends. Frames form a stack; a frame's `kind` says what its end does: a

@@ -1,9 +1,9 @@
-"""Non-step stages (language.md §11.5): fifo(c), delay, and ps(φ) with an exact virtual clock.
+"""Non-step stages (docs/language.md §11.5): fifo(c), delay, and ps(φ) with an exact virtual clock.
 
 A `ps` stage keeps a virtual clock v: every present job receives rate φ(n)/n, so v advances by
 that rate; a job's finish tag is v at its start plus its work. The next departure is the least
 tag (ties in start order) at now + (tag − v)/rate. At a departure v is advanced to now *before*
-the job is removed (oracle.md §10 defect 1), then v = max(v, tag).
+the job is removed (docs/language.md §11.12 item 1), then v = max(v, tag).
 """
 
 from __future__ import annotations

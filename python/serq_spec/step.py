@@ -1,4 +1,4 @@
-"""One event per step (oracle.md §12.1): `step(config) -> (config, record)`, `initial`, `run`.
+"""One event per step (docs/state.md "What a step is"): `step(config) -> (config, record)`, `initial`, `run`.
 
     step = pop the least (time, seq) event; now := its time; handle it; settle;
            if no other event is pending at now: start iterations of idle engines;
@@ -82,7 +82,7 @@ def sample_gauges(cfg) -> None:
 
 
 def handle(cfg, ev) -> None:
-    """Apply one event (oracle.md §12.1)."""
+    """Apply one event (docs/spec.md "The event loop and the tie order")."""
     if ev.kind == "arrive":
         w = cfg.program.workload_data
         if ev.arg + 1 < w.count:

@@ -1,4 +1,4 @@
-"""Exact values: rationals and ±inf, the arithmetic of language.md §3 without NaN, block rounding.
+"""Exact values: rationals and ±inf, the arithmetic of docs/language.md §3 without NaN, block rounding.
 
 A value is a `Fraction` or one of the floats `INF` / `-INF` (serq.wire). No other float ever
 appears: every operation here either returns an exact result or raises `SpecError`. `is_inf`,
@@ -45,7 +45,7 @@ def as_int(v, what: str, at=None) -> int:
 
 
 def truth(v, what: str = "guard", at=None) -> bool:
-    """A guard must be 0 or 1 (language.md §10, §11.9 run-time guard)."""
+    """A guard must be 0 or 1 (docs/language.md §10, §11.9 run-time guard)."""
     if v == 0:
         return False
     if v == 1:
@@ -209,14 +209,14 @@ def amount_from_wire(x):
 
 
 def roundup_block(units, block):
-    """A request is rounded up to a whole block (language.md §6); exact for any rational block."""
+    """A request is rounded up to a whole block (docs/language.md §6); exact for any rational block."""
     if block is None:
         return amount(units)
     return amount(-(-units // block) * block)
 
 
 def rounddown_block(units, block):
-    """A cache entry is rounded down to a whole block (language.md §6, §11.4)."""
+    """A cache entry is rounded down to a whole block (docs/language.md §6, §11.4)."""
     if block is None:
         return amount(units)
     return amount((units // block) * block)

@@ -53,7 +53,7 @@ MIXED_FROM_SEED = 23000
 #: or more others (`prompt_from` the same request), possibly from another session (a fourth
 #: stream, so earlier seeds keep their scenarios).
 FORK_FROM_SEED = 40000
-#: Seeds from this one on also draw vLLM's two remaining scheduler knobs of oracle.md §3.2:
+#: Seeds from this one on also draw vLLM's two remaining scheduler knobs of docs/oracle.md §3.1:
 #: `long_prefill_token_threshold_adaptive` (with a threshold) and `max_num_active_seqs`
 #: (a fifth stream).
 KNOBS_FROM_SEED = 42000

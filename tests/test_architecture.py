@@ -1,0 +1,101 @@
+"""The import rules of docs/architecture.md, read from the source with `ast` (nothing is imported).
+
+A rule broken here means a part now depends on a part it should not: the front-end on an engine,
+the reference on the fast engine, the vLLM driver (which runs inside vLLM's own environment) on
+anything but the standard library and the scenario reader."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PY = ROOT / "python"
+OURS = ("serq", "serq_spec", "serq_fast", "serq_lean")
+# what an engine may use of the front-end package: reading programs and sessions, exact values, draws
+SHARED = {"serq", "serq.wire", "serq.exact", "serq.draws", "serq.errors", "serq.irfile", "serq.sessionsfile"}
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PY).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports(path: Path, package: str) -> set[str]:
+    """The project modules `path` imports (`from serq import draws` counts as `serq.draws`)."""
+    out = set()
+    for n in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(n, ast.Import):
+            out |= {a.name for a in n.names}
+        elif isinstance(n, ast.ImportFrom):
+            if n.level:
+                base = package.split(".")[: len(package.split(".")) - n.level + 1]
+                mod = ".".join(base + ([n.module] if n.module else []))
+            else:
+                mod = n.module or ""
+            out.add(mod)
+            out |= {f"{mod}.{a.name}" for a in n.names if f"{mod}.{a.name}".split(".")[0] in OURS
+                    and (PY / Path(*f"{mod}.{a.name}".split("."))).with_suffix(".py").is_file()}
+    return {m for m in out if m.split(".")[0] in OURS}
+
+
+def package_of(path: Path) -> str:
+    name = module_name(path)
+    return name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+
+
+def violations(path: Path, deps: set[str]) -> list[str]:
+    """The rule each import of one module breaks."""
+    mod = module_name(path)
+    top = mod.split(".")[0]
+    bad = []
+    for d in sorted(deps):
+        dtop = d.split(".")[0]
+        if top == "serq_lean" and dtop != "serq_lean":
+            bad.append(f"{mod} imports {d}: serq_lean stands alone")
+        elif top == "serq_spec" and dtop == "serq_fast":
+            bad.append(f"{mod} imports {d}: the reference never depends on the fast engine")
+        elif top == "serq_spec" and dtop == "serq_lean" and mod != "serq_spec":
+            bad.append(f"{mod} imports {d}: only serq_spec/__init__.py loads the Lean backend")
+        elif top in ("serq_spec", "serq_fast") and dtop == "serq" and d not in SHARED:
+            bad.append(f"{mod} imports {d}: an engine uses only {sorted(SHARED)} of the front-end")
+        elif top == "serq_fast" and dtop == "serq_spec" and mod != "serq_fast.lockstep":
+            bad.append(f"{mod} imports {d}: only serq_fast.lockstep runs the reference")
+        elif top == "serq_fast" and dtop == "serq_lean":
+            bad.append(f"{mod} imports {d}: the fast engine has no Lean backend")
+        elif top == "serq" and not mod.startswith("serq.oracle") and dtop != "serq":
+            bad.append(f"{mod} imports {d}: the front-end does not depend on an engine")
+        elif mod in ("serq.oracle.scenario", "serq.oracle.compare"):
+            bad.append(f"{mod} imports {d}: it must load with the standard library alone "
+                       "(tools/vllm_oracle runs it inside vLLM's environment)")
+    return bad
+
+
+def test_the_parts_keep_their_import_rules():
+    bad = []
+    for path in sorted(PY.rglob("*.py")):
+        if "__pycache__" in path.parts:
+            continue
+        bad += violations(path, imports(path, package_of(path)))
+    assert not bad, "\n".join(bad)
+
+
+def test_the_vllm_driver_reads_only_the_scenario_module():
+    deps = imports(ROOT / "tools" / "vllm_oracle" / "driver.py", "")
+    assert deps <= {"serq", "serq.oracle", "serq.oracle.scenario"}, deps
+
+
+@pytest.mark.parametrize("module,dep,rule", [
+    ("serq_spec/step.py", "serq_fast.engine", "never depends on the fast engine"),
+    ("serq/linker.py", "serq_spec.values", "does not depend on an engine"),
+    ("serq_fast/pools.py", "serq_spec.values", "only serq_fast.lockstep"),
+    ("serq_fast/engine.py", "serq.linker", "an engine uses only"),
+    ("serq/oracle/scenario.py", "serq.wire", "standard library alone"),
+    ("serq_lean/build.py", "serq.wire", "stands alone"),
+])
+def test_a_seeded_bad_import_is_caught(module, dep, rule):
+    path = PY / module
+    deps = imports(path, package_of(path)) | {dep}
+    assert any(rule in v for v in violations(path, deps))

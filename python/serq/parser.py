@@ -9,9 +9,14 @@ grammar does not use, so that neither is ever silently accepted.
 from __future__ import annotations
 
 import functools
+import hashlib
+import os
 import pathlib
+import sys
+import tempfile
 from typing import Any
 
+import lark
 from lark import Lark, Token, Transformer, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
 
@@ -65,10 +70,59 @@ _P_HINTS = {
 _OPERATOR_TEXTS = {"+", "-", "*", "/", "^", "<", ">", "?", "||", "&&", "<=", ">=", "==", "!=", "[", "."}
 
 
+_LARK_OPTIONS = dict(parser="lalr", lexer="basic", propagate_positions=True, maybe_placeholders=True)
+
+
+def grammar_cache_dir() -> pathlib.Path:
+    """Where the built parser is kept between processes: `$XDG_CACHE_HOME/serq`, else
+    `~/.cache/serq`."""
+    return pathlib.Path(os.environ.get("XDG_CACHE_HOME") or pathlib.Path.home() / ".cache") / "serq"
+
+
+def grammar_cache_file(grammar: str, cache_dir: pathlib.Path) -> pathlib.Path:
+    """The cache file of `grammar`'s parser: named by everything the built parser depends on."""
+    key = hashlib.sha256("\0".join([grammar, repr(sorted(_LARK_OPTIONS.items())), lark.__version__,
+                                     sys.version]).encode("utf-8")).hexdigest()[:24]
+    return cache_dir / f"parser-{key}.pickle"
+
+
+def build_lark(grammar: str, cache_dir: pathlib.Path | None) -> Lark:
+    """The LALR parser of `grammar`, loaded from `cache_dir` when an earlier process built it.
+
+    Building costs ~0.5 s per process, loading ~0.05 s. The file name holds a hash of the grammar
+    text, the options, lark's version and Python's, so a changed grammar (or an upgraded lark) is
+    never served a stale parser: it gets a file of its own. Lark's own `cache=` option writes its
+    file in place, where a concurrent process can read it half-written; here the file is written to
+    a temporary name and renamed. Any failure to read or write the cache (no such directory, read
+    only, a damaged file) falls back silently to building: the cache only saves time.
+    """
+    if cache_dir is None:
+        return Lark(grammar, **_LARK_OPTIONS)
+    path = grammar_cache_file(grammar, cache_dir)
+    try:
+        with open(path, "rb") as f:
+            return Lark.load(f)
+    except Exception:  # noqa: BLE001 - missing, unreadable or damaged: build it instead
+        pass
+    parser = Lark(grammar, **_LARK_OPTIONS)
+    try:
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=cache_dir, prefix=path.name, suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                parser.save(f)
+            os.replace(tmp, path)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+    except OSError:
+        pass  # read-only or unusable cache directory: the built parser is just not kept
+    return parser
+
+
 @functools.lru_cache(maxsize=1)
 def _lark() -> Lark:
-    return Lark(_GRAMMAR.read_text(encoding="utf-8"), parser="lalr", lexer="basic",
-                propagate_positions=True, maybe_placeholders=True)
+    return build_lark(_GRAMMAR.read_text(encoding="utf-8"), grammar_cache_dir())
 
 
 @functools.lru_cache(maxsize=1)

@@ -479,15 +479,24 @@ class Pool:
         sim = self.sim
         cx = sim.cx
         s = h.sess
-        saved = (cx.attrs, cx.sess, cx.draw, cx.var)
-        cx.attrs, cx.sess, cx.draw, cx.var = s.attrs, s, s.src, {}
+        # an engine's `admit` amounts may read its schedule `let`s: read them as the engine's
+        # next iteration would, in the end state (no iteration is running when the run ends)
+        eng = sim.stages[self.admitted_by] if self.admitted_by is not None else None
+        saved = (cx.attrs, cx.sess, cx.draw, cx.var, cx.eng)
+        saved_locals = eng.locals if eng is not None else None
         before = [(slot, s.attrs[slot]) for slot, _ in h.stmt.bindings]
         try:
+            if eng is not None:
+                cx.attrs, cx.sess, cx.draw, cx.var, cx.eng = [], None, sim.machine_src, {}, eng
+                eng.locals = [f(cx) for f in eng.let_fns]
+            cx.attrs, cx.sess, cx.draw, cx.var = s.attrs, s, s.src, {}
             evals = self._amounts(h, cx)
         finally:
             for slot, v in before:
                 s.attrs[slot] = v
-            cx.attrs, cx.sess, cx.draw, cx.var = saved
+            cx.attrs, cx.sess, cx.draw, cx.var, cx.eng = saved
+            if eng is not None:
+                eng.locals = saved_locals
         out = []
         for pool, u, r in evals:
             need = roundup(max(u, r) if r is not None else u, pool.block)

@@ -18,6 +18,7 @@ SUBCOMMAND_MODULES = [
     "serq_spec.cli",  # sample, spec
     "serq_fast.cli",  # run, lockstep
     "serq.oracle.cli",  # oracle run | compare
+    "serq.workflow_cli",  # sweep, capacity, plot
 ]
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import logging
 import math
 import os
 from dataclasses import dataclass, field
@@ -182,16 +183,19 @@ class RayExecutor:
         self.ray = ray
         self.started = False
         if not ray.is_initialized():
-            kwargs: dict = {"include_dashboard": False, "log_to_driver": False}
+            kwargs: dict = {"include_dashboard": False, "log_to_driver": False, "logging_level": logging.ERROR}
             if address is None:
                 # a local cluster: its workers import serQ from where this process did
                 here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
                 kwargs["runtime_env"] = {"env_vars": {"PYTHONPATH": here}}
                 if jobs:
                     kwargs["num_cpus"] = jobs
+                # Ray's default (30 s) for a raylet to register is too short on a loaded small
+                # machine: measured 27 s for a start on one idle core here, a failure under load
+                os.environ.setdefault("RAY_raylet_start_wait_time_s", "120")
             try:
                 ray.init(address=address, **kwargs)
-            except (ConnectionError, RuntimeError, ValueError) as exc:
+            except Exception as exc:  # noqa: BLE001 -- Ray raises bare Exception for a failed start
                 raise SerqError(f"--executor ray: cannot start or reach Ray"
                                 f"{' at ' + address if address else ''}: {exc}") from None
             self.started = True

@@ -112,6 +112,7 @@ def search_capacity(spec: RunSpec, name: str, slos: list, reps: int = 3, *, star
         return text, irs[text]
 
     searches = [Search(r, rep_seed(spec.seed, r)) for r in range(reps)]
+    replay = spec.replay_data()
     executor = executor or make_executor()
     evaluations = []
     bar = CountProgress(None, "capacity") if progress else None
@@ -130,7 +131,7 @@ def search_capacity(spec: RunSpec, name: str, slos: list, reps: int = 3, *, star
                                     f"or halvings of {start:g} (give --lo and --hi)")
                 text, ir = ir_at(x)
                 round_tasks.append((s, x, Task(0, ((name, text),), s.rep, s.seed, ir,
-                                               spec.horizon, spec.warmup, spec.arrivals)))
+                                               spec.horizon, spec.warmup, spec.arrivals, replay)))
             if not round_tasks:
                 break
             by_task = {id(t): (s, x) for s, x, t in round_tasks}

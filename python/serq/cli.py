@@ -19,6 +19,7 @@ SUBCOMMAND_MODULES = [
     "serq_fast.cli",  # run, lockstep
     "serq.oracle.cli",  # oracle run | compare
     "serq.workflow_cli",  # sweep, capacity, plot
+    "serq.traces",  # import
 ]
 
 

@@ -93,6 +93,14 @@ class RunSpec:
     horizon: float | None = None
     warmup: float | None = None
     arrivals: int | None = None
+    replay: str | None = None  # a sessions file every run replays (docs/sessions.md, docs/traces.md)
+
+    def replay_data(self) -> dict | None:
+        if self.replay is None:
+            return None
+        from .sessionsfile import read_sessions_file
+
+        return read_sessions_file(self.replay)
 
 
 @dataclass(frozen=True)
@@ -106,6 +114,7 @@ class Task:
     horizon: float | None = None
     warmup: float | None = None
     arrivals: int | None = None
+    replay: dict | None = field(default=None, compare=False, hash=False, repr=False)
 
     @property
     def key(self) -> tuple:
@@ -122,7 +131,7 @@ def run_task(task: Task) -> dict:
     try:
         reqs: list = []
         sim = simulate(task.ir, RunOptions(task.seed, task.horizon, task.warmup, task.arrivals),
-                       file=(task.ir.get("files") or ["program"])[0], records=reqs)
+                       file=(task.ir.get("files") or ["program"])[0], records=reqs, replay=task.replay)
         metrics = summarize(report.build(sim), list(report.record_rows(reqs)))
     except SerqError as exc:
         return {"error": exc.render()}
@@ -406,12 +415,13 @@ def make_tasks(spec: RunSpec, grid: dict, reps: int) -> list:
 
     tasks = []
     names = list(grid)
+    replay = spec.replay_data()
     for point, values in enumerate(itertools.product(*(grid[n] for n in names))):
         settings = tuple(zip(names, values))
         ir = load_ir(spec.path, {**spec.settings, **dict(settings)})
         for rep in range(reps):
             tasks.append(Task(point, settings, rep, rep_seed(spec.seed, rep), ir,
-                              spec.horizon, spec.warmup, spec.arrivals))
+                              spec.horizon, spec.warmup, spec.arrivals, replay))
     return tasks
 
 
@@ -419,8 +429,10 @@ def journal_header(spec: RunSpec, grid: dict) -> dict:
     from serq_fast.simulate import load_ir
 
     base_ir = load_ir(spec.path, spec.settings)
+    replay = spec.replay_data()
     return {"serq_sweep": JOURNAL_VERSION, "program": _ir_digest(base_ir), "settings": spec.settings,
-            "seed": spec.seed, "horizon": spec.horizon, "warmup": spec.warmup, "arrivals": spec.arrivals}
+            "seed": spec.seed, "horizon": spec.horizon, "warmup": spec.warmup, "arrivals": spec.arrivals,
+            "replay": None if replay is None else _ir_digest(replay)}
 
 
 def check_spec(spec: RunSpec, grid: dict, reps: int) -> None:
@@ -428,7 +440,10 @@ def check_spec(spec: RunSpec, grid: dict, reps: int) -> None:
 
     if not isinstance(reps, int) or reps < 1:
         raise SerqError("--reps must be a positive integer")
-    RunOptions(spec.seed, spec.horizon, spec.warmup, spec.arrivals).checked_horizon()
+    RunOptions(spec.seed, spec.horizon, spec.warmup, spec.arrivals, spec.replay is not None).checked_horizon()
+    if spec.replay is not None and reps > 1:
+        raise SerqError("--replay: every replication would be the same run (the sessions file holds "
+                        "every draw, the seed too): use --reps 1")
     both = sorted(set(grid) & set(spec.settings))
     if both:
         raise SerqError(f"{both[0]} is both a --set and a --grid name (give it in one of them)")
@@ -485,12 +500,13 @@ class _MemoryJournal(Journal):
 
 def sweep(path: str, grid: Mapping[str, Iterable[Any]], reps: int = 1, *, seed: int = 1,
           horizon: float | None = None, warmup: float | None = None, arrivals: int | None = None,
-          out: str | None = None, jobs: int | None = None, executor: str = "local",
+          replay: str | None = None, out: str | None = None, jobs: int | None = None, executor: str = "local",
           address: str | None = None, progress: bool = True, **settings: Any) -> SweepResult:
     """Python form of `serq sweep`: GRID {name: [values]}, SETTINGS fixed for every run."""
     from .api import settings_args
 
-    spec = RunSpec(os.fspath(path), parse_settings(settings_args(settings)), seed, horizon, warmup, arrivals)
+    spec = RunSpec(os.fspath(path), parse_settings(settings_args(settings)), seed, horizon, warmup, arrivals,
+                   None if replay is None else os.fspath(replay))
     g = parse_grid(grid)
     check_spec(spec, g, reps)
     return run_sweep(spec, g, reps, out, make_executor(executor, jobs, address), progress)

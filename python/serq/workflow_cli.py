@@ -24,6 +24,8 @@ def _run_options(p) -> None:
                    help="local worker processes (default) or a Ray cluster")
     p.add_argument("--ray-address", metavar="ADDR", default=None,
                    help="the Ray cluster to join (ray.init(address=ADDR); default: start a local one)")
+    p.add_argument("--replay", metavar="S.json", default=None,
+                   help="every run replays this sessions file (serq sample, serq import) instead of drawing")
 
 
 def register(subparsers) -> None:
@@ -79,7 +81,7 @@ def _spec(args):
     from .sweep import RunSpec
 
     return RunSpec(args.file, parse_settings(args.sets), args.seed, args.horizon, args.warmup,
-                   getattr(args, "arrivals", None))
+                   getattr(args, "arrivals", None), args.replay)
 
 
 def _fail(exc: SerqError) -> int:

@@ -54,3 +54,13 @@ def compile_err(text: str, settings: dict | None = None, filename: str = "t.sq")
     with pytest.raises(SerqError) as info:
         compile_source(text, filename, settings or {})
     return info.value
+
+
+def pytest_collection_modifyitems(config, items):
+    """`ray` tests start a local Ray cluster (20-40 s on this machine): only when selected with -m."""
+    if "ray" in (config.option.markexpr or ""):
+        return
+    skip = pytest.mark.skip(reason="starts a local Ray cluster: select with -m ray")
+    for item in items:
+        if item.get_closest_marker("ray") is not None:
+            item.add_marker(skip)

@@ -15,7 +15,7 @@ VLLM = str(ROOT / "examples" / "multi-turn" / "vllm.sq")
 MM1 = str(ROOT / "examples" / "single-turn" / "mm1.sq")
 
 RUN_KEYS = {"horizon", "end", "warmup", "seed", "events", "arrivals", "turns", "ended", "mean_live"}
-STAT_KEYS = {"count", "mean", "ci", "p50", "p99"}
+STAT_KEYS = {"count", "mean", "ci", "p50", "p90", "p99"}
 STAGE_KEYS = {"name", "utilization", "mean_number", "throughput", "completed", "mean_wait", "mean_service", "iterations"}
 POOL_KEYS = {"name", "mean_used", "mean_cached", "mean_queue", "admissions", "evicted_units", "preemptions", "rejected",
              "stuck", "over_cap"}

@@ -18,6 +18,8 @@ SUBCOMMAND_MODULES = [
     "serq_spec.cli",  # sample, spec
     "serq_fast.cli",  # run, lockstep
     "serq.oracle.cli",  # oracle run | compare
+    "serq.workflow_cli",  # sweep, capacity, plot
+    "serq.traces",  # import
     "serq.profile_cli",  # profile
     "serq.fit_cli",  # fit
     "serq.testbed_cli",  # testbed predict

@@ -1,7 +1,7 @@
 """`serq run` and `serq lockstep` (registered into python/serq/cli.py).
 
 Exit codes: 0 success; 1 a lockstep divergence; 2 bad input (usage, program, settings) or a
-run-time error of docs/language.md §11.9 — always a one-paragraph message, never a traceback.
+run-time error of language.md §11.9 — always a one-paragraph message, never a traceback.
 """
 
 from __future__ import annotations
@@ -11,9 +11,7 @@ import math
 import os
 import sys
 
-DEFAULT_HORIZON = 600.0  # seconds of simulated time (docs/report.md)
-DEFAULT_WARMUP_FRACTION = 0.1  # of the horizon
-
+from serq_fast.simulate import DEFAULT_HORIZON, DEFAULT_WARMUP_FRACTION
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
@@ -34,6 +32,8 @@ def register(subparsers) -> None:
     p.add_argument("--records", metavar="PATH", help="write one row per request (CSV, or Parquet for *.parquet)")
     p.add_argument("--replay", metavar="S.json", help="replay a sessions file from `serq sample` instead of drawing")
     p.add_argument("--states", metavar="PATH", help="write the per-step state lines of docs/state.md ('-' = stdout)")
+    p.add_argument("--plot", metavar="FIG.png|svg",
+                   help="draw the run's time series (queues, KV used/cached, batch sizes; needs serq[plot])")
     p.set_defaults(func=cmd_run)
 
     q = subparsers.add_parser(
@@ -67,83 +67,42 @@ def _err(msg: str) -> int:
 def load_ir(path: str, sets: list, profile: str | None = None) -> dict:
     """The IR of FILE with its settings and profile (serq.irfile: a checked `.json` IR or a
     compiled program); raises serq.errors.SerqError."""
-    from serq.irfile import read_program
+    from serq_fast.simulate import load_ir as load
 
-    return read_program(path, sets, profile)
-
-
-def default_warmup(ir: dict, horizon: float) -> float:
-    """10 % of a finite horizon, so that statistics describe the steady state an open or closed
-    workload settles into; but 0 for a `batch(n)` workload (and an infinite horizon): its sessions
-    all start at time 0 and there is no steady state to wait for, so a warm-up would only discard
-    the run (the replay and oracle examples finished before 10 % of 600 s and reported 0 turns)."""
-    kind = (ir.get("workload", {}).get("arrival") or {}).get("kind")
-    if not math.isfinite(horizon) or kind == "batch":
-        return 0.0
-    return DEFAULT_WARMUP_FRACTION * horizon
-
-
-def _progress(now: float, horizon: float) -> None:
-    if math.isfinite(horizon) and horizon > 0:
-        frac = min(1.0, now / horizon)
-        bar = "#" * int(frac * 30)
-        sys.stderr.write(f"\r[{bar:<30}] {frac:6.1%}  t = {now:.1f} s")
-    else:
-        sys.stderr.write(f"\rt = {now:.1f} s")
-    sys.stderr.flush()
+    return load(path, sets, profile)
 
 
 def cmd_run(args) -> int:
+    from serq.errors import SerqError
     from serq_fast import report
-    from serq_fast.expr import RunError, name_files
+    from serq_fast.simulate import RunOptions, simulate
 
+    opts = RunOptions(seed=args.seed, horizon=args.horizon, warmup=args.warmup,
+                      arrivals=args.arrivals, replay=bool(args.replay))
     try:
-        from serq.errors import SerqError
-    except ImportError:  # pragma: no cover
-        SerqError = ValueError  # noqa: N806
-    if args.seed < 0:
-        return _err("--seed must be a non-negative integer")
-    horizon = DEFAULT_HORIZON if args.horizon is None else args.horizon
-    if args.replay and args.horizon is None:
-        horizon = math.inf
-    if not (horizon > 0):
-        return _err(f"--horizon must be positive, got {args.horizon}")
-    if math.isinf(horizon) and not args.replay and args.arrivals is None:
-        return _err("--horizon inf needs --arrivals N or --replay (the run would never end)")
-    warmup = args.warmup
-    if warmup is not None and (warmup < 0 or not math.isfinite(warmup) or warmup >= horizon):
-        return _err(f"--warmup must be in [0, horizon), got {warmup:g}")
-    if args.arrivals is not None and args.arrivals < 1:
-        return _err("--arrivals must be a positive integer")
-    if args.json and args.states == "-":
-        return _err("--json and --states - would both write to standard output: give --states a file")
-    if args.arrivals is not None and args.replay:
-        # the engine would stop the replay once N sessions had arrived and none was live
-        return _err("--arrivals does not combine with --replay: the sessions file holds the arrivals "
-                    "(sample N sessions with `serq sample FILE --seed S --sessions N`)")
-    try:
+        opts.checked_horizon()
+        if args.json and args.states == "-":
+            raise SerqError("--json and --states - would both write to standard output: give --states a file")
         ir = load_ir(args.file, args.sets, args.profile)
-    except SerqError as exc:
-        print(exc.render() if hasattr(exc, "render") else str(exc), file=sys.stderr)
-        return 2
-    except (OSError, ValueError) as exc:
-        return _err(str(exc))
-    if warmup is None:
-        warmup = default_warmup(ir, horizon)
-    if args.records:
-        try:
-            report.check_records_path(args.records)
-        except RuntimeError as exc:
-            return _err(str(exc))
-    replay = None
-    if args.replay:
-        from serq.sessionsfile import read_sessions_file
+        if args.records:
+            try:
+                report.check_records_path(args.records)
+            except RuntimeError as exc:
+                raise SerqError(str(exc)) from None
+        series = None
+        if getattr(args, "plot", None):
+            from serq.timeseries import Series, check_plot_path
 
-        try:
+            check_plot_path(args.plot)
+            series = Series()
+        replay = None
+        if args.replay:
+            from serq.sessionsfile import read_sessions_file
+
             replay = read_sessions_file(args.replay)
-        except SerqError as exc:
-            print(exc.render(), file=sys.stderr)
-            return 2
+    except SerqError as exc:
+        print(exc.render(), file=sys.stderr)
+        return 2
     states_out = None
     states_cb = None
     if args.states:
@@ -155,39 +114,20 @@ def cmd_run(args) -> int:
 
         states_cb = lambda line: states_out.write(dump_line(line) + "\n")  # noqa: E731
     records = [] if args.records else None
-    progress = _progress if (sys.stderr.isatty() and not args.states) else None
-    from serq_fast.engine import Sim
+    from serq.progress import run_progress
 
+    progress = None if args.states else run_progress()
     try:
-        sim = Sim(ir, seed=args.seed if replay is None else int(replay.get("seed", args.seed)),
-                  horizon=horizon, warmup=warmup, arrivals=args.arrivals, replay=replay,
-                  states=states_cb, records=records, progress=progress)
-        sim.run()
-    except RunError as exc:
-        if progress:
-            sys.stderr.write("\n")
-        hint = ""
-        if replay is not None and str(exc).startswith("replay:"):
-            from serq.sessionsfile import sampling_difference
-
-            hint = f" (the sessions file {args.replay} does not fit the program: "
-            why = sampling_difference(replay, ir, os.path.basename(args.file))
-            if why is not None:
-                hint += why + ")"
-            else:  # the file does not say how it was sampled
-                hint += "was it sampled with --horizon T? replay with the same --horizon)"
-        return _err(f"run-time error: {name_files(str(exc), ir.get('files') or [args.file])}{hint}")
-    except (KeyError, TypeError, IndexError, ValueError) as exc:
-        if not args.file.endswith(".json"):
-            raise      # the front-end's IR: a bug of ours, not bad input
-        # an IR file made by hand: its declarations passed serq.irfile, a statement did not
-        return _err(f"malformed IR in {args.file} ({type(exc).__name__}: {exc}); produce IR with "
-                    "`serq ir FILE` (docs/ir.md gives the format)")
+        sim = simulate(ir, opts, file=args.file, replay=replay, replay_path=args.replay,
+                       states=states_cb, records=records, progress=progress, series=series)
+    except SerqError as exc:
+        print(exc.render(), file=sys.stderr)
+        return 2
     finally:
+        if progress:
+            progress.close()
         if states_out is not None and states_out is not sys.stdout:
             states_out.close()
-    if progress:
-        sys.stderr.write("\r" + " " * 60 + "\r")
     rep = report.build(sim)
     if args.json:
         sys.stdout.write(report.to_json(rep) + "\n")
@@ -200,6 +140,12 @@ def cmd_run(args) -> int:
             return _err(f"--records {args.records}: cannot write: {exc.strerror or exc}")
         except RuntimeError as exc:
             return _err(str(exc))
+    if series is not None:
+        try:
+            series.plot(args.plot, title=os.path.basename(args.file))
+        except SerqError as exc:
+            print(exc.render(), file=sys.stderr)
+            return 2
     return 0
 
 

@@ -111,6 +111,7 @@ class Sim:
         self.states = states  # callable(line dict) or None: lockstep / state output
         self.records = records  # list to append per-turn rows to, or None
         self.progress = progress
+        self.series = None  # an optional sampler of the state over time (serq.timeseries)
         self.max_steps = max_steps
         self.now = 0.0
         self.seq = 0
@@ -553,6 +554,8 @@ class Sim:
         self.sample()
 
     def sample(self) -> None:
+        if self.series is not None:
+            self.series.observe(self)
         # time averages are reset at the warm-up, so nothing before it needs sampling
         if not self.measuring:
             return

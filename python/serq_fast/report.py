@@ -7,6 +7,8 @@ import json
 import math
 import os
 
+from serq.atomic import replacing
+
 
 def _f(x):
     """A report number: finite floats as they are, non-finite as null."""
@@ -57,7 +59,7 @@ def build(sim) -> dict:
     observe = {}
     for name, st in zip(sim.observe_names, sim.obs_stats):
         s = st.summary(with_cv2=True)
-        observe[name] = {k: _f(s[k]) for k in ("count", "mean", "ci", "cv2", "p50", "p99")}
+        observe[name] = {k: _f(s[k]) for k in ("count", "mean", "ci", "cv2", "p50", "p90", "p99")}
     gauges = {name: {k: _f(v) for k, v in g.summary(end).items()}
               for name, g in zip(sim.gauge_names, sim.gauges)}
     stages = []
@@ -172,6 +174,16 @@ def to_text(rep: dict, notes_: list | None = None) -> str:
 
 
 RECORD_COLUMNS = ["session", "turn", "submit", "first_token", "completion", "ttft", "response", "prompt", "output", "hit"]
+# The Parquet types of the columns (docs/report.md): serials and turn numbers are whole; amounts
+# are numbers of the language (whole for tokens, but a program may hold fractions), so float64.
+RECORD_TYPES = {"session": "int64", "turn": "int64"}
+
+
+def record_schema():
+    import pyarrow as pa
+
+    return pa.schema([(c, pa.int64() if RECORD_TYPES.get(c) == "int64" else pa.float64())
+                      for c in RECORD_COLUMNS])
 
 
 def record_rows(reqs):
@@ -211,9 +223,10 @@ def write_records(path: str, reqs) -> None:
         import pyarrow.parquet as pq
 
         cols = {c: [r[i] for r in rows] for i, c in enumerate(RECORD_COLUMNS)}
-        pq.write_table(pa.table(cols), path)
+        with replacing(path) as tmp:
+            pq.write_table(pa.table(cols, schema=record_schema()), tmp)
         return
-    with open(path, "w", newline="") as f:
+    with replacing(path) as tmp, open(tmp, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(RECORD_COLUMNS)
         for r in rows:

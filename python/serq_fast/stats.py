@@ -1,6 +1,6 @@
 """Streaming statistics with bounded memory (docs/language.md §11.9; the method is in docs/report.md).
 
-`Sample` keeps count, Welford mean and variance, a batch-means CI and p50/p99:
+`Sample` keeps count, Welford mean and variance, a batch-means CI and p50/p90/p99:
 - up to `EXACT_LIMIT` samples it stores them and everything is the exact §11.9 definition
   (20 batches of ⌊n/20⌋ in recording order, tail dropped, half-width 2.093·sqrt(s²/20);
   quantile = the ⌈q·n⌉-th smallest);
@@ -130,6 +130,7 @@ class Sample:
             "mean": self.mean if self.n else None,
             "ci": self.ci(),
             "p50": self.quantile(0.5),
+            "p90": self.quantile(0.9),
             "p99": self.quantile(0.99),
         }
         if with_cv2:

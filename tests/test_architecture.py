@@ -15,7 +15,11 @@ ROOT = Path(__file__).resolve().parents[1]
 PY = ROOT / "python"
 OURS = ("serq", "serq_spec", "serq_fast", "serq_lean")
 # what an engine may use of the front-end package: reading programs and sessions, exact values, draws
-SHARED = {"serq", "serq.wire", "serq.exact", "serq.draws", "serq.errors", "serq.irfile", "serq.sessionsfile"}
+SHARED = {"serq", "serq.wire", "serq.exact", "serq.draws", "serq.errors", "serq.irfile", "serq.sessionsfile",
+          "serq.atomic", "serq.progress", "serq.timeseries"}
+# the layer above the engines (docs/architecture.md): it may use them, nothing below may use it
+APPLICATION = {"serq.api", "serq.sweep", "serq.capacity", "serq.plot", "serq.workflow_cli", "serq.testbed",
+               "serq.testbed_cli"}
 
 
 def module_name(path: Path) -> str:
@@ -65,7 +69,9 @@ def violations(path: Path, deps: set[str]) -> list[str]:
             bad.append(f"{mod} imports {d}: only serq_fast.lockstep runs the reference")
         elif top == "serq_fast" and dtop == "serq_lean":
             bad.append(f"{mod} imports {d}: the fast engine has no Lean backend")
-        elif top == "serq" and not mod.startswith("serq.oracle") and dtop != "serq":
+        elif d in APPLICATION and mod not in APPLICATION and mod != "serq":
+            bad.append(f"{mod} imports {d}: nothing below the application layer uses it")
+        elif top == "serq" and not mod.startswith("serq.oracle") and mod not in APPLICATION and dtop != "serq":
             bad.append(f"{mod} imports {d}: the front-end does not depend on an engine")
         elif mod in ("serq.oracle.scenario", "serq.oracle.compare"):
             bad.append(f"{mod} imports {d}: it must load with the standard library alone "

@@ -38,7 +38,7 @@ DISTS = ARITY  # the laws of §4.3 and how many arguments each takes (serq.draws
 
 EV_TOKENS_CAP = {"running.count", "running.decoding", "running.kv_decode", "running.kv_prefill", "waiting.count"}
 EV_SCHEDULE = EV_TOKENS_CAP | {"running.preempted", "waiting.admitted", "batch.tokens", "batch.prefilled"}
-EV_EXECUTE = {"running.count", "waiting.count", "batch.tokens", "batch.prefilled", "batch.decoding",
+EV_EXECUTE = {"running.count", "waiting.count", "batch.tokens", "batch.prefilled", "batch.decoding", "batch.prefilling",
               "batch.kv_decode", "batch.kv_prefill", "batch.attention"}
 EV_ALL = EV_SCHEDULE | EV_EXECUTE
 

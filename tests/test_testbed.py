@@ -160,3 +160,24 @@ def test_live_engine_agrees_with_model(tmp_path, request):
     assert rc.returncode == 0, rc.stderr[-3000:]
     real = json.loads((tmp_path / "live.trace.json").read_text())
     assert compare_traces(real, run_scenario(load_scenario(path), "fast")) == []
+
+
+def test_predict_command_compares_a_committed_run():
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "serq.cli", "testbed", "predict", *map(str, args)], cwd=ROOT,
+                              env={**os.environ, "PYTHONPATH": str(ROOT / "python")}, capture_output=True, text=True)
+
+    ok = run(DATA / "val_s2.scenario.json", "--measured", DATA / "val_s2-r1.requests.csv",
+             "--profile", DATA / "profile.json", "--json")
+    assert ok.returncode == 0, ok.stderr
+    cmp = json.loads(ok.stdout)
+    assert cmp["requests"] == 80 and not cmp["unpredicted"]
+    for m in ("ttft", "tpot", "response"):
+        assert cmp[m]["n"] > 0 and cmp[m]["predicted"]["mean"] > 0
+    # a step-clock workload is refused with the reason, as is a file that is not a profile
+    bad = run(DATA / "cal_light.scenario.json", "--measured", DATA / "val_s2-r1.requests.csv",
+              "--profile", DATA / "profile.json")
+    assert bad.returncode == 2 and "wall-clock" in bad.stderr and "Traceback" not in bad.stderr
+    bad = run(DATA / "val_s2.scenario.json", "--measured", DATA / "val_s2-r1.requests.csv",
+              "--profile", DATA / "val_s2.scenario.json")
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr

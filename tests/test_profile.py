@@ -324,3 +324,9 @@ def test_the_validation_table_is_current():
     result = subprocess.run([sys.executable, str(ROOT / "tools" / "roofline_table.py"), "--check"],
                             capture_output=True, text=True, timeout=60, env={**os.environ})
     assert result.returncode == 0, result.stderr
+
+
+def test_docs_list_every_catalog_entry():
+    text = (ROOT / "docs" / "profiles.md").read_text(encoding="utf-8")
+    for name in [*CATALOG["gpus"], *CATALOG["models"], *shipped_profiles()]:
+        assert f"`{name}`" in text, name

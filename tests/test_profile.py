@@ -330,3 +330,12 @@ def test_docs_list_every_catalog_entry():
     text = (ROOT / "docs" / "profiles.md").read_text(encoding="utf-8")
     for name in [*CATALOG["gpus"], *CATALOG["models"], *shipped_profiles()]:
         assert f"`{name}`" in text, name
+
+
+def test_list_shows_the_catalog_with_sources(capsys):
+    rc, out, _ = run_cli(["profile", "--list"], capsys)
+    assert rc == 0
+    for name in [*CATALOG["gpus"], *CATALOG["models"], *CATALOG["sources"]]:
+        assert name in out, name
+    rc, out, err = run_cli(["profile", "--model", "qwen3-8b"], capsys)
+    assert rc == 2 and "give --gpu NAME" in err and "a100-80g" in err

@@ -466,14 +466,8 @@ def run_sweep(spec: RunSpec, grid: dict, reps: int, out: str | None = None, exec
     executor = executor or make_executor()
     bar = CountProgress(len(tasks), "sweep", done=len(tasks) - len(todo)) if progress else None
     try:
-        for task, row in executor.map_unordered(run_task, todo):
-            if "error" in row:
-                at = ", ".join(f"{k}={v}" for k, v in task.settings)
-                raise SerqError(f"the run at {at}, rep {task.rep} (seed {task.seed}) failed: "
-                                + row["error"].removeprefix("serq: error: "))
+        for task, row in finished_runs(executor, todo, bar):
             journal.add(task, row)
-            if bar:
-                bar.update()
     finally:
         if bar:
             bar.close()
@@ -484,6 +478,19 @@ def run_sweep(spec: RunSpec, grid: dict, reps: int, out: str | None = None, exec
         write_table(runs, out)
         write_table(points, points_path(out))
     return SweepResult(runs, points, len(todo), len(tasks) - len(todo))
+
+
+def finished_runs(executor, tasks: list, bar=None) -> Iterator[tuple]:
+    """(task, row) for each of TASKS as it finishes; a run that failed stops everything with its
+    message, naming the run."""
+    for task, row in executor.map_unordered(run_task, tasks):
+        if "error" in row:
+            at = ", ".join(f"{k}={v}" for k, v in task.settings)
+            raise SerqError(f"the run at {at}, rep {task.rep} (seed {task.seed}) failed: "
+                            + row["error"].removeprefix("serq: error: "))
+        if bar:
+            bar.update()
+        yield task, row
 
 
 class _MemoryJournal(Journal):

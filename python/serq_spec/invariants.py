@@ -57,7 +57,7 @@ def check_invariants(cfg, previous_now=None) -> list[str]:
         if st.content is not None:
             bad += content_invariants(cfg, p)
         elif held + leased != st.used:
-            bad.append(f"pool {name}: used {st.used} != sum of holders' and leases' allocations {held + leased}")
+            bad.append(f"pool {name}: used {st.used} != sum of holders' allocations and leases {held + leased}")
         if [x for _, x in sorted(order)] != st.holders:
             bad.append(f"pool {name}: holders {st.holders} are not the holding sessions in admission order")
         owners = [e.owner for e in st.entries]

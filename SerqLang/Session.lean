@@ -403,7 +403,8 @@ def endScope (serial : Nat) (stmt : Nat × Nat) (pools : List Nat) : M Unit := d
       modifySession serial fun s => { s with request := none }
 
 /-- sessions.py `lease_clause`: the hold's `lease P (t)` read at its scope end (Session moment):
-`(p, endsAt)`, endsAt = now + t or none for t = inf; none without a clause or with t = 0. -/
+`(p, endsAt)`, endsAt = now + t or none for t = inf; none without a clause, with t = 0, or when
+the hold no longer holds P. -/
 def leaseClause (serial : Nat) (hold : HoldState) : M (Option (Nat × Option Rat)) := do
   let st ← stmtAt hold.stmt
   let some l := (match st.stmt with | .hold h => h.lease | _ => none) | return none
@@ -412,8 +413,8 @@ def leaseClause (serial : Nat) (hold : HoldState) : M (Option (Nat × Option Rat
   if Value.lt t Value.zero then
     specError s!"a lease time must be >= 0 seconds, got {t.toWire}" (some st.loc)
   let p ← resolveRef env l.pool.base l.pool.count l.pool.index
-  if !hold.pools.contains p then
-    specError s!"the hold leases pool {← poolName p}, which it does not hold" (some st.loc)
+  -- nothing to lease: P was released early (`release P;`), or is not the hold's
+  if !hold.pools.contains p then return none
   match t with
   | .fin q => if q == 0 then return none else return some (p, some ((← getCfg).now + q))
   | _ => return some (p, none)   -- +inf (−inf was refused above)

@@ -836,8 +836,9 @@ def find_part(s, pool: Pool):
 
 
 def _lease_clause(sim, s, h: Hold):
-    """The hold's `lease P (t)` read as its scope ends: (pool, until), until = now + t or None for
-    t = inf; None without the clause or with t = 0 (then it is released as without one)."""
+    """The hold's `lease P (t)` read as its scope ends: (pool, ends_at), ends_at = now + t or None
+    for t = inf; None without the clause, with t = 0, or when the hold no longer holds the pool
+    (then it ends as without the clause)."""
     clause = h.stmt.lease
     if clause is None:
         return None
@@ -852,10 +853,8 @@ def _lease_clause(sim, s, h: Hold):
         cx.attrs, cx.sess, cx.draw, cx.var = saved
     if not t >= 0:
         raise RunError(f"a lease time must be >= 0 seconds, got {t} at {at_text(h.stmt.at)}")
-    if pool not in h.pools:
-        raise RunError(f"the hold leases pool {pool.name}, which it does not hold at {at_text(h.stmt.at)}")
-    if t == 0:
-        return None
+    if t == 0 or not any(q.pool is pool for q in h.parts):
+        return None  # nothing to lease: released early (`release P;`), or not the hold's pool
     return pool, (None if math.isinf(t) else sim.now + t)
 
 

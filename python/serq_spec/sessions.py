@@ -318,8 +318,9 @@ def scope_end(cfg, s) -> None:
 
 
 def lease_clause(cfg, s, hold):
-    """The hold's `lease P (t)` read at its scope end (Session moment, §11.4): (p, until), until =
-    now + t or None for t = inf; None without a clause or with t = 0 (released as without one)."""
+    """The hold's `lease P (t)` read at its scope end (Session moment, §11.4): (p, ends_at), ends_at
+    = now + t or None for t = inf; None without a clause, with t = 0, or when the hold no longer
+    holds P (the hold then ends as without the clause; docs/spec.md "Leases")."""
     stmt = cfg.program.stmt(hold.stmt)
     lease = stmt.get("lease")
     if lease is None:
@@ -330,11 +331,8 @@ def lease_clause(cfg, s, hold):
     if t < 0:
         raise SpecError(f"a lease time must be >= 0 seconds, got {V.wire(t)}", at, cfg.program.files)
     p = resolve_ref(env, lease["pool"])
-    if p not in hold.pools:
-        raise SpecError(f"the hold leases pool {cfg.program.pools[p]['name']}, which it does not hold", at,
-                        cfg.program.files)
-    if t == 0:
-        return None
+    if t == 0 or p not in hold.pools:
+        return None   # nothing to lease: P was released early (`release P;`), or is not the hold's
     return p, (None if V.is_inf(t) else cfg.now + t)
 
 

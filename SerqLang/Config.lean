@@ -95,7 +95,7 @@ def HoldState.setBlocks (h : HoldState) (i : Nat) (b : List Nat) : HoldState :=
 /-- config.py `HoldState.content_of`: `(p, n, h)` of pool slot i, or none. -/
 def HoldState.contentOf (h : HoldState) (i : Nat) : Option Content.Clause := (h.content.getD i none)
 
-/-- config.py `Lease` (language.md §11.4 `lease P (t)`): the part on pool `pool` of a hold whose
+/-- config.py `Lease` (docs/language.md §11.4 `lease P (t)`): the part on pool `pool` of a hold whose
 scope ended, kept by session `serial` — in the pool's `used`, not a holder, not a cache entry —
 until `release P`, its `lease_end` event at `endsAt` (none for t = inf) or the session's end.
 config.py keeps a pool's leases in its `PoolState`; here `Config.leases` holds every pool's, each

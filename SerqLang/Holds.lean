@@ -237,7 +237,7 @@ def splitPart (hold : HoldState) (i : Nat) : HoldState × HoldState :=
                           content := dropAt hold.content i }
   (part, rest)
 
-/-! ## Leases (language.md §11.4 `lease P (t)`) -/
+/-! ## Leases (docs/language.md §11.4 `lease P (t)`) -/
 
 /-- pools.py `lease_of`: the session's lease on pool `p` (at most one per pool). -/
 def leaseOf (p serial : Nat) : M (Option Lease) := do

@@ -161,7 +161,7 @@ inductive RunMode where
   | decode
   deriving DecidableEq, Inhabited
 
-/-- docs/ir.md hold `lease`: `lease P (t)` (language.md §11.4), the pool and the time read at the
+/-- docs/ir.md hold `lease`: `lease P (t)` (docs/language.md §11.4), the pool and the time read at the
 scope's end. -/
 structure LeaseDecl where
   pool : Ref

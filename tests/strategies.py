@@ -100,7 +100,7 @@ def vllm_programs(draw, content: bool = False, lag: bool = False, arrivals: bool
     and its request block may stop by EOS (`eos (…)`: always, never, by the output length or by a
     draw of the session stream). With `arrivals` the workload arrives by `poisson`, `renewal` or
     `closed` instead of `batch` (drawn last). With `lease` the request block leases kv past the
-    request (`lease kv (t)`, language.md §11.4: t = inf, 0, a constant or a draw) and the server
+    request (`lease kv (t)`, docs/language.md §11.4: t = inf, 0, a constant or a draw) and the server
     releases it before its next call (a pinned waiting prefix) or right after the call (drawn after
     everything else). Without them the draws and the text are exactly those of before (the
     lockstep tests replay them)."""

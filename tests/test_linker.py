@@ -314,7 +314,7 @@ CASES = {
     "function-arity": (server("set x = @@floor(1, 2);"), "takes exactly 1"),
     "blocksize-arity": (server("set x = @@blocksize(kv, kv);"), "exactly 1 argument"),
     "second-workload": (edit(SERVER, SERVER + "\n  @@workload { arrive none; }"), "second `workload`"),
-    # ---- language.md §11.4 `lease P (t)`
+    # ---- docs/language.md §11.4 `lease P (t)`
     "lease-other-pool": (server("hold live (1) { run cpu (1); } lease @@kv (3);"), "does not take"),
     "lease-negative-time": (server("hold live (1) { run cpu (1); } lease live (@@-1);"), "must be >= 0"),
     "lease-request-twice": (edit("      decode (q - 1 - (need - p)) growing kv;\n",
@@ -518,7 +518,7 @@ def test_one_error_is_reported_once():
 
 
 def test_lease_clause_in_the_ir():
-    """`lease P (t)` (language.md §11.4) on an explicit hold and in a request block: the hold's IR
+    """`lease P (t)` (docs/language.md §11.4) on an explicit hold and in a request block: the hold's IR
     carries `lease` {pool, time}; a hold without the clause has no `lease` key (docs/ir.md)."""
     ir = compile_ok(server("hold live (1) { run cpu (1); } cache (1) lease live (3/2);"))
     holds = [s for b in ir["blocks"] for s in b if s["op"] == "hold"]

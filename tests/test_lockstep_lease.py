@@ -1,4 +1,4 @@
-"""Lockstep of serq_spec and serq_fast on `lease P (t)` (language.md §11.4): hand-written programs
+"""Lockstep of serq_spec and serq_fast on `lease P (t)` (docs/language.md §11.4): hand-written programs
 whose leases end by `release`, by their time and by the session's end, and the seeded fault
 `lease_evictable` (docs/fast.md "Seeded faults") that the comparison must catch."""
 

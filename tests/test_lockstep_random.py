@@ -115,7 +115,7 @@ LEASE_EXAMPLES = max(20, EXAMPLES // 4)
           suppress_health_check=list(HealthCheck))
 @given(st.booleans(), st.booleans().flatmap(lambda arrivals: strategies.vllm_programs(arrivals=arrivals, lease=True)))
 def test_random_lease_programs_agree(every_step, case):
-    """`lease kv (t)` on the request (language.md §11.4), released before the session's next call
+    """`lease kv (t)` on the request (docs/language.md §11.4), released before the session's next call
     or right after the call, with and without the decode fast-forward, under batch and open or
     closed arrivals."""
     if every_step:

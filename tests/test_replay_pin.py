@@ -1,5 +1,5 @@
 """CHECK 2 of examples/replay/vllm_replay.sq: pinned vs unpinned waiting prefixes (`pin`, the
-language's `lease`, language.md §11.4) on the small trace data/pin_check.csv, whose header
+language's `lease`, docs/language.md §11.4) on the small trace data/pin_check.csv, whose header
 derives the per-turn prefill tokens by hand. Both engines must give exactly those numbers."""
 
 from __future__ import annotations

@@ -1385,7 +1385,7 @@ class Linker:
         return hold
 
     def lease_clause(self, node: Node, refs: list, c: Ctx) -> dict | None:
-        """`lease P (t)` (language.md §11.4): P is one of the hold's pools; t is read in the Session
+        """`lease P (t)` (docs/language.md §11.4): P is one of the hold's pools; t is read in the Session
         moment when the scope ends (0 = no lease, inf = until `release P` or the session's end).
         The key is present only on a hold with the clause, so other programs' IR is unchanged."""
         ref = self.ref(node.ref, "pool", c)

@@ -87,7 +87,7 @@ class Part:
 
 
 class Lease:
-    """A Part kept past its hold's scope (language.md §11.4 `lease P (t)`): in the pool's `used`,
+    """A Part kept past its hold's scope (docs/language.md §11.4 `lease P (t)`): in the pool's `used`,
     not among its holders (no victim), not an entry (never evicted); `ends_at` is the time of its
     lease-end event (None for t = inf). `hold` keeps the statement whose `cache` clause applies."""
 
@@ -138,7 +138,7 @@ class HoldStmt:
         self.bindings = [(b["slot"], c(b["expr"])) for b in st.get("bindings", [])]
         self.body = st["body"]
         self.cache = c(st.get("cache"))
-        lease = st.get("lease")   # `lease P (t)` (language.md §11.4), read at the scope's end
+        lease = st.get("lease")   # `lease P (t)` (docs/language.md §11.4), read at the scope's end
         self.lease = None if lease is None else (compile_ref(lease["pool"], sim, "pool"), c(lease["time"]))
         if lease is not None:
             ref = lease["pool"]

@@ -194,7 +194,7 @@ class QueueItem:
 
 @dataclass
 class Lease:
-    """`lease P (t)` (language.md §11.4): the part on P of a hold whose scope ended, kept by its
+    """`lease P (t)` (docs/language.md §11.4): the part on P of a hold whose scope ended, kept by its
     session — counted in P's `used`, not a holder (so never a preemption victim), not a cache
     entry (so never evicted) — until `release P`, its `lease_end` event (`ends_at`) or `end`."""
     serial: int

@@ -26,12 +26,13 @@ inductive DrawStream where
   deriving Inhabited, DecidableEq
 
 /-- The argument of an event: arrive → serial; finish → [stage, serial]; iter_end → stage;
-warmup_end → null. -/
+lease_end → [pool, serial]; warmup_end → null. -/
 inductive EventArg where
   | none
   | serial (n : Nat)
   | stageSerial (stage serial : Nat)
   | stage (i : Nat)
+  | poolSerial (pool serial : Nat)
   deriving Inhabited, DecidableEq
 
 /-- config.py `Event`: a pending event; the list order is `(time, seq)`. -/
@@ -93,6 +94,18 @@ def HoldState.setBlocks (h : HoldState) (i : Nat) (b : List Nat) : HoldState :=
 
 /-- config.py `HoldState.content_of`: `(p, n, h)` of pool slot i, or none. -/
 def HoldState.contentOf (h : HoldState) (i : Nat) : Option Content.Clause := (h.content.getD i none)
+
+/-- config.py `Lease` (docs/language.md §11.4 `lease P (t)`): the part on pool `pool` of a hold whose
+scope ended, kept by session `serial` — in the pool's `used`, not a holder, not a cache entry —
+until `release P`, its `lease_end` event at `endsAt` (none for t = inf) or the session's end.
+config.py keeps a pool's leases in its `PoolState`; here `Config.leases` holds every pool's, each
+with its pool index (`PoolState` lives in `SerqLang.Pool`, below `HoldState`). -/
+structure Lease where
+  pool : Nat
+  serial : Nat
+  part : HoldState
+  endsAt : Option Rat
+  deriving Inhabited
 
 /-- config.py `Request`: the client-metric mark of an engine call. -/
 structure Request where
@@ -221,6 +234,8 @@ structure Config where
   counters : Counters := {}
   warm : Bool := false
   steps : Nat := 0
+  /-- every pool's leases (config.py `PoolState.leases`), each pool's in the order they began -/
+  leases : List Lease := []
   deriving Inhabited
 
 end SerqLang

@@ -168,26 +168,28 @@ def unitsInt (v : Value) (what : String) (loc : Option Loc) : M Rat := do
   | .ok n => return n
   | .error e => specError e loc
 
-/-- pools.py `release_hold`: release every pool of the hold, caching per its `cache` clause. -/
-def releaseHold (serial : Nat) (hold : HoldState) (preempted : Bool) : M Unit := do
+/-- pools.py `cache_amount`: ℓ of the hold's `cache (ℓ)` clause read now (Session moment), or none. -/
+def cacheAmount (serial : Nat) (hold : HoldState) : M (Option Value) := do
   let st ← stmtAt hold.stmt
   let cacheExpr := match st.stmt with
     | .hold h => h.cache
     | _ => none
-  let ell ← match cacheExpr with
-    | none => pure none
-    | some ce => do
-      return some (← evaluate { session := some serial, stream := hold.stream, loc := some st.loc } ce)
+  match cacheExpr with
+  | none => return none
+  | some ce => return some (← evaluate { session := some serial, stream := hold.stream, loc := some st.loc } ce)
+
+/-- pools.py `release_slots`: each pool's allocation leaves `used` and, with ℓ, a fresh entry of
+round_down(min(ℓ, computed)) is cached; the holders lists are the caller's (a lease is no holder). -/
+def releaseSlots (serial : Nat) (hold : HoldState) (ell : Option Value) (preempted : Bool) : M Unit := do
   let mut i := 0
   for p in hold.pools do
     let alloc := hold.alloc.getD i 0
     if (← pool p).content.isSome then
       -- `used` drops per block reaching no reference (content.py `release`)
       ContentPool.release p (hold.blocksOf i).2
-      let ps ← pool p
-      setPool p { ps with holders := ps.holders.erase serial }
     else
-      setPool p (Pool.giveBack (← pool p) serial alloc)
+      let ps ← pool p
+      setPool p { ps with used := ps.used - alloc }
     let mut kept : Rat := 0
     if let some ell := ell then
       if (← cachesIn p) then
@@ -207,31 +209,80 @@ def releaseHold (serial : Nat) (hold : HoldState) (preempted : Bool) : M Unit :=
     modifyRec fun r => { r with released := r.released.push (.arr [.nat serial, .str name, CJ.amt kept]) }
     i := i + 1
 
+/-- pools.py `release_hold`: release every pool of the hold, caching per its `cache` clause. -/
+def releaseHold (serial : Nat) (hold : HoldState) (preempted : Bool) : M Unit := do
+  let ell ← cacheAmount serial hold
+  for p in hold.pools do
+    let ps ← pool p
+    setPool p { ps with holders := ps.holders.erase serial }
+  releaseSlots serial hold ell preempted
+
 /-- Remove the `i`-th element of a list. -/
 def dropAt {α : Type} (l : List α) (i : Nat) : List α := l.eraseIdx i
 
-/-- pools.py `release_pool_early`: `release P;` releases the hold's allocation on P now, caching
-per the hold's `cache` clause; the rest of the hold stays until its scope ends. -/
-def releasePoolEarly (serial p : Nat) (loc : Option Loc) : M Unit := do
-  let s ← session serial
-  let some k := holdIndex s p
-    | specError s!"release of pool {← poolName p} outside a hold of it" loc
-  let hold := s.holds.getD k default
-  let i := hold.slot p
-  -- `blocks_of(i)` pads the hold's block lists up to slot i before the part is cut out
+/-- pools.py `split_part`: pool slot `i` of `hold` as a one-pool hold (same statement, stream and
+admission: its `cache` clause still applies), and the hold without it. `blocks_of(i)` pads the
+hold's block lists up to slot i before the part is cut out. -/
+def splitPart (hold : HoldState) (i : Nat) : HoldState × HoldState :=
+  let p := hold.pools.getD i 0
   let (hold, bl) := hold.blocksOf i
   let part : HoldState := { hold with pools := [p], alloc := [hold.alloc.getD i 0],
                                       position := [hold.position.getD i 0],
                                       advanced := [hold.advanced.getD i false],
                                       reserved := [hold.held i], blocks := [bl],
                                       content := [hold.contentOf i] }
-  releaseHold serial part false
-  let s ← session serial
-  let hold := { hold with pools := dropAt hold.pools i, alloc := dropAt hold.alloc i,
+  let rest := { hold with pools := dropAt hold.pools i, alloc := dropAt hold.alloc i,
                           position := dropAt hold.position i, advanced := dropAt hold.advanced i,
                           reserved := dropAt hold.reserved i, blocks := dropAt hold.blocks i,
                           content := dropAt hold.content i }
-  setSession { s with holds := s.holds.set k hold }
+  (part, rest)
+
+/-! ## Leases (docs/language.md §11.4 `lease P (t)`) -/
+
+/-- pools.py `lease_of`: the session's lease on pool `p` (at most one per pool). -/
+def leaseOf (p serial : Nat) : M (Option Lease) := do
+  return (← getCfg).leases.find? (fun l => l.pool == p && l.serial == serial)
+
+/-- pools.py `start_lease`: the scope of `hold` ends with `lease P (t)`, t > 0: its part on `p`
+leaves the hold and `p`'s holders but stays in `used`; `lease_end` is scheduled at `endsAt`
+(none: t = inf). Returns the hold without the part, which the scope end then releases. -/
+def startLease (serial : Nat) (hold : HoldState) (p : Nat) (endsAt : Option Rat) (loc : Option Loc) :
+    M HoldState := do
+  if (← leaseOf p serial).isSome then
+    specError s!"session {serial} leases pool {← poolName p} while its earlier lease of it is held; `release` the first before the second scope ends" loc
+  let (part, rest) := splitPart hold (hold.slot p)
+  let ps ← pool p
+  setPool p { ps with holders := ps.holders.erase serial }
+  modifyCfg fun c => { c with leases := c.leases ++ [{ pool := p, serial, part, endsAt }] }
+  if let some t := endsAt then
+    let (cfg, _) ← liftRes (scheduleEvent (← getCfg) t "lease_end" (.poolSerial p serial))
+    setCfg cfg
+  return rest
+
+/-- pools.py `end_lease`: the lease on `p` ends (`release P`, its `lease_end` event, the session's
+end): the units leave `used` and the hold's `cache` clause applies now (ℓ read now). -/
+def endLease (serial p : Nat) : M Unit := do
+  let some l ← leaseOf p serial | specError s!"internal: session {serial} holds no lease of pool {p}"
+  modifyCfg fun c => { c with leases := c.leases.filter (fun x => !(x.pool == p && x.serial == serial)) }
+  if l.endsAt.isSome then
+    -- pending unless this is its own event (already popped)
+    modifyCfg fun c => withdrawEvent c "lease_end" (.poolSerial p serial)
+  releaseSlots serial l.part (← cacheAmount serial l.part) false
+
+/-- pools.py `release_pool_early`: `release P;` ends the session's lease on P if it has one; else
+it releases the innermost hold's allocation on P now, caching per the hold's `cache` clause (the
+rest of the hold stays until its scope ends); with neither it does nothing (a lease of t seconds
+may have ended before the program releases it). -/
+def releasePoolEarly (serial p : Nat) (_loc : Option Loc) : M Unit := do
+  if (← leaseOf p serial).isSome then
+    endLease serial p
+    return
+  let s ← session serial
+  let some k := holdIndex s p | return
+  let (part, rest) := splitPart (s.holds.getD k default) ((s.holds.getD k default).slot p)
+  releaseHold serial part false
+  let s ← session serial
+  setSession { s with holds := s.holds.set k rest }
 
 /-- pools.py `held_reservations` (`reserve held`, §11.4): Σ over P's holders of
 max(0, r_j − alloc_j), r_j the block-rounded reserve the holder was admitted with. -/

@@ -159,10 +159,29 @@ def checkInvariants (prog : Program) (cfg : Config) (previousNow : Option Rat) :
           order := order ++ [(h.admission, s.serial)]
           if decide (h.alloc.getD i 0 < 0) || decide (h.position.getD i 0 < 0) then
             bad := bad ++ [s!"pool {name}: session {s.serial} has a negative allocation or position"]
+    -- a lease (§11.4): its units stay in `used`; its session is live and no holder
+    let mine := cfg.leases.filter (·.pool == p)
+    let mut leased : Rat := 0
+    for l in mine do
+      leased := leased + l.part.alloc.getD 0 0
+      let ended := match (cfg.sessions[l.serial]?).map (·.status) with
+        | some .ended => true
+        | _ => false
+      if l.part.pools != [p] || ended then
+        bad := bad ++ [s!"pool {name}: the lease of session {l.serial} is not a live session's lease of this pool"]
+      let pending := (cfg.events.filter (fun e => e.kind == "lease_end" && e.arg == .poolSerial p l.serial)).map (·.time)
+      if pending != (match l.endsAt with | none => [] | some t => [t]) then
+        bad := bad ++ [s!"pool {name}: the lease of session {l.serial} has the lease_end events {pending}"]
+    if cfg.events.any (fun e => e.kind == "lease_end" && match e.arg with
+        | .poolSerial q n => q == p && !(mine.any (fun l => l.serial == n && l.endsAt.isSome))
+        | _ => true) then
+      bad := bad ++ [s!"pool {name}: a pending lease_end event of no timed lease"]
+    if hasDup (mine.map (·.serial)) then
+      bad := bad ++ [s!"pool {name}: a session holds two leases of it"]
     if st.content.isSome then
       bad := bad ++ contentInvariants prog cfg p
-    else if held != st.used then
-      bad := bad ++ [s!"pool {name}: used {st.used} != sum of holders' allocations {held}"]
+    else if held + leased != st.used then
+      bad := bad ++ [s!"pool {name}: used {st.used} != sum of holders' allocations and leases {held + leased}"]
     if (sortPairs order).map (·.2) != st.holders then
       bad := bad ++ [s!"pool {name}: holders {st.holders} are not the holding sessions in admission order"]
     if hasDup (st.entries.map (·.owner)) then

@@ -161,6 +161,13 @@ inductive RunMode where
   | decode
   deriving DecidableEq, Inhabited
 
+/-- docs/ir.md hold `lease`: `lease P (t)` (docs/language.md §11.4), the pool and the time read at the
+scope's end. -/
+structure LeaseDecl where
+  pool : Ref
+  time : Expr
+  deriving Inhabited
+
 structure Hold where
   pools : List HoldPool
   reuse : Option Expr
@@ -168,8 +175,8 @@ structure Hold where
   body : Nat
   cache : Option Expr
   request : Option RequestDecl
-  /-- A `lease` clause is present (serq_spec refuses leases). -/
-  lease : Bool := false
+  /-- The `lease P (t)` clause, present only on a hold that has one. -/
+  lease : Option LeaseDecl := none
   /-- docs/async.md §4: the `eos (e)` clause of a lagged engine request (absent in older IR) -/
   eos : Option Expr := none
   deriving Inhabited
@@ -396,6 +403,9 @@ def holdPoolOf (j : Json) : Res HoldPool := do
 def bindingOf (j : Json) : Res Binding := do
   return { slot := ← field j "slot" nat, expr := ← field j "expr" exprOf }
 
+def leaseOf (j : Json) : Res LeaseDecl := do
+  return { pool := ← field j "pool" refOf, time := ← field j "time" exprOf }
+
 def requestOf (j : Json) : Res RequestDecl := do
   return { engine := ← field j "engine" nat, prompt := ← field j "prompt" exprOf,
            output := ← field j "output" exprOf }
@@ -425,10 +435,7 @@ def stmtOf (j : Json) : Res Stmt := do
       body := ← field j "body" nat
       cache := ← fieldOpt j "cache" exprOf
       request := ← fieldOpt j "request" requestOf
-      lease := match getOpt j "lease" with
-        | none => false
-        | some (Json.bool false) => false
-        | some _ => true
+      lease := ← fieldOpt j "lease" leaseOf
       eos := ← fieldOpt j "eos" exprOf }
   | "run" =>
     return .run (← field j "stage" refOf) (← field j "mode" modeOf) (← field j "work" exprOf)

@@ -34,6 +34,7 @@ def EventArg.toJson : EventArg → CJ
   | .serial n => .nat n
   | .stageSerial s n => .arr [.nat s, .nat n]
   | .stage i => .nat i
+  | .poolSerial p n => .arr [.nat p, .nat n]
 
 def Event.toJson (e : Event) : CJ :=
   .arr [ratJ e.time, .nat e.seq, .str e.kind, e.arg.toJson]
@@ -114,7 +115,13 @@ def Content.CState.toJson (cs : Content.CState) : CJ :=
         ("free_queue", CJ.nats cs.free),
         ("idmap", .arr (cs.idmap.map fun (k, v) => CJ.arr [k.toJson, CJ.nats v]))]
 
-def PoolState.toJson (p : PoolState) : CJ :=
+/-- config.py `Lease.to_json`: `[serial, part, ends_at | null]`. -/
+def Lease.toJson (l : Lease) : CJ :=
+  .arr [.nat l.serial, l.part.toJson, CJ.opt ratJ l.endsAt]
+
+/-- config.py `PoolState.to_json`, with the pool's leases (`leases`: present only while one is
+held, so a program without leases serialises as before). -/
+def PoolState.toJson (p : PoolState) (leases : List Lease := []) : CJ :=
   .obj ([("used", CJ.amt p.used), ("entries", .arr (p.entries.map Entry.toJson)),
         ("holders", CJ.nats p.holders), ("queue", .arr (p.queue.map QueueItem.toJson)),
         ("growers", CJ.nats p.growers), ("admissions", .nat p.admissions),
@@ -122,7 +129,13 @@ def PoolState.toJson (p : PoolState) : CJ :=
         ("stuck", .nat p.stuck), ("evicted_units", CJ.amt p.evictedUnits)] ++
         (match p.content with
          | some cs => [("content", cs.toJson)]
-         | none => []))
+         | none => []) ++
+        (if leases.isEmpty then [] else [("leases", .arr (leases.map Lease.toJson))]))
+
+/-- The pools of a configuration, pool `i` with the leases of pool `i`. -/
+def poolsJson (leases : List Lease) : Nat → List PoolState → List CJ
+  | _, [] => []
+  | i, p :: ps => p.toJson (leases.filter (·.pool == i)) :: poolsJson leases (i + 1) ps
 
 def Assign.toJson (a : Assign) : CJ :=
   .arr ([.nat a.serial, .str a.mode, .nat a.tokens, CJ.opt CJ.amt a.posBefore] ++
@@ -152,7 +165,7 @@ def Counters.toJson (c : Counters) : CJ :=
 def Config.toJson (c : Config) : CJ :=
   .obj [("now", ratJ c.now), ("events", .arr (c.events.map Event.toJson)),
         ("sessions", .arr (c.sessions.map Session.toJson)), ("ready", CJ.nats c.ready),
-        ("pools", .arr (c.pools.map PoolState.toJson)),
+        ("pools", .arr (poolsJson c.leases 0 c.pools)),
         ("stages", .arr (c.stages.map StageState.toJson)),
         ("counters", c.counters.toJson), ("warm", .bool c.warm), ("steps", .nat c.steps)]
 
@@ -213,7 +226,9 @@ def event (j : Json) : Res Event := do
   match a.toList with
   | [t, s, k, x] =>
     let kind ← str k
-    let arg ← if kind == "iter_end" then (do return EventArg.stage (← nat x)) else eventArg x
+    let arg ← if kind == "iter_end" then (do return EventArg.stage (← nat x))
+      else if kind == "lease_end" then (do let (p, n) ← pair x; return EventArg.poolSerial p n)
+      else eventArg x
     return { time := ← rat t, seq := ← nat s, kind, arg }
   | _ => throw "expected [time, seq, kind, arg]"
 
@@ -385,8 +400,26 @@ def queueItem (j : Json) : Res QueueItem := do
   | [s, t, h] => return { serial := ← nat s, joined := ← rat t, head := ← bool h }
   | _ => throw "expected [serial, joined, head]"
 
-def pool (j : Json) : Res PoolState := do
-  return {
+/-- A lease `[serial, part, ends_at | null]` of pool `p` (config.py `Lease`). -/
+def lease (p : Nat) (j : Json) : Res Lease := do
+  let a ← arr j
+  match a.toList with
+  | [s, h, t] =>
+    let endsAt ← match t with
+      | Json.null => pure none
+      | _ => (do return some (← rat t))
+    return { pool := p, serial := ← nat s, part := ← hold h, endsAt }
+  | _ => throw "expected [serial, part, ends_at]"
+
+/-- A pool (config.py `PoolState.to_json`) with its leases (`leases`, absent when none), which
+the Lean keeps in `Config.leases` with the pool's index `i`. -/
+def pool (i : Nat) (j : Json) : Res (PoolState × List Lease) := do
+  let leases ← match getOpt j "leases" with
+    | none => pure []
+    | some l => do
+      let a ← arr l
+      a.toList.mapM (lease i)
+  let st : PoolState := {
     used := ← field j "used" amt
     entries := ← field j "entries" (list entry)
     holders := ← field j "holders" (list nat)
@@ -398,6 +431,12 @@ def pool (j : Json) : Res PoolState := do
     stuck := ← field j "stuck" nat
     evictedUnits := ← field j "evicted_units" amt
     content := ← fieldOpt j "content" contentState }
+  return (st, leases)
+
+/-- The pools of a configuration, pool `i` first. -/
+def pools : Nat → List Json → Res (List (PoolState × List Lease))
+  | _, [] => return []
+  | i, j :: js => do return (← pool i j) :: (← pools (i + 1) js)
 
 def assign (j : Json) : Res Assign := do
   let a ← arr j
@@ -451,16 +490,18 @@ def counters (j : Json) : Res Counters := do
 
 /-- A configuration as written by config.py `Config.to_json`. -/
 def config (j : Json) : Res Config := do
+  let ps ← field j "pools" (fun x => do pools 0 (← arr x).toList)
   return {
     now := ← field j "now" rat
     events := ← field j "events" (list event)
     sessions := ← field j "sessions" (list session)
     ready := ← field j "ready" (list nat)
-    pools := ← field j "pools" (list pool)
+    pools := ps.map (·.1)
     stages := ← field j "stages" (list stage)
     counters := ← field j "counters" counters
     warm := ← field j "warm" bool
-    steps := ← field j "steps" nat }
+    steps := ← field j "steps" nat
+    leases := ps.foldl (fun acc x => acc ++ x.2) [] }
 
 end Decode
 

@@ -24,7 +24,9 @@ namespace SerqLang
 /-- lag.py `lag_engine`: the `lag 1` engine whose request `hold` is (its first pool is admitted
 by it), or none. -/
 def lagEngine (hold : HoldState) : M (Option Nat) := do
-  let some e := (← poolDecl (hold.pools.headD 0)).admittedBy | return none
+  -- a hold whose every pool a `release P;` in its body released early is no engine's request
+  let some p := hold.pools.head? | return none
+  let some e := (← poolDecl p).admittedBy | return none
   match (← stageDecl e).kind with
   | .step sd => return if sd.lag == 1 then some e else none
   | _ => return none

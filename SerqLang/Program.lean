@@ -152,7 +152,10 @@ def checkStmt (ir : Ir) (contentBlocks : List (Option Nat)) (st : Located) : Res
   | .branch c _ _ | .while_ c _ => checkExpr ir c loc
   | .choose _ n keys => do checkExpr ir n loc; for k in keys do checkExpr ir k loc
   | .hold h => do
-    if h.lease then throw (unsupported ir "`lease` on a hold" loc)
+    if let some l := h.lease then
+      if anyContent contentBlocks l.pool then
+        throw (unsupported ir s!"`lease` of the `share content` pool {poolName l.pool.base}" loc)
+      checkExpr ir l.time loc
     optCheck ir h.reuse loc
     optCheck ir h.cache loc
     optCheck ir h.eos loc

@@ -96,6 +96,10 @@ def endSession (serial : Nat) : M Unit := do
   let s ← session serial
   for h in s.holds.reverse do
     releaseHold serial h false
+  modifySession serial fun s => { s with holds := [] }
+  -- then its leases, in pool order (§11.3 `end`)
+  for p in List.range (← getCfg).pools.length do
+    if (← leaseOf p serial).isSome then endLease serial p
   modifySession serial fun s => { s with holds := [], frames := [], request := none, status := .ended }
   checkConsumed serial
   let prog ← getProg
@@ -398,13 +402,37 @@ def endScope (serial : Nat) (stmt : Nat × Nat) (pools : List Nat) : M Unit := d
             recordClient "tpot" serial (.fin ((response - ttft) / (out - 1)))
       modifySession serial fun s => { s with request := none }
 
-/-- sessions.py `scope_end`: release, reset `computed`, clear preemption memory, client records. -/
+/-- sessions.py `lease_clause`: the hold's `lease P (t)` read at its scope end (Session moment):
+`(p, endsAt)`, endsAt = now + t or none for t = inf; none without a clause, with t = 0, or when
+the hold no longer holds P. -/
+def leaseClause (serial : Nat) (hold : HoldState) : M (Option (Nat × Option Rat)) := do
+  let st ← stmtAt hold.stmt
+  let some l := (match st.stmt with | .hold h => h.lease | _ => none) | return none
+  let env : EnvM := { session := some serial, stream := hold.stream, loc := some st.loc }
+  let t ← evaluate env l.time
+  if Value.lt t Value.zero then
+    specError s!"a lease time must be >= 0 seconds, got {t.toWire}" (some st.loc)
+  let p ← resolveRef env l.pool.base l.pool.count l.pool.index
+  -- nothing to lease: P was released early (`release P;`), or is not the hold's
+  if !hold.pools.contains p then return none
+  match t with
+  | .fin q => if q == 0 then return none else return some (p, some ((← getCfg).now + q))
+  | _ => return some (p, none)   -- +inf (−inf was refused above)
+
+/-- sessions.py `scope_end`: release (a leased pool's part stays with the session), reset
+`computed`, clear preemption memory, client records. -/
 def scopeEnd (serial : Nat) : M Unit := do
   let s ← session serial
   let some hold := s.holds.getLast? | specError s!"internal: scope end of session {serial} without a hold"
   setSession { s with holds := s.holds.dropLast }
-  releaseHold serial hold false
-  endScope serial hold.stmt hold.pools
+  let pools := hold.pools
+  let mut rest := hold
+  let clause ← leaseClause serial hold
+  if let some (p, endsAt) := clause then
+    let loc := (← stmtAt hold.stmt).loc
+    rest ← startLease serial hold p endsAt (some loc)
+  releaseHold serial rest false
+  endScope serial hold.stmt pools
 
 /-- lag.py `make_pending`: the end of a lagged hold's body (docs/async.md §3 item 1) — a pending
 resident on engine `e` (a decode wanting one EOS token if the hold's `eos (…)` is non-zero, else
@@ -571,13 +599,23 @@ def execStmt (serial : Nat) (st : Located) (ref : Nat × Nat) (stream : DrawStre
     let p ← resolveRef env r.base r.count r.index
     let n ← unitsInt (← evaluate env u) "load amount" loc
     let s ← session serial
-    let some k := holdIndex s p | specError s!"load of pool {← poolName p} outside a hold of it" loc
-    let h := s.holds.getD k default
-    let i := h.slot p
-    if h.position.getD i 0 + n > h.alloc.getD i 0 then specError "load beyond the allocation" loc
-    let h := { h with position := h.position.set i (h.position.getD i 0 + n),
-                      advanced := h.advanced.set i true }
-    setSession { s with holds := s.holds.set k h }
+    match holdIndex s p with
+    | some k =>
+      let h := s.holds.getD k default
+      let i := h.slot p
+      if h.position.getD i 0 + n > h.alloc.getD i 0 then specError "load beyond the allocation" loc
+      let h := { h with position := h.position.set i (h.position.getD i 0 + n),
+                        advanced := h.advanced.set i true }
+      setSession { s with holds := s.holds.set k h }
+    | none =>
+      -- a leased allocation keeps its position (§11.4)
+      let some l ← leaseOf p serial
+        | specError s!"load of pool {← poolName p} outside a hold or lease of it" loc
+      let h := l.part
+      if h.position.getD 0 0 + n > h.alloc.getD 0 0 then specError "load beyond the allocation" loc
+      let h := { h with position := h.position.set 0 (h.position.getD 0 0 + n), advanced := h.advanced.set 0 true }
+      modifyCfg fun c => { c with leases := c.leases.map (fun x =>
+        if x.pool == p && x.serial == serial then { x with part := h } else x) }
   | .drop r =>
     let p ← resolveRef env r.base r.count r.index
     dropEntry p serial

@@ -104,6 +104,10 @@ def handle (ev : Event) : M Unit := do
     match ev.arg with
     | .stage e => applyEnds e
     | _ => specError "an ends event without a stage"
+  else if ev.kind == "lease_end" then
+    match ev.arg with
+    | .poolSerial p serial => endLease serial p
+    | _ => specError "a lease_end event without [pool, serial]"
   else if ev.kind == "warmup_end" then modifyCfg fun c => { c with warm := true }
   else specError s!"unknown event kind {ev.kind}"
 
@@ -147,6 +151,7 @@ def eventJson (prog : Program) (ev : Option Event) : CJ :=
       | .stageSerial s n => .arr [.str (name s), .nat n]
       | .stage s => .str (name s)
       | .serial n => .nat n
+      | .poolSerial p n => .arr [.str (((prog.ir.pools[p]?).map (·.name)).getD (toString p)), .nat n]
       | .none => .null
     .obj [("kind", .str e.kind), ("time", ratJ e.time), ("seq", .nat e.seq), ("arg", arg)]
 
@@ -203,6 +208,11 @@ def poolJson (prog : Program) (cfg : Config) (p : Nat) (st : PoolState) : CJ :=
          ("entries", .arr ((sortEntries st.entries).map Entry.toJson)),
          ("preemptions", .nat st.preemptions)]
         ++ (if st.rejected > 0 then [("rejected", .nat st.rejected)] else [])
+        -- trace.py: present while a lease is held, `[serial, allocation, ends_at | null]`
+        ++ (let mine := cfg.leases.filter (·.pool == p)
+            if mine.isEmpty then []
+            else [("leases", .arr (mine.map fun l =>
+                    CJ.arr [.nat l.serial, CJ.amt (l.part.alloc.getD 0 0), CJ.opt ratJ l.endsAt]))])
         ++ (match st.content with
             | some cs => contentJson cfg p st cs
             | none => []))

@@ -52,7 +52,7 @@ fn main() {{
       observe prefilled = known - c;
       prefill (known - c) growing kv;
       decode (output - 1 - (known - prompt)) growing kv;
-      cache ({cache});{eos}
+      cache ({cache});{eos}{lease}
     }}
     schedule {{
       let lim = running.count + waiting.count > 1 ? {chunk} : inf;
@@ -84,22 +84,26 @@ fn main() {{
     }}
   }}
   server {{
-    set prompt = {prompt};
-    eng (prompt, o);
+    set prompt = {prompt};{release_before}
+    eng (prompt, o);{release_after}
   }}
 }}
 """
 
 
 @st.composite
-def vllm_programs(draw, content: bool = False, lag: bool = False, arrivals: bool = False) -> Case:
+def vllm_programs(draw, content: bool = False, lag: bool = False, arrivals: bool = False,
+                  lease: bool = False) -> Case:
     """With `content` the KV pool is `share content` (docs/content.md): a prefix tree of one or two
     shared system prompts, sessions 0 and 1 on the first, the others on the second (its child), the
     rest of each prompt the session's own history. With `lag` the engine is `lag 1` (docs/async.md)
     and its request block may stop by EOS (`eos (…)`: always, never, by the output length or by a
     draw of the session stream). With `arrivals` the workload arrives by `poisson`, `renewal` or
-    `closed` instead of `batch` (drawn last). Without them the draws and the text are exactly those
-    of before (the lockstep tests replay them)."""
+    `closed` instead of `batch` (drawn last). With `lease` the request block leases kv past the
+    request (`lease kv (t)`, docs/language.md §11.4: t = inf, 0, a constant or a draw) and the server
+    releases it before its next call (a pinned waiting prefix) or right after the call (drawn after
+    everything else). Without them the draws and the text are exactly those of before (the
+    lockstep tests replay them)."""
     sessions = draw(st.sampled_from([4, 3, 2, 1]))
     bs = draw(st.sampled_from([16, 4, 1]))
     maxp = draw(st.integers(1, 100))
@@ -138,7 +142,8 @@ def vllm_programs(draw, content: bool = False, lag: bool = False, arrivals: bool
         prefixes=f"  prefix 1 ({roots});\n  prefix 2 ({child}) after 1;\n" if content else "",
         share=" share content;" if content else "",
         content=f" content (serial < 2 ? 1 : 2, {shared}, serial)" if content else "",
-        reuse=" reuse (reused)" if content else "")
+        reuse=" reuse (reused)" if content else "",
+        lease="{lease}", release_before="{release_before}", release_after="{release_after}")
     budget = int(text.split("tokens cap ")[1].split(";")[0])
     # a granule above what the budget can leave a prefill would starve it (docs/language.md §11.6)
     granule = draw(st.sampled_from(["", "", "\n    granule 4;"])) if budget >= 8 else ""
@@ -151,6 +156,16 @@ def vllm_programs(draw, content: bool = False, lag: bool = False, arrivals: bool
         eos = f"\n      eos ({e});" if e else ""
     text = text.replace("{lag}", lag_text).replace("{eos}", eos)
     arrival = draw(arrival_processes(sessions)) if arrivals else f"batch({sessions})"
+    lease_text = before = after = ""
+    if lease:
+        time = draw(st.sampled_from(['inf', '0', '1/2', '2', '~uniform(0, 3)']))
+        lease_text = f"\n      lease kv ({time});"
+        # with t = 0 (no lease) or a lease that ran out, `release kv;` has nothing to release
+        if draw(st.booleans()):
+            before = "\n    branch (turn_no > 1) { release kv; }"
+        else:
+            after = "\n    release kv;"
+    text = text.replace("{lease}", lease_text).replace("{release_before}", before).replace("{release_after}", after)
     return Case(text=text.replace("{arrival}", arrival), sessions=sessions, seed=seed)
 
 
@@ -188,6 +203,16 @@ def queue_programs(draw, arrivals: bool = False) -> Case:
                          work=draw(st.sampled_from(["~exp(1)", "~uniform(0, 2)", "1", "~det(3/2)", "0"])))
     seed = draw(st.integers(0, 2 ** 16))
     arrival = draw(arrival_processes(sessions)) if arrivals else f"batch({sessions})"
+    lease_text = before = after = ""
+    if lease:
+        time = draw(st.sampled_from(['inf', '0', '1/2', '2', '~uniform(0, 3)']))
+        lease_text = f"\n      lease kv ({time});"
+        # with t = 0 (no lease) or a lease that ran out, `release kv;` has nothing to release
+        if draw(st.booleans()):
+            before = "\n    branch (turn_no > 1) { release kv; }"
+        else:
+            after = "\n    release kv;"
+    text = text.replace("{lease}", lease_text).replace("{release_before}", before).replace("{release_after}", after)
     return Case(text=text.replace("{arrival}", arrival), sessions=sessions, seed=seed)
 
 

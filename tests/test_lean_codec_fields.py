@@ -50,6 +50,7 @@ CONFIG_OBJECTS = {
     ".pools[].content": ("contentState", "Content.CState.toJson"),
     ".sessions[]": ("session", "Session.toJson"),
     ".sessions[].holds[]": ("hold", "HoldState.toJson"),
+    ".pools[].leases[][]": ("hold", "HoldState.toJson"),   # a lease's part: [serial, HOLD, ends_at]
     ".sessions[].request": ("request", "Request.toJson"),
     ".sessions[].job": ("job", "Job.toJson"),
     ".stages[]": ("stage", "StageState.toJson"),

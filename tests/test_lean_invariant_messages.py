@@ -68,5 +68,5 @@ def test_content_invariants_are_called_for_a_content_pool_only():
     """invariants.py adds content_invariants on a `share content` pool and the `used = Σ` rule
     elsewhere; the Lean must branch the same way."""
     text = LEAN.read_text()
-    assert re.search(r"if st\.content\.isSome then\s+bad := bad \+\+ contentInvariants prog cfg p\s+else if held != st\.used",
+    assert re.search(r"if st\.content\.isSome then\s+bad := bad \+\+ contentInvariants prog cfg p\s+else if held \+ leased != st\.used",
                      text)

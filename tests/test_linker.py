@@ -314,6 +314,17 @@ CASES = {
     "function-arity": (server("set x = @@floor(1, 2);"), "takes exactly 1"),
     "blocksize-arity": (server("set x = @@blocksize(kv, kv);"), "exactly 1 argument"),
     "second-workload": (edit(SERVER, SERVER + "\n  @@workload { arrive none; }"), "second `workload`"),
+    # ---- docs/language.md §11.4 `lease P (t)`
+    "lease-other-pool": (server("hold live (1) { run cpu (1); } lease @@kv (3);"), "does not take"),
+    "lease-negative-time": (server("hold live (1) { run cpu (1); } lease live (@@-1);"), "must be >= 0"),
+    "lease-request-twice": (edit("      decode (q - 1 - (need - p)) growing kv;\n",
+                                 "      decode (q - 1 - (need - p)) growing kv;\n      lease kv (1);\n      @@lease kv (2);\n"),
+                            "a second `lease"),
+    "lease-request-before-admission": (edit("      at admission {", "      @@lease kv (1);\n      at admission {"),
+                                       "go after `at admission"),
+    "lease-request-other-pool": (edit("      decode (q - 1 - (need - p)) growing kv;\n",
+                                      "      decode (q - 1 - (need - p)) growing kv;\n      lease @@live (1);\n"),
+                                 "does not take"),
 }
 
 
@@ -439,7 +450,6 @@ UNSUPPORTED = {
     "fork": server("@@fork { run cpu (1); } join;"),
     "join": server("@@join;"),
     "transfer": server("@@transfer kv from kv to kv (1);"),
-    "lease": server("hold live (1) { run cpu (1); } @@lease live (3);"),
     "spill": edit("pool live { cap 20; }", "pool live { cap 20; @@spill kv via cpu (1) when (1); }"),
     "claim": edit(SERVER, SERVER + "\n  @@claim c : at end (1);"),
     "share": edit(SERVER, SERVER + "\n  @@share maxmin;"),
@@ -505,3 +515,17 @@ def test_one_error_is_reported_once():
         load_program(str(prog), {"max_seqs": "0"})
     assert "above its capacity 0" in info.value.message
     assert info.value.render().count("above its capacity 0") == 1
+
+
+def test_lease_clause_in_the_ir():
+    """`lease P (t)` (docs/language.md §11.4) on an explicit hold and in a request block: the hold's IR
+    carries `lease` {pool, time}; a hold without the clause has no `lease` key (docs/ir.md)."""
+    ir = compile_ok(server("hold live (1) { run cpu (1); } cache (1) lease live (3/2);"))
+    holds = [s for b in ir["blocks"] for s in b if s["op"] == "hold"]
+    assert [h.get("lease") for h in holds] == [None, {"pool": {"base": 1, "count": 1, "index": None},
+                                                      "time": {"k": "num", "v": "3/2"}}]
+    assert "lease" not in holds[0]
+    ir = compile_ok(edit("      decode (q - 1 - (need - p)) growing kv;\n",
+                         "      decode (q - 1 - (need - p)) growing kv;\n      lease kv (inf);\n"))
+    (hold,) = [s for b in ir["blocks"] for s in b if s["op"] == "hold"]
+    assert hold["lease"] == {"pool": {"base": 0, "count": 1, "index": None}, "time": {"k": "num", "v": "inf"}}

@@ -106,3 +106,22 @@ def test_random_arrival_processes_agree(case):
     option, so the draws of the others stay as they were."""
     ir = compile_source(case.text, case.name, {})
     lockstep(ir, case.seed, case.sessions, case.name)
+
+
+LEASE_EXAMPLES = max(20, EXAMPLES // 4)
+
+
+@settings(max_examples=LEASE_EXAMPLES, deadline=None, derandomize=not LONG, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(st.booleans(), st.booleans().flatmap(lambda arrivals: strategies.vllm_programs(arrivals=arrivals, lease=True)))
+def test_random_lease_programs_agree(every_step, case):
+    """`lease kv (t)` on the request (docs/language.md §11.4), released before the session's next call
+    or right after the call, with and without the decode fast-forward, under batch and open or
+    closed arrivals."""
+    if every_step:
+        os.environ["SERQ_FAST_NO_FF"] = "1"
+    try:
+        ir = compile_source(case.text, case.name, {})
+        lockstep(ir, case.seed, case.sessions, case.name)
+    finally:
+        os.environ.pop("SERQ_FAST_NO_FF", None)

@@ -119,3 +119,24 @@ def test_iteration_serving_a_non_resident():
     assert it is not None
     it["assign"][0].serial = 42
     assert any("no resident" in p for p in check_invariants(cfg))
+
+
+def leasing():
+    """The vector lease_pins_allocation after step 4 (t = 3): session 0 leases 4 units of mem
+    (t = inf), session 2 leases 4 until 7/2 (a pending `lease_end`)."""
+    cfg = run(program("lease_pins_allocation"), max_steps=4)
+    assert [(x.serial, x.ends_at) for x in cfg.pools[0].leases] == [(0, None), (2, Fraction(7, 2))]
+    assert check_invariants(cfg) == []
+    return cfg
+
+
+@pytest.mark.parametrize("corrupt,message", [
+    (lambda cfg: setattr(cfg.pools[0], "used", cfg.pools[0].used - 4), "sum of holders' allocations and leases"),
+    (lambda cfg: setattr(cfg, "events", [e for e in cfg.events if e.kind != "lease_end"]), "lease_end events"),
+    (lambda cfg: setattr(cfg.pools[0].leases[0], "ends_at", Fraction(9)), "lease_end events"),
+    (lambda cfg: cfg.pools[0].leases.append(cfg.pools[0].leases[0]), "two leases"),
+])
+def test_lease_violations_are_caught(corrupt, message):
+    cfg = leasing()
+    corrupt(cfg)
+    assert any(message in p for p in check_invariants(cfg)), check_invariants(cfg)

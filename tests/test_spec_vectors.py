@@ -12,7 +12,7 @@ import pytest
 from serq.frontend import load_program
 from serq_spec.program import Program
 from serq_spec.step import run
-from serq_spec.trace import content_json
+from serq_spec.trace import content_json, pool_json
 from serq_spec.workload import Workload
 
 ROOT = Path(__file__).resolve().parent.parent / "vectors" / "spec"
@@ -24,8 +24,17 @@ def run_vector(d: Path):
     prog = Program(load_program(str(d / "program.sq"), {}), "program.sq")
     prog.workload_data = Workload.replay(json.loads((d / "sessions.json").read_text()))
     recs = []
-    cfg = run(prog, on_step=lambda c, r, k: recs.append((c.now, r, content_lines(c))), check=True)
+    cfg = run(prog, on_step=lambda c, r, k: recs.append((c.now, r, content_lines(c), pool_lines(c))), check=True)
     return cfg, recs
+
+
+def pool_lines(cfg) -> dict:
+    """`used` and `leases` (docs/state.md POOL) of every pool at the end of a step."""
+    out = {}
+    for p in range(len(cfg.pools)):
+        line = pool_json(cfg, p)
+        out[line["name"]] = {"used": line["used"], "leases": line.get("leases", [])}
+    return out
 
 
 def content_lines(cfg) -> dict:
@@ -39,9 +48,11 @@ def summary(cfg, recs) -> dict:
     out = {"observations": {}, "iterations": {}, "admitted": [], "preempted": [], "released": [], "evicted": [],
            "rejected": []}
     out["content_at"] = {}   # time -> the content pools at the end of the last step at that time
-    for now, r, content in recs:
+    out["pools_at"] = {}     # time -> every pool's used and leases at the end of the last step then
+    for now, r, content, pools in recs:
         if content:
             out["content_at"][w(now)] = content
+        out["pools_at"][w(now)] = pools
         for name, serial, _turn, t, v in r["observations"]:
             out["observations"].setdefault(name, []).append([serial, w(t), w(v)])
         for it in r["iterations"]:
@@ -93,6 +104,8 @@ def test_vector(name):
         assert got["rejected_counts"][pool] == n, f"rejected in pool {pool}"
     for pool, entries in expected.get("final_entries", {}).items():
         assert got["final_entries"][pool] == entries
+    for time, pool, keys in expected.get("pools_at", []):   # used / leases at the end of that time
+        assert got["pools_at"][time][pool] == keys, f"{pool} at {time}"
     for time, pool, keys in expected.get("content_at", []):   # docs/content.md §5 keys at that time
         state = got["content_at"][time][pool]
         for key, value in keys.items():

@@ -896,6 +896,9 @@ class Linker:
         caches = [it for it in r.items if it.kind == "req_cache"]
         if len(caches) > 1:
             raise self.err(caches[1].pos, "a second `cache (…)` in this request block")
+        leases = [it for it in r.items if it.kind == "req_lease"]
+        if len(leases) > 1:
+            raise self.err(leases[1].pos, "a second `lease P (…)` in this request block")
 
         split = adm[0] if adm else 0
         pre_items = r.items[:split]
@@ -903,8 +906,8 @@ class Linker:
         sc = SCtx("server", Ctx("session", "a request block", defs=self.defs, record=[]))
         pre = []
         for it in pre_items:
-            if it.kind in ("req_run", "req_cache"):
-                raise self.err(it.pos, "`prefill`, `decode` and `cache` go after `at admission { … }`")
+            if it.kind in ("req_run", "req_cache", "req_lease"):
+                raise self.err(it.pos, "`prefill`, `decode`, `cache` and `lease` go after `at admission { … }`")
             pre.extend(self.stmt(it, sc))
         bindings = []
         impure: dict[str, tuple] = {}
@@ -926,7 +929,7 @@ class Linker:
         body_ctx = SCtx("server", Ctx("session", "a request block", defs=self.defs, hold=hc, record=[]))
         body = []
         for it in post_items:
-            if it.kind == "req_cache":
+            if it.kind in ("req_cache", "req_lease"):
                 continue
             if it.kind == "req_run":
                 run = {"op": "run", "stage": {"base": info.index, "count": 1, "index": None}, "mode": it.mode,
@@ -944,7 +947,9 @@ class Linker:
             # read when the request's end happens (docs/async.md §3 item 1), like the body's statements
             eos_ir = self.cx(eoses[0].expr, body_ctx.c)
         info.template = {"params": params, "pre": pre, "bindings": bindings, "body": body, "cache": cache_ir,
-                         "eos": eos_ir, "eos_pos": eoses[0].expr.pos if eoses else None, "memory": None}
+                         "eos": eos_ir, "eos_pos": eoses[0].expr.pos if eoses else None, "memory": None,
+                         # resolved at each call, when the `taking` pools are known (`lease_clause`)
+                         "lease": (leases[0], Ctx("session", "a request block", defs=self.defs)) if leases else None}
 
     def engine_resolve(self, info: EngineInfo) -> None:
         """Resolve the pools an engine names before they may be declared: its runs' `growing` pool."""
@@ -1014,6 +1019,11 @@ class Linker:
                 "eos": copy.deepcopy(t["eos"]), "request": req, "at": at}
         if t["eos"] is not None:
             self.eos_holds.append((hold, t["eos_pos"]))
+        if t["lease"] is not None:
+            node, lctx = t["lease"]
+            lease = self.lease_clause(node, [p["pool"] for p in hold["pools"]], lctx)
+            if lease is not None:
+                hold["lease"] = lease
         out.append(hold)
         return out
 
@@ -1315,7 +1325,7 @@ class Linker:
             return [{"op": "run", "stage": ref, "mode": "plain", "work": work, "growing": None, "at": at}]
         if k == "callstmt":
             return self.call_stmt(s, sc)
-        if k in ("req_run", "req_cache", "at_admission"):  # pragma: no cover - grammar keeps them in request blocks
+        if k in ("req_run", "req_cache", "req_lease", "at_admission"):  # pragma: no cover - grammar keeps them in request blocks
             raise self.err(s.pos, "only inside an engine's request block")
         raise self.err(s.pos, f"unexpected statement `{k}`")  # pragma: no cover
 
@@ -1369,9 +1379,31 @@ class Linker:
         eos = self.cx(s.eos, inner) if s.eos is not None else None
         hold = {"op": "hold", "pools": pools, "reuse": reuse, "bindings": bindings, "body": body, "cache": cache,
                 "eos": eos, "request": None, "at": at}
+        lease = self.lease_clause(s.lease, [p["pool"] for p in pools], c) if s.lease is not None else None
+        if lease is not None:
+            hold["lease"] = lease
         if eos is not None:
             self.eos_holds.append((hold, s.eos.pos))
         return hold
+
+    def lease_clause(self, node: Node, refs: list, c: Ctx) -> dict | None:
+        """`lease P (t)` (docs/language.md §11.4): P is one of the hold's pools; t is read in the Session
+        moment when the scope ends (0 = no lease, inf = until `release P` or the session's end).
+        The key is present only on a hold with the clause, so other programs' IR is unchanged."""
+        ref = self.ref(node.ref, "pool", c)
+        if not any(r["base"] == ref["base"] for r in refs):
+            raise self.err(node.ref.pos, "`lease P (…)` names a pool the hold does not take; lease one of its pools")
+        pool = self.pools[ref["base"]]
+        name = pool["name"].split("[")[0]
+        if pool.get("share") == "content":
+            raise self.err(node.pos, f"`lease {name} (…)`: pool `{name}` is `share content`; a lease of its "
+                                     "blocks is not supported")
+        time = self.cx(node.time, replace(c, where="a lease time"))
+        if is_num(time) and val(time) < 0:
+            raise self.err(node.time.pos, f"a lease time must be >= 0 seconds (0 = no lease), got {time['v']}")
+        if is_num(time) and val(time) == 0:
+            return None   # a constant 0 leases nothing: the hold is lowered as without the clause
+        return {"pool": ref, "time": time}
 
     def check_branch_const(self, cond: dict, pos: tuple) -> None:
         """§10: a constant branch condition must be 0 or 1."""

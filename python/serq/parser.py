@@ -41,7 +41,6 @@ UNSUPPORTED = {
     "fork": "`fork` (parallel branches of a session) is not supported yet",
     "join": "`join` (parallel branches of a session) is not supported yet",
     "transfer": "`transfer` (moving KV between pools, P/D disaggregation) is not supported yet",
-    "lease": "`lease` (keeping a pool past the hold) is not supported yet",
     "spill": "`spill` (offloading evicted cache to another tier) is not supported yet",
     "claim": "claims (`claim NAME : …`) are not supported yet",
     "step": "the K-dialect stage kind `step { … }` is not supported yet; declare an `engine NAME on DEVICE { … }`",
@@ -488,6 +487,9 @@ class _ToAst(Transformer):
     def req_cache(self, meta, ch):
         return Node("req_cache", self.p(meta), expr=ch[0])
 
+    def req_lease(self, meta, ch):
+        return Node("req_lease", self.p(meta), ref=ch[0], time=ch[1])
+
     def req_eos(self, meta, ch):
         return Node("req_eos", self.p(meta), expr=ch[0])
 
@@ -709,9 +711,9 @@ class _ToAst(Transformer):
     def hold_stmt(self, meta, ch):
         pools = [c for c in ch if isinstance(c, Node) and c.kind == "take"]
         rest = ch[len(pools):]
-        reuse, eos, adm, body, cache = rest[0], rest[1], rest[2], rest[3], rest[4]
+        reuse, eos, adm, body, cache, lease = rest[0], rest[1], rest[2], rest[3], rest[4], rest[5]
         return Node("hold", self.p(meta), pools=pools, reuse=reuse, eos=eos, bindings=adm or [], body=body,
-                    cache=cache)
+                    cache=cache, lease=lease)
 
     def hold_admission(self, meta, ch):
         return list(ch)
@@ -721,6 +723,9 @@ class _ToAst(Transformer):
 
     def hold_cache(self, meta, ch):
         return ch[0]
+
+    def hold_lease(self, meta, ch):
+        return Node("lease", self.p(meta), ref=ch[0], time=ch[1])
 
     def grow_stmt(self, meta, ch):
         return Node("grow", self.p(meta), ref=ch[0], units=ch[1])

@@ -32,8 +32,8 @@ SERIAL, TURN_NO, CACHED, COMPUTED, NEW, OUT, THINK, MORE, FORCED = range(9)
 READY, QUEUED, STAGE, GROWING, ENDED, ENDING = range(6)
 
 # Event kinds.
-EV_ARRIVE, EV_FINISH, EV_ITER_END, EV_WARMUP, EV_ENDS = range(5)
-EVENT_NAMES = ("arrive", "finish", "iter_end", "warmup_end", "ends")
+EV_ARRIVE, EV_FINISH, EV_ITER_END, EV_WARMUP, EV_ENDS, EV_LEASE_END = range(6)
+EVENT_NAMES = ("arrive", "finish", "iter_end", "warmup_end", "ends", "lease_end")
 
 TIE_EPS = 1e-10  # relative: event times closer than this are one instant (float time)
 MAX_STATEMENTS = 1_000_000  # §11.9 guard: statements without blocking
@@ -258,6 +258,8 @@ class Sim:
         kind = ev[2]
         if kind == EV_FINISH:
             return ev[3].event_valid(ev)
+        if kind == EV_LEASE_END:
+            return P.lease_valid(ev)
         return True
 
     def _top(self):
@@ -392,6 +394,8 @@ class Sim:
             self._reset_averages(self.now)
         elif kind == EV_ENDS:
             ev[3].apply_ends()
+        elif kind == EV_LEASE_END:
+            P.end_lease(self, ev[4].hold.sess, ev[3])
 
     def _reset_averages(self, t: float) -> None:
         self.ta_live.reset(t)
@@ -696,6 +700,8 @@ class Sim:
                 if n < 0:
                     raise RunError(f"negative load {n} at {at_text(st[-1])}")
                 part = P.find_part(s, pool)
+                if part is None and s.serial in pool.leases:
+                    part = pool.leases[s.serial].part  # a leased allocation keeps its position
                 if part is None:
                     raise RunError(f"load {pool.name}: the session holds no {pool.name}")
                 if part.pos + n > part.alloc + 1e-9:
@@ -770,6 +776,9 @@ class Sim:
         while s.holds:
             h = s.holds.pop()
             P.release_hold(self, h, cache=True)
+        for pool in self.pools:  # then its leases, in pool order (§11.3 `end`)
+            if s.serial in pool.leases:
+                P.end_lease(self, s, pool)
         s.frames.clear()
         s.status = ENDED
         s.where = None

@@ -85,6 +85,17 @@ class Part:
         self.nid = 0
 
 
+class Lease:
+    """A Part kept past its hold's scope (docs/language.md §11.4 `lease P (t)`): in the pool's `used`,
+    not among its holders (no victim), not an entry (never evicted); `ends_at` is the time of its
+    lease-end event (None for t = inf). `hold` keeps the statement whose `cache` clause applies."""
+
+    __slots__ = ("part", "hold", "ends_at")
+
+    def __init__(self, part, hold, until):
+        self.part, self.hold, self.ends_at = part, hold, until
+
+
 class Hold:
     __slots__ = ("stmt", "sess", "depth", "pools", "parts", "request", "join_t", "join_seq",
                  "admitted", "adm")
@@ -126,6 +137,13 @@ class HoldStmt:
         self.bindings = [(b["slot"], c(b["expr"])) for b in st.get("bindings", [])]
         self.body = st["body"]
         self.cache = c(st.get("cache"))
+        lease = st.get("lease")   # `lease P (t)` (docs/language.md §11.4), read at the scope's end
+        self.lease = None if lease is None else (compile_ref(lease["pool"], sim, "pool"), c(lease["time"]))
+        if lease is not None:
+            ref = lease["pool"]
+            if any(q.content for q in sim.pools[ref["base"]:ref["base"] + ref.get("count", 1)]):
+                raise RunError(f"not supported: `lease` of the `share content` pool {sim.pools[ref['base']].name} "
+                               f"at {at_text(st.get('at'))}")
         self.eos = c(st.get("eos"))  # docs/async.md §1: read when a lagged end happens
         req = st.get("request")
         if req is not None:
@@ -200,6 +218,7 @@ class Pool:
         self.used = 0.0
         self.cached = 0.0
         self.holders: list = []  # Parts, in admission order
+        self.leases: dict = {}  # serial -> Lease, in the order they began
         self.entries: dict = {}
         self.lru: list = []
         self.front: list = []  # head-requeued holds, head first
@@ -815,6 +834,67 @@ def find_part(s, pool: Pool):
     return None
 
 
+def _lease_clause(sim, s, h: Hold):
+    """The hold's `lease P (t)` read as its scope ends: (pool, ends_at), ends_at = now + t or None
+    for t = inf; None without the clause, with t = 0, or when the hold no longer holds the pool
+    (then it ends as without the clause)."""
+    clause = h.stmt.lease
+    if clause is None:
+        return None
+    ref, time = clause
+    cx = sim.cx
+    saved = (cx.attrs, cx.sess, cx.draw, cx.var)
+    cx.attrs, cx.sess, cx.draw, cx.var = s.attrs, s, s.src, {}
+    try:
+        t = time(cx)
+        pool = sim.pools[ref(cx)]
+    finally:
+        cx.attrs, cx.sess, cx.draw, cx.var = saved
+    if not t >= 0:
+        raise RunError(f"a lease time must be >= 0 seconds, got {t} at {at_text(h.stmt.at)}")
+    if t == 0 or not any(q.pool is pool for q in h.parts):
+        return None  # nothing to lease: released early (`release P;`), or not the hold's pool
+    return pool, (None if math.isinf(t) else sim.now + t)
+
+
+def start_lease(sim, s, h: Hold, pool: Pool, until) -> None:
+    """The part of `h` on `pool` outlives the scope: it leaves the hold and the holders, its units
+    stay in `used`; a finite lease schedules its end event."""
+    from serq_fast.engine import EV_LEASE_END
+
+    if s.serial in pool.leases:
+        raise RunError(f"session {s.serial} leases pool {pool.name} while its earlier lease of it is held; "
+                       f"`release` the first before the second scope ends at {at_text(h.stmt.at)}")
+    part = next(q for q in h.parts if q.pool is pool)
+    h.parts.remove(part)
+    pool.holders.remove(part)
+    lease = Lease(part, h, until)
+    pool.leases[s.serial] = lease
+    if until is not None:
+        sim.push(until, EV_LEASE_END, pool, lease)
+    if "lease_evictable" in FAULTS():
+        # seeded fault (docs/fast.md): the leased units go to the cache at once, where they can be
+        # evicted, instead of staying allocated
+        pool.used -= part.alloc
+        kept = rounddown(part.alloc, pool.block)
+        part.alloc = 0.0
+        if kept > EPS:
+            pool.put_entry(s.serial, kept, s.attrs)
+
+
+def end_lease(sim, s, pool: Pool) -> None:
+    """The lease ends (`release P`, its end event, the session's end): the units leave `used`
+    and the hold's `cache` clause applies now. A pending end event becomes stale (event_valid)."""
+    lease = pool.leases.pop(s.serial)
+    release_part(sim, lease.part, _cache_amount(sim, lease.hold), holder=False)
+
+
+def lease_valid(ev: tuple) -> bool:
+    """Is a lease-end event still the end of a lease held? (lazy deletion, as for ps departures)"""
+    pool, lease = ev[3], ev[4]
+    return pool.leases.get(lease.hold.sess.serial) is lease
+
+
 def _cache_amount(sim, h: Hold):
     st = h.stmt
     if st.cache is None:
@@ -829,10 +909,11 @@ def _cache_amount(sim, h: Hold):
         cx.attrs, cx.sess, cx.draw, cx.var = saved
 
 
-def release_part(sim, part: Part, ell) -> None:
+def release_part(sim, part: Part, ell, holder: bool = True) -> None:
     pool = part.pool
     s = part.hold.sess
-    pool.holders.remove(part)
+    if holder:   # a leased part is no holder any more
+        pool.holders.remove(part)
     kept = 0.0
     if pool.content:
         # the blocks go back last first; their identities stay (the `cache` clause has no effect)
@@ -869,7 +950,11 @@ def release_hold(sim, h: Hold, cache: bool = True) -> None:
 
 
 def release_early(sim, s, pool: Pool) -> None:
-    """`release P;`: the innermost hold's allocation of P goes now, caching per its clause."""
+    """`release P;`: the session's lease of P ends, if it has one; else the innermost hold's
+    allocation of P goes now, caching per its clause; else nothing (a lease may have run out)."""
+    if s.serial in pool.leases:
+        end_lease(sim, s, pool)
+        return
     for h in reversed(s.holds):
         for part in h.parts:
             if part.pool is pool:
@@ -883,6 +968,9 @@ def scope_end(sim, s, h: Hold) -> None:
     """The end of a hold's body: release with caching, reset `computed`, record completion."""
     from serq_fast.engine import COMPUTED
 
+    lease = _lease_clause(sim, s, h)
+    if lease is not None:
+        start_lease(sim, s, h, *lease)
     release_hold(sim, h, cache=True)
     if s.holds and s.holds[-1] is h:
         s.holds.pop()

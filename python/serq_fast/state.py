@@ -23,7 +23,7 @@ def _int(x) -> int | float:
 def _event(ev):
     if ev is None:
         return None
-    from serq_fast.engine import EV_ARRIVE, EV_ENDS, EV_FINISH, EV_ITER_END
+    from serq_fast.engine import EV_ARRIVE, EV_ENDS, EV_FINISH, EV_ITER_END, EV_LEASE_END
 
     t, seq, kind, a, b = ev
     if kind == EV_ARRIVE:
@@ -34,6 +34,8 @@ def _event(ev):
         return {"kind": "iter_end", "time": t, "seq": seq, "arg": a.name}
     if kind == EV_ENDS:
         return {"kind": "ends", "time": t, "seq": seq, "arg": a.name}
+    if kind == EV_LEASE_END:
+        return {"kind": "lease_end", "time": t, "seq": seq, "arg": [a.name, b.hold.sess.serial]}
     return {"kind": "warmup_end", "time": t, "seq": seq, "arg": None}
 
 
@@ -49,6 +51,8 @@ def _pool(p) -> dict:
         "entries": [[e.owner, _int(e.size), e.last, e.rel] for e in entries],
         "preemptions": p.preemptions,
         **({"rejected": p.rejected} if p.rejected else {}),
+        **({"leases": [[serial, _int(x.part.alloc), x.ends_at] for serial, x in p.leases.items()]}
+           if p.leases else {}),
         **(_content(p) if p.content else {}),
     }
 

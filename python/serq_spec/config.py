@@ -31,8 +31,9 @@ class Event:
     """A pending event; the heap order is (time, seq)."""
     time: Fraction
     seq: int
-    kind: str          # "arrive" | "finish" | "iter_end" | "ends" | "warmup_end"
-    arg: Any           # arrive: serial; finish: [stage, serial]; iter_end, ends: stage; warmup_end: None
+    kind: str          # "arrive" | "finish" | "iter_end" | "ends" | "lease_end" | "warmup_end"
+    arg: Any           # arrive: serial; finish: [stage, serial]; iter_end, ends: stage;
+    #                    lease_end: [pool, serial]; warmup_end: None
 
     def key(self):
         return (self.time, self.seq)
@@ -192,6 +193,19 @@ class QueueItem:
 
 
 @dataclass
+class Lease:
+    """`lease P (t)` (docs/language.md §11.4): the part on P of a hold whose scope ended, kept by its
+    session — counted in P's `used`, not a holder (so never a preemption victim), not a cache
+    entry (so never evicted) — until `release P`, its `lease_end` event (`ends_at`) or `end`."""
+    serial: int
+    part: HoldState            # the hold reduced to the leased pool (its stmt and stream read `cache`)
+    ends_at: Optional[Fraction]  # the time of its `lease_end` event; None for t = inf
+
+    def to_json(self):
+        return [self.serial, self.part.to_json(), None if self.ends_at is None else wire(self.ends_at)]
+
+
+@dataclass
 class ContentState:
     """The physical blocks of a `share content` pool (docs/content.md §3): per block its reference
     count and identity (a tuple, or None), the free queue (head first) and the identity map
@@ -226,6 +240,7 @@ class PoolState:
     stuck: int = 0
     evicted_units: int = 0
     content: Optional[ContentState] = None   # a `share content` pool's blocks (docs/content.md)
+    leases: list = field(default_factory=list)   # Lease, in the order they began
 
     def cached(self) -> int:
         if self.content is not None:   # b × identified blocks that nobody references
@@ -241,6 +256,8 @@ class PoolState:
              "evicted_units": amt(self.evicted_units)}
         if self.content is not None:
             d["content"] = self.content.to_json()
+        if self.leases:   # only while a lease is held: a program without leases serialises as before
+            d["leases"] = [x.to_json() for x in self.leases]
         return d
 
 
@@ -362,16 +379,19 @@ def _job(d) -> Job:
                d.get("pending", False))
 
 
+def _hold(h) -> HoldState:
+    return HoldState(tuple(h["stmt"]), h["pools"], [amt_in(x) for x in h["alloc"]],
+                     [amt_in(x) for x in h["position"]], h["advanced"],
+                     h["admission"], h["depth"], tuple(h["stream"]),
+                     [amt_in(x) for x in h.get("reserved") or []], [list(b) for b in h.get("blocks") or []],
+                     [None if c is None else tuple(_v(x) for x in c) for c in h.get("content") or []])
+
+
 def _session(d) -> Session:
     s = Session(serial=d["serial"], attrs=[_v(a) for a in d["attrs"]],
                 frames=[Frame(f[0], f[1], f[2], _tup(f[3]), tuple(f[4])) for f in d["frames"]],
                 status=tuple(d["status"]))
-    s.holds = [HoldState(tuple(h["stmt"]), h["pools"], [amt_in(x) for x in h["alloc"]],
-                         [amt_in(x) for x in h["position"]], h["advanced"],
-                         h["admission"], h["depth"], tuple(h["stream"]),
-                         [amt_in(x) for x in h.get("reserved") or []], [list(b) for b in h.get("blocks") or []],
-                         [None if c is None else tuple(_v(x) for x in c) for c in h.get("content") or []])
-               for h in d["holds"]]
+    s.holds = [_hold(h) for h in d["holds"]]
     p = d["pending"]
     s.pending = None if p is None else (p[0], p[1], tuple(p[2]))
     s.adm_seq = d["adm_seq"]
@@ -406,6 +426,8 @@ def from_json(program, d: dict) -> Config:
                        stuck=p["stuck"], evicted_units=amt_in(p["evicted_units"]))
         ps.entries = [Entry(o, amt_in(size), _v(last), rel) for o, size, last, rel in p["entries"]]
         ps.queue = [QueueItem(serial, _v(joined), head) for serial, joined, head in p["queue"]]
+        ps.leases = [Lease(serial, _hold(h), None if until is None else _v(until))
+                     for serial, h, until in p.get("leases", [])]
         c = p.get("content")
         if c is not None:
             ps.content = ContentState(c["block"], list(c["refs"]),

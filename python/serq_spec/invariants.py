@@ -41,10 +41,23 @@ def check_invariants(cfg, previous_now=None) -> list[str]:
                     order.append((h.admission, s.serial))
                     if h.alloc[i] < 0 or h.position[i] < 0:
                         bad.append(f"pool {name}: session {s.serial} has a negative allocation or position")
+        leased = 0
+        for x in st.leases:   # a lease (§11.4): its units stay in `used`; its session is live, no holder
+            leased += x.part.alloc[0]
+            if x.part.pools != [p] or cfg.sessions[x.serial].status[0] == "ended":
+                bad.append(f"pool {name}: the lease of session {x.serial} is not a live session's lease of this pool")
+            pending = [e.time for e in cfg.events if e.kind == "lease_end" and e.arg == (p, x.serial)]
+            if pending != ([] if x.ends_at is None else [x.ends_at]):
+                bad.append(f"pool {name}: the lease of session {x.serial} has the lease_end events {pending}")
+        timed = {x.serial for x in st.leases if x.ends_at is not None}
+        if any(e.kind == "lease_end" and e.arg[0] == p and e.arg[1] not in timed for e in cfg.events):
+            bad.append(f"pool {name}: a pending lease_end event of no timed lease")
+        if len({x.serial for x in st.leases}) != len(st.leases):
+            bad.append(f"pool {name}: a session holds two leases of it")
         if st.content is not None:
             bad += content_invariants(cfg, p)
-        elif held != st.used:
-            bad.append(f"pool {name}: used {st.used} != sum of holders' allocations {held}")
+        elif held + leased != st.used:
+            bad.append(f"pool {name}: used {st.used} != sum of holders' allocations and leases {held + leased}")
         if [x for _, x in sorted(order)] != st.holders:
             bad.append(f"pool {name}: holders {st.holders} are not the holding sessions in admission order")
         owners = [e.owner for e in st.entries]

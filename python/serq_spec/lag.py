@@ -18,7 +18,10 @@ from .program import COMPUTED
 
 
 def lag_engine(cfg, hold):
-    """The `lag 1` engine whose request `hold` is (its first pool is admitted by it), or None."""
+    """The `lag 1` engine whose request `hold` is (its first pool is admitted by it), or None (also
+    for a hold whose every pool a `release P;` in its body released early)."""
+    if not hold.pools:
+        return None
     e = cfg.program.pools[hold.pools[0]].get("admitted_by")
     if e is None or cfg.program.stages[e].get("lag", 0) != 1:
         return None

@@ -180,22 +180,71 @@ def hold_of(session, p: int):
 
 # -- release -----------------------------------------------------------------------------------
 
-def release_pool_early(cfg, session, p: int, at=None) -> None:
-    """`release P;` (§11.4): the hold's allocation on P is released now, caching per the hold's
-    `cache` clause; the rest of the hold stays until its scope ends."""
-    hold = hold_of(session, p)
-    if hold is None:
-        raise SpecError(f"release of pool {cfg.program.pools[p]['name']} outside a hold of it", at, cfg.program.files)
-    i = hold.pools.index(p)
+def split_part(hold, i: int):
+    """Take pool slot i out of `hold`: a one-pool HoldState with the same statement, stream and
+    admission (its `cache` clause still applies to it), and `hold` keeps the other slots."""
+    p = hold.pools[i]
     part = type(hold)(stmt=hold.stmt, pools=[p], alloc=[hold.alloc[i]], position=[hold.position[i]],
                       advanced=[hold.advanced[i]], admission=hold.admission, depth=hold.depth, stream=hold.stream,
                       reserved=[hold.held(i)], blocks=[hold.blocks_of(i)], content=[hold.content_of(i)])
-    release_hold(cfg, session, part, preempted=False)
     for per_pool in (hold.reserved, hold.blocks, hold.content):
         if i < len(per_pool):
             del per_pool[i]
     for field in (hold.pools, hold.alloc, hold.position, hold.advanced):
         del field[i]
+    return part
+
+
+def release_pool_early(cfg, session, p: int, at=None) -> None:
+    """`release P;` (§11.4): the session's lease on P ends, if it has one; otherwise the innermost
+    hold's allocation on P is released now, caching per the hold's `cache` clause, and the rest of
+    the hold stays until its scope ends. With neither it does nothing: a lease of t seconds may
+    have ended before the program releases it (docs/spec.md "Leases")."""
+    if lease_of(cfg, p, session.serial) is not None:
+        end_lease(cfg, session, p)
+        return
+    hold = hold_of(session, p)
+    if hold is None:
+        return
+    part = split_part(hold, hold.pools.index(p))
+    release_hold(cfg, session, part, preempted=False)
+
+
+# -- leases (§11.4 `lease P (t)`) ---------------------------------------------------------------
+
+def lease_of(cfg, p: int, serial: int):
+    """The session's lease on pool p, or None (a session holds at most one lease per pool)."""
+    for x in cfg.pools[p].leases:
+        if x.serial == serial:
+            return x
+    return None
+
+
+def start_lease(cfg, session, hold, p: int, until, at=None) -> None:
+    """The scope of `hold` ends with `lease P (t)`, t > 0: its part on p leaves the hold and p's
+    holders but stays in p's `used` (not a victim, not evictable); `lease_end` is scheduled at
+    `until` (None: t = inf, no event)."""
+    from .config import Lease
+    from .events import schedule_event
+    if lease_of(cfg, p, session.serial) is not None:
+        raise SpecError(f"session {session.serial} leases pool {cfg.program.pools[p]['name']} while its earlier "
+                        "lease of it is held; `release` the first before the second scope ends", at, cfg.program.files)
+    part = split_part(hold, hold.pools.index(p))
+    cfg.pools[p].holders.remove(session.serial)
+    cfg.pools[p].leases.append(Lease(session.serial, part, until))
+    if until is not None:
+        schedule_event(cfg, until, "lease_end", (p, session.serial))
+
+
+def end_lease(cfg, session, p: int) -> None:
+    """The lease on p ends (`release P`, its `lease_end` event, the session's end): the units
+    leave `used` and the hold's `cache` clause applies now (ℓ read now, Session moment)."""
+    from .events import withdraw_event
+    x = lease_of(cfg, p, session.serial)
+    cfg.pools[p].leases.remove(x)
+    if x.ends_at is not None:
+        withdraw_event(cfg, "lease_end", (p, session.serial))   # pending unless this is its event
+    release_slots(cfg, session, x.part, cache_amount(cfg, session, x.part), preempted=False)
 
 
 def held_reservations(cfg, p: int) -> int:
@@ -210,20 +259,32 @@ def held_reservations(cfg, p: int) -> int:
     return total
 
 
-def release_hold(cfg, session, hold, preempted: bool) -> None:
-    """Release every pool of `hold`, caching per its `cache` clause (§11.4 Release, §11.8)."""
+def cache_amount(cfg, session, hold):
+    """ℓ of the hold's `cache (ℓ)` clause, read now in the Session moment; None without one."""
     from .sessions import eval_in_session
     stmt = cfg.program.stmt(hold.stmt)
-    ell = None
-    if stmt.get("cache") is not None:
-        ell = eval_in_session(cfg, session, stmt["cache"], hold.stream, stmt.get("at"))
+    if stmt.get("cache") is None:
+        return None
+    return eval_in_session(cfg, session, stmt["cache"], hold.stream, stmt.get("at"))
+
+
+def release_hold(cfg, session, hold, preempted: bool) -> None:
+    """Release every pool of `hold`, caching per its `cache` clause (§11.4 Release, §11.8)."""
+    ell = cache_amount(cfg, session, hold)
+    for p in hold.pools:
+        cfg.pools[p].holders.remove(session.serial)
+    release_slots(cfg, session, hold, ell, preempted)
+
+
+def release_slots(cfg, session, hold, ell, preempted: bool) -> None:
+    """`used` down by each pool's allocation and, with ℓ, a fresh entry of round_down(min(ℓ,
+    computed)) (§11.4 Release); the holders lists are the caller's (a lease is no holder)."""
     for i, p in enumerate(hold.pools):
         st = cfg.pools[p]
         if st.content is not None:
             content.release(cfg, p, hold.blocks_of(i))   # `used` drops per block reaching refs 0
         else:
             st.used = V.amount(st.used - hold.alloc[i])
-        st.holders.remove(session.serial)
         kept = 0
         if ell is not None and caches_in(cfg, p):
             # the position, capped by the allocation: a consumed prefix the units did not allocate

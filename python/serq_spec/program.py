@@ -193,8 +193,12 @@ class Program:
         if op not in ("set", "observe", "turn", "end", "branch", "while", "loop", "choose", "hold",
                       "run", "grow", "load", "drop", "release"):
             raise self.unsupported(f"statement {op}", at)
-        if op == "hold" and st.get("lease"):
-            raise self.unsupported("`lease` on a hold", at)
+        if op == "hold" and st.get("lease") is not None:
+            lease = st["lease"]
+            ref = lease["pool"]
+            if any(self.is_content(j) for j in range(ref["base"], ref["base"] + ref.get("count", 1))):
+                raise self.unsupported(f"`lease` of the `share content` pool {self.pools[ref['base']]['name']}", at)
+            self.check_expr(lease["time"], at)
         for k in ("expr", "cond", "count", "work", "units", "reuse", "cache", "eos"):
             if isinstance(st.get(k), dict):
                 self.check_expr(st[k], at)

@@ -14,8 +14,8 @@ from .config import ENDED, READY, Frame, HoldState, Job, Request, Session
 from .errors import SpecError
 from .expr import Env, evaluate, resolve_ref
 from . import content
-from .pools import (add_units, caches_in, consume_own_prefix, drop_entry, enqueue, held_reservations, hold_of,
-                    leave_queue, make_room, release_hold, select_head, units_int)
+from .pools import (add_units, caches_in, consume_own_prefix, drop_entry, end_lease, enqueue, held_reservations,
+                    hold_of, lease_of, leave_queue, make_room, release_hold, select_head, start_lease, units_int)
 from .program import CACHED, COMPUTED, FORCED, MORE, NEW, OUT, SERIAL, THINK, TURN_NO, static_expr, zero_attrs
 
 STATEMENT_LIMIT = 1_000_000   # §11.9: a session that runs this many statements without blocking
@@ -68,6 +68,9 @@ def end_session(cfg, s) -> None:
     for h in reversed(s.holds):
         release_hold(cfg, s, h, preempted=False)
     s.holds = []
+    for p in range(len(cfg.pools)):   # then its leases, in pool order (§11.3 `end`)
+        if lease_of(cfg, p, s.serial) is not None:
+            end_lease(cfg, s, p)
     s.frames = []
     s.request = None
     s.status = ENDED
@@ -306,8 +309,31 @@ def admit(cfg, s, st, ref, stream, pools, units, env, reserved=None, plan=None, 
 def scope_end(cfg, s) -> None:
     """The end of a hold's body: release, reset `computed`, clear preemption memory, client records."""
     hold = s.holds.pop()
+    pools = list(hold.pools)
+    lease = lease_clause(cfg, s, hold)
+    if lease is not None:
+        start_lease(cfg, s, hold, *lease, at=cfg.program.stmt(hold.stmt).get("at"))
     release_hold(cfg, s, hold, preempted=False)
-    end_scope(cfg, s, hold.stmt, hold.pools)
+    end_scope(cfg, s, hold.stmt, pools)
+
+
+def lease_clause(cfg, s, hold):
+    """The hold's `lease P (t)` read at its scope end (Session moment, §11.4): (p, ends_at), ends_at
+    = now + t or None for t = inf; None without a clause, with t = 0, or when the hold no longer
+    holds P (the hold then ends as without the clause; docs/spec.md "Leases")."""
+    stmt = cfg.program.stmt(hold.stmt)
+    lease = stmt.get("lease")
+    if lease is None:
+        return None
+    at = stmt.get("at")
+    env = Env(cfg, s, hold.stream, at)
+    t = evaluate(lease["time"], env)
+    if t < 0:
+        raise SpecError(f"a lease time must be >= 0 seconds, got {V.wire(t)}", at, cfg.program.files)
+    p = resolve_ref(env, lease["pool"])
+    if t == 0 or p not in hold.pools:
+        return None   # nothing to lease: P was released early (`release P;`), or is not the hold's
+    return p, (None if V.is_inf(t) else cfg.now + t)
 
 
 def end_scope(cfg, s, stmt, pools) -> None:
@@ -426,8 +452,10 @@ def exec_stmt(cfg, s, st, ref, stream):
         p = resolve_ref(env, st["pool"])
         n = units_int(evaluate(st["units"], env), "load amount", cfg, at)
         h = hold_of(s, p)
+        if h is None and lease_of(cfg, p, s.serial) is not None:
+            h = lease_of(cfg, p, s.serial).part   # a leased allocation keeps its position (§11.4)
         if h is None:
-            raise SpecError(f"load of pool {prog.pools[p]['name']} outside a hold of it", at, prog.files)
+            raise SpecError(f"load of pool {prog.pools[p]['name']} outside a hold or lease of it", at, prog.files)
         i = h.pools.index(p)
         if h.position[i] + n > h.alloc[i]:
             raise SpecError("load beyond the allocation", at, prog.files)

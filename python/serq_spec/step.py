@@ -95,6 +95,9 @@ def handle(cfg, ev) -> None:
     elif ev.kind == "ends":
         from .lag import apply_ends
         apply_ends(cfg, ev.arg)
+    elif ev.kind == "lease_end":
+        from .pools import end_lease
+        end_lease(cfg, cfg.sessions[ev.arg[1]], ev.arg[0])
     elif ev.kind == "warmup_end":
         cfg.warm = True
     else:

@@ -18,6 +18,8 @@ def event_json(cfg, ev):
         arg = [names[arg[0]]["name"], arg[1]]
     elif ev.kind in ("iter_end", "ends"):
         arg = names[arg]["name"]
+    elif ev.kind == "lease_end":
+        arg = [cfg.program.pools[arg[0]]["name"], arg[1]]
     return {"kind": ev.kind, "time": wire(ev.time), "seq": ev.seq, "arg": arg}
 
 
@@ -43,6 +45,9 @@ def pool_json(cfg, p: int) -> dict:
            "preemptions": st.preemptions}
     if st.rejected:   # present once the pool has rejected a hold (docs/state.md POOL)
         out["rejected"] = st.rejected
+    if st.leases:     # present while a lease is held (docs/state.md POOL)
+        out["leases"] = [[x.serial, amt(x.part.alloc[0]), None if x.ends_at is None else wire(x.ends_at)]
+                         for x in st.leases]
     if st.content is not None:
         out.update(content_json(cfg, p))
     return out

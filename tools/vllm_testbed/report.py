@@ -201,8 +201,9 @@ def build(data: Path) -> tuple[str, dict]:
             out.append(f"| {label} | {target} | " + " | ".join(coefs) + " | "
                        + " | ".join(f"{_pct(fit.mape.get(k))} ({fit.counts.get(k, 0)})" for k in KINDS) + " |")
     lo, hi = fits["wall_s"].ci95["f"]
-    out += ["", f"The 95 % interval of `f` (wall time) is [{1e3 * lo:.2f}, {1e3 * hi:.2f}] ms: the term is real. "
-            "The decode MAPE is the step-to-step noise of the machine (below).", ""]
+    out += ["", f"The 95 % interval of `f` (wall time) is [{1e3 * lo:.2f}, {1e3 * hi:.2f}] ms"
+            + (", which excludes 0." if lo > 0 or hi < 0 else ", which includes 0.")
+            + " The decode MAPE is close to the step-to-step noise of the machine (§6).", ""]
     out += [f"The driver's own time between two steps (the replay program's `c_it`): median "
             f"{1e3 * (c_it or 0):.3f} ms; the engine's input processing of a new request (`c0`): "
             f"{1e3 * (c0 or 0):.3f} ms. Predictions below use the `wall_s` fit (the clock a client sees).", ""]

@@ -46,8 +46,12 @@ CALIBRATION = [
     ("cal_tight", dict(seed=12, sessions=10, turns=(3, 5)),
      dict(spacing_steps=8, blocks=96, max_num_seqs=8, max_num_batched_tokens=256, max_model_len=1760)),
     ("cal_capped", dict(seed=13, sessions=10, first=(300, 900)),
-     dict(spacing_steps=10, blocks=256, max_num_seqs=4, max_num_batched_tokens=192, max_model_len=4096,
+     dict(spacing_steps=10, blocks=100, max_num_seqs=4, max_num_batched_tokens=192, max_model_len=3168,
           long_prefill_token_threshold=96)),
+    # long answers in a KV pool too small for all of them: preemptions, and hits between them
+    ("cal_preempt", dict(seed=15, sessions=12, turns=(3, 5), out=(32, 128), think=(0.2, 1.0)),
+     dict(spacing_steps=3, step_s=0.05, blocks=160, max_num_seqs=12, max_num_batched_tokens=256,
+          max_model_len=4096)),
     # long prompts, short answers: the prefill-only and mixed steps the others have few of
     ("cal_prefill", dict(seed=14, sessions=40, turns=(2, 3), first=(400, 1500), new=(100, 600), out=(2, 8),
                          think=(0.1, 0.5)),

@@ -45,6 +45,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     for name, what in (("compute", "FLOP/s"), ("memory", "HBM bandwidth"), ("link", "interconnect bandwidth")):
         p.add_argument(f"--{name}-eff", type=float, default=getattr(d, f"{name}_eff"), metavar="F",
                        help=f"achieved / peak {what} (default 1: the roofline)")
+    p.add_argument("--calibrate", metavar="FIT", default=None,
+                   help="correct the roofline by a measured fit (a profile file or shipped name, e.g. "
+                        "a100-qwen3-8b-seed) made on the same GPU: each term scaled by fit / roofline")
+    p.add_argument("--calibrate-model", metavar="NAME", default=None,
+                   help="the model the --calibrate fit was measured with (default: --model)")
+    p.add_argument("--calibrate-gpu", metavar="NAME", default=None,
+                   help="the GPU the --calibrate fit was measured on (default: --gpu)")
     p.add_argument("-o", "--output", metavar="FILE", help="write the profile here (atomically) instead of stdout")
     p.add_argument("--set-args", action="store_true",
                    help="print the profile's settings as `--set NAME=VALUE` words instead of the file")
@@ -83,6 +90,20 @@ def _run(args: argparse.Namespace) -> int:
                   reserve_gib=args.reserve_gib, compute_eff=args.compute_eff, memory_eff=args.memory_eff,
                   link_eff=args.link_eff)
     prof = roofline(setup, cat)
+    if args.calibrate:
+        from dataclasses import replace
+
+        from .profilefile import resolve_profile
+        from .roofline import calibrate
+
+        fit = resolve_profile(args.calibrate)
+        if fit["kind"] == "roofline":
+            raise SerqError(f"--calibrate {args.calibrate}: a roofline is not a measurement; give a fit")
+        base = Setup(gpu=args.calibrate_gpu or args.gpu, model=args.calibrate_model or args.model, tp=None,
+                     dtype=args.dtype,
+                     kv_dtype=args.kv_dtype, block_size=args.block_size)
+        same = not args.calibrate_model and not args.calibrate_gpu
+        prof = calibrate(prof, roofline(replace(base, tp=args.tp if same else None), cat), fit)
     if args.output:
         write_profile(args.output, prof)
     if args.set_args:

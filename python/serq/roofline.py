@@ -280,3 +280,51 @@ def _profile(setup: Setup, g: dict, m: dict, tp: int, kv_dtype: str, t: dict, ca
 
 def _coef(v: float, unit: str) -> dict:
     return {"value": float(f"{v:.6g}"), "unit": unit, "ci95": None}
+
+
+def calibrate(target: dict, measured_roofline: dict, fit: dict) -> dict:
+    """TARGET's roofline profile corrected by a measured fit (docs/profiles.md §6).
+
+    `fit` was measured on the setup whose uncorrected roofline is `measured_roofline` (the same GPU,
+    perhaps another model). Each term of the replay form is scaled by how far the fit is from that
+    roofline — fit / roofline: the achieved fraction of peak that the term's kernels reach, taken
+    to carry over to another model on the same GPU — and the part of the fit's intercept that the
+    weight read does not explain is kept as a fixed per-step overhead. The multi-turn form's
+    constants get the same factors (a from a, omega and beta from e, the overhead as c_it)."""
+    rc, fc = measured_roofline["coefficients"], fit["coefficients"]
+    for name in ("c", "d", "e", "a", "b"):
+        if name not in fc:
+            raise SerqError(f"--calibrate: the fit {fit['name']!r} has no coefficient {name} (it needs the "
+                            "form c + d*decoders + e*kv_decode + a*prefilled + b*attention)")
+        if not rc[name]["value"] > 0:
+            raise SerqError(f"--calibrate: the roofline of the measured setup has no {name} term to scale")
+    factor = {n: fc[n]["value"] / rc[n]["value"] for n in ("d", "e", "a", "b")}
+    # the intercept: the weight read at the bandwidth the KV term achieved, and what is left of
+    # the fitted intercept as a fixed overhead; if the weight read alone exceeds the intercept,
+    # the whole intercept is the weight read (scaled as weights are)
+    overhead = max(0.0, fc["c"]["value"] - rc["c"]["value"] * factor["e"])
+    factor["c"] = (fc["c"]["value"] - overhead) / rc["c"]["value"]
+    fit_c_it = float(fit["set"].get("c_it", "0") or 0)
+    tc = target["coefficients"]
+    c = tc["c"]["value"] * factor["c"] + overhead
+    values = {"c": c, "d": tc["d"]["value"] * factor["d"], "e": tc["e"]["value"] * factor["e"],
+              "a": tc["a"]["value"] * factor["a"], "b": tc["b"]["value"] * factor["b"]}
+    out = dict(target)
+    out["name"] = f"{target['name']}/calibrated:{fit['name']}"
+    out["source"] = f"{target['source']}; each term scaled by the fit {fit['name']!r} against its own roofline"
+    out["coefficients"] = {**tc, **{n: _coef(v, tc[n]["unit"]) for n, v in values.items()}}
+    sets = dict(target["set"])
+    sets.update({
+        "c_fit": number_text(values["c"] - overhead), "d_dec": number_text(values["d"]),
+        "e_kv": number_text(values["e"]), "a_pre": number_text(values["a"]), "b_att": number_text(values["b"]),
+        "a": number_text(float(target["set"]["a"]) * factor["a"]),
+        "omega": number_text(float(target["set"]["omega"]) * factor["c"]),
+        "beta": number_text(float(target["set"]["beta"]) * factor["e"]),
+        "c_it": number_text(overhead + fit_c_it),
+    })
+    out["set"] = sets
+    out["derived"] = {**target.get("derived", {}), "calibration": {
+        "fit": fit["name"], "measured_roofline": measured_roofline["name"],
+        "factors_fit_over_roofline": {n: float(f"{v:.6g}") for n, v in factor.items()},
+        "fixed_overhead_s": float(f"{overhead:.6g}")}}
+    return out

@@ -79,6 +79,21 @@ def calibration_steps(data: Path) -> list[Path]:
     return cal
 
 
+def decode_noise(files: list[Path]) -> float:
+    """The weighted coefficient of variation of decode-only step times with equal decoders."""
+    import csv
+    import statistics
+
+    groups: dict[str, list[float]] = {}
+    for f in files:
+        with open(f, newline="") as fh:
+            for r in csv.DictReader(fh):
+                if r["kind"] == "decode":
+                    groups.setdefault(r["decoders"], []).append(float(r["wall_s"]))
+    big = [v for v in groups.values() if len(v) >= 30]
+    return sum(len(v) * statistics.pstdev(v) / statistics.mean(v) for v in big) / sum(len(v) for v in big)
+
+
 def make_profile(data: Path) -> dict:
     """`serq fit DATA/cal_*.steps.csv --target wall_s --name testbed-cpu-llama-20m`, written as
     DATA/profile.json: the profile every prediction of the report runs on."""
@@ -203,7 +218,9 @@ def build(data: Path) -> tuple[str, dict]:
     lo, hi = fits["wall_s"].ci95["f"]
     out += ["", f"The 95 % interval of `f` (wall time) is [{1e3 * lo:.2f}, {1e3 * hi:.2f}] ms"
             + (", which excludes 0." if lo > 0 or hi < 0 else ", which includes 0.")
-            + " The decode MAPE is close to the step-to-step noise of the machine (§6).", ""]
+            + f" Decode-only steps with the same number of decoders vary with a coefficient of variation of "
+            f"{100 * decode_noise(cal):.1f} % (groups of 30 steps or more, weighted by size): the decode MAPE "
+            "is close to that step-to-step noise (§6).", ""]
     out += [f"The driver's own time between two steps (the replay program's `c_it`): median "
             f"{1e3 * (c_it or 0):.3f} ms; the engine's input processing of a new request (`c0`): "
             f"{1e3 * (c0 or 0):.3f} ms. Predictions below use the `wall_s` fit (the clock a client sees).", ""]

@@ -425,3 +425,20 @@ def test_numbers_on_the_command_line_follow_the_set_rule(capsys, argv):
     err = capsys.readouterr().err
     assert info.value.code == 2 and "Traceback" not in err
     assert "in ASCII digits" in err or "beyond binary64's range" in err, err
+
+
+# -- D13: run-time errors name the statement of the expression ----------------------------------
+
+@pytest.mark.parametrize("need, needle", [
+    ("~exp(service)", "a constant of about 1e400 is beyond the range"),  # with --set service=1e400
+    ("pow(10, 1e10)", "math range error"),
+    ("~exp(-inf)", "~exp(-inf): arguments outside what the draw can sample"),
+    ("1 / (now - now)", "division by zero"),
+])
+def test_run_time_errors_are_located(tmp_path, capsys, need, needle):
+    """These named no position: `--set service=1e400` on mm1.sq, pow(10, 1e10), ~exp(-inf), x/0."""
+    f = tmp_path / "mm1.sq"
+    f.write_text(MM1.read_text().replace("set need = ~exp(service);", f"set need = {need};"))
+    extra = ["--set", "service=1e400"] if "constant" in needle else []
+    rc, out, err = run(capsys, "run", f, "--horizon", "5", *extra)
+    assert rc == 2 and needle in err and err.rstrip().endswith("at mm1.sq:37:5"), err

@@ -183,7 +183,7 @@ def test_sample_output_checked_before_sampling(tmp_path, capsys, where):
 # -- numbers ------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("argv, needle", [
-    (["lockstep", MM1, "--sessions", "2", "--horizon", "nan"], "--horizon"),
+    (["lockstep", MM1, "--sessions", "2", "--horizon", "-0.5"], "--horizon"),  # nan: argparse refuses it
     (["lockstep", MM1, "--sessions", "2", "--horizon", "-1"], "--horizon"),
     (["lockstep", MM1, "--sessions", "2", "--max-steps", "-1"], "--max-steps"),
     (["lockstep", MM1, "--sessions", "2", "--seed", "-1"], "--seed"),

@@ -236,3 +236,209 @@ def test_sessions_file_seed_is_a_non_negative_integer(tmp_path, capsys, mm1_sess
     flag = "--replay" if command == "run" else "--sessions"
     rc, out, err = run(capsys, command, MM1, flag, _write(tmp_path, "s.json", data))
     assert rc == 2 and "sessions file: seed: must be a non-negative integer" in err, err
+
+
+# -- D6: a full device ---------------------------------------------------------------------------
+
+FULL = "/dev/full"
+needs_full = pytest.mark.skipif(not Path(FULL).exists(), reason="no /dev/full here")
+
+
+@needs_full
+@pytest.mark.parametrize("argv", [
+    ["run", MM1], ["ir", MM1], ["check", MM1], ["sample", MM1, "--seed", "1", "--sessions", "2"],
+    ["oracle", "render", TRACE], ["oracle", "run", SCENARIO],
+])
+def test_standard_output_on_a_full_device(argv):
+    """`> /dev/full` was an OSError traceback (serq run, oracle render) or "internal error"."""
+    import subprocess
+    import sys
+
+    with open(FULL, "w") as full:
+        p = subprocess.run([sys.executable, "-m", "serq.cli", *map(str, argv)], stdout=full,
+                           stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                           env={"PYTHONPATH": str(ROOT / "python"), "PATH": "/usr/bin:/bin"})
+    assert p.returncode == 2, p.stderr
+    assert p.stderr == "serq: error: writing the output failed: No space left on device\n", p.stderr
+
+
+@needs_full
+@pytest.mark.parametrize("argv, needle", [
+    (["run", MM1, "--states", FULL], f"serq: error: --states {FULL}: cannot write: No space left"),
+    (["run", MM1, "--records", FULL], f"serq: error: --records {FULL}: cannot write: No space left"),
+    (["sample", MM1, "--seed", "1", "--sessions", "2", "-o", FULL], "serq: error: cannot write the sessions file"),
+    (["oracle", "run", SCENARIO, "-o", FULL], f"serq oracle: cannot write {FULL}: No space left"),
+])
+def test_output_file_on_a_full_device(capsys, argv, needle):
+    rc, out, err = run(capsys, *argv)
+    assert rc == 2 and err.startswith(needle), err
+
+
+# -- D8: an interrupted run never leaves a file that looks complete, nor destroys the old one -----
+
+def _only_file(folder):
+    return sorted(p.name for p in folder.iterdir())
+
+
+def test_records_interrupted_while_written(tmp_path, capsys, monkeypatch):
+    """Ctrl-C while the records were written left the rows written so far, with nothing marking
+    the file incomplete (and the previous file was gone)."""
+    import csv
+
+    from serq_fast import report
+
+    f = tmp_path / "mid.csv"
+    f.write_text("the previous records\n")
+    real = csv.writer
+
+    class Interrupted:
+        def __init__(self, fh):
+            self.w, self.n = real(fh), 0
+
+        def writerow(self, row):
+            self.n += 1
+            if self.n == 3:
+                raise KeyboardInterrupt
+            self.w.writerow(row)
+
+    monkeypatch.setattr(report.csv, "writer", Interrupted)
+    rc, out, err = run(capsys, "run", MM1, "--horizon", "50", "--records", f)
+    assert rc == 130 and "interrupted" in err
+    assert f.read_text() == "the previous records\n"
+    assert _only_file(tmp_path) == ["mid.csv"]
+
+
+def test_states_interrupted_during_the_run(tmp_path, capsys, monkeypatch):
+    from serq_fast import lockstep
+
+    f = tmp_path / "states.jsonl"
+    f.write_text("the previous states\n")
+    real, calls = lockstep.dump_line, []
+
+    def interrupted(line):
+        calls.append(1)
+        if len(calls) == 5:
+            raise KeyboardInterrupt
+        return real(line)
+
+    monkeypatch.setattr(lockstep, "dump_line", interrupted)
+    rc, out, err = run(capsys, "run", MM1, "--horizon", "50", "--states", f)
+    assert rc == 130
+    assert f.read_text() == "the previous states\n"
+    assert _only_file(tmp_path) == ["states.jsonl"]
+
+
+def test_outputs_written_whole_keep_their_permissions(tmp_path, capsys):
+    f = tmp_path / "r.csv"
+    f.write_text("old\n")
+    f.chmod(0o640)
+    rc, out, err = run(capsys, "run", MM1, "--horizon", "20", "--records", f, "--states", tmp_path / "s.jsonl")
+    assert rc == 0, err
+    assert f.read_text().startswith("session,") or f.read_text().count("\n") > 1
+    assert (f.stat().st_mode & 0o777) == 0o640
+    assert (tmp_path / "s.jsonl").read_text().count("\n") > 1
+    assert _only_file(tmp_path) == ["r.csv", "s.jsonl"]
+
+
+# -- D7: Ctrl-C while the parser is built --------------------------------------------------------
+
+def test_interrupt_while_the_parser_is_built(capsys, monkeypatch):
+    """A SIGINT in the first ~0.1 s (importing the subcommands) was a KeyboardInterrupt traceback."""
+    import serq.cli
+
+    def interrupted():
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(serq.cli, "build_parser", interrupted)
+    rc, out, err = run(capsys, "run", MM1)
+    assert rc == 130 and err == "serq: interrupted\n"
+
+
+
+# -- D11: a sessions file holds exactly what the program's workload spawns ----------------------
+
+@pytest.mark.parametrize("command", ["run", "spec"])
+@pytest.mark.parametrize("arrivals, needle", [
+    (0, "3 session(s) need 3, the file has 0"),
+    (2, "3 session(s) need 3, the file has 2"),
+    (100_000, "3 session(s) need 3, the file has 100000"),
+])
+def test_arrivals_that_do_not_match_the_sessions(tmp_path, capsys, mm1_sessions, command, arrivals, needle):
+    """`arrivals: []` with 20 sessions ran 0 sessions, 10 arrivals for 20 ran 10, 10^6 arrivals for
+    20 ran on: all with exit 0."""
+    _, data = mm1_sessions
+    data["arrivals"] = [str(i) for i in range(arrivals)]
+    flag = "--replay" if command == "run" else "--sessions"
+    rc, out, err = run(capsys, command, MM1, flag, _write(tmp_path, "s.json", data))
+    assert rc == 2 and "sessions file: arrivals: the program's `arrive poisson` takes one arrival time" in err, err
+    assert needle in err, err
+
+
+def test_extra_sessions_of_a_batch(tmp_path, capsys):
+    prog = ORACLE / "vllm_scenario.sq"
+    f = tmp_path / "b.json"
+    assert main(["sample", str(prog), "--seed", "1", "--sessions", "2", "-o", str(f)]) == 0
+    capsys.readouterr()
+    import json
+
+    data = json.loads(f.read_text())
+    data["sessions"].append(dict(data["sessions"][-1], serial=2))
+    for command, flag in (("run", "--replay"), ("spec", "--sessions")):
+        rc, out, err = run(capsys, command, prog, flag, _write(tmp_path, "b3.json", data))
+        assert rc == 2 and "sessions file: sessions: the program spawns batch(2), the file has 3" in err, err
+    data["sessions"].pop()
+    data["arrivals"] = ["0", "1"]
+    rc, out, err = run(capsys, "run", prog, "--replay", _write(tmp_path, "ba.json", data))
+    assert rc == 2 and "(`arrive batch`) takes no arrival times, the file has 2" in err, err
+
+
+# -- D12: one rule for every path and number on the command line --------------------------------
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--records", ""], "--records needs a file path, got an empty one"),
+    (["--states", ""], "--states needs a file path, got an empty one"),
+    (["--records", "-"], "--records - : records are written to a file"),
+    (["--records", "SAME", "--states", "SAME"], "--records and --states name the same file"),
+])
+def test_output_paths_of_serq_run(tmp_path, capsys, monkeypatch, argv, needle):
+    """`--records ''` and `--states ''` did nothing; `--records -` wrote a file named `-`;
+    `--records X --states X` lost one of them."""
+    monkeypatch.chdir(tmp_path)
+    rc, out, err = run(capsys, "run", MM1, "--horizon", "5", *argv)
+    assert rc == 2 and err.startswith(f"serq: error: {needle}"), err
+    assert _only_file(tmp_path) == []
+
+
+@pytest.mark.parametrize("argv", [
+    ["run", MM1, "--horizon", "1_0"], ["run", MM1, "--seed", "٧"], ["run", MM1, "--warmup", "1_0"],
+    ["run", MM1, "--arrivals", "１"], ["run", MM1, "--horizon", "1e400"], ["run", MM1, "--horizon", "nan"],
+    ["lockstep", MM1, "--sessions", "2", "--horizon", "nan"],
+    ["lockstep", MM1, "--sessions", "2_0"], ["lockstep", MM1, "--sessions", "2", "--max-steps", "1_0"],
+    ["sample", MM1, "--seed", "1_0", "--sessions", "2"], ["sample", MM1, "--seed", "1", "--sessions", "٢"],
+    ["spec", MM1, "--sessions", "x.json", "--max-steps", "1_0"],
+    ["oracle", "compare", TRACE, TRACE, "--context", "1_0"],
+])
+def test_numbers_on_the_command_line_follow_the_set_rule(capsys, argv):
+    """`--horizon 1_0` and `--seed ٧` were accepted while `--set` refuses both."""
+    with pytest.raises(SystemExit) as info:
+        main([str(a) for a in argv])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and "Traceback" not in err
+    assert "in ASCII digits" in err or "beyond binary64's range" in err, err
+
+
+# -- D13: run-time errors name the statement of the expression ----------------------------------
+
+@pytest.mark.parametrize("need, needle", [
+    ("~exp(service)", "a constant of about 1e400 is beyond the range"),  # with --set service=1e400
+    ("pow(10, 1e10)", "math range error"),
+    ("~exp(-inf)", "~exp(-inf): arguments outside what the draw can sample"),
+    ("1 / (now - now)", "division by zero"),
+])
+def test_run_time_errors_are_located(tmp_path, capsys, need, needle):
+    """These named no position: `--set service=1e400` on mm1.sq, pow(10, 1e10), ~exp(-inf), x/0."""
+    f = tmp_path / "mm1.sq"
+    f.write_text(MM1.read_text().replace("set need = ~exp(service);", f"set need = {need};"))
+    extra = ["--set", "service=1e400"] if "constant" in needle else []
+    rc, out, err = run(capsys, "run", f, "--horizon", "5", *extra)
+    assert rc == 2 and needle in err and err.rstrip().endswith("at mm1.sq:37:5"), err

@@ -54,18 +54,45 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if not getattr(args, "func", None):
-        parser.print_help(sys.stderr)
-        return 2
     try:
-        return int(args.func(args) or 0)
+        # building the parser imports every subcommand's module (~0.1 s): Ctrl-C there too is
+        # an interruption, not a traceback
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if not getattr(args, "func", None):
+            parser.print_help(sys.stderr)
+            return 2
+        rc = int(args.func(args) or 0)
+        sys.stdout.flush()  # here, not at exit: a full device is then reported like any error
+        return rc
     except KeyboardInterrupt:
         print("serq: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
+        _drop_stdout()
         return 0
+    except OSError as exc:
+        from serq.outputfile import is_write_failure
+
+        if not is_write_failure(exc):
+            raise
+        _drop_stdout()
+        where = f" to {exc.filename}" if exc.filename else ""
+        print(f"serq: error: writing the output{where} failed: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+
+
+def _drop_stdout() -> None:
+    """Send what is still buffered for standard output nowhere, so that Python's own flush at
+    exit does not fail a second time and print a traceback of its own."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # stdout replaced (pytest's capture): nothing to do
+        pass
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ import sys
 
 from .errors import SerqError
 from .irfile import PROFILE_HELP, load_with_profile, parse_settings
+from .outputfile import is_write_failure
 
 
 def _report(e: SerqError) -> int:
@@ -30,6 +31,8 @@ def _guarded(fn, args: argparse.Namespace) -> int:
     except BrokenPipeError:
         raise  # a reader that stopped (`serq ir … | head`) is no defect: serq.cli ends quietly
     except Exception as e:  # noqa: BLE001 - a bug must still not print a traceback
+        if is_write_failure(e):
+            raise  # a full disk is no defect either: serq.cli says the write failed
         print(f"{args.file}: error: internal error in the front-end ({type(e).__name__}: {e}); please report it",
               file=sys.stderr)
         return 2

@@ -11,10 +11,13 @@ are checked by the engines as they load them ("not supported yet: statement …"
 
 from __future__ import annotations
 
+import argparse
+import math
+import re
 from typing import Any, Mapping
 
 from .errors import SerqError
-from .wire import INF, WireError, value_from_wire
+from .wire import INF, WireError, is_decimal, value_from_wire
 
 IR_FORMAT = "serq-ir/1"
 STAGE_KINDS = ("fifo", "ps", "delay", "step")
@@ -61,6 +64,33 @@ def parse_settings(pairs: list[str] | None) -> dict[str, str]:
             raise SerqError(f"--set {p}: expected NAME=VALUE (an `args.number` input and a number or inf)")
         out[name.strip()] = value.strip()
     return out
+
+
+# One rule for every number on the command line, the rule `--set` follows: ASCII digits only
+# (argparse's int() and float() also take `1_0`, other scripts' digits such as `٧`, `nan`, and
+# round 1e400 to inf).
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+
+
+def integer_option(text: str) -> int:
+    """An integer option (`--seed`, `--sessions`, `--max-steps`, …): optional sign, ASCII digits."""
+    if not _INTEGER.fullmatch(text) or len(text) > 100:
+        raise argparse.ArgumentTypeError(f"expected a whole number in ASCII digits, got {text!r}")
+    return int(text)
+
+
+def number_option(text: str) -> float:
+    """A number option (`--horizon`, `--warmup`): a decimal as `--set` takes it (ASCII digits,
+    optional fraction and exponent) or inf, within binary64's range."""
+    if text in ("inf", "+inf", "-inf"):
+        return float(text)
+    if not is_decimal(text) or len(text) > 400:
+        raise argparse.ArgumentTypeError(f"expected a decimal number in ASCII digits (like 600, 0.5 or "
+                                         f"2e-5) or inf, got {text!r}")
+    x = float(text)
+    if math.isinf(x):
+        raise argparse.ArgumentTypeError(f"{text} is beyond binary64's range (about 1.8e308); write inf")
+    return x
 
 
 def read_ir_file(path: str) -> dict:

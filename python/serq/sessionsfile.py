@@ -40,11 +40,14 @@ def read_json_file(path: str, what: str, advice: str) -> Any:
         raise SerqError(f"cannot read the {what}: {msg}{tail}", path) from None
 
 
-def read_sessions_file(path: str) -> dict:
-    """The sessions file at PATH, checked; a SerqError naming PATH otherwise."""
+def read_sessions_file(path: str, ir: dict | None = None) -> dict:
+    """The sessions file at PATH, checked (and, given the program's IR, checked to hold what its
+    workload spawns); a SerqError naming PATH otherwise."""
     data = read_json_file(path, "sessions file", "write one with `serq sample`")
     try:
         check_sessions(data)
+        if ir is not None:
+            check_counts(data, ir)
     except SessionsFileBad as bad:
         raise SerqError(f"{bad} (write one with `serq sample`; docs/sessions.md gives the format)", path) from None
     return data
@@ -107,6 +110,41 @@ def check_sessions(data: Any) -> None:
         for k, t in enumerate(_list(s.get("turns", []), f"sessions[{i}].turns")):
             _draws(t, f"sessions[{i}].turns[{k}]")
         _draws(s.get("session", []), f"sessions[{i}].session")
+
+
+def check_counts(data: dict, ir: dict) -> None:
+    """Raise SessionsFileBad unless DATA (a checked sessions file) holds exactly what the program's
+    workload consumes of K sessions (docs/sessions.md): K arrival times for `poisson`/`renewal`
+    and none otherwise, K trace picks for an unordered `trace` and none otherwise, n sessions for
+    `batch(n)`, none for `arrive none`. A value left over is an error, not ignored: it means the
+    file was sampled from another program."""
+    k = len(data["sessions"])
+    workload = ir.get("workload") or {}
+    arrival = workload.get("arrival") or {}
+    kind = arrival.get("kind")
+    arrivals = len(data.get("arrivals", []))
+    if kind in ("poisson", "renewal"):
+        if arrivals != k:
+            raise SessionsFileBad("arrivals", f"the program's `arrive {kind}` takes one arrival time per "
+                                  f"session: {k} session(s) need {k}, the file has {arrivals}")
+    elif arrivals:
+        raise SessionsFileBad("arrivals", f"the program's workload (`arrive {kind}`) takes no arrival "
+                              f"times, the file has {arrivals}")
+    if kind == "batch" and isinstance(arrival.get("n"), int) and k != arrival["n"]:
+        raise SessionsFileBad("sessions", f"the program spawns batch({arrival['n']}), the file has {k} "
+                              "session(s)")
+    if kind == "none" and k:
+        raise SessionsFileBad("sessions", f"the program has no arrivals (`arrive none`), the file has "
+                              f"{k} session(s)")
+    trace = workload.get("trace")
+    picks = len(data.get("trace_picks", []))
+    unordered = trace is not None and not trace.get("ordered")
+    if unordered and picks != k:
+        raise SessionsFileBad("trace_picks", f"an unordered `trace` takes one pick per session: {k} "
+                              f"session(s) need {k}, the file has {picks}")
+    if not unordered and picks:
+        raise SessionsFileBad("trace_picks", f"the program has no unordered `trace`, the file has {picks} "
+                              "pick(s)")
 
 
 def sampling_difference(data: dict, ir: dict, program_name: str) -> str | None:

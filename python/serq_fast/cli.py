@@ -11,7 +11,9 @@ import math
 import os
 import sys
 
+from serq.irfile import integer_option, number_option
 from serq_fast.simulate import DEFAULT_HORIZON, DEFAULT_WARMUP_FRACTION
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
@@ -20,13 +22,13 @@ def register(subparsers) -> None:
                     f"(or a sessions file with --replay). Defaults: --horizon {DEFAULT_HORIZON:g}, "
                     f"--warmup {DEFAULT_WARMUP_FRACTION:.0%} of the horizon (0 for a batch workload), --seed 1.")
     _common(p)
-    p.add_argument("--seed", type=int, default=1, metavar="N", help="random seed (non-negative integer; default 1)")
-    p.add_argument("--horizon", type=float, default=None, metavar="T",
+    p.add_argument("--seed", type=integer_option, default=1, metavar="N", help="random seed (non-negative integer; default 1)")
+    p.add_argument("--horizon", type=number_option, default=None, metavar="T",
                    help=f"simulated seconds (default {DEFAULT_HORIZON:g})")
-    p.add_argument("--warmup", type=float, default=None, metavar="W",
+    p.add_argument("--warmup", type=number_option, default=None, metavar="W",
                    help="warm-up seconds (default 10%% of the horizon; 0 for a `batch` workload or an "
                         "infinite horizon)")
-    p.add_argument("--arrivals", type=int, default=None, metavar="N",
+    p.add_argument("--arrivals", type=integer_option, default=None, metavar="N",
                    help="exactly N open arrivals, then run until every session ended (horizon = deadline)")
     p.add_argument("--json", action="store_true", help="print the report as JSON (docs/report.md)")
     p.add_argument("--records", metavar="PATH", help="write one row per request (CSV, or Parquet for *.parquet)")
@@ -42,11 +44,11 @@ def register(subparsers) -> None:
                     "fast simulator, and compare the state after every step (times to 1e-9 relative, "
                     "everything else exactly). Exit 1 and print both states at the first divergence.")
     _common(q)
-    q.add_argument("--seed", type=int, default=1, metavar="N", help="random seed (non-negative integer; default 1)")
-    q.add_argument("--sessions", type=int, required=True, metavar="K", help="number of sessions to sample")
-    q.add_argument("--horizon", type=float, default=None, metavar="T",
+    q.add_argument("--seed", type=integer_option, default=1, metavar="N", help="random seed (non-negative integer; default 1)")
+    q.add_argument("--sessions", type=integer_option, required=True, metavar="K", help="number of sessions to sample")
+    q.add_argument("--horizon", type=number_option, default=None, metavar="T",
                    help="stop both at this time (default: run to the end)")
-    q.add_argument("--max-steps", type=int, default=None, metavar="N",
+    q.add_argument("--max-steps", type=integer_option, default=None, metavar="N",
                    help="stop after N steps (the count printed includes the initial state, step 0)")
     q.set_defaults(func=cmd_lockstep)
 
@@ -79,12 +81,22 @@ def cmd_run(args) -> int:
 
     opts = RunOptions(seed=args.seed, horizon=args.horizon, warmup=args.warmup,
                       arrivals=args.arrivals, replay=bool(args.replay))
+    for flag, path in (("--records", args.records), ("--states", args.states)):
+        if path is not None and not path.strip():
+            return _err(f"{flag} needs a file path, got an empty one")
+    if args.records == "-":  # `--states -` is standard output; records are a table for a file
+        return _err("--records - : records are written to a file (CSV, or Parquet for *.parquet), "
+                    "not to standard output; give a path")
+    if (args.records and args.states and args.states != "-"
+            and os.path.realpath(args.records) == os.path.realpath(args.states)):
+        return _err(f"--records and --states name the same file ({args.records}): one would overwrite "
+                    "the other; give two paths")
     try:
         opts.checked_horizon()
         if args.json and args.states == "-":
             raise SerqError("--json and --states - would both write to standard output: give --states a file")
         ir = load_ir(args.file, args.sets, args.profile)
-        if args.records:
+        if args.records is not None:
             try:
                 report.check_records_path(args.records)
             except RuntimeError as exc:
@@ -99,15 +111,22 @@ def cmd_run(args) -> int:
         if args.replay:
             from serq.sessionsfile import read_sessions_file
 
-            replay = read_sessions_file(args.replay)
+            replay = read_sessions_file(args.replay, ir)
     except SerqError as exc:
         print(exc.render(), file=sys.stderr)
         return 2
+    states_file = None  # an AtomicFile: renamed into place only when the run completes
     states_out = None
     states_cb = None
     if args.states:
+        from serq.outputfile import AtomicFile
+
         try:
-            states_out = sys.stdout if args.states == "-" else open(args.states, "w", encoding="utf-8")
+            if args.states == "-":
+                states_out = sys.stdout
+            else:
+                states_file = AtomicFile(args.states, "w", encoding="utf-8")
+                states_out = states_file.fh
         except OSError as exc:
             return _err(f"--states {args.states}: cannot write: {exc.strerror or exc}")
         from serq_fast.lockstep import dump_line
@@ -120,14 +139,25 @@ def cmd_run(args) -> int:
     try:
         sim = simulate(ir, opts, file=args.file, replay=replay, replay_path=args.replay,
                        states=states_cb, records=records, progress=progress, series=series)
-    except SerqError as exc:
-        print(exc.render(), file=sys.stderr)
-        return 2
+    except BaseException as exc:
+        if states_file is not None:
+            states_file.discard()  # never a states file that looks complete (and the old one kept)
+            from serq.outputfile import is_write_failure
+
+            if is_write_failure(exc):  # only the states are written during the run
+                return _err(f"--states {args.states}: cannot write: {exc.strerror or exc}")
+        if isinstance(exc, SerqError):
+            print(exc.render(), file=sys.stderr)
+            return 2
+        raise
     finally:
         if progress:
             progress.close()
-        if states_out is not None and states_out is not sys.stdout:
-            states_out.close()
+    if states_file is not None:
+        try:
+            states_file.commit()
+        except OSError as exc:
+            return _err(f"--states {args.states}: cannot write: {exc.strerror or exc}")
     rep = report.build(sim)
     if args.json:
         sys.stdout.write(report.to_json(rep) + "\n")

@@ -18,7 +18,7 @@ import math
 import time as _time
 from typing import Any
 
-from serq_fast.expr import Ctx, RunError, at_text, compile_expr, compile_ref, is_static, num
+from serq_fast.expr import Ctx, RunError, at_text, compile_expr, compile_ref, is_static, located, num
 from serq_fast.sources import ListSource, LiveSource, no_draw
 from serq_fast.stats import Gauge, Sample, TimeAverage
 from serq_fast import pools as P
@@ -206,6 +206,12 @@ class Sim:
         return self.arrival["kind"] in ("poisson", "renewal")
 
     def _compile_stmt(self, st: dict) -> tuple:
+        try:
+            return self._compile_stmt_at(st)
+        except RunError as exc:  # a constant beyond the floats' range (`--set x=1e400`): where it is
+            raise located(exc, st.get("at")) from None
+
+    def _compile_stmt_at(self, st: dict) -> tuple:
         op = st["op"]
         at = st.get("at")
         c = lambda e: compile_expr(e, self) if e is not None else None  # noqa: E731
@@ -586,6 +592,12 @@ class Sim:
     # ---------------------------------------------------------------- interpreter
 
     def exec_session(self, s: Session) -> None:
+        try:
+            self._exec_session(s)
+        except RunError as exc:  # an error of an expression (x/0, pow(10, 1e10)): its statement
+            raise located(exc, self.cx.at) from None
+
+    def _exec_session(self, s: Session) -> None:
         cx = self.cx
         cx.attrs, cx.sess, cx.draw = s.attrs, s, s.src
         cx.eng = None

@@ -30,6 +30,16 @@ def at_text(at) -> str:
     return f"{at[0]}:{at[1]}:{at[2]}"
 
 
+def located(exc: "RunError", at) -> "RunError":
+    """EXC itself when its message names a position already (or AT is unknown); else the same
+    error at AT, the statement whose expression raised it."""
+    import re
+
+    if not at or re.search(r"\bat \d+:\d+:\d+", str(exc)):
+        return exc
+    return RunError(f"{exc} at {at_text(at)}")
+
+
 def name_files(msg: str, files: list) -> str:
     """A RunError message with every `at F:L:C` (F the index into the IR's `files`, docs/ir.md)
     turned into `at FILE:L:C`, which is what the user reads."""

@@ -216,6 +216,8 @@ def _whole(x):
 
 
 def write_records(path: str, reqs) -> None:
+    from serq.outputfile import atomic_write
+
     rows = [[_whole(x) if i in (7, 8, 9) else x for i, x in enumerate(r)] for r in record_rows(reqs)]
     if path.endswith(".parquet"):
         check_records_path(path)
@@ -223,10 +225,10 @@ def write_records(path: str, reqs) -> None:
         import pyarrow.parquet as pq
 
         cols = {c: [r[i] for r in rows] for i, c in enumerate(RECORD_COLUMNS)}
-        with replacing(path) as tmp:
-            pq.write_table(pa.table(cols, schema=record_schema()), tmp)
+        with atomic_write(path, "wb") as f:
+            pq.write_table(pa.table(cols, schema=record_schema()), f)
         return
-    with replacing(path) as tmp, open(tmp, "w", newline="") as f:
+    with atomic_write(path, "w", newline="") as f:  # an interrupted write leaves the old file
         w = csv.writer(f)
         w.writerow(RECORD_COLUMNS)
         for r in rows:

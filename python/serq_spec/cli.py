@@ -10,6 +10,7 @@ import os
 import sys
 from fractions import Fraction
 
+from serq.irfile import integer_option
 from serq.wire import WireError, canonical_json, parse_decimal
 
 from .errors import InvariantViolation, SessionsFileError, SpecError
@@ -26,19 +27,19 @@ def add_program_args(p) -> None:
 def register(subparsers) -> None:
     sp = subparsers.add_parser("sample", help="draw every random value of K sessions once (a sessions file)")
     add_program_args(sp)
-    sp.add_argument("--seed", type=int, required=True, help="random seed (a non-negative integer)")
-    sp.add_argument("--sessions", type=int, required=True, metavar="K", help="how many sessions to draw")
+    sp.add_argument("--seed", type=integer_option, required=True, help="random seed (a non-negative integer)")
+    sp.add_argument("--sessions", type=integer_option, required=True, metavar="K", help="how many sessions to draw")
     sp.add_argument("-o", "--output", metavar="OUT", help="write here instead of standard output")
     sp.add_argument("--horizon", default="inf", metavar="T",
                     help="stop at T (for sessions that never end); replay with the same --horizon")
-    sp.add_argument("--max-steps", type=int, default=2_000_000, metavar="N",
+    sp.add_argument("--max-steps", type=integer_option, default=2_000_000, metavar="N",
                     help="give up after N steps of the sampling run (default 2000000)")
     sp.set_defaults(func=cmd_sample)
 
     pp = subparsers.add_parser("spec", help="run the exact semantics on a sessions file, one JSON line per step")
     add_program_args(pp)
     pp.add_argument("--sessions", required=True, metavar="S.json", help="a sessions file (serq sample)")
-    pp.add_argument("--max-steps", type=int, default=None, metavar="N", help="stop after N steps")
+    pp.add_argument("--max-steps", type=integer_option, default=None, metavar="N", help="stop after N steps")
     pp.add_argument("--warmup", default="0", metavar="T", help="warm-up time (observations before it are not recorded)")
     pp.add_argument("--horizon", default="inf", metavar="T", help="stop before the first event later than T")
     pp.add_argument("--gauges", action="store_true",
@@ -126,9 +127,9 @@ def cmd_sample(args) -> int:
                       time_arg(args.horizon, "--horizon"))
         text = canonical_json(data) + "\n"
         if args.output:
+            from serq.outputfile import write_text
             try:
-                with open(args.output, "w", encoding="utf-8") as fh:
-                    fh.write(text)
+                write_text(args.output, text)
             except OSError as exc:
                 raise SpecError(f"cannot write the sessions file {args.output}: {exc.strerror or exc}")
         else:
@@ -144,18 +145,19 @@ def cmd_sample(args) -> int:
 
 def internal(exc: Exception) -> int:
     """An unexpected exception is a defect of serq_spec: say so in one line (exit 2)."""
-    if os.environ.get("SERQ_TRACEBACK") or isinstance(exc, BrokenPipeError):
-        raise exc  # a reader that stopped (`serq spec … | head`) is no defect: serq.cli ends quietly
+    from serq.outputfile import is_write_failure
+    if os.environ.get("SERQ_TRACEBACK") or isinstance(exc, BrokenPipeError) or is_write_failure(exc):
+        raise exc  # a reader that stopped (`serq spec … | head`), a full disk: serq.cli says so
     return fail(f"internal error in serq_spec: {type(exc).__name__}: {exc} "
                 "(set SERQ_TRACEBACK=1 for the traceback)")
 
 
-def read_sessions(path: str) -> dict:
+def read_sessions(path: str, ir: dict | None = None) -> dict:
     from serq.errors import SerqError
     from serq.sessionsfile import read_sessions_file
 
     try:
-        return read_sessions_file(path)
+        return read_sessions_file(path, ir)
     except SerqError as exc:
         raise FrontEndError(exc.render())
 
@@ -187,7 +189,7 @@ def cmd_spec(args) -> int:
             raise SpecError(f"--warmup must be below --horizon, got {args.warmup} >= {args.horizon}")
         ir = load_ir(args.file, args.sets, args.profile)
         from .workload import Workload
-        sessions = read_sessions(args.sessions)
+        sessions = read_sessions(args.sessions, ir)
         prog = prepare(ir, Workload.replay(sessions), os.path.basename(args.file), warmup, horizon)
         prog.emit_gauges = args.gauges
 

@@ -22,6 +22,7 @@ from collections import Counter
 from pathlib import Path
 
 from serq.oracle.compare import compare_traces, load_trace, vector_trace_path
+from serq.outputfile import write_text
 from serq.oracle.scenario import ScenarioError, load_scenario
 
 
@@ -110,7 +111,7 @@ def run(args) -> int:
             f"{s} -> {f} {v}" for (s, f), v in sorted(fc.items())))
     if args.json:
         try:
-            Path(args.json).write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
+            write_text(args.json, json.dumps(rows, indent=1) + "\n")
         except OSError as exc:
             print(f"serq oracle agreement: --json {args.json}: cannot write: {exc.strerror or exc}",
                   file=sys.stderr)

@@ -18,6 +18,7 @@ import sys
 import zlib
 from pathlib import Path
 
+from serq.irfile import integer_option
 from serq.oracle.compare import TraceError, compare_traces, load_trace, render_step
 from serq.oracle.scenario import ScenarioError, load_scenario
 
@@ -203,7 +204,7 @@ def register(subparsers) -> None:
     p.add_argument("b", metavar="B.json", help="trace to compare with A")
     p.add_argument("--all", action="store_true", help="list every difference, not just the first")
     p.add_argument(
-        "--context", type=int, default=2, metavar="N",
+        "--context", type=integer_option, default=2, metavar="N",
         help="rendered steps shown around the first divergent step (default 2; -1: none)",
     )
     p.set_defaults(func=cmd_compare)

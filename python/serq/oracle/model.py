@@ -1229,8 +1229,10 @@ def cmd_run(args) -> int:
         return 1
     text = json.dumps(trace, indent=1) + "\n"
     if args.output:
+        from serq.outputfile import write_text
+
         try:
-            Path(args.output).write_text(text, encoding="utf-8")
+            write_text(args.output, text)
         except OSError as exc:
             _err(f"cannot write {args.output}: {exc.strerror or exc}")
             return 2

@@ -1,0 +1,247 @@
+"""Fuzz targets for every kind of input the `serq` command reads: programs, sessions files,
+scenarios, oracle traces and command-line options (issue 13).
+
+Each target mutates a valid input (or draws one from scratch) and runs the real command in this
+process. The property is the project's rule for bad input: the command returns (exit 0, 1 where
+the command defines it, or 2), never a traceback; an error names where it is (a program's
+`FILE:LINE:COLUMN`, the input file, or the option) and is never an "internal error".
+
+By default each target runs a few dozen derandomized examples (the whole file takes a few
+seconds). A long campaign: `SERQ_FUZZ_EXAMPLES=1000000 python -m pytest -m fuzz tests/test_input_fuzz.py`
+(per target; add SERQ_FUZZ_DEADLINE_MS=5000 to fail on a slow example, i.e. a hang).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import io
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from serq.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+MM1 = ROOT / "examples" / "single-turn" / "mm1.sq"
+SCENARIO = ROOT / "vectors" / "vllm" / "h_active_seqs.scenario.json"
+TRACE = ROOT / "vectors" / "vllm" / "h_active_seqs.trace.json.gz"
+
+EXAMPLES = int(os.environ.get("SERQ_FUZZ_EXAMPLES", "25"))
+_DEADLINE = os.environ.get("SERQ_FUZZ_DEADLINE_MS")
+PROFILE = settings(max_examples=EXAMPLES, deadline=int(_DEADLINE) if _DEADLINE else None,
+                   derandomize=EXAMPLES <= 1000, database=None, suppress_health_check=list(HealthCheck))
+pytestmark = pytest.mark.fuzz
+
+
+def serq(argv, cwd: Path) -> tuple[int, str]:
+    """Run `serq ARGV` in this process; (exit code, stderr). Any exception escaping `main` is a
+    traceback the user would have seen: it fails the target."""
+    err = io.StringIO()
+    old = os.getcwd()
+    os.chdir(cwd)
+    try:
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            try:
+                rc = main([str(a) for a in argv])
+            except SystemExit as exc:  # argparse's usage errors
+                rc = exc.code
+    finally:
+        os.chdir(old)
+    text = err.getvalue()
+    assert "Traceback" not in text and "internal error" not in text, text
+    return rc, text
+
+
+def check_located(rc: int, err: str, allowed=(0, 2), names=()) -> None:
+    assert rc in allowed, (rc, err)
+    if rc == 2:
+        first = err.splitlines()[0] if err else ""
+        assert first, "exit 2 without a message"
+        # a message names a file (FILE: or FILE:LINE:COL:), the option, or the command
+        assert (any(first.startswith(f"{n}") for n in names) or first.startswith(("serq: ", "serq oracle: ", "usage: "))), first
+
+
+# -- JSON mutations -------------------------------------------------------------------------------
+
+JSON_LEAF = st.one_of(
+    st.none(), st.booleans(), st.integers(-3, 3), st.integers(), st.floats(allow_nan=False, allow_infinity=False),
+    st.sampled_from(["", "0", "1/2", "-1", "inf", "-inf", "1/0", "abc", "1" + "0" * 400, "9" * 5000,
+                     "\u0667", "0x10", " 1", "1e3", "fifo", "lru"]),
+    st.just(10 ** 400), st.text(max_size=6),
+)
+JSON_VALUE = st.recursive(JSON_LEAF, lambda c: st.one_of(st.lists(c, max_size=3),
+                                                          st.dictionaries(st.text(max_size=6), c, max_size=3)),
+                          max_leaves=6)
+
+
+def _slots(x, out, parent=None, key=None):
+    out.append((parent, key))
+    if isinstance(x, dict):
+        for k, v in x.items():
+            _slots(v, out, x, k)
+    elif isinstance(x, list):
+        for i, v in enumerate(x):
+            _slots(v, out, x, i)
+
+
+@st.composite
+def mutated(draw, base):
+    data = copy.deepcopy(base)
+    for _ in range(draw(st.integers(1, 3))):
+        slots = []
+        _slots(data, slots)
+        parent, key = slots[draw(st.integers(0, len(slots) - 1))]
+        op = draw(st.sampled_from(["replace", "replace", "delete", "duplicate"]))
+        if parent is None:
+            data = draw(JSON_VALUE) if op == "replace" else data
+        elif op == "replace":
+            parent[key] = draw(JSON_VALUE)
+        elif op == "delete":
+            del parent[key]
+        elif isinstance(parent, list):
+            parent.insert(key, copy.deepcopy(parent[key]))
+    return data
+
+
+def _text(data) -> str:
+    return json.dumps(data, allow_nan=False) if draw_ok(data) else "[" * 20000
+
+
+def draw_ok(data) -> bool:
+    try:
+        json.dumps(data, allow_nan=False)
+        return True
+    except (ValueError, TypeError):
+        return False
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory):
+    d = tmp_path_factory.mktemp("fuzz")
+    rc = main(["sample", str(MM1), "--seed", "1", "--sessions", "3", "-o", str(d / "base.sessions.json")])
+    assert rc == 0
+    return d
+
+
+def _sessions_base(work):
+    return json.loads((work / "base.sessions.json").read_text())
+
+
+@PROFILE
+@given(data=st.data())
+def test_sessions_files(work, data):
+    mutant = data.draw(mutated(_sessions_base(work)))
+    f = work / "s.json"
+    f.write_text(_text(mutant))
+    for argv in (["run", MM1, "--replay", f], ["spec", MM1, "--sessions", f]):
+        rc, err = serq(argv, work)
+        check_located(rc, err, names=(str(f),))
+
+
+def _scenario_base():
+    return json.loads(SCENARIO.read_text())
+
+
+@PROFILE
+@given(data=st.data())
+def test_scenarios(work, data):
+    mutant = data.draw(mutated(_scenario_base()))
+    f = work / "sc.json"
+    f.write_text(_text(mutant))
+    rc, err = serq(["oracle", "run", f], work)
+    check_located(rc, err, allowed=(0, 1, 2))
+
+
+def _trace_base():
+    from serq import inputfile
+
+    t = inputfile.read(str(TRACE), gzip_ok=True)
+    t["steps"] = t["steps"][:6]
+    return t
+
+
+@PROFILE
+@given(data=st.data())
+def test_traces(work, data):
+    mutant = data.draw(mutated(_trace_base()))
+    f = work / "tr.json"
+    f.write_text(_text(mutant))
+    for argv in (["oracle", "render", f], ["oracle", "compare", f, TRACE]):
+        rc, err = serq(argv, work)
+        check_located(rc, err, allowed=(0, 1, 2))
+
+
+# -- programs: byte and line edits of a shipped example, through `serq check` and `serq run` -----
+
+PROGRAM = MM1.read_text()
+LOCATED = re.compile(r"^(?P<file>[^\n]+?):\d+:\d+: error: ")
+
+
+@PROFILE
+@given(st.lists(st.tuples(st.integers(0, 10 ** 6), st.integers(0, 4),
+                          st.sampled_from(["", "(", ")", "{", "}", ";", "1e400", "0", "-", "/", "/ 0",
+                                           "~exp(-inf)", "pow(10, 1e10)", "inf", "\x00", "\"", "let",
+                                           "args.number(\"x\", 1)", "*", "\n", "use \"/dev/zero\";"])),
+                min_size=1, max_size=4))
+def test_programs(work, edits):
+    text = PROGRAM
+    for at, cut, ins in edits:
+        at %= len(text) + 1
+        text = text[:at] + ins + text[at + cut:]
+    f = work / "p.sq"
+    f.write_text(text)
+    (work / "std").mkdir(exist_ok=True)
+    rc, err = serq(["check", f], work)
+    check_located(rc, err, names=(str(f),))
+    if rc == 2 and not err.startswith(f"{f}: error: cannot read"):
+        assert LOCATED.match(err), err
+    if rc == 0:
+        rc, err = serq(["run", f, "--horizon", "3"], work)
+        check_located(rc, err, names=(str(f),))
+
+
+# -- options --------------------------------------------------------------------------------------
+
+OPTION_VALUES = st.sampled_from(["0", "1", "2", "-1", "3.5", "inf", "-inf", "nan", "1_0", "\u0667", "1e400",
+                                 "", "-", "abc", "x.csv", "x.parquet", "s.jsonl", "missing.json",
+                                 "/dev/null", "/dev/zero", ".", "a=1", "lambda=1e400", "service=0"])
+COMMANDS = {
+    "run": ["--seed", "--horizon", "--warmup", "--arrivals", "--records", "--states", "--replay", "--set",
+            "--json"],
+    "lockstep": ["--seed", "--sessions", "--horizon", "--max-steps", "--set"],
+    "sample": ["--seed", "--sessions", "--horizon", "--max-steps", "-o", "--set"],
+    "spec": ["--sessions", "--max-steps", "--warmup", "--horizon", "--set", "--gauges"],
+    "check": ["--set"],
+    "ir": ["--set", "--pretty"],
+}
+FLAGS = {"--json", "--gauges", "--pretty"}
+
+
+@PROFILE
+@given(st.sampled_from(sorted(COMMANDS)), st.data())
+def test_options(work, command, data):
+    argv = [command, MM1]
+    for opt in data.draw(st.lists(st.sampled_from(COMMANDS[command]), max_size=5)):
+        argv.append(opt)
+        if opt not in FLAGS:
+            argv.append(data.draw(OPTION_VALUES))
+    if command in ("sample", "lockstep") and "--sessions" not in argv:
+        argv += ["--sessions", "2"]
+    if command == "sample" and "--seed" not in argv:
+        argv += ["--seed", "1"]
+    if command == "spec" and "--sessions" not in argv:
+        argv += ["--sessions", "missing.json"]
+    if command == "run" and "--horizon" not in argv:
+        argv += ["--horizon", "5"]
+    # bound the work: a huge horizon or session count is a long run, not a defect
+    for i, a in enumerate(argv[:-1]):
+        if a in ("--horizon", "--sessions", "--arrivals", "--max-steps") and argv[i + 1] in ("inf",):
+            argv[i + 1] = "3"
+    rc, err = serq(argv, work)
+    check_located(rc, err, allowed=(0, 1, 2), names=tuple(f"{a}:" for a in map(str, argv) if a))

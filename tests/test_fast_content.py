@@ -268,3 +268,18 @@ def test_duplicates_keep_serving_order(monkeypatch):
     assert dup, "the program must make duplicates"
     for line in fast:
         compare_lines(every[line["step"]], line, line["step"])
+
+
+def test_state_lines_without_content_keys_are_the_full_lines_less_those_keys():
+    """`Sim(state_content=False)` (the oracle model's lines) leaves out exactly the block-level
+    keys of docs/content.md §5; every other key is as in the full line."""
+    full, lean = [], []
+    Sim(_two_sessions(), states=full.append).run()
+    Sim(_two_sessions(), states=lean.append, state_content=False).run()
+    keys = ("free_queue", "blocks", "idmap", "held")
+    assert len(full) == len(lean) > 2
+    for f, s in zip(full, lean):
+        assert all(k in f["pools"][0] and k not in s["pools"][0] for k in keys)
+        for k in keys:
+            del f["pools"][0][k]
+        assert f == s

@@ -101,7 +101,8 @@ class Request:
 class Sim:
     def __init__(self, ir: dict, *, seed: int = 1, horizon: float = math.inf, warmup: float = 0.0,
                  arrivals: int | None = None, replay: dict | None = None, states: Any = None,
-                 records: list | None = None, progress: Any = None, max_steps: int | None = None) -> None:
+                 records: list | None = None, progress: Any = None, max_steps: int | None = None,
+                 state_content: bool = True) -> None:
         self.ir = ir
         self.seed = int(seed)
         self.horizon = float(horizon)
@@ -109,6 +110,10 @@ class Sim:
         self.arrivals_limit = arrivals
         self.replay = replay
         self.states = states  # callable(line dict) or None: lockstep / state output
+        # False: state lines leave out the content pools' block-level keys (docs/content.md §5:
+        # free queue, blocks, id map), which cost O(pool blocks) per line; for a consumer that
+        # reads no block identities (the oracle model), never for lockstep
+        self.state_content = state_content
         self.records = records  # list to append per-turn rows to, or None
         self.progress = progress
         self.max_steps = max_steps

@@ -37,7 +37,7 @@ def _event(ev):
     return {"kind": "warmup_end", "time": t, "seq": seq, "arg": None}
 
 
-def _pool(p) -> dict:
+def _pool(p, content: bool = True) -> dict:
     entries = sorted(p.entries.values(), key=lambda e: (e.last, e.rel))
     return {
         "name": p.name,
@@ -49,7 +49,7 @@ def _pool(p) -> dict:
         "entries": [[e.owner, _int(e.size), e.last, e.rel] for e in entries],
         "preemptions": p.preemptions,
         **({"rejected": p.rejected} if p.rejected else {}),
-        **(_content(p) if p.content else {}),
+        **(_content(p) if p.content and content else {}),
     }
 
 
@@ -107,7 +107,7 @@ def state_line(sim, step: int, ev) -> dict:
         "step": step,
         "event": _event(ev),
         "now": sim.now,
-        "pools": [_pool(p) for p in sim.pools],
+        "pools": [_pool(p, sim.state_content) for p in sim.pools],
         "stages": [_stage(st, sim) for st in sim.stages],
         "sessions": [[serial, s.status_text()] for serial, s in sorted(sim.sessions.items())],
         "records": r,

@@ -102,7 +102,7 @@ class Sim:
     def __init__(self, ir: dict, *, seed: int = 1, horizon: float = math.inf, warmup: float = 0.0,
                  arrivals: int | None = None, replay: dict | None = None, states: Any = None,
                  records: list | None = None, progress: Any = None, max_steps: int | None = None,
-                 state_content: bool = True) -> None:
+                 lean_states: bool = False) -> None:
         self.ir = ir
         self.seed = int(seed)
         self.horizon = float(horizon)
@@ -110,10 +110,9 @@ class Sim:
         self.arrivals_limit = arrivals
         self.replay = replay
         self.states = states  # callable(line dict) or None: lockstep / state output
-        # False: state lines leave out the content pools' block-level keys (docs/content.md §5:
-        # free queue, blocks, id map), which cost O(pool blocks) per line; for a consumer that
-        # reads no block identities (the oracle model), never for lockstep
-        self.state_content = state_content
+        # True: lean state lines (state.LEAN) for a consumer that reads only the schedule (the
+        # oracle model), never for lockstep: the full lines cost O(KV blocks + sessions) each
+        self.lean_states = lean_states
         self.records = records  # list to append per-turn rows to, or None
         self.progress = progress
         self.max_steps = max_steps

@@ -580,10 +580,11 @@ def _run_engine(ir: dict, engine: str, plan: Plan) -> "_Collector":
         from serq_fast.expr import RunError
 
         try:
-            # the collector reads no block identities: lines without them (docs/content.md §5
-            # keys cost O(KV blocks) per line, most of a large scenario's run time)
+            # lean lines (serq_fast.state.LEAN): the collector reads no block identities, no
+            # gate lists and only the ending sessions, which full lines would list per step
+            # (O(KV blocks + requests) each: most of a large scenario's run time)
             Sim(ir, seed=1, horizon=math.inf, warmup=0.0, states=col.feed,
-                state_content=False).run()
+                lean_states=True).run()
         except _Stop:
             pass
         except RunError as exc:

@@ -268,3 +268,26 @@ def test_duplicates_keep_serving_order(monkeypatch):
     assert dup, "the program must make duplicates"
     for line in fast:
         compare_lines(every[line["step"]], line, line["step"])
+
+
+def test_lean_state_lines_are_the_full_lines_less_the_lean_keys():
+    """`Sim(lean_states=True)` (the oracle model's lines) leaves out exactly what state.LEAN
+    says: the block-level keys of docs/content.md §5, the delay stage's job list and the
+    sessions not ending; every other key is as in the full line."""
+    from serq_fast.state import LEAN
+
+    full, lean = [], []
+    Sim(_two_sessions(), states=full.append).run()
+    Sim(_two_sessions(), states=lean.append, lean_states=True).run()
+    keys = LEAN["content keys"]
+    assert len(full) == len(lean) > 2
+    assert any(f["sessions"] != s["sessions"] for f, s in zip(full, lean))
+    for f, s in zip(full, lean):
+        assert all(k in f["pools"][0] and k not in s["pools"][0] for k in keys)
+        for k in keys:
+            del f["pools"][0][k]
+        for st in f["stages"]:
+            if st["kind"] == "delay":
+                del st["active"]
+        f["sessions"] = [x for x in f["sessions"] if x[1].startswith("ending:")]
+        assert f == s

@@ -520,3 +520,24 @@ def test_async_victim_scheduled_earlier_in_the_call_keeps_its_block_cached():
     diffs = _diffs("c44000_00368",
                    _run("c44000_00368", sources={"vllm_scenario_priority.sq": bad}))
     assert diffs and diffs[0].step == 33
+
+
+def test_lean_state_lines_list_every_ending_session():
+    """The model runs serq_fast with lean state lines (serq_fast.state.LEAN): on an async
+    vector, whose requests end one step late (docs/async.md §6), a lean line lists exactly the
+    full line's ending sessions and has the same pools' `used` and engine stage."""
+    from serq.oracle.model import _ir_for, plan_scenario
+    from serq_fast.engine import Sim
+
+    plan = plan_scenario(load_scenario(VECTORS / "c20000_00008.scenario.json"))
+    full, lean = [], []
+    Sim(_ir_for(plan), seed=1, states=full.append).run()
+    Sim(_ir_for(plan), seed=1, states=lean.append, lean_states=True).run()
+    assert len(full) == len(lean)
+    ending = [[x for x in f["sessions"] if x[1].startswith("ending:")] for f in full]
+    assert sum(map(len, ending)) > 0
+    assert [s["sessions"] for s in lean] == ending
+    step = [i for i, st in enumerate(full[0]["stages"]) if st["kind"] == "step"]
+    for f, s in zip(full, lean):
+        assert [p["used"] for p in f["pools"]] == [p["used"] for p in s["pools"]]
+        assert [f["stages"][i] for i in step] == [s["stages"][i] for i in step]

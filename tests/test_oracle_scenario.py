@@ -288,3 +288,27 @@ def test_non_object_scenario():
 
 def test_scenario_error_is_a_value_error():
     assert issubclass(ScenarioError, ValueError)
+
+
+def test_a_chain_longer_than_the_recursion_limit_resolves():
+    """Prompt lengths along a `prompt_from` chain are computed once each, without recursion: a
+    1,500-turn chain resolves, and turn k's prompt is the first prompt plus k × (output + append)."""
+    n = 1500
+    reqs = [{"id": "t0", "prompt_len": 5, "max_tokens": 1}]
+    reqs += [{"id": f"t{k}", "after": f"t{k - 1}", "prompt_from": f"t{k - 1}", "append_len": 1,
+              "max_tokens": 1} for k in range(1, n)]
+    sc = resolve_scenario({"config": {"num_gpu_blocks": 4096}, "requests": reqs})
+    assert [sc.static_prompt_len(f"t{k}") for k in range(n)] == [5 + 2 * k for k in range(n)]
+    assert sc.output_len(f"t{n - 1}") == 1 and sc.request("t7").index == 7
+
+
+def test_prompt_from_must_be_an_after_ancestor_at_any_depth():
+    chain = [{"id": "a", "prompt_len": 4}, {"id": "b", "after": "a", "prompt_len": 4},
+             {"id": "c", "after": "b", "prompt_len": 4},
+             {"id": "x", "prompt_len": 4}, {"id": "y", "after": "x", "prompt_len": 4}]
+    ok = resolve_scenario({"requests": chain + [
+        {"id": "d", "after": "c", "prompt_from": "a"}]})  # a grandparent of its parent
+    assert ok.static_prompt_len("d") == 4 + 16
+    for src, after in (("b", "y"), ("y", "c"), ("c", "b")):  # another chain; a later turn
+        with pytest.raises(ScenarioError, match=r"requests\[5\].prompt_from: the parent"):
+            resolve_scenario({"requests": chain + [{"id": "d", "after": after, "prompt_from": src}]})

@@ -101,7 +101,8 @@ class Request:
 class Sim:
     def __init__(self, ir: dict, *, seed: int = 1, horizon: float = math.inf, warmup: float = 0.0,
                  arrivals: int | None = None, replay: dict | None = None, states: Any = None,
-                 records: list | None = None, progress: Any = None, max_steps: int | None = None) -> None:
+                 records: list | None = None, progress: Any = None, max_steps: int | None = None,
+                 lean_states: bool = False) -> None:
         self.ir = ir
         self.seed = int(seed)
         self.horizon = float(horizon)
@@ -109,6 +110,9 @@ class Sim:
         self.arrivals_limit = arrivals
         self.replay = replay
         self.states = states  # callable(line dict) or None: lockstep / state output
+        # True: lean state lines (state.LEAN) for a consumer that reads only the schedule (the
+        # oracle model), never for lockstep: the full lines cost O(KV blocks + sessions) each
+        self.lean_states = lean_states
         self.records = records  # list to append per-turn rows to, or None
         self.progress = progress
         self.series = None  # an optional sampler of the state over time (serq.timeseries)

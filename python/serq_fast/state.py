@@ -39,7 +39,15 @@ def _event(ev):
     return {"kind": "warmup_end", "time": t, "seq": seq, "arg": None}
 
 
-def _pool(p) -> dict:
+#: What a lean line (`Sim(lean_states=True)`) leaves out of the docs/state.md line: the content
+#: pools' block-level keys (docs/content.md §5), the job lists of `fifo`, `delay` and `ps` stages,
+#: and in `sessions` every session that is not ending at a stage (docs/async.md §6). Each grows
+#: with the KV blocks or the sessions, so a full line per step makes a long run quadratic.
+LEAN = {"content keys": ("free_queue", "blocks", "idmap", "held"),
+        "stage lists": ("waiting", "active"), "sessions": "ending only"}
+
+
+def _pool(p, content: bool = True) -> dict:
     entries = sorted(p.entries.values(), key=lambda e: (e.last, e.rel))
     return {
         "name": p.name,
@@ -53,7 +61,7 @@ def _pool(p) -> dict:
         **({"rejected": p.rejected} if p.rejected else {}),
         **({"leases": [[serial, _int(x.part.alloc), x.ends_at] for serial, x in p.leases.items()]}
            if p.leases else {}),
-        **(_content(p) if p.content else {}),
+        **(_content(p) if p.content and content else {}),
     }
 
 
@@ -64,7 +72,7 @@ def _content(p) -> dict:
     return d
 
 
-def _stage(st, sim) -> dict:
+def _stage(st, sim, lean: bool = False) -> dict:
     d = {"name": st.name, "kind": st.kind}
     if st.kind == "step":
         res = []
@@ -86,6 +94,8 @@ def _stage(st, sim) -> dict:
             "end": it.end, "seq": it.seq,
             "assign": [[a[0].sess.serial, _int(a[1])] for a in it.assign]}
         d["registers"] = list(st.registers)
+    elif lean:
+        pass
     elif st.kind == "fifo":
         d["waiting"] = [[j.sess.serial, j.left] for j in st.waiting]
         d["active"] = [[j.sess.serial, j.fin_t] for j in st.active]
@@ -98,6 +108,9 @@ def _stage(st, sim) -> dict:
 
 
 def state_line(sim, step: int, ev) -> dict:
+    from serq_fast.engine import ENDING
+
+    lean = sim.lean_states
     rec = sim.rec or {}
     r = {k: v for k, v in rec.items()}
     r["admitted"] = [[a, b, _int(c), _int(d)] for a, b, c, d in rec.get("admitted", [])]
@@ -111,8 +124,9 @@ def state_line(sim, step: int, ev) -> dict:
         "step": step,
         "event": _event(ev),
         "now": sim.now,
-        "pools": [_pool(p) for p in sim.pools],
-        "stages": [_stage(st, sim) for st in sim.stages],
-        "sessions": [[serial, s.status_text()] for serial, s in sorted(sim.sessions.items())],
+        "pools": [_pool(p, not lean) for p in sim.pools],
+        "stages": [_stage(st, sim, lean) for st in sim.stages],
+        "sessions": [[serial, s.status_text()] for serial, s in sorted(sim.sessions.items())
+                     if not lean or s.status == ENDING],
         "records": r,
     }

@@ -387,6 +387,55 @@ def generate(seed: int, k: int, name: str) -> dict:
     return scenario
 
 
+def poisson_scenario(n: int, seed: int = 1, rate: float = 10.0) -> dict:
+    """A large open-loop scenario for speed measurements (benchmarks/bench_oracle.py): `n`
+    requests with Poisson arrivals (`rate` per second, seconds clock), each starting with one of
+    four shared system prompts (64, 256, 512, 1024 tokens) and then 16..400 tokens of its own,
+    with 8..256 output tokens; 4,096 blocks of 16, a token budget of 2,048, 128 sequences."""
+    rng = random.Random(f"serq-oracle-poisson:{seed}:{n}")
+    groups = {f"sys{g}": {"length": length} for g, length in enumerate((64, 256, 512, 1024))}
+    requests = []
+    t = 0.0
+    for i in range(n):
+        t += rng.expovariate(rate)
+        g = f"sys{rng.randrange(len(groups))}"
+        requests.append({"id": f"p{i}", "arrival_time": round(t, 4), "prefix_group": g,
+                         "prompt_len": groups[g]["length"] + rng.randint(16, 400),
+                         "max_tokens": rng.randint(8, 256)})
+    scenario = {"name": f"poisson{n}",
+                "description": f"{n} Poisson requests at {rate}/s over four shared prefixes "
+                               f"(gen_scenarios.py --poisson {n} --seed {seed})",
+                "config": {"num_gpu_blocks": 4096, "max_num_batched_tokens": 2048,
+                           "max_num_seqs": 128},
+                "prefix_groups": groups, "requests": requests}
+    resolve_scenario(scenario)  # must be valid
+    return scenario
+
+
+def chain_scenario(turns: int, sessions: int = 1, seed: int = 1) -> dict:
+    """Multi-turn conversations for speed measurements: `sessions` chains of `turns` requests,
+    each turn `after` the previous one and continuing its prompt and output (`prompt_from`)
+    with 8..64 tokens of its own; 1..32 output tokens; chains start 0.05 s apart on a seconds
+    clock; 4,096 blocks of 16."""
+    rng = random.Random(f"serq-oracle-chain:{seed}:{turns}:{sessions}")
+    requests = []
+    for s in range(sessions):
+        requests.append({"id": f"c{s}.0", "arrival_time": round(0.05 * s, 4),
+                         "prompt_len": rng.randint(16, 200), "max_tokens": rng.randint(1, 32)})
+        for k in range(1, turns):
+            requests.append({"id": f"c{s}.{k}", "after": f"c{s}.{k - 1}",
+                             "prompt_from": f"c{s}.{k - 1}", "append_len": rng.randint(8, 64),
+                             "max_tokens": rng.randint(1, 32)})
+    scenario = {"name": f"chain{sessions}x{turns}",
+                "description": f"{sessions} conversation(s) of {turns} turns "
+                               f"(gen_scenarios.py --chain {turns} --sessions {sessions})",
+                "config": {"num_gpu_blocks": 4096, "max_num_batched_tokens": 2048,
+                           "max_num_seqs": 128},
+                "requests": requests}
+    resolve_scenario(scenario)  # must be valid
+    return scenario
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seed", type=int, default=1)
@@ -395,12 +444,27 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--prefix", default="r", help="file/scenario name prefix (default r)")
     ap.add_argument("--out-dir", help="directory for <prefix><k>.scenario.json files")
     ap.add_argument("--print", action="store_true", help="print the scenarios to stdout instead")
+    ap.add_argument("--poisson", type=int, metavar="N",
+                    help="write one speed scenario instead: N Poisson requests (poisson_scenario)")
+    ap.add_argument("--chain", type=int, metavar="TURNS",
+                    help="write one speed scenario instead: --sessions chains of TURNS turns")
+    ap.add_argument("--sessions", type=int, default=1, help="chains of a --chain scenario")
     args = ap.parse_args(argv)
     if not args.out_dir and not args.print:
         ap.error("give --out-dir or --print")
     out = Path(args.out_dir) if args.out_dir else None
     if out:
         out.mkdir(parents=True, exist_ok=True)
+    if args.poisson is not None or args.chain is not None:
+        sc = (poisson_scenario(args.poisson, args.seed) if args.poisson is not None
+              else chain_scenario(args.chain, args.sessions, args.seed))
+        text = json.dumps(sc, indent=1) + "\n"
+        if out:
+            (out / f"{sc['name']}.scenario.json").write_text(text)
+            print(f"wrote {out / (sc['name'] + '.scenario.json')}", file=sys.stderr)
+        else:
+            sys.stdout.write(text)
+        return 0
     for k in range(args.start, args.start + args.count):
         name = f"{args.prefix}{k:04d}"
         sc = generate(args.seed, k, name)

@@ -25,6 +25,7 @@ Scenarios that need a vLLM feature the language cannot express yet are refused w
 from __future__ import annotations
 
 import copy
+import heapq
 import json
 import math
 import sys
@@ -579,7 +580,11 @@ def _run_engine(ir: dict, engine: str, plan: Plan) -> "_Collector":
         from serq_fast.expr import RunError
 
         try:
-            Sim(ir, seed=1, horizon=math.inf, warmup=0.0, states=col.feed).run()
+            # lean lines (serq_fast.state.LEAN): the collector reads no block identities, no
+            # gate lists and only the ending sessions, which full lines would list per step
+            # (O(KV blocks + requests) each: most of a large scenario's run time)
+            Sim(ir, seed=1, horizon=math.inf, warmup=0.0, states=col.feed,
+                lean_states=True).run()
         except _Stop:
             pass
         except RunError as exc:
@@ -840,11 +845,37 @@ def _seconds_steps(plan: Plan, col: "_Collector") -> tuple[list[int], dict[str, 
     steps: list[int] = []
     idle_added: set = set()
     S = 0
+    # A request is ready once the clock reaches its arrival_time (if it has one) and the step
+    # counter its step (arrival_step, or an `after` child's target once its parent finished).
+    # Waiting requests sit in two heaps by (threshold, list index), so each is looked at when
+    # its threshold is reached instead of once per iteration: `by_clock` (an arrival_time not
+    # reached yet) and `by_step` (only the step counter left). The step counter only grows; the
+    # clock may go back (the next serQ iteration can end before a jump's arrival_time), and then
+    # an arrival_time request in `by_step` goes back to `by_clock` (its entry there is skipped).
+    by_clock = [(timed[r.id], r.index, r.id) for r in sc.requests if r.arrival_kind == "time"]
+    heapq.heapify(by_clock)
+    by_step = [(r.arrival_step or 0, r.index, r.id) for r in sc.requests
+               if r.arrival_kind == "step"]
+    heapq.heapify(by_step)
+    timed_on_step: set[str] = set()  # arrival_time requests whose time came (in by_step)
+    unadded_target = dict(target)  # the requests of `target` not added yet
+    live = 0  # added and not finished
+
+    def finish(rid: str) -> None:
+        nonlocal live
+        if rid not in finished:
+            finished.add(rid)
+            if rid in added:
+                live -= 1
+
     # one pass more than serQ's token iterations: a child whose target step lies beyond serQ's
     # last iteration (serQ ran it too early) is added after vLLM's idle steps at the last
     # iteration's end, so the fixpoint learns its add time (c9000_00108)
     for k in range(len(toks) + 1):
         clock = toks[k - 1].end if k else Fraction(0)
+        for rid in [rid for rid in timed_on_step if timed[rid] > clock]:
+            timed_on_step.discard(rid)
+            heapq.heappush(by_clock, (timed[rid], sc.request(rid).index, rid))
         if k:
             for rid in by_fin.get(k - 1, ()):
                 # async: the finish is processed after the next schedule() call, and the counter
@@ -853,41 +884,44 @@ def _seconds_steps(plan: Plan, col: "_Collector") -> tuple[list[int], dict[str, 
                 # engine is not empty before this iteration
                 late = col.late.get(rid, 0)
                 if not late:
-                    finished.add(rid)
+                    finish(rid)
                 for c in children.get(rid, ()):
-                    target[c.id] = steps[k - 1] + max(1 + late, c.delay_steps)
+                    target[c.id] = unadded_target[c.id] = t = \
+                        steps[k - 1] + max(1 + late, c.delay_steps)
+                    heapq.heappush(by_step, (t, c.index, c.id))
             for rid in by_fin.get(k - 2, ()) if k >= 2 else ():
                 if col.late.get(rid, 0):
-                    finished.add(rid)
-
-        def ready(r) -> bool:
-            if r.arrival_kind == "after":
-                return r.id in target and target[r.id] <= S
-            if r.arrival_kind == "time" and timed[r.id] > clock:
-                return False
-            return (r.arrival_step or 0) <= S
+                    finish(rid)
 
         idled = False
         while True:
-            for r in sc.requests:
-                if r.id not in added and ready(r):
-                    added[r.id] = clock
-                    if idled:
-                        idle_added.add(r.id)
-            if any(rid not in finished for rid in added):
+            while by_clock and by_clock[0][0] <= clock:
+                _, i, rid = heapq.heappop(by_clock)
+                heapq.heappush(by_step, (sc.requests[i].arrival_step or 0, i, rid))
+                timed_on_step.add(rid)
+            while by_step and by_step[0][0] <= S:
+                _, i, rid = heapq.heappop(by_step)
+                if rid in added or (rid in timed and rid not in timed_on_step):
+                    continue  # added already, or its entry is stale (back in by_clock)
+                added[rid] = clock
+                unadded_target.pop(rid, None)
+                timed_on_step.discard(rid)
+                live += rid not in finished
+                if idled:
+                    idle_added.add(rid)
+            if live:
                 break
             idled = True
             # the driver jumps to the earliest pending arrival_time if it lies ahead, and counts
             # a step otherwise (also when that request waits for its arrival_step)
-            future = [t for rid, t in timed.items() if rid not in added]
-            if future and min(future) > clock:
-                clock = min(future)
+            if by_clock and not timed_on_step:
+                clock = by_clock[0][0]
                 # a request waiting for the step counter cannot be added before this jump
-                for rid, t in target.items():
-                    if rid not in added and t > S:
+                for rid, t in unadded_target.items():
+                    if t > S:
                         bound[rid] = max(bound.get(rid, clock), clock)
                 continue
-            waiting = [t for rid, t in target.items() if rid not in added and t > S]
+            waiting = [t for t in unadded_target.values() if t > S]
             if not waiting:
                 break
             S = min(waiting)
@@ -979,6 +1013,15 @@ def build_trace(plan: Plan, col: _Collector) -> tuple[dict, dict[str, int]]:
     # requests
     requests: dict[str, dict] = {}
     finished_at: dict[int, list] = {}
+    # each request's first token iteration's step, and for each record the step of the first
+    # token iteration at or after it: one pass each, not one per request
+    first_sched_of: dict[str, int] = {}
+    for it in token_iters:
+        for a in it.assign:
+            first_sched_of.setdefault(a[0], it.step)
+    next_token_step: list = [None] * (len(iters) + 1)
+    for k in range(len(iters) - 1, -1, -1):
+        next_token_step[k] = iters[k].step if iters[k].assign else next_token_step[k + 1]
     for r in sc.requests:
         o = obs.get(r.id, {})
         added = r.id in join_call
@@ -989,8 +1032,7 @@ def build_trace(plan: Plan, col: _Collector) -> tuple[dict, dict[str, int]]:
             first_step = step_of_end(firsts[0])
         if o.get("last_end"):
             fin_step = step_of_end(o["last_end"][0][1])
-        first_sched = next((it.step for it in token_iters if any(a[0] == r.id for a in it.assign)),
-                           None)
+        first_sched = first_sched_of.get(r.id)
         out_len = sc.output_len(r.id) if fin_step is not None else max(
             0, maxpos.get(r.id, 0) - sc.static_prompt_len(r.id) + 1) if added else 0
         reason = None
@@ -1001,9 +1043,7 @@ def build_trace(plan: Plan, col: _Collector) -> tuple[dict, dict[str, int]]:
         hits = o.get("hit", [])
         arr_step = None
         if added:
-            call = join_call[r.id]
-            nxt = next((it for it in iters[call:] if it.assign), None)
-            arr_step = nxt.step if nxt is not None else None
+            arr_step = next_token_step[join_call[r.id]]
         requests[r.id] = {
             "prompt_len": sc.static_prompt_len(r.id) if added else None,
             "max_tokens": r.max_tokens,

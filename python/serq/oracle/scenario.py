@@ -175,6 +175,13 @@ class ResolvedScenario:
     requests: list[ResolvedRequest]
     max_steps: int
     warnings: list[str] = field(default_factory=list)
+    # Derived once, on first use (a resolved scenario is never changed afterwards): id -> request,
+    # and id -> static prompt length. Recomputing them per call made loading and modelling a
+    # `prompt_from` chain exponential in its length (docs/oracle.md §3).
+    _by_id: dict[str, ResolvedRequest] | None = field(default=None, init=False, repr=False,
+                                                      compare=False)
+    _prompt_lens: dict[str, int] | None = field(default=None, init=False, repr=False,
+                                                compare=False)
 
     # convenient views of the config ------------------------------------------------------
     @property
@@ -206,31 +213,47 @@ class ResolvedScenario:
         return _exact_decimal(self.config["step_time"].get("per_token_s", 0))
 
     def request(self, rid: str) -> ResolvedRequest:
-        for r in self.requests:
-            if r.id == rid:
-                return r
-        raise KeyError(rid)
+        if self._by_id is None:
+            self._by_id = {r.id: r for r in self.requests}
+        try:
+            return self._by_id[rid]
+        except KeyError:
+            raise KeyError(rid) from None
 
     def static_prompt_len(self, rid: str) -> int:
         """Prompt length assuming every `prompt_from` ancestor runs to completion (its output
         as long as `output_len` says)."""
-        by_id = {r.id: r for r in self.requests}
-        memo: dict[str, int] = {}
+        if self._prompt_lens is None:
+            self._prompt_lens = self._static_prompt_lens()
+        return self._prompt_lens[rid]
 
-        def length(i: str) -> int:
-            if i not in memo:
+    def _static_prompt_lens(self) -> dict[str, int]:
+        """Every request's static prompt length, each computed once, sources first (iteratively:
+        a chain may be longer than Python's recursion limit)."""
+        lens: dict[str, int] = {}
+        for r in self.requests:
+            stack = [r]
+            while stack:
+                cur = stack[-1]
+                if cur.id in lens:
+                    stack.pop()
+                    continue
+                todo = [self.request(seg.source) for seg in cur.prompt
+                        if seg.kind == "parent" and seg.source not in lens]
+                if todo:
+                    stack.extend(todo)
+                    continue
+                stack.pop()
                 total = 0
-                for seg in by_id[i].prompt:
+                for seg in cur.prompt:
                     if seg.kind == "parent":
-                        total += length(seg.source) + self.output_len(seg.source)
+                        total += lens[seg.source] + self._output_len(seg.source, lens[seg.source])
                     elif seg.kind == "ids":
                         total += len(seg.ids)
                     else:
                         total += seg.length
-                memo[i] = total
-            return memo[i]
-
-        return length(rid)
+                lens[cur.id] = total
+        return lens
 
     def output_len(self, rid: str) -> int:
         """Output tokens of a request that runs to completion. vLLM's stop check ends it at the
@@ -238,9 +261,11 @@ class ResolvedScenario:
         reaching `max_model_len` (finish reason `length`). Never 0 for a resolved scenario: a
         prompt of `max_model_len` tokens or more is refused by `resolve_scenario`, as vLLM
         refuses it."""
-        r = self.request(rid)
-        room = self.config["max_model_len"] - self.static_prompt_len(rid)
-        return max(0, min(r.expected_output_len, room))
+        return self._output_len(rid, self.static_prompt_len(rid))
+
+    def _output_len(self, rid: str, prompt_len: int) -> int:
+        room = self.config["max_model_len"] - prompt_len
+        return max(0, min(self.request(rid).expected_output_len, room))
 
     def finish_reason(self, rid: str) -> str | None:
         """`stop` (EOS), `length` (max_tokens or max_model_len), or None (never completes)."""
@@ -652,26 +677,34 @@ def resolve_scenario(
                 raise ScenarioError(f"requests[{r.index}].{key}", f"names an unknown request id {ref!r}")
             if ref == r.id:
                 raise ScenarioError(f"requests[{r.index}].{key}", "a request cannot name itself")
-    # `after` chains must end (no cycle) ...
+    # `after` chains must end (no cycle) ... Each request's depth in its `after` chain is
+    # computed once (a walk stops at a request whose depth is known), so a long chain is checked
+    # in linear time.
+    depth: dict[str, int] = {}
     for r in requests:
-        seen = {r.id}
+        path = [r.id]
+        on_path = {r.id}
         cur = r.after
-        while cur is not None:
-            if cur in seen:
+        while cur is not None and cur not in depth:
+            if cur in on_path:
                 raise ScenarioError(f"requests[{r.index}].after", f"forms a cycle through {cur!r}")
-            seen.add(cur)
+            path.append(cur)
+            on_path.add(cur)
             cur = by_id[cur].after
+        d = -1 if cur is None else depth[cur]
+        for rid in reversed(path):
+            d += 1
+            depth[rid] = d
     # ... and the parent of a prompt must have finished before the child is added: it must be
-    # the request's `after` parent or one of that parent's own `after` ancestors.
+    # the request's `after` parent or one of that parent's own `after` ancestors (climbing from
+    # the `after` parent to the depth of `prompt_from` decides it).
     for r in requests:
         if r.prompt_from is None:
             continue
-        ancestors = []
         cur = r.after
-        while cur is not None:
-            ancestors.append(cur)
+        while cur is not None and depth[cur] > depth[r.prompt_from]:
             cur = by_id[cur].after
-        if r.prompt_from not in ancestors:
+        if cur != r.prompt_from:
             raise ScenarioError(
                 f"requests[{r.index}].prompt_from",
                 f"the parent {r.prompt_from!r} must finish before this request is added: "

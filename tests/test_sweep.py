@@ -218,3 +218,20 @@ def test_ray_executor_gives_the_rows_of_local_processes(tmp_path):
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     pd.testing.assert_frame_equal(pd.read_parquet(on_ray), pd.read_parquet(local))
+
+
+def test_a_profile_reaches_every_run_and_the_journal(tmp_path, capsys):
+    profile = tmp_path / "P.json"
+    assert main(["profile", "--gpu", "h100-sxm", "--model", "llama-3.1-70b", "-o", str(profile)]) == 0
+    out = tmp_path / "s.csv"
+    argv = ["sweep", VLLM, "--grid", "Lambda=0.5", "--reps", "1", "--horizon", "20", "--jobs", "1", "-o", str(out)]
+    assert main([*argv, "--profile", str(profile)]) == 0
+    capsys.readouterr()
+    row = pd.read_csv(out).iloc[0]
+    seed = pd.read_csv(out)["seed"][0]  # numpy int64 (the row itself is upcast to floats)
+    direct = serq.load(VLLM, profile=str(profile), Lambda=0.5).run(seed=seed, horizon=20)
+    plain = serq.load(VLLM, Lambda=0.5).run(seed=seed, horizon=20)
+    assert row["e2el_mean"] == pytest.approx(direct.metrics["e2el_mean"], rel=1e-12)
+    assert direct.metrics["e2el_mean"] != plain.metrics["e2el_mean"]  # the profile matters here
+    assert main(argv) == 2  # the same OUT without the profile is another sweep
+    assert "journal of another sweep (different program, profile)" in capsys.readouterr().err

@@ -33,29 +33,32 @@ def settings_args(settings: Mapping[str, Any]) -> list[str]:
     return [f"{k}={setting_text(k, v)}" for k, v in settings.items()]
 
 
-def load(path: str | os.PathLike, **settings: Any) -> "Program":
+def load(path: str | os.PathLike, *, profile: str | None = None, **settings: Any) -> "Program":
     """The program in PATH (a .sq program or its .json IR) with SETTINGS bound to its
-    `args.number` inputs; compiled at once, so a bad program or setting raises here."""
-    return Program(os.fspath(path), settings)
+    `args.number` inputs, after those of PROFILE (`--profile`: a profile file or a shipped
+    profile's name, docs/profiles.md); compiled at once, so a bad program or setting raises here."""
+    return Program(os.fspath(path), settings, profile)
 
 
 class Program:
     """A compiled program and its settings. Immutable: `with_settings` makes another."""
 
-    def __init__(self, path: str, settings: Mapping[str, Any] | None = None):
+    def __init__(self, path: str, settings: Mapping[str, Any] | None = None, profile: str | None = None):
         from serq_fast.simulate import load_ir
 
         self.path = path
+        self.profile = profile
         self.settings = parse_settings(settings_args(settings or {}))
-        self.ir = load_ir(path, settings_args(self.settings))
+        self.ir = load_ir(path, settings_args(self.settings), profile)
 
     def with_settings(self, **settings: Any) -> "Program":
-        """This program with SETTINGS added to (or replacing) its own."""
-        return Program(self.path, {**self.settings, **settings})
+        """This program with SETTINGS added to (or replacing) its own (the profile kept)."""
+        return Program(self.path, {**self.settings, **settings}, self.profile)
 
     def __repr__(self) -> str:
         sets = "".join(f", {k}={v}" for k, v in self.settings.items())
-        return f"serq.load({self.path!r}{sets})"
+        prof = f", profile={self.profile!r}" if self.profile else ""
+        return f"serq.load({self.path!r}{prof}{sets})"
 
     def run(self, seed: int = 1, horizon: float | None = None, warmup: float | None = None,
             arrivals: int | None = None, replay: str | dict | None = None, records: bool = True,

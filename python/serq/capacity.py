@@ -108,7 +108,7 @@ def search_capacity(spec: RunSpec, name: str, slos: list, reps: int = 3, *, star
     def ir_at(x: float) -> tuple:
         text = setting_text(name, int(x) if integer else x)
         if text not in irs:
-            irs[text] = load_ir(spec.path, {**spec.settings, name: text})
+            irs[text] = load_ir(spec.path, {**spec.settings, name: text}, spec.profile)
         return text, irs[text]
 
     searches = [Search(r, rep_seed(spec.seed, r)) for r in range(reps)]
@@ -162,13 +162,15 @@ def capacity(path: str, vary: str, slo: str | Iterable[str], reps: int = 3, *, s
              horizon: float | None = None, warmup: float | None = None, start: float = 1.0,
              lo: float | None = None, hi: float | None = None, rel_tol: float = 0.02,
              integer: bool = False, jobs: int | None = None, executor: str = "local",
-             address: str | None = None, progress: bool = True, **settings: Any) -> CapacityResult:
+             address: str | None = None, progress: bool = True, profile: str | None = None,
+             replay: str | None = None, **settings: Any) -> CapacityResult:
     """Python form of `serq capacity`."""
     from .api import settings_args
     from .irfile import parse_settings
 
     slos = [Slo(slo)] if isinstance(slo, str) else [Slo(s) for s in slo]
-    spec = RunSpec(os.fspath(path), parse_settings(settings_args(settings)), seed, horizon, warmup, None)
+    spec = RunSpec(os.fspath(path), parse_settings(settings_args(settings)), seed, horizon, warmup, None,
+                   None if replay is None else os.fspath(replay), profile)
     return search_capacity(spec, vary, slos, reps, start=start, lo=lo, hi=hi, rel_tol=rel_tol,
                            integer=integer, executor=make_executor(executor, jobs, address),
                            progress=progress)

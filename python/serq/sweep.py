@@ -94,6 +94,7 @@ class RunSpec:
     warmup: float | None = None
     arrivals: int | None = None
     replay: str | None = None  # a sessions file every run replays (docs/sessions.md, docs/traces.md)
+    profile: str | None = None  # `--profile`: a profile file or a shipped profile's name (docs/profiles.md)
 
     def replay_data(self) -> dict | None:
         if self.replay is None:
@@ -419,7 +420,7 @@ def make_tasks(spec: RunSpec, grid: dict, reps: int) -> list:
     replay = spec.replay_data()
     for point, values in enumerate(itertools.product(*(grid[n] for n in names))):
         settings = tuple(zip(names, values))
-        ir = load_ir(spec.path, {**spec.settings, **dict(settings)})
+        ir = load_ir(spec.path, {**spec.settings, **dict(settings)}, spec.profile)
         for rep in range(reps):
             tasks.append(Task(point, settings, rep, rep_seed(spec.seed, rep), ir,
                               spec.horizon, spec.warmup, spec.arrivals, replay))
@@ -429,9 +430,12 @@ def make_tasks(spec: RunSpec, grid: dict, reps: int) -> list:
 def journal_header(spec: RunSpec, grid: dict) -> dict:
     from serq_fast.simulate import load_ir
 
-    base_ir = load_ir(spec.path, spec.settings)
+    from .profilefile import profile_settings
+
+    base_ir = load_ir(spec.path, spec.settings, spec.profile)
     replay = spec.replay_data()
     return {"serq_sweep": JOURNAL_VERSION, "program": _ir_digest(base_ir), "settings": spec.settings,
+            "profile": profile_settings(spec.profile),
             "seed": spec.seed, "horizon": spec.horizon, "warmup": spec.warmup, "arrivals": spec.arrivals,
             "replay": None if replay is None else _ir_digest(replay)}
 
@@ -508,13 +512,13 @@ class _MemoryJournal(Journal):
 
 def sweep(path: str, grid: Mapping[str, Iterable[Any]], reps: int = 1, *, seed: int = 1,
           horizon: float | None = None, warmup: float | None = None, arrivals: int | None = None,
-          replay: str | None = None, out: str | None = None, jobs: int | None = None, executor: str = "local",
+          replay: str | None = None, profile: str | None = None, out: str | None = None, jobs: int | None = None, executor: str = "local",
           address: str | None = None, progress: bool = True, **settings: Any) -> SweepResult:
     """Python form of `serq sweep`: GRID {name: [values]}, SETTINGS fixed for every run."""
     from .api import settings_args
 
     spec = RunSpec(os.fspath(path), parse_settings(settings_args(settings)), seed, horizon, warmup, arrivals,
-                   None if replay is None else os.fspath(replay))
+                   None if replay is None else os.fspath(replay), profile)
     g = parse_grid(grid)
     check_spec(spec, g, reps)
     return run_sweep(spec, g, reps, out, make_executor(executor, jobs, address), progress)

@@ -81,7 +81,7 @@ def _spec(args):
     from .sweep import RunSpec
 
     return RunSpec(args.file, parse_settings(args.sets), args.seed, args.horizon, args.warmup,
-                   getattr(args, "arrivals", None), args.replay)
+                   getattr(args, "arrivals", None), args.replay, getattr(args, "profile", None))
 
 
 def _fail(exc: SerqError) -> int:

@@ -10,6 +10,7 @@ before exiting 2).
 from __future__ import annotations
 
 import math
+import operator
 import os
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -31,6 +32,16 @@ def default_warmup(ir: dict, horizon: float) -> float:
     return DEFAULT_WARMUP_FRACTION * horizon
 
 
+def whole(x) -> int | None:
+    """X as a Python int when it is an integer (numpy's too, e.g. a seed read from a table), else None."""
+    if isinstance(x, bool):
+        return None
+    try:
+        return operator.index(x)
+    except TypeError:
+        return None
+
+
 @dataclass(frozen=True)
 class RunOptions:
     """The options of one run as the user gave them (None = the default of docs/report.md)."""
@@ -42,7 +53,7 @@ class RunOptions:
 
     def checked_horizon(self) -> float:
         """The horizon to run to, after checking every option that does not need the program."""
-        if not isinstance(self.seed, int) or isinstance(self.seed, bool) or self.seed < 0:
+        if whole(self.seed) is None or self.seed < 0:
             raise SerqError("--seed must be a non-negative integer")
         horizon = DEFAULT_HORIZON if self.horizon is None else float(self.horizon)
         if self.replay and self.horizon is None:
@@ -90,7 +101,7 @@ def simulate(ir: dict, opts: RunOptions, *, file: str = "program", replay: dict 
     opts = RunOptions(opts.seed, opts.horizon, opts.warmup, opts.arrivals, replay is not None)
     horizon = opts.checked_horizon()
     warmup = default_warmup(ir, horizon) if opts.warmup is None else opts.warmup
-    seed = opts.seed if replay is None else int(replay.get("seed", opts.seed))
+    seed = whole(opts.seed) if replay is None else int(replay.get("seed", opts.seed))
     try:
         sim = Sim(ir, seed=seed, horizon=horizon, warmup=warmup, arrivals=opts.arrivals,
                   replay=replay, states=states, records=records, progress=progress)

@@ -124,6 +124,7 @@ def engineValue (env : EnvM) (name : String) : M Value := do
   else if name == "batch.prefilled" then
     return ofN (sumNat ((assign.filter (·.mode != "decode")).map (·.tokens)))
   else if name == "batch.decoding" then return ofN (assign.filter (·.mode == "decode")).length
+  else if name == "batch.prefilling" then return ofN (assign.filter (·.mode != "decode")).length
   else if name == "batch.kv_decode" || name == "batch.kv_prefill" then
     let decode := name == "batch.kv_decode"
     -- modes by serial: the last assignment of a serial wins (a dict in engine.py)

@@ -122,7 +122,9 @@ def vllm_programs(draw, content: bool = False, lag: bool = False, arrivals: bool
     cost = draw(st.one_of(
         st.just("1"),
         st.builds(lambda c0, a, d: f"{c0} + {a} * batch.tokens + {d} * batch.decoding",
-                  st.sampled_from(RATIONALS), st.sampled_from(RATIONALS + ["0"]), st.sampled_from(RATIONALS + ["0"]))))
+                  st.sampled_from(RATIONALS), st.sampled_from(RATIONALS + ["0"]), st.sampled_from(RATIONALS + ["0"])),
+        st.builds(lambda c0, a, f: f"{c0} + {a} * batch.prefilled + {f} * batch.prefilling",
+                  st.sampled_from(RATIONALS), st.sampled_from(RATIONALS + ["0"]), st.sampled_from(RATIONALS))))
     text = VLLM.format(
         bs=bs, blocks=blocks, slots=draw(st.sampled_from([4, 2, 1, 3])), budget=draw(st.one_of(st.sampled_from([16, 64, 8, 32]), st.integers(1, 64))),
         preempt=draw(st.sampled_from(["lifo", "lifo", "none", "by (-admission)",

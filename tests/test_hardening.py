@@ -32,3 +32,207 @@ def test_every_example_runs_at_any_horizon(capsys, example, horizon):
     rc, out, err = run(capsys, "run", ROOT / example, "--horizon", horizon)
     assert rc == 0, err
     assert "requests" in out or "stage" in out
+
+
+# -- D2 / D9: JSON inputs within limits: nesting, size, regular files, gzip bombs ------------------
+
+MM1 = ROOT / "examples" / "single-turn" / "mm1.sq"
+TRACE = ROOT / "vectors" / "vllm" / "h_active_seqs.trace.json.gz"
+SCENARIO = ROOT / "vectors" / "vllm" / "h_active_seqs.scenario.json"
+
+
+def json_commands(f):
+    """Every command that reads a JSON file, reading F in that role."""
+    return {
+        "replay": ["run", MM1, "--replay", f],
+        "spec": ["spec", MM1, "--sessions", f],
+        "ir-run": ["run", f],
+        "ir-sample": ["sample", f, "--seed", "1", "--sessions", "1"],
+        "oracle-run": ["oracle", "run", f],
+        "compare": ["oracle", "compare", f, TRACE],
+        "render": ["oracle", "render", f],
+    }
+
+
+@pytest.mark.parametrize("role", sorted(json_commands("x")))
+def test_deeply_nested_json(tmp_path, capsys, role):
+    """100,000 `[` ended in RecursionError (serq spec: "internal error")."""
+    f = tmp_path / "deep.json"
+    f.write_text("[" * 100_000)
+    rc, out, err = run(capsys, *json_commands(f)[role])
+    assert rc == 2, err
+    assert "nested deeper than the limit of 10000" in err, err
+    assert "internal error" not in err
+
+
+@pytest.mark.parametrize("role", sorted(json_commands("x")))
+def test_device_as_json_input(capsys, role):
+    """`--replay /dev/zero` was read until memory ran out (21.7 GB in 34 s)."""
+    rc, out, err = run(capsys, *json_commands("/dev/zero")[role])
+    assert rc == 2, err
+    assert "not a regular file" in err, err
+
+
+def test_json_input_larger_than_the_limit(tmp_path, capsys, monkeypatch):
+    from serq import inputfile
+
+    monkeypatch.setattr(inputfile, "MAX_INPUT_BYTES", 1000)
+    f = tmp_path / "big.json"
+    f.write_text("[" + "0," * 1000 + "0]")
+    rc, out, err = run(capsys, "run", MM1, "--replay", f)
+    assert rc == 2 and "larger than the limit of 1000 bytes" in err, err
+
+
+def test_gzip_bomb_trace(tmp_path, capsys):
+    """A 1 MB gzip bomb as a trace expanded to 2.1 GB."""
+    import gzip
+
+    f = tmp_path / "bomb.json.gz"
+    with gzip.open(f, "wb") as fh:
+        chunk = b" " * 2**20
+        for _ in range(300):  # 300 MiB of spaces, past the 256 MiB limit; ~300 KB compressed
+            fh.write(chunk)
+    for argv in (["oracle", "render", f], ["oracle", "compare", f, TRACE]):
+        rc, out, err = run(capsys, *argv)
+        assert rc == 2 and "gzip content is larger than the limit of 256 MiB" in err, err
+
+
+@pytest.mark.parametrize("device", ["/dev/zero", "/dev/urandom"])
+def test_device_as_program_or_library(tmp_path, capsys, device):
+    """`use "/dev/zero";` ended in MemoryError; `use "/dev/urandom";` grew to 6 GB."""
+    rc, out, err = run(capsys, "check", device)
+    assert rc == 2 and err.startswith(f"{device}: error: cannot read: it is not a regular file"), err
+    f = tmp_path / "p.sq"
+    f.write_text(f'use "{device}";\nfn main() {{}}\n')
+    rc, out, err = run(capsys, "check", f)
+    assert rc == 2 and err.startswith(f"{f}:1:5: error: cannot read library \"{device}\": it is not a "
+                                      "regular file"), err
+
+
+def test_program_sources_larger_than_the_limit(tmp_path, capsys, monkeypatch):
+    from serq import inputfile
+
+    monkeypatch.setattr(inputfile, "MAX_SOURCE_BYTES", 100)
+    (tmp_path / "lib.sq").write_text("// " + "x" * 60 + "\n")
+    f = tmp_path / "p.sq"
+    f.write_text('use "lib.sq";\n// ' + "y" * 30 + "\nfn main() {}\n")
+    rc, out, err = run(capsys, "check", f)
+    assert rc == 2 and err.startswith(f"{f}:1:5: error: cannot read library \"lib.sq\": the program's "
+                                      "source files are larger than the limit"), err
+
+
+# -- D10: a NUL byte in a `use` or `trace` path ------------------------------------------------------
+
+def test_nul_byte_in_a_use_or_trace_path(tmp_path, capsys):
+    """Was "internal error … embedded null byte" with no location."""
+    f = tmp_path / "p.sq"
+    f.write_bytes(b'use "a\x00b.sq";\nfn main() {}\n')
+    rc, out, err = run(capsys, "check", f)
+    assert rc == 2 and err.startswith(f'{f}:1:5: error: cannot read library "a\\0b.sq": the path holds '
+                                      "a NUL byte"), err
+    f.write_bytes((ROOT / "examples" / "oracle" / "vllm_scenario.sq").read_bytes()
+                  .replace(b'use "../../lib/', b'use "' + str(ROOT / "lib").encode() + b"/")
+                  .replace(b"data/preempt.csv", b"data/pre\x00empt.csv"))
+    rc, out, err = run(capsys, "check", f)
+    assert rc == 2 and 'error: cannot read trace "data/pre\\0empt.csv": the path holds a NUL byte' in err, err
+    assert err.startswith(f"{f}:"), err
+
+
+# -- D3 / D4: huge but valid numbers --------------------------------------------------------------
+
+ORACLE = ROOT / "examples" / "oracle"
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["run", ORACLE / "vllm_scenario_async.sq", "--set", "shared=1e400", "--horizon", "5"],
+     "the length of prefix 1 of about 1e400 is beyond the range of the fast simulator's floats"),
+    (["run", ORACLE / "vllm_request.sq", "--set", "block=1e400", "--horizon", "5"],
+     "is beyond the range of the fast simulator's floats"),
+])
+def test_settings_beyond_the_float_range(capsys, argv, needle):
+    """Both ended in OverflowError: integer division result too large for a float."""
+    rc, out, err = run(capsys, *argv)
+    assert rc == 2 and needle in err, err
+
+
+@pytest.fixture
+def mm1_sessions(tmp_path, capsys):
+    import json
+
+    f = tmp_path / "mm1.sessions.json"
+    assert main(["sample", str(MM1), "--seed", "1", "--sessions", "3", "-o", str(f)]) == 0
+    capsys.readouterr()
+    return f, json.loads(f.read_text())
+
+
+def _write(tmp_path, name, data):
+    import json
+
+    f = tmp_path / name
+    f.write_text(json.dumps(data))
+    return f
+
+
+@pytest.mark.parametrize("command", ["run", "spec"])
+def test_huge_draws_in_a_sessions_file(tmp_path, capsys, mm1_sessions, command):
+    """A 400-digit draw was an OverflowError in serq run; a 5,000-digit one a ValueError."""
+    _, data = mm1_sessions
+    flag = "--replay" if command == "run" else "--sessions"
+    data["sessions"][0]["session"][0] = "1" + "0" * 5000
+    rc, out, err = run(capsys, command, MM1, flag, _write(tmp_path, "d5k.json", data))
+    assert rc == 2 and "sessions[0].session[0]: a value of 5001 characters" in err, err
+    if command == "run":
+        data["sessions"][0]["session"][0] = "1" + "0" * 400
+        rc, out, err = run(capsys, command, MM1, flag, _write(tmp_path, "d400.json", data))
+        assert rc == 2 and "the sessions file's draw of session 0 (session stream) of about 1e400" in err, err
+
+
+@pytest.mark.parametrize("role", sorted(json_commands("x")))
+def test_json_integer_of_5000_digits(tmp_path, capsys, role):
+    f = tmp_path / "bigint.json"
+    f.write_text('{"format": "serq-sessions/1", "seed": ' + "7" * 5000 + "}")
+    rc, out, err = run(capsys, *json_commands(f)[role])
+    assert rc == 2 and "an integer of 5000 digits (the limit is 1000)" in err, err
+
+
+def _scenario(**config):
+    import json
+
+    data = json.loads(SCENARIO.read_text())
+    data["config"].update(config)
+    return data
+
+
+def test_huge_numbers_in_a_scenario(tmp_path, capsys):
+    """num_gpu_blocks 10^500 was an uncaught SerqError; arrival_time 10^400 an OverflowError."""
+    rc, out, err = run(capsys, "oracle", "run", _write(tmp_path, "b.json", _scenario(num_gpu_blocks=10**500)))
+    assert rc == 2 and "config.num_gpu_blocks: must be at most 2^53 in size" in err, err
+    rc, out, err = run(capsys, "oracle", "run", _write(tmp_path, "c.json", _scenario(num_gpu_blocks=2**20 + 1)))
+    assert rc == 2 and "config.num_gpu_blocks: must be at most 1048576" in err, err
+    data = _scenario()
+    data["requests"][0]["arrival_time"] = 10**400
+    rc, out, err = run(capsys, "oracle", "run", _write(tmp_path, "t.json", data))
+    assert rc == 2 and "requests[0].arrival_time: must be a non-negative number" in err, err
+
+
+def test_huge_time_in_a_trace(tmp_path, capsys):
+    from serq import inputfile
+
+    data = inputfile.read(str(TRACE), gzip_ok=True)
+    data["steps"][0]["time"] = 10**400
+    rc, out, err = run(capsys, "oracle", "render", _write(tmp_path, "tr.json", data))
+    assert rc == 2 and "steps[0].time: must be a number (within binary64's range)" in err, err
+
+
+# -- D5: a sessions file's seed ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("seed", [None, -7, 1.5, True])
+@pytest.mark.parametrize("command", ["run", "spec"])
+def test_sessions_file_seed_is_a_non_negative_integer(tmp_path, capsys, mm1_sessions, command, seed):
+    """`"seed": null` passed the check and `run --replay` crashed (TypeError); -7 was accepted
+    while `--seed -1` is refused."""
+    _, data = mm1_sessions
+    data["seed"] = seed
+    flag = "--replay" if command == "run" else "--sessions"
+    rc, out, err = run(capsys, command, MM1, flag, _write(tmp_path, "s.json", data))
+    assert rc == 2 and "sessions file: seed: must be a non-negative integer" in err, err

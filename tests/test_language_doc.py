@@ -78,3 +78,14 @@ def test_a_broken_snippet_fails():
 def test_the_fence_pattern_finds_blocks():
     text = "a\n```serq\nX\n```\nb\n```serq-refused\n// refused: m\nY\n```\n```text\nZ\n```\n"
     assert snippets(text) == [("serq", 2, "X\n"), ("serq-refused", 6, "// refused: m\nY\n")]
+
+
+def test_every_unsupported_construct_has_a_refused_example():
+    """Each message of the §16 table is the message of a refused example, so the table is checked."""
+    text = DOC.read_text(encoding="utf-8")
+    section = text[text.index("## 16. Not supported yet"):text.index("## 17.")]
+    rows = re.findall(r"^\| (?!Construct|---)[^|]+\| (`+) ?(.+?) ?\1 \|\s*$", section, re.M)
+    assert len(rows) >= 15, rows
+    refused = [REFUSED.match(b.splitlines()[0]).group(1) for k, _, b in snippets(section) if k == "serq-refused"]
+    missing = [msg for _, msg in rows if not any(msg.startswith(r) or r.startswith(msg) for r in refused)]
+    assert not missing, f"no refused example gives: {missing}"

@@ -102,3 +102,9 @@ def test_plot_bad_input_exits_2(runs, tmp_path, capsys, monkeypatch, argv, messa
 def test_plot_missing_file(tmp_path, capsys):
     assert main(["plot", str(tmp_path / "none.parquet"), "--x", "a", "--y", "b", "-o", str(tmp_path / "f.png")]) == 2
     assert "no such file" in capsys.readouterr().err
+
+
+def test_run_plot_path_is_checked_before_the_run(tmp_path, capsys):
+    assert main(["run", VLLM, "--plot", str(tmp_path / "ts.txt")]) == 2
+    captured = capsys.readouterr()
+    assert "a figure is written as" in captured.err and captured.out == ""

@@ -1,8 +1,8 @@
 """serQ front-end: the language (lexer, parser, linker), its canonical IR, and the `serq` command.
 
 The Python API (docs/api.md) is imported on first use, so that the command line does not pay for
-it: `serq.load`, `serq.Program`, `serq.Result` (serq.api), `serq.sweep` (serq.sweep),
-`serq.capacity` (serq.capacity), `serq.SerqError`.
+it: `serq.load`, `serq.Program`, `serq.Result` (serq.api) and `serq.SerqError`; sweeps and
+capacity searches are `serq.sweep.sweep` and `serq.capacity.capacity`.
 """
 
 __version__ = "0.1.0"

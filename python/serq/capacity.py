@@ -18,7 +18,7 @@ from typing import Any, Iterable
 
 from .errors import SerqError
 from .metrics import Slo
-from .sweep import RunSpec, Task, make_executor, mean_ci, rep_seed, run_task
+from .sweep import RunSpec, Task, finished_runs, make_executor, mean_ci, rep_seed
 
 MAX_BRACKET_STEPS = 30  # doublings or halvings from the start value before giving up
 
@@ -135,10 +135,7 @@ def search_capacity(spec: RunSpec, name: str, slos: list, reps: int = 3, *, star
             if not round_tasks:
                 break
             by_task = {id(t): (s, x) for s, x, t in round_tasks}
-            for task, row in executor.map_unordered(run_task, [t for _, _, t in round_tasks]):
-                if "error" in row:
-                    raise SerqError(f"the run at {name}={task.settings[0][1]}, rep {task.rep} failed: "
-                                    + row["error"].removeprefix("serq: error: "))
+            for task, row in finished_runs(executor, [t for _, _, t in round_tasks], bar):
                 s, x = by_task[id(task)]  # every executor hands back the task it was given
                 metrics = row["metrics"]
                 for slo in slos:
@@ -152,8 +149,6 @@ def search_capacity(spec: RunSpec, name: str, slos: list, reps: int = 3, *, star
                     s.lo = x if s.lo is None else max(s.lo, x)
                 else:
                     s.hi = x if s.hi is None else min(s.hi, x)
-                if bar:
-                    bar.update()
     finally:
         if bar:
             bar.close()

@@ -33,8 +33,11 @@ from pathlib import Path
 import numpy as np
 
 DEFAULT_MODEL = "c + d*decoders + e*kv_decode + a*prefilled + b*attention"
-#: the replay program's setting for each coefficient of the default model
-REPLAY_SETTINGS = {"c": "c_fit", "d": "d_dec", "e": "e_kv", "a": "a_pre", "b": "b_att"}
+#: the replay program's setting for each term it has (examples/replay/vllm_replay.sq); a term of
+#: another model sets the setting named as its coefficient
+REPLAY_SETTINGS = {("c", ()): "c_fit", ("d", ("decoders",)): "d_dec", ("e", ("kv_decode",)): "e_kv",
+                   ("a", ("prefilled",)): "a_pre", ("b", ("attention",)): "b_att",
+                   ("f", ("prefill_requests",)): "f_pre"}
 KINDS = ("decode", "prefill", "mixed")
 HUBER_K = 1.345          # 95 % efficiency at the normal, the textbook choice
 Z95 = 1.959963984540054  # two-sided 95 % normal quantile
@@ -313,8 +316,10 @@ def profile_for(fit: Fit, path, name: str, overhead: tuple[float | None, float |
     digest = hashlib.sha256()
     for p in paths:
         digest.update(Path(p).read_bytes())
-    default = fit.model == DEFAULT_MODEL
-    settings = {REPLAY_SETTINGS[c] if default else c: repr(v) for c, v in fit.coef.items()}
+    settings = {}
+    for t in fit.terms:
+        key = (t.coef, tuple(c for c, p in t.factors if p == 1) if all(p == 1 for _, p in t.factors) else None)
+        settings[REPLAY_SETTINGS.get(key, t.coef)] = repr(fit.coef[t.coef])
     c_it, c0 = overhead
     if c_it is not None:
         settings["c_it"] = repr(c_it)

@@ -13,6 +13,7 @@ import os
 import sys
 from typing import Mapping
 
+from . import inputfile
 from .errors import SerqError
 from .linker import Linker
 from .parser import Source, decode_source, parse
@@ -20,17 +21,21 @@ from .parser import Source, decode_source, parse
 __all__ = ["load_program", "compile_source", "SerqError"]
 
 
-def _read(path: str, display: str) -> str:
-    """The text of a source file; a SerqError (without a line) when it cannot be read."""
+def _read(path: str, display: str, limit: int) -> str:
+    """The text of a source file of at most `limit` bytes; a SerqError (without a line) when it
+    cannot be read (serq.inputfile: a regular file only, within the size limit)."""
     if os.path.isdir(path):
         raise SerqError("cannot read: it is a directory", display)
+    if not os.path.lexists(path) and "\0" not in path:
+        raise SerqError("cannot read: no such file", display)
     try:
-        with open(path, "rb") as fh:
-            raw = fh.read()
-    except FileNotFoundError:
-        raise SerqError("cannot read: no such file", display) from None
-    except OSError as e:
-        raise SerqError(f"cannot read: {e.strerror or e}", display) from None
+        raw = inputfile.read_bytes(path, limit)
+    except inputfile.InputError as e:
+        msg = str(e)
+        if "larger than the limit" in msg:
+            msg = (f"cannot read: the program's source files are larger than the limit of "
+                   f"{inputfile.MAX_SOURCE_BYTES // 2**20} MiB together (docs/frontend.md \"Limits\")")
+        raise SerqError(msg, display) from None
     return decode_source(raw, display)
 
 
@@ -48,6 +53,12 @@ class _Program:
         self.linker = Linker(dict(settings or {}), self.read_use, dict(optional or {}))
         self.linking: list[int] = []
         self.linked: set[int] = set()
+        self.bytes_left = inputfile.MAX_SOURCE_BYTES  # of all the program's source files together
+
+    def read(self, path: str, display: str) -> str:
+        text = _read(path, display, self.bytes_left)
+        self.bytes_left -= len(text.encode("utf-8"))
+        return text
 
     def add_source(self, path: str, display: str, text: str) -> int:
         fid = len(self.linker.sources)
@@ -62,13 +73,16 @@ class _Program:
     def read_use(self, rel: str, from_fid: int, pos: tuple):
         """`use "rel";` in file `from_fid`: (file id, its nodes) to link, or None when it is linked already."""
         src = self.linker.sources[from_fid]
+        if "\0" in rel:  # os.path and open() raise ValueError on it
+            shown = rel.replace("\0", "\\0")
+            raise self.linker.err(pos, f"cannot read library \"{shown}\": the path holds a NUL byte")
         path = os.path.normpath(os.path.join(os.path.dirname(src.path), rel))
         real = os.path.realpath(path)
         fid = self.by_real.get(real)
         if fid is None:
             display = os.path.normpath(os.path.join(os.path.dirname(src.name), rel))
             try:
-                text = _read(path, display)
+                text = self.read(path, display)
             except SerqError as e:
                 if e.line is not None:
                     raise
@@ -129,8 +143,8 @@ def load_program(path: str, settings: Mapping[str, str] | None = None,
     path = os.fspath(path)
 
     def go():
-        text = _read(path, path)
-        return _Program(path, settings, optional).run(text)
+        prog = _Program(path, settings, optional)
+        return prog.run(prog.read(path, path))
 
     return _guard(go, path)
 

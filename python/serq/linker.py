@@ -38,7 +38,7 @@ DISTS = ARITY  # the laws of §4.3 and how many arguments each takes (serq.draws
 
 EV_TOKENS_CAP = {"running.count", "running.decoding", "running.kv_decode", "running.kv_prefill", "waiting.count"}
 EV_SCHEDULE = EV_TOKENS_CAP | {"running.preempted", "waiting.admitted", "batch.tokens", "batch.prefilled"}
-EV_EXECUTE = {"running.count", "waiting.count", "batch.tokens", "batch.prefilled", "batch.decoding",
+EV_EXECUTE = {"running.count", "waiting.count", "batch.tokens", "batch.prefilled", "batch.decoding", "batch.prefilling",
               "batch.kv_decode", "batch.kv_prefill", "batch.attention"}
 EV_ALL = EV_SCHEDULE | EV_EXECUTE
 
@@ -1112,13 +1112,15 @@ class Linker:
         base = os.path.dirname(src.path) if getattr(src, "path", None) else "."
         path = os.path.join(base, t.path)
         disp = os.path.normpath(os.path.join(os.path.dirname(src.name), t.path))
+        from . import inputfile
+
+        if os.path.isdir(path):
+            raise self.err(t.pos, f"cannot read trace \"{t.path}\": it is a directory")
         try:
-            with open(path, "rb") as fh:
-                raw = fh.read()
-        except IsADirectoryError:
-            raise self.err(t.pos, f"cannot read trace \"{t.path}\": it is a directory") from None
-        except OSError as e:
-            raise self.err(t.pos, f"cannot read trace \"{t.path}\": {e.strerror or e}") from None
+            raw = inputfile.read_bytes(path)
+        except inputfile.InputError as e:
+            shown = t.path.replace("\0", "\\0")
+            raise self.err(t.pos, f"cannot read trace \"{shown}\": {str(e).removeprefix('cannot read: ')}") from None
         tsrc = Source(disp, decode_source(raw, disp))
         sessions: list[list] = []
         last_id = None

@@ -10,7 +10,6 @@ the program is a question only a run can answer; the engines report that themsel
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from .errors import SerqError
@@ -31,13 +30,14 @@ class SessionsFileBad(ValueError):
 
 def read_json_file(path: str, what: str, advice: str) -> Any:
     """The JSON value in PATH; a SerqError naming PATH (and `what` it should be) otherwise."""
+    from . import inputfile
+
     try:
-        with open(path, encoding="utf-8") as fh:
-            return json.load(fh)
-    except OSError as exc:
-        raise SerqError(f"cannot read the {what}: {exc.strerror or exc}", path) from None
-    except ValueError as exc:  # JSON syntax, or bytes that are not UTF-8
-        raise SerqError(f"cannot read the {what}: not JSON: {exc} ({advice})", path) from None
+        return inputfile.read(path)
+    except inputfile.InputError as exc:
+        msg = str(exc).removeprefix("cannot read: ")
+        tail = f" ({advice})" if msg.startswith("not JSON") else ""
+        raise SerqError(f"cannot read the {what}: {msg}{tail}", path) from None
 
 
 def read_sessions_file(path: str) -> dict:
@@ -71,6 +71,11 @@ def _draws(x: Any, where: str) -> None:
         _draw(v, f"{where}[{i}]")
 
 
+def _shown(x: Any) -> str:
+    text = "null" if x is None else repr(x)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 def _is_count(x: Any) -> bool:
     return isinstance(x, int) and not isinstance(x, bool) and x >= 0
 
@@ -79,9 +84,10 @@ def check_sessions(data: Any) -> None:
     """Raise SessionsFileBad for the first entry of DATA (parsed JSON) that is not a sessions file."""
     if not isinstance(data, dict) or data.get("format") != SESSIONS_FORMAT:
         raise SessionsFileBad("", f"not a {SESSIONS_FORMAT} sessions file")
-    seed = data.get("seed")
-    if seed is not None and not (isinstance(seed, int) and not isinstance(seed, bool)):
-        raise SessionsFileBad("seed", f"must be an integer, got {seed!r}")
+    # the seed may be left out (`serq run --seed` applies), but when given it is what `--seed`
+    # takes: a non-negative integer (null once passed here and made the replay crash)
+    if "seed" in data and not _is_count(data["seed"]):
+        raise SessionsFileBad("seed", f"must be a non-negative integer, got {_shown(data['seed'])}")
     sessions = _list(data.get("sessions"), "sessions")
     arrivals = [_draw(x, f"arrivals[{i}]") for i, x in enumerate(_list(data.get("arrivals", []), "arrivals"))]
     # every arrival, not only pairs: a lone negative one would be an event in the past

@@ -199,14 +199,15 @@ class RayExecutor:
                 kwargs["runtime_env"] = {"env_vars": {"PYTHONPATH": here}}
                 if jobs:
                     kwargs["num_cpus"] = jobs
-                # Ray's default (30 s) for a raylet to register is too short on a loaded small
-                # machine: measured 27 s for a start on one idle core here, a failure under load
-                os.environ.setdefault("RAY_raylet_start_wait_time_s", "120")
             try:
                 ray.init(address=address, **kwargs)
             except Exception as exc:  # noqa: BLE001 -- Ray raises bare Exception for a failed start
+                # a local start gives its raylet 30 s to register (fixed in Ray 2.60's node.py);
+                # on a loaded 2-core machine that is not always enough: say so
+                hint = ("; a local Ray failed to start in time (the machine is busy?): try again, "
+                        "or start one with `ray start --head` and pass --ray-address auto") if address is None else ""
                 raise SerqError(f"--executor ray: cannot start or reach Ray"
-                                f"{' at ' + address if address else ''}: {exc}") from None
+                                f"{' at ' + address if address else ''}: {exc}{hint}") from None
             self.started = True
 
     def map_unordered(self, fn: Callable, tasks: list) -> Iterator[tuple]:
@@ -466,14 +467,8 @@ def run_sweep(spec: RunSpec, grid: dict, reps: int, out: str | None = None, exec
     executor = executor or make_executor()
     bar = CountProgress(len(tasks), "sweep", done=len(tasks) - len(todo)) if progress else None
     try:
-        for task, row in executor.map_unordered(run_task, todo):
-            if "error" in row:
-                at = ", ".join(f"{k}={v}" for k, v in task.settings)
-                raise SerqError(f"the run at {at}, rep {task.rep} (seed {task.seed}) failed: "
-                                + row["error"].removeprefix("serq: error: "))
+        for task, row in finished_runs(executor, todo, bar):
             journal.add(task, row)
-            if bar:
-                bar.update()
     finally:
         if bar:
             bar.close()
@@ -484,6 +479,19 @@ def run_sweep(spec: RunSpec, grid: dict, reps: int, out: str | None = None, exec
         write_table(runs, out)
         write_table(points, points_path(out))
     return SweepResult(runs, points, len(todo), len(tasks) - len(todo))
+
+
+def finished_runs(executor, tasks: list, bar=None) -> Iterator[tuple]:
+    """(task, row) for each of TASKS as it finishes; a run that failed stops everything with its
+    message, naming the run."""
+    for task, row in executor.map_unordered(run_task, tasks):
+        if "error" in row:
+            at = ", ".join(f"{k}={v}" for k, v in task.settings)
+            raise SerqError(f"the run at {at}, rep {task.rep} (seed {task.seed}) failed: "
+                            + row["error"].removeprefix("serq: error: "))
+        if bar:
+            bar.update()
+        yield task, row
 
 
 class _MemoryJournal(Journal):

@@ -107,7 +107,7 @@ def predict(workload: Workload, profile_settings: dict[str, str], program: str |
         key = (int(r["session"]), int(r["turn"]))
         n = int(r["output"]) if r["output"] is not None else 0
         tpot = ((r["completion"] - r["first_token"]) / (n - 1)) if n > 1 else None
-        out[key] = {"ttft": r["ttft"], "response": r["response"], "tpot": tpot}
+        out[key] = {"ttft": r["ttft"], "response": r["response"], "tpot": tpot, "hit": r["hit"]}
     return out
 
 

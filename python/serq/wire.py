@@ -15,6 +15,7 @@ import hashlib
 import json
 import math
 import re
+import sys
 from fractions import Fraction
 from typing import Any, Union
 
@@ -74,6 +75,9 @@ def value_from_wire(s: Any) -> Value:
         q = Fraction(s)
     except ZeroDivisionError:
         raise WireError(f"a zero denominator: {s!r}") from None
+    except ValueError:  # Python's limit on the digits of an integer string (4300 by default)
+        raise WireError(f"a value of {len(s)} characters, more digits than Python converts "
+                        f"({getattr(sys, 'get_int_max_str_digits', lambda: 4300)()})") from None
     if str(q) != s:
         raise WireError(f"not in lowest terms: {s!r} (write {str(q)!r})")
     return q

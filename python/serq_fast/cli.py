@@ -1,7 +1,7 @@
 """`serq run` and `serq lockstep` (registered into python/serq/cli.py).
 
 Exit codes: 0 success; 1 a lockstep divergence; 2 bad input (usage, program, settings) or a
-run-time error of language.md §11.9 — always a one-paragraph message, never a traceback.
+run-time error of docs/language.md §11.9 — always a one-paragraph message, never a traceback.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from fractions import Fraction
 
 from serq.wire import value_from_wire
 
-from serq_fast.expr import RunError
+from serq_fast.expr import RunError, to_float
 
 
 def wire_key(x: float):
@@ -51,10 +51,10 @@ class Prefixes:
         self.total: dict = {}
         self.parent: dict = {}
         for d in decls or []:
-            key = float(value_from_wire(d["key"]))
+            key = to_float(value_from_wire(d["key"]), "a prefix key")
             after = d.get("after")
-            self.parent[key] = float(value_from_wire(after)) if after is not None else None
-            self.total[key] = float(value_from_wire(d["total"]))
+            self.parent[key] = to_float(value_from_wire(after), "a prefix key") if after is not None else None
+            self.total[key] = to_float(value_from_wire(d["total"]), f"the length of prefix {key:g}")
         # per (block size, key): the identities of the key's whole blocks, block 0 first
         self._ids: dict = {}
 

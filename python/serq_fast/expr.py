@@ -50,14 +50,21 @@ def num(text: str) -> float:
         return INF
     if text == "-inf":
         return -INF
-    q = Fraction(text)
+    return to_float(Fraction(text), "a constant")
+
+
+def to_float(q, what: str) -> float:
+    """An exact value (a Fraction, or ±inf) as a float; a RunError naming `what` it is when it
+    is beyond the floats' range (float() raises OverflowError, or rounds a tiny one to 0)."""
+    if isinstance(q, float):
+        return q
     try:
         x = float(q)
     except OverflowError:
         x = INF
     if math.isinf(x) or (x == 0 and q != 0):
         digits = len(str(abs(q.numerator))) - len(str(q.denominator))
-        raise RunError(f"a constant of about {'-' if q < 0 else ''}1e{digits} is beyond the range of the "
+        raise RunError(f"{what} of about {'-' if q < 0 else ''}1e{digits} is beyond the range of the "
                        "fast simulator's floats (about 1e-308 to 1e308)")
     return x
 

@@ -18,7 +18,7 @@ from fractions import Fraction
 
 from serq.wire import value_from_wire
 
-from serq_fast.expr import RunError, at_text, compile_expr, compile_ref, is_static
+from serq_fast.expr import RunError, at_text, compile_expr, compile_ref, is_static, to_float
 
 EPS = 1e-9
 ADMITTED, WAIT, REJECTED = "admitted", "wait", "rejected"  # results of an admission attempt
@@ -40,9 +40,8 @@ def _blocks_down(x: float, b: int) -> int:
     return int(math.floor(x / b + EPS))
 
 
-def wire(v: str) -> float:
-    x = value_from_wire(v)
-    return float(x)
+def wire(v: str, what: str = "a value") -> float:
+    return to_float(value_from_wire(v), what)
 
 
 def roundup(x: float, b) -> float:
@@ -212,8 +211,8 @@ class Pool:
     def __init__(self, idx: int, p: dict, sim) -> None:
         self.idx = idx
         self.name = p["name"]
-        self.cap = wire(p["cap"])
-        self.block = wire(p["block"]) if p.get("block") is not None else None
+        self.cap = wire(p["cap"], f"the cap of pool {self.name}")
+        self.block = wire(p["block"], f"the block of pool {self.name}") if p.get("block") is not None else None
         self.sim = sim
         self.spec = p
         self.used = 0.0

@@ -13,7 +13,7 @@ from fractions import Fraction
 from serq import draws
 from serq.wire import value_from_wire
 
-from serq_fast.expr import RunError, at_text
+from serq_fast.expr import RunError, at_text, to_float
 
 
 def _round12(x: float) -> float:
@@ -59,7 +59,7 @@ class ListSource:
     __slots__ = ("values", "i", "what")
 
     def __init__(self, values: list, what: str) -> None:
-        self.values = [float(value_from_wire(v)) for v in values]
+        self.values = [to_float(value_from_wire(v), f"the sessions file's draw of {what}") for v in values]
         self.i = 0
         self.what = what
 

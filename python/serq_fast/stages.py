@@ -560,6 +560,7 @@ class Engine(Stage):
             "batch.tokens": lambda: float(sum(a[1] for a in cur_assign())),
             "batch.prefilled": lambda: float(sum(a[1] for a in cur_assign() if a[0].mode != "decode")),
             "batch.decoding": lambda: float(sum(1 for a in cur_assign() if a[0].mode == "decode")),
+            "batch.prefilling": lambda: float(sum(1 for a in cur_assign() if a[0].mode != "decode")),
             "batch.kv_decode": lambda: kv_assigned(True),
             "batch.kv_prefill": lambda: kv_assigned(False),
             "batch.attention": lambda: float(sum(a[2] for a in cur_assign())),
@@ -1344,7 +1345,7 @@ def _ff_begin(self, it, nres: int):
     one token); only the KV held changes, by growth. Returns the memo key part of the cost's
     other values, or a marker that the cost is evaluated afresh each time."""
     n = float(nres)
-    self._ff_fixed = {"batch.tokens": n, "batch.decoding": n, "batch.prefilled": 0.0,
+    self._ff_fixed = {"batch.tokens": n, "batch.decoding": n, "batch.prefilled": 0.0, "batch.prefilling": 0.0,
                       "batch.kv_prefill": 0.0, "batch.attention": 0.0, "running.count": n,
                       "running.decoding": n, "running.kv_prefill": 0.0}
     names = self._cost_names

@@ -86,6 +86,8 @@ def engine_value(env: Env, name: str):
         return Fraction(sum(a.tokens for a in assign if a.mode != "decode"))
     if name == "batch.decoding":
         return Fraction(sum(1 for a in assign if a.mode == "decode"))
+    if name == "batch.prefilling":   # prefill chunks: one per scheduled non-decode (a plain run too)
+        return Fraction(sum(1 for a in assign if a.mode != "decode"))
     if name in ("batch.kv_decode", "batch.kv_prefill"):
         decode = name == "batch.kv_decode"
         return Fraction(sum(memory_alloc(cfg, e, byserial[s]) for s, m in modes.items()

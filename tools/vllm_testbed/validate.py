@@ -57,7 +57,7 @@ CALIBRATION = [
 #: the validation trace and the session spacings (s) that set the load, light to past saturation
 VALIDATION_TRACE = dict(seed=21, sessions=24)
 VALIDATION_CONFIG = dict(blocks=512, max_num_seqs=16, max_num_batched_tokens=256, max_model_len=4096)
-VALIDATION_SPACINGS = (4.0, 2.0, 1.2, 0.6)
+VALIDATION_SPACINGS = (4.0, 2.0, 1.2, 0.6, 0.3, 0.15)
 GEN_DEFAULTS = dict(turns=(2, 5), first=(96, 480), new=(16, 160), out=(8, 64), think=(0.2, 2.0))
 
 
@@ -83,6 +83,22 @@ def workloads() -> list[tuple[str, dict, int]]:
         name = f"val_s{sp:g}"
         out.append((name, make_scenario(name, rows, "wall", {**VALIDATION_CONFIG, "spacing": sp}), 2))
     return out
+
+
+def run_summary(steps_csv: Path) -> dict:
+    """A wall-clock run in numbers: steps, busy time, makespan, utilisation, steps per kind."""
+    import csv
+
+    with open(steps_csv, newline="") as f:
+        rows = list(csv.DictReader(f))
+    busy = sum(float(r["wall_s"]) for r in rows)
+    span = float(rows[-1]["start_s"]) + float(rows[-1]["wall_s"]) if rows else 0.0
+    kinds: dict[str, int] = {}
+    for r in rows:
+        kinds[r["kind"]] = kinds.get(r["kind"], 0) + 1
+    return {"steps": len(rows), "busy_s": round(busy, 6), "makespan_s": round(span, 6),
+            "utilisation": round(busy / span, 6) if span else None, "steps_by_kind": kinds,
+            "preemptions": sum(int(r["preempted"]) for r in rows)}
 
 
 def measure(a: argparse.Namespace) -> int:
@@ -115,15 +131,27 @@ def measure(a: argparse.Namespace) -> int:
                                     "loadavg_before": [round(x, 2) for x in load_before],
                                     "loadavg_after": [round(x, 2) for x in os.getloadavg()]})
             for f in sorted(Path(tmp).iterdir()):
+                step_clock = sc["_clock"] == "step"
                 if f.name.endswith(".trace.json"):
-                    if sc["_clock"] == "step":     # deterministic: worth comparing, so kept
+                    if step_clock:     # deterministic: worth comparing step by step, so kept
                         data = gzip.compress(f.read_bytes(), mtime=0)
                         (out / (f.name + ".gz")).write_bytes(data)
-                elif f.name.endswith(".requests.csv") and sc["_clock"] == "step":
+                elif f.name.endswith(".steps.csv") and not step_clock:
+                    # a wall-clock run's steps are kept as their summary (megabytes otherwise)
+                    summary = run_summary(f)
+                    wl.write_atomic(str(out / f.name.replace(".steps.csv", ".summary.json")),
+                                    json.dumps(summary, indent=1) + "\n")
+                elif f.name.endswith(".requests.csv") and step_clock:
                     continue
                 else:
                     shutil.copyfile(f, out / f.name)
-    wl.write_atomic(str(out / "machine.json"), json.dumps(machine, indent=1) + "\n")
+    old = out / "machine.json"
+    if only and old.is_file():       # a partial run keeps the other runs' records
+        kept = [r for r in json.loads(old.read_text()).get("runs", []) if r["name"] not in only]
+        order = [name for name, _, _ in workloads()]
+        machine["runs"] = sorted(kept + machine["runs"], key=lambda r: order.index(r["name"])
+                                 if r["name"] in order else len(order))
+    wl.write_atomic(str(old), json.dumps(machine, indent=1) + "\n")
     from report import make_profile
 
     make_profile(out)

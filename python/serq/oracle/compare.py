@@ -19,7 +19,6 @@ gzipped (``.json.gz``).
 
 from __future__ import annotations
 
-import gzip
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -106,20 +105,19 @@ def _fmt(field: str | None, v: Any) -> str:
 
 def load_trace(path: str | Path) -> dict:
     """Read a trace file (plain or gzipped JSON) and check its shape; raises TraceError."""
+    from serq import inputfile
+
     p = Path(path)
     try:
-        raw = p.read_bytes()
-    except OSError as exc:
-        raise TraceError(f"cannot read {p}: {exc.strerror or exc}") from None
-    if raw[:2] == b"\x1f\x8b":
-        try:
-            raw = gzip.decompress(raw)
-        except OSError as exc:
-            raise TraceError(f"{p}: broken gzip data: {exc}") from None
+        raw = inputfile.gunzip(inputfile.read_bytes(str(p)))
+    except inputfile.InputError as exc:
+        msg = str(exc)
+        raise TraceError(f"cannot read {p}: {msg.removeprefix('cannot read: ')}" if msg.startswith("cannot read")
+                         else f"{p}: {msg}") from None
     try:
-        obj = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise TraceError(f"{p} is not valid JSON: {exc}") from None
+        obj = inputfile.parse(raw)
+    except inputfile.InputError as exc:
+        raise TraceError(f"{p} is not valid JSON: {str(exc).removeprefix('not JSON: ')}") from None
     try:
         check_trace_shape(obj)
     except TraceError as exc:
@@ -183,8 +181,9 @@ def check_trace_shape(t: Any) -> None:
             if not isinstance(ids, list) or not all(isinstance(x, str) for x in ids):
                 raise TraceError(f"{where}.{key}: must be a list of ids")
         clock = s.get("time")
-        if clock is not None and (isinstance(clock, bool) or not isinstance(clock, (int, float))):
-            raise TraceError(f"{where}.time: must be a number")
+        if clock is not None and (isinstance(clock, bool) or not isinstance(clock, (int, float))
+                                  or (isinstance(clock, int) and abs(clock) > 2**1023)):
+            raise TraceError(f"{where}.time: must be a number (within binary64's range)")
         fin = s.get("finished", [])
         if not isinstance(fin, list):
             raise TraceError(f"{where}.finished: must be a list")

@@ -305,8 +305,17 @@ def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
+#: Every integer of a scenario is at most this in size: the model computes with them in binary64,
+#: exactly only up to 2^53 (docs/oracle.md §3).
+MAX_SCENARIO_INT = 2**53
+#: num_gpu_blocks at most this: the model's content pool holds a list entry per block.
+MAX_GPU_BLOCKS = 2**20
+
+
 def _is_number(v: Any) -> bool:
-    return (isinstance(v, (int, float)) and not isinstance(v, bool)) and math.isfinite(v)
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return False
+    return abs(v) <= MAX_SCENARIO_INT if isinstance(v, int) else math.isfinite(v)
 
 
 def _show(v: Any) -> str:
@@ -332,6 +341,8 @@ def _int(obj: dict, key: str, path: str, *, minimum: int | None = None, default:
         what = f"an integer >= {minimum}"
     if not _is_int(v) or (minimum is not None and v < minimum):
         raise ScenarioError(where, f"must be {what}, got {_show(v)}")
+    if abs(v) > MAX_SCENARIO_INT:
+        raise ScenarioError(where, f"must be at most 2^53 in size, got {_show(v)}")
     return v
 
 
@@ -392,6 +403,9 @@ def _resolve_config(raw: Any, allow_unknown: bool, warnings: list[str]) -> dict[
     cfg: dict[str, Any] = {}
     cfg["block_size"] = _int(raw, "block_size", path, minimum=1, default=16)
     cfg["num_gpu_blocks"] = _int(raw, "num_gpu_blocks", path, minimum=2, default=1024)
+    if cfg["num_gpu_blocks"] > MAX_GPU_BLOCKS:
+        raise ScenarioError(f"{path}.num_gpu_blocks", f"must be at most {MAX_GPU_BLOCKS} (2^20) "
+                            f"blocks, got {_show(cfg['num_gpu_blocks'])}")
     cfg["max_num_batched_tokens"] = _int(raw, "max_num_batched_tokens", path, minimum=1, default=2048)
     cfg["max_num_seqs"] = _int(raw, "max_num_seqs", path, minimum=1, default=128)
     capacity = cfg["num_gpu_blocks"] * cfg["block_size"]
@@ -706,17 +720,21 @@ def resolve_scenario(
 
 def load_scenario(path: str | Path, **kwargs) -> ResolvedScenario:
     """Read, validate and resolve a scenario file. Raises ScenarioError on any problem."""
+    from serq import inputfile
+
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ScenarioError("", f"cannot read {p}: {exc.strerror or exc}") from None
+        raw = inputfile.read_bytes(str(p))
+    except inputfile.InputError as exc:
+        raise ScenarioError("", f"cannot read {p}: {str(exc).removeprefix('cannot read: ')}") from None
+    try:
+        raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ScenarioError("", f"not a scenario (not UTF-8 text: byte {exc.start}); a scenario is "
                                 "a JSON file (docs/oracle.md §3)") from None
     try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ScenarioError("", f"{p} is not valid JSON: {exc}") from None
+        obj = inputfile.parse(raw)
+    except inputfile.InputError as exc:
+        raise ScenarioError("", f"{p} is not valid JSON: {str(exc).removeprefix('not JSON: ')}") from None
     kwargs.setdefault("default_name", p.name.split(".")[0] or "scenario")
     return resolve_scenario(obj, **kwargs)

@@ -203,16 +203,6 @@ def queue_programs(draw, arrivals: bool = False) -> Case:
                          work=draw(st.sampled_from(["~exp(1)", "~uniform(0, 2)", "1", "~det(3/2)", "0"])))
     seed = draw(st.integers(0, 2 ** 16))
     arrival = draw(arrival_processes(sessions)) if arrivals else f"batch({sessions})"
-    lease_text = before = after = ""
-    if lease:
-        time = draw(st.sampled_from(['inf', '0', '1/2', '2', '~uniform(0, 3)']))
-        lease_text = f"\n      lease kv ({time});"
-        # with t = 0 (no lease) or a lease that ran out, `release kv;` has nothing to release
-        if draw(st.booleans()):
-            before = "\n    branch (turn_no > 1) { release kv; }"
-        else:
-            after = "\n    release kv;"
-    text = text.replace("{lease}", lease_text).replace("{release_before}", before).replace("{release_after}", after)
     return Case(text=text.replace("{arrival}", arrival), sessions=sessions, seed=seed)
 
 

@@ -16,7 +16,7 @@ PY = ROOT / "python"
 OURS = ("serq", "serq_spec", "serq_fast", "serq_lean")
 # what an engine may use of the front-end package: reading programs and sessions, exact values, draws
 SHARED = {"serq", "serq.wire", "serq.exact", "serq.draws", "serq.errors", "serq.irfile", "serq.sessionsfile",
-          "serq.atomic", "serq.progress", "serq.timeseries"}
+          "serq.outputfile", "serq.progress", "serq.timeseries"}
 # the layer above the engines (docs/architecture.md): it may use them, nothing below may use it
 APPLICATION = {"serq.api", "serq.sweep", "serq.capacity", "serq.plot", "serq.workflow_cli", "serq.testbed",
                "serq.testbed_cli"}

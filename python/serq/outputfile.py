@@ -107,3 +107,20 @@ def atomic_write(path: str, mode: str = "w", **open_kw) -> Iterator[IO]:
 def write_text(path: str, text: str) -> None:
     with atomic_write(path, "w", encoding="utf-8") as fh:
         fh.write(text)
+
+
+@contextlib.contextmanager
+def replacing(path: str) -> Iterator[str]:
+    """A temporary path beside PATH for a library that writes to a path itself (Parquet, a
+    figure): it becomes PATH when the block ends normally and is removed when it raises."""
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=os.path.splitext(path)[1] + ".partial",
+                               dir=folder)
+    os.close(fd)
+    try:
+        yield tmp
+        os.chmod(tmp, _mode_for(path))
+        os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)

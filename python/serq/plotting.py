@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from .atomic import replacing
+from .outputfile import replacing
 from .errors import SerqError
 
 FIGURE_SUFFIXES = (".png", ".svg", ".pdf")

@@ -20,7 +20,7 @@ import re
 from importlib import resources
 from typing import Any
 
-from .atomicfile import write_text_atomic
+from .outputfile import write_text
 from .errors import SerqError
 
 PROFILE_FORMAT = 1
@@ -72,7 +72,7 @@ def write_profile(path: str, profile: dict) -> None:
     except _Bad as bad:
         raise SerqError(f"refusing to write a malformed profile: {bad.where}: {bad.what}", path) from None
     try:
-        write_text_atomic(path, profile_text(profile))
+        write_text(path, profile_text(profile))
     except OSError as exc:
         raise SerqError(f"cannot write the profile: {exc.strerror or exc}", path) from None
 

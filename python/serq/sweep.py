@@ -388,7 +388,7 @@ def points_path(out: str) -> str:
 
 
 def write_table(df, path: str) -> None:
-    from .atomic import replacing
+    from .outputfile import replacing
 
     with replacing(path) as tmp:
         if path.endswith(".parquet"):

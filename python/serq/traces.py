@@ -182,7 +182,7 @@ def import_trace(fmt: str, path: str, *, seed: int = 1, rate: float = 1.0, think
 
 
 def write_sessions(data: dict, path: str) -> None:
-    from .atomic import replacing
+    from .outputfile import replacing
 
     try:
         with replacing(path) as tmp, open(tmp, "w", encoding="utf-8") as fh:

@@ -6,8 +6,6 @@ run-time error of docs/language.md §11.9 — always a one-paragraph message, ne
 
 from __future__ import annotations
 
-import argparse
-import math
 import os
 import sys
 

@@ -7,7 +7,6 @@ import json
 import math
 import os
 
-from serq.atomic import replacing
 
 
 def _f(x):

@@ -28,12 +28,12 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import os
 import random
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))  # serq.outputfile: stdlib only
 
 
 class WorkloadError(ValueError):
@@ -137,21 +137,13 @@ def scenario(rows: list[Turn], *, name: str, clock: str, config: dict, spacing: 
 
 
 def write_atomic(path: str, text: str) -> None:
+    """TEXT to PATH atomically (serq.outputfile, the project's one writer), or to stdout for '-'."""
     if path == "-":
         sys.stdout.write(text)
         return
-    d = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".tmp.", dir=d)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)       # mkstemp makes 0600; a result file is an ordinary one
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    from serq.outputfile import write_text
+
+    write_text(path, text)
 
 
 def _pair(kind):

@@ -56,11 +56,24 @@ def compile_err(text: str, settings: dict | None = None, filename: str = "t.sq")
     return info.value
 
 
+#: markers whose tests the default run leaves out, and why; `-m NAME` (or SERQ_SLOW=1 for slow)
+#: selects them
+OPT_IN = {
+    "ray": "starts a local Ray cluster (20-40 s on this machine): select with -m ray",
+    "slow": "a long check kept out of the default run: select with -m slow or SERQ_SLOW=1",
+    "testbed": "runs the real vLLM engine: select with -m testbed",
+}
+
+
 def pytest_collection_modifyitems(config, items):
-    """`ray` tests start a local Ray cluster (20-40 s on this machine): only when selected with -m."""
-    if "ray" in (config.option.markexpr or ""):
-        return
-    skip = pytest.mark.skip(reason="starts a local Ray cluster: select with -m ray")
-    for item in items:
-        if item.get_closest_marker("ray") is not None:
-            item.add_marker(skip)
+    """Tests of an OPT_IN marker run only when the marker expression names it."""
+    import os
+
+    expr = config.option.markexpr or ""
+    for name, why in OPT_IN.items():
+        if name in expr or (name == "slow" and os.environ.get("SERQ_SLOW")):
+            continue
+        skip = pytest.mark.skip(reason=why)
+        for item in items:
+            if item.get_closest_marker(name) is not None:
+                item.add_marker(skip)

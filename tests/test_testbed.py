@@ -146,9 +146,7 @@ MODEL = TOOLS / ".model"
 @pytest.mark.testbed
 @pytest.mark.skipif(not VENV_PY.is_file() or not MODEL.is_dir(),
                     reason="the testbed is not built (bash tools/vllm_testbed/setup.sh)")
-def test_live_engine_agrees_with_model(tmp_path, request):
-    if "testbed" not in (request.config.getoption("markexpr") or ""):
-        pytest.skip("a live run of the real engine (about a minute): select it with -m testbed")
+def test_live_engine_agrees_with_model(tmp_path):
     rows = wl.generate(3, 4, (2, 3), (60, 200), (10, 40), (4, 12), (0.1, 0.3))
     cfg = {"block_size": 32, "num_gpu_blocks": 48, "max_num_seqs": 4, "max_num_batched_tokens": 128,
            "max_model_len": 1024}

@@ -33,7 +33,7 @@ def register(subparsers) -> None:
         "sweep", help="run a grid of settings × replications; a table of runs and one of points",
         description="Run FILE at every combination of the --grid values, R replications each (seeds "
                     "derived from --seed and the replication). Writes one row per run to OUT and the "
-                    "per-point means and 95%% CIs to OUT's .points sibling; every finished run is "
+                    "per-point means and 95 % CIs to OUT's .points sibling; every finished run is "
                     "journaled in OUT.journal.jsonl, so a rerun of a killed sweep runs only what is missing.")
     _run_options(p)
     p.add_argument("--grid", action="append", default=[], metavar="NAME=v1,v2,…", required=True,
@@ -46,7 +46,7 @@ def register(subparsers) -> None:
         "capacity", help="the largest value of a setting at which an SLO holds (with its CI)",
         description="Search the largest value of --vary at which every --slo holds: each replication "
                     "brackets (doubling or halving from --start, or within --lo/--hi) then bisects to "
-                    "--tol; the answer is the mean over replications with its 95%% CI. Assumes the "
+                    "--tol; the answer is the mean over replications with its 95 % CI. Assumes the "
                     "metric worsens as the value grows (a load).")
     _run_options(c)
     c.add_argument("--vary", required=True, metavar="NAME", help="the args.number input to search")
@@ -64,7 +64,7 @@ def register(subparsers) -> None:
     q = subparsers.add_parser(
         "plot", help="draw a sweep's curve (--x --y [--hue]) or CDFs of records (--cdf)",
         description="From a sweep's runs table: METRIC against NAME, the mean over replications "
-                    "with a 95%% CI band, one line per --hue value. From records files (serq run "
+                    "with a 95 % CI band, one line per --hue value. From records files (serq run "
                     "--records): the CDF of a per-request metric (ttft, tpot, e2el), one line per file.")
     q.add_argument("files", nargs="+", metavar="TABLE", help="a sweep's runs table, or records files (--cdf)")
     q.add_argument("--x", metavar="NAME", help="the setting on the x axis")

@@ -442,3 +442,12 @@ def test_run_time_errors_are_located(tmp_path, capsys, need, needle):
     extra = ["--set", "service=1e400"] if "constant" in needle else []
     rc, out, err = run(capsys, "run", f, "--horizon", "5", *extra)
     assert rc == 2 and needle in err and err.rstrip().endswith("at mm1.sq:37:5"), err
+
+
+# -- D19: sampling more sessions than fit is refused up front ------------------------------------
+
+@pytest.mark.parametrize("command", ["sample", "lockstep"])
+def test_too_many_sessions_refused_up_front(capsys, command):
+    """`serq sample --sessions 1000000000` grew past 2.7 GB before anything said no."""
+    rc, out, err = run(capsys, command, MM1, "--seed", "1", "--sessions", "1000000000")
+    assert rc == 2 and "--sessions 1000000000: at most 250000 sessions are sampled" in err, err

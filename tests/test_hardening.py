@@ -433,7 +433,7 @@ def test_numbers_on_the_command_line_follow_the_set_rule(capsys, argv):
     ("~exp(service)", "a constant of about 1e400 is beyond the range"),  # with --set service=1e400
     ("pow(10, 1e10)", "math range error"),
     ("~exp(-inf)", "~exp(-inf): arguments outside what the draw can sample"),
-    ("1 / (now - now)", "division by zero"),
+    ("0 / (now - now)", "0 / 0 is undefined"),
 ])
 def test_run_time_errors_are_located(tmp_path, capsys, need, needle):
     """These named no position: `--set service=1e400` on mm1.sq, pow(10, 1e10), ~exp(-inf), x/0."""
@@ -451,3 +451,16 @@ def test_too_many_sessions_refused_up_front(capsys, command):
     """`serq sample --sessions 1000000000` grew past 2.7 GB before anything said no."""
     rc, out, err = run(capsys, command, MM1, "--seed", "1", "--sessions", "1000000000")
     assert rc == 2 and "--sessions 1000000000: at most 250000 sessions are sampled" in err, err
+
+
+# -- D14: x / 0 is ±inf in both engines (and SerqLang, and the front-end's constants) -------------
+
+def test_division_by_zero_at_run_time_agrees(tmp_path, capsys):
+    """serq_spec gave inf, serq_fast stopped with "division by zero": lockstep diverged at step 2."""
+    f = tmp_path / "mm1.sq"
+    f.write_text(MM1.read_text().replace("set need = ~exp(service);",
+                                         "set need = min(~exp(service), 1 / (now - t_in));"))
+    rc, out, err = run(capsys, "lockstep", f, "--seed", "1", "--sessions", "5")
+    assert rc == 0 and "steps agree" in out, out + err
+    rc, out, err = run(capsys, "run", f, "--horizon", "5")
+    assert rc == 0, err

@@ -464,3 +464,17 @@ def test_division_by_zero_at_run_time_agrees(tmp_path, capsys):
     assert rc == 0 and "steps agree" in out, out + err
     rc, out, err = run(capsys, "run", f, "--horizon", "5")
     assert rc == 0, err
+
+
+# -- D18: a program too large is refused up front ------------------------------------------------
+
+def test_five_megabyte_program_refused_up_front(tmp_path, capsys):
+    """A 5 MB block comment took 1.24 GB; a 5 MB program more than 30 s."""
+    import time
+
+    f = tmp_path / "big.sq"
+    f.write_text("/*" + "x" * 5_000_000 + "*/ fn main() {}\n")
+    t0 = time.perf_counter()
+    rc, out, err = run(capsys, "check", f)
+    assert rc == 2 and "larger than the limit of 1 MiB together" in err, err
+    assert time.perf_counter() - t0 < 2

@@ -478,3 +478,21 @@ def test_five_megabyte_program_refused_up_front(tmp_path, capsys):
     rc, out, err = run(capsys, "check", f)
     assert rc == 2 and "larger than the limit of 1 MiB together" in err, err
     assert time.perf_counter() - t0 < 2
+
+
+# -- D16: an exponential `def` is refused at a located limit -------------------------------------
+
+def test_exponential_definition_refused_with_its_location(tmp_path, capsys, monkeypatch):
+    """40 levels of d_i(x) = d_{i-1}(x) + d_{i-1}(x) ran `serq check` for more than 30 s CPU."""
+    import re
+
+    from serq import linker
+
+    monkeypatch.setattr(linker, "MAX_EXPANSIONS", 1000)  # the real limit, 10000, takes ~2 s to reach
+    lines = ["def d0(x) = x + 1;"] + [f"def d{i}(x) = d{i - 1}(x) + d{i - 1}(x);" for i in range(1, 41)]
+    f = tmp_path / "expo.sq"
+    f.write_text("\n".join(lines) + "\nfn main() {\n  stage s : fifo(1);\n  workload { arrive poisson(1); }\n"
+                 "  server { run s (d40(1)); }\n}\n")
+    rc, out, err = run(capsys, "check", f)
+    assert rc == 2 and re.match(rf"{re.escape(str(f))}:\d+:\d+: error: expanding `d\d+` here passes the "
+                                r"limit of 1000 definition expansions", err), err

@@ -433,7 +433,7 @@ def test_numbers_on_the_command_line_follow_the_set_rule(capsys, argv):
     ("~exp(service)", "a constant of about 1e400 is beyond the range"),  # with --set service=1e400
     ("pow(10, 1e10)", "math range error"),
     ("~exp(-inf)", "~exp(-inf): arguments outside what the draw can sample"),
-    ("1 / (now - now)", "division by zero"),
+    ("0 / (now - now)", "0 / 0 is undefined"),
 ])
 def test_run_time_errors_are_located(tmp_path, capsys, need, needle):
     """These named no position: `--set service=1e400` on mm1.sq, pow(10, 1e10), ~exp(-inf), x/0."""
@@ -442,3 +442,57 @@ def test_run_time_errors_are_located(tmp_path, capsys, need, needle):
     extra = ["--set", "service=1e400"] if "constant" in needle else []
     rc, out, err = run(capsys, "run", f, "--horizon", "5", *extra)
     assert rc == 2 and needle in err and err.rstrip().endswith("at mm1.sq:37:5"), err
+
+
+# -- D19: sampling more sessions than fit is refused up front ------------------------------------
+
+@pytest.mark.parametrize("command", ["sample", "lockstep"])
+def test_too_many_sessions_refused_up_front(capsys, command):
+    """`serq sample --sessions 1000000000` grew past 2.7 GB before anything said no."""
+    rc, out, err = run(capsys, command, MM1, "--seed", "1", "--sessions", "1000000000")
+    assert rc == 2 and "--sessions 1000000000: at most 250000 sessions are sampled" in err, err
+
+
+# -- D14: x / 0 is ±inf in both engines (and SerqLang, and the front-end's constants) -------------
+
+def test_division_by_zero_at_run_time_agrees(tmp_path, capsys):
+    """serq_spec gave inf, serq_fast stopped with "division by zero": lockstep diverged at step 2."""
+    f = tmp_path / "mm1.sq"
+    f.write_text(MM1.read_text().replace("set need = ~exp(service);",
+                                         "set need = min(~exp(service), 1 / (now - t_in));"))
+    rc, out, err = run(capsys, "lockstep", f, "--seed", "1", "--sessions", "5")
+    assert rc == 0 and "steps agree" in out, out + err
+    rc, out, err = run(capsys, "run", f, "--horizon", "5")
+    assert rc == 0, err
+
+
+# -- D18: a program too large is refused up front ------------------------------------------------
+
+def test_five_megabyte_program_refused_up_front(tmp_path, capsys):
+    """A 5 MB block comment took 1.24 GB; a 5 MB program more than 30 s."""
+    import time
+
+    f = tmp_path / "big.sq"
+    f.write_text("/*" + "x" * 5_000_000 + "*/ fn main() {}\n")
+    t0 = time.perf_counter()
+    rc, out, err = run(capsys, "check", f)
+    assert rc == 2 and "larger than the limit of 1 MiB together" in err, err
+    assert time.perf_counter() - t0 < 2
+
+
+# -- D16: an exponential `def` is refused at a located limit -------------------------------------
+
+def test_exponential_definition_refused_with_its_location(tmp_path, capsys, monkeypatch):
+    """40 levels of d_i(x) = d_{i-1}(x) + d_{i-1}(x) ran `serq check` for more than 30 s CPU."""
+    import re
+
+    from serq import linker
+
+    monkeypatch.setattr(linker, "MAX_EXPANSIONS", 1000)  # the real limit, 10000, takes ~2 s to reach
+    lines = ["def d0(x) = x + 1;"] + [f"def d{i}(x) = d{i - 1}(x) + d{i - 1}(x);" for i in range(1, 41)]
+    f = tmp_path / "expo.sq"
+    f.write_text("\n".join(lines) + "\nfn main() {\n  stage s : fifo(1);\n  workload { arrive poisson(1); }\n"
+                 "  server { run s (d40(1)); }\n}\n")
+    rc, out, err = run(capsys, "check", f)
+    assert rc == 2 and re.match(rf"{re.escape(str(f))}:\d+:\d+: error: expanding `d\d+` here passes the "
+                                r"limit of 1000 definition expansions", err), err

@@ -29,7 +29,7 @@ import sys
 import zlib
 from typing import Any
 
-MAX_SOURCE_BYTES = 4 * 2**20
+MAX_SOURCE_BYTES = 1 * 2**20
 MAX_INPUT_BYTES = 256 * 2**20
 MAX_JSON_DEPTH = 10_000
 MAX_JSON_INT_DIGITS = 1000

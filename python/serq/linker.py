@@ -122,6 +122,10 @@ def ir_walk(e: Any):
             stack.extend(x)
 
 
+# `def` expansions per program: the shipped examples expand at most 4 (docs/frontend.md "Limits")
+MAX_EXPANSIONS = 10_000
+
+
 @dataclass
 class Ctx:
     """How an expression is read: its moment and what it may name."""
@@ -186,6 +190,7 @@ class Linker:
         # A profile's settings (`--profile FILE`): bind the inputs the program declares and are
         # no error otherwise (one profile serves programs with different cost inputs).
         self.optional = dict(optional or {})
+        self.expansions = 0  # `def` bodies expanded so far (MAX_EXPANSIONS)
         self.read_use = read_use  # (path string, from file id, pos) -> (file id, nodes) or None if already read
         self.sources: list[Source] = []
         self.consts: dict[str, tuple[dict, tuple]] = {}
@@ -1337,6 +1342,7 @@ class Linker:
             d = c.defs[name]
             if not d.node.stmt:
                 raise self.err(s.pos, f"`{name}` is an expression definition; use it in an expression, not as a statement")
+            self.expanding(name, s.pos)
             params = self.bind_params(d, s.args, s.pos, c)
             inner = replace(c, params=params, defs=d.scope)
             sc2 = SCtx(sc.block, inner, at=sc.at if sc.at is not None else s.pos)
@@ -1627,6 +1633,16 @@ class Linker:
             c.record.append((slot, e.pos))
         return {"k": "attr", "slot": slot}
 
+    def expanding(self, name: str, pos) -> None:
+        """Count one expansion of the definition `name` at POS; past MAX_EXPANSIONS a SerqError
+        there. Definitions are expanded in place, so one that uses an earlier one twice doubles
+        the program per level (40 levels: 2^40 copies, which never finishes)."""
+        self.expansions += 1
+        if self.expansions > MAX_EXPANSIONS:
+            raise self.err(pos, f"expanding `{name}` here passes the limit of {MAX_EXPANSIONS} definition "
+                                "expansions in one program (definitions are expanded in place: one that "
+                                "uses another twice doubles the program per level; docs/frontend.md \"Limits\")")
+
     def call(self, e: Node, c: Ctx) -> dict:
         """A call in an expression: a definition, a time function, a built-in function or an observable."""
         f = e.fname
@@ -1639,6 +1655,7 @@ class Linker:
             d = c.defs[f]
             if d.node.stmt:
                 raise self.err(e.pos, f"`{f}` is a statement definition; it cannot be used in an expression")
+            self.expanding(f, e.pos)
             params = self.bind_params(d, e.args, e.pos, c)
             return self.cx(d.node.body, replace(c, params=params, defs=d.scope))
         if f in FUNCS:

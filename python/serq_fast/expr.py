@@ -80,8 +80,13 @@ def to_float(q, what: str) -> float:
 
 
 def _div(a: float, b: float) -> float:
+    """a / b by the rule of serq_spec (values.div), SerqLang's `Value.div` and the front-end's
+    constants: x / 0 = ±inf by the sign of x (a zero's own sign is ignored: exact zeros have
+    none), 0 / 0 and inf / inf are errors."""
     if b == 0:
-        raise RunError("division by zero")
+        if a == 0:
+            raise RunError("0 / 0 is undefined")
+        return INF if a > 0 else -INF
     x = a / b
     return x if x == x else _nan()
 

@@ -219,7 +219,11 @@ def main(args) -> int:
     except ImportError as exc:
         print(f"serq: error: lockstep needs serq_spec: {exc}", file=sys.stderr)
         return 2
+    from serq_spec.sample import MAX_SESSIONS
+
     for bad, what in ((args.sessions < 0, "--sessions must be >= 0"),
+                      (args.sessions > MAX_SESSIONS, f"--sessions {args.sessions}: at most {MAX_SESSIONS} "
+                       "sessions are sampled (every session is kept in exact arithmetic: docs/sessions.md)"),
                       (args.seed < 0, "--seed must be a non-negative integer"),
                       (args.max_steps is not None and args.max_steps < 0, "--max-steps must be >= 0"),
                       (args.horizon is not None and not args.horizon >= 0,  # NaN too

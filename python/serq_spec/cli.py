@@ -110,8 +110,12 @@ def cmd_sample(args) -> int:
     from .sample import sample
     ir = None
     try:
+        from .sample import MAX_SESSIONS
         if args.sessions < 0:
             raise SpecError("--sessions must be >= 0")
+        if args.sessions > MAX_SESSIONS:
+            raise SpecError(f"--sessions {args.sessions}: at most {MAX_SESSIONS} sessions are sampled "
+                            "(every session is kept in exact arithmetic: docs/sessions.md)")
         if args.seed < 0:
             raise SpecError("--seed must be a non-negative integer")  # as `serq run` and `serq lockstep`
         if args.max_steps < 0:

@@ -23,6 +23,13 @@ from .values import wire
 from .workload import Workload
 
 
+#: The most sessions `serq sample` and `serq lockstep` draw: the sampling run keeps every session
+#: in exact arithmetic (about 5 KB each for examples/single-turn/mm1.sq, measured: 20 000 sessions
+#: 128 MB, 7.6 s), so 250 000 is already about 1.3 GB; asked for more, they refuse up front
+#: instead of growing until memory runs out (docs/sessions.md).
+MAX_SESSIONS = 250_000
+
+
 def arrival_times(prog: Program, w: Workload, seed: int, count: int) -> list:
     """Poisson: an arrival at 0, then exponential gaps of mean 1/λ; renewal: the first after one gap."""
     arrival = prog.workload["arrival"]

@@ -25,7 +25,22 @@ DATA = ROOT / "vectors" / "testbed"
 TOOLS = ROOT / "tools" / "vllm_testbed"
 sys.path.insert(0, str(TOOLS))
 
-import workload as wl  # noqa: E402
+
+def _tool(name: str):
+    """tools/vllm_testbed/NAME.py by its path: tools/vllm_oracle has a driver.py too, and
+    whichever folder another test put first on sys.path would win an `import driver`."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"vllm_testbed_{name}", TOOLS / f"{name}.py")
+    if spec.name in sys.modules:
+        return sys.modules[spec.name]
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # dataclasses look their module up while it is executed
+    spec.loader.exec_module(mod)
+    return mod
+
+
+wl = _tool("workload")
 from serq.oracle.compare import compare_traces  # noqa: E402
 from serq.oracle.model import run_scenario  # noqa: E402
 from serq.oracle.scenario import load_scenario  # noqa: E402
@@ -65,7 +80,7 @@ def test_real_engine_schedule_is_serq_models(scenario):
 def test_fit_of_calibration_steps_reproduces_the_committed_profile(tmp_path):
     steps = sorted(str(p) for p in DATA.glob("cal_*.steps.csv"))
     out = tmp_path / "p.json"
-    from report import MODEL
+    MODEL = _tool("report").MODEL
 
     rc = subprocess.run([sys.executable, "-m", "serq.cli", "fit", *steps, "--target", "wall_s", "--model", MODEL,
                          "--name", "testbed-cpu-llama-20m", "-o", str(out)],
@@ -126,7 +141,7 @@ def test_bad_traces_are_refused(tmp_path, text, message):
 
 
 def test_step_features_follow_serqs_definitions():
-    import driver
+    driver = _tool("driver")
 
     rec = {"total_tokens": 1 + 1 + 40, "scheduled": [
         {"tokens": 1, "computed_before": 100, "blocks": 4, "_prompt": 90},    # decode

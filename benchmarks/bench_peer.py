@@ -31,7 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "peer"))
 
-import pyserq_peer  # noqa: E402
+import pyserq_peer
 
 MEAN_OUTPUT = 1.0 / (math.exp(1.0 / 200.0) - 1.0) + 1.0  # E[floor(Exp(200)) + 1] = 200.50042
 

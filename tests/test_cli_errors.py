@@ -5,7 +5,6 @@ rule on every command that reads the same kind of file."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest

@@ -12,7 +12,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
 
-from serq import draws  # noqa: E402
+from serq import draws
 
 
 def test_stream_seed_is_the_documented_hash():

@@ -8,7 +8,7 @@ import pytest
 
 from serq_fast import report
 from serq_fast.engine import Sim
-from serq_fast.irbuild import N, Bin, Cond, Ctx, Draw, Program, V, seed_vllm_ir, vllm_engine
+from serq_fast.irbuild import N, Bin, Cond, Program, seed_vllm_ir, vllm_engine
 
 
 def _vector_program(turns, *, budget, blocks, max_seqs=4, n=1, tool=None):

@@ -25,13 +25,13 @@ import pytest
 
 pytest.importorskip("serq_spec.step")
 
-from serq.frontend import compile_source, load_program  # noqa: E402
-from serq_spec.program import Program  # noqa: E402
-from serq_spec.sample import sample  # noqa: E402
-from serq_spec.step import run  # noqa: E402
-from serq_spec.trace import state_line  # noqa: E402
-from serq_spec.workload import Workload  # noqa: E402
-from test_lockstep_constructs import CASES  # noqa: E402
+from serq.frontend import compile_source, load_program
+from serq_spec.program import Program
+from serq_spec.sample import sample
+from serq_spec.step import run
+from serq_spec.trace import state_line
+from serq_spec.workload import Workload
+from test_lockstep_constructs import CASES
 
 REPO = Path(__file__).resolve().parents[1]
 LEAN = REPO / "SerqLang"

@@ -10,9 +10,9 @@ import pytest
 
 pytest.importorskip("serq_spec.step")
 
-from serq.frontend import load_program  # noqa: E402
-from serq_fast.irbuild import N, Bin, Cond, Program, vllm_engine  # noqa: E402
-from serq_fast.lockstep import Divergence, lockstep  # noqa: E402
+from serq.frontend import load_program
+from serq_fast.irbuild import N, Bin, Cond, Program, vllm_engine
+from serq_fast.lockstep import Divergence, lockstep
 
 ROOT = Path(__file__).resolve().parents[1]
 EX = ROOT / "examples"

@@ -9,12 +9,12 @@ import pytest
 
 pytest.importorskip("serq_spec.step")
 
-from serq.frontend import compile_source  # noqa: E402
-from serq_fast.lockstep import lockstep  # noqa: E402
+from serq.frontend import compile_source
+from serq_fast.lockstep import lockstep
 # The programs are the spec's own (one text, two checks: the hand-derived values there, agreement here).
-from spec_helpers import compile_advance_only_into_admit, compile_growing_on_every_run  # noqa: E402
-from test_spec_extensions import EXCLUSIVE_PREEMPT, ONLY, ONLY_REMAINING, HELD, PREEMPT  # noqa: E402
-from test_scope_spec import ABOVE_ALLOC, FRACTIONAL, GROWING_FIFO, IN_FLIGHT, PLAIN_BARE, PLAIN_GROWING, STAGE_VICTIM  # noqa: E402
+from spec_helpers import compile_advance_only_into_admit, compile_growing_on_every_run
+from test_spec_extensions import EXCLUSIVE_PREEMPT, ONLY, ONLY_REMAINING, HELD, PREEMPT
+from test_scope_spec import ABOVE_ALLOC, FRACTIONAL, GROWING_FIFO, IN_FLIGHT, PLAIN_BARE, PLAIN_GROWING, STAGE_VICTIM
 
 
 

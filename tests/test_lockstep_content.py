@@ -8,8 +8,8 @@ import pytest
 
 pytest.importorskip("serq_spec.step")
 
-from serq_fast.irbuild import N, Bin, Cond, Program, duplicates_ir, shared_prompt_ir, vllm_engine  # noqa: E402
-from serq_fast.lockstep import Divergence, fast_lines, lockstep, sample_sessions  # noqa: E402
+from serq_fast.irbuild import N, Bin, Cond, Program, duplicates_ir, shared_prompt_ir, vllm_engine
+from serq_fast.lockstep import Divergence, fast_lines, lockstep, sample_sessions
 
 
 def _pressure_program():

@@ -14,8 +14,8 @@ import pytest
 
 pytest.importorskip("serq_spec.step")
 
-from serq.frontend import compile_source  # noqa: E402
-from serq_fast.lockstep import Divergence, compare_runs, fast_lines, sample_sessions  # noqa: E402
+from serq.frontend import compile_source
+from serq_fast.lockstep import Divergence, compare_runs, fast_lines, sample_sessions
 
 # Three requests admitted in one iteration are served latest-admitted first (`by (-admission)`),
 # so their ends, made in one iteration, are due in the reverse of the admission order; the

@@ -10,8 +10,8 @@ import pytest
 
 pytest.importorskip("serq_spec.step")
 
-from serq.frontend import compile_source, load_program  # noqa: E402
-from serq_fast.lockstep import Divergence, fast_lines, lockstep, sample_sessions  # noqa: E402
+from serq.frontend import compile_source, load_program
+from serq_fast.lockstep import Divergence, fast_lines, lockstep, sample_sessions
 
 ROOT = Path(__file__).resolve().parent.parent
 REPLAY = ROOT / "examples" / "replay" / "vllm_replay.sq"

@@ -13,7 +13,7 @@ import pytest
 from serq.cli import main
 from serq_fast.stats import Gauge
 
-from test_report_client import MM1, ROOT, run_json  # noqa: E402  (one `serq run --json` helper)
+from test_report_client import MM1, ROOT, run_json
 
 MMC = str(ROOT / "examples" / "single-turn" / "mmc.sq")
 

@@ -3,9 +3,7 @@ Expected values derived by hand in each docstring."""
 
 from __future__ import annotations
 
-import json
 
-from serq_spec.step import run
 
 from spec_helpers import run_text
 

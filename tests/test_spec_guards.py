@@ -340,7 +340,9 @@ def test_reading_work_of_a_ps_stage_does_not_change_the_run(tmp_path, capsys):
     _, plain, m1 = ps_run(tmp_path, capsys, "")
     _, probed, m2 = ps_run(tmp_path, capsys, "observe w = work(cpu);")
     assert m1 == m2
-    times = lambda lines: [o for o in observations(lines, "t")]
+    def times(lines):
+        return [o for o in observations(lines, "t")]
+
     assert times(plain) == times(probed)
     w = [o for o in observations(probed, "w") if o[1] == 2]
     rate = Fraction(m1[0]) / 2

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import re
 from fractions import Fraction
 from pathlib import Path
@@ -32,7 +31,9 @@ def header(csv: Path):
     lines = csv.read_text().splitlines()
     sets = dict(re.findall(r"--set (\w+)=(\S+)", next(x for x in lines if "run:" in x)))
     answer = next(x for x in lines if "answer" in x)
-    nums = lambda key: [int(x) for x in re.search(key + r" ([\d, ]+)", answer).group(1).replace(",", " ").split()]
+    def nums(key):
+        return [int(x) for x in re.search(key + r" ([\d, ]+)", answer).group(1).replace(",", " ").split()]
+
     return sets, nums("first"), nums("done"), nums("preemptions")[0]
 
 

@@ -87,7 +87,7 @@ class StopAfter(InlineExecutor):
 def test_an_interrupted_sweep_resumes_to_the_same_tables(tmp_path):
     spec = RunSpec(MM1, {}, 1, 60.0, None, None)
     grid = parse_grid(["lambda=0.4,0.6", "service=0.5,1"])
-    whole = run_sweep(spec, grid, 2, str(tmp_path / "whole.csv"), InlineExecutor(), progress=False)
+    run_sweep(spec, grid, 2, str(tmp_path / "whole.csv"), InlineExecutor(), progress=False)
     out = str(tmp_path / "cut.csv")
     with pytest.raises(KeyboardInterrupt):
         run_sweep(spec, grid, 2, out, StopAfter(3), progress=False)

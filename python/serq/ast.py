@@ -14,7 +14,7 @@ Pos = tuple  # (file_id, line, column), all ints, 1-based line/column
 class Node:
     __slots__ = ("kind", "pos", "f")
 
-    def __init__(self, kind: str, pos: Pos, **fields: Any):  # noqa: D107
+    def __init__(self, kind: str, pos: Pos, **fields: Any):
         self.kind = kind
         self.pos = pos
         self.f = fields

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-from .wire import INF, Value, is_decimal, is_inf, parse_decimal  # noqa: F401  (INF, is_inf re-exported)
+from .wire import INF, Value, is_decimal, is_inf, parse_decimal
 
 MAX_BITS = 4096  # larger numerators/denominators are not folded
 

@@ -30,7 +30,7 @@ def _guarded(fn, args: argparse.Namespace) -> int:
         return _report(e)
     except BrokenPipeError:
         raise  # a reader that stopped (`serq ir … | head`) is no defect: serq.cli ends quietly
-    except Exception as e:  # noqa: BLE001 - a bug must still not print a traceback
+    except Exception as e:
         if is_write_failure(e):
             raise  # a full disk is no defect either: serq.cli says the write failed
         print(f"{args.file}: error: internal error in the front-end ({type(e).__name__}: {e}); please report it",

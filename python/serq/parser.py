@@ -101,7 +101,7 @@ def build_lark(grammar: str, cache_dir: pathlib.Path | None) -> Lark:
     try:
         with open(path, "rb") as f:
             return Lark.load(f)
-    except Exception:  # noqa: BLE001 - missing, unreadable or damaged: build it instead
+    except Exception:
         pass
     parser = Lark(grammar, **_LARK_OPTIONS)
     try:
@@ -317,7 +317,7 @@ def parse(text: str, file_id: int, src: Source) -> list[Node]:
         try:  # the exact set (LALR's default reductions make `e.expected` too wide)
             if e.interactive_parser is not None:
                 expected = set(e.interactive_parser.accepts()) or expected
-        except Exception:  # noqa: BLE001 - best effort: keep lark's own set
+        except Exception:
             pass
         raise _token_error(src, tokens, e.token, expected) from None
     except UnexpectedEOF as e:
@@ -773,7 +773,7 @@ class _ToAst(Transformer):
     def cond(self, meta, ch):
         return Node("cond", self.p(meta), c=ch[0], a=ch[1], b=ch[2])
 
-    def _bin(op):  # noqa: N805
+    def _bin(op):
         def f(self, meta, ch):
             return Node("bin", self.p(meta), op=op, a=ch[0], b=ch[1])
         return f
@@ -828,7 +828,7 @@ class _ToAst(Transformer):
     def draw(self, meta, ch):
         return Node("draw", self.p(meta), dist=str(ch[0]), dist_pos=self.tp(ch[0]), args=ch[1] or [])
 
-    def _agg(op):  # noqa: N805
+    def _agg(op):
         def f(self, meta, ch):
             return Node("agg", self.p(meta), op=op, var=str(ch[0]), count=str(ch[1]),
                         count_pos=self.tp(ch[1]), count_is_num=ch[1].type == "NUMBER", body=ch[2])

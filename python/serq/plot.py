@@ -31,7 +31,7 @@ def read_table(path: str):
         return pd.read_csv(path, comment="#")
     except ImportError:
         raise SerqError(f"{path}: reading Parquet needs pyarrow: pip install 'serq[sweep]'") from None
-    except Exception as exc:  # noqa: BLE001 -- pandas/pyarrow raise many types for a bad file
+    except Exception as exc:
         raise SerqError(f"{path}: cannot read as a table ({type(exc).__name__}: {exc})") from None
 
 

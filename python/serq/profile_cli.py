@@ -67,7 +67,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
         return 2
     except BrokenPipeError:
         raise
-    except Exception as exc:  # noqa: BLE001 - a bug must still not print a traceback
+    except Exception as exc:
         print(f"serq: error: internal error in serq profile ({type(exc).__name__}: {exc}); please report it",
               file=sys.stderr)
         return 2

@@ -202,7 +202,7 @@ class RayExecutor:
                     kwargs["num_cpus"] = jobs
             try:
                 ray.init(address=address, **kwargs)
-            except Exception as exc:  # noqa: BLE001 -- Ray raises bare Exception for a failed start
+            except Exception as exc:
                 # a local start gives its raylet 30 s to register (fixed in Ray 2.60's node.py);
                 # on a loaded 2-core machine that is not always enough: say so
                 hint = ("; a local Ray failed to start in time (the machine is busy?): try again, "

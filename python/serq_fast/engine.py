@@ -18,7 +18,7 @@ import math
 import time as _time
 from typing import Any
 
-from serq_fast.expr import Ctx, RunError, at_text, compile_expr, compile_ref, is_static, located, num
+from serq_fast.expr import Ctx, RunError, at_text, compile_expr, compile_ref, located, num
 from serq_fast.sources import ListSource, LiveSource, no_draw
 from serq_fast.stats import Gauge, Sample, TimeAverage
 from serq_fast import pools as P

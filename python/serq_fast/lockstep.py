@@ -213,7 +213,7 @@ def main(args) -> int:
     try:
         from serq.errors import SerqError
     except ImportError:  # pragma: no cover
-        SerqError = ValueError  # noqa: N806
+        SerqError = ValueError
     try:
         import serq_spec.step  # noqa: F401
     except ImportError as exc:

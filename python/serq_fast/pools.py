@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import heapq
 import math
-from fractions import Fraction
 
 from serq.wire import value_from_wire
 

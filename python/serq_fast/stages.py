@@ -632,7 +632,6 @@ class Engine(Stage):
                 return
 
     def iter_end(self):
-        sim = self.sim
         it = self.iter
         self.iter = None
         self.cur = None

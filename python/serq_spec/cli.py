@@ -143,7 +143,7 @@ def cmd_sample(args) -> int:
         return fail_spec(exc, ir, args.file)
     except (KeyError, TypeError, IndexError, WireError) as exc:
         return fail(f"error: malformed IR ({type(exc).__name__}: {exc})")
-    except Exception as exc:  # noqa: BLE001 -- never a traceback (SERQ_TRACEBACK=1 shows it)
+    except Exception as exc:
         return internal(exc)
 
 
@@ -216,5 +216,5 @@ def cmd_spec(args) -> int:
         return fail_spec(exc, ir, args.file)
     except (KeyError, TypeError, IndexError, WireError) as exc:
         return fail(f"error: malformed IR ({type(exc).__name__}: {exc})")
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         return internal(exc)

@@ -8,7 +8,6 @@ lookup takes the first). A hold on such a pool keeps its block list (block 0 fir
 
 from __future__ import annotations
 
-from fractions import Fraction
 
 from . import values as V
 from .errors import SpecError

@@ -349,7 +349,9 @@ def exclusive_prefill(cfg, ictx, stmt) -> None:
     them and takes the whole budget. After this statement nothing more is admitted."""
     cap = ictx.each.get(id(stmt), V.INF)
     ictx.no_admit = True
-    stalled = lambda j: cfg.sessions[j.serial].status[0] == "growing"
+    def stalled(j) -> bool:
+        return cfg.sessions[j.serial].status[0] == "growing"
+
     prefill = next((j for j in cfg.stages[ictx.engine].jobs
                     if j.mode != "decode" and j.serial not in ictx.served and not stalled(j)), None)
     if prefill is None and ictx.left > 0 and ictx.preempted == 0:

@@ -56,7 +56,9 @@ def pool_json(cfg, p: int) -> dict:
 def content_json(cfg, p: int) -> dict:
     """The keys of a `share content` pool (docs/content.md §5, docs/state.md POOL)."""
     cs = cfg.pools[p].content
-    ident = lambda x: None if x is None else list(x)
+    def ident(x):
+        return None if x is None else list(x)
+
     held, seen = [], {}
     for serial in cfg.pools[p].holders:
         # a session holding p in nested holds is listed once per hold, outermost first

@@ -20,7 +20,7 @@ import sys
 from fractions import Fraction
 
 from serq.exact import NaNError, ext_add, ext_div, ext_mul, ext_sub, is_inf, neg  # noqa: F401  (is_inf, neg re-exported)
-from serq.wire import INF, value_from_wire, value_to_wire  # noqa: F401  (re-exported)
+from serq.wire import INF, value_from_wire, value_to_wire
 
 from .errors import SpecError
 

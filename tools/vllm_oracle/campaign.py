@@ -82,7 +82,7 @@ def model_outcome(scenario_path: Path, vllm_trace: dict, engine: str) -> tuple[s
         return f"refused:{exc.feature}", exc.detail, None
     except ModelError as exc:
         return "model-error", str(exc), None
-    except Exception as exc:  # noqa: BLE001 -- an engine crash is a finding, not a campaign abort
+    except Exception as exc:
         return "model-error", f"{type(exc).__name__}: {exc}", None
     diffs = compare_traces(ours, vllm_trace, limit=1)
     if diffs:

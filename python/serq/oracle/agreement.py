@@ -47,7 +47,7 @@ def check_vector(directory: Path, name: str, engine: str = "auto", force: bool =
                 forced = run_scenario(sc, engine, force=True)
             except Unsupported:
                 row["forced"] = "not forceable"
-            except Exception as exc2:  # noqa: BLE001
+            except Exception as exc2:
                 row["forced"] = f"error: {exc2}"
             else:
                 d = compare_traces(forced, load_trace(vector_trace_path(directory, name)), limit=1)

@@ -353,7 +353,6 @@ def plan_scenario(sc: ResolvedScenario, force: bool = False) -> Plan:
         need("extra-knob", f"config.{extra[0]}")
     priority = cfg["policy"] == "priority"
     reqs = sc.requests
-    by_id = {r.id: r for r in reqs}
     mml = cfg["max_model_len"]
     kinds = {r.arrival_kind for r in reqs}
     time_based = "time" in kinds
@@ -979,8 +978,8 @@ def build_trace(plan: Plan, col: _Collector) -> tuple[dict, dict[str, int]]:
     sc = plan.scenario
     bs = sc.block_size
     usable = sc.num_usable_blocks
-    iters, end_to_iter, obs, join_call = col.iters, col.end_to_iter, col.obs, col.join_call
-    preempt_count, seen, maxpos = col.preempt_count, col.seen, col.maxpos
+    iters, obs, join_call = col.iters, col.obs, col.join_call
+    preempt_count, maxpos = col.preempt_count, col.maxpos
     token_iters = [it for it in iters if it.assign]
     if not plan.unit_clock:
         numbers, col.vllm_added, col.idle_added = _seconds_steps(plan, col)

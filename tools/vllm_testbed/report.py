@@ -179,9 +179,9 @@ def pinning_section(data: Path, profile: dict) -> list[str]:
                          f"{statistics.mean(v['response'] for v in vals):.3f} s")
         out.append(f"| {spacing:g} | {blocks} | " + " | ".join(cells) + " |")
     out += ["", "Where the pool has room to spare the two policies predict the same. Where it is small, pinning "
-            "keeps more of each session's own prefix (a higher `hit`), but the pinned blocks of waiting "
-            "sessions are not available to running requests, which then wait or are preempted; which effect "
-            "wins depends on the load, and the rows above are serQ's answer for each point. The seed measured "
+            "protects the prefixes of waiting sessions, but their pinned blocks are not available to running "
+            "requests, whose own cached prefixes are evicted instead or which wait or are preempted; `hit` "
+            "can therefore fall as well as rise, and the rows above are serQ's answer for each point. The seed measured "
             "a point where pinning wins by far on its A100 (mean TTFT 0.878 s pinned against 34.6 s unpinned "
             "at 2.5 s spacing): there an evicted prefix cost a long recompute.", ""]
     return out

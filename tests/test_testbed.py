@@ -41,9 +41,9 @@ def _tool(name: str):
 
 
 wl = _tool("workload")
-from serq.oracle.compare import compare_traces  # noqa: E402
-from serq.oracle.model import run_scenario  # noqa: E402
-from serq.oracle.scenario import load_scenario  # noqa: E402
+from serq_vllm.compare import compare_traces  # noqa: E402
+from serq_vllm.model import run_scenario  # noqa: E402
+from serq_vllm.scenario import load_scenario  # noqa: E402
 
 CALIBRATION = sorted(DATA.glob("cal_*.scenario.json"))
 

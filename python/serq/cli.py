@@ -17,7 +17,7 @@ SUBCOMMAND_MODULES = [
     "serq.frontend_cli",  # check, ir
     "serq_spec.cli",  # sample, spec
     "serq_fast.cli",  # run, lockstep
-    "serq.oracle.cli",  # oracle run | compare
+    "serq_vllm.cli",  # oracle compare | vllm | render | run | agreement
     "serq.workflow_cli",  # sweep, capacity, plot
     "serq.traces",  # import
     "serq.profile_cli",  # profile

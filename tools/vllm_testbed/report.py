@@ -222,9 +222,9 @@ def build(data: Path) -> tuple[str, dict]:
                 for r in machine["runs"]]
         out.append("")
     # --- 2. schedules -----------------------------------------------------------------------
-    from serq.oracle.compare import compare_traces
-    from serq.oracle.model import run_scenario
-    from serq.oracle.scenario import load_scenario
+    from serq_vllm.compare import compare_traces
+    from serq_vllm.model import run_scenario
+    from serq_vllm.scenario import load_scenario
 
     out += ["## 2. Schedules: the real engine and serQ's model, step by step", "",
             "Each calibration workload runs on the step clock (arrivals by step number), so its schedule is "

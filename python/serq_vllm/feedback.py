@@ -19,9 +19,19 @@ from serq_vllm.plan import ADD_UNKNOWN, Plan
 from serq_vllm.scenario import ResolvedScenario
 
 
-def _raw(col: Collector, t: Fraction) -> Fraction:
-    """An iteration end as the engine holds it (serq_fast: the binary64 number itself), so that a
-    gate delay set to it fires at that very instant; `t` itself if no iteration ends there."""
+def engine_instant(col: Collector, t: Fraction) -> Fraction:
+    """An iteration end as the engine holds it (serq_fast: the binary64 number itself, not the
+    time as read), so that a gate delay set to it fires at that very instant; `t` itself if no
+    iteration ends there.
+
+    Source rule: vLLM's priority queue (vllm/v1/core/sched/request_queue.py,
+    `PriorityRequestQueue`) orders by (priority, arrival_time), and the driver's `_Run.add_ready`
+    gives a request it adds the clock as its arrival_time, so two requests added before one
+    `schedule()` tie on it; serQ's `t0 = now` ties only if the
+    gate fires at the iteration's own instant. c21000_00232 diverges at step 133 with the gate
+    one rounding earlier; c30000_00257's derived add times then never settle (a request added
+    to an idle scheduler sits out the schedule at that instant, and one rounding early lets it
+    in)."""
     return col.raw_end.get(t, t)
 
 
@@ -38,11 +48,9 @@ def seconds_add_times(plan: Plan, col: Collector, thinks: dict[str, Fraction]) -
 
     A chained `after` child gets the delay from its parent's release to that time; a fan-out
     child or a step-counted request, in a session of its own, the time itself (counted from 0).
-    Both are the engine's own instants, so that the gate lands exactly on the iteration end:
-    one rounding early lets a request into a schedule vLLM added it after (c30000_00257), and
-    under priority the key t0 = now must tie with the requests vLLM adds in the same call
-    (c21000_00232). A child whose target lies beyond the run's last iteration is added after
-    vLLM's idle steps there (c9000_00108)."""
+    Both are the engine's own instants (`engine_instant`). Without the rule c30000_00257
+    diverges, and c9000_00108, whose child's target lies beyond the run's last iteration (it is
+    added after vLLM's idle steps there)."""
     sc = plan.scenario
     rel = {rid: o["release_end"][0][1] for rid, o in col.obs.items() if o.get("release_end")}
     if not rel:
@@ -50,10 +58,10 @@ def seconds_add_times(plan: Plan, col: Collector, thinks: dict[str, Fraction]) -
     new = dict(thinks)
     for r in sc.requests:
         if r.id in plan.fanout or r.id in plan.stepped:
-            new[r.id] = _raw(col, col.vllm_added.get(r.id, ADD_UNKNOWN))
+            new[r.id] = engine_instant(col, col.vllm_added.get(r.id, ADD_UNKNOWN))
         elif r.after is not None and r.id in col.vllm_added and r.after in rel:
             start, target = rel[r.after], col.vllm_added[r.id]
-            new[r.id] = max(Fraction(0), _raw(col, target) - _raw(col, start))
+            new[r.id] = max(Fraction(0), engine_instant(col, target) - engine_instant(col, start))
     return new
 
 
@@ -66,7 +74,7 @@ def unit_fanout_add_times(plan: Plan, col: Collector, requests: dict[str, dict],
     finish step + max(1, delay_steps); async (`AsyncScheduler`, vLLM processes a finish one
     `schedule()` later) + max(1 + late, delay_steps), late = 1 when the parent's end was applied
     after a call with tokens (`col.late`). A parent that has not finished in the run leaves its
-    child at ADD_UNKNOWN. Vectors: c20000_00015, c20000_00195, h_async_idle_fanout."""
+    child at ADD_UNKNOWN. Without it c20000_00015, c20000_00195 and h_async_idle_fanout diverge."""
     sc = plan.scenario
     new = dict(thinks)
     for cid, pid in plan.fanout.items():
@@ -85,7 +93,7 @@ def call_order(sc: ResolvedScenario, join_call: dict[str, int]) -> dict[str, int
     them, and the oracle driver's `_Run.add_ready` adds the ready requests before each `schedule()` in
     scenario list order. serQ's events at one instant come in scheduling order instead, and on a
     seconds clock requests added before one call arrive at different times, so the rank is fed
-    back (c41000_00035, c21000_00498)."""
+    back: with list order instead, c41000_00035 and c21000_00498 diverge."""
     new = sorted(join_call, key=lambda rid: (join_call[rid], sc.request(rid).index))
     order = {rid: i for i, rid in enumerate(new)}
     for r in sc.requests:
@@ -95,16 +103,25 @@ def call_order(sc: ResolvedScenario, join_call: dict[str, int]) -> dict[str, int
 
 def async_call_keys(plan: Plan, col: Collector) -> dict[str, int]:
     """Async: each request's schedule() call at joining, counting the empty calls that applied a
-    finished request's end; a fan-out child counts from its parent's end at the earliest.
+    finished request's end (then `fanout_joins_siblings`).
 
     Source rule: `AsyncScheduler` (vllm/v1/core/sched/async_scheduler.py) processes a step's
     output after the next `schedule()`; an empty call processes it at once, and the driver adds
     the requests that became ready with it (a finished parent's children) only after that call,
-    so the requests of one step come in two rounds: c21000_00498 on the unit clock, c41000_00035
-    on a seconds clock. A fan-out child is added with its siblings (c20000_00015,
-    c20000_00195)."""
-    return {rid: max(k, col.end_call.get(plan.fanout.get(rid), k))
-            for rid, k in col.join_key.items()}
+    so the requests of one step come in two rounds. With the iterations before each join counted
+    instead, c21000_00498 (unit clock, step 28: vLLM admits r0.2.3 before r1.2) and c41000_00035
+    (seconds clock) diverge."""
+    return fanout_joins_siblings(plan, col, dict(col.join_key))
+
+
+def fanout_joins_siblings(plan: Plan, col: Collector, keys: dict[str, int]) -> dict[str, int]:
+    """Async: a fan-out child's call at joining is its parent's end call at the earliest (its own
+    gate may fire before the empty call that applies that end).
+
+    Source rule: the driver's `_Run._ready` releases every child of a parent at once, when
+    `AsyncScheduler` has processed the parent's finish, so vLLM adds a fan-out child with its
+    siblings. Without it c20000_00015 (step 69) and c20000_00195 (step 106) diverge."""
+    return {rid: max(k, col.end_call.get(plan.fanout.get(rid), k)) for rid, k in keys.items()}
 
 
 def fcfs_order(plan: Plan, col: Collector) -> dict[str, int]:
@@ -121,8 +138,8 @@ def fanout_idle(plan: Plan, col: Collector, thinks: dict[str, Fraction]) -> set:
 
     Source rule: `AsyncScheduler`'s empty `schedule()` processes the parent's output (its
     finish), and the driver adds the children after that call; but a gate of their own fires
-    before it and would make it carry tokens. Vectors: h_async_idle_fanout, c24000_00368,
-    c32000_00003, c32000_00181."""
+    before it and would make it carry tokens. Without it h_async_idle_fanout, c24000_00368,
+    c32000_00003 and c32000_00181 diverge."""
     if not plan.asynchronous:
         return set()
     out = set()
@@ -147,7 +164,7 @@ def seconds_idle_added(plan: Plan, col: Collector, thinks: dict[str, Fraction],
     (`_Run.advance_idle`) only while `Scheduler.has_requests()` is false and no batch is in
     flight, i.e. after the empty call that processed the last output; a request added then sits
     out no call of vLLM's, but serQ's gate adds it before the schedule that is that empty call.
-    Vectors: c4000_00130, c7000_00400, c21000_00013."""
+    Without it c4000_00130 and c21000_00013 diverge."""
     return set(col.idle_added) | (fanout_idle(plan, col, thinks) if with_fanout else set())
 
 
@@ -160,6 +177,6 @@ def cache_victims(col: Collector) -> set:
     `num_computed_tokens - num_output_placeholders` only while it is RUNNING, so the block the
     in-flight token completes is not cached once the request is preempted, unless the preempting
     call had scheduled the victim earlier (`Scheduler.schedule`'s running loop allocates in order,
-    and that allocation cached every block whose token ids are known). Vector: c44000_00368
-    (vLLM readmits r2 with 36 cached tokens at step 33; without the bit 32)."""
+    and that allocation cached every block whose token ids are known). Without it c44000_00368
+    diverges (vLLM readmits r2 with 36 cached tokens at step 33; without the bit 32)."""
     return {rid for _, rid, earlier, _ in col.decode_preemptions if earlier}

@@ -351,10 +351,10 @@ def test_seeded_eos_block_fault_diverges(name, step, monkeypatch):
     """An async EOS stop's discarded token that completes a block must not identify it (vLLM
     caches only tokens whose output it processed; docs/async.md §3 item 2): let serq_spec
     identify it, as the other decode tokens, and the continuation hits one block more."""
-    import serq_spec.lag as lag
+    import serq_spec.engine as engine   # the step engine asks serq_spec.lag.identifies
 
     assert not _diffs(name, _run(name, "spec"))
-    monkeypatch.setattr(lag, "identifies", lambda job: True)
+    monkeypatch.setattr(engine, "identifies", lambda job: True)
     diffs = _diffs(name, _run(name, "spec"))
     assert diffs and diffs[0].step == step and diffs[0].field == "scheduled", diffs
 
@@ -429,15 +429,15 @@ def test_idle_request_held_out_of_every_schedule_diverges(name, priority, step):
 def test_seeded_ends_order_fault_diverges(monkeypatch):
     """serq_spec applying two same-step ends in reverse batch order: c5000_00329 diverges
     (docs/vllm-model.md §7 described that divergence before `lag 1`)."""
-    import serq_spec.lag as lag
+    import serq_spec.step as step   # the `ends` event runs serq_spec.sessions.apply_ends
 
-    good = lag.apply_ends
+    good = step.apply_ends
 
     def reversed_ends(cfg, e):
         cfg.stages[e].due.reverse()
         good(cfg, e)
 
-    monkeypatch.setattr(lag, "apply_ends", reversed_ends)
+    monkeypatch.setattr(step, "apply_ends", reversed_ends)
     assert _diffs("c5000_00329", _run("c5000_00329", "spec"))
 
 

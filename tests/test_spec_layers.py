@@ -6,6 +6,7 @@ import graph has no cycle. Read from the source with `ast`; nothing is imported.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from pathlib import Path
 
@@ -50,6 +51,7 @@ def _target(node: ast.Import | ast.ImportFrom) -> list[str]:
     return [a.name for a in node.names]   # `from . import values`
 
 
+@functools.lru_cache(maxsize=None)   # each source is parsed once per run
 def module_imports(source: str) -> dict[str, list]:
     """{"runtime": [(module, line)], "type_only": [...], "in_function": [...]} of one module."""
     out: dict[str, list] = {"runtime": [], "type_only": [], "in_function": []}

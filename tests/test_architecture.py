@@ -14,13 +14,13 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PY = ROOT / "python"
-OURS = ("serq", "serq_spec", "serq_fast", "serq_lean", "serq_vllm")
+OURS = ("serq", "serq_spec", "serq_fast", "serq_lean", "serq_vllm", "serq_drt")
 # what an engine may use of the front-end package: reading programs and sessions, exact values, draws
 SHARED = {"serq", "serq.wire", "serq.exact", "serq.draws", "serq.errors", "serq.irfile", "serq.sessionsfile",
           "serq.outputfile", "serq.progress", "serq.timeseries"}
 # modules that import only the standard library, so the vLLM drivers may load them (checked below)
 STDLIB_ONLY = {"serq", "serq.inputfile", "serq.outputfile", "serq_vllm", "serq_vllm.scenario",
-               "serq_vllm.compare"}
+               "serq_vllm.compare", "serq_drt", "serq_drt.compare"}
 # the layer above the engines (docs/architecture.md): it may use them, nothing below may use it
 APPLICATION = {"serq.api", "serq.sweep", "serq.capacity", "serq.plot", "serq.workflow_cli", "serq.testbed",
                "serq.testbed_cli"}
@@ -72,8 +72,15 @@ def violations(path: Path, deps: set[str]) -> list[str]:
             bad.append(f"{mod} imports {d}: only serq_spec/__init__.py loads the Lean backend")
         elif top in ("serq_spec", "serq_fast") and dtop == "serq" and d not in SHARED:
             bad.append(f"{mod} imports {d}: an engine uses only {sorted(SHARED)} of the front-end")
-        elif top == "serq_fast" and dtop == "serq_spec" and mod != "serq_fast.lockstep":
-            bad.append(f"{mod} imports {d}: only serq_fast.lockstep runs the reference")
+        elif top == "serq_fast" and dtop == "serq_spec":
+            bad.append(f"{mod} imports {d}: the fast engine never depends on the reference "
+                       "(serq_drt holds the two against each other)")
+        elif top in ("serq", "serq_spec", "serq_fast", "serq_lean") and dtop == "serq_drt":
+            bad.append(f"{mod} imports {d}: the harness sits above the engines (serq/cli.py names "
+                       "serq_drt.cli as text)")
+        elif d == "serq_drt.compare" or mod == "serq_drt.compare":
+            if mod == "serq_drt.compare" and d not in STDLIB_ONLY:
+                bad.append(f"{mod} imports {d}: the one comparison loads with the standard library alone")
         elif top == "serq_fast" and dtop == "serq_lean":
             bad.append(f"{mod} imports {d}: the fast engine has no Lean backend")
         elif d in APPLICATION and mod not in APPLICATION and mod != "serq":
@@ -162,7 +169,10 @@ def test_a_seeded_import_circle_is_caught(seed):
 @pytest.mark.parametrize("module,dep,rule", [
     ("serq_spec/step.py", "serq_fast.engine", "never depends on the fast engine"),
     ("serq/linker.py", "serq_spec.values", "does not depend on an engine"),
-    ("serq_fast/pools.py", "serq_spec.values", "only serq_fast.lockstep"),
+    ("serq_fast/pools.py", "serq_spec.values", "never depends on the reference"),
+    ("serq_fast/cli.py", "serq_drt.lockstep", "the harness sits above the engines"),
+    ("serq_spec/step.py", "serq_drt.compare", "the harness sits above the engines"),
+    ("serq_drt/compare.py", "serq_spec.values", "standard library alone"),
     ("serq_fast/engine.py", "serq.linker", "an engine uses only"),
     ("serq_vllm/scenario.py", "serq.wire", "standard library alone"),
     ("serq_vllm/compare.py", "serq_fast.engine", "standard library alone"),

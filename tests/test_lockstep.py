@@ -12,7 +12,7 @@ pytest.importorskip("serq_spec.step")
 
 from serq.frontend import load_program
 from serq_fast.irbuild import N, Bin, Cond, Program, vllm_engine
-from serq_fast.lockstep import Divergence, lockstep
+from serq_drt.lockstep import Divergence, lockstep
 
 ROOT = Path(__file__).resolve().parents[1]
 EX = ROOT / "examples"
@@ -155,7 +155,7 @@ def test_spec_vectors_agree(name):
     """Every rule vector of vectors/spec (its IR and sessions file) gives the same steps."""
     import json
 
-    from serq_fast.lockstep import compare_runs
+    from serq_drt.lockstep import compare_runs
 
     d = VECTORS / name
     ir = json.loads((d / "ir.json").read_text())

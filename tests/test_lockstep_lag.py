@@ -15,7 +15,7 @@ import pytest
 pytest.importorskip("serq_spec.step")
 
 from serq.frontend import compile_source
-from serq_fast.lockstep import Divergence, compare_runs, fast_lines, sample_sessions
+from serq_drt.lockstep import Divergence, compare_runs, fast_lines, sample_sessions
 
 # Three requests admitted in one iteration are served latest-admitted first (`by (-admission)`),
 # so their ends, made in one iteration, are due in the reverse of the admission order; the

@@ -11,7 +11,7 @@ from typing import Callable
 
 from serq_fast.engine import Sim
 from serq_fast.expr import RunError
-from serq_fast.lockstep import error_text
+from serq_drt.lockstep import error_text
 from serq_spec.cli import prepare
 from serq_spec.errors import SpecError
 from serq_spec.step import run

@@ -71,7 +71,8 @@ def test_run_plot_draws_the_time_series(tmp_path, capsys):
 
 def test_series_samples_the_state():
     from serq.timeseries import Series
-    from serq_fast.simulate import RunOptions, load_ir, simulate
+    from serq.irfile import load_ir
+    from serq_fast.simulate import RunOptions, simulate
 
     s = Series(step=0.5)
     sim = simulate(load_ir(VLLM, ["Lambda=1"]), RunOptions(seed=1, horizon=30), series=s)

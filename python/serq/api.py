@@ -1,7 +1,7 @@
 """The Python API (docs/api.md): `serq.load(path, **settings)` -> a Program; `program.run(...)`
 -> a Result with the report, the per-request records and a one-row summary.
 
-It runs the same code as the command line: programs are read by serq_fast.simulate.load_ir
+It runs the same code as the command line: programs are read by serq.irfile.load_ir
 (settings through serq.irfile.parse_settings, as `--set NAME=VALUE`), runs are made by
 serq_fast.simulate.simulate and reported by serq_fast.report. What the command line prints and
 exits 2 for is raised here as `serq.errors.SerqError` (its `render()` is the CLI's message).
@@ -44,7 +44,7 @@ class Program:
     """A compiled program and its settings. Immutable: `with_settings` makes another."""
 
     def __init__(self, path: str, settings: Mapping[str, Any] | None = None, profile: str | None = None):
-        from serq_fast.simulate import load_ir
+        from serq.irfile import load_ir
 
         self.path = path
         self.profile = profile

@@ -84,7 +84,7 @@ def _next_value(s: Search, start: float, integer: bool, rel_tol: float,
 def search_capacity(spec: RunSpec, name: str, slos: list, reps: int = 3, *, start: float = 1.0,
                     lo: float | None = None, hi: float | None = None, rel_tol: float = 0.02,
                     integer: bool = False, executor=None, progress: bool = True) -> CapacityResult:
-    from serq_fast.simulate import load_ir
+    from serq.irfile import load_ir
 
     from .api import setting_text
     from .progress import CountProgress

@@ -7,7 +7,7 @@ import json
 import sys
 
 from .errors import SerqError
-from .irfile import PROFILE_HELP, load_with_profile, parse_settings
+from .irfile import add_program_args, load_with_profile, parse_settings
 from .outputfile import is_write_failure
 
 
@@ -20,7 +20,7 @@ def _load(args: argparse.Namespace) -> dict:
     if args.file.endswith(".json"):  # the engines read FILE.json as an IR file (serq.irfile)
         raise SerqError("this is an IR file, not a program: `serq check` and `serq ir` read a .sq "
                         "program; `serq sample|spec|run|lockstep` take an IR file as it is", args.file)
-    return load_with_profile(args.file, parse_settings(args.set), args.profile)
+    return load_with_profile(args.file, parse_settings(args.sets), args.profile)
 
 
 def _guarded(fn, args: argparse.Namespace) -> int:
@@ -58,21 +58,16 @@ def _ir(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    setting_help = "bind an `args.number` input (a number or inf); repeatable, the last one wins"
     p = subparsers.add_parser("check", help="parse and link a program; print a one-line summary",
                               description="Parse and link FILE (and the libraries it uses). Exit 0 and print a "
                                           "summary when it links; otherwise print FILE:LINE:COLUMN: error: … "
                                           "with the source line and a caret, and exit 2.")
-    p.add_argument("file", metavar="FILE", help="a serQ program (.sq)")
-    p.add_argument("--set", metavar="NAME=VALUE", action="append", help=setting_help)
-    p.add_argument("--profile", metavar="FILE|NAME", help=PROFILE_HELP)
+    add_program_args(p, "a serQ program (.sq)")
     p.set_defaults(func=lambda a: _guarded(_check, a))
 
     p = subparsers.add_parser("ir", help="print the canonical IR of a program (docs/ir.md)",
                               description="Print the IR of FILE as canonical JSON (sorted keys, exact numbers). "
                                           "Errors as for `serq check`.")
-    p.add_argument("file", metavar="FILE", help="a serQ program (.sq)")
-    p.add_argument("--set", metavar="NAME=VALUE", action="append", help=setting_help)
-    p.add_argument("--profile", metavar="FILE|NAME", help=PROFILE_HELP)
+    add_program_args(p, "a serQ program (.sq)")
     p.add_argument("--pretty", action="store_true", help="indent the JSON (not canonical)")
     p.set_defaults(func=lambda a: _guarded(_ir, a))

@@ -38,6 +38,26 @@ def read_program(path: str, sets: list[str] | Mapping[str, str] = (), profile: s
 
 PROFILE_HELP = ("apply a profile's settings (a file from `serq profile` or `serq fit`, or the name of "
                 "a shipped profile) to the inputs the program declares; an explicit --set wins")
+SET_HELP = "bind an `args.number` input (a number or inf); repeatable, the last one wins"
+
+
+def add_program_args(p: argparse.ArgumentParser, what: str = "a serQ program (.sq) or its IR (.json)") -> None:
+    """FILE, `--set NAME=VALUE` (as `args.sets`) and `--profile`: the arguments every command
+    that reads a program takes, written once."""
+    p.add_argument("file", metavar="FILE", help=what)
+    p.add_argument("--set", dest="sets", action="append", default=[], metavar="NAME=VALUE", help=SET_HELP)
+    p.add_argument("--profile", metavar="FILE|NAME", help=PROFILE_HELP)
+
+
+def load_ir(path: str, sets: list[str] | Mapping[str, str] = (), profile: str | None = None) -> dict:
+    """The IR of FILE for any engine or tool: `read_program`, with a file that cannot be read a
+    SerqError as well (the one loader of the commands, the API, sweeps and capacity search)."""
+    try:
+        return read_program(path, sets, profile)
+    except SerqError:
+        raise
+    except (OSError, ValueError) as exc:
+        raise SerqError(str(exc)) from None
 
 
 def load_with_profile(path: str, settings: dict[str, str], profile: str | None) -> dict:

@@ -413,7 +413,7 @@ def check_output_path(out: str) -> None:
 # --------------------------------------------------------------------------------- the sweep
 
 def make_tasks(spec: RunSpec, grid: dict, reps: int) -> list:
-    from serq_fast.simulate import load_ir
+    from serq.irfile import load_ir
 
     tasks = []
     names = list(grid)
@@ -428,7 +428,7 @@ def make_tasks(spec: RunSpec, grid: dict, reps: int) -> list:
 
 
 def journal_header(spec: RunSpec, grid: dict) -> dict:
-    from serq_fast.simulate import load_ir
+    from serq.irfile import load_ir
 
     from .profilefile import profile_settings
 

@@ -10,9 +10,9 @@ from .errors import SerqError
 
 
 def _run_options(p) -> None:
-    from serq_fast.cli import _common
+    from .irfile import add_program_args
 
-    _common(p)  # FILE and --set, exactly as `serq run` takes them
+    add_program_args(p)  # FILE, --set and --profile, exactly as `serq run` takes them
     p.add_argument("--seed", type=int, default=1, metavar="N",
                    help="base seed; replication r runs with a seed derived from (N, r) (default 1)")
     p.add_argument("--reps", type=int, default=3, metavar="R", help="replications per point (default 3)")

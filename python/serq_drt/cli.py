@@ -6,8 +6,7 @@ Exit codes: 0 every step agrees; 1 a divergence (both states printed); 2 bad inp
 
 from __future__ import annotations
 
-from serq.irfile import integer_option, number_option
-from serq_fast.cli import _common
+from serq.irfile import add_program_args, integer_option, number_option
 
 
 def register(subparsers) -> None:
@@ -16,7 +15,7 @@ def register(subparsers) -> None:
         description="Sample K sessions with `serq sample` semantics, replay them in the exact spec and the "
                     "fast simulator, and compare the state after every step (times to 1e-9 relative, "
                     "everything else exactly). Exit 1 and print both states at the first divergence.")
-    _common(q)
+    add_program_args(q)
     q.add_argument("--seed", type=integer_option, default=1, metavar="N", help="random seed (non-negative integer; default 1)")
     q.add_argument("--sessions", type=integer_option, required=True, metavar="K", help="number of sessions to sample")
     q.add_argument("--horizon", type=number_option, default=None, metavar="T",

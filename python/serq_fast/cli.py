@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import sys
 
-from serq.irfile import integer_option, number_option
+from serq.irfile import add_program_args, integer_option, load_ir, number_option
 from serq_fast.simulate import DEFAULT_HORIZON, DEFAULT_WARMUP_FRACTION
 
 
@@ -19,7 +19,7 @@ def register(subparsers) -> None:
         description="Simulate FILE (a .sq program or its .json IR) with live random streams "
                     f"(or a sessions file with --replay). Defaults: --horizon {DEFAULT_HORIZON:g}, "
                     f"--warmup {DEFAULT_WARMUP_FRACTION:.0%} of the horizon (0 for a batch workload), --seed 1.")
-    _common(p)
+    add_program_args(p)
     p.add_argument("--seed", type=integer_option, default=1, metavar="N", help="random seed (non-negative integer; default 1)")
     p.add_argument("--horizon", type=number_option, default=None, metavar="T",
                    help=f"simulated seconds (default {DEFAULT_HORIZON:g})")
@@ -37,25 +37,9 @@ def register(subparsers) -> None:
     p.set_defaults(func=cmd_run)
 
 
-def _common(p) -> None:
-    p.add_argument("file", metavar="FILE", help="a .sq program or a .json IR")
-    p.add_argument("--set", dest="sets", action="append", default=[], metavar="NAME=VALUE",
-                   help="bind an args.number input (repeatable; the last one wins)")
-    from serq.irfile import PROFILE_HELP
-    p.add_argument("--profile", metavar="FILE|NAME", help=PROFILE_HELP)
-
-
 def _err(msg: str) -> int:
     print(f"serq: error: {msg}", file=sys.stderr)
     return 2
-
-
-def load_ir(path: str, sets: list, profile: str | None = None) -> dict:
-    """The IR of FILE with its settings and profile (serq.irfile: a checked `.json` IR or a
-    compiled program); raises serq.errors.SerqError."""
-    from serq_fast.simulate import load_ir as load
-
-    return load(path, sets, profile)
 
 
 def cmd_run(args) -> int:

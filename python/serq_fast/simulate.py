@@ -74,21 +74,6 @@ class RunOptions:
         return horizon
 
 
-def load_ir(path: str, sets, profile: str | None = None) -> dict:
-    """The IR of FILE with its settings (serq.irfile: a checked `.json` IR or a compiled program,
-    `sets` as `--set` texts or a {name: value text} mapping) and an optional profile (a file or a
-    shipped profile's name, whose settings explicit ones override); raises SerqError, also for a
-    file that cannot be read."""
-    from serq.irfile import read_program
-
-    try:
-        return read_program(path, sets, profile)
-    except SerqError:
-        raise
-    except (OSError, ValueError) as exc:
-        raise SerqError(str(exc)) from None
-
-
 def simulate(ir: dict, opts: RunOptions, *, file: str = "program", replay: dict | None = None,
              replay_path: str | None = None, states: Callable | None = None,
              records: list | None = None, progress: Callable | None = None,

@@ -13,7 +13,8 @@ from fractions import Fraction
 from typing import Any, Optional
 
 from serq.errors import SerqError
-from serq.irfile import PROFILE_HELP, integer_option, read_program
+from serq import irfile
+from serq.irfile import add_program_args, integer_option
 from serq.outputfile import is_write_failure, write_text
 from serq.sessionsfile import read_sessions_file, sampling_difference
 from serq.wire import Value, WireError, canonical_json, parse_decimal
@@ -25,13 +26,6 @@ from .sample import MAX_SESSIONS, sample
 from .step import run
 from .trace import state_text
 from .workload import Workload
-
-
-def add_program_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("file", metavar="FILE", help="a serQ program (.sq) or its IR (.json)")
-    p.add_argument("--set", dest="sets", action="append", default=[], metavar="NAME=VALUE",
-                   help="bind an args.number input (repeatable; the last one wins)")
-    p.add_argument("--profile", metavar="FILE|NAME", help=PROFILE_HELP)
 
 
 def register(subparsers: Any) -> None:
@@ -84,9 +78,9 @@ def fail_spec(exc: SpecError, ir: Optional[dict], path: str) -> int:
 
 def load_ir(path: str, sets: list[str], profile: str | None = None) -> dict:
     """The IR of FILE: a `.json` IR file (checked, serq.irfile) or a program compiled with `--set`s
-    (and `--profile`)."""
+    (and `--profile`), a FrontEndError with the rendered message when it cannot be read."""
     try:
-        return read_program(path, sets, profile)
+        return irfile.load_ir(path, sets, profile)
     except SerqError as exc:
         raise FrontEndError(exc.render())
 

@@ -48,8 +48,7 @@ def compile_advance_only_into_admit(text: str) -> dict:
 
 def run_ir(ir: dict, sessions: int, seed: int = 0):
     """run_text for an IR document."""
-    prog = Program(ir, "t.sq")
-    prog.workload_data = Workload.replay(sample(ir, seed, sessions, "t.sq"))
+    prog = Program(ir, "t.sq", workload=Workload.replay(sample(ir, seed, sessions, "t.sq")))
     lines = []
     cfg = run(prog, on_step=lambda c, r, k: lines.append(r), check=True)
     names = set(ir["observes"])

@@ -85,8 +85,7 @@ def spec_lines(name: str) -> list[dict]:
     from serq_spec.trace import state_text
     from serq_spec.workload import Workload
     d = ROOT / "vectors" / "spec" / name
-    prog = Program(load_program(str(d / "program.sq"), {}), "program.sq")
-    prog.workload_data = Workload.replay(json.loads((d / "sessions.json").read_text()))
+    prog = Program(load_program(str(d / "program.sq"), {}), "program.sq", workload=Workload.replay(json.loads((d / "sessions.json").read_text())))
     lines = []
     run(prog, on_step=lambda cfg, rec, k: lines.append(json.loads(state_text(cfg, rec, k))), check=True)
     return lines

@@ -185,8 +185,7 @@ def test_content_programs_keep_invariants(case):
     free room."""
     ir = compile_source(case.text, case.name, {})
     data = sample(ir, case.seed, case.sessions, case.name, max_steps=MAX_STEPS)
-    prog = Program(ir, case.name)
-    prog.workload_data = Workload.replay(data)
+    prog = Program(ir, case.name, workload=Workload.replay(data))
     cfg = run(prog, max_steps=MAX_STEPS, check=True)
     if "preempt lifo" in case.text and "granule" not in case.text and not cfg.events:
         assert all(s.status[0] == "ended" for s in cfg.sessions), case

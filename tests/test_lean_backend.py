@@ -162,8 +162,7 @@ def test_spec_vectors_lockstep_through_lean(vector):
     d = VECTOR_ROOT / vector
     ir = load_program(str(d / "program.sq"), {})
     sessions = json.loads((d / "sessions.json").read_text())
-    prog = Program(ir, "program.sq")
-    prog.workload_data = Workload.replay(sessions)
+    prog = Program(ir, "program.sq", workload=Workload.replay(sessions))
     want: list[str] = []
     run(prog, on_step=lambda c, r, k: want.append(canonical_json(state_line(c, r, k))), check=False)
 

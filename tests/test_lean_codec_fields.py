@@ -140,8 +140,7 @@ def observed():
     ir_keys, cfg_keys, line_keys = {}, {}, {}
     for name, ir, sessions in programs():
         merge(ir_keys, object_keys(ir, data_maps=IR_DATA_MAPS))
-        prog = Program(ir, name)
-        prog.workload_data = Workload.replay(sessions)
+        prog = Program(ir, name, workload=Workload.replay(sessions))
 
         def on_step(cfg, rec, k):
             merge(cfg_keys, object_keys(cfg.to_json(), data_maps=set(CONFIG_DATA_MAPS)))

@@ -42,8 +42,7 @@ def program(pin: int) -> dict:
 
 def spec_prefills(ir: dict) -> dict:
     """{(serial, turn): prefill_tokens} from the exact spec."""
-    prog = Program(ir, "vllm_replay.sq")
-    prog.workload_data = Workload.replay(sample_sessions(ir, 1, int(ir["workload"]["arrival"]["n"])))
+    prog = Program(ir, "vllm_replay.sq", workload=Workload.replay(sample_sessions(ir, 1, int(ir["workload"]["arrival"]["n"]))))
     out = {}
 
     def collect(cfg, rec, k):

@@ -21,8 +21,7 @@ VEC = Path(__file__).resolve().parent.parent / "vectors" / "spec"
                                   "forced_miss", "preempt_head_requeue", "cache_trace",
                                   "content_shared_prefix", "content_duplicate_identity"])
 def test_round_trip_at_every_step(name):
-    prog = Program(load_program(str(VEC / name / "program.sq"), {}))
-    prog.workload_data = Workload.replay(json.loads((VEC / name / "sessions.json").read_text()))
+    prog = Program(load_program(str(VEC / name / "program.sq"), {}), workload=Workload.replay(json.loads((VEC / name / "sessions.json").read_text())))
     cfg, _ = initial(prog)
     steps = 0
     while True:

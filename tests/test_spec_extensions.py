@@ -188,8 +188,7 @@ def test_exclusive_prefill_does_not_serve_a_decode_preempted_in_the_same_iterati
     from serq_spec.workload import Workload
 
     ir = compile_source(EXCLUSIVE_PREEMPT, "t.sq", {})
-    prog = Program(ir, "t.sq")
-    prog.workload_data = Workload.replay(sample(ir, 0, 2, "t.sq"))
+    prog = Program(ir, "t.sq", workload=Workload.replay(sample(ir, 0, 2, "t.sq")))
     lines = []
     run(prog, on_step=lambda c, r, k: lines.append(r), check=True)
     first = next(r for r in lines if r["preempted"])

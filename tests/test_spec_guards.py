@@ -159,8 +159,7 @@ fn main() {
 
 
 def run_program(path, sessions_file, on_step=None):
-    prog = Program(load_program(path, {}), "p.sq")
-    prog.workload_data = Workload.replay(json.loads(sessions_file.read_text()))
+    prog = Program(load_program(path, {}), "p.sq", workload=Workload.replay(json.loads(sessions_file.read_text())))
     return run(prog, on_step=on_step, check=True)
 
 

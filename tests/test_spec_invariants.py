@@ -22,8 +22,7 @@ VEC = Path(__file__).resolve().parent.parent / "vectors" / "spec"
 
 
 def program(name="s1111_preemption"):
-    prog = Program(load_program(str(VEC / name / "program.sq"), {}))
-    prog.workload_data = Workload.replay(json.loads((VEC / name / "sessions.json").read_text()))
+    prog = Program(load_program(str(VEC / name / "program.sq"), {}), workload=Workload.replay(json.loads((VEC / name / "sessions.json").read_text())))
     return prog
 
 

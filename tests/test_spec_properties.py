@@ -25,8 +25,7 @@ def replay(case):
     """Sample the case's sessions file, then replay it with the invariants on (they raise)."""
     ir = compile_source(case.text, case.name, {})
     data = sample(ir, case.seed, case.sessions, case.name, max_steps=MAX_STEPS)
-    prog = Program(ir, case.name)
-    prog.workload_data = Workload.replay(data)
+    prog = Program(ir, case.name, workload=Workload.replay(data))
     return run(prog, max_steps=MAX_STEPS, check=True)
 
 

@@ -58,8 +58,7 @@ def test_vllm_oracle_scenario(scenario):
 
 
 def small_program():
-    prog = Program(load_program(str(REPO / "vectors" / "spec" / "s1111_preemption" / "program.sq"), {}))
-    prog.workload_data = empty_sessions(2)
+    prog = Program(load_program(str(REPO / "vectors" / "spec" / "s1111_preemption" / "program.sq"), {}), workload=empty_sessions(2))
     return prog
 
 
@@ -127,8 +126,7 @@ def test_vllm_fact(tmp_path, name, sets, requests, first, done, preemptions, pre
     csv = tmp_path / "t.csv"
     csv.write_text("session,turn,new,out,think\n" + "".join(f"{i},1,{p},{o},0\n" for i, (p, o) in enumerate(requests)))
     text = ORACLE.read_text().replace('"data/preempt.csv"', json.dumps(str(csv)))
-    prog = Program(compile_source(text, str(ORACLE), dict(sets, requests=str(len(requests)))), "vllm_request.sq")
-    prog.workload_data = empty_sessions(len(requests))
+    prog = Program(compile_source(text, str(ORACLE), dict(sets, requests=str(len(requests)))), "vllm_request.sq", workload=empty_sessions(len(requests)))
     obs: dict = {}
 
     def collect(cfg, rec, k):

@@ -21,8 +21,7 @@ VECTORS = sorted(p.name for p in ROOT.iterdir() if (p / "program.sq").exists())
 
 def run_vector(d: Path):
     """Run a vector's program on its sessions file; collect the step records and the final Config."""
-    prog = Program(load_program(str(d / "program.sq"), {}), "program.sq")
-    prog.workload_data = Workload.replay(json.loads((d / "sessions.json").read_text()))
+    prog = Program(load_program(str(d / "program.sq"), {}), "program.sq", workload=Workload.replay(json.loads((d / "sessions.json").read_text())))
     recs = []
     cfg = run(prog, on_step=lambda c, r, k: recs.append((c.now, r, content_lines(c), pool_lines(c))), check=True)
     return cfg, recs

@@ -164,8 +164,7 @@ def load_sessions(path: str) -> Workload:
 
 def prepare(ir: dict, workload: Workload, name: str, warmup: Value = Fraction(0),
             horizon: Value = float("inf")) -> Program:
-    prog = Program(ir, name)
-    prog.workload_data = workload
+    prog = Program(ir, name, workload=workload)
     prog.warmup = warmup
     prog.horizon = horizon
     return prog

@@ -33,7 +33,9 @@ def v(text: Any) -> Value:
 
 
 class Program:
-    def __init__(self, ir: dict, name: str = "program") -> None:
+    def __init__(self, ir: dict, name: str = "program", workload: Workload | None = None) -> None:
+        """IR as a program named NAME; WORKLOAD is the pre-drawn workload it runs on (a replayed
+        sessions file, or the sample's), or None when `serq_spec.sample` draws it later."""
         if not isinstance(ir, dict) or ir.get("format") != "serq-ir/1":
             raise SpecError("not a serq-ir/1 document")
         self.ir = ir
@@ -47,7 +49,7 @@ class Program:
         self.stages = ir["stages"]
         self.workload = ir["workload"]
         self.gauges = ir.get("gauges", [])
-        self.workload_data: Workload = None  # type: ignore[assignment]  # the pre-drawn Workload, set before a run
+        self.workload_data: Workload = workload  # type: ignore[assignment]  # None until sampled
         self.warmup: Value = Fraction(0)          # run settings (not in the IR): warm-up and horizon
         self.horizon: Value = float("inf")
         self.emit_gauges = False           # `serq spec --gauges`: gauge values in every record

@@ -15,6 +15,7 @@ import heapq
 import math
 from collections import deque
 
+from serq_fast import advance
 from serq_fast.expr import RunError, compile_expr
 from serq_fast.stats import TimeAverage
 
@@ -424,10 +425,14 @@ class Engine(Stage):
         self._vf = self._value_table()
         # the engine values the cost reads, when it reads nothing else (for the fast-forward memo)
         self._cost_memo: dict = {}
+        self._stair_memo: dict = {}  # the same by fixed values, then KV held (serq_fast/advance.py)
+        self._ff_fixed_key = None
         self._cost_names = _pure_eng_names(st["cost"])
         self.schedule = [self._compile_s(x, sim) for x in st["schedule"]]
         # a lag engine's iterations are formed one by one (pending residents, `ends` events)
         self.ff_ok = not self.lag and _fast_forward_eligible(st, sim, self.idx)
+        # the fast-forward as one advance across block boundaries (serq_fast/advance.py)
+        self.advance_ok = self.ff_ok and advance.enabled()
         # growth inside a fast-forward needs a budget that the growth cannot change
         constant_names = {"running.count", "running.decoding", "waiting.count", "running.preempted",
                           "waiting.admitted"}
@@ -445,6 +450,8 @@ class Engine(Stage):
 
         # seeded fault (docs/fast.md): a fast-forward ignores evictions from a waiting head's entry
         self.fault_no_watch = "ff_no_watch" in FAULTS()
+        # seeded faults of the advance across block boundaries (docs/fast.md)
+        self.advance_faults = advance.faults()
         # seeded fault: a lag engine's due ends are applied in reverse order
         self.fault_end_order = "lag_end_order" in FAULTS()
         cx = sim.cx
@@ -1132,7 +1139,7 @@ def bulk(self, t1: float, t_next: float, horizon: float, max_j: int) -> int:
     room without preemption and no request waits, then re-reads the cost on the grown batch.
     The steps at which each resident grows are known in advance (its position advances one
     token a step), so they sit in a heap instead of being searched for."""
-    from serq_fast.engine import EV_ITER_END, TIE_EPS
+    from serq_fast.engine import TIE_EPS
     from serq_fast.pools import EPS as POOL_EPS, roundup
 
     sim = self.sim
@@ -1171,12 +1178,15 @@ def bulk(self, t1: float, t_next: float, horizon: float, max_j: int) -> int:
                 watch = (head.sess.serial, we, we.size if we is not None else None)
             else:
                 grow_ok = False
+    # strictly before the next instant (with nothing pending, no bound: inf - inf would be NaN)
+    t_stop = t_next - TIE_EPS * max(1.0, abs(t_next)) if t_next < INF else INF
+    if self.advance_ok and advance.applies(self, pool, grow_ok):
+        # labelled speed trick: the whole fast-forward at once (serq_fast/advance.py)
+        return advance.run(self, it, jobs, parts, pool, grow_ok, watch, cap_steps, t1, t_stop, horizon)
     pos0 = [p.pos for p in parts]
     # heap of (step index of the formation at which the resident grows, serving index)
     nxt = [(int(p.alloc - p0), i) for i, (p, p0) in enumerate(zip(parts, pos0))]
     heapq.heapify(nxt)
-    # strictly before the next instant (with nothing pending, no bound: inf - inf would be NaN)
-    t_stop = t_next - TIE_EPS * max(1.0, abs(t_next)) if t_next < INF else INF
     bound = min(t_stop, horizon)
     c = it.cost
     t = t1
@@ -1261,6 +1271,16 @@ def bulk(self, t1: float, t_next: float, horizon: float, max_j: int) -> int:
     if total == 0:
         return 0
     _ff_sync(jobs, left0, pos0, total)
+    return self._ff_finish(it, total, last, c, last_growth)
+
+
+def _ff_finish(self, it, total: int, last: float, c: float, last_growth: bool) -> int:
+    """End a fast-forward of `total` steps whose last iteration started at `last` and costs `c`
+    (positions already brought up to date): it is the iteration in flight, its end pushed with the
+    sequence numbers and counters the skipped steps would have consumed."""
+    from serq_fast.engine import EV_ITER_END
+
+    sim = self.sim
     if not last_growth and sim.rec is not None:
         sim.rec = sim._new_rec()
     for a in it.assign:
@@ -1398,6 +1418,7 @@ def _ff_cost(self, fixed, kvd: float, jobs, left0, pos0, total: int) -> float:
 
 
 Engine.bulk = bulk
+Engine._ff_finish = _ff_finish
 Engine._ff_resume = _ff_resume
 Engine._pure_head = _pure_head
 Engine._ff_begin = _ff_begin

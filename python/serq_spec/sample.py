@@ -8,7 +8,6 @@ stream. The run goes on until every session has ended (no horizon).
 
 from __future__ import annotations
 
-import math
 import sys
 from fractions import Fraction
 
@@ -36,7 +35,7 @@ def arrival_times(prog: Program, w: Workload, seed: int, count: int) -> list:
     kind = arrival["kind"]
     if kind not in ("poisson", "renewal"):
         return []
-    rng = live_draws.make_stream("arrival", seed)
+    rng = live_draws.buffered_stream("arrival", seed)  # many draws: U's made in numpy chunks
     times = []
     t = Fraction(0)
     if kind == "poisson":
@@ -68,9 +67,11 @@ def trace_picks(prog: Program, seed: int, count: int) -> list:
     trace = prog.workload.get("trace")
     if trace is None or trace["ordered"]:
         return []
-    rng = live_draws.make_stream("trace", seed)
+    import numpy as np  # here, not at the top: numpy's import time only where it is used
+
     n = len(trace["sessions"])
-    return [min(n - 1, math.floor(rng.random() * n)) for _ in range(count)]
+    u = live_draws.make_stream("trace", seed).uniforms(count)  # every pick's U in one numpy call
+    return np.minimum(np.floor(u * n), n - 1).astype(np.int64).tolist()
 
 
 def _reaches_end(ir: dict, block: int, seen: set) -> bool:

@@ -1,6 +1,7 @@
 """Cost of the random streams of docs/sessions.md (python/serq/draws.py): issue 15, item 3.
 
-Prints microseconds of wall time (time.perf_counter, the best of --repeat rounds) for:
+Prints microseconds of CPU time (time.process_time, the best of --repeat rounds; on the shared
+machine wall time was inflated two- to threefold by the other jobs) for:
   open session stream   draws.make_stream("session", seed, serial), a new serial each time
   open turn stream      draws.make_stream("turn", seed, serial, 1)
   open LiveSource       serq_fast's live source of a session (what serq_fast does per session)
@@ -34,12 +35,12 @@ SEED = 1
 
 
 def _best_us(fn, n: int, repeat: int) -> float:
-    """The least wall time of `repeat` calls of fn(n), in µs per unit of n."""
+    """The least CPU time of `repeat` calls of fn(n), in µs per unit of n."""
     best = float("inf")
     for _ in range(repeat):
-        t = time.perf_counter()
+        t = time.process_time()
         fn(n)
-        best = min(best, time.perf_counter() - t)
+        best = min(best, time.process_time() - t)
     return best / n * 1e6
 
 
@@ -124,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps({"stream_version": version, "n": args.n, "repeat": args.repeat, "us": figures}, indent=2))
         return 0
-    print(f"stream v{version}: µs each, best of {args.repeat} rounds of {args.n}")
+    print(f"stream v{version}: µs of CPU each, best of {args.repeat} rounds of {args.n}")
     for name, us in figures.items():
         print(f"  {name:<26}{us:>9.3f}")
     return 0

@@ -4,8 +4,8 @@ Copyright (c) 2026 The serQ authors. Released under the Apache 2.0 license.
 import SerqLang.State
 
 /-!
-# Evaluation in a configuration (expr.py `evaluate`/`observable`, engine.py values and the
-budget moment, stages.py `present`/`busy`/`work`/`ps_rate`/`advance_virtual_clock`,
+# Evaluation in a configuration (expr.py `evaluate`/`observable`, the engine values and the
+budget moment, `present`/`busy`/`work`/`ps_rate`/`advance_virtual_clock`, all in expr.py;
 workload.py `take`)
 
 These read (and, for draws and the `ps` virtual clock, advance) the configuration, so they live
@@ -77,7 +77,7 @@ def take (env : EnvM) (dist : String) : M Value := do
     | some x => return .fin x
     | none => sessionsFileError s!"the sessions file does not fit the program: session {serial}'s {ckey} stream needs draw #{i + 1} (~{dist} at {loc}) but the file has only {lst.length}"
 
-/-- engine.py `memory_alloc`: units the job's owner holds in the engine's memory pool. -/
+/-- expr.py `memory_alloc`: units the job's owner holds in the engine's memory pool. -/
 def memoryAlloc (e : Nat) (job : Job) : M Rat := do
   let mem := ((← getProg).memoryOf[e]?).getD none
   match mem with
@@ -100,7 +100,7 @@ def sumNat (xs : List Nat) : Nat := xs.foldl (· + ·) 0
 /-- Σ of a list of pool amounts. -/
 def sumRat (xs : List Rat) : Rat := xs.foldl (· + ·) 0
 
-/-- engine.py `engine_value`: `running.*`, `waiting.*`, `batch.*` of the engine being read. -/
+/-- expr.py `engine_value`: `running.*`, `waiting.*`, `batch.*` of the engine being read. -/
 def engineValue (env : EnvM) (name : String) : M Value := do
   let some e := env.engine | specError s!"engine value {name} read outside an engine" env.loc
   let jobs := (← stage e).jobs
@@ -147,7 +147,7 @@ def engineValue (env : EnvM) (name : String) : M Value := do
     return .fin total
   else specError s!"unknown engine value {name}" env.loc
 
-/-- engine.py `job_value`: per-request keys `decoding`, `admission`, `remaining`. -/
+/-- expr.py `job_value`: per-request keys `decoding`, `admission`, `remaining`. -/
 def jobValue (env : EnvM) (name : String) : M Value := do
   let some j := env.job | specError s!"per-request key `{name}` read outside a resident" env.loc
   if name == "decoding" then return Value.ofBool (j.mode == "decode")
@@ -158,18 +158,18 @@ def jobValue (env : EnvM) (name : String) : M Value := do
     | .value v => return v
   else specError s!"unknown per-request key {name}" env.loc
 
-/-- stages.py `present`: jobs present. -/
+/-- expr.py `present`: jobs present. -/
 def present (s : Nat) : M Nat := do
   let st ← stage s
   return st.jobs.length + st.waiting.length
 
-/-- stages.py `busy`: jobs in service. -/
+/-- expr.py `busy`: jobs in service. -/
 def busy (s : Nat) : M Nat := do
   let st ← stage s
   if st.kind == "step" then return (st.iteration.map (·.assign.length)).getD 0
   else return st.jobs.length
 
-/-- A value as a natural token count or `inf` (engine.py `whole_or_inf`, refusing what it
+/-- A value as a natural token count or `inf` (expr.py `whole_or_inf`, refusing what it
 refuses; a negative whole number is returned as an error here, see docs/lean.md). -/
 def wholeOrInf (v : Value) (what : String) (loc : Option Loc := none) : M (Option Int) := do
   match v with
@@ -179,7 +179,7 @@ def wholeOrInf (v : Value) (what : String) (loc : Option Loc := none) : M (Optio
     if q.den != 1 then specError s!"{what} must be a whole number of tokens, got {v.toWire}" loc
     else return some q.num
 
-/-- The flat (pre-order) list of schedule statements (engine.py `flat_schedule`). -/
+/-- The flat (pre-order) list of schedule statements (expr.py `flat_schedule`). -/
 partial def flatSchedule (stmts : List Sched) : List Sched :=
   stmts.foldr (fun s acc =>
     match s with
@@ -339,7 +339,7 @@ partial def budgetLeftOutsideChecked (env : EnvM) (s : Nat) : M Value := do
         "(docs/language.md §4.3)") env.loc
   budgetLeftOutside s
 
-/-- stages.py `ps_rate`: each of `n` present jobs gets φ(n)/n. -/
+/-- expr.py `ps_rate`: each of `n` present jobs gets φ(n)/n. -/
 partial def psRate (s n : Nat) : M Rat := do
   let d ← stageDecl s
   let cap := match d.kind with
@@ -352,7 +352,7 @@ partial def psRate (s n : Nat) : M Rat := do
     else return q / (n : Rat)
   | _ => specError s!"ps stage {d.name}: capacity must be positive and finite, got {phi.toWire}"
 
-/-- stages.py `current_rate`: the per-job rate in effect since `t_last`, the one the pending
+/-- expr.py `current_rate`: the per-job rate in effect since `t_last`, the one the pending
 departure was scheduled with, recovered exactly from that `finish` event as
 (tag − v)/(time − t_last); the capacity is evaluated again only when no departure is pending
 (not reached in a run). -/
@@ -368,7 +368,7 @@ partial def currentRate (s : Nat) : M Rat := do
     | _ => psRate s st.jobs.length
   | none => psRate s st.jobs.length
 
-/-- stages.py `advance_virtual_clock`: v += rate·(now − t_last) with the rate of the jobs
+/-- expr.py `advance_virtual_clock`: v += rate·(now − t_last) with the rate of the jobs
 present since t_last (`currentRate`). -/
 partial def advanceVirtualClock (s : Nat) : M Unit := do
   let st ← stage s
@@ -380,7 +380,7 @@ partial def advanceVirtualClock (s : Nat) : M Unit := do
   else
     setStage s { st with tLast := now }
 
-/-- stages.py `work`: unfinished work at a stage. -/
+/-- expr.py `work`: unfinished work at a stage. -/
 partial def work (s : Nat) : M Value := do
   let st ← stage s
   if st.kind == "step" then return .fin (jobsLeftRat st.jobs)
@@ -395,7 +395,7 @@ partial def work (s : Nat) : M Value := do
       st.jobs.foldl (fun acc j => acc + ((List.lookup j.serial st.finish).getD now - now)) (0 : Rat)
     return .fin total
 
-/-- engine.py `budget_moment`: `tokens cap`, the `let`s and the `each at most` values, read once
+/-- expr.py `budget_moment`: `tokens cap`, the `let`s and the `each at most` values, read once
 as the iteration starts. -/
 partial def budgetMoment (ictx : IterCtx) : M IterCtx := do
   let d ← stageDecl ictx.engine
@@ -435,7 +435,7 @@ partial def budgetMoment (ictx : IterCtx) : M IterCtx := do
       ic := { ic with granule := some k.toNat }
   return ic
 
-/-- engine.py `budget_left_outside`: B − Σ want over residents, floored at 0. -/
+/-- expr.py `budget_left_outside`: B − Σ want over residents, floored at 0. -/
 partial def budgetLeftOutside (e : Nat) : M Value := do
   let ic ← budgetMoment { engine := e }
   let d ← stageDecl e

@@ -8,7 +8,7 @@ import SerqLang.Lag
 
 `grow` adds whole blocks to a hold; when the pool is full it preempts a victim chosen by the
 pool's `preempt` rule, or stalls. In a pool that is no engine's memory every holder not in a
-delay is a candidate (§11.7). The iteration being formed (engine.py `IterCtx`) is threaded
+delay is a candidate (§11.7). The iteration being formed (config.py `IterCtx`) is threaded
 explicitly: a preempted victim already served in it leaves the batch.
 -/
 
@@ -161,7 +161,7 @@ def detachResident (v : Nat) (job : Job) (ictx : Option IterCtx) : M (Option Ite
     setStage job.stage { est with iteration := some { it with assign := rest } }
   return ictx
 
-/-- lag.py `preempt_pending` (docs/async.md §3 item 3): a pending resident is released as in a
+/-- growth.py `preempt_pending` (docs/async.md §3 item 3): a pending resident is released as in a
 preemption (caching to its position, `computed`, the records and counters) but not requeued; it
 keeps no preemption memory, and its end stays pending (or due). -/
 def preemptPending (v p : Nat) (ictx : Option IterCtx) : M (Option IterCtx) := do

@@ -434,7 +434,7 @@ def scopeEnd (serial : Nat) : M Unit := do
   releaseHold serial rest false
   endScope serial hold.stmt pools
 
-/-- lag.py `make_pending`: the end of a lagged hold's body (docs/async.md §3 item 1) — a pending
+/-- sessions.py `make_pending`: the end of a lagged hold's body (docs/async.md §3 item 1) — a pending
 resident on engine `e` (a decode wanting one EOS token if the hold's `eos (…)` is non-zero, else
 none), the session ending, its serial in the engine's pending list; nothing is released. -/
 def makePending (serial e : Nat) : M Unit := do
@@ -456,7 +456,7 @@ def makePending (serial e : Nat) : M Unit := do
   let est ← stage e
   setStage e { est with pending := est.pending ++ [serial] }
 
-/-- lag.py `apply_ends`: the `ends` event (docs/async.md §3 item 5) — each due end of engine `e`,
+/-- sessions.py `apply_ends`: the `ends` event (docs/async.md §3 item 5) — each due end of engine `e`,
 in order: its hold frame is popped, its pending resident (if not preempted) leaves the engine and
 the hold's scope ends as without lag (a preempted one's hold is released already: only the rest
 of the scope end), and the session becomes ready. -/

@@ -4,7 +4,7 @@ Copyright (c) 2026 The serQ authors. Released under the Apache 2.0 license.
 import SerqLang.Holds
 
 /-!
-# Non-step stages (python/serq_spec/stages.py) and engine residents (engine.py `add_resident`)
+# Non-step stages (python/serq_spec/stages.py) and engine residents (stages.py `add_resident`)
 
 `fifo(c)`, `delay`, and `ps(φ)` with an exact virtual clock; `present`, `busy`, `work`,
 `ps_rate`, `advance_virtual_clock` are in `SerqLang.Eval` (observables read them).
@@ -23,7 +23,7 @@ def dictDel (serial : Nat) (d : List (Nat × Rat)) : List (Nat × Rat) := d.filt
 /-- A job's work as a rational time (non-step stages). -/
 def jobTime (j : Job) : Rat := workLeft j
 
-/-- engine.py `add_resident`: residents ordered by their owner's latest admission number. -/
+/-- stages.py `add_resident`: residents ordered by their owner's latest admission number. -/
 def addResident (e : Nat) (job : Job) : M Unit := do
   let st ← stage e
   -- scan from the end past the residents admitted later, insert there (engine.py)

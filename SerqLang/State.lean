@@ -15,7 +15,7 @@ the records on the Config as `cfg.records`, outside its JSON), and a run-time er
 semantics (errors.py `SpecError`) is the exception, carried as its message.
 
 Also here: config.py `new_records`, the built-in slots of program.py, the iteration context of
-engine.py (`IterCtx`), and accessors that read and write one session, pool or stage by index.
+config.py (`IterCtx`), and accessors that read and write one session, pool or stage by index.
 -/
 
 namespace SerqLang
@@ -113,7 +113,7 @@ def Tok.toValue : Tok → Value
   | .n k => Value.ofNat k
   | .inf => .posInf
 
-/-- engine.py `IterCtx`: the iteration being formed. `each` is indexed by the pre-order position
+/-- config.py `IterCtx`: the iteration being formed. `each` is indexed by the pre-order position
 of a schedule statement (engine.py keys it by the statement object). -/
 structure IterCtx where
   engine : Nat
@@ -225,7 +225,7 @@ def findHold (p : Nat) : List (Nat × HoldState) → Option Nat
 def holdIndex (s : Session) (p : Nat) : Option Nat :=
   findHold p ((List.range s.holds.length).zip s.holds).reverse
 
-/-- pools.py `hold_of`: the innermost active hold of the session that holds pool `p`. -/
+/-- config.py `hold_of`: the innermost active hold of the session that holds pool `p`. -/
 def holdOf (s : Session) (p : Nat) : Option HoldState :=
   (holdIndex s p).bind (fun k => s.holds[k]?)
 

@@ -21,8 +21,8 @@ sys.path.insert(0, str(ROOT / "python"))
 sys.path.insert(0, str(ROOT / "tools" / "vllm_oracle"))
 
 from gen_scenarios import chain_scenario, poisson_scenario  # noqa: E402
-from serq.oracle.model import run_scenario  # noqa: E402
-from serq.oracle.scenario import resolve_scenario  # noqa: E402
+from serq_vllm.model import run_scenario  # noqa: E402
+from serq_vllm.scenario import resolve_scenario  # noqa: E402
 
 FULL = [("poisson", 50), ("poisson", 100), ("poisson", 200), ("poisson", 500), ("poisson", 1000),
         ("poisson", 2000), ("chain", 16), ("chain", 20), ("chain", 25), ("chain", 50),

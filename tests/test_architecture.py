@@ -2,7 +2,8 @@
 
 A rule broken here means a part now depends on a part it should not: the front-end on an engine,
 the reference on the fast engine, the vLLM driver (which runs inside vLLM's own environment) on
-anything but the standard library and the scenario reader."""
+anything but the standard library and the scenario reader, or two modules of the vLLM model on
+each other."""
 
 from __future__ import annotations
 
@@ -13,13 +14,13 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PY = ROOT / "python"
-OURS = ("serq", "serq_spec", "serq_fast", "serq_lean")
+OURS = ("serq", "serq_spec", "serq_fast", "serq_lean", "serq_vllm", "serq_drt")
 # what an engine may use of the front-end package: reading programs and sessions, exact values, draws
 SHARED = {"serq", "serq.wire", "serq.exact", "serq.draws", "serq.errors", "serq.irfile", "serq.sessionsfile",
           "serq.outputfile", "serq.progress", "serq.timeseries"}
 # modules that import only the standard library, so the vLLM drivers may load them (checked below)
-STDLIB_ONLY = {"serq", "serq.inputfile", "serq.outputfile", "serq.oracle", "serq.oracle.scenario",
-               "serq.oracle.compare"}
+STDLIB_ONLY = {"serq", "serq.inputfile", "serq.outputfile", "serq_vllm", "serq_vllm.scenario",
+               "serq_vllm.compare", "serq_drt", "serq_drt.compare"}
 # the layer above the engines (docs/architecture.md): it may use them, nothing below may use it
 APPLICATION = {"serq.api", "serq.sweep", "serq.capacity", "serq.plot", "serq.workflow_cli", "serq.testbed",
                "serq.testbed_cli"}
@@ -62,21 +63,35 @@ def violations(path: Path, deps: set[str]) -> list[str]:
         dtop = d.split(".")[0]
         if top == "serq_lean" and dtop != "serq_lean":
             bad.append(f"{mod} imports {d}: serq_lean stands alone")
+        elif top != "serq_vllm" and dtop == "serq_vllm":
+            bad.append(f"{mod} imports {d}: nothing outside serq_vllm imports it (serq/cli.py "
+                       "names serq_vllm.cli as text)")
         elif top == "serq_spec" and dtop == "serq_fast":
             bad.append(f"{mod} imports {d}: the reference never depends on the fast engine")
         elif top == "serq_spec" and dtop == "serq_lean" and mod != "serq_spec":
             bad.append(f"{mod} imports {d}: only serq_spec/__init__.py loads the Lean backend")
         elif top in ("serq_spec", "serq_fast") and dtop == "serq" and d not in SHARED:
             bad.append(f"{mod} imports {d}: an engine uses only {sorted(SHARED)} of the front-end")
-        elif top == "serq_fast" and dtop == "serq_spec" and mod != "serq_fast.lockstep":
-            bad.append(f"{mod} imports {d}: only serq_fast.lockstep runs the reference")
+        elif top == "serq_fast" and dtop == "serq_spec":
+            bad.append(f"{mod} imports {d}: the fast engine never depends on the reference "
+                       "(serq_drt holds the two against each other)")
+        elif top in ("serq", "serq_spec", "serq_fast", "serq_lean") and dtop == "serq_drt":
+            bad.append(f"{mod} imports {d}: the harness sits above the engines (serq/cli.py names "
+                       "serq_drt.cli as text)")
+        elif d == "serq_drt.compare" or mod == "serq_drt.compare":
+            if mod == "serq_drt.compare" and d not in STDLIB_ONLY:
+                bad.append(f"{mod} imports {d}: the one comparison loads with the standard library alone")
         elif top == "serq_fast" and dtop == "serq_lean":
             bad.append(f"{mod} imports {d}: the fast engine has no Lean backend")
         elif d in APPLICATION and mod not in APPLICATION and mod != "serq":
             bad.append(f"{mod} imports {d}: nothing below the application layer uses it")
-        elif top == "serq" and not mod.startswith("serq.oracle") and mod not in APPLICATION and dtop != "serq":
+        elif top == "serq" and mod not in APPLICATION and dtop != "serq":
             bad.append(f"{mod} imports {d}: the front-end does not depend on an engine")
-        elif mod in ("serq.oracle.scenario", "serq.oracle.compare") and d not in STDLIB_ONLY:
+        elif top == "serq_vllm" and dtop == "serq_lean":
+            bad.append(f"{mod} imports {d}: the vLLM model runs the engines, not the Lean backend")
+        elif d == "serq_vllm.cli" and mod != "serq_vllm.cli":
+            bad.append(f"{mod} imports {d}: only the top-level `serq` command loads the CLI layer")
+        elif mod in ("serq_vllm.scenario", "serq_vllm.compare") and d not in STDLIB_ONLY:
             bad.append(f"{mod} imports {d}: it must load with the standard library alone "
                        "(tools/vllm_oracle runs it inside vLLM's environment)")
     return bad
@@ -91,17 +106,80 @@ def test_the_parts_keep_their_import_rules():
     assert not bad, "\n".join(bad)
 
 
-def test_the_vllm_driver_reads_only_the_scenario_module():
-    deps = imports(ROOT / "tools" / "vllm_oracle" / "driver.py", "")
-    assert deps <= {"serq", "serq.oracle", "serq.oracle.scenario"}, deps
+@pytest.mark.parametrize("tool", ["vllm_oracle", "vllm_testbed"])
+def test_the_vllm_drivers_read_only_the_scenario_module(tool):
+    deps = imports(ROOT / "tools" / tool / "driver.py", "")
+    assert "serq_vllm.scenario" in deps and deps <= {"serq_vllm", "serq_vllm.scenario"}, deps
+
+
+def import_graph(package: str) -> dict[str, set[str]]:
+    """Module -> the modules of `package` it imports, at its top or inside a function (a circle
+    through a function-level import still makes the modules depend on each other)."""
+    graph = {}
+    for path in sorted((PY / package).rglob("*.py")):
+        mod = module_name(path)
+        graph[mod] = {d for d in imports(path, package_of(path))
+                      if d.split(".")[0] == package and d != mod}
+    return graph
+
+
+def import_circle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One circle of imports in `graph` (its modules, the first repeated at the end), or None."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(m: str) -> list[str] | None:
+        state[m] = 1
+        path.append(m)
+        for d in sorted(graph.get(m, ())):
+            if state.get(d) == 1:
+                return path[path.index(d):] + [d]
+            if d not in state and (found := visit(d)):
+                return found
+        path.pop()
+        state[m] = 2
+        return None
+
+    for m in sorted(graph):
+        if m not in state and (found := visit(m)):
+            return found
+    return None
+
+
+def test_the_vllm_model_has_no_import_circle():
+    graph = import_graph("serq_vllm")
+    # not vacuous: the graph holds the modules and the imports of the model's loop
+    assert {"serq_vllm.plan", "serq_vllm.encode", "serq_vllm.feedback"} <= graph["serq_vllm.model"], graph
+    circle = import_circle(graph)
+    assert circle is None, "import circle: " + " -> ".join(circle)
+
+
+@pytest.mark.parametrize("seed", [
+    ("serq_vllm.scenario", "serq_vllm.model"),  # model -> plan -> scenario -> model
+    ("serq_vllm.model", "serq_vllm.agreement"),  # the old model.py <-> agreement.py
+    ("serq_vllm.collect", "serq_vllm.feedback"),  # feedback -> collect -> feedback
+])
+def test_a_seeded_import_circle_is_caught(seed):
+    graph = import_graph("serq_vllm")
+    graph[seed[0]] = graph[seed[0]] | {seed[1]}
+    circle = import_circle(graph)
+    assert circle is not None and seed[0] in circle and seed[1] in circle, circle
 
 
 @pytest.mark.parametrize("module,dep,rule", [
     ("serq_spec/step.py", "serq_fast.engine", "never depends on the fast engine"),
     ("serq/linker.py", "serq_spec.values", "does not depend on an engine"),
-    ("serq_fast/pools.py", "serq_spec.values", "only serq_fast.lockstep"),
+    ("serq_fast/pools.py", "serq_spec.values", "never depends on the reference"),
+    ("serq_fast/cli.py", "serq_drt.lockstep", "the harness sits above the engines"),
+    ("serq_spec/step.py", "serq_drt.compare", "the harness sits above the engines"),
+    ("serq_drt/compare.py", "serq_spec.values", "standard library alone"),
     ("serq_fast/engine.py", "serq.linker", "an engine uses only"),
-    ("serq/oracle/scenario.py", "serq.wire", "standard library alone"),
+    ("serq_vllm/scenario.py", "serq.wire", "standard library alone"),
+    ("serq_vllm/compare.py", "serq_fast.engine", "standard library alone"),
+    ("serq/linker.py", "serq_vllm.plan", "nothing outside serq_vllm imports it"),
+    ("serq_fast/engine.py", "serq_vllm.scenario", "nothing outside serq_vllm imports it"),
+    ("serq_vllm/model.py", "serq_vllm.cli", "only the top-level `serq` command"),
+    ("serq_vllm/engine.py", "serq_lean.build", "not the Lean backend"),
     ("serq_lean/build.py", "serq.wire", "stands alone"),
 ])
 def test_a_seeded_bad_import_is_caught(module, dep, rule):

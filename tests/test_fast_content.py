@@ -245,7 +245,7 @@ def _obs_hits(sim):
 def test_fast_forward_keeps_the_block_order(monkeypatch, kw, k):
     """The decode fast-forward identifies blocks in the step-by-step order: every state line it
     emits (free queue, blocks, identity map, held lists) equals the step-by-step line."""
-    from serq_fast.lockstep import compare_lines, fast_lines, sample_sessions
+    from serq_drt.lockstep import compare_lines, fast_lines, sample_sessions
 
     ir = shared_prompt_ir(**kw)
     sessions = sample_sessions(ir, 1, k)
@@ -257,7 +257,7 @@ def test_fast_forward_keeps_the_block_order(monkeypatch, kw, k):
 
 
 def test_duplicates_keep_serving_order(monkeypatch):
-    from serq_fast.lockstep import compare_lines, fast_lines, sample_sessions
+    from serq_drt.lockstep import compare_lines, fast_lines, sample_sessions
 
     ir = duplicates_ir()
     sessions = sample_sessions(ir, 1, 3)

@@ -10,7 +10,7 @@ pytest.importorskip("serq_spec.step")
 
 from serq.frontend import compile_source
 from serq_fast import stages as S
-from serq_fast.lockstep import Divergence, lockstep
+from serq_drt.lockstep import Divergence, lockstep
 
 # s0 holds 6 of 12 units and decodes 8 tokens, growing one 2-unit block every other step; s1
 # leaves a 6-unit entry in the cache, thinks 0.5 s and asks for 2·cachedin(kv) − 4 units: 8 do not

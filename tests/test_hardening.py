@@ -11,6 +11,7 @@ import pytest
 from serq.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
+PROGRAMS = ROOT / "python" / "serq_vllm" / "programs"  # the vLLM model's programs
 EXAMPLES = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "examples").rglob("*.sq"))
 
 
@@ -130,8 +131,8 @@ def test_nul_byte_in_a_use_or_trace_path(tmp_path, capsys):
     rc, out, err = run(capsys, "check", f)
     assert rc == 2 and err.startswith(f'{f}:1:5: error: cannot read library "a\\0b.sq": the path holds '
                                       "a NUL byte"), err
-    f.write_bytes((ROOT / "examples" / "oracle" / "vllm_scenario.sq").read_bytes()
-                  .replace(b'use "../../lib/', b'use "' + str(ROOT / "lib").encode() + b"/")
+    f.write_bytes((PROGRAMS / "vllm_scenario.sq").read_bytes()
+                  .replace(b'use "vllm.sq', b'use "' + str(PROGRAMS).encode() + b"/vllm.sq")
                   .replace(b"data/preempt.csv", b"data/pre\x00empt.csv"))
     rc, out, err = run(capsys, "check", f)
     assert rc == 2 and 'error: cannot read trace "data/pre\\0empt.csv": the path holds a NUL byte' in err, err
@@ -144,7 +145,7 @@ ORACLE = ROOT / "examples" / "oracle"
 
 
 @pytest.mark.parametrize("argv, needle", [
-    (["run", ORACLE / "vllm_scenario_async.sq", "--set", "shared=1e400", "--horizon", "5"],
+    (["run", PROGRAMS / "vllm_scenario_async.sq", "--set", "shared=1e400", "--horizon", "5"],
      "the length of prefix 1 of about 1e400 is beyond the range of the fast simulator's floats"),
     (["run", ORACLE / "vllm_request.sq", "--set", "block=1e400", "--horizon", "5"],
      "is beyond the range of the fast simulator's floats"),
@@ -309,11 +310,11 @@ def test_records_interrupted_while_written(tmp_path, capsys, monkeypatch):
 
 
 def test_states_interrupted_during_the_run(tmp_path, capsys, monkeypatch):
-    from serq_fast import lockstep
+    from serq_fast import state
 
     f = tmp_path / "states.jsonl"
     f.write_text("the previous states\n")
-    real, calls = lockstep.dump_line, []
+    real, calls = state.dump_line, []
 
     def interrupted(line):
         calls.append(1)
@@ -321,7 +322,7 @@ def test_states_interrupted_during_the_run(tmp_path, capsys, monkeypatch):
             raise KeyboardInterrupt
         return real(line)
 
-    monkeypatch.setattr(lockstep, "dump_line", interrupted)
+    monkeypatch.setattr(state, "dump_line", interrupted)
     rc, out, err = run(capsys, "run", MM1, "--horizon", "50", "--states", f)
     assert rc == 130
     assert f.read_text() == "the previous states\n"
@@ -375,7 +376,7 @@ def test_arrivals_that_do_not_match_the_sessions(tmp_path, capsys, mm1_sessions,
 
 
 def test_extra_sessions_of_a_batch(tmp_path, capsys):
-    prog = ORACLE / "vllm_scenario.sq"
+    prog = PROGRAMS / "vllm_scenario.sq"
     f = tmp_path / "b.json"
     assert main(["sample", str(prog), "--seed", "1", "--sessions", "2", "-o", str(f)]) == 0
     capsys.readouterr()

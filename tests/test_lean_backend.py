@@ -174,9 +174,11 @@ def test_spec_vectors_lockstep_through_lean(vector):
     answer = json.loads(lean.run(json.dumps(first["state"]), len(want) + 1))
     assert "error" not in answer, answer.get("error")
     got += [canonical_json(line) for line in answer["lines"]]
-    for k, (w, g) in enumerate(zip(want, got)):
-        assert g == w, f"{vector}: step {k} differs\nspec: {w}\nlean: {g}"
-    assert len(got) == len(want), f"{vector}: {len(got)} Lean steps, {len(want)} spec steps"
+    from serq_drt.compare import EXACT, first_divergence
+
+    # both sides print canonical wire lines: the harness's exact rule, step by step
+    d = first_divergence([json.loads(w) for w in want], [json.loads(g) for g in got], EXACT)
+    assert d is None, f"{vector}: step {d[0]}: {d[1].path}: spec {d[1].a!r} vs lean {d[1].b!r}"
 
 
 # -- the shim's plumbing, against a stand-in runtime --------------------------------------------

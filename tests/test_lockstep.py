@@ -12,10 +12,12 @@ pytest.importorskip("serq_spec.step")
 
 from serq.frontend import load_program
 from serq_fast.irbuild import N, Bin, Cond, Program, vllm_engine
-from serq_fast.lockstep import Divergence, lockstep
+from serq_drt.lockstep import Divergence, lockstep
 
 ROOT = Path(__file__).resolve().parents[1]
 EX = ROOT / "examples"
+# the vLLM model's programs are package data of serq_vllm (named relative to EX below)
+PROGRAMS = ROOT / "python" / "serq_vllm" / "programs"
 
 CASES = [
     ("single-turn/mm1.sq", {}, 1, 30, math.inf),
@@ -33,9 +35,9 @@ CASES = [
     # at 12 sessions, one, with the victim_first fault caught below)
     ("multi-turn/vllm.sq", {"blocks": "600", "Lambda": "4"}, 1, 12, math.inf),
     ("oracle/vllm_request.sq", {}, 1, 2, math.inf),
-    ("oracle/vllm_scenario.sq", {}, 1, 2, math.inf),
-    ("oracle/vllm_scenario_priority.sq", {}, 1, 2, math.inf),
-    ("oracle/vllm_scenario_async.sq", {}, 1, 2, math.inf),
+    ("../python/serq_vllm/programs/vllm_scenario.sq", {}, 1, 2, math.inf),
+    ("../python/serq_vllm/programs/vllm_scenario_priority.sq", {}, 1, 2, math.inf),
+    ("../python/serq_vllm/programs/vllm_scenario_async.sq", {}, 1, 2, math.inf),
     ("replay/vllm_replay.sq", {}, 1, 6, math.inf),
     # 400 blocks: the spec's state line lists every block of the free queue at every step
     ("multi-turn/shared_prompt.sq", {"blocks": "400"}, 1, 3, math.inf),
@@ -52,6 +54,7 @@ NOT_YET_VECTORS: set = set()   # vectors/spec/ serq_fast cannot run yet, likewis
 def test_every_example_is_in_lockstep():
     """A new example program must be added to CASES (the index is complete)."""
     shipped = {str(p.relative_to(EX)) for p in EX.rglob("*.sq")}
+    shipped |= {f"../python/serq_vllm/programs/{p.name}" for p in PROGRAMS.glob("vllm_scenario*.sq")}
     listed = {c[0] for c in CASES} | NOT_YET
     assert shipped <= listed, sorted(shipped - listed)
 
@@ -152,7 +155,7 @@ def test_spec_vectors_agree(name):
     """Every rule vector of vectors/spec (its IR and sessions file) gives the same steps."""
     import json
 
-    from serq_fast.lockstep import compare_runs
+    from serq_drt.lockstep import compare_runs
 
     d = VECTORS / name
     ir = json.loads((d / "ir.json").read_text())

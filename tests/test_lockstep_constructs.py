@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("serq_spec.step")
 
 from serq.frontend import compile_source
-from serq_fast.lockstep import lockstep
+from serq_drt.lockstep import lockstep
 # The programs are the spec's own (one text, two checks: the hand-derived values there, agreement here).
 from spec_helpers import compile_advance_only_into_admit, compile_growing_on_every_run
 from test_spec_extensions import EXCLUSIVE_PREEMPT, ONLY, ONLY_REMAINING, HELD, PREEMPT
@@ -153,7 +153,7 @@ ERRORS = {
 @pytest.mark.parametrize("name", sorted(ERRORS))
 def test_error_of_both_engines(name):
     from serq_fast.expr import RunError
-    from serq_fast.lockstep import fast_lines, sample_sessions
+    from serq_drt.lockstep import fast_lines, sample_sessions
     from serq_spec.errors import NotSupported, SpecError
 
     text, quiet, spec_msg, fast_msg = ERRORS[name]

@@ -9,7 +9,7 @@ import pytest
 pytest.importorskip("serq_spec.step")
 
 from serq_fast.irbuild import N, Bin, Cond, Program, duplicates_ir, shared_prompt_ir, vllm_engine
-from serq_fast.lockstep import Divergence, fast_lines, lockstep, sample_sessions
+from serq_drt.lockstep import Divergence, fast_lines, lockstep, sample_sessions
 
 
 def _pressure_program():

@@ -15,7 +15,7 @@ import pytest
 pytest.importorskip("serq_spec.step")
 
 from serq.frontend import compile_source
-from serq_fast.lockstep import Divergence, compare_runs, fast_lines, sample_sessions
+from serq_drt.lockstep import Divergence, compare_runs, fast_lines, sample_sessions
 
 # Three requests admitted in one iteration are served latest-admitted first (`by (-admission)`),
 # so their ends, made in one iteration, are due in the reverse of the admission order; the
@@ -253,9 +253,9 @@ def test_seeded_fault_ending_candidate_of_outer_pool(monkeypatch, text, error):
     """Every ending session a candidate of every pool it holds (serq_spec's old rule for a pool
     that is no engine's memory): OUTER's preemption finds no lagged hold of `m` (the old
     traceback), OUTER_PREEMPTED's requeues the ending session (serq_fast does not)."""
-    import serq_spec.lag
+    import serq_spec.growth   # preemption_candidates asks serq_spec.lag.is_candidate
     ir = compile_source(text, "outer.sq", {})
     sessions = sample_sessions(ir, 1, 3, "outer.sq")
-    monkeypatch.setattr(serq_spec.lag, "is_candidate", lambda s, p: True)
+    monkeypatch.setattr(serq_spec.growth, "is_candidate", lambda s, p: True)
     with pytest.raises(error):
         compare_runs(ir, sessions, "outer.sq")

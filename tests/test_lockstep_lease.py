@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("serq_spec.step")
 
 from serq.frontend import compile_source, load_program
-from serq_fast.lockstep import Divergence, fast_lines, lockstep, sample_sessions
+from serq_drt.lockstep import Divergence, fast_lines, lockstep, sample_sessions
 
 ROOT = Path(__file__).resolve().parent.parent
 REPLAY = ROOT / "examples" / "replay" / "vllm_replay.sq"

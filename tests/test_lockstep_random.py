@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from serq.frontend import compile_source  # noqa: E402
-from serq_fast.lockstep import lockstep  # noqa: E402
+from serq_drt.lockstep import lockstep  # noqa: E402
 
 LONG = os.environ.get("SERQ_LOCKSTEP_PROFILE") == "long"
 EXAMPLES = int(os.environ.get("SERQ_LOCKSTEP_EXAMPLES", 10_000 if LONG else 200))

@@ -14,8 +14,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "python"))
 
-from serq.oracle import cli as oracle_cli  # noqa: E402
-from serq.oracle.compare import (  # noqa: E402
+from serq_vllm import cli as oracle_cli  # noqa: E402
+from serq_vllm.compare import (  # noqa: E402
     Difference,
     TraceError,
     compare_traces,

@@ -17,7 +17,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "python"))
 
-from serq.oracle.compare import compare_traces, load_trace, vector_trace_path  # noqa: E402
+from serq_vllm.compare import compare_traces, load_trace, vector_trace_path  # noqa: E402
 
 VECTORS = ROOT / "vectors" / "vllm"
 VENV_PY = Path(os.environ.get("SERQ_VLLM_VENV", ROOT / "tools" / "vllm_oracle" / ".venv")) / "bin" / "python"

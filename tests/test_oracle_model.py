@@ -1,4 +1,4 @@
-"""serQ's vLLM model (`serq oracle run`, python/serq/oracle/model.py) against the committed vLLM
+"""serQ's vLLM model (`serq oracle run`, python/serq_vllm/) against the committed vLLM
 traces under the oracle comparison rule (docs/oracle.md; docs/vllm-model.md).
 
 No vLLM needed: the reference traces are committed in vectors/vllm/. Every committed vector is
@@ -21,14 +21,11 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "python"))
 
-from serq.oracle.compare import compare_traces, load_trace, vector_trace_path  # noqa: E402
-from serq.oracle.model import (  # noqa: E402
-    FEATURES,
-    Unsupported,
-    program_path,
-    run_scenario,
-)
-from serq.oracle.scenario import load_scenario  # noqa: E402
+from serq_vllm.compare import compare_traces, load_trace, vector_trace_path  # noqa: E402
+from serq_vllm.encode import program_path  # noqa: E402
+from serq_vllm.model import run_scenario  # noqa: E402
+from serq_vllm.plan import FEATURES, Unsupported  # noqa: E402
+from serq_vllm.scenario import load_scenario  # noqa: E402
 
 VECTORS = REPO / "vectors" / "vllm"
 SHIPPED = ["caps", "longchunk", "multiturn", "preempt", "reserve"]
@@ -103,16 +100,16 @@ def test_forked_conversation_is_shared_by_content():
     history of its own: a's whole sequence (9 + 3 tokens) is a node that b and c extend, and a's
     own output blocks lie inside it (docs/vllm-model.md §2). A linear conversation keeps one
     history. The traces of the three h_fork_* vectors agree with vLLM (test_vector)."""
-    from serq.oracle.model import _request_tokens, content_plan
+    from serq_vllm.plan import content_plan, request_tokens
 
     sc = load_scenario(VECTORS / "h_fork_two_continuations.scenario.json")
-    plan = content_plan(sc, _request_tokens(sc))
+    plan = content_plan(sc, request_tokens(sc))
     (pa, na, ha), (pb, nb, hb), (pc, nc, hc) = (plan.content[r] for r in "abc")
     assert len({ha, hb, hc}) == 3
     assert na == 12 and pb == pc == pa and nb == nc == 12
     assert [(tot) for _k, _ln, _after, tot in plan.prefixes] == [12]
     linear = load_scenario(VECTORS / "multiturn.scenario.json")
-    lplan = content_plan(linear, _request_tokens(linear))
+    lplan = content_plan(linear, request_tokens(linear))
     by_root = {}
     for r in linear.requests:
         root = r.id
@@ -127,7 +124,7 @@ def test_prompt_of_max_model_len_is_a_bad_scenario():
     output token), so such a scenario is no vLLM workload: it is refused when it is read, naming
     the request, by the model and the driver alike; a prompt + output above max_model_len only
     ends the output there (the c20000 vectors)."""
-    from serq.oracle.scenario import ScenarioError, resolve_scenario
+    from serq_vllm.scenario import ScenarioError, resolve_scenario
 
     sc = {"name": "mml", "config": {"block_size": 4, "num_gpu_blocks": 64, "max_model_len": 40},
           "requests": [{"id": "a", "prompt_len": 30, "max_tokens": 20},
@@ -158,7 +155,7 @@ def test_fanout_history_in_another_session_is_shared_by_content():
     assert not _diffs("h_fork_across_sessions", trace)
     sc = json.loads((VECTORS / "h_fork_across_sessions.scenario.json").read_text())
     sc["config"]["enable_prefix_caching"] = False
-    from serq.oracle.scenario import resolve_scenario
+    from serq_vllm.scenario import resolve_scenario
 
     trace = run_scenario(resolve_scenario(sc))
     assert trace["requests"]["b"]["arrival_step"] == trace["requests"]["a"]["arrival_step"]
@@ -171,7 +168,7 @@ def test_async_idle_request_sits_out_only_the_empty_call():
     it waiting it is admitted at step 4 beside a (vLLM, measured: +a:16 at step 3, +b:15 at step
     4), not once nothing runs (the flag's old rule, seeded below: step 7). Budget 32: both at
     step 3 in vLLM and in the model (measured: the traces agree)."""
-    from serq.oracle.scenario import resolve_scenario
+    from serq_vllm.scenario import resolve_scenario
 
     sc = json.loads((VECTORS / "h_async_idle_fanout.scenario.json").read_text())
     trace = run_scenario(resolve_scenario(sc))
@@ -208,7 +205,7 @@ def test_mixed_arrivals_key_beyond_binary64_is_refused():
     """The packed trace key must stay an exact binary64 integer (< 2^53) for serq_fast to unpack
     it: an arrival_time with 11 decimals beside 100 priorities is refused, naming the request; FCFS
     does not pack it and runs."""
-    from serq.oracle.scenario import resolve_scenario
+    from serq_vllm.scenario import resolve_scenario
 
     sc = {"name": "fine", "config": {"block_size": 8, "num_gpu_blocks": 40, "max_num_seqs": 4,
                                      "max_num_batched_tokens": 32, "policy": "priority"},
@@ -354,10 +351,10 @@ def test_seeded_eos_block_fault_diverges(name, step, monkeypatch):
     """An async EOS stop's discarded token that completes a block must not identify it (vLLM
     caches only tokens whose output it processed; docs/async.md §3 item 2): let serq_spec
     identify it, as the other decode tokens, and the continuation hits one block more."""
-    import serq_spec.lag as lag
+    import serq_spec.engine as engine   # the step engine asks serq_spec.lag.identifies
 
     assert not _diffs(name, _run(name, "spec"))
-    monkeypatch.setattr(lag, "identifies", lambda job: True)
+    monkeypatch.setattr(engine, "identifies", lambda job: True)
     diffs = _diffs(name, _run(name, "spec"))
     assert diffs and diffs[0].step == step and diffs[0].field == "scheduled", diffs
 
@@ -392,7 +389,7 @@ def _async_program(priority: bool = False) -> str:
 def test_seeded_async_faults_diverge(name, priority, good, bad):
     """Each fault gives a trace that differs from vLLM's, or no trace at all (the seconds
     clock's derived add times then never settle: a ModelError, never a wrong trace)."""
-    from serq.oracle.model import ModelError
+    from serq_vllm.engine import ModelError
     text = _async_program(priority)
     assert good in text
     file = program_path(priority, hold=not priority).name
@@ -432,15 +429,15 @@ def test_idle_request_held_out_of_every_schedule_diverges(name, priority, step):
 def test_seeded_ends_order_fault_diverges(monkeypatch):
     """serq_spec applying two same-step ends in reverse batch order: c5000_00329 diverges
     (docs/vllm-model.md §7 described that divergence before `lag 1`)."""
-    import serq_spec.lag as lag
+    import serq_spec.step as step   # the `ends` event runs serq_spec.sessions.apply_ends
 
-    good = lag.apply_ends
+    good = step.apply_ends
 
     def reversed_ends(cfg, e):
         cfg.stages[e].due.reverse()
         good(cfg, e)
 
-    monkeypatch.setattr(lag, "apply_ends", reversed_ends)
+    monkeypatch.setattr(step, "apply_ends", reversed_ends)
     assert _diffs("c5000_00329", _run("c5000_00329", "spec"))
 
 
@@ -526,13 +523,14 @@ def test_lean_state_lines_list_every_ending_session():
     """The model runs serq_fast with lean state lines (serq_fast.state.LEAN): on an async
     vector, whose requests end one step late (docs/async.md §6), a lean line lists exactly the
     full line's ending sessions and has the same pools' `used` and engine stage."""
-    from serq.oracle.model import _ir_for, plan_scenario
+    from serq_vllm.encode import ir_for
+    from serq_vllm.plan import plan_scenario
     from serq_fast.engine import Sim
 
     plan = plan_scenario(load_scenario(VECTORS / "c20000_00008.scenario.json"))
     full, lean = [], []
-    Sim(_ir_for(plan), seed=1, states=full.append).run()
-    Sim(_ir_for(plan), seed=1, states=lean.append, lean_states=True).run()
+    Sim(ir_for(plan), seed=1, states=full.append).run()
+    Sim(ir_for(plan), seed=1, states=lean.append, lean_states=True).run()
     assert len(full) == len(lean)
     ending = [[x for x in f["sessions"] if x[1].startswith("ending:")] for f in full]
     assert sum(map(len, ending)) > 0

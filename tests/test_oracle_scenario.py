@@ -12,7 +12,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "python"))
 
-from serq.oracle.scenario import (  # noqa: E402
+from serq_vllm.scenario import (  # noqa: E402
     CONFIG_KEYS,
     DEFAULT_CONFIG,
     EOS_TOKEN_ID,

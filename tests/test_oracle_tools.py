@@ -94,7 +94,7 @@ STUB = """#!{python}
 # stands in for `venv/bin/python driver.py --quiet --out-dir DIR SCENARIO...`
 import json, sys
 sys.path.insert(0, {python_dir!r})
-from serq.oracle.compare import load_trace, vector_trace_path
+from serq_vllm.compare import load_trace, vector_trace_path
 args = sys.argv[1:]
 out = args[args.index("--out-dir") + 1]
 for sc in [a for a in args if a.endswith(".scenario.json")]:

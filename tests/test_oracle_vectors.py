@@ -16,8 +16,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "python"))
 
-from serq.oracle.compare import check_trace_shape, compare_traces, load_trace, vector_trace_path  # noqa: E402
-from serq.oracle.scenario import CONFIG_KEYS, load_scenario  # noqa: E402
+from serq_vllm.compare import check_trace_shape, compare_traces, load_trace, vector_trace_path  # noqa: E402
+from serq_vllm.scenario import CONFIG_KEYS, load_scenario  # noqa: E402
 
 VECTORS = ROOT / "vectors" / "vllm"
 SHIPPED_NAMES = ("caps", "longchunk", "multiturn", "preempt", "reserve")
@@ -178,7 +178,7 @@ def test_random_vectors_are_reproduced_by_the_generator():
 def test_generator_is_deterministic_and_valid():
     sys.path.insert(0, str(ROOT / "tools" / "vllm_oracle"))
     import gen_scenarios
-    from serq.oracle.scenario import resolve_scenario
+    from serq_vllm.scenario import resolve_scenario
 
     for k in range(1, 40):
         a = gen_scenarios.generate(77, k, f"x{k}")

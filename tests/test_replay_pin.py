@@ -12,7 +12,7 @@ import pytest
 
 from serq.frontend import compile_source
 from serq_fast.engine import Sim
-from serq_fast.lockstep import sample_sessions
+from serq_drt.lockstep import sample_sessions
 from serq_spec.program import Program
 from serq_spec.step import run
 from serq_spec.workload import Workload

@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("serq_spec.step")
 
 from serq.frontend import compile_source
-from serq_fast.lockstep import lockstep, sample_sessions, spec_lines
+from serq_drt.lockstep import lockstep, sample_sessions, spec_lines
 
 # Session 0 arrives at 1.5 with a prompt of 40 tokens; the engine serves at most EACH of it per
 # iteration (iteration time 1). Session 1 arrives at 3, in the middle of the second iteration, and

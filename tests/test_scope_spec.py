@@ -89,7 +89,7 @@ def test_state_line_amounts_are_ints_when_whole():
     import json
 
     from serq.frontend import compile_source
-    from serq_fast.lockstep import sample_sessions, spec_lines
+    from serq_drt.lockstep import sample_sessions, spec_lines
 
     ir = compile_source(FRACTIONAL, "t.sq", {})
     lines = [json.loads(x) if isinstance(x, str) else x for x in spec_lines(ir, sample_sessions(ir, 0, 3, "t.sq"), "t.sq")]

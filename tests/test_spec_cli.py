@@ -236,7 +236,7 @@ def test_a_run_time_error_divergence_names_the_file(tmp_path, monkeypatch):
     """When only one engine stops with a run-time error, the divergence names its position as
     FILE:LINE:COL (the fast engine's messages carry the IR index `at 0:L:C`)."""
     from serq.frontend import compile_source
-    from serq_fast import lockstep as L
+    from serq_drt import lockstep as L
     from serq_fast.expr import RunError
 
     ir = compile_source(GUARD.replace("x = 2", "x = 1"), "p.sq", {})

@@ -1,7 +1,10 @@
-"""The drift guard between serq_spec and SerqLang: docs/spec-map.md lists pairs
-(Python function of serq_spec, its Lean counterpart); both sides must still define every name.
+"""The drift guard between serq_spec, serq_fast and SerqLang: docs/spec-map.md lists rows
+(serq_spec name | serq_fast name(s) or `—` | Lean name | note); every side must still define
+every name it lists.
 
-Python names are `module.attr[.attr]` relative to `serq_spec` and are imported; Lean names are
+Python names are `module.attr[.attr]` relative to `serq_spec` (first column) or `serq_fast`
+(second column: one or more backticked names, or `—` with a `fast:` reason in the note) and are
+imported and resolved attribute by attribute; Lean names are
 `Namespace.name` and must be declared (`def`, `theorem`, `structure`, `inductive`, `abbrev`,
 `instance`, `class`) in some SerqLang/**/*.lean file *inside that namespace*: the declaration's
 full name (the `namespace … end` blocks around it, then its own dotted name) must be the map's
@@ -16,7 +19,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 SPEC_MAP = REPO / "docs" / "spec-map.md"
-ROW = re.compile(r"^\|\s*`([^`]+)`\s*\|\s*`([^`]+)`\s*\|")
+ROW_START = re.compile(r"^\|\s*`")
+CELL_SPLIT = re.compile(r"(?<!\\)\|")  # `\|` inside a note is no cell boundary
+NAME = re.compile(r"`([^`]+)`")
+NO_FAST = "—"
 DECL = re.compile(r"^\s*(?:@\[[^\]]*\]\s*)?(?:(?:private|protected|partial|noncomputable|unsafe)\s+)*"
                   r"(?:def|theorem|structure|inductive|abbrev|instance|class)\s+([\w.'!?]+)", re.M)
 NAMESPACE = re.compile(r"^\s*namespace\s+([\w.]+)", re.M)
@@ -26,8 +32,22 @@ DECL_LINE = re.compile(r"^\s*(?:@\[[^\]]*\]\s*)?(?:(?:private|protected|partial|
                        r"(?:def|theorem|structure|inductive|abbrev|instance|class)\s+([\w.'!?]+)")
 
 
+def table(text: str) -> list[list[str]]:
+    """The cells of every row of the map (a line that starts with a bar and a backtick), stripped."""
+    return [[c.strip() for c in CELL_SPLIT.split(line.strip()[1:-1])]
+            for line in text.splitlines() if ROW_START.match(line)]
+
+
 def rows(text: str) -> list[tuple[str, str]]:
-    return [(m.group(1), m.group(2)) for line in text.splitlines() if (m := ROW.match(line))]
+    """(serq_spec name, SerqLang name) of every row with all four cells."""
+    return [(NAME.fullmatch(cells[0])[1], NAME.fullmatch(cells[2])[1]) for cells in table(text)
+            if len(cells) == 4 and NAME.fullmatch(cells[0]) and NAME.fullmatch(cells[2])]
+
+
+def fast_cells(text: str) -> list[tuple[str, str, str]]:
+    """(serq_spec name, serq_fast cell, note) of every row with all four cells."""
+    return [(NAME.fullmatch(cells[0])[1] if NAME.fullmatch(cells[0]) else cells[0], cells[1], cells[3])
+            for cells in table(text) if len(cells) == 4]
 
 
 def lean_declarations() -> tuple[set[str], set[str]]:
@@ -69,10 +89,10 @@ def lean_defined(name: str, qualified: set[str]) -> bool:
     return any(q == name or q.endswith("." + name) for q in qualified)
 
 
-def python_defined(name: str) -> bool:
+def python_defined(name: str, package: str = "serq_spec") -> bool:
     module, _, attrs = name.partition(".")
     try:
-        obj = importlib.import_module(f"serq_spec.{module}")
+        obj = importlib.import_module(f"{package}.{module}")
     except ImportError:
         return False
     for a in attrs.split(".") if attrs else []:
@@ -83,13 +103,28 @@ def python_defined(name: str) -> bool:
 
 
 def check(text: str) -> list[str]:
-    """Every problem of a spec map: a Python or a Lean name that is not defined."""
+    """Every problem of a spec map: a row without its four cells, a serq_fast cell that is
+    neither names nor `—` with a reason, or a serq_spec, serq_fast or Lean name that is not defined."""
     problems = []
     decls, spaces = lean_declarations()
     qualified = lean_qualified()
     pairs = rows(text)
     if not pairs:
         problems.append("no rows")
+    for cells in table(text):
+        if len(cells) != 4:
+            problems.append(f"row {cells[0]} has {len(cells)} cells, not 4 (serq_spec | serq_fast | SerqLang | note)")
+        elif not (NAME.fullmatch(cells[0]) and NAME.fullmatch(cells[2])):
+            problems.append(f"row {cells[0]}: the serq_spec and SerqLang cells must be one backticked name each")
+    for spec, cell, note in fast_cells(text):
+        if cell == NO_FAST:
+            if "fast:" not in note:
+                problems.append(f"row {spec}: `—` for serq_fast without a `fast:` reason in the note")
+            continue
+        names = NAME.findall(cell)
+        if not names or NAME.sub("", cell).replace(",", "").strip():
+            problems.append(f"row {spec}: serq_fast cell {cell!r} is neither backticked names nor `—`")
+        problems += [f"serq_fast has no {n} (row {spec})" for n in names if not python_defined(n, "serq_fast")]
     for py, lean in pairs:
         if not python_defined(py):
             problems.append(f"serq_spec has no {py}")
@@ -137,3 +172,35 @@ def test_seeded_faults_are_caught():
             break
     else:
         raise AssertionError("no row to move to another namespace")
+
+
+def test_spec_map_fast_column_is_substantial():
+    cells = fast_cells(SPEC_MAP.read_text())
+    assert len(cells) == len(table(SPEC_MAP.read_text()))   # every row has its serq_fast cell
+    named = [NAME.findall(cell) for _, cell, _ in cells if cell != NO_FAST]
+    assert len(named) >= 100
+    modules = {n.split(".")[0] for names in named for n in names}
+    assert {"engine", "stages", "pools", "content", "expr", "state", "sources"} <= modules
+
+
+def test_seeded_fast_faults_are_caught():
+    text = SPEC_MAP.read_text()
+    assert not check(text)
+    first = next(cell for _, cell, _ in fast_cells(text) if cell != NO_FAST)
+    name = NAME.findall(first)[0]
+    # a misspelled function, a misspelled module, a misspelled method of a class
+    bad = text.replace(f"| `{name}`", f"| `{name}_misspelt`", 1)
+    assert any(f"serq_fast has no {name}_misspelt" in p for p in check(bad))
+    bad = text.replace(f"| `{name}`", f"| `nosuchmodule.{name.split('.')[-1]}`", 1)
+    assert any("serq_fast has no nosuchmodule." in p for p in check(bad))
+    bad = text.replace("`stages.Engine.present`", "`stages.Engine.presnt`", 1)
+    assert bad != text and any("serq_fast has no stages.Engine.presnt" in p for p in check(bad))
+    # a row without its serq_fast cell (the pre-issue-14 three-column row)
+    line = next(x for x in text.splitlines() if x.startswith("| `pools.make_room`"))
+    cells = [c.strip() for c in CELL_SPLIT.split(line.strip()[1:-1])]
+    three = "| " + " | ".join([cells[0], cells[2], cells[3]]) + " |"
+    assert any("pools.make_room` has 3 cells" in p for p in check(text.replace(line, three)))
+    # `—` without a reason, and a cell that is neither names nor `—`
+    line = next(x for x in text.splitlines() if f"| {NO_FAST} |" in x)
+    assert any("without a `fast:` reason" in p for p in check(text.replace(line, line.replace("fast:", "fast"))))
+    assert any("neither backticked names" in p for p in check(text.replace(line, line.replace(f"| {NO_FAST} |", "| n/a |", 1))))

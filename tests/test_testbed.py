@@ -41,9 +41,9 @@ def _tool(name: str):
 
 
 wl = _tool("workload")
-from serq.oracle.compare import compare_traces  # noqa: E402
-from serq.oracle.model import run_scenario  # noqa: E402
-from serq.oracle.scenario import load_scenario  # noqa: E402
+from serq_vllm.compare import compare_traces  # noqa: E402
+from serq_vllm.model import run_scenario  # noqa: E402
+from serq_vllm.scenario import load_scenario  # noqa: E402
 
 CALIBRATION = sorted(DATA.glob("cal_*.scenario.json"))
 
@@ -98,6 +98,35 @@ def test_validation_document_is_what_the_data_gives():
     rc = subprocess.run([sys.executable, str(TOOLS / "validate.py"), "report", "--check"],
                         cwd=ROOT, capture_output=True, text=True)
     assert rc.returncode == 0, rc.stderr
+
+
+def _passes(tmp_path: Path, walls: list[list[float]], tokens_of_pass2: int = 1) -> None:
+    """Synthetic passes NAME-rK of a two-step step-clock workload, as the driver writes them."""
+    for k, wall in enumerate(walls, start=1):
+        steps = [{"step": i, "time": 0.1 * k + i, "scheduled": [{"id": "a", "tokens": tokens_of_pass2 if (k == 2 and i == 1) else 1}],
+                  "measured": {"wall_s": w, "cpu_s": w}} for i, w in enumerate(wall)]
+        trace = {"scenario": "w", "steps": steps, "requests": {"a": {"arrival_time": 0.01 * k, "prompt_len": 5}},
+                 "timing": {"build_s": k}}
+        (tmp_path / f"w-r{k}.trace.json").write_text(json.dumps(trace))
+        rows = "\n".join(f"{i},{i}.5,{w},{w},0,decode,1" for i, w in enumerate(wall))
+        (tmp_path / f"w-r{k}.steps.csv").write_text("step,start_s,wall_s,cpu_s,gap_s,kind,decoders\n" + rows + "\n")
+
+
+def test_calibration_passes_are_averaged_and_must_schedule_alike(tmp_path):
+    validate = _tool("validate")
+    _passes(tmp_path, [[0.010, 0.020], [0.012, 0.026], [0.011, 0.023]])
+    trace, text = validate.combine_passes(tmp_path, "w", 3)
+    import csv
+    import io
+
+    rows = list(csv.DictReader(io.StringIO(text)))
+    assert [float(r["wall_s"]) for r in rows] == pytest.approx([0.011, 0.023])
+    assert [float(r["cpu_s_2"]) for r in rows] == [0.012, 0.026]
+    assert trace["steps"][1]["measured"] == {"wall_s": 0.023, "cpu_s": 0.023, "passes": 3}
+    # a pass that scheduled one step differently is refused: its times would measure another step
+    _passes(tmp_path, [[0.010, 0.020], [0.012, 0.026], [0.011, 0.023]], tokens_of_pass2=2)
+    with pytest.raises(SystemExit, match="pass 2 scheduled differently"):
+        validate.combine_passes(tmp_path, "w", 3)
 
 
 def test_trace_to_workload_round_trip(tmp_path):

@@ -16,8 +16,9 @@ import sys
 SUBCOMMAND_MODULES = [
     "serq.frontend_cli",  # check, ir
     "serq_spec.cli",  # sample, spec
-    "serq_fast.cli",  # run, lockstep
-    "serq.oracle.cli",  # oracle run | compare
+    "serq_fast.cli",  # run
+    "serq_drt.cli",  # lockstep
+    "serq_vllm.cli",  # oracle compare | vllm | render | run | agreement
     "serq.workflow_cli",  # sweep, capacity, plot
     "serq.traces",  # import
     "serq.profile_cli",  # profile

@@ -1,6 +1,6 @@
-"""`serq run` and `serq lockstep` (registered into python/serq/cli.py).
+"""`serq run` (registered into python/serq/cli.py; `serq lockstep` is serq_drt/cli.py).
 
-Exit codes: 0 success; 1 a lockstep divergence; 2 bad input (usage, program, settings) or a
+Exit codes: 0 success; 2 bad input (usage, program, settings) or a
 run-time error of docs/language.md §11.9 — always a one-paragraph message, never a traceback.
 """
 
@@ -35,20 +35,6 @@ def register(subparsers) -> None:
     p.add_argument("--plot", metavar="FIG.png|svg",
                    help="draw the run's time series (queues, KV used/cached, batch sizes; needs serq[plot])")
     p.set_defaults(func=cmd_run)
-
-    q = subparsers.add_parser(
-        "lockstep", help="run serq_spec and serq_fast on one sampled workload, compare every step",
-        description="Sample K sessions with `serq sample` semantics, replay them in the exact spec and the "
-                    "fast simulator, and compare the state after every step (times to 1e-9 relative, "
-                    "everything else exactly). Exit 1 and print both states at the first divergence.")
-    _common(q)
-    q.add_argument("--seed", type=integer_option, default=1, metavar="N", help="random seed (non-negative integer; default 1)")
-    q.add_argument("--sessions", type=integer_option, required=True, metavar="K", help="number of sessions to sample")
-    q.add_argument("--horizon", type=number_option, default=None, metavar="T",
-                   help="stop both at this time (default: run to the end)")
-    q.add_argument("--max-steps", type=integer_option, default=None, metavar="N",
-                   help="stop after N steps (the count printed includes the initial state, step 0)")
-    q.set_defaults(func=cmd_lockstep)
 
 
 def _common(p) -> None:
@@ -127,7 +113,7 @@ def cmd_run(args) -> int:
                 states_out = states_file.fh
         except OSError as exc:
             return _err(f"--states {args.states}: cannot write: {exc.strerror or exc}")
-        from serq_fast.lockstep import dump_line
+        from serq_fast.state import dump_line
 
         states_cb = lambda line: states_out.write(dump_line(line) + "\n")  # noqa: E731
     records = [] if args.records else None
@@ -176,8 +162,3 @@ def cmd_run(args) -> int:
             return 2
     return 0
 
-
-def cmd_lockstep(args) -> int:
-    from serq_fast import lockstep
-
-    return lockstep.main(args)

@@ -9,8 +9,18 @@ contract (docs/state.md): a float within 1e-9 relative of a whole number is emit
 
 from __future__ import annotations
 
+import json
 import math
 
+
+
+def dump_line(line: dict) -> str:
+    """A state line as `--states` writes it and lockstep prints it: compact JSON, keys sorted;
+    anything that is not JSON (a stray Python object) is a TypeError, not a silent repr."""
+    def default(o):
+        raise TypeError(repr(o))
+
+    return json.dumps(line, sort_keys=True, separators=(",", ":"), default=default, allow_nan=True)
 
 def _int(x) -> int | float:
     if isinstance(x, float) and math.isfinite(x):

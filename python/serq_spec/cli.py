@@ -6,25 +6,35 @@ construct the spec does not support, a run-time guard — prints a clear message
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from fractions import Fraction
+from typing import Any, Optional
 
-from serq.irfile import integer_option
-from serq.wire import WireError, canonical_json, parse_decimal
+from serq.errors import SerqError
+from serq.irfile import PROFILE_HELP, integer_option, read_program
+from serq.outputfile import is_write_failure, write_text
+from serq.sessionsfile import read_sessions_file, sampling_difference
+from serq.wire import Value, WireError, canonical_json, parse_decimal
 
+from .config import Config
 from .errors import InvariantViolation, SessionsFileError, SpecError
+from .program import Program
+from .sample import MAX_SESSIONS, sample
+from .step import run
+from .trace import state_text
+from .workload import Workload
 
 
-def add_program_args(p) -> None:
+def add_program_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", metavar="FILE", help="a serQ program (.sq) or its IR (.json)")
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="NAME=VALUE",
                    help="bind an args.number input (repeatable; the last one wins)")
-    from serq.irfile import PROFILE_HELP
     p.add_argument("--profile", metavar="FILE|NAME", help=PROFILE_HELP)
 
 
-def register(subparsers) -> None:
+def register(subparsers: Any) -> None:
     sp = subparsers.add_parser("sample", help="draw every random value of K sessions once (a sessions file)")
     add_program_args(sp)
     sp.add_argument("--seed", type=integer_option, required=True, help="random seed (a non-negative integer)")
@@ -63,7 +73,7 @@ def fail(msg: str) -> int:
     return 2
 
 
-def fail_spec(exc: SpecError, ir, path: str) -> int:
+def fail_spec(exc: SpecError, ir: Optional[dict], path: str) -> int:
     """A SpecError's message; the front-end's starts with FILE:LINE:COLUMN as `serq check` and
     `serq run` print it (editors find the position at the start of the line), so no `serq: `."""
     if isinstance(exc, FrontEndError):
@@ -76,17 +86,12 @@ def load_ir(path: str, sets: list[str], profile: str | None = None) -> dict:
     """The IR of FILE: a `.json` IR file (checked, serq.irfile) or a program compiled with `--set`s
     (and `--profile`)."""
     try:
-        from serq.irfile import read_program
-    except ImportError as exc:
-        raise SpecError(f"the front-end (serq) is not available: {exc}")
-    from serq.errors import SerqError
-    try:
         return read_program(path, sets, profile)
     except SerqError as exc:
         raise FrontEndError(exc.render())
 
 
-def time_arg(text: str, what: str):
+def time_arg(text: str, what: str) -> Value:
     if text == "inf":
         return float("inf")
     try:
@@ -98,7 +103,7 @@ def time_arg(text: str, what: str):
     return v
 
 
-def located(exc: SpecError, ir, path: str) -> str:
+def located(exc: SpecError, ir: Optional[dict], path: str) -> str:
     """The message, with `at` triples resolved through the IR's file list (PATH, the file the CLI
     read, when the IR names none)."""
     if exc.files is None and isinstance(ir, dict):
@@ -106,11 +111,9 @@ def located(exc: SpecError, ir, path: str) -> str:
     return exc.render()
 
 
-def cmd_sample(args) -> int:
-    from .sample import sample
+def cmd_sample(args: argparse.Namespace) -> int:
     ir = None
     try:
-        from .sample import MAX_SESSIONS
         if args.sessions < 0:
             raise SpecError("--sessions must be >= 0")
         if args.sessions > MAX_SESSIONS:
@@ -131,7 +134,6 @@ def cmd_sample(args) -> int:
                       time_arg(args.horizon, "--horizon"))
         text = canonical_json(data) + "\n"
         if args.output:
-            from serq.outputfile import write_text
             try:
                 write_text(args.output, text)
             except OSError as exc:
@@ -149,7 +151,6 @@ def cmd_sample(args) -> int:
 
 def internal(exc: Exception) -> int:
     """An unexpected exception is a defect of serq_spec: say so in one line (exit 2)."""
-    from serq.outputfile import is_write_failure
     if os.environ.get("SERQ_TRACEBACK") or isinstance(exc, BrokenPipeError) or is_write_failure(exc):
         raise exc  # a reader that stopped (`serq spec … | head`), a full disk: serq.cli says so
     return fail(f"internal error in serq_spec: {type(exc).__name__}: {exc} "
@@ -157,22 +158,18 @@ def internal(exc: Exception) -> int:
 
 
 def read_sessions(path: str, ir: dict | None = None) -> dict:
-    from serq.errors import SerqError
-    from serq.sessionsfile import read_sessions_file
-
     try:
         return read_sessions_file(path, ir)
     except SerqError as exc:
         raise FrontEndError(exc.render())
 
 
-def load_sessions(path: str):
-    from .workload import Workload
+def load_sessions(path: str) -> Workload:
     return Workload.replay(read_sessions(path))
 
 
-def prepare(ir: dict, workload, name: str, warmup=Fraction(0), horizon=float("inf")):
-    from .program import Program
+def prepare(ir: dict, workload: Workload, name: str, warmup: Value = Fraction(0),
+            horizon: Value = float("inf")) -> Program:
     prog = Program(ir, name)
     prog.workload_data = workload
     prog.warmup = warmup
@@ -180,9 +177,7 @@ def prepare(ir: dict, workload, name: str, warmup=Fraction(0), horizon=float("in
     return prog
 
 
-def cmd_spec(args) -> int:
-    from .step import run
-    from .trace import state_text
+def cmd_spec(args: argparse.Namespace) -> int:
     out = sys.stdout
     ir = None
     try:
@@ -192,17 +187,15 @@ def cmd_spec(args) -> int:
         if warmup > 0 and warmup >= horizon:   # as serq run: nothing would ever be recorded
             raise SpecError(f"--warmup must be below --horizon, got {args.warmup} >= {args.horizon}")
         ir = load_ir(args.file, args.sets, args.profile)
-        from .workload import Workload
         sessions = read_sessions(args.sessions, ir)
         prog = prepare(ir, Workload.replay(sessions), os.path.basename(args.file), warmup, horizon)
         prog.emit_gauges = args.gauges
 
-        def emit(cfg, rec, k):
+        def emit(cfg: Config, rec: dict, k: int) -> None:
             out.write(state_text(cfg, rec, k) + "\n")
         try:
             run(prog, max_steps=args.max_steps, on_step=emit, check=args.check)
         except SessionsFileError as exc:
-            from serq.sessionsfile import sampling_difference
             why = sampling_difference(sessions, ir, os.path.basename(args.file))
             if why is not None and "does not fit the program" in exc.message:
                 exc.message += f" ({why})"

@@ -14,11 +14,15 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
-from serq.wire import canonical_json
+from serq.wire import Value, canonical_json, value_from_wire
 
-from .values import amount_from_wire as amt_in, amount_wire as amt, wire
+from .errors import SpecError
+from .values import Amount, amount_from_wire as amt_in, amount_wire as amt, wire
+
+if TYPE_CHECKING:   # the one import above this layer: a type only (docs/architecture.md)
+    from .program import Program
 
 # Session statuses (docs/language.md §11.1): ("ready",), ("queued", pool), ("stage", stage),
 # ("growing", pool), ("ended",)
@@ -29,16 +33,16 @@ ENDED = ("ended",)
 @dataclass
 class Event:
     """A pending event; the heap order is (time, seq)."""
-    time: Fraction
+    time: Value        # a time: an exact value (an event beyond every horizon may be at inf)
     seq: int
     kind: str          # "arrive" | "finish" | "iter_end" | "ends" | "lease_end" | "warmup_end"
     arg: Any           # arrive: serial; finish: [stage, serial]; iter_end, ends: stage;
     #                    lease_end: [pool, serial]; warmup_end: None
 
-    def key(self):
+    def key(self) -> tuple[Value, int]:
         return (self.time, self.seq)
 
-    def to_json(self, names=None):
+    def to_json(self, names: Any = None) -> list:
         arg = self.arg
         return [wire(self.time), self.seq, self.kind, list(arg) if isinstance(arg, tuple) else arg]
 
@@ -52,7 +56,7 @@ class Frame:
     stmt: Optional[tuple]      # (block, pc) of the while/loop/hold statement owning this frame
     stream: tuple              # ("session",) | ("init",) | ("turn", k): where its draws come from
 
-    def to_json(self):
+    def to_json(self) -> list:
         return [self.block, self.pc, self.kind, list(self.stmt) if self.stmt else None, list(self.stream)]
 
 
@@ -79,16 +83,16 @@ class HoldState:
             self.blocks.append([])
         return self.blocks[i]
 
-    def content_of(self, i: int):
+    def content_of(self, i: int) -> Optional[tuple]:
         """(p, n, h) of pool slot i, or None."""
         return self.content[i] if i < len(self.content) else None
 
-    def held(self, i: int) -> int:
+    def held(self, i: int) -> Amount:
         """The reservation of pool slot i (0 when none)."""
         return self.reserved[i] if i < len(self.reserved) else 0
 
-    def to_json(self):
-        d = {"stmt": list(self.stmt), "pools": self.pools, "alloc": [amt(x) for x in self.alloc],
+    def to_json(self) -> dict:
+        d: dict[str, Any] = {"stmt": list(self.stmt), "pools": self.pools, "alloc": [amt(x) for x in self.alloc],
              "position": [amt(x) for x in self.position], "advanced": self.advanced,
              "admission": self.admission, "depth": self.depth, "stream": list(self.stream)}
         if any(self.reserved):   # present only with a `reserve held` reservation
@@ -104,11 +108,11 @@ class Request:
     """The client-metric mark of an engine call (docs/ir.md `request`): submit, first token, output."""
     stmt: tuple
     engine: int
-    submit: Fraction
+    submit: Value
     output: Any
-    first: Optional[Fraction] = None
+    first: Optional[Value] = None
 
-    def to_json(self):
+    def to_json(self) -> dict:
         return {"stmt": list(self.stmt), "engine": self.engine, "submit": wire(self.submit),
                 "output": wire(self.output), "first": None if self.first is None else wire(self.first)}
 
@@ -125,8 +129,8 @@ class Job:
     start_order: int = 0       # stage-local start counter (ps ties, delay order)
     pending: bool = False      # a pending resident of a `lag 1` engine (docs/async.md)
 
-    def to_json(self):
-        d = {"serial": self.serial, "stage": self.stage, "mode": self.mode,
+    def to_json(self) -> dict:
+        d: dict[str, Any] = {"serial": self.serial, "stage": self.stage, "mode": self.mode,
              "left": self.left if isinstance(self.left, int) else wire(self.left),
              "growing": self.growing, "admission": self.admission, "start_order": self.start_order}
         if self.pending:
@@ -148,14 +152,14 @@ class Session:
     trace: Optional[list] = None                    # [corpus session, next turn index]
     cursors: dict = field(default_factory=dict)     # draw cursors: "init", "session", "turn:k"
     turns: int = 0                                  # turn blocks started (turn stream count)
-    turn_start: Fraction = Fraction(0)              # when the current turn's `turn;` ran
+    turn_start: Value = Fraction(0)              # when the current turn's `turn;` ran
     turn_warm: bool = False                         # ... after the warm-up: its client metrics count
     turn_called: bool = False                       # its server made an engine call
     request: Optional[Request] = None
     job: Optional[Job] = None
     growth: Optional[list] = None                   # [pool, target units] of a stalled growth
 
-    def to_json(self):
+    def to_json(self) -> dict:
         return {"serial": self.serial, "attrs": [wire(a) for a in self.attrs],
                 "frames": [f.to_json() for f in self.frames], "status": list(self.status),
                 "holds": [h.to_json() for h in self.holds],
@@ -170,25 +174,56 @@ class Session:
                 "growth": None if self.growth is None else [self.growth[0], amt(self.growth[1])]}
 
 
+def hold_of(session: Session, p: int) -> Optional[HoldState]:
+    """The innermost active hold of the session that holds pool p."""
+    for h in reversed(session.holds):
+        if p in h.pools:
+            return h
+    return None
+
+
+def hold_on(session: Session, p: int) -> HoldState:
+    """`hold_of` where the session is known to hold p (a resident growing p, a victim or a grower
+    of p): a missing hold is a defect of the spec, said as one."""
+    h = hold_of(session, p)
+    if h is None:
+        raise SpecError(f"internal: session {session.serial} holds no pool {p}")
+    return h
+
+
+def job_of(session: Session) -> Job:
+    """The session's job, where it is known to have one (a resident, a victim on a stage)."""
+    if session.job is None:
+        raise SpecError(f"internal: session {session.serial} has no job")
+    return session.job
+
+
+def admission_of(session: Session) -> int:
+    """The session's latest admission number, where it is known to have been admitted (a holder)."""
+    if session.adm_seq is None:
+        raise SpecError(f"internal: session {session.serial} was never admitted")
+    return session.adm_seq
+
+
 @dataclass
 class Entry:
     """A cache entry: owner serial (negative for a dead entry), size, release time, release order."""
     owner: int
-    size: int
-    last: Fraction
+    size: Amount
+    last: Value
     rel: int
 
-    def to_json(self):
+    def to_json(self) -> list:
         return [self.owner, amt(self.size), wire(self.last), self.rel]
 
 
 @dataclass
 class QueueItem:
     serial: int
-    joined: Fraction
+    joined: Value
     head: bool                 # requeued at the head after a preemption
 
-    def to_json(self):
+    def to_json(self) -> list:
         return [self.serial, wire(self.joined), self.head]
 
 
@@ -199,9 +234,9 @@ class Lease:
     entry (so never evicted) — until `release P`, its `lease_end` event (`ends_at`) or `end`."""
     serial: int
     part: HoldState            # the hold reduced to the leased pool (its stmt and stream read `cache`)
-    ends_at: Optional[Fraction]  # the time of its `lease_end` event; None for t = inf
+    ends_at: Optional[Value] # the time of its `lease_end` event; None for t = inf
 
-    def to_json(self):
+    def to_json(self) -> list:
         return [self.serial, self.part.to_json(), None if self.ends_at is None else wire(self.ends_at)]
 
 
@@ -217,10 +252,10 @@ class ContentState:
     idmap: dict
 
     @classmethod
-    def empty(cls, block: int, count: int) -> "ContentState":
+    def empty(cls, block: int, count: int) -> ContentState:
         return cls(block, [0] * count, [None] * count, list(range(count)), {})
 
-    def to_json(self):
+    def to_json(self) -> dict:
         return {"block": self.block, "refs": self.refs,
                 "ident": [None if x is None else list(x) for x in self.ident],
                 "free_queue": self.free_queue,
@@ -229,7 +264,7 @@ class ContentState:
 
 @dataclass
 class PoolState:
-    used: int = 0
+    used: Amount = 0
     entries: list = field(default_factory=list)
     holders: list = field(default_factory=list)
     queue: list = field(default_factory=list)
@@ -238,18 +273,18 @@ class PoolState:
     preemptions: int = 0
     rejected: int = 0
     stuck: int = 0
-    evicted_units: int = 0
+    evicted_units: Amount = 0
     content: Optional[ContentState] = None   # a `share content` pool's blocks (docs/content.md)
     leases: list = field(default_factory=list)   # Lease, in the order they began
 
-    def cached(self) -> int:
+    def cached(self) -> Amount:
         if self.content is not None:   # b × identified blocks that nobody references
             cs = self.content
             return cs.block * sum(1 for r, x in zip(cs.refs, cs.ident) if r == 0 and x is not None)
         return sum(e.size for e in self.entries)
 
-    def to_json(self):
-        d = {"used": amt(self.used), "entries": [e.to_json() for e in self.entries],
+    def to_json(self) -> dict:
+        d: dict[str, Any] = {"used": amt(self.used), "entries": [e.to_json() for e in self.entries],
              "holders": self.holders, "queue": [q.to_json() for q in self.queue],
              "growers": self.growers, "admissions": self.admissions,
              "preemptions": self.preemptions, "rejected": self.rejected, "stuck": self.stuck,
@@ -267,12 +302,30 @@ class Assign:
     serial: int
     mode: str
     tokens: int
-    pos_before: Optional[int]
+    pos_before: Optional[Amount]
     pending: bool = False      # the EOS token of a pending resident: discarded (docs/async.md §3)
 
-    def to_json(self):
+    def to_json(self) -> list:
         out = [self.serial, self.mode, self.tokens, None if self.pos_before is None else amt(self.pos_before)]
         return out + [True] if self.pending else out
+
+
+class IterCtx:
+    """The iteration being formed (docs/language.md §11.6): budget left, served residents, the
+    batch, its counts. Not part of the Config: it lives while one engine's schedule runs."""
+
+    def __init__(self, engine: int) -> None:
+        self.engine = engine
+        self.locals: list[Value] = []
+        self.each: dict[int, Value] = {}   # id() of an `each at most` statement -> its cap
+        self.granule: Optional[Value] = None
+        self.left: Value = 0
+        self.served: set[int] = set()
+        self.assign: list[Assign] = []
+        self.preempted = 0
+        self.admitted = 0
+        self.stopped = False      # the budget is spent, or a grower preempted itself
+        self.no_admit = False     # a granule rounded a prefill to 0
 
 
 @dataclass
@@ -282,8 +335,8 @@ class StageState:
     waiting: list = field(default_factory=list)   # fifo: waiting jobs
     finish: dict = field(default_factory=dict)    # fifo/delay: serial -> finish time
     tags: dict = field(default_factory=dict)      # ps: serial -> finish tag
-    v: Fraction = Fraction(0)                     # ps virtual clock
-    t_last: Fraction = Fraction(0)                # ps: time v was last advanced
+    v: Value = Fraction(0)                     # ps virtual clock
+    t_last: Value = Fraction(0)                # ps: time v was last advanced
     dirty: bool = False                           # ps: job set changed since the last reschedule
     iteration: Optional[dict] = None              # step: {"end", "seq", "assign": [Assign]}
     registers: list = field(default_factory=list)
@@ -291,7 +344,7 @@ class StageState:
     pending: list = field(default_factory=list)   # step, lag 1: ends waiting for the next schedule
     due: list = field(default_factory=list)       # step, lag 1: ends the next `ends` event applies
 
-    def to_json(self):
+    def to_json(self) -> dict:
         it = None
         if self.iteration is not None:
             it = {"end": wire(self.iteration["end"]), "seq": self.iteration["seq"],
@@ -317,7 +370,7 @@ class Counters:
     next_serial: int = 0       # sessions spawned
     machine: int = 0           # machine-stream draws consumed
 
-    def to_json(self):
+    def to_json(self) -> dict:
         return {"next_seq": self.next_seq, "next_adm": self.next_adm, "next_rel": self.next_rel,
                 "next_dead": self.next_dead, "next_serial": self.next_serial, "machine": self.machine}
 
@@ -325,9 +378,9 @@ class Counters:
 class Config:
     """The dynamic state plus a reference to the static program (not serialised)."""
 
-    def __init__(self, program):
+    def __init__(self, program: Program) -> None:
         self.program = program
-        self.now = Fraction(0)
+        self.now: Value = Fraction(0)
         self.events: list[Event] = []
         self.sessions: list[Session] = []
         self.ready: list[int] = []
@@ -337,9 +390,9 @@ class Config:
         self.warm = False
         self.steps = 0
         self.records = new_records()
-        self.attempt = None   # (serial, {pool: cachedin}) during an admission attempt; not state
+        self.attempt: Optional[tuple[int, dict[int, int]]] = None   # (serial, {pool: cachedin}) during an admission attempt; not state
 
-    def __deepcopy__(self, memo):
+    def __deepcopy__(self, memo: dict) -> Config:
         other = Config.__new__(Config)
         for k, v in self.__dict__.items():
             setattr(other, k, v if k == "program" else copy.deepcopy(v, memo))
@@ -364,22 +417,22 @@ def new_records() -> dict:
 
 # -- decoding: the inverse of `Config.to_json` ---------------------------------------------------
 
-def _v(s):
-    from serq.wire import value_from_wire
+def _v(s: Any) -> Any:
+    """A wire value (its field says which kind: a time is never infinite)."""
     return value_from_wire(s)
 
 
-def _tup(x):
+def _tup(x: Optional[list]) -> Optional[tuple]:
     return None if x is None else tuple(x)
 
 
-def _job(d) -> Job:
+def _job(d: dict) -> Job:
     left = d["left"] if isinstance(d["left"], int) else _v(d["left"])
     return Job(d["serial"], d["stage"], d["mode"], left, d["growing"], d["admission"], d["start_order"],
                d.get("pending", False))
 
 
-def _hold(h) -> HoldState:
+def _hold(h: dict) -> HoldState:
     return HoldState(tuple(h["stmt"]), h["pools"], [amt_in(x) for x in h["alloc"]],
                      [amt_in(x) for x in h["position"]], h["advanced"],
                      h["admission"], h["depth"], tuple(h["stream"]),
@@ -387,7 +440,7 @@ def _hold(h) -> HoldState:
                      [None if c is None else tuple(_v(x) for x in c) for c in h.get("content") or []])
 
 
-def _session(d) -> Session:
+def _session(d: dict) -> Session:
     s = Session(serial=d["serial"], attrs=[_v(a) for a in d["attrs"]],
                 frames=[Frame(f[0], f[1], f[2], _tup(f[3]), tuple(f[4])) for f in d["frames"]],
                 status=tuple(d["status"]))
@@ -411,7 +464,7 @@ def _session(d) -> Session:
     return s
 
 
-def from_json(program, d: dict) -> Config:
+def from_json(program: Program, d: dict) -> Config:
     """The Config whose `to_json` is `d` (for the given static program): a complete round trip."""
     cfg = Config(program)
     cfg.now = _v(d["now"])

@@ -8,19 +8,32 @@ lookup takes the first). A hold on such a pool keeps its block list (block 0 fir
 
 from __future__ import annotations
 
+from typing import Optional
+
+from serq.wire import Value
 
 from . import values as V
-from .errors import SpecError
+from .config import Config, ContentState
+from .errors import At, SpecError
+from .program import Program
 
 
-def key_json(v):
+def block_pool(cfg: Config, p: int) -> ContentState:
+    """The block pool of `share content` pool p (its callers are only ever given such a pool)."""
+    cs = cfg.pools[p].content
+    if cs is None:
+        raise SpecError(f"internal: pool {cfg.program.pools[p]['name']} is no `share content` pool")
+    return cs
+
+
+def key_json(v: Value) -> int | str:
     """A prefix or history key as written in an identity: a JSON int when whole, else its wire text."""
     if not V.is_inf(v) and v.denominator == 1:
         return int(v)
     return V.wire(v)
 
 
-def identity(prog, content: tuple, j: int, b: int) -> tuple:
+def identity(prog: Program, content: tuple, j: int, b: int) -> tuple:
     """The identity of block j of a hold with content (p, n, h) (docs/content.md §2)."""
     p, n, h = content
     if (j + 1) * b <= n:
@@ -34,7 +47,7 @@ def identity(prog, content: tuple, j: int, b: int) -> tuple:
     return ("h", key_json(h), j)
 
 
-def check_content(cfg, p: int, content: tuple, at) -> None:
+def check_content(cfg: Config, p: int, content: tuple, at: At) -> None:
     """p a declared key or 0; n whole, 0 ≤ n ≤ total(p) (docs/content.md §1): a run-time guard."""
     prog = cfg.program
     pk, n, _ = content
@@ -47,11 +60,11 @@ def check_content(cfg, p: int, content: tuple, at) -> None:
                         f"(the tokens of prefix {V.wire(pk)})", at, prog.files)
 
 
-def hit(cfg, p: int, content) -> int:
+def hit(cfg: Config, p: int, content: Optional[tuple]) -> int:
     """k: the number of leading blocks of `content` whose identities are all in the map."""
     if content is None:
         return 0
-    cs = cfg.pools[p].content
+    cs = block_pool(cfg, p)
     b = cs.block
     k = 0
     while cs.idmap.get(identity(cfg.program, content, k, b)):
@@ -59,39 +72,39 @@ def hit(cfg, p: int, content) -> int:
     return k
 
 
-def unreferenced_hits(cfg, p: int, content, r: int) -> int:
+def unreferenced_hits(cfg: Config, p: int, content: tuple, r: int) -> int:
     """E: of the first r hit blocks, how many have a first physical block with refs = 0."""
-    cs = cfg.pools[p].content
+    cs = block_pool(cfg, p)
     return sum(1 for j in range(r) if cs.refs[cs.idmap[identity(cfg.program, content, j, cs.block)][0]] == 0)
 
 
-def free_blocks(cfg, p: int) -> int:
+def free_blocks(cfg: Config, p: int) -> int:
     """B − referenced: blocks a new allocation may take (free, cached ones included)."""
-    cs = cfg.pools[p].content
+    cs = block_pool(cfg, p)
     return len(cs.refs) - sum(1 for r in cs.refs if r > 0)
 
 
-def reference(cfg, p: int, block: int) -> None:
+def reference(cfg: Config, p: int, block: int) -> None:
     """refs += 1; a block leaving refs = 0 leaves the free queue and counts as used."""
-    cs = cfg.pools[p].content
+    cs = block_pool(cfg, p)
     if cs.refs[block] == 0:
         cs.free_queue.remove(block)
         cfg.pools[p].used += cs.block
     cs.refs[block] += 1
 
 
-def touch(cfg, p: int, content, r: int, blocks: list) -> None:
+def touch(cfg: Config, p: int, content: tuple, r: int, blocks: list) -> None:
     """Reference the first r hit blocks, in block order, each the map's first for its identity."""
-    cs = cfg.pools[p].content
+    cs = block_pool(cfg, p)
     for j in range(r):
         block = cs.idmap[identity(cfg.program, content, j, cs.block)][0]
         reference(cfg, p, block)
         blocks.append(block)
 
 
-def allocate(cfg, p: int, count: int, blocks: list) -> None:
+def allocate(cfg: Config, p: int, count: int, blocks: list) -> None:
     """Append `count` new blocks, each the free queue's head; an identified head is evicted."""
-    cs = cfg.pools[p].content
+    cs = block_pool(cfg, p)
     st = cfg.pools[p]
     for _ in range(count):
         if not cs.free_queue:
@@ -110,11 +123,11 @@ def allocate(cfg, p: int, count: int, blocks: list) -> None:
         blocks.append(block)
 
 
-def identify(cfg, p: int, content, blocks: list, pos: int) -> None:
+def identify(cfg: Config, p: int, content: Optional[tuple], blocks: list, pos: V.Amount) -> None:
     """Blocks j < floor(pos / b) without an identity get theirs, appended to the map's list."""
     if content is None:
         return
-    cs = cfg.pools[p].content
+    cs = block_pool(cfg, p)
     for j in range(min(pos // cs.block, len(blocks))):
         block = blocks[j]
         if cs.ident[block] is None:
@@ -123,12 +136,13 @@ def identify(cfg, p: int, content, blocks: list, pos: int) -> None:
             cs.idmap.setdefault(ident, []).append(block)
 
 
-def release(cfg, p: int, blocks: list) -> None:
+def release(cfg: Config, p: int, blocks: list) -> None:
     """The hold's blocks in reverse order: refs −= 1. Of those reaching 0 (in that order), the
     unidentified go to the free queue's head, the identified to its tail (identity kept): vLLM
     reuses a block that can never be a hit first and keeps cached ones in LRU order."""
-    cs = cfg.pools[p].content
-    unidentified, identified = [], []
+    cs = block_pool(cfg, p)
+    unidentified: list[int] = []
+    identified: list[int] = []
     for block in reversed(blocks):
         cs.refs[block] -= 1
         if cs.refs[block] == 0:

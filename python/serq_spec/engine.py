@@ -1,193 +1,40 @@
-"""The step engine (docs/language.md §11.6): one iteration, its admission, its end; engine values (§4.5).
+"""The step engine (docs/language.md §11.6): one iteration, its admission, its end.
 
 Design principle (as in vLLM's scheduler): there is no prefill or decode phase. An iteration
 hands one token budget to the residents in serving order — a decode takes one token, a prefill
 up to the per-run cap — then to waiting requests admitted with the budget that is left. Growth
 happens block by block as positions advance; a growth that cannot be had preempts (§11.7).
+
+The engine values and the budget moment (§4.5) are read by expressions, so they are in expr.py;
+the residents' order (`add_resident`) is in stages.py, which sessions.py uses too.
 """
 
 from __future__ import annotations
 
-from fractions import Fraction
+from typing import Optional
+
+from serq.wire import Value
 
 from . import values as V
-from .config import Assign
+from .config import Assign, Config, IterCtx, Job, hold_on
+from .content import identify
 from .errors import SpecError
 from .events import schedule_event
-from .expr import Env, evaluate
-from .pools import hold_of, select_head
-
-
-class IterCtx:
-    """The iteration being formed: budget left, served residents, the batch, its counts."""
-
-    def __init__(self, engine: int):
-        self.engine = engine
-        self.locals: list = []
-        self.each: dict = {}
-        self.granule = None
-        self.left = 0
-        self.served: set = set()
-        self.assign: list = []
-        self.preempted = 0
-        self.admitted = 0
-        self.stopped = False      # the budget is spent, or a grower preempted itself
-        self.no_admit = False     # a granule rounded a prefill to 0
-
-
-# -- residents -----------------------------------------------------------------------------------
-
-def add_resident(cfg, e: int, job) -> None:
-    """Residents are ordered by their owner's latest admission number (§11.2; no keep-your-place rule)."""
-    jobs = cfg.stages[e].jobs
-    i = len(jobs)
-    while i > 0 and jobs[i - 1].admission > job.admission:
-        i -= 1
-    jobs.insert(i, job)
-
-
-def memory_alloc(cfg, e: int, job) -> int:
-    """Units the job's owner holds in the engine's memory pool (0 without one)."""
-    mem = cfg.program.memory_of[e]
-    if mem is None:
-        return 0
-    h = hold_of(cfg.sessions[job.serial], mem)
-    return 0 if h is None else h.alloc[h.pools.index(mem)]
-
-
-# -- values --------------------------------------------------------------------------------------
-
-def engine_value(env: Env, name: str):
-    """`running.*`, `waiting.*`, `batch.*` of the engine being scheduled (§4.5)."""
-    cfg, e, ictx = env.cfg, env.engine, env.ictx
-    if e is None:
-        raise SpecError(f"engine value {name} read outside an engine", env.at, cfg.program.files)
-    jobs = cfg.stages[e].jobs
-    assign = ictx.assign if ictx is not None else []
-    modes = {a.serial: a.mode for a in assign}
-    byserial = {j.serial: j for j in jobs}
-    if name == "running.count":
-        return Fraction(len(jobs))
-    if name == "running.decoding":
-        return Fraction(sum(1 for j in jobs if j.mode == "decode"))
-    if name == "running.kv_decode":
-        return Fraction(sum(memory_alloc(cfg, e, j) for j in jobs if j.mode == "decode"))
-    if name == "running.kv_prefill":   # a plain run counts as a prefill (docs/spec.md)
-        return Fraction(sum(memory_alloc(cfg, e, j) for j in jobs if j.mode != "decode"))
-    if name == "running.preempted":
-        return Fraction(ictx.preempted if ictx else 0)
-    if name == "waiting.count":
-        return Fraction(sum(len(cfg.pools[p].queue) for p in cfg.program.admitted_pools.get(e, [])))
-    if name == "waiting.admitted":
-        return Fraction(ictx.admitted if ictx else 0)
-    if name == "batch.tokens":
-        return Fraction(sum(a.tokens for a in assign))
-    if name == "batch.prefilled":
-        return Fraction(sum(a.tokens for a in assign if a.mode != "decode"))
-    if name == "batch.decoding":
-        return Fraction(sum(1 for a in assign if a.mode == "decode"))
-    if name == "batch.prefilling":   # prefill chunks: one per scheduled non-decode (a plain run too)
-        return Fraction(sum(1 for a in assign if a.mode != "decode"))
-    if name in ("batch.kv_decode", "batch.kv_prefill"):
-        decode = name == "batch.kv_decode"
-        return Fraction(sum(memory_alloc(cfg, e, byserial[s]) for s, m in modes.items()
-                            if (m == "decode") == decode and s in byserial))
-    if name == "batch.attention":
-        total = Fraction(0)
-        for a in assign:
-            if a.mode != "decode":
-                k = a.pos_before if a.pos_before is not None else 0
-                total += a.tokens * (k + Fraction(a.tokens, 2))
-        return total
-    raise SpecError(f"unknown engine value {name}", env.at, cfg.program.files)
-
-
-def job_value(env: Env, name: str):
-    """Per-request keys `decoding`, `admission`, `remaining` (§4.5)."""
-    j = env.job
-    if j is None:
-        raise SpecError(f"per-request key `{name}` read outside a resident", env.at, env.cfg.program.files)
-    if name == "decoding":
-        return Fraction(1 if j.mode == "decode" else 0)
-    if name == "admission":
-        return Fraction(j.admission)
-    if name == "remaining":
-        return Fraction(j.left)
-    raise SpecError(f"unknown per-request key {name}", env.at, env.cfg.program.files)
-
-
-def budget_left_outside(cfg, e: int):
-    """`budget_left(E)` outside E's admission: B − Σ want over residents, floored at 0 (§11.6)."""
-    ictx = IterCtx(e)
-    budget_moment(cfg, ictx)
-    cap = V.INF
-    for st in flat_schedule(cfg.program.stages[e]["schedule"]):
-        if st["op"] == "advance":
-            cap = ictx.each.get(id(st), V.INF)
-            break
-    want = 0
-    for j in cfg.stages[e].jobs:
-        want += min(1, j.left) if j.mode == "decode" else (j.left if V.is_inf(cap) else min(j.left, cap))
-    if V.is_inf(ictx.left):
-        return ictx.left
-    return Fraction(max(0, ictx.left - want))
-
-
-def flat_schedule(stmts):
-    """Every schedule statement, branches included, in order."""
-    for s in stmts:
-        yield s
-        if s["op"] == "branch":
-            yield from flat_schedule(s["then"])
-            yield from flat_schedule(s.get("else") or [])
-
-
-def whole_or_inf(v, what, cfg, at=None):
-    """A token amount: a whole number or +inf."""
-    if V.is_inf(v):
-        if v < 0:
-            raise SpecError(f"{what} is -inf", at, cfg.program.files)
-        return v
-    if v.denominator != 1:
-        raise SpecError(f"{what} must be a whole number of tokens, got {V.wire(v)}", at, cfg.program.files)
-    return int(v)
-
-
-def budget_moment(cfg, ictx) -> None:
-    """`tokens cap`, the schedule's `let`s and `each at most` values, read once as the iteration starts."""
-    spec = cfg.program.stages[ictx.engine]
-    name = spec["name"]
-    env = Env(cfg, engine=ictx.engine, ictx=ictx, what=f"engine {name}: tokens cap, let or each at most")
-    b = whole_or_inf(evaluate(spec["budget"], env), f"engine {name}: tokens cap", cfg)
-    if not V.is_inf(b) and b < 0:
-        raise SpecError(f"engine {name}: tokens cap is negative ({V.wire(b)})", None, cfg.program.files)
-    ictx.left = b
-    for let in spec.get("lets", []):
-        ictx.locals.append(evaluate(let["expr"], env))
-    for st in flat_schedule(spec["schedule"]):
-        if st.get("each") is not None:
-            c = whole_or_inf(evaluate(st["each"], env), f"engine {name}: each at most", cfg, st.get("at"))
-            if c <= 0:
-                raise SpecError(f"engine {name}: each at most must be positive, got {V.wire(c)}",
-                                st.get("at"), cfg.program.files)
-            ictx.each[id(st)] = c
-    if spec.get("granule") is not None:
-        g = whole_or_inf(evaluate(spec["granule"], env), f"engine {name}: granule", cfg)
-        if g <= 0:
-            # a run-time guard (§11.9): a granule is a positive number of tokens (inf: none)
-            raise SpecError(f"engine {name}: granule must be positive, got {V.wire(g)}",
-                            None, cfg.program.files)
-        ictx.granule = None if V.is_inf(g) else g
+from .expr import Env, budget_moment, evaluate
+from .growth import grow
+from .lag import identifies, make_due
+from .pools import select_head
+from .sessions import BLOCKED, REJECTED, first_token, run_session, try_admit
 
 
 # -- the iteration -------------------------------------------------------------------------------
 
-def has_work(cfg, e: int) -> bool:
+def has_work(cfg: Config, e: int) -> bool:
     """Residents, or a waiting head in a pool the engine admits."""
     return bool(cfg.stages[e].jobs) or any(cfg.pools[p].queue for p in cfg.program.admitted_pools.get(e, []))
 
 
-def start_iteration(cfg, e: int) -> bool:
+def start_iteration(cfg: Config, e: int) -> bool:
     """start_iteration(E) of §11.6: form the batch; start it if it has tokens or preempted."""
     st = cfg.stages[e]
     spec = cfg.program.stages[e]
@@ -201,7 +48,6 @@ def start_iteration(cfg, e: int) -> bool:
     if not ictx.assign and ictx.preempted == 0:
         st.registers = registers_before   # no iteration: this attempt's register updates are undone
         if lagged:
-            from .lag import make_due
             make_due(cfg, e, cfg.now)   # vLLM's empty call processes the output at once
         return False
     env = Env(cfg, engine=e, ictx=ictx, what=f"engine {spec['name']}: execute")
@@ -212,7 +58,6 @@ def start_iteration(cfg, e: int) -> bool:
     if tokens > 0 and cost == 0:
         raise SpecError(f"engine {spec['name']}: an iteration with {tokens} tokens costs 0", None, cfg.program.files)
     if lagged:
-        from .lag import make_due
         make_due(cfg, e, cfg.now + cost)   # scheduled before iter_end: it is handled first
     ev = schedule_event(cfg, cfg.now + cost, "iter_end", e)
     st.iteration = {"end": ev.time, "seq": ev.seq, "assign": ictx.assign}
@@ -223,7 +68,7 @@ def start_iteration(cfg, e: int) -> bool:
     return True
 
 
-def run_schedule(cfg, ictx, stmts) -> None:
+def run_schedule(cfg: Config, ictx: IterCtx, stmts: list) -> None:
     """Run the schedule's statements in order (§11.6); stop when the iteration is stopped."""
     e = ictx.engine
     for s in stmts:
@@ -248,7 +93,7 @@ def run_schedule(cfg, ictx, stmts) -> None:
             raise cfg.program.unsupported(f"schedule statement {op}", s.get("at"))
 
 
-def next_unserved(cfg, ictx, order):
+def next_unserved(cfg: Config, ictx: IterCtx, order: Optional[dict]) -> Optional[Job]:
     """The first resident, in the serving order as it stands now, not yet served."""
     e = ictx.engine
     cands = [(i, j) for i, j in enumerate(cfg.stages[e].jobs) if j.serial not in ictx.served]
@@ -259,15 +104,16 @@ def next_unserved(cfg, ictx, order):
         return cands[0][1]
     if kind == "decode_first":
         return min(cands, key=lambda c: (0 if c[1].mode == "decode" else 1, c[0]))[1]
+    keys = order["keys"] if order else []
 
-    def key(c):
+    def key(c: tuple[int, Job]) -> tuple:
         env = Env(cfg, cfg.sessions[c[1].serial], engine=e, ictx=ictx, job=c[1],
                   what=f"engine {cfg.program.stages[e]['name']}: a serving-order key")
-        return tuple(evaluate(k, env) for k in order["keys"]) + (c[0],)
+        return tuple(evaluate(k, env) for k in keys) + (c[0],)
     return min(cands, key=key)[1]
 
 
-def serve_running(cfg, ictx, stmt) -> None:
+def serve_running(cfg: Config, ictx: IterCtx, stmt: dict) -> None:
     """`advance running`: serve every resident once, in serving order, while budget is left."""
     while not ictx.stopped:
         job = next_unserved(cfg, ictx, stmt.get("order"))
@@ -276,9 +122,8 @@ def serve_running(cfg, ictx, stmt) -> None:
         serve(cfg, ictx, job, stmt.get("only"), ictx.each.get(id(stmt), V.INF))
 
 
-def serve(cfg, ictx, job, only, cap) -> None:
+def serve(cfg: Config, ictx: IterCtx, job: Job, only: Optional[dict], cap: Value) -> None:
     """One resident's turn: want, tokens = min(want, left), growth, position, budget (§11.6)."""
-    from .growth import grow
     ictx.served.add(job.serial)
     s = cfg.sessions[job.serial]
     if only is not None:
@@ -299,7 +144,7 @@ def serve(cfg, ictx, job, only, cap) -> None:
     if job.growing is not None:
         if s.status[0] == "growing":
             return   # a stalled resident gets no tokens until its growth succeeds
-        h = hold_of(s, job.growing)
+        h = hold_on(s, job.growing)
         i = h.pools.index(job.growing)
         need = h.position[i] + tokens - h.alloc[i]
         if need > 0 and not grow(cfg, s, job.growing, need, ictx):
@@ -309,11 +154,9 @@ def serve(cfg, ictx, job, only, cap) -> None:
         pos_before = h.position[i]
         h.position[i] += tokens
         h.advanced[i] = True
-        from .lag import identifies
         if cfg.pools[job.growing].content is not None and identifies(job):
             # the blocks these tokens fill are identified as they are scheduled (vLLM's
             # cache_blocks(request, num_computed + num_new) at every step; docs/content.md §3)
-            from .content import identify
             identify(cfg, job.growing, h.content_of(i), h.blocks_of(i), h.position[i])
     ictx.assign.append(Assign(job.serial, job.mode, tokens, pos_before, job.pending))
     if not V.is_inf(ictx.left):
@@ -322,7 +165,7 @@ def serve(cfg, ictx, job, only, cap) -> None:
             ictx.stopped = True
 
 
-def admit_waiting(cfg, ictx, stmt) -> None:
+def admit_waiting(cfg: Config, ictx: IterCtx, stmt: dict) -> None:
     """`admit waiting`: while budget is left and nothing was preempted, admit one and serve it (§11.6)."""
     cap = ictx.each.get(id(stmt), V.INF)
     only = stmt.get("only")
@@ -343,13 +186,13 @@ def admit_waiting(cfg, ictx, stmt) -> None:
             serve(cfg, ictx, job, None, cap)
 
 
-def exclusive_prefill(cfg, ictx, stmt) -> None:
+def exclusive_prefill(cfg: Config, ictx: IterCtx, stmt: dict) -> None:
     """`exclusive prefill` (§11.6): a resident prefill runs alone (decodes stall); otherwise the
     decodes are chosen tentatively and a waiting request that fits with the full budget replaces
     them and takes the whole budget. After this statement nothing more is admitted."""
     cap = ictx.each.get(id(stmt), V.INF)
     ictx.no_admit = True
-    def stalled(j) -> bool:
+    def stalled(j: Job) -> bool:
         return cfg.sessions[j.serial].status[0] == "growing"
 
     prefill = next((j for j in cfg.stages[ictx.engine].jobs
@@ -373,13 +216,12 @@ def exclusive_prefill(cfg, ictx, stmt) -> None:
         serve(cfg, ictx, j, None, cap)
 
 
-def admit_one(cfg, ictx, only=None) -> bool:
+def admit_one(cfg: Config, ictx: IterCtx, only: Optional[dict] = None) -> bool:
     """admit_one(E, left): the first admitted pool with a head; admit it if it fits, run it at once.
     A head rejected because it can never fit has left its queue: the next head is tried in its
     place, as if it had not been there (docs/spec.md "A hold that can never fit").
     `only` (from `admit waiting only (e)`): a head for which e is 0 is not tried at all and stops
     admission like a head that does not fit (head of line; docs/spec.md "Ambiguities resolved")."""
-    from .sessions import BLOCKED, REJECTED, run_session, try_admit
     for p in cfg.program.admitted_pools.get(ictx.engine, []):
         while (head := select_head(cfg, p)) is not None:
             s = cfg.sessions[head.serial]
@@ -398,11 +240,12 @@ def admit_one(cfg, ictx, only=None) -> bool:
     return False
 
 
-def iteration_end(cfg, e: int) -> None:
+def iteration_end(cfg: Config, e: int) -> None:
     """IterEnd: assigned jobs lose their tokens; finished ones leave in assignment order, ready (§11.6)."""
-    from .sessions import first_token
     st = cfg.stages[e]
     it = st.iteration
+    if it is None:
+        raise SpecError(f"internal: iter_end of engine {cfg.program.stages[e]['name']} without an iteration")
     st.iteration = None
     byserial = {j.serial: j for j in st.jobs}
     # a pending resident's EOS token is discarded: its end was applied before this IterEnd

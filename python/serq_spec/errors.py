@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+from typing import Any, Optional, Sequence
+
+#: An IR source location: the triple [FILE_INDEX, LINE, COLUMN] (docs/ir.md), or None.
+At = Optional[Sequence[Any]]
+
 
 class SpecError(Exception):
     """A run-time error of the semantics (docs/language.md §11.9 guards), with the source location if known."""
 
-    def __init__(self, message: str, at: list | tuple | None = None, files: list[str] | None = None):
+    named = False   # expr.evaluate put the name of what was evaluated in front of the message
+
+    def __init__(self, message: str, at: At = None, files: Sequence[str] | None = None) -> None:
         self.message = message
         self.at = at
         self.files = files
@@ -19,7 +26,7 @@ class SpecError(Exception):
 class NotSupported(SpecError):
     """A construct the front-end accepts but serq_spec does not implement yet."""
 
-    def __init__(self, construct: str, at: list | tuple | None = None, files: list[str] | None = None):
+    def __init__(self, construct: str, at: At = None, files: Sequence[str] | None = None) -> None:
         self.construct = construct
         super().__init__(f"not supported by serq_spec yet: {construct}", at, files)
 
@@ -35,7 +42,7 @@ class SessionsFileError(SpecError):
 class InvariantViolation(SpecError):
     """An invariant of docs/language.md §11 broken after a step (invariants.py)."""
 
-    def __init__(self, step: int, problems: list[str], state: str):
+    def __init__(self, step: int, problems: list[str], state: str) -> None:
         self.step = step
         self.problems = problems
         self.state = state
@@ -43,7 +50,7 @@ class InvariantViolation(SpecError):
                            + "\nstate: " + state)
 
 
-def where(at, files) -> str:
+def where(at: At, files: Sequence[str] | None) -> str:
     """`file:line:col` of an IR `at` triple [FILE_INDEX, LINE, COLUMN]."""
     if not at:
         return "<unknown location>"

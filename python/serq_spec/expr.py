@@ -3,22 +3,35 @@
 An `Env` says in which moment an expression is read: the session whose attributes it sees, the
 engine and iteration for engine values, the resident for per-request keys, the context
 variables of that moment, and the draw stream a draw comes from.
+
+What an expression reads of the machine is here too, because it is mutually recursive with
+`evaluate` (as in SerqLang/Eval.lean): the engine values and the budget moment (§4.5, §11.6;
+`budget_left(E)` evaluates E's `tokens cap` and `let`s), and the stage observables with the ps
+virtual clock (§4.4, §11.5; `work(s)` of a ps stage advances its clock, which evaluates the
+stage's capacity). engine.py and stages.py, above this module, use them.
 """
 
 from __future__ import annotations
 
 from fractions import Fraction
+from typing import Any, Callable, Iterator, Optional
+
+from serq.wire import Value
 
 from . import values as V
-from .errors import SpecError
+from .config import Config, IterCtx, Job, Session, hold_of
+from .errors import At, SpecError
+from .program import Program
 from .values import ZERO, ONE
 
 
 class Env:
     __slots__ = ("cfg", "session", "stream", "at", "engine", "ictx", "job", "ctx", "admit_left", "what")
 
-    def __init__(self, cfg, session=None, stream=("session",), at=None, engine=None, ictx=None,
-                 job=None, ctx=None, admit_left=None, what=None):
+    def __init__(self, cfg: Config, session: Optional[Session] = None, stream: tuple = ("session",), at: At = None,
+                 engine: Optional[int] = None, ictx: Optional[IterCtx] = None, job: Optional[Job] = None,
+                 ctx: Optional[dict[str, Value]] = None, admit_left: Optional[tuple[int, Value]] = None,
+                 what: Optional[str] = None) -> None:
         self.cfg = cfg
         self.session = session
         self.stream = stream
@@ -45,16 +58,16 @@ def resolve_ref(env: Env, ref: dict) -> int:
     return ref["base"] + int(i)
 
 
-_BIN = {
+_BIN: dict[str, Callable[[Value, Value], Value]] = {
     "+": V.add, "-": V.sub, "*": V.mul, "/": V.div, "^": V.pow_v,
     "<": lambda a, c: b(a < c), "<=": lambda a, c: b(a <= c), ">": lambda a, c: b(a > c),
     ">=": lambda a, c: b(a >= c), "==": lambda a, c: b(a == c), "!=": lambda a, c: b(a != c),
 }
 
-_FN1 = {"abs": abs, "floor": V.floor_v, "ceil": V.ceil_v, "sqrt": V.sqrt_v, "exp": V.exp_v, "ln": V.ln_v}
+_FN1: dict[str, Callable[[Any], Value]] = {"abs": abs, "floor": V.floor_v, "ceil": V.ceil_v, "sqrt": V.sqrt_v, "exp": V.exp_v, "ln": V.ln_v}
 
 
-def evaluate(e: dict, env: Env):
+def evaluate(e: dict, env: Env) -> Value:
     """The value of expression `e` in `env` (exact; errors instead of NaN).
 
     An arithmetic error (values.py raises it without a location) gets the statement's location,
@@ -73,7 +86,7 @@ def evaluate(e: dict, env: Env):
         raise
 
 
-def _evaluate(e: dict, env: Env):
+def _evaluate(e: dict, env: Env) -> Value:
     k = e["k"]
     if k == "num":
         return V.value_from_wire(e["v"])
@@ -119,17 +132,15 @@ def _evaluate(e: dict, env: Env):
     if k == "reg":
         return env.cfg.stages[e["stage"]].registers[e["index"]]
     if k == "eng":
-        from .engine import engine_value
         return engine_value(env, e["name"])
     if k == "job":
-        from .engine import job_value
         return job_value(env, e["name"])
     if k == "obs":
         return observable(e, env)
     raise SpecError(f"unknown expression kind {k!r}", env.at, env.cfg.program.files)
 
 
-def observable(e: dict, env: Env):
+def observable(e: dict, env: Env) -> Value:
     """The observables of docs/language.md §4.4."""
     cfg = env.cfg
     f = e["f"]
@@ -154,13 +165,12 @@ def observable(e: dict, env: Env):
         if f == "queued":
             return Fraction(len(st.queue))
     s = resolve_ref(env, e["stage"])
-    from . import stages as S
     if f == "queue":
-        return Fraction(S.present(cfg, s))
+        return Fraction(present(cfg, s))
     if f == "busy":
-        return Fraction(S.busy(cfg, s))
+        return Fraction(busy(cfg, s))
     if f == "work":
-        return S.work(cfg, s)
+        return work(cfg, s)
     if f == "budget_left":
         if env.admit_left is not None and env.admit_left[0] == s:
             left = env.admit_left[1]
@@ -169,12 +179,11 @@ def observable(e: dict, env: Env):
             raise SpecError(f"budget_left({cfg.program.stages[s]['name']}) outside its admission re-reads the "
                             "engine's `tokens cap` and `let`s, which draw: draws are forbidden where the "
                             "machine re-reads an expression (docs/language.md §4.3)", env.at, cfg.program.files)
-        from .engine import budget_left_outside
         return budget_left_outside(cfg, s)
     raise SpecError(f"observable {f}() is not supported", env.at, cfg.program.files)
 
 
-def has_draw(e) -> bool:
+def has_draw(e: Any) -> bool:
     """Does IR expression (or list of them) `e` contain a draw?"""
     if isinstance(e, dict):
         return e.get("k") == "draw" or any(has_draw(x) for x in e.values())
@@ -183,10 +192,202 @@ def has_draw(e) -> bool:
     return False
 
 
-def budget_draws(prog, s: int) -> bool:
+def budget_draws(prog: Program, s: int) -> bool:
     """Do engine s's Budget-moment expressions (`tokens cap`, `let`s, `each at most`) draw?"""
     cache = prog.__dict__.setdefault("_budget_draws", {})
     if s not in cache:
         st = prog.stages[s]
         cache[s] = has_draw([st.get("budget"), [x["expr"] for x in st.get("lets", [])], st.get("schedule", [])])
     return cache[s]
+
+
+# -- engine values and the budget moment (§4.5, §11.6) -------------------------------------------
+
+def memory_alloc(cfg: Config, e: int, job: Job) -> V.Amount:
+    """Units the job's owner holds in the engine's memory pool (0 without one)."""
+    mem = cfg.program.memory_of[e]
+    if mem is None:
+        return 0
+    h = hold_of(cfg.sessions[job.serial], mem)
+    return 0 if h is None else h.alloc[h.pools.index(mem)]
+
+
+def engine_value(env: Env, name: str) -> Value:
+    """`running.*`, `waiting.*`, `batch.*` of the engine being scheduled (§4.5)."""
+    cfg, e, ictx = env.cfg, env.engine, env.ictx
+    if e is None:
+        raise SpecError(f"engine value {name} read outside an engine", env.at, cfg.program.files)
+    jobs = cfg.stages[e].jobs
+    assign = ictx.assign if ictx is not None else []
+    modes = {a.serial: a.mode for a in assign}
+    byserial = {j.serial: j for j in jobs}
+    if name == "running.count":
+        return Fraction(len(jobs))
+    if name == "running.decoding":
+        return Fraction(sum(1 for j in jobs if j.mode == "decode"))
+    if name == "running.kv_decode":
+        return Fraction(sum(memory_alloc(cfg, e, j) for j in jobs if j.mode == "decode"))
+    if name == "running.kv_prefill":   # a plain run counts as a prefill (docs/spec.md)
+        return Fraction(sum(memory_alloc(cfg, e, j) for j in jobs if j.mode != "decode"))
+    if name == "running.preempted":
+        return Fraction(ictx.preempted if ictx else 0)
+    if name == "waiting.count":
+        return Fraction(sum(len(cfg.pools[p].queue) for p in cfg.program.admitted_pools.get(e, [])))
+    if name == "waiting.admitted":
+        return Fraction(ictx.admitted if ictx else 0)
+    if name == "batch.tokens":
+        return Fraction(sum(a.tokens for a in assign))
+    if name == "batch.prefilled":
+        return Fraction(sum(a.tokens for a in assign if a.mode != "decode"))
+    if name == "batch.decoding":
+        return Fraction(sum(1 for a in assign if a.mode == "decode"))
+    if name == "batch.prefilling":   # prefill chunks: one per scheduled non-decode (a plain run too)
+        return Fraction(sum(1 for a in assign if a.mode != "decode"))
+    if name in ("batch.kv_decode", "batch.kv_prefill"):
+        decode = name == "batch.kv_decode"
+        return Fraction(sum(memory_alloc(cfg, e, byserial[s]) for s, m in modes.items()
+                            if (m == "decode") == decode and s in byserial))
+    if name == "batch.attention":
+        total = Fraction(0)
+        for a in assign:
+            if a.mode != "decode":
+                k = a.pos_before if a.pos_before is not None else 0
+                total += a.tokens * (k + Fraction(a.tokens, 2))
+        return total
+    raise SpecError(f"unknown engine value {name}", env.at, cfg.program.files)
+
+
+def job_value(env: Env, name: str) -> Value:
+    """Per-request keys `decoding`, `admission`, `remaining` (§4.5)."""
+    j = env.job
+    if j is None:
+        raise SpecError(f"per-request key `{name}` read outside a resident", env.at, env.cfg.program.files)
+    if name == "decoding":
+        return Fraction(1 if j.mode == "decode" else 0)
+    if name == "admission":
+        return Fraction(j.admission)
+    if name == "remaining":
+        return Fraction(j.left)
+    raise SpecError(f"unknown per-request key {name}", env.at, env.cfg.program.files)
+
+
+def budget_left_outside(cfg: Config, e: int) -> Value:
+    """`budget_left(E)` outside E's admission: B − Σ want over residents, floored at 0 (§11.6)."""
+    ictx = IterCtx(e)
+    budget_moment(cfg, ictx)
+    cap: Value = V.INF
+    for st in flat_schedule(cfg.program.stages[e]["schedule"]):
+        if st["op"] == "advance":
+            cap = ictx.each.get(id(st), V.INF)
+            break
+    want = 0
+    for j in cfg.stages[e].jobs:
+        want += min(1, j.left) if j.mode == "decode" else (j.left if V.is_inf(cap) else min(j.left, cap))
+    if V.is_inf(ictx.left):
+        return ictx.left
+    return Fraction(max(Fraction(0), ictx.left - want))
+
+
+def flat_schedule(stmts: list) -> Iterator[dict]:
+    """Every schedule statement, branches included, in order."""
+    for s in stmts:
+        yield s
+        if s["op"] == "branch":
+            yield from flat_schedule(s["then"])
+            yield from flat_schedule(s.get("else") or [])
+
+
+def whole_or_inf(v: Value, what: str, cfg: Config, at: At = None) -> Value:
+    """A token amount: a whole number or +inf."""
+    if V.is_inf(v):
+        if v < 0:
+            raise SpecError(f"{what} is -inf", at, cfg.program.files)
+        return v
+    if v.denominator != 1:
+        raise SpecError(f"{what} must be a whole number of tokens, got {V.wire(v)}", at, cfg.program.files)
+    return int(v)
+
+
+def budget_moment(cfg: Config, ictx: IterCtx) -> None:
+    """`tokens cap`, the schedule's `let`s and `each at most` values, read once as the iteration starts."""
+    spec = cfg.program.stages[ictx.engine]
+    name = spec["name"]
+    env = Env(cfg, engine=ictx.engine, ictx=ictx, what=f"engine {name}: tokens cap, let or each at most")
+    b = whole_or_inf(evaluate(spec["budget"], env), f"engine {name}: tokens cap", cfg)
+    if not V.is_inf(b) and b < 0:
+        raise SpecError(f"engine {name}: tokens cap is negative ({V.wire(b)})", None, cfg.program.files)
+    ictx.left = b
+    for let in spec.get("lets", []):
+        ictx.locals.append(evaluate(let["expr"], env))
+    for st in flat_schedule(spec["schedule"]):
+        if st.get("each") is not None:
+            c = whole_or_inf(evaluate(st["each"], env), f"engine {name}: each at most", cfg, st.get("at"))
+            if c <= 0:
+                raise SpecError(f"engine {name}: each at most must be positive, got {V.wire(c)}",
+                                st.get("at"), cfg.program.files)
+            ictx.each[id(st)] = c
+    if spec.get("granule") is not None:
+        g = whole_or_inf(evaluate(spec["granule"], env), f"engine {name}: granule", cfg)
+        if g <= 0:
+            # a run-time guard (§11.9): a granule is a positive number of tokens (inf: none)
+            raise SpecError(f"engine {name}: granule must be positive, got {V.wire(g)}",
+                            None, cfg.program.files)
+        ictx.granule = None if V.is_inf(g) else g
+
+
+# -- stages: queue, busy, work and the ps virtual clock (§4.4, §11.5) ----------------------------
+
+def present(cfg: Config, s: int) -> int:
+    """queue(s): jobs present (waiting + in service; a step engine's residents)."""
+    st = cfg.stages[s]
+    return len(st.jobs) + len(st.waiting)
+
+
+def busy(cfg: Config, s: int) -> int:
+    """busy(s): jobs in service (fifo: busy servers; step: jobs in the current iteration)."""
+    st = cfg.stages[s]
+    if st.kind == "step":
+        return len(st.iteration["assign"]) if st.iteration else 0
+    return len(st.jobs)
+
+
+def work(cfg: Config, s: int) -> Value:
+    """work(s): unfinished work at s."""
+    st = cfg.stages[s]
+    if st.kind == "step":
+        return Fraction(sum(j.left for j in st.jobs))
+    if st.kind == "ps":
+        advance_virtual_clock(cfg, s)
+        return sum((st.tags[j.serial] - st.v for j in st.jobs), Fraction(0))
+    total = sum((j.left for j in st.waiting), Fraction(0))
+    return total + sum((st.finish[j.serial] - cfg.now for j in st.jobs), Fraction(0))
+
+
+def ps_rate(cfg: Config, s: int, n: int) -> Fraction:
+    """Each of n present jobs gets φ(n)/n (Ps moment: φ may read `present`)."""
+    phi = evaluate(cfg.program.stages[s]["capacity"], Env(cfg, ctx={"present": Fraction(n)},
+                                                                   what=f"ps stage {cfg.program.stages[s]['name']}: capacity"))
+    if V.is_inf(phi) or phi <= 0:
+        raise SpecError(f"ps stage {cfg.program.stages[s]['name']}: capacity must be positive and finite, got {V.wire(phi)}")
+    return phi / n
+
+
+def current_rate(cfg: Config, s: int) -> Fraction:
+    """The per-job rate in effect since t_last: the one the pending departure was scheduled with
+    (§11.5: the rate changes only when the job set does, at the reschedule that ends a settle),
+    recovered exactly from that `finish` event as (tag − v)/(time − t_last). The capacity is not
+    evaluated again: evaluating it could draw a machine-stream value, and one that reads live
+    state could give another rate than the one the departure time was computed with."""
+    st = cfg.stages[s]
+    for ev in cfg.events:
+        if ev.kind == "finish" and ev.arg[0] == s and ev.time > st.t_last:
+            return (st.tags[ev.arg[1]] - st.v) / (ev.time - st.t_last)
+    return ps_rate(cfg, s, len(st.jobs))   # not reached in a run: a present job has its departure
+
+
+def advance_virtual_clock(cfg: Config, s: int) -> None:
+    """v += rate·(now − t_last) with the rate of the jobs present since t_last."""
+    st = cfg.stages[s]
+    if st.jobs and cfg.now > st.t_last:
+        st.v += current_rate(cfg, s) * (cfg.now - st.t_last)
+    st.t_last = cfg.now

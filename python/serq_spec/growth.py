@@ -9,17 +9,21 @@ the head of its first pool's queue; re-admission re-reads its header.
 from __future__ import annotations
 
 from fractions import Fraction
+from typing import Optional
 
 from . import values as V
+from .config import Assign, Config, IterCtx, Job, Session, admission_of, hold_on, job_of
 from .expr import Env, evaluate, resolve_ref
-from .pools import add_units, enqueue, hold_of, leave_queue, release_hold
+from .lag import is_candidate
+from .pools import add_units, enqueue, leave_queue, release_hold
 from .program import COMPUTED
+from .stages import withdraw_job
 
 
-def grow(cfg, s, p: int, d: int, ictx) -> bool:
+def grow(cfg: Config, s: Session, p: int, d: V.Amount, ictx: Optional[IterCtx]) -> bool:
     """Grow s's hold on p by d units, rounded up to the block; True on success (§11.7)."""
     prog = cfg.program
-    h = hold_of(s, p)
+    h = hold_on(s, p)
     i = h.pools.index(p)
     target = V.roundup_block(h.alloc[i] + d, prog.block[p])
     st = cfg.pools[p]
@@ -39,14 +43,14 @@ def grow(cfg, s, p: int, d: int, ictx) -> bool:
             return False
 
 
-def stall(cfg, s, p: int, target: int) -> None:
+def stall(cfg: Config, s: Session, p: int, target: V.Amount) -> None:
     """No room and no victim: the session waits in p's growers (retried at every settle)."""
     s.status = ("growing", p)
     s.growth = [p, target]
     cfg.pools[p].growers.append(s.serial)
 
 
-def preemption_candidates(cfg, p: int) -> list:
+def preemption_candidates(cfg: Config, p: int) -> list[Session]:
     """Holders of p that are residents of a step engine whose memory is p; for a pool that is no
     engine's memory, every holder holding p in a scope except one sitting in a delay stage (§11.7);
     an ending session only by `lag.is_candidate` (docs/async.md §3 item 3)."""
@@ -56,7 +60,6 @@ def preemption_candidates(cfg, p: int) -> list:
     for serial in cfg.pools[p].holders:
         s = cfg.sessions[serial]
         if s.status[0] == "ending":
-            from .lag import is_candidate
             if not is_candidate(s, p):
                 continue
         if engines:
@@ -67,12 +70,12 @@ def preemption_candidates(cfg, p: int) -> list:
     return out
 
 
-def in_delay(cfg, s) -> bool:
+def in_delay(cfg: Config, s: Session) -> bool:
     """Is the session a job of a delay stage?"""
     return s.status[0] == "stage" and cfg.program.stages[s.status[1]]["kind"] == "delay"
 
 
-def choose_victim(cfg, p: int):
+def choose_victim(cfg: Config, p: int) -> Optional[Session]:
     """`lifo`: the latest admitted candidate; `by (k…)`: least keys, ties to the latest admitted."""
     spec = cfg.program.pools[p]["preempt"]
     if spec["kind"] == "none":
@@ -81,29 +84,29 @@ def choose_victim(cfg, p: int):
     if not cands:
         return None
     if spec["kind"] == "lifo":
-        return max(cands, key=lambda s: s.adm_seq)
-    best, best_key = None, None
+        return max(cands, key=admission_of)
+    best: Optional[Session] = None
+    best_key: Optional[tuple] = None
     for s in cands:
-        h = hold_of(s, p)
+        h = hold_on(s, p)
         i = h.pools.index(p)
-        resident = s.job is not None and s.job.stage in cfg.program.engines
-        env = Env(cfg, s, engine=s.job.stage if resident else None, job=s.job if resident else None,
+        resident = s.job if s.job is not None and s.job.stage in cfg.program.engines else None
+        env = Env(cfg, s, engine=resident.stage if resident else None, job=resident,
                   what=f"pool {cfg.program.pools[p]['name']}: a preemption key",
                   ctx={"position": Fraction(h.position[i]), "computed": s.attrs[COMPUTED]})
-        key = tuple(evaluate(k, env) for k in spec["keys"]) + (-s.adm_seq,)
-        if best is None or key < best_key:
+        key = tuple(evaluate(k, env) for k in spec["keys"]) + (-admission_of(s),)
+        if best_key is None or key < best_key:
             best, best_key = s, key
     return best
 
 
-def preempt(cfg, v, p: int, ictx) -> None:
+def preempt(cfg: Config, v: Session, p: int, ictx: Optional[IterCtx]) -> None:
     """Preempt v's hold on p (§11.7): computed, stuck, detach, release caching to the position, requeue."""
     prog = cfg.program
     if v.job is not None and v.job.pending:
-        from .lag import preempt_pending
         preempt_pending(cfg, v, p, ictx)
         return
-    h = hold_of(v, p)
+    h = hold_on(v, p)
     i = h.pools.index(p)
     job = v.job
     if job is None or job.stage not in prog.engines:
@@ -140,13 +143,34 @@ def preempt(cfg, v, p: int, ictx) -> None:
     cfg.records["preempted"].append([v.serial, prog.pools[p]["name"], computed])
 
 
-def detach_free(cfg, v) -> None:
+def preempt_pending(cfg: Config, v: Session, p: int, ictx: Optional[IterCtx]) -> None:
+    """Preempt a pending resident (docs/async.md §3 item 3): released as a preemption, not
+    requeued; its end stays pending (or due)."""
+    prog = cfg.program
+    h = v.holds[-1]
+    i = h.pools.index(p)
+    job = job_of(v)
+    detach_resident(cfg, v, ictx)
+    computed = h.position[i]
+    v.attrs[COMPUTED] = Fraction(computed)
+    cfg.stages[job.stage].jobs.remove(job)
+    v.job = None
+    for q in h.pools:
+        v.preempt_pos.pop(q, None)
+    v.holds.pop()
+    release_hold(cfg, v, h, preempted=True)
+    cfg.pools[p].preemptions += 1
+    if ictx is not None:
+        ictx.preempted += 1
+    cfg.records["preempted"].append([v.serial, prog.pools[p]["name"], computed])
+
+
+def detach_free(cfg: Config, v: Session) -> None:
     """Detach a victim that is no engine resident (a pool that is no engine's memory, §11.7):
     a ready session leaves `ready`; one queued for a nested hold leaves that queue (its pending hold
     is replaced by the preempted one); a stalled growth is undone by `preempt`; the grower itself
     needs nothing. A job of a fifo or ps stage leaves it (`stages.withdraw_job`; a delay job is no
     candidate)."""
-    from .stages import withdraw_job
     kind = v.status[0]
     if kind == "ready":
         if v.serial in cfg.ready:
@@ -155,32 +179,33 @@ def detach_free(cfg, v) -> None:
         leave_queue(cfg, v.status[1], v.serial)
         v.pending = None
     elif kind == "stage":
-        withdraw_job(cfg, v.job)
+        withdraw_job(cfg, job_of(v))
         v.job = None
 
 
-def detach_resident(cfg, v, ictx) -> None:
+def detach_resident(cfg: Config, v: Session, ictx: Optional[IterCtx]) -> None:
     """An engine resident victim leaves the batch it is in (§11.6). A victim already served in the
     iteration being formed returns its tokens to the budget. A resident of an iteration in flight
     (of another engine sharing the pool, or of any engine when an explicit `grow` preempts) leaves
     that batch, whose cost and end stay as they are. Either way its chunk was not computed, so its
     position goes back to before it (docs/spec.md "Ambiguities resolved")."""
-    job = v.job
+    job = job_of(v)
+    in_flight = cfg.stages[job.stage].iteration
     if ictx is not None and ictx.engine == job.stage:
         a = leave_batch(v, job, ictx.assign)
         if a is not None:
             ictx.left = ictx.left if V.is_inf(ictx.left) else ictx.left + a.tokens
-    elif cfg.stages[job.stage].iteration is not None:
-        leave_batch(v, job, cfg.stages[job.stage].iteration["assign"])
+    elif in_flight is not None:
+        leave_batch(v, job, in_flight["assign"])
 
 
-def leave_batch(v, job, assign: list):
+def leave_batch(v: Session, job: Job, assign: list[Assign]) -> Optional[Assign]:
     """Remove v's assignment from a batch, its position back to before its chunk; the assignment or None."""
     for a in assign:
         if a.serial == v.serial:
             assign.remove(a)
-            if a.pos_before is not None:
-                gh = hold_of(v, job.growing)
+            if a.pos_before is not None and job.growing is not None:   # a chunk of a growing run
+                gh = hold_on(v, job.growing)
                 gh.position[gh.pools.index(job.growing)] = a.pos_before
             return a
     return None

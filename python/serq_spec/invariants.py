@@ -6,11 +6,18 @@ when all hold); `check_or_raise` stops the run with the step and the whole state
 
 from __future__ import annotations
 
+from typing import Optional
+
+from serq.wire import Value
+
+from .config import Config
+from .content import block_pool
 from .errors import InvariantViolation
+from .trace import state_text
 from .values import wire
 
 
-def check_invariants(cfg, previous_now=None) -> list[str]:
+def check_invariants(cfg: Config, previous_now: Optional[Value] = None) -> list[str]:
     """The violated invariants of `cfg` (empty when all hold); `previous_now` checks time monotony."""
     prog = cfg.program
     bad: list[str] = []
@@ -64,17 +71,17 @@ def check_invariants(cfg, previous_now=None) -> list[str]:
         if len(set(owners)) != len(owners):
             bad.append(f"pool {name}: two cache entries with one owner")
     # step engines: residents in admission order; work never negative
-    for i, st in enumerate(cfg.stages):
+    for i, stage in enumerate(cfg.stages):
         name = prog.stages[i]["name"]
-        if st.kind == "step":
-            adm = [j.admission for j in st.jobs]
+        if stage.kind == "step":
+            adm = [j.admission for j in stage.jobs]
             if adm != sorted(adm):
                 bad.append(f"engine {name}: residents are not in admission order {adm}")
-            serials = {j.serial for j in st.jobs}
-            if st.iteration is not None and any(a.serial not in serials and not a.pending
-                                                for a in st.iteration["assign"]):
+            serials = {j.serial for j in stage.jobs}
+            if stage.iteration is not None and any(a.serial not in serials and not a.pending
+                                                for a in stage.iteration["assign"]):
                 bad.append(f"engine {name}: the iteration in flight serves a session that is no resident")
-            for j in st.jobs:
+            for j in stage.jobs:
                 s = cfg.sessions[j.serial]
                 if j.growing is None or s.status[0] == "growing":
                     continue
@@ -83,21 +90,21 @@ def check_invariants(cfg, previous_now=None) -> list[str]:
                     bad.append(f"engine {name}: session {j.serial} grows a pool it does not hold")
                 elif h.advanced[h.pools.index(j.growing)] and h.position[h.pools.index(j.growing)] > h.alloc[h.pools.index(j.growing)]:
                     bad.append(f"engine {name}: session {j.serial}'s position is beyond its allocation")
-        for j in st.jobs + st.waiting:
+        for j in stage.jobs + stage.waiting:
             if j.left < 0:
                 bad.append(f"stage {name}: session {j.serial} has negative work left")
     # every session in exactly one place
     places: dict = {}
 
-    def put(serial, where):
+    def put(serial: int, where: tuple) -> None:
         places.setdefault(serial, []).append(where)
     for p, st in enumerate(cfg.pools):
         for q in st.queue:
             put(q.serial, ("queued", p))
         for g in st.growers:
             put(g, ("growing", p))
-    for i, st in enumerate(cfg.stages):
-        for j in st.jobs + st.waiting:
+    for i, stage in enumerate(cfg.stages):
+        for j in stage.jobs + stage.waiting:
             put(j.serial, ("stage", i))
     for serial in cfg.ready:
         put(serial, ("ready",))
@@ -124,13 +131,13 @@ def check_invariants(cfg, previous_now=None) -> list[str]:
     return bad
 
 
-def content_invariants(cfg, p: int) -> list[str]:
+def content_invariants(cfg: Config, p: int) -> list[str]:
     """A `share content` pool (docs/content.md §3): refs = the hold lists holding the block; the
     free queue = the blocks with refs 0, each once, every unidentified one before every identified
     one (a release prepends the former, appends the latter; only referenced blocks are identified,
     and allocation pops the head); the identity map and the blocks' identities
     agree; used = b × referenced blocks; a hold's allocation = b × its blocks."""
-    cs = cfg.pools[p].content
+    cs = block_pool(cfg, p)
     name = cfg.program.pools[p]["name"]
     bad = []
     count = [0] * len(cs.refs)
@@ -162,9 +169,8 @@ def content_invariants(cfg, p: int) -> list[str]:
     return bad
 
 
-def check_or_raise(cfg, step: int, previous_now=None) -> None:
+def check_or_raise(cfg: Config, step: int, previous_now: Optional[Value] = None) -> None:
     """Stop the run with the step and the whole state if an invariant is violated."""
     bad = check_invariants(cfg, previous_now)
     if bad:
-        from .trace import state_text
         raise InvariantViolation(step, bad, state_text(cfg, cfg.records, step))

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 from fractions import Fraction
+from typing import Optional, cast
+
+from serq.wire import Value
 
 from . import content
 from . import values as V
-from .config import Entry, QueueItem
-from .errors import SpecError
+from .config import Config, Entry, HoldState, Lease, QueueItem, Session, hold_of
+from .errors import At, SpecError
+from .events import schedule_event, withdraw_event
 from .expr import Env, evaluate
 
 
-def entry_of(cfg, p: int, owner: int):
+def entry_of(cfg: Config, p: int, owner: int) -> Optional[Entry]:
     """The cache entry of `owner` in pool p, or None."""
     for e in cfg.pools[p].entries:
         if e.owner == owner:
@@ -19,14 +23,14 @@ def entry_of(cfg, p: int, owner: int):
     return None
 
 
-def cached_units(cfg, p: int) -> int:
+def cached_units(cfg: Config, p: int) -> V.Amount:
     """Units in p's cache entries."""
     return cfg.pools[p].cached()
 
 
 # -- queues ------------------------------------------------------------------------------------
 
-def enqueue(cfg, p: int, session, head: bool = False) -> None:
+def enqueue(cfg: Config, p: int, session: Session, head: bool = False) -> None:
     """Join p's admission queue: at the tail, or at the head after a preemption (§11.2 ties)."""
     item = QueueItem(session.serial, cfg.now, head)
     if head:
@@ -36,7 +40,7 @@ def enqueue(cfg, p: int, session, head: bool = False) -> None:
     session.status = ("queued", p)
 
 
-def select_head(cfg, p: int):
+def select_head(cfg: Config, p: int) -> Optional[QueueItem]:
     """The queue head: a head-requeued hold first, else `fifo` join order or the least `queue by` keys."""
     q = cfg.pools[p].queue
     if not q:
@@ -46,42 +50,41 @@ def select_head(cfg, p: int):
     spec = cfg.program.pools[p]["queue"]
     if spec["kind"] == "fifo":
         return q[0]
-    best, best_key = None, None
+    best: Optional[QueueItem] = None
+    best_key: Optional[tuple] = None
     for item in q:
         s = cfg.sessions[item.serial]
         env = Env(cfg, s, ctx={"waited": cfg.now - item.joined}, what=f"pool {cfg.program.pools[p]['name']}: a queue key")
         key = tuple(evaluate(k, env) for k in spec["keys"])
-        if best is None or key < best_key:
+        if best_key is None or key < best_key:
             best, best_key = item, key
     return best
 
 
-def leave_queue(cfg, p: int, serial: int) -> None:
+def leave_queue(cfg: Config, p: int, serial: int) -> None:
     """Remove the session from p's admission queue."""
     cfg.pools[p].queue = [q for q in cfg.pools[p].queue if q.serial != serial]
 
 
 # -- eviction ----------------------------------------------------------------------------------
 
-def eviction_victim(cfg, p: int) -> Entry:
+def eviction_victim(cfg: Config, p: int) -> Entry:
     """The entry to evict from: least (last, release) for `lru`; least keys then release for `by`."""
     entries = cfg.pools[p].entries
     spec = cfg.program.pools[p]["evict"]
     if spec["kind"] == "lru":
         return min(entries, key=lambda e: (e.last, e.rel))
-    best, best_key = None, None
-    for e in entries:
+
+    def keys(e: Entry) -> tuple:
         owner = cfg.sessions[e.owner] if e.owner >= 0 else None
         waiting = owner is not None and owner.status[0] == "queued"
         env = Env(cfg, owner, what=f"pool {cfg.program.pools[p]['name']}: an eviction key", ctx={"size": Fraction(e.size), "last": e.last, "age": cfg.now - e.last,
                                    "waiting": Fraction(int(waiting))})
-        key = tuple(evaluate(k, env) for k in spec["keys"]) + (e.rel,)
-        if best is None or key < best_key:
-            best, best_key = e, key
-    return best
+        return tuple(evaluate(k, env) for k in spec["keys"]) + (e.rel,)
+    return min(entries, key=keys)   # each entry's keys read once, in order; ties to the first
 
 
-def make_room(cfg, p: int, need: int) -> None:
+def make_room(cfg: Config, p: int, need: V.Amount) -> None:
     """Evict until used + cached + need ≤ cap; with a block size, one tail block at a time (§11.4 step 3)."""
     cap = cfg.program.caps[p]
     block = cfg.program.block[p]
@@ -98,7 +101,7 @@ def make_room(cfg, p: int, need: int) -> None:
         cfg.records["evicted"].append([e.owner, cfg.program.pools[p]["name"], take])
 
 
-def add_units(cfg, p: int, hold, i: int, need: int) -> None:
+def add_units(cfg: Config, p: int, hold: HoldState, i: int, need: V.Amount) -> None:
     """Grow slot i of `hold` (on pool p) by `need` units that fit (`used + need ≤ cap`): on a
     `share content` pool need / b new blocks from the free queue's head (evicting identified
     ones), elsewhere `make_room` and `used += need` (§11.7, docs/content.md §3 Growth)."""
@@ -111,7 +114,7 @@ def add_units(cfg, p: int, hold, i: int, need: int) -> None:
     hold.alloc[i] += need
 
 
-def insert_entry(cfg, p: int, owner: int, size: int) -> None:
+def insert_entry(cfg: Config, p: int, owner: int, size: V.Amount) -> None:
     """Replace `owner`'s entry with a fresh one (last = now, next release order)."""
     st = cfg.pools[p]
     st.entries = [e for e in st.entries if e.owner != owner]
@@ -119,13 +122,13 @@ def insert_entry(cfg, p: int, owner: int, size: int) -> None:
     cfg.counters.next_rel += 1
 
 
-def drop_entry(cfg, p: int, owner: int) -> None:
+def drop_entry(cfg: Config, p: int, owner: int) -> None:
     """`drop P;` removes this session's own entry now (§11.3)."""
     st = cfg.pools[p]
     st.entries = [e for e in st.entries if e.owner != owner]
 
 
-def consume_own_prefix(cfg, p: int, session, reuse_limit) -> int:
+def consume_own_prefix(cfg: Config, p: int, session: Session, reuse_limit: Optional[Value]) -> V.Amount:
     """Remove the session's entry; keep at most round_down(ρ) of it, the rest a dead entry (§11.4 step 1)."""
     st = cfg.pools[p]
     e = entry_of(cfg, p, session.serial)
@@ -140,8 +143,8 @@ def consume_own_prefix(cfg, p: int, session, reuse_limit) -> int:
         if V.is_inf(limit):
             limit = limit if limit > 0 else 0
         else:
-            limit = V.rounddown_block(max(0, limit), cfg.program.block[p])
-        consumed = min(e.size, limit)
+            limit = V.rounddown_block(max(Fraction(0), limit), cfg.program.block[p])
+        consumed = cast(V.Amount, min(e.size, limit))   # finite: an infinite ρ keeps the whole entry
         rest = V.amount(e.size - consumed)
         if rest > 0:
             st.entries.append(Entry(-cfg.counters.next_dead, rest, e.last, e.rel))
@@ -151,7 +154,7 @@ def consume_own_prefix(cfg, p: int, session, reuse_limit) -> int:
 
 # -- units -------------------------------------------------------------------------------------
 
-def caches_in(cfg, p: int) -> bool:
+def caches_in(cfg: Config, p: int) -> bool:
     """A hold's `cache` clause (and its own-prefix consumption) applies to its pools that are not
     admitted by an engine: an engine-admitted pool counts requests (the seed's `reqs` slots), not
     tokens, so a token amount has no meaning there (docs/spec.md, "Ambiguities resolved"). Nor to a
@@ -159,7 +162,7 @@ def caches_in(cfg, p: int) -> bool:
     return cfg.program.pools[p].get("admitted_by") is None and not cfg.program.is_content(p)
 
 
-def units_int(v, what, cfg, at):
+def units_int(v: Value, what: str, cfg: Config, at: At) -> V.Amount:
     """A pool amount: finite and not negative (a run-time error otherwise, §11.9); exact, an int
     when whole and a Fraction otherwise (docs/spec.md "Non-whole pool amounts"; the name, kept
     for docs/spec-map.md and the Lean mirror, dates from when amounts had to be whole)."""
@@ -170,17 +173,9 @@ def units_int(v, what, cfg, at):
     return V.amount(v)
 
 
-def hold_of(session, p: int):
-    """The innermost active hold of the session that holds pool p."""
-    for h in reversed(session.holds):
-        if p in h.pools:
-            return h
-    return None
-
-
 # -- release -----------------------------------------------------------------------------------
 
-def split_part(hold, i: int):
+def split_part(hold: HoldState, i: int) -> HoldState:
     """Take pool slot i out of `hold`: a one-pool HoldState with the same statement, stream and
     admission (its `cache` clause still applies to it), and `hold` keeps the other slots."""
     p = hold.pools[i]
@@ -195,7 +190,7 @@ def split_part(hold, i: int):
     return part
 
 
-def release_pool_early(cfg, session, p: int, at=None) -> None:
+def release_pool_early(cfg: Config, session: Session, p: int, at: At = None) -> None:
     """`release P;` (§11.4): the session's lease on P ends, if it has one; otherwise the innermost
     hold's allocation on P is released now, caching per the hold's `cache` clause, and the rest of
     the hold stays until its scope ends. With neither it does nothing: a lease of t seconds may
@@ -212,7 +207,7 @@ def release_pool_early(cfg, session, p: int, at=None) -> None:
 
 # -- leases (§11.4 `lease P (t)`) ---------------------------------------------------------------
 
-def lease_of(cfg, p: int, serial: int):
+def lease_of(cfg: Config, p: int, serial: int) -> Optional[Lease]:
     """The session's lease on pool p, or None (a session holds at most one lease per pool)."""
     for x in cfg.pools[p].leases:
         if x.serial == serial:
@@ -220,12 +215,10 @@ def lease_of(cfg, p: int, serial: int):
     return None
 
 
-def start_lease(cfg, session, hold, p: int, until, at=None) -> None:
+def start_lease(cfg: Config, session: Session, hold: HoldState, p: int, until: Optional[Value], at: At = None) -> None:
     """The scope of `hold` ends with `lease P (t)`, t > 0: its part on p leaves the hold and p's
     holders but stays in p's `used` (not a victim, not evictable); `lease_end` is scheduled at
     `until` (None: t = inf, no event)."""
-    from .config import Lease
-    from .events import schedule_event
     if lease_of(cfg, p, session.serial) is not None:
         raise SpecError(f"session {session.serial} leases pool {cfg.program.pools[p]['name']} while its earlier "
                         "lease of it is held; `release` the first before the second scope ends", at, cfg.program.files)
@@ -236,18 +229,19 @@ def start_lease(cfg, session, hold, p: int, until, at=None) -> None:
         schedule_event(cfg, until, "lease_end", (p, session.serial))
 
 
-def end_lease(cfg, session, p: int) -> None:
+def end_lease(cfg: Config, session: Session, p: int) -> None:
     """The lease on p ends (`release P`, its `lease_end` event, the session's end): the units
     leave `used` and the hold's `cache` clause applies now (ℓ read now, Session moment)."""
-    from .events import withdraw_event
     x = lease_of(cfg, p, session.serial)
+    if x is None:
+        raise SpecError(f"internal: session {session.serial} has no lease of pool {cfg.program.pools[p]['name']} to end")
     cfg.pools[p].leases.remove(x)
     if x.ends_at is not None:
         withdraw_event(cfg, "lease_end", (p, session.serial))   # pending unless this is its event
     release_slots(cfg, session, x.part, cache_amount(cfg, session, x.part), preempted=False)
 
 
-def held_reservations(cfg, p: int) -> int:
+def held_reservations(cfg: Config, p: int) -> V.Amount:
     """`reserve held` (§11.4): Σ over P's holders of max(0, r_j − alloc_j), r_j the block-rounded
     reserve the holder was admitted with."""
     total = 0
@@ -259,16 +253,15 @@ def held_reservations(cfg, p: int) -> int:
     return total
 
 
-def cache_amount(cfg, session, hold):
+def cache_amount(cfg: Config, session: Session, hold: HoldState) -> Optional[Value]:
     """ℓ of the hold's `cache (ℓ)` clause, read now in the Session moment; None without one."""
-    from .sessions import eval_in_session
     stmt = cfg.program.stmt(hold.stmt)
     if stmt.get("cache") is None:
         return None
-    return eval_in_session(cfg, session, stmt["cache"], hold.stream, stmt.get("at"))
+    return evaluate(stmt["cache"], Env(cfg, session, hold.stream, stmt.get("at")))
 
 
-def release_hold(cfg, session, hold, preempted: bool) -> None:
+def release_hold(cfg: Config, session: Session, hold: HoldState, preempted: bool) -> None:
     """Release every pool of `hold`, caching per its `cache` clause (§11.4 Release, §11.8)."""
     ell = cache_amount(cfg, session, hold)
     for p in hold.pools:
@@ -276,7 +269,7 @@ def release_hold(cfg, session, hold, preempted: bool) -> None:
     release_slots(cfg, session, hold, ell, preempted)
 
 
-def release_slots(cfg, session, hold, ell, preempted: bool) -> None:
+def release_slots(cfg: Config, session: Session, hold: HoldState, ell: Optional[Value], preempted: bool) -> None:
     """`used` down by each pool's allocation and, with ℓ, a fresh entry of round_down(min(ℓ,
     computed)) (§11.4 Release); the holders lists are the caller's (a lease is no holder)."""
     for i, p in enumerate(hold.pools):
@@ -285,14 +278,14 @@ def release_slots(cfg, session, hold, ell, preempted: bool) -> None:
             content.release(cfg, p, hold.blocks_of(i))   # `used` drops per block reaching refs 0
         else:
             st.used = V.amount(st.used - hold.alloc[i])
-        kept = 0
+        kept: V.Amount = 0
         if ell is not None and caches_in(cfg, p):
             # the position, capped by the allocation: a consumed prefix the units did not allocate
             # starts the position above the allocation, and what has no units cannot be kept
             # (docs/spec.md "A position above the allocation")
             computed = min(hold.position[i], hold.alloc[i]) if (hold.advanced[i] or preempted) else hold.alloc[i]
             amount = V.min_v(ell, Fraction(computed))   # −inf when ℓ is −inf: nothing kept
-            kept = 0 if amount <= 0 else V.rounddown_block(amount, cfg.program.block[p])
+            kept = 0 if amount <= 0 else V.rounddown_block(cast(Fraction, amount), cfg.program.block[p])   # ≤ computed
             if kept > 0:
                 insert_entry(cfg, p, session.serial, kept)
         cfg.records["released"].append([session.serial, cfg.program.pools[p]["name"], kept])

@@ -8,11 +8,14 @@ ignored silently.
 from __future__ import annotations
 
 from fractions import Fraction
+from typing import Any, Optional, Sequence
 
-from serq.wire import WireError, value_from_wire
+from serq.wire import Value, WireError, value_from_wire
 
-from .errors import NotSupported, SpecError
-from .values import amount, is_inf
+from .config import ContentState
+from .errors import At, NotSupported, SpecError, where
+from .values import Amount, amount, is_inf
+from .workload import Workload
 
 # Built-in attribute slots (docs/ir.md "Slots").
 SERIAL, TURN_NO, CACHED, COMPUTED, NEW, OUT, THINK, MORE, FORCED = range(9)
@@ -21,7 +24,7 @@ STAGE_KINDS = ("fifo", "ps", "delay", "step")
 SUPPORTED_OBS = ("queue", "busy", "work", "budget_left", "used", "free", "cachedin", "holders", "queued")
 
 
-def v(text):
+def v(text: Any) -> Value:
     """An IR value string as an exact value."""
     try:
         return value_from_wire(text)
@@ -30,7 +33,7 @@ def v(text):
 
 
 class Program:
-    def __init__(self, ir: dict, name: str = "program"):
+    def __init__(self, ir: dict, name: str = "program") -> None:
         if not isinstance(ir, dict) or ir.get("format") != "serq-ir/1":
             raise SpecError("not a serq-ir/1 document")
         self.ir = ir
@@ -44,12 +47,12 @@ class Program:
         self.stages = ir["stages"]
         self.workload = ir["workload"]
         self.gauges = ir.get("gauges", [])
-        self.workload_data = None          # the pre-drawn Workload (workload.py), set before a run
-        self.warmup = Fraction(0)          # run settings (not in the IR): warm-up and horizon
-        self.horizon = float("inf")
+        self.workload_data: Workload = None  # type: ignore[assignment]  # the pre-drawn Workload, set before a run
+        self.warmup: Value = Fraction(0)          # run settings (not in the IR): warm-up and horizon
+        self.horizon: Value = float("inf")
         self.emit_gauges = False           # `serq spec --gauges`: gauge values in every record
-        self.caps = [v(p["cap"]) for p in self.pools]
-        self.block = []
+        caps = [v(p["cap"]) for p in self.pools]
+        self.block: list[Optional[Amount]] = []
         # pool amounts are exact rationals: whole ones stay ints (docs/spec.md "Non-whole pool amounts")
         for p in self.pools:
             b = p.get("block")
@@ -60,13 +63,13 @@ class Program:
                 if is_inf(bv) or bv <= 0:
                     raise SpecError(f"pool {p['name']}: block must be positive and finite, got {b}")
                 self.block.append(amount(bv))
-        self.caps = [c if is_inf(c) else amount(c) for c in self.caps]
+        self.caps: list[Value] = [c if is_inf(c) else amount(c) for c in caps]
         # pools each engine admits, in declaration order
         self.admitted_pools = {i: [j for j, p in enumerate(self.pools) if p.get("admitted_by") == i]
                                for i, s in enumerate(self.stages) if s["kind"] == "step"}
         self.engines = [i for i, s in enumerate(self.stages) if s["kind"] == "step"]
         # docs/content.md: prefix key -> (parent key or None, total tokens); content pools' blocks
-        self.prefixes = {}
+        self.prefixes: dict[Value, tuple[Optional[Value], int]] = {}
         for x in ir.get("prefixes") or []:
             parent = None if x.get("after") is None else v(x["after"])
             self.prefixes[v(x["key"])] = (parent, int(v(x["total"])))
@@ -75,7 +78,7 @@ class Program:
         self.infer_memory()
         self.check_supported()
 
-    def content_pool(self, i: int):
+    def content_pool(self, i: int) -> Optional[int]:
         """B = cap / block for a `share content` pool (docs/content.md §1), else None."""
         p = self.pools[i]
         if p.get("share") is None:
@@ -92,11 +95,17 @@ class Program:
             raise self.unsupported(f"`reserve held` on the `share content` pool {p['name']}")
         return int(cap / b)
 
-    def new_content(self, i: int):
+    def new_content(self, i: int) -> Optional[ContentState]:
         """The initial block pool of pool i (all blocks free, in id order), or None."""
-        from .config import ContentState
-        count = self.content_blocks[i]
-        return None if count is None else ContentState.empty(self.block[i], count)
+        count, block = self.content_blocks[i], self.block[i]
+        return None if count is None or not isinstance(block, int) else ContentState.empty(block, count)
+
+    def content_block(self, i: int) -> int:
+        """The block size of `share content` pool i: a whole number (`content_pool` checked it)."""
+        b = self.block[i]
+        if not isinstance(b, int) or self.content_blocks[i] is None:
+            raise SpecError(f"internal: pool {self.pools[i]['name']} is no `share content` pool")
+        return b
 
     def is_content(self, i: int) -> bool:
         return self.content_blocks[i] is not None
@@ -113,14 +122,13 @@ class Program:
                             self.memory_of[e] = st["growing"]
 
     # ----------------------------------------------------------------------------------------
-    def stmt(self, ref) -> dict:
+    def stmt(self, ref: Sequence[int]) -> dict:
         return self.blocks[ref[0]][ref[1]]
 
-    def loc(self, at) -> str:
-        from .errors import where
+    def loc(self, at: At) -> str:
         return where(at, self.files)
 
-    def unsupported(self, construct, at=None):
+    def unsupported(self, construct: str, at: At = None) -> NotSupported:
         return NotSupported(construct, at, self.files)
 
     def check_supported(self) -> None:
@@ -155,7 +163,7 @@ class Program:
         if arrival not in ("poisson", "renewal", "closed", "batch", "none"):
             raise self.unsupported(f"arrival {arrival}")
 
-    def check_schedule(self, stmts, name):
+    def check_schedule(self, stmts: list, name: str) -> None:
         """Refuse unsupported schedule statements."""
         for s in stmts:
             op = s["op"]
@@ -175,11 +183,11 @@ class Program:
             for e in ((s.get("order") or {}).get("keys") or []):
                 self.check_expr(e, s.get("at"))
 
-    def sched_at(self, s):
+    def sched_at(self, s: dict) -> list:
         """Schedule statements carry no `at` in the front-end's IR: fall back to the main file."""
         return s.get("at") or [0, "?", "?"]
 
-    def check_stmt(self, st):
+    def check_stmt(self, st: dict) -> None:
         """Refuse unsupported statements, and a `growing` run on a non-step stage: a growing run
         advances a position by the tokens an engine serves (§11.6); a fifo, ps or delay stage
         serves no tokens (docs/spec.md "Ambiguities resolved")."""
@@ -225,7 +233,7 @@ class Program:
         for b in st.get("bindings", []):   # a hold's `at admission` bindings
             self.check_expr(b["expr"], at)
 
-    def check_expr(self, e, at):
+    def check_expr(self, e: dict, at: At) -> None:
         """Refuse unsupported observables and context variables."""
         k = e.get("k")
         if k == "obs" and e["f"] not in SUPPORTED_OBS:
@@ -244,7 +252,7 @@ class Program:
                 self.check_expr(r["index"], at)
 
 
-def reads_job(e) -> bool:
+def reads_job(e: Any) -> bool:
     """True if `e` reads a per-request key (`job` node) anywhere."""
     if not isinstance(e, dict):
         return False
@@ -257,7 +265,7 @@ def reads_job(e) -> bool:
     return any(isinstance(e.get(r), dict) and reads_job(e[r].get("index")) for r in ("stage", "pool"))
 
 
-def static_expr(e, static_slots: set) -> bool:
+def static_expr(e: dict, static_slots: set) -> bool:
     """True if `e` reads only numbers and attributes in `static_slots` (hold rejection, §11.4)."""
     k = e["k"]
     if k == "num":
@@ -270,5 +278,5 @@ def static_expr(e, static_slots: set) -> bool:
     return False
 
 
-def zero_attrs(n: int) -> list:
+def zero_attrs(n: int) -> list[Value]:
     return [Fraction(0)] * n

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import sys
 from fractions import Fraction
+from typing import Optional
 
 from serq import draws as live_draws
+from serq.wire import Value
 
 from .config import Config
 from .errors import SpecError
@@ -91,7 +93,7 @@ def _reaches_end(ir: dict, block: int, seen: set) -> bool:
     return False
 
 
-def never_ending_loop(ir: dict):
+def never_ending_loop(ir: dict) -> Optional[list]:
     """The `at` of a `loop` that every session enters and none can leave, or None.
 
     A `loop` has no exit but `end`; when it sits at the top of the session block (every session
@@ -109,7 +111,7 @@ def never_ending_loop(ir: dict):
 
 
 def sample(ir: dict, seed: int, count: int, name: str = "program", max_steps: int | None = 2_000_000,
-           horizon=float("inf")) -> dict:
+           horizon: Value = float("inf")) -> dict:
     """The sessions file of `count` sessions of program `ir` with seed `seed`.
 
     Without a horizon the run goes on until every session has ended; with one (for sessions that

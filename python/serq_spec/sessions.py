@@ -8,26 +8,33 @@ a stalled growth) or ends. Frames form a stack; a frame's `kind` says what its e
 from __future__ import annotations
 
 from fractions import Fraction
+from typing import Any, Optional
 
-from . import values as V
-from .config import ENDED, READY, Frame, HoldState, Job, Request, Session
-from .errors import SpecError
-from .expr import Env, evaluate, resolve_ref
+from serq.wire import Value
+
 from . import content
+from . import values as V
+from .config import ENDED, READY, Config, Frame, HoldState, IterCtx, Job, Request, Session, hold_of, hold_on
+from .errors import At, SessionsFileError, SpecError
+from .expr import Env, evaluate, resolve_ref
+from .growth import grow
+from .lag import lag_engine
 from .pools import (add_units, caches_in, consume_own_prefix, drop_entry, end_lease, enqueue, held_reservations,
-                    hold_of, lease_of, leave_queue, make_room, release_hold, select_head, start_lease, units_int)
+                    lease_of, leave_queue, make_room, release_hold, release_pool_early, select_head, start_lease,
+                    units_int)
 from .program import CACHED, COMPUTED, FORCED, MORE, NEW, OUT, SERIAL, THINK, TURN_NO, static_expr, zero_attrs
+from .stages import add_resident, start_job
 
 STATEMENT_LIMIT = 1_000_000   # §11.9: a session that runs this many statements without blocking
 READY_LIMIT = 1000            # §11.9: a session made ready this many times in one instant
 
 
-def eval_in_session(cfg, s, e, stream, at, **kw):
+def eval_in_session(cfg: Config, s: Session, e: dict, stream: tuple, at: At, **kw: Any) -> Value:
     """Evaluate `e` in the Session moment of session `s` (§5)."""
     return evaluate(e, Env(cfg, s, stream, at, **kw))
 
 
-def record_observation(cfg, name: str, s, value) -> None:
+def record_observation(cfg: Config, name: str, s: Optional[Session], value: Value) -> None:
     """`observe`: (name, serial, turn_no, time, value), only after warm-up (§11.9)."""
     if cfg.warm:
         turn = s.attrs[TURN_NO] if s is not None else Fraction(0)
@@ -36,7 +43,7 @@ def record_observation(cfg, name: str, s, value) -> None:
 
 # -- spawn and end -------------------------------------------------------------------------------
 
-def spawn(cfg) -> Session:
+def spawn(cfg: Config) -> Session:
     """A new session (§11.3 Spawn): serial, zero attributes, trace pick, `init`, then its session block."""
     prog = cfg.program
     serial = cfg.counters.next_serial
@@ -51,7 +58,6 @@ def spawn(cfg) -> Session:
         else:
             picks = prog.workload_data.trace_picks
             if serial >= len(picks) or not 0 <= picks[serial] < n:
-                from .errors import SessionsFileError
                 raise SessionsFileError(f"the sessions file has no valid trace pick for session {serial}")
             pick = picks[serial]
         s.trace = [pick, 0]
@@ -63,7 +69,7 @@ def spawn(cfg) -> Session:
     return s
 
 
-def end_session(cfg, s) -> None:
+def end_session(cfg: Config, s: Session) -> None:
     """`end` (§11.3): release every hold (caching per its clause); cache entries stay; closed respawns."""
     for h in reversed(s.holds):
         release_hold(cfg, s, h, preempted=False)
@@ -82,20 +88,20 @@ def end_session(cfg, s) -> None:
 
 # -- holds ---------------------------------------------------------------------------------------
 
-def record_client(cfg, name: str, s, value) -> None:
+def record_client(cfg: Config, name: str, s: Session, value: Value) -> None:
     """A client metric (ttft, tpot, response) of the session's current turn, recorded when known
     iff the turn counts in `turns` (its `turn;` ran after the warm-up; docs/report.md "client")."""
     if s.turn_warm:
         cfg.records["observations"].append([name, s.serial, int(s.attrs[TURN_NO]), cfg.now, value])
 
 
-def server_done(cfg, s) -> None:
+def server_done(cfg: Config, s: Session) -> None:
     """A turn's server block ended: a turn that made no engine call records its response."""
     if not s.turn_called:
         record_client(cfg, "response", s, cfg.now - s.turn_start)
 
 
-def exec_hold(cfg, s, st, ref, stream) -> None:
+def exec_hold(cfg: Config, s: Session, st: dict, ref: tuple, stream: tuple) -> None:
     """Executing a hold statement (§11.4 Hold request): reject what can never fit, else queue."""
     at = st.get("at")
     req = st.get("request")
@@ -110,14 +116,14 @@ def exec_hold(cfg, s, st, ref, stream) -> None:
     enqueue(cfg, first, s)
 
 
-def reject(cfg, s, p: int) -> None:
+def reject(cfg: Config, s: Session, p: int) -> None:
     """A hold that can never fit in pool p is rejected: p's `rejected` count, the record, `end`."""
     cfg.pools[p].rejected += 1
     cfg.records["rejected"].append([s.serial, cfg.program.pools[p]["name"]])
     end_session(cfg, s)
 
 
-def hold_rejected(cfg, s, st, stream) -> bool:
+def hold_rejected(cfg: Config, s: Session, st: dict, stream: tuple) -> bool:
     """A unit or reserve reading only attributes and numbers above its pool's cap → rejected, session ends."""
     at = st.get("at")
     static = set(range(cfg.program.nslots))
@@ -149,7 +155,7 @@ def hold_rejected(cfg, s, st, stream) -> bool:
 ADMITTED, BLOCKED, REJECTED = "admitted", "blocked", "rejected"   # the outcomes of an admission attempt
 
 
-def try_admit(cfg, s, ictx=None) -> str:
+def try_admit(cfg: Config, s: Session, ictx: Optional[IterCtx] = None) -> str:
     """Admission attempt of the queued hold (§11.4): bindings, units, reserves read now; ADMITTED
     if every pool fits, else BLOCKED (it waits at the head) — or REJECTED when some pool's need
     exceeds the pool's cap and the exceeding amount reads only attributes, bindings and numbers:
@@ -158,6 +164,8 @@ def try_admit(cfg, s, ictx=None) -> str:
     Inside engine E's admission (`ictx`, §11.6 admit_one) `budget_left(E)` is the budget the
     iteration has left and the schedule's `let`s are visible."""
     prog = cfg.program
+    if s.pending is None:
+        raise SpecError(f"internal: session {s.serial} has no queued hold to admit")
     bi, pc, stream = s.pending
     st = prog.blocks[bi][pc]
     at = st.get("at")
@@ -172,11 +180,14 @@ def try_admit(cfg, s, ictx=None) -> str:
         cfg.attempt = None
 
 
-def content_hits(cfg, st, env) -> list:
+def content_hits(cfg: Config, st: dict, env: Env) -> list:
     """Per pool item of the hold: (content, k) — its `content (p, n, h)` read now, before the
     bindings, and its hit k, which `cachedin` reads during the attempt (docs/content.md §3);
     (None, 0) for an item without a `content` clause."""
-    out = []
+    if cfg.attempt is None:
+        raise SpecError("internal: content hits read outside an admission attempt")
+    cached_in = cfg.attempt[1]
+    out: list[tuple[Optional[tuple], int]] = []
     for hp in st["pools"]:
         if hp.get("content") is None:
             out.append((None, 0))
@@ -185,12 +196,12 @@ def content_hits(cfg, st, env) -> list:
         c = tuple(evaluate(hp["content"][x], env) for x in ("prefix", "length", "history"))
         content.check_content(cfg, p, c, st.get("at"))
         k = content.hit(cfg, p, c)
-        cfg.attempt[1][p] = k * cfg.program.block[p]
+        cached_in[p] = k * cfg.program.content_block(p)
         out.append((c, k))
     return out
 
 
-def reused_blocks(k: int, reuse, b: int) -> int:
+def reused_blocks(k: int, reuse: Any, b: int) -> int:
     """R = min(k, floor(ρ / b)); ρ absent or +inf: k; ρ below one block: 0 (docs/content.md §3)."""
     if reuse is None or (V.is_inf(reuse) and reuse > 0):
         return k
@@ -199,7 +210,7 @@ def reused_blocks(k: int, reuse, b: int) -> int:
     return max(0, min(k, int(V.floor_v(reuse / b))))
 
 
-def attempt(cfg, s, st, ref, stream, env) -> str:
+def attempt(cfg: Config, s: Session, st: dict, ref: tuple, stream: tuple, env: Env) -> str:
     """The body of `try_admit`, with `cfg.attempt` set for `cachedin` on content pools."""
     prog = cfg.program
     at = st.get("at")
@@ -215,7 +226,7 @@ def attempt(cfg, s, st, ref, stream, env) -> str:
         p = resolve_ref(env, hp["pool"])
         u = units_int(evaluate(hp["units"], env), f"units of pool {prog.pools[p]['name']}", cfg, at)
         mine = [(hp["units"], u)]
-        r = 0
+        r: V.Amount = 0
         if hp.get("reserve") is not None:
             r = units_int(evaluate(hp["reserve"], env), f"reserve of pool {prog.pools[p]['name']}", cfg, at)
             mine.append((hp["reserve"], r))
@@ -231,7 +242,7 @@ def attempt(cfg, s, st, ref, stream, env) -> str:
             reject(cfg, s, p)
             return REJECTED
     reuse = NOT_READ
-    plan = []   # per pool item on a content pool: (content, R); None elsewhere
+    plan: list[Optional[tuple]] = []   # per pool item on a content pool: (content, R); None elsewhere
     if any(prog.is_content(p) for p in pools):
         reuse = evaluate(st["reuse"], env) if st.get("reuse") is not None else None
     for p, mine, (c, k) in zip(pools, amounts, hits):
@@ -239,9 +250,10 @@ def attempt(cfg, s, st, ref, stream, env) -> str:
         if prog.is_content(p):
             # vLLM's get_num_blocks_to_allocate against get_num_free_blocks: the R reused blocks
             # that nobody references (E) leave the free queue too
-            r = reused_blocks(k, reuse, prog.block[p])
+            b = prog.content_block(p)
+            r = reused_blocks(k, reuse, b)
             e = content.unreferenced_hits(cfg, p, c, r)
-            n = max(0, V.roundup_block(need, prog.block[p]) // prog.block[p] - r)
+            n = max(0, V.roundup_block(need, b) // b - r)
             plan.append((c, r))
             if n + e > content.free_blocks(cfg, p):
                 return BLOCKED
@@ -257,7 +269,8 @@ def attempt(cfg, s, st, ref, stream, env) -> str:
 NOT_READ = object()   # `reuse` not evaluated yet (it is read once per admission)
 
 
-def admit(cfg, s, st, ref, stream, pools, units, env, reserved=None, plan=None, reuse=NOT_READ) -> None:
+def admit(cfg: Config, s: Session, st: dict, ref: tuple, stream: tuple, pools: list[int], units: list[V.Amount],
+          env: Env, reserved: Optional[list[V.Amount]] = None, plan: Optional[list] = None, reuse: Any = NOT_READ) -> None:
     """Admit (§11.4): consume the own prefix, make room, allocate, number the admission, enter the
     body. On a `share content` pool (`plan` gives its content and R): touch the R hit blocks,
     allocate the rest from the free queue, identify the blocks of the first u tokens (docs/content.md §3)."""
@@ -268,20 +281,20 @@ def admit(cfg, s, st, ref, stream, pools, units, env, reserved=None, plan=None, 
     leave_queue(cfg, pools[0], s.serial)
     hold = HoldState(stmt=tuple(ref), pools=[], alloc=[], position=[], advanced=[], admission=0,
                      depth=len(s.frames), stream=stream)
-    largest = 0
+    largest: V.Amount = 0
     for j, (p, u) in enumerate(zip(pools, units)):
         if plan is not None and plan[j] is not None:
             c, r = plan[j]
             blocks = hold.blocks_of(j)
-            b = prog.block[p]
+            b = prog.content_block(p)
             content.touch(cfg, p, c, r, blocks)
             content.allocate(cfg, p, max(0, V.roundup_block(u, b) // b - r), blocks)
             content.identify(cfg, p, c, blocks, u)
             while len(hold.content) < j:
                 hold.content.append(None)
             hold.content.append(c)
-            consumed = r * b
-            alloc = len(blocks) * b
+            consumed: V.Amount = r * b
+            alloc: V.Amount = len(blocks) * b
         else:
             consumed = consume_own_prefix(cfg, p, s, reuse) if has_cache and caches_in(cfg, p) else 0
             alloc = V.roundup_block(u, prog.block[p])
@@ -306,7 +319,7 @@ def admit(cfg, s, st, ref, stream, pools, units, env, reserved=None, plan=None, 
     s.status = READY
 
 
-def scope_end(cfg, s) -> None:
+def scope_end(cfg: Config, s: Session) -> None:
     """The end of a hold's body: release, reset `computed`, clear preemption memory, client records."""
     hold = s.holds.pop()
     pools = list(hold.pools)
@@ -317,7 +330,7 @@ def scope_end(cfg, s) -> None:
     end_scope(cfg, s, hold.stmt, pools)
 
 
-def lease_clause(cfg, s, hold):
+def lease_clause(cfg: Config, s: Session, hold: HoldState) -> Optional[tuple[int, Optional[Value]]]:
     """The hold's `lease P (t)` read at its scope end (Session moment, §11.4): (p, ends_at), ends_at
     = now + t or None for t = inf; None without a clause, with t = 0, or when the hold no longer
     holds P (the hold then ends as without the clause; docs/spec.md "Leases")."""
@@ -336,7 +349,7 @@ def lease_clause(cfg, s, hold):
     return p, (None if V.is_inf(t) else cfg.now + t)
 
 
-def end_scope(cfg, s, stmt, pools) -> None:
+def end_scope(cfg: Config, s: Session, stmt: tuple, pools: list[int]) -> None:
     """What a scope end does besides the release: `computed` := 0, the preemption memory of the
     hold's pools is cleared, the request's client records (an async end whose hold a preemption
     released already comes here directly, docs/async.md §3 item 5)."""
@@ -353,7 +366,45 @@ def end_scope(cfg, s, stmt, pools) -> None:
         s.request = None
 
 
-def first_token(cfg, s) -> None:
+# -- async ends (docs/async.md §3) ----------------------------------------------------------------
+
+def make_pending(cfg: Config, s: Session, e: int) -> None:
+    """The end of a lagged hold's body (docs/async.md §3 item 1): a pending resident, no release."""
+    prog = cfg.program
+    hold = s.holds[-1]
+    st = prog.stmt(hold.stmt)
+    eos = 0
+    if st.get("eos") is not None:
+        eos = 1 if V.nz(eval_in_session(cfg, s, st["eos"], hold.stream, st.get("at"))) else 0
+    mem = prog.memory_of[e]
+    job = Job(serial=s.serial, stage=e, mode="decode", left=eos,
+              growing=mem if mem is not None and mem in hold.pools else None,
+              admission=hold.admission, pending=True)
+    s.job = job
+    s.status = ("ending", e)
+    add_resident(cfg, e, job)
+    cfg.stages[e].pending.append(s.serial)
+
+
+def apply_ends(cfg: Config, e: int) -> None:
+    """The `ends` event (docs/async.md §3 item 5): each due end, in order, ends its hold's scope."""
+    st = cfg.stages[e]
+    due, st.due = st.due, []
+    for serial in due:
+        s = cfg.sessions[serial]
+        f = s.frames.pop()
+        if s.job is not None:
+            st.jobs.remove(s.job)
+            s.job = None
+            scope_end(cfg, s)
+        else:
+            # its pending resident was preempted: the hold is released already
+            end_scope(cfg, s, f.stmt, [])
+        s.status = READY
+        cfg.ready.append(serial)
+
+
+def first_token(cfg: Config, s: Session) -> None:
     """The first completion of a prefill run inside the request's hold records `ttft` (once)."""
     r = s.request
     if r is not None and r.first is None and any(h.stmt == r.stmt for h in s.holds):
@@ -363,7 +414,7 @@ def first_token(cfg, s) -> None:
 
 # -- statements ----------------------------------------------------------------------------------
 
-def run_session(cfg, s) -> None:
+def run_session(cfg: Config, s: Session) -> None:
     """Execute the session's statements in zero time until it blocks, yields or ends."""
     count = 0
     while s.status == READY:
@@ -386,9 +437,11 @@ def run_session(cfg, s) -> None:
             return
 
 
-def end_frame(cfg, s, f) -> None:
+def end_frame(cfg: Config, s: Session, f: Frame) -> None:
     """The end of a frame: a `while` re-reads its guard, a `loop` restarts, a hold's scope ends."""
     if f.kind == "while":
+        if f.stmt is None:
+            raise SpecError("internal: a while frame without its statement")
         st = cfg.program.stmt(f.stmt)
         if V.truth(eval_in_session(cfg, s, st["cond"], f.stream, st.get("at")), "a while guard", st.get("at")):
             f.pc = 0
@@ -397,7 +450,6 @@ def end_frame(cfg, s, f) -> None:
     elif f.kind == "loop":
         f.pc = 0
     elif f.kind == "hold":
-        from .lag import lag_engine, make_pending
         e = lag_engine(cfg, s.holds[-1])
         if e is not None:
             make_pending(cfg, s, e)   # the frame stays until the `ends` event (docs/async.md)
@@ -411,7 +463,7 @@ def end_frame(cfg, s, f) -> None:
         s.frames.pop()
 
 
-def exec_stmt(cfg, s, st, ref, stream):
+def exec_stmt(cfg: Config, s: Session, st: dict, ref: tuple, stream: tuple) -> Optional[str]:
     """Execute one statement (docs/ir.md statements); "yield" when the session must give way."""
     prog = cfg.program
     op = st["op"]
@@ -444,7 +496,6 @@ def exec_stmt(cfg, s, st, ref, stream):
     elif op == "grow":
         p = resolve_ref(env, st["pool"])
         d = units_int(evaluate(st["units"], env), "grow amount", cfg, at)
-        from .growth import grow
         if hold_of(s, p) is None:
             raise SpecError(f"grow of pool {prog.pools[p]['name']} outside a hold of it", at, prog.files)
         grow(cfg, s, p, d, None)
@@ -452,8 +503,9 @@ def exec_stmt(cfg, s, st, ref, stream):
         p = resolve_ref(env, st["pool"])
         n = units_int(evaluate(st["units"], env), "load amount", cfg, at)
         h = hold_of(s, p)
-        if h is None and lease_of(cfg, p, s.serial) is not None:
-            h = lease_of(cfg, p, s.serial).part   # a leased allocation keeps its position (§11.4)
+        lease = lease_of(cfg, p, s.serial)
+        if h is None and lease is not None:
+            h = lease.part   # a leased allocation keeps its position (§11.4)
         if h is None:
             raise SpecError(f"load of pool {prog.pools[p]['name']} outside a hold or lease of it", at, prog.files)
         i = h.pools.index(p)
@@ -464,19 +516,19 @@ def exec_stmt(cfg, s, st, ref, stream):
     elif op == "drop":
         drop_entry(cfg, resolve_ref(env, st["pool"]), s.serial)
     elif op == "release":
-        from .pools import release_pool_early
         release_pool_early(cfg, s, resolve_ref(env, st["pool"]), at)
     else:
         raise prog.unsupported(f"statement {op}", at)
     return None
 
 
-def exec_choose(cfg, s, st, env) -> None:
+def exec_choose(cfg: Config, s: Session, st: dict, env: Env) -> None:
     """`choose x in n by (k…)`: the index with the least keys, ties to the smallest (§9)."""
     n = V.as_int(evaluate(st["count"], env), "choose count", st.get("at"))
     if n < 1:
         raise SpecError("choose over an empty range", st.get("at"), cfg.program.files)
-    best, best_key = 0, None
+    best = 0
+    best_key: Optional[tuple] = None
     for j in range(n):
         s.attrs[st["slot"]] = Fraction(j)
         key = tuple(evaluate(k, env) for k in st["keys"])
@@ -485,7 +537,7 @@ def exec_choose(cfg, s, st, env) -> None:
     s.attrs[st["slot"]] = Fraction(best)
 
 
-def exec_turn(cfg, s) -> None:
+def exec_turn(cfg: Config, s: Session) -> None:
     """`turn;` (§11.3): turn_no += 1, load the next trace turn, run `turn` then the spliced server."""
     prog = cfg.program
     s.attrs[TURN_NO] = s.attrs[TURN_NO] + 1
@@ -494,6 +546,8 @@ def exec_turn(cfg, s) -> None:
     prog.workload_data.note_turn(s)
     trace = prog.workload.get("trace")
     if trace is not None:
+        if s.trace is None:
+            raise SpecError(f"internal: session {s.serial} has no trace pick")
         rows = trace["sessions"][s.trace[0]]
         k = s.trace[1]
         if k < len(rows):
@@ -509,7 +563,7 @@ def exec_turn(cfg, s) -> None:
         s.frames.append(Frame(prog.workload["turn"], 0, "plain", None, ("turn", s.turns)))
 
 
-def exec_run(cfg, s, st, env):
+def exec_run(cfg: Config, s: Session, st: dict, env: Env) -> Optional[str]:
     """`run s (w)` (§11.5, §11.6): a job on the stage; zero work completes at once and yields."""
     prog = cfg.program
     at = st.get("at")
@@ -542,24 +596,22 @@ def exec_run(cfg, s, st, env):
     s.job = job
     s.status = ("stage", stage)
     if kind == "step":
-        from .engine import add_resident
         add_resident(cfg, stage, job)
     else:
-        from .stages import start_job
         start_job(cfg, job)
     return None
 
 
 # -- settle --------------------------------------------------------------------------------------
 
-def retry_growers(cfg, p: int) -> None:
+def retry_growers(cfg: Config, p: int) -> None:
     """Stalled growths in FIFO order; the head blocks the rest (§11.2, §11.7)."""
     prog = cfg.program
     st = cfg.pools[p]
     while st.growers:
         s = cfg.sessions[st.growers[0]]
         _, target = s.growth
-        h = hold_of(s, p)
+        h = hold_on(s, p)
         i = h.pools.index(p)
         need = target - h.alloc[i]
         if st.used + need > prog.caps[p]:
@@ -574,7 +626,7 @@ def retry_growers(cfg, p: int) -> None:
             cfg.ready.append(s.serial)
 
 
-def settle(cfg) -> None:
+def settle(cfg: Config) -> None:
     """Run ready sessions in FIFO order; retry growers and admit heads of non-engine pools; repeat (§11.2)."""
     prog = cfg.program
     readied: dict = {}

@@ -4,76 +4,32 @@ A `ps` stage keeps a virtual clock v: every present job receives rate φ(n)/n, s
 that rate; a job's finish tag is v at its start plus its work. The next departure is the least
 tag (ties in start order) at now + (tag − v)/rate. At a departure v is advanced to now *before*
 the job is removed (docs/language.md §11.12 item 1), then v = max(v, tag).
+
+Jobs join and leave their stages here, and a step engine's residents keep their order
+(`add_resident`, used by sessions.py and the engine alike). The clock itself (`ps_rate`,
+`advance_virtual_clock`) and `queue`/`busy`/`work` are read by expressions, so they are in expr.py.
 """
 
 from __future__ import annotations
 
 from fractions import Fraction
 
-from . import values as V
-from .config import READY
+from .config import READY, Config, Job
 from .errors import SpecError
 from .events import schedule_event, withdraw_event
-from .expr import Env, evaluate
+from .expr import advance_virtual_clock, ps_rate
 
 
-def present(cfg, s: int) -> int:
-    """queue(s): jobs present (waiting + in service; a step engine's residents)."""
-    st = cfg.stages[s]
-    return len(st.jobs) + len(st.waiting)
+def add_resident(cfg: Config, e: int, job: Job) -> None:
+    """Residents are ordered by their owner's latest admission number (§11.2; no keep-your-place rule)."""
+    jobs = cfg.stages[e].jobs
+    i = len(jobs)
+    while i > 0 and jobs[i - 1].admission > job.admission:
+        i -= 1
+    jobs.insert(i, job)
 
 
-def busy(cfg, s: int) -> int:
-    """busy(s): jobs in service (fifo: busy servers; step: jobs in the current iteration)."""
-    st = cfg.stages[s]
-    if st.kind == "step":
-        return len(st.iteration["assign"]) if st.iteration else 0
-    return len(st.jobs)
-
-
-def work(cfg, s: int):
-    """work(s): unfinished work at s."""
-    st = cfg.stages[s]
-    if st.kind == "step":
-        return Fraction(sum(j.left for j in st.jobs))
-    if st.kind == "ps":
-        advance_virtual_clock(cfg, s)
-        return sum((st.tags[j.serial] - st.v for j in st.jobs), Fraction(0))
-    total = sum((j.left for j in st.waiting), Fraction(0))
-    return total + sum((st.finish[j.serial] - cfg.now for j in st.jobs), Fraction(0))
-
-
-def ps_rate(cfg, s: int, n: int):
-    """Each of n present jobs gets φ(n)/n (Ps moment: φ may read `present`)."""
-    phi = evaluate(cfg.program.stages[s]["capacity"], Env(cfg, ctx={"present": Fraction(n)},
-                                                                   what=f"ps stage {cfg.program.stages[s]['name']}: capacity"))
-    if V.is_inf(phi) or phi <= 0:
-        raise SpecError(f"ps stage {cfg.program.stages[s]['name']}: capacity must be positive and finite, got {V.wire(phi)}")
-    return phi / n
-
-
-def current_rate(cfg, s: int):
-    """The per-job rate in effect since t_last: the one the pending departure was scheduled with
-    (§11.5: the rate changes only when the job set does, at the reschedule that ends a settle),
-    recovered exactly from that `finish` event as (tag − v)/(time − t_last). The capacity is not
-    evaluated again: evaluating it could draw a machine-stream value, and one that reads live
-    state could give another rate than the one the departure time was computed with."""
-    st = cfg.stages[s]
-    for ev in cfg.events:
-        if ev.kind == "finish" and ev.arg[0] == s and ev.time > st.t_last:
-            return (st.tags[ev.arg[1]] - st.v) / (ev.time - st.t_last)
-    return ps_rate(cfg, s, len(st.jobs))   # not reached in a run: a present job has its departure
-
-
-def advance_virtual_clock(cfg, s: int) -> None:
-    """v += rate·(now − t_last) with the rate of the jobs present since t_last."""
-    st = cfg.stages[s]
-    if st.jobs and cfg.now > st.t_last:
-        st.v += current_rate(cfg, s) * (cfg.now - st.t_last)
-    st.t_last = cfg.now
-
-
-def start_job(cfg, job) -> None:
+def start_job(cfg: Config, job: Job) -> None:
     """A job with positive work joins stage `job.stage` (§11.5)."""
     s = job.stage
     st = cfg.stages[s]
@@ -98,7 +54,7 @@ def start_job(cfg, job) -> None:
         raise SpecError(f"start_job on a {st.kind} stage")
 
 
-def begin_fifo_service(cfg, s: int, job) -> None:
+def begin_fifo_service(cfg: Config, s: int, job: Job) -> None:
     """A fifo job enters service: its `finish` event is at now + work."""
     st = cfg.stages[s]
     st.jobs.append(job)
@@ -106,7 +62,7 @@ def begin_fifo_service(cfg, s: int, job) -> None:
     schedule_event(cfg, st.finish[job.serial], "finish", (s, job.serial))
 
 
-def finish_job(cfg, s: int, serial: int) -> None:
+def finish_job(cfg: Config, s: int, serial: int) -> None:
     """A `finish` event: the job leaves its stage and its session becomes ready (§11.5, oracle §12.1)."""
     st = cfg.stages[s]
     job = next((j for j in st.jobs if j.serial == serial), None)
@@ -136,7 +92,7 @@ def finish_job(cfg, s: int, serial: int) -> None:
         cfg.ready.append(serial)
 
 
-def withdraw_job(cfg, job) -> None:
+def withdraw_job(cfg: Config, job: Job) -> None:
     """A preempted holder leaves its fifo or ps stage (§11.7: "detach it from the stage"); its work
     is dropped (its hold statement runs again). fifo: a waiting job leaves the queue; a job in
     service leaves it, its `finish` is withdrawn and the server takes the next waiting job. ps:
@@ -162,7 +118,7 @@ def withdraw_job(cfg, job) -> None:
         raise SpecError(f"withdraw_job on a {st.kind} stage")
 
 
-def reschedule_ps(cfg, s: int) -> None:
+def reschedule_ps(cfg: Config, s: int) -> None:
     """Withdraw the stage's pending departure and schedule the next one (end of settle, §11.2)."""
     st = cfg.stages[s]
     cfg.events = [e for e in cfg.events if not (e.kind == "finish" and e.arg[0] == s)]

@@ -12,19 +12,25 @@ from __future__ import annotations
 
 import copy
 from fractions import Fraction
+from typing import Any, Callable, Optional
 
-from .config import Config, new_records
+from serq.wire import Value
+
+from .config import Config, Event, new_records
 from .engine import iteration_end, start_iteration
 from .errors import SessionsFileError, SpecError
 from .events import pending_at_now, schedule_event
 from .expr import Env, evaluate
-from .sessions import settle, spawn
+from .invariants import check_or_raise
+from .pools import end_lease
+from .program import Program
+from .sessions import apply_ends, settle, spawn
 from .stages import finish_job, reschedule_ps
 
 SETTLE_ROUNDS = 100_000
 
 
-def initial(program) -> tuple[Config, dict]:
+def initial(program: Program) -> tuple[Config, dict]:
     """Step 0 (§11.2 item 1): warm-up event, first arrival or the closed/batch sessions, settle."""
     cfg = Config(program)
     cfg.records = new_records()
@@ -59,7 +65,7 @@ def initial(program) -> tuple[Config, dict]:
     return cfg, cfg.records
 
 
-def after_event(cfg) -> None:
+def after_event(cfg: Config) -> None:
     """Settle; start iterations when nothing else is pending now; reschedule ps departures (§11.2)."""
     for _ in range(SETTLE_ROUNDS):
         settle(cfg)
@@ -75,13 +81,13 @@ def after_event(cfg) -> None:
             reschedule_ps(cfg, i)
 
 
-def sample_gauges(cfg) -> None:
+def sample_gauges(cfg: Config) -> None:
     """With `serq spec --gauges`: every gauge's value at the end of the step (Gauge moment, §5)."""
     if cfg.program.emit_gauges:
         cfg.records["gauges"] = [[g["name"], evaluate(g["expr"], Env(cfg, what=f"gauge {g['name']}"))] for g in cfg.program.gauges]
 
 
-def handle(cfg, ev) -> None:
+def handle(cfg: Config, ev: Event) -> None:
     """Apply one event (docs/spec.md "The event loop and the tie order")."""
     if ev.kind == "arrive":
         w = cfg.program.workload_data
@@ -93,10 +99,8 @@ def handle(cfg, ev) -> None:
     elif ev.kind == "iter_end":
         iteration_end(cfg, ev.arg)
     elif ev.kind == "ends":
-        from .lag import apply_ends
         apply_ends(cfg, ev.arg)
     elif ev.kind == "lease_end":
-        from .pools import end_lease
         end_lease(cfg, cfg.sessions[ev.arg[1]], ev.arg[0])
     elif ev.kind == "warmup_end":
         cfg.warm = True
@@ -104,7 +108,7 @@ def handle(cfg, ev) -> None:
         raise SpecError(f"unknown event kind {ev.kind}")
 
 
-def step_in_place(cfg) -> dict | None:
+def step_in_place(cfg: Config) -> dict | None:
     """Handle the next event on `cfg` itself; None if there is none (or it is past the horizon)."""
     if not cfg.events or cfg.events[0].time > cfg.program.horizon:
         return None
@@ -120,7 +124,7 @@ def step_in_place(cfg) -> dict | None:
     return rec
 
 
-def step(config: Config):
+def step(config: Config) -> tuple[Config, Optional[dict]]:
     """step : Config → Config × record (a final configuration maps to itself and None)."""
     nxt = copy.deepcopy(config)
     rec = step_in_place(nxt)
@@ -129,12 +133,13 @@ def step(config: Config):
     return nxt, rec
 
 
-def run(program, max_steps: int | None = None, on_step=None, check=True):
+def run(program: Program, max_steps: int | None = None, on_step: Optional[Callable[[Config, dict, int], Any]] = None,
+        check: bool = True) -> Config:
     """Run from step 0 until no event is left (or max_steps); call on_step(cfg, record, k) after each."""
-    from .invariants import check_or_raise
+    rec: Optional[dict]
     cfg, rec = initial(program)
     rec["event"] = None
-    prev = Fraction(0)
+    prev: Value = Fraction(0)
     if check:
         check_or_raise(cfg, 0, prev)
     if on_step:

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from serq.wire import canonical_json
+from typing import Any, Optional
 
-from .pools import hold_of
+from serq.wire import Value, canonical_json
+
+from .config import Config, Event, Session, hold_on
+from .content import block_pool
+from .expr import ps_rate
 from .values import amount_wire as amt, wire
 
 
-def event_json(cfg, ev):
+def event_json(cfg: Config, ev: Optional[Event]) -> Optional[dict]:
     """The event of docs/state.md (stage names instead of indices)."""
     if ev is None:
         return None
@@ -23,7 +27,7 @@ def event_json(cfg, ev):
     return {"kind": ev.kind, "time": wire(ev.time), "seq": ev.seq, "arg": arg}
 
 
-def status_json(cfg, s) -> str:
+def status_json(cfg: Config, s: Session) -> str:
     """STATUS of docs/state.md."""
     st = s.status
     if st[0] in ("ready", "ended"):
@@ -35,7 +39,7 @@ def status_json(cfg, s) -> str:
     return f"stage:{cfg.program.stages[st[1]]['name']}"
 
 
-def pool_json(cfg, p: int) -> dict:
+def pool_json(cfg: Config, p: int) -> dict:
     """POOL of docs/state.md."""
     st = cfg.pools[p]
     out = {"name": cfg.program.pools[p]["name"], "used": amt(st.used), "cached": amt(st.cached()),
@@ -53,13 +57,14 @@ def pool_json(cfg, p: int) -> dict:
     return out
 
 
-def content_json(cfg, p: int) -> dict:
+def content_json(cfg: Config, p: int) -> dict:
     """The keys of a `share content` pool (docs/content.md §5, docs/state.md POOL)."""
-    cs = cfg.pools[p].content
-    def ident(x):
+    cs = block_pool(cfg, p)
+    def ident(x: Optional[tuple]) -> Optional[list]:
         return None if x is None else list(x)
 
-    held, seen = [], {}
+    held: list = []
+    seen: dict[int, int] = {}
     for serial in cfg.pools[p].holders:
         # a session holding p in nested holds is listed once per hold, outermost first
         k = seen.get(serial, 0)
@@ -72,7 +77,7 @@ def content_json(cfg, p: int) -> dict:
             "held": held}
 
 
-def stage_json(cfg, i: int) -> dict:
+def stage_json(cfg: Config, i: int) -> dict:
     """STAGE of docs/state.md."""
     spec = cfg.program.stages[i]
     st = cfg.stages[i]
@@ -83,7 +88,7 @@ def stage_json(cfg, i: int) -> dict:
         for j in st.jobs:
             pos = alloc = None
             if j.growing is not None:
-                h = hold_of(cfg.sessions[j.serial], j.growing)
+                h = hold_on(cfg.sessions[j.serial], j.growing)
                 k = h.pools.index(j.growing)
                 pos, alloc = h.position[k], h.alloc[k]
             r = {"serial": j.serial, "mode": j.mode, "remaining": j.left, "admission": j.admission,
@@ -107,14 +112,14 @@ def stage_json(cfg, i: int) -> dict:
     elif st.kind == "delay":
         out["active"] = [[j.serial, wire(st.finish[j.serial])] for j in st.jobs]
     else:  # ps: remaining work at now, the clock advanced to now (without changing the state)
-        v = st.v
+        v: Value = st.v
         if st.jobs and cfg.now > st.t_last:
             v = v + ps_line_rate(cfg, i) * (cfg.now - st.t_last)
         out["active"] = [[j.serial, wire(st.tags[j.serial] - v)] for j in st.jobs]
     return out
 
 
-def reads_state(e) -> bool:
+def reads_state(e: Any) -> bool:
     """Can evaluating IR expression `e` change the Config? A draw consumes a stream value; an
     observable may advance a ps clock (`work`) or evaluate a capacity that draws."""
     if isinstance(e, dict):
@@ -126,15 +131,14 @@ def reads_state(e) -> bool:
     return False
 
 
-def ps_line_rate(cfg, i: int):
+def ps_line_rate(cfg: Config, i: int) -> Value:
     """The per-job rate of ps stage i since its clock was last advanced, for the line only:
     printing a line must never change the state. A capacity that reads only numbers, `present`
     and pure functions is evaluated (it cannot draw); one that draws or reads an observable is not
     evaluated — the rate is the one the pending departure was scheduled with, recovered exactly
-    from that event (stages.current_rate), as the run itself does."""
+    from that event (expr.current_rate), as the run itself does."""
     st = cfg.stages[i]
     if not reads_state(cfg.program.stages[i]["capacity"]):
-        from .stages import ps_rate
         return ps_rate(cfg, i, len(st.jobs))
     ev = next((e for e in cfg.events if e.kind == "finish" and e.arg[0] == i), None)
     if ev is None or ev.time <= st.t_last:
@@ -162,7 +166,7 @@ def records_json(rec: dict) -> dict:
     return out
 
 
-def state_line(cfg, rec: dict, k: int) -> dict:
+def state_line(cfg: Config, rec: dict, k: int) -> dict:
     """The docs/state.md line of step k."""
     return {"step": k, "event": event_json(cfg, rec.get("event")), "now": wire(cfg.now),
             "pools": [pool_json(cfg, p) for p in range(len(cfg.program.pools))],
@@ -171,6 +175,6 @@ def state_line(cfg, rec: dict, k: int) -> dict:
             "records": records_json(rec)}
 
 
-def state_text(cfg, rec: dict, k: int) -> str:
+def state_text(cfg: Config, rec: dict, k: int) -> str:
     """The canonical JSON text of the docs/state.md line of step k."""
     return canonical_json(state_line(cfg, rec, k))

@@ -18,11 +18,23 @@ import decimal
 import math
 import sys
 from fractions import Fraction
+from typing import TYPE_CHECKING, Any, Callable, Union, cast
 
-from serq.exact import NaNError, ext_add, ext_div, ext_mul, ext_sub, is_inf, neg  # noqa: F401  (is_inf, neg re-exported)
-from serq.wire import INF, value_from_wire, value_to_wire
+from serq.exact import NaNError, ext_add, ext_div, ext_mul, ext_sub, neg  # noqa: F401  (neg re-exported)
+from serq.wire import INF, Value, value_from_wire, value_to_wire
 
-from .errors import SpecError
+from .errors import At, SpecError
+
+if TYPE_CHECKING:
+    from typing_extensions import TypeIs
+
+    def is_inf(v: Value) -> TypeIs[float]:
+        """serq.exact's `is_inf`, declared so that mypy narrows a Value to Fraction after it."""
+else:
+    from serq.exact import is_inf  # re-exported
+
+#: A pool amount (units, allocations, positions, cache sizes): an int when whole, else a Fraction.
+Amount = Union[int, Fraction]
 
 ZERO = Fraction(0)
 ONE = Fraction(1)
@@ -30,21 +42,21 @@ DIGITS = 40
 _CTX = decimal.Context(prec=DIGITS, rounding=decimal.ROUND_HALF_EVEN, Emax=999999, Emin=-999999)
 
 
-def finite(v, what: str = "value") -> Fraction:
+def finite(v: Value, what: str = "value") -> Fraction:
     """`v` as a Fraction; infinity is an error here."""
     if isinstance(v, float):
         raise SpecError(f"{what} is infinite")
     return v
 
 
-def as_int(v, what: str, at=None) -> int:
+def as_int(v: Value, what: str, at: At = None) -> int:
     """`v` as an int: tokens, units, counts must be whole numbers."""
     if isinstance(v, float) or v.denominator != 1:
         raise SpecError(f"{what} must be a whole number, got {value_to_wire(v)}", at)
     return int(v)
 
 
-def truth(v, what: str = "guard", at=None) -> bool:
+def truth(v: Value, what: str = "guard", at: At = None) -> bool:
     """A guard must be 0 or 1 (docs/language.md §10, §11.9 run-time guard)."""
     if v == 0:
         return False
@@ -53,12 +65,12 @@ def truth(v, what: str = "guard", at=None) -> bool:
     raise SpecError(f"{what} must be 0 or 1, got {value_to_wire(v)}", at)
 
 
-def nz(v) -> bool:
+def nz(v: Value) -> bool:
     """C-like truth: any non-zero value is true (for `!`, `&&`, `||`, `?:`)."""
     return v != 0
 
 
-def _exact(op, a, b):
+def _exact(op: Callable[[Value, Value], Value], a: Value, b: Value) -> Value:
     """One operation of serq.exact's extended rationals (the front-end's constant folding uses the
     same ones), its NaN an error here."""
     try:
@@ -67,32 +79,32 @@ def _exact(op, a, b):
         raise SpecError(str(e)) from None
 
 
-def add(a, b):
+def add(a: Value, b: Value) -> Value:
     """a + b; inf − inf is an error."""
     return _exact(ext_add, a, b)
 
 
-def sub(a, b):
+def sub(a: Value, b: Value) -> Value:
     """a − b."""
     return _exact(ext_sub, a, b)
 
 
-def mul(a, b):
+def mul(a: Value, b: Value) -> Value:
     """a · b; 0 · inf is an error."""
     return _exact(ext_mul, a, b)
 
 
-def div(a, b):
+def div(a: Value, b: Value) -> Value:
     """a / b; x/0 = ±inf for x ≠ 0, 0/0 and inf/inf are errors."""
     return _exact(ext_div, a, b)
 
 
-def floor_v(a):
+def floor_v(a: Value) -> Value:
     """floor; ±inf unchanged."""
     return a if is_inf(a) else Fraction(math.floor(a))
 
 
-def ceil_v(a):
+def ceil_v(a: Value) -> Value:
     """ceil; ±inf unchanged."""
     return a if is_inf(a) else Fraction(math.ceil(a))
 
@@ -105,7 +117,7 @@ def _frac(d: decimal.Decimal) -> Fraction:
     return Fraction(d)
 
 
-def sqrt_v(a):
+def sqrt_v(a: Value) -> Value:
     """sqrt: exact for perfect squares, else 40 digits (module docstring)."""
     if a < 0:
         raise SpecError("sqrt of a negative number")
@@ -118,7 +130,7 @@ def sqrt_v(a):
     return _frac(_CTX.sqrt(_dec(a)))
 
 
-def exp_v(a):
+def exp_v(a: Value) -> Value:
     """exp at 40 digits (module docstring)."""
     if is_inf(a):
         return INF if a > 0 else ZERO
@@ -129,7 +141,7 @@ def exp_v(a):
     return _frac(_CTX.exp(_dec(a)))
 
 
-def ln_v(a):
+def ln_v(a: Value) -> Value:
     """ln at 40 digits (module docstring); ln 0 = −inf."""
     if a < 0:
         raise SpecError("ln of a negative number")
@@ -142,7 +154,7 @@ def ln_v(a):
     return _frac(_CTX.ln(_dec(a)))
 
 
-def pow_v(x, y):
+def pow_v(x: Value, y: Value) -> Value:
     """x ^ y: exact for an integer exponent, else exp(y·ln x) at 40 digits.
 
     With an infinite operand, the value of IEEE 754 `pow` (Python's float `**`): `x ^ 0 = 1` and
@@ -155,7 +167,7 @@ def pow_v(x, y):
     if is_inf(y):
         if x == -1:
             return ONE
-        big = abs(x) > 1
+        big = x > 1 or x < -1   # |x| > 1
         return (INF if big else ZERO) if y > 0 else (ZERO if big else INF)
     if is_inf(x):
         if y < 0:
@@ -178,17 +190,17 @@ def pow_v(x, y):
     return _frac(_CTX.power(_dec(x), _dec(y)))
 
 
-def min_v(a, b):
+def min_v(a: Value, b: Value) -> Value:
     """min of two values."""
     return a if a <= b else b
 
 
-def max_v(a, b):
+def max_v(a: Value, b: Value) -> Value:
     """max of two values."""
     return a if a >= b else b
 
 
-def amount(v):
+def amount(v: Amount) -> Amount:
     """A pool amount (units, allocations, positions, cache sizes): exact, an int when whole and
     the Fraction otherwise, so whole amounts keep their int type (docs/state.md: ints when whole,
     "p/q" otherwise)."""
@@ -197,32 +209,32 @@ def amount(v):
     return int(v) if v.denominator == 1 else v
 
 
-def amount_wire(v):
+def amount_wire(v: Amount) -> int | str:
     """The state-line form of a pool amount: a JSON int when whole, else its wire text."""
     v = amount(v)
     return v if isinstance(v, int) else wire(v)
 
 
-def amount_from_wire(x):
+def amount_from_wire(x: Any) -> Amount:
     """The inverse of `amount_wire`."""
-    return x if isinstance(x, int) else amount(value_from_wire(x))
+    return x if isinstance(x, int) else amount(cast(Fraction, value_from_wire(x)))   # "p/q": never inf
 
 
-def roundup_block(units, block):
+def roundup_block(units: Amount, block: Amount | None) -> Amount:
     """A request is rounded up to a whole block (docs/language.md §6); exact for any rational block."""
     if block is None:
         return amount(units)
     return amount(-(-units // block) * block)
 
 
-def rounddown_block(units, block):
+def rounddown_block(units: Amount, block: Amount | None) -> Amount:
     """A cache entry is rounded down to a whole block (docs/language.md §6, §11.4)."""
     if block is None:
         return amount(units)
     return amount((units // block) * block)
 
 
-def wire(v) -> str:
+def wire(v: Any) -> str:
     """The wire text of a value ("p/q", "inf"), whatever its size: an exact value may have more
     digits than Python's default limit for int-to-text conversion (4300; `exp(10000)` has 4343),
     which is lifted for this conversion only."""

@@ -10,17 +10,19 @@ path records a fresh sample.
 from __future__ import annotations
 
 from fractions import Fraction
+from typing import Any, Optional
 
 from serq import draws as live_draws
-from serq.wire import WireError, value_from_wire
+from serq.wire import Value, WireError, value_from_wire
 
-from .errors import SessionsFileError, SpecError
+from .config import Config, Session
+from .errors import At, SessionsFileError, SpecError
 from .values import wire
 
 FORMAT = "serq-sessions/1"
 
 
-def _val(x, where):
+def _val(x: Any, where: str) -> Fraction:
     try:
         v = value_from_wire(x)
     except WireError as exc:
@@ -30,15 +32,15 @@ def _val(x, where):
     return v
 
 
-def _list(x, where):
+def _list(x: Any, where: str) -> list:
     if not isinstance(x, list):
         raise SessionsFileError(f"sessions file: {where} must be a list")
     return x
 
 
 class Workload:
-    def __init__(self):
-        self.seed = None
+    def __init__(self) -> None:
+        self.seed: Optional[int] = None
         self.live = False
         self.count = 0                 # K: sessions in the file
         self.arrivals: list = []
@@ -46,11 +48,11 @@ class Workload:
         self.machine: list = []
         self.sessions: list = []       # [{"init": [...], "turns": [[...]...], "session": [...]}]
         self._rngs: dict = {}
-        self.arrival_rng = None         # sampling renewal gaps: draws come from the arrival stream
+        self.arrival_rng: Any = None         # sampling renewal gaps: draws come from the arrival stream
 
     # -- construction -------------------------------------------------------------------------
     @classmethod
-    def replay(cls, data) -> "Workload":
+    def replay(cls, data: Any) -> Workload:
         """Read a sessions file (already parsed JSON); malformed files raise SessionsFileError.
         The CLIs check a file first with serq.sessionsfile (shared with the fast engine, whose
         messages name the file); the spec still checks what it reads, as SerqLang's
@@ -84,7 +86,7 @@ class Workload:
         return w
 
     @classmethod
-    def live_sample(cls, seed: int, count: int) -> "Workload":
+    def live_sample(cls, seed: int, count: int) -> Workload:
         w = cls()
         w.live = True
         w.seed = seed
@@ -92,14 +94,15 @@ class Workload:
         w.sessions = [{"init": [], "turns": [], "session": []} for _ in range(count)]
         return w
 
-    def rng(self, *key):
+    def rng(self, *key: Any) -> Any:
         if key not in self._rngs:
             self._rngs[key] = live_draws.make_stream(*key)
         return self._rngs[key]
 
     # -- the streams --------------------------------------------------------------------------
-    def take(self, cfg, session, stream: tuple, dist: str, args: list, at) -> Fraction:
+    def take(self, cfg: Config, session: Optional[Session], stream: tuple, dist: str, args: list[Value], at: At) -> Fraction:
         """The next value of `stream` for `session` (None: the machine stream)."""
+        key: tuple   # the stream's key in serq.draws
         if stream == ("arrival",) and self.arrival_rng is not None:
             return self._draw(cfg, dist, args, self.arrival_rng, at)
         if session is None:
@@ -139,7 +142,7 @@ class Workload:
         return x
 
     @staticmethod
-    def _draw(cfg, dist, args, rng, at):
+    def _draw(cfg: Config, dist: str, args: list[Value], rng: Any, at: At) -> Fraction:
         """One fresh draw (sampling only); arguments outside the law are a located error — also
         those the sampler itself trips on (e.g. `~erlang(inf, m)`: OverflowError)."""
         try:
@@ -151,7 +154,7 @@ class Workload:
             raise SpecError(f"~{dist}({shown}): arguments outside what the draw can sample ({exc})",
                             at, cfg.program.files)
 
-    def check_consumed(self, cfg, session) -> None:
+    def check_consumed(self, cfg: Config, session: Session) -> None:
         """At a session's end every value of its streams must have been used (docs/sessions.md)."""
         if self.live:
             return
@@ -172,7 +175,7 @@ class Workload:
                 f"the sessions file does not fit the program: session {session.serial} ended with "
                 + "; ".join(problems))
 
-    def note_turn(self, session) -> None:
+    def note_turn(self, session: Session) -> None:
         if self.live:
             rec = self.sessions[session.serial]
             while len(rec["turns"]) < session.turns:

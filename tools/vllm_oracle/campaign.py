@@ -8,7 +8,7 @@
 
 Generates scenarios with gen_scenarios.py (seed, indices start..start+count-1), runs them all
 through the oracle driver in one vLLM process, then runs each one through serQ's model
-(`serq.oracle.model.run_scenario`, the code behind `serq oracle run`) on every engine named in
+(`serq_vllm.model.run_scenario`, the code behind `serq oracle run`) on every engine named in
 --engines and compares the two traces with the oracle rule (docs/oracle.md §5). Each
 (scenario, engine) ends in one of:
 
@@ -43,8 +43,8 @@ sys.path.insert(0, str(HERE.parent.parent / "python"))
 
 import gen_scenarios  # noqa: E402
 from regen import MISSING_VENV, run_driver  # noqa: E402
-from serq.oracle.compare import check_trace_shape, compare_traces, render_step  # noqa: E402
-from serq.oracle.scenario import load_scenario  # noqa: E402
+from serq_vllm.compare import check_trace_shape, compare_traces, render_step  # noqa: E402
+from serq_vllm.scenario import load_scenario  # noqa: E402
 
 
 def vllm_features(t: dict, sc: dict, c: collections.Counter, problems: list, name: str) -> None:
@@ -74,7 +74,9 @@ def vllm_features(t: dict, sc: dict, c: collections.Counter, problems: list, nam
 
 def model_outcome(scenario_path: Path, vllm_trace: dict, engine: str) -> tuple[str, str, dict | None]:
     """(status, detail, serQ trace or None) of one scenario on one engine of the model."""
-    from serq.oracle.model import ModelError, Unsupported, run_scenario
+    from serq_vllm.engine import ModelError
+    from serq_vllm.model import run_scenario
+    from serq_vllm.plan import Unsupported
 
     try:
         ours = run_scenario(load_scenario(scenario_path), engine)

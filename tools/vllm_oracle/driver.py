@@ -11,7 +11,7 @@ deterministic token (EOS at the scenario's `eos_at`), and that output goes back 
 `update_from_output`. The loop around the scheduler follows the engine core: one schedule +
 one update per step in sync mode, and a 2-deep batch queue in async mode.
 
-The scenario is read and validated by `serq.oracle.scenario` (the repository's python/ dir is
+The scenario is read and validated by `serq_vllm.scenario` (the repository's python/ dir is
 put on sys.path), so the driver and the serQ side agree on every default and prompt rule.
 Exit status: 0 ok, 2 bad scenario or usage, 1 unexpected failure. Several scenarios in one
 process share the ~7 s vLLM import.
@@ -34,7 +34,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 sys.path.insert(0, str(REPO / "python"))
 
-from serq.oracle.scenario import (  # noqa: E402
+from serq_vllm.scenario import (  # noqa: E402
     EOS_TOKEN_ID,
     VOCAB_SIZE,
     ResolvedScenario,

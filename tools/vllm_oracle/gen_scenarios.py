@@ -22,7 +22,7 @@ FORK_FROM_SEED on fork conversations (two requests continuing one: a fourth stre
 seeds from KNOBS_FROM_SEED on draw `long_prefill_token_threshold_adaptive` and
 `max_num_active_seqs` (a fifth stream).
 
-Every scenario is validated with serq.oracle.scenario before it is written.
+Every scenario is validated with serq_vllm.scenario before it is written.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent.parent / "python"))
 
-from serq.oracle.scenario import resolve_scenario  # noqa: E402
+from serq_vllm.scenario import resolve_scenario  # noqa: E402
 
 MAX_STEPS = 800
 

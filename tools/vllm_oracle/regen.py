@@ -42,7 +42,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 sys.path.insert(0, str(REPO / "python"))
 
-from serq.oracle.compare import compare_traces, load_trace, vector_trace_path  # noqa: E402
+from serq_vllm.compare import compare_traces, load_trace, vector_trace_path  # noqa: E402
 
 
 def venv_dir(venv: str | os.PathLike | None = None) -> Path:

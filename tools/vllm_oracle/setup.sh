@@ -75,31 +75,9 @@ fi
 
 say() { printf '[setup %5ss] %s\n' "$((SECONDS))" "$*"; }
 
-if [[ -n "${SERQ_VLLM_PYTHON:-}" ]]; then
-  PY="$SERQ_VLLM_PYTHON"
-elif command -v python3.11 >/dev/null 2>&1; then
-  PY="python3.11"
-else
-  PY="python3"
-fi
-PYVER="$("$PY" -c 'import sys; print("%d.%d" % sys.version_info[:2])')" || die "cannot run $PY"
-[[ "$PYVER" == "3.11" ]] || die "need Python 3.11 (the local torch CPU wheel is cp311); $PY is $PYVER (set SERQ_VLLM_PYTHON)"
-
-# ---- find the local CPU torch wheel ---------------------------------------------------------
-find_torch_wheel() {
-  if [[ -n "${SERQ_TORCH_WHEEL:-}" ]]; then
-    echo "$SERQ_TORCH_WHEEL"; return
-  fi
-  local dirs
-  dirs="$("$PY" -m pip config list 2>/dev/null | sed -n "s/.*find-links='\(.*\)'/\1/p" | tr ' ' '\n')"
-  dirs="$dirs"$'\n'"${PIP_FIND_LINKS:-}"$'\n'"/opt/wheels"
-  local d
-  while IFS= read -r d; do
-    d="${d#file://}"
-    [[ -n "$d" && -d "$d" ]] || continue
-    ls "$d"/torch-${TORCH_VERSION}+cpu-cp311-cp311-*.whl 2>/dev/null | head -n 1 && return
-  done <<< "$dirs"
-}
+# shellcheck source=../torch_wheel.sh
+source "$HERE/../torch_wheel.sh"
+choose_python SERQ_VLLM_PYTHON
 TORCH_WHEEL="$(find_torch_wheel || true)"
 if [[ -z "$TORCH_WHEEL" || ! -f "$TORCH_WHEEL" ]]; then
   if [[ "${SERQ_ALLOW_TORCH_INDEX:-0}" != "1" ]]; then

@@ -42,7 +42,7 @@ REPO = HERE.parent.parent
 sys.path.insert(0, str(REPO / "python"))
 
 sys.path.insert(0, str(HERE))
-from serq.oracle.scenario import ScenarioError, load_scenario, tokens_for_segment  # noqa: E402
+from serq_vllm.scenario import ScenarioError, load_scenario, tokens_for_segment  # noqa: E402
 from workload import write_atomic  # noqa: E402  (the testbed's one atomic writer)
 
 # Before torch is imported: one intra-op thread (two threads on two loaded cores make a decode step

@@ -79,19 +79,61 @@ def calibration_steps(data: Path) -> list[Path]:
     return cal
 
 
-def decode_noise(files: list[Path]) -> float:
-    """The weighted coefficient of variation of decode-only step times with equal decoders."""
+def passes_of(files: list[Path]) -> int:
+    """How many passes the calibration steps were measured in (columns cpu_s_1 … cpu_s_R)."""
     import csv
-    import statistics
 
-    groups: dict[str, list[float]] = {}
+    with open(files[0], newline="") as fh:
+        header = next(csv.reader(fh))
+    return sum(1 for h in header if h.startswith("cpu_s_"))
+
+
+def pass_noise(files: list[Path], model: str) -> dict:
+    """What separates one pass from the mean of the passes, on decode-only steps.
+
+    ``cv``: the mean over steps of the passes' coefficient of variation (the same step, the same
+    schedule, measured R times); ``between``: the correlation between the residuals of pass 1 and
+    pass 2 (each pass fitted on its own) — near 0 when the residual is the machine and not a
+    feature the model lacks; ``lag1``: the correlation of a pass's residuals at neighbouring steps
+    (the machine's speed drifts slowly)."""
+    import numpy as np
+
+    from serq.fit import design, parse_model, read_many
+
+    header, cols = read_many([str(f) for f in files])
+    reps = sum(1 for h in header if h.startswith("cpu_s_"))
+    if reps < 2:
+        return {}
+    decode = np.array([k == "decode" for k in cols["kind"]])
+    terms = parse_model(model, header)
+    table = {h: np.array([float(v) for v in cols[h]]) for h in header if h != "kind"}
+    X = design(terms, table)[decode]
+    passes = np.array([table[f"cpu_s_{k}"][decode] for k in range(1, reps + 1)])
+    cv = float(np.mean(passes.std(axis=0) / passes.mean(axis=0)))
+    resid = []
+    for y in passes[:2]:
+        coef, *_ = np.linalg.lstsq(X, y, rcond=None)
+        resid.append((y - X @ coef) / y)
+    between = float(np.corrcoef(resid[0], resid[1])[0, 1])
+    lag1 = float(np.corrcoef(resid[0][:-1], resid[0][1:])[0, 1])
+    return {"reps": reps, "cv": cv, "between": between, "lag1": lag1, "steps": int(decode.sum())}
+
+
+def workload_bias(files: list[Path], fit) -> dict[str, float]:
+    """The mean relative residual of the fit on each calibration workload's steps: the workloads
+    ran one after another, minutes apart, so this is how the machine's speed moved between them."""
+    import numpy as np
+
+    from serq.fit import design, read_many
+
+    out = {}
     for f in files:
-        with open(f, newline="") as fh:
-            for r in csv.DictReader(fh):
-                if r["kind"] == "decode":
-                    groups.setdefault(r["decoders"], []).append(float(r["wall_s"]))
-    big = [v for v in groups.values() if len(v) >= 30]
-    return sum(len(v) * statistics.pstdev(v) / statistics.mean(v) for v in big) / sum(len(v) for v in big)
+        header, cols = read_many([str(f)])
+        table = {h: np.array([float(v) for v in cols[h]]) for h in header if h != "kind"}
+        y = table[fit.target]
+        pred = design(fit.terms, table) @ np.array([fit.coef[t.coef] for t in fit.terms])
+        out[f.name[: -len(".steps.csv")]] = float(np.mean((pred - y) / y))
+    return out
 
 
 def make_profile(data: Path) -> dict:
@@ -137,9 +179,9 @@ def pinning_section(data: Path, profile: dict) -> list[str]:
                          f"{statistics.mean(v['response'] for v in vals):.3f} s")
         out.append(f"| {spacing:g} | {blocks} | " + " | ".join(cells) + " |")
     out += ["", "Where the pool has room to spare the two policies predict the same. Where it is small, pinning "
-            "keeps more of each session's own prefix (a higher `hit`), but the pinned blocks of waiting "
-            "sessions are not available to running requests, which then wait or are preempted; which effect "
-            "wins depends on the load, and the rows above are serQ's answer for each point. The seed measured "
+            "protects the prefixes of waiting sessions, but their pinned blocks are not available to running "
+            "requests, whose own cached prefixes are evicted instead or which wait or are preempted; `hit` "
+            "can therefore fall as well as rise, and the rows above are serQ's answer for each point. The seed measured "
             "a point where pinning wins by far on its A100 (mean TTFT 0.878 s pinned against 34.6 s unpinned "
             "at 2.5 s spacing): there an evicted prefix cost a long recompute.", ""]
     return out
@@ -180,9 +222,9 @@ def build(data: Path) -> tuple[str, dict]:
                 for r in machine["runs"]]
         out.append("")
     # --- 2. schedules -----------------------------------------------------------------------
-    from serq.oracle.compare import compare_traces
-    from serq.oracle.model import run_scenario
-    from serq.oracle.scenario import load_scenario
+    from serq_vllm.compare import compare_traces
+    from serq_vllm.model import run_scenario
+    from serq_vllm.scenario import load_scenario
 
     out += ["## 2. Schedules: the real engine and serQ's model, step by step", "",
             "Each calibration workload runs on the step clock (arrivals by step number), so its schedule is "
@@ -202,25 +244,47 @@ def build(data: Path) -> tuple[str, dict]:
                    + ("identical" if not diffs else f"DIVERGE: {diffs[0]}") + " |")
     out.append("")
     # --- 3. fit -----------------------------------------------------------------------------
+    reps = passes_of(cal)
+    one_pass = fit_steps(cal, target="cpu_s_1", model=MODEL) if reps >= 2 else None
     out += ["## 3. The step-cost fit", "",
             f"`serq fit` of the {n} calibration steps, 20 % held out at random (seed 0); the error is the mean "
-            "absolute percentage error on the held-out steps (their number in brackets). The seed's form "
-            f"`{DEFAULT_MODEL}` and the testbed's, which adds `f*prefill_requests` (a cost per prefill chunk, "
-            "serQ's `batch.prefilling`), each fitted to CPU time and to wall time:", "",
+            "absolute percentage error on the held-out steps (their number in brackets). "
+            + (f"Each calibration workload ran {reps} times on one engine, with the same schedule in every pass "
+               "(`validate.py measure` checks it), and a step's `cpu_s` and `wall_s` are the mean over the passes "
+               "(each pass is kept as `cpu_s_K`, `wall_s_K`). " if reps >= 2 else "")
+            + f"The seed's form `{DEFAULT_MODEL}` and the testbed's, which adds `f*prefill_requests` (a cost per "
+            "prefill chunk, serQ's `batch.prefilling`), each fitted to CPU time and to wall time:", "",
             "| model | target | " + " | ".join(t.coef for t in fits["wall_s"].terms) + " | "
             + " | ".join(f"MAPE {k}" for k in KINDS) + " |",
             "|---|---|" + "---|" * (len(fits["wall_s"].terms) + len(KINDS))]
-    for label, group in (("seed's", seed_form), ("testbed's", fits)):
-        for target, fit in group.items():
-            coefs = [f"{fit.coef[t.coef]:.4g}" if t.coef in fit.coef else "—" for t in fits["wall_s"].terms]
-            out.append(f"| {label} | {target} | " + " | ".join(coefs) + " | "
-                       + " | ".join(f"{_pct(fit.mape.get(k))} ({fit.counts.get(k, 0)})" for k in KINDS) + " |")
+    rows = [("seed's", t, f) for t, f in seed_form.items()] + [("testbed's", t, f) for t, f in fits.items()]
+    if one_pass is not None:
+        rows.append(("testbed's", "cpu_s_1 (one pass)", one_pass))
+    for label, target, fit in rows:
+        coefs = [f"{fit.coef[t.coef]:.4g}" if t.coef in fit.coef else "—" for t in fits["wall_s"].terms]
+        out.append(f"| {label} | {target} | " + " | ".join(coefs) + " | "
+                   + " | ".join(f"{_pct(fit.mape.get(k))} ({fit.counts.get(k, 0)})" for k in KINDS) + " |")
     lo, hi = fits["wall_s"].ci95["f"]
     out += ["", f"The 95 % interval of `f` (wall time) is [{1e3 * lo:.2f}, {1e3 * hi:.2f}] ms"
-            + (", which excludes 0." if lo > 0 or hi < 0 else ", which includes 0.")
-            + f" Decode-only steps with the same number of decoders vary with a coefficient of variation of "
-            f"{100 * decode_noise(cal):.1f} % (groups of 30 steps or more, weighted by size): the decode MAPE "
-            "is close to that step-to-step noise (§6).", ""]
+            + (", which excludes 0." if lo > 0 or hi < 0 else ", which includes 0."), ""]
+    noise = pass_noise(cal, MODEL)
+    if noise:
+        out += [f"**Noise.** The same decode-only step, measured in {noise['reps']} passes, varies with a mean "
+                f"coefficient of variation of {100 * noise['cv']:.1f} % ({noise['steps']} steps). Fitted one pass "
+                f"at a time, the residuals of passes 1 and 2 at the same step correlate by {noise['between']:+.2f}, "
+                f"while a pass's residuals at neighbouring steps correlate by {noise['lag1']:+.2f}: what the model "
+                "leaves unexplained is the machine's speed drifting over a run, not a feature of the step (a "
+                "missing feature would repeat in every pass). The mean over passes averages the drift out, which "
+                "is why the fit to it has a smaller error than the one-pass row; latencies, sums of many steps, "
+                "average it out the same way (§4).", ""]
+    bias = workload_bias(cal, fits["wall_s"])
+    lo_w, hi_w = min(bias, key=bias.get), max(bias, key=bias.get)
+    out += [f"Drift also moves between workloads, which ran one after another (§1): the fit's mean error on one "
+            f"workload's steps ranges from {100 * bias[lo_w]:+.1f} % ({lo_w}) to {100 * bias[hi_w]:+.1f} % ({hi_w}) "
+            "(`wall_s` fit; "
+            + ", ".join(f"{k} {100 * v:+.1f} %" for k, v in sorted(bias.items())) + "). A validation run, "
+            "measured minutes later than the calibration, meets the machine at some other speed, and its "
+            "prediction error cannot be expected to be much smaller than this spread.", ""]
     out += [f"The driver's own time between two steps (the replay program's `c_it`): median "
             f"{1e3 * (c_it or 0):.3f} ms; the engine's input processing of a new request (`c0`): "
             f"{1e3 * (c0 or 0):.3f} ms. Predictions below use the `wall_s` fit (the clock a client sees).", ""]

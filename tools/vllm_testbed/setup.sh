@@ -37,27 +37,9 @@ for a in "$@"; do
 done
 [[ -f "$LOCK" ]] || die "the lock file $LOCK is missing"
 
-if [[ -n "${SERQ_TESTBED_PYTHON:-}" ]]; then
-  PY="$SERQ_TESTBED_PYTHON"
-elif command -v python3.11 >/dev/null 2>&1; then
-  PY="python3.11"
-else
-  PY="python3"
-fi
-PYVER="$("$PY" -c 'import sys; print("%d.%d" % sys.version_info[:2])')" || die "cannot run $PY"
-[[ "$PYVER" == "3.11" ]] || die "need Python 3.11 (the local torch CPU wheel is cp311); $PY is $PYVER (set SERQ_TESTBED_PYTHON)"
-
-find_torch_wheel() {
-  if [[ -n "${SERQ_TORCH_WHEEL:-}" ]]; then echo "$SERQ_TORCH_WHEEL"; return; fi
-  local dirs d
-  dirs="$("$PY" -m pip config list 2>/dev/null | sed -n "s/.*find-links='\(.*\)'/\1/p" | tr ' ' '\n')"
-  dirs="$dirs"$'\n'"${PIP_FIND_LINKS:-}"$'\n'"/opt/wheels"
-  while IFS= read -r d; do
-    d="${d#file://}"
-    [[ -n "$d" && -d "$d" ]] || continue
-    ls "$d"/torch-${TORCH_VERSION}+cpu-cp311-cp311-*.whl 2>/dev/null | head -n 1 && return
-  done <<< "$dirs"
-}
+# shellcheck source=../torch_wheel.sh
+source "$HERE/../torch_wheel.sh"
+choose_python SERQ_TESTBED_PYTHON
 TORCH_WHEEL="$(find_torch_wheel || true)"
 [[ -n "$TORCH_WHEEL" && -f "$TORCH_WHEEL" ]] || die "no local torch-${TORCH_VERSION}+cpu cp311 wheel found (looked in pip's find-links and /opt/wheels).
   Refusing to let pip fetch torch: the registry build is a multi-GB CUDA wheel. Point SERQ_TORCH_WHEEL at a CPU wheel."

@@ -57,11 +57,26 @@ CALIBRATION = [
                          think=(0.1, 0.5)),
      dict(spacing_steps=6, step_s=0.05, blocks=512, max_num_seqs=8, max_num_batched_tokens=512,
           max_model_len=8192)),
+    # many sessions at once: full batches (up to max_num_seqs decoders), as the validation's
+    # shortest spacings run them; without it the per-decoder term is extrapolated there
+    ("cal_busy", dict(seed=17, sessions=24, turns=(2, 4), out=(32, 128), think=(0.2, 1.0)),
+     dict(spacing_steps=2, step_s=0.02, blocks=512, max_num_seqs=16, max_num_batched_tokens=256,
+          max_model_len=4096)),
+    # one or two long prompts at a time, answers of one or two tokens: prefill-only steps, chunked
+    ("cal_prompts", dict(seed=16, sessions=40, turns=(1, 3), first=(300, 2000), new=(100, 800), out=(1, 2),
+                         think=(0.1, 0.3)),
+     dict(spacing_steps=8, step_s=0.05, blocks=512, max_num_seqs=4, max_num_batched_tokens=512,
+          max_model_len=8192)),
 ]
 #: the validation trace and the session spacings (s) that set the load, light to past saturation
 VALIDATION_TRACE = dict(seed=21, sessions=24)
 VALIDATION_CONFIG = dict(blocks=512, max_num_seqs=16, max_num_batched_tokens=256, max_model_len=4096)
 VALIDATION_SPACINGS = (4.0, 2.0, 1.2, 0.6, 0.3, 0.15)
+#: passes of each calibration workload on one engine: the schedule is the same in every pass
+#: (checked), and a step's duration is the mean over the passes. Step times on this machine drift
+#: slowly (residuals of neighbouring steps correlate; those of one step in two passes do not), so
+#: one pass alone measures the machine's drift as much as the step's cost (docs/validation.md §3).
+CALIBRATION_REPS = 3
 GEN_DEFAULTS = dict(turns=(2, 5), first=(96, 480), new=(16, 160), out=(8, 64), think=(0.2, 2.0))
 
 
@@ -81,12 +96,66 @@ def make_scenario(name: str, rows: list, clock: str, opts: dict) -> dict:
 
 def workloads() -> list[tuple[str, dict, int]]:
     """Every workload: (name, scenario, reps)."""
-    out = [(name, make_scenario(name, trace_rows(g), "step", s), 1) for name, g, s in CALIBRATION]
+    out = [(name, make_scenario(name, trace_rows(g), "step", s), CALIBRATION_REPS) for name, g, s in CALIBRATION]
     rows = trace_rows(VALIDATION_TRACE)
     for sp in VALIDATION_SPACINGS:
         name = f"val_s{sp:g}"
         out.append((name, make_scenario(name, rows, "wall", {**VALIDATION_CONFIG, "spacing": sp}), 2))
     return out
+
+
+def _schedule(trace: dict) -> dict:
+    """A step-clock trace without what the clock measured: what must be equal in every pass."""
+    t = json.loads(json.dumps(trace))
+    for st in t["steps"]:
+        st.pop("time", None)
+        st.pop("measured", None)
+    for r in t["requests"].values():
+        r.pop("arrival_time", None)
+    t.pop("timing", None)
+    return t
+
+
+def combine_passes(tmp: Path, name: str, reps: int) -> tuple[dict, str]:
+    """The passes NAME-r1 … NAME-rR of a step-clock workload as one trace and one steps CSV.
+
+    Every pass must have scheduled the same steps (else the engine is not deterministic here and
+    the passes measure different things: refused). A step's ``wall_s`` and ``cpu_s`` become the
+    mean over the passes; each pass's value is kept as ``wall_s_K`` / ``cpu_s_K``; the other
+    columns (features, the driver's gaps) are the first pass's."""
+    import csv
+    import io
+
+    traces = [json.loads((tmp / f"{name}-r{k}.trace.json").read_text()) for k in range(1, reps + 1)]
+    first = _schedule(traces[0])
+    for k, t in enumerate(traces[1:], start=2):
+        if _schedule(t) != first:
+            raise SystemExit(f"validate.py: {name}: pass {k} scheduled differently from pass 1 "
+                             "(the step-clock schedule is not deterministic here)")
+    tables = []
+    for k in range(1, reps + 1):
+        with open(tmp / f"{name}-r{k}.steps.csv", newline="") as f:
+            tables.append(list(csv.DictReader(f)))
+    header = list(tables[0][0].keys())
+    extra = [f"{m}_{k}" for m in ("wall_s", "cpu_s") for k in range(1, reps + 1)]
+    rows = []
+    for i, row in enumerate(tables[0]):
+        out = dict(row)
+        for m in ("wall_s", "cpu_s"):
+            vals = [float(t[i][m]) for t in tables]
+            out[m] = f"{sum(vals) / reps:.9g}"
+            for k, v in enumerate(vals, start=1):
+                out[f"{m}_{k}"] = f"{v:.9g}"
+        rows.append(out)
+    trace = traces[0]
+    for st, row in zip(trace["steps"], rows):
+        st["measured"] = {"wall_s": round(float(row["wall_s"]), 6), "cpu_s": round(float(row["cpu_s"]), 6),
+                          "passes": reps}
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=header + extra, lineterminator="\n")
+    w.writeheader()
+    w.writerows(rows)
+    return trace, buf.getvalue()
 
 
 def run_summary(steps_csv: Path) -> dict:
@@ -122,7 +191,7 @@ def measure(a: argparse.Namespace) -> int:
         wl.write_atomic(str(wfile), json.dumps(sc, indent=1) + "\n")
         with tempfile.TemporaryDirectory() as tmp:
             cmd = [str(py), str(HERE / "driver.py"), str(wfile), "--model", a.model, "--out-dir", tmp,
-                   "--reps", str(reps if sc["_clock"] == "wall" else 1)]
+                   "--reps", str(reps)]
             load_before = os.getloadavg()
             t0 = time.time()
             print(f"[{time.strftime('%H:%M:%S')}] {name}: {' '.join(cmd[1:])}", file=sys.stderr, flush=True)
@@ -134,19 +203,24 @@ def measure(a: argparse.Namespace) -> int:
             machine["runs"].append({"name": name, "seconds": round(time.time() - t0, 1),
                                     "loadavg_before": [round(x, 2) for x in load_before],
                                     "loadavg_after": [round(x, 2) for x in os.getloadavg()]})
+            if sc["_clock"] == "step":
+                # deterministic: worth comparing step by step, so the trace is kept
+                trace, steps = combine_passes(Path(tmp), name, reps)
+                data = gzip.compress((json.dumps(trace, indent=1) + "\n").encode(), mtime=0)
+                from serq.outputfile import atomic_write
+
+                with atomic_write(str(out / f"{name}.trace.json.gz"), "wb") as fh:
+                    fh.write(data)
+                wl.write_atomic(str(out / f"{name}.steps.csv"), steps)
+                continue
             for f in sorted(Path(tmp).iterdir()):
-                step_clock = sc["_clock"] == "step"
                 if f.name.endswith(".trace.json"):
-                    if step_clock:     # deterministic: worth comparing step by step, so kept
-                        data = gzip.compress(f.read_bytes(), mtime=0)
-                        (out / (f.name + ".gz")).write_bytes(data)
-                elif f.name.endswith(".steps.csv") and not step_clock:
+                    continue
+                elif f.name.endswith(".steps.csv"):
                     # a wall-clock run's steps are kept as their summary (megabytes otherwise)
                     summary = run_summary(f)
                     wl.write_atomic(str(out / f.name.replace(".steps.csv", ".summary.json")),
                                     json.dumps(summary, indent=1) + "\n")
-                elif f.name.endswith(".requests.csv") and step_clock:
-                    continue
                 else:
                     shutil.copyfile(f, out / f.name)
     old = out / "machine.json"

@@ -1,9 +1,10 @@
 """Lockstep: the exact spec (serq_spec) and the fast simulator (replay mode) on one sampled
 workload, compared after every step (docs/state.md).
 
-The comparison is written once (`compare_lines`): structure, names, integers and list order must
-be equal; times and values (wire strings on the spec side, floats here) must agree to 1e-9
-relative. The first differing step is reported with both states and the path of the difference.
+The comparison is the harness's one (serq_drt/compare.py) under its `WIRE_VS_FLOAT` rule:
+structure, names, integers and list order must be equal; times and values (wire strings on the
+spec side, floats on the fast side) must agree to 1e-9 relative. The first differing step is
+reported with both states and the path of the difference.
 """
 
 from __future__ import annotations
@@ -14,14 +15,18 @@ import os
 import sys
 from fractions import Fraction
 
-REL_TOL = 1e-9
-
-
-def dump_line(line: dict) -> str:
-    def default(o):
-        raise TypeError(repr(o))
-
-    return json.dumps(line, sort_keys=True, separators=(",", ":"), default=default, allow_nan=True)
+from serq.errors import SerqError
+from serq_drt.compare import WIRE_VS_FLOAT, first_difference
+from serq_fast.cli import load_ir
+from serq_fast.engine import Sim
+from serq_fast.expr import RunError, name_files
+from serq_fast.state import dump_line
+from serq_spec.cli import located, prepare
+from serq_spec.errors import SpecError
+from serq_spec.sample import MAX_SESSIONS, sample
+from serq_spec.step import run
+from serq_spec.trace import state_text
+from serq_spec.workload import Workload
 
 
 class Divergence(Exception):
@@ -31,97 +36,21 @@ class Divergence(Exception):
         self.spec_line, self.fast_line = spec_line, fast_line
 
 
-def _num(x):
-    if isinstance(x, str):
-        if x == "inf":
-            return math.inf
-        if x == "-inf":
-            return -math.inf
-        try:
-            q = Fraction(x)
-        except (ValueError, ZeroDivisionError):
-            return None
-        try:
-            return float(q)
-        except OverflowError:   # beyond binary64: the float the fast engine holds is ±inf (IEEE)
-            return math.inf if q > 0 else -math.inf
-    if isinstance(x, bool):
-        return None
-    if isinstance(x, (int, float)):
-        return float(x)
-    return None
-
-
-def _close(a: float, b: float) -> bool:
-    if a == b:
-        return True
-    if math.isinf(a) or math.isinf(b):
-        return False
-    return abs(a - b) <= REL_TOL * max(1.0, abs(a), abs(b))
-
-
-def _cmp(spec, fast, path: str):
-    """None if equal under the rules, else (path, spec, fast) of the first difference."""
-    if isinstance(spec, dict):
-        if not isinstance(fast, dict):
-            return path, spec, fast
-        if set(spec) != set(fast):
-            return path + " keys", sorted(spec), sorted(fast)
-        for k in sorted(spec):
-            d = _cmp(spec[k], fast[k], f"{path}.{k}")
-            if d:
-                return d
-        return None
-    if isinstance(spec, list):
-        if not isinstance(fast, list) or len(spec) != len(fast):
-            return path, spec, fast
-        for i, (a, b) in enumerate(zip(spec, fast)):
-            d = _cmp(a, b, f"{path}[{i}]")
-            if d:
-                return d
-        return None
-    if spec is None or fast is None:
-        return None if spec is fast else (path, spec, fast)
-    if isinstance(spec, bool) or isinstance(fast, bool):
-        return None if spec == fast else (path, spec, fast)
-    if isinstance(spec, int) and not isinstance(spec, bool):
-        # an integer of the contract: exactly equal (the fast side must be whole)
-        if isinstance(fast, (int, float)) and fast == spec:
-            return None
-        return path, spec, fast
-    if isinstance(spec, str):
-        if isinstance(fast, str):
-            return None if spec == fast else (path, spec, fast)
-        a, b = _num(spec), _num(fast)
-        if a is None or b is None or not _close(a, b):
-            return path, spec, fast
-        return None
-    return None if spec == fast else (path, spec, fast)
-
-
 def compare_lines(spec_line: dict, fast_line: dict, step: int) -> None:
-    d = _cmp(spec_line, fast_line, "")
+    d = first_difference(spec_line, fast_line, WIRE_VS_FLOAT)
     if d:
-        raise Divergence(step, d[0] or "(line)", d[1], d[2], spec_line, fast_line)
+        raise Divergence(step, d.path or "(line)", d.a, d.b, spec_line, fast_line)
 
 
 # ------------------------------------------------------------------ running both sides
 
 
 def sample_sessions(ir: dict, seed: int, k: int, name: str = "program", horizon=math.inf) -> dict:
-    from serq_spec.sample import sample
-
     return sample(ir, seed, k, name, 2_000_000, horizon)
 
 
 def spec_lines(ir: dict, sessions: dict, name: str = "program", horizon=math.inf, max_steps=None) -> list:
-    from serq_spec.cli import prepare
-    from serq_spec.step import run
-    from serq_spec.trace import state_text
-    from serq_spec.workload import Workload
-
     prog = prepare(ir, Workload.replay(sessions), name, Fraction(0), horizon if math.isinf(horizon) else Fraction(horizon))
-    from serq_spec.errors import SpecError
 
     out: list = []
     try:
@@ -133,8 +62,6 @@ def spec_lines(ir: dict, sessions: dict, name: str = "program", horizon=math.inf
 
 
 def fast_lines(ir: dict, sessions: dict, horizon=math.inf, max_steps=None) -> list:
-    from serq_fast.engine import Sim
-
     out: list = []
     try:
         sim = Sim(ir, seed=int(sessions.get("seed", 1)), horizon=horizon, warmup=0.0, replay=sessions,
@@ -154,7 +81,6 @@ def lockstep(ir: dict, seed: int, k: int, name: str = "program", horizon=math.in
 
 def compare_runs(ir: dict, sessions: dict, name: str = "program", horizon=math.inf, max_steps=None) -> int:
     """Run both engines on one sessions file and compare; the number of steps compared."""
-    from serq_spec.errors import SpecError
 
     spec_err = None
     try:
@@ -194,10 +120,6 @@ def compare_runs(ir: dict, sessions: dict, name: str = "program", horizon=math.i
 
 def error_text(exc, ir: dict, path: str) -> str | None:
     """A run-time error of either engine as the user reads it: positions as FILE:LINE:COL."""
-    from serq_spec.cli import located
-    from serq_spec.errors import SpecError
-
-    from serq_fast.expr import RunError, name_files
 
     if exc is None:
         return None
@@ -208,19 +130,6 @@ def error_text(exc, ir: dict, path: str) -> str | None:
 
 
 def main(args) -> int:
-    from serq_fast.cli import load_ir
-
-    try:
-        from serq.errors import SerqError
-    except ImportError:  # pragma: no cover
-        SerqError = ValueError
-    try:
-        import serq_spec.step  # noqa: F401
-    except ImportError as exc:
-        print(f"serq: error: lockstep needs serq_spec: {exc}", file=sys.stderr)
-        return 2
-    from serq_spec.sample import MAX_SESSIONS
-
     for bad, what in ((args.sessions < 0, "--sessions must be >= 0"),
                       (args.sessions > MAX_SESSIONS, f"--sessions {args.sessions}: at most {MAX_SESSIONS} "
                        "sessions are sampled (every session is kept in exact arithmetic: docs/sessions.md)"),
@@ -240,8 +149,6 @@ def main(args) -> int:
         print(f"serq: error: {exc}", file=sys.stderr)
         return 2
     horizon = math.inf if args.horizon is None else args.horizon
-    from serq_fast.expr import RunError
-    from serq_spec.errors import SpecError
 
     try:
         n = lockstep(ir, args.seed, args.sessions, os.path.basename(args.file), horizon, args.max_steps)

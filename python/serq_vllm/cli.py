@@ -1,17 +1,22 @@
-"""`serq oracle ...`: compare traces and run the real vLLM scheduler on a scenario.
+"""`serq oracle ...`: the vLLM oracle's commands (docs/oracle.md, docs/vllm-model.md).
 
     serq oracle compare A.json B.json [--all] [--context N]
     serq oracle vllm SCENARIO.json [-o TRACE.json]
     serq oracle render TRACE.json [--steps FROM:TO]
+    serq oracle run SCENARIO.json [-o TRACE.json] [--engine auto|fast|spec]
+    serq oracle agreement [DIR] [--engine …] [--json OUT] [--force]
 
-Exit codes: 0 success / traces agree; 1 traces diverge (or the driver failed); 2 bad input
-(unreadable or malformed file, invalid scenario, missing oracle environment).
+Argument parsing and printing only: the work is in the modules of serq_vllm. Only the top-level
+`serq` command loads this module (serq/cli.py names it); no module of serq_vllm imports it.
+
+Exit codes: 0 success / traces agree; 1 traces diverge (or the driver or the model failed); 2 bad
+input (unreadable or malformed file, invalid or unsupported scenario, missing oracle environment).
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
+import json
 import os
 import subprocess
 import sys
@@ -19,13 +24,9 @@ import zlib
 from pathlib import Path
 
 from serq.irfile import integer_option
-from serq.oracle.compare import TraceError, compare_traces, load_trace, render_step
-from serq.oracle.scenario import ScenarioError, load_scenario
-
-#: Packages that add more `serq oracle` subcommands. Each listed module exposes
-#: `register_oracle(oracle_subparsers)`. `serq.oracle.model` adds `serq oracle run` — serQ's own
-#: model of a scenario, writing a trace in the same format (docs/vllm-model.md).
-ORACLE_SUBCOMMAND_PROVIDERS: list[str] = ["serq.oracle.model"]
+from serq.outputfile import write_text
+from serq_vllm.compare import TraceError, compare_traces, load_trace, render_step
+from serq_vllm.scenario import ScenarioError, load_scenario
 
 VENV_ENV_VAR = "SERQ_VLLM_VENV"
 
@@ -88,11 +89,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
 # vllm
 
 
-def _repo_root() -> Path | None:
-    """The source tree this package lives in (python/serq/oracle/cli.py -> repo), else cwd."""
+def source_tree(marker: str) -> Path | None:
+    """The serQ source tree holding `marker` (a relative path): the one this package lives in
+    (python/serq_vllm/cli.py -> repo) when it is a checkout, else the working directory if it is
+    one, else None (an installed package has no tools/ or vectors/)."""
     here = Path(__file__).resolve()
-    for cand in (here.parents[3], Path.cwd()):
-        if (cand / "tools" / "vllm_oracle" / "driver.py").is_file():
+    for cand in (here.parents[2], Path.cwd()):
+        if (cand / marker).exists():
             return cand
     return None
 
@@ -115,7 +118,7 @@ def cmd_vllm(args: argparse.Namespace) -> int:
     except ScenarioError as exc:
         _err(f"{args.scenario}: {exc}")
         return 2
-    root = _repo_root()
+    root = source_tree("tools/vllm_oracle/driver.py")
     if root is None:
         _err("cannot find tools/vllm_oracle/driver.py (run from the serQ source tree)")
         return 2
@@ -175,6 +178,91 @@ def cmd_render(args: argparse.Namespace) -> int:
 
 
 # --------------------------------------------------------------------------------------------
+# run: serQ's model of a scenario
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    # the model loads the front-end and both engines: only when a command runs it, so that
+    # `serq --help` and `serq oracle compare` stay quick
+    from serq_vllm.engine import ModelError
+    from serq_vllm.model import run_scenario
+    from serq_vllm.plan import Unsupported
+
+    try:
+        sc = load_scenario(args.scenario)
+    except ScenarioError as exc:
+        _err(f"{args.scenario}: {exc}")
+        return 2
+    try:
+        trace = run_scenario(sc, args.engine)
+    except Unsupported as exc:
+        _err(f"{args.scenario}: {exc}")
+        return 2
+    except ModelError as exc:
+        _err(f"{args.scenario}: the model failed: {exc}")
+        return 1
+    text = json.dumps(trace, indent=1) + "\n"
+    if args.output:
+        try:
+            write_text(args.output, text)
+        except OSError as exc:
+            _err(f"cannot write {args.output}: {exc.strerror or exc}")
+            return 2
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+# --------------------------------------------------------------------------------------------
+# agreement: every committed vector
+
+
+def _agreement_err(msg: str) -> None:
+    print(f"serq oracle agreement: {msg}", file=sys.stderr)
+
+
+def cmd_agreement(args: argparse.Namespace) -> int:
+    from serq_vllm import agreement
+
+    if args.dir:
+        directory = Path(args.dir)
+    else:
+        root = source_tree("vectors/vllm")
+        directory = (root or Path.cwd()) / "vectors" / "vllm"
+    # bad arguments are refused before the run (minutes on the committed vectors), not after it
+    names = agreement.vector_names(directory) if directory.is_dir() else []
+    if not names:
+        _agreement_err(f"{directory}: no vectors there (DIR must be a folder holding "
+                       "<name>.scenario.json files, each beside its <name>.trace.json or .trace.json.gz)")
+        return 2
+    if args.json and (Path(args.json).is_dir() or not Path(args.json).resolve().parent.is_dir()):
+        _agreement_err(f"--json {args.json}: cannot write there (not a file in an existing folder)")
+        return 2
+    rows = []
+    for name in names:
+        row = agreement.check_vector(directory, name, args.engine, getattr(args, "force", False))
+        rows.append(row)
+        extra = f" (needs {', '.join(row['needs'])})" if len(row.get("needs", ())) > 1 else ""
+        if "forced" in row:
+            extra += f" [forced: {row['forced']}]"
+        print(f"{row['status']:<28} {name:<10} {row['seconds']:6.2f}s  {row['detail']}{extra}",
+              flush=True)
+    counts = agreement.status_counts(rows)
+    print(f"--- {len(rows)} vectors: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+    fc = agreement.forced_counts(rows)
+    if fc:
+        print("--- refused, then forced (features approximated): " + ", ".join(
+            f"{s} -> {f} {v}" for (s, f), v in sorted(fc.items())))
+    if args.json:
+        try:
+            write_text(args.json, json.dumps(rows, indent=1) + "\n")
+        except OSError as exc:
+            _agreement_err(f"--json {args.json}: cannot write: {exc.strerror or exc}")
+            return 2
+    return 0 if agreement.all_agree(rows) else 1
+
+
+# --------------------------------------------------------------------------------------------
 
 
 def register(subparsers) -> None:
@@ -227,12 +315,33 @@ def register(subparsers) -> None:
     p.add_argument("--steps", metavar="FROM:TO", help="only these step numbers (inclusive)")
     p.set_defaults(func=cmd_render)
 
-    # `serq oracle run` (serQ's own model) is contributed through ORACLE_SUBCOMMAND_PROVIDERS.
-    for name in ORACLE_SUBCOMMAND_PROVIDERS:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name and name.startswith(exc.name):
-                continue
-            raise
-        module.register_oracle(sub)
+    p = sub.add_parser(
+        "run",
+        help="run a scenario through serQ's vLLM model and write its trace",
+        description="Map the scenario to one of serQ's vLLM programs (python/serq_vllm/programs/, "
+        "docs/vllm-model.md), run it with the fast simulator (or the exact spec) and write a trace "
+        "in the oracle format, to compare with `serq oracle compare`. Exit 0 ok, 1 model failure, "
+        "2 bad or unsupported scenario (the message names the field or the missing feature).",
+    )
+    p.add_argument("scenario", metavar="SCENARIO.json")
+    p.add_argument("-o", "--output", metavar="OUT", help="trace file (default: stdout)")
+    p.add_argument("--engine", choices=("auto", "fast", "spec"), default="auto",
+                   help="serq_fast (auto, the default) or serq_spec (exact, slower)")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser(
+        "agreement",
+        help="run every committed vector through serQ's model and compare with vLLM's traces",
+        description="For each DIR/<name>.scenario.json with a <name>.trace.json (default "
+        "vectors/vllm/): `serq oracle run` + `serq oracle compare`; one line per vector "
+        "(agree / diverge / refused:<feature> / error) and a summary. Exit 0 when nothing "
+        "diverged or errored, 1 otherwise, 2 when DIR holds no vectors or --json cannot be written.",
+    )
+    p.add_argument("dir", nargs="?", default=None, metavar="DIR")
+    p.add_argument("--engine", choices=("auto", "fast", "spec"), default="auto")
+    p.add_argument("--json", metavar="OUT", help="also write the table as JSON")
+    p.add_argument("--force", action="store_true",
+                   help="also run each refused vector with its missing features approximated "
+                   "(async as sync, cross-session sharing ignored, ...) and report whether it "
+                   "agrees anyway: what each refusal protects against")
+    p.set_defaults(func=cmd_agreement)

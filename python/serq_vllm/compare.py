@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
+from serq_drt.compare import EXACT, EXACT_IN_ORDER, first_difference as first_value_difference
+
 __all__ = [
     "TraceError",
     "Difference",
@@ -266,10 +268,10 @@ def compare_traces(a: dict, b: dict, *, limit: int | None = None) -> list[Differ
             )
             continue
         va, vb = _step_view(sa[n]), _step_view(sb[n])
-        for f in STEP_FIELDS:
-            if va[f] != vb[f]:
-                diffs.append(Difference("step", step=n, field=f, a=va[f], b=vb[f]))
-                break  # one difference per step is enough to read
+        d = first_value_difference(va, vb, EXACT_IN_ORDER)  # fields in STEP_FIELDS order
+        if d:  # one difference per step is enough to read
+            f = d.field
+            diffs.append(Difference("step", step=n, field=f, a=va[f], b=vb[f]))
     ra, rb = a["requests"], b["requests"]
     order = list(ra) + [r for r in rb if r not in ra]
     for rid in order:
@@ -286,7 +288,7 @@ def compare_traces(a: dict, b: dict, *, limit: int | None = None) -> list[Differ
             )
             continue
         for f in REQUEST_FIELDS:
-            if ra[rid].get(f) != rb[rid].get(f):
+            if not EXACT.same(ra[rid].get(f), rb[rid].get(f)):
                 diffs.append(Difference("request", request=rid, field=f, a=ra[rid].get(f), b=rb[rid].get(f)))
     return diffs
 

@@ -8,6 +8,7 @@ stream. The run goes on until every session has ended (no horizon).
 
 from __future__ import annotations
 
+import math
 import sys
 from fractions import Fraction
 from typing import Optional
@@ -69,11 +70,9 @@ def trace_picks(prog: Program, seed: int, count: int) -> list:
     trace = prog.workload.get("trace")
     if trace is None or trace["ordered"]:
         return []
-    import numpy as np  # here, not at the top: numpy's import time only where it is used
-
     n = len(trace["sessions"])
-    u = live_draws.make_stream("trace", seed).uniforms(count)  # every pick's U in one numpy call
-    return np.minimum(np.floor(u * n), n - 1).astype(np.int64).tolist()
+    u = live_draws.make_stream("trace", seed).uniforms(count).tolist()  # every pick's U in one numpy call
+    return [min(n - 1, math.floor(x * n)) for x in u]
 
 
 def _reaches_end(ir: dict, block: int, seen: set) -> bool:

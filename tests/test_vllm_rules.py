@@ -12,12 +12,16 @@ kind and require the check to name it.
 
 from __future__ import annotations
 
+import ast
+import functools
+import os
 import re
 from pathlib import Path
 
 import pytest
 
 from test_spec_map import CELL_SPLIT, python_defined
+from test_vllm_feedback import VECTOR_NAME, cited_vectors, rules
 
 REPO = Path(__file__).resolve().parents[1]
 RULES = REPO / "docs" / "vllm-rules.md"
@@ -28,12 +32,23 @@ ROW = re.compile(r"^\|\s*\*\*")            # a table row starts with its bold ru
 NAME = re.compile(r"`([^`]+)`")
 LOCATION = re.compile(r"^([\w.]+\.sq):(\d+)$")
 NO_CELL = "—"
+FEEDBACK = re.compile(r"`feedback\.(\w+)`")
+SPAN = re.compile(r"`([^`]*)`")
+#: the vLLM package read for the source column: $SERQ_VLLM_SOURCE (the `vllm/` directory), else
+#: the testbed's copy when it is installed (tools/vllm_testbed; not part of the clone)
+VLLM_SOURCE = ([Path(p) for p in [os.environ["SERQ_VLLM_SOURCE"]]] if os.environ.get("SERQ_VLLM_SOURCE")
+               else sorted(REPO.glob("tools/vllm_testbed/.venv/lib/python3*/site-packages/vllm")))
 
 
 def table(text: str) -> list[list[str]]:
     """The stripped cells of every rule row."""
     return [[c.strip() for c in CELL_SPLIT.split(line.strip()[1:-1])]
             for line in text.splitlines() if ROW.match(line)]
+
+
+def rule_name(cells: list[str]) -> str:
+    """The row's rule, shortened, for the messages."""
+    return NAME.sub(lambda m: m[1], cells[0]).replace("**", "").strip()[:60]
 
 
 def check_program_cell(rule: str, cell: str) -> list[str]:
@@ -96,25 +111,109 @@ def check_vectors_cell(rule: str, cell: str) -> list[str]:
     return [f"{rule}: no committed vector {n} (vllm/NAME or spec/NAME)" for n in names if not vector_exists(n)]
 
 
+def vllm_citations(cell: str) -> list[tuple[str, str]]:
+    """The (file, name) cited by a vLLM source cell: the backticked spans outside parentheses are
+    files (`….py`, relative to vllm/v1/) and the classes and functions of the file before them;
+    spans inside parentheses are code fragments. ("", name) for a name before any file."""
+    out, depth, pos, file = [], 0, 0, ""
+    for m in SPAN.finditer(cell):
+        plain = cell[pos:m.start()]
+        depth = max(0, depth + plain.count("(") - plain.count(")"))
+        pos = m.end()
+        if depth == 0:
+            if m[1].endswith(".py"):
+                file = m[1]
+                out.append((file, ""))
+            else:
+                out.append((file, m[1]))
+    return out
+
+
+def check_vllm_cell(rule: str, cell: str) -> list[str]:
+    """A vLLM source cell is `—` with a reason, or files each followed by the functions cited."""
+    if cell.startswith(NO_CELL):
+        return []
+    cites = vllm_citations(cell)
+    problems = []
+    if not cites or cites[0][1]:
+        problems.append(f"{rule}: the vLLM source cell must start with a backticked file (…/….py)")
+    for i, (file, name) in enumerate(cites):
+        if not name and (i + 1 == len(cites) or not cites[i + 1][1]):
+            problems.append(f"{rule}: vLLM file {file} is followed by no function")
+    return problems
+
+
+@functools.lru_cache(maxsize=None)
+def vllm_defined(root: Path, file: str) -> frozenset:
+    """The classes, their methods and the top-level functions of vllm/v1/FILE (empty: no such file)."""
+    path = root / "v1" / file
+    if not path.is_file():
+        return frozenset()
+    names = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.ClassDef):
+            names.add(node.name)
+            names.update(f"{node.name}.{m.name}" for m in node.body
+                         if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)))
+    return frozenset(names)
+
+
+def check_vllm_names(text: str, root: Path) -> list[str]:
+    """Every file and function of the vLLM source column exists in the vLLM package at root."""
+    problems = []
+    for cells in table(text):
+        rule = rule_name(cells)
+        for file, name in vllm_citations(cells[1]) if len(cells) > 1 else []:
+            defined = vllm_defined(root, file)
+            if not defined:
+                problems.append(f"{rule}: vLLM has no file v1/{file}")
+            elif name and name not in defined:
+                problems.append(f"{rule}: vLLM's v1/{file} defines no {name}")
+    return problems
+
+
+def check_feedback(rows: list[list[str]]) -> list[str]:
+    """A rule the model feeds back (`feedback.NAME` in the rule cell) is a rule of
+    serq_vllm.feedback, its row carries every vector its docstring names, and every such rule
+    has a row."""
+    known, problems, named = rules(), [], set()
+    for cells in rows:
+        if len(cells) != len(COLUMNS):
+            continue
+        rule = rule_name(cells)
+        listed = set(VECTOR_NAME.findall(cells[5]))
+        for fb in FEEDBACK.findall(cells[0]):
+            named.add(fb)
+            if fb not in known:
+                problems.append(f"{rule}: serq_vllm.feedback has no rule {fb}")
+                continue
+            problems += [f"{rule}: vector {v} of feedback.{fb} is not in the row"
+                         for v in cited_vectors(known[fb]) if v not in listed]
+    problems += [f"feedback rule {fb} has no row" for fb in sorted(set(known) - named)]
+    return problems
+
+
 def check(text: str) -> list[str]:
     """Every problem of the rules table."""
     rows = table(text)
     problems = [] if rows else ["no rows"]
     for cells in rows:
-        rule = NAME.sub(lambda m: m[1], cells[0]).replace("**", "").strip()[:60]
+        rule = rule_name(cells)
         if len(cells) != len(COLUMNS):
             problems.append(f"{rule}: {len(cells)} cells, not {len(COLUMNS)} ({' | '.join(COLUMNS)})")
             continue
         for col, cell in zip(COLUMNS, cells):
             if not cell or cell == NO_CELL:
                 problems.append(f"{rule}: empty {col} cell (a `—` needs a reason)")
-        if cells[1] and not cells[1].startswith(NO_CELL) and not NAME.search(cells[1]):
-            problems.append(f"{rule}: vLLM source cell names no file or function in backticks")
+        if cells[1] and cells[1] != NO_CELL:
+            problems += check_vllm_cell(rule, cells[1])
         problems += check_program_cell(rule, cells[2])
         problems += check_names_cell(rule, cells[3], "serq_spec")
         problems += check_names_cell(rule, cells[4], "serq_fast")
         problems += check_vectors_cell(rule, cells[5])
-    return problems
+    return problems + check_feedback(rows)
 
 
 def test_every_rule_can_be_followed():
@@ -166,6 +265,16 @@ SEEDED = {
     "empty vLLM source": (lambda t: _seed(t, _first(t, r"\| `core/sched/scheduler\.py` `Scheduler\.schedule` "
                                                     r"\(`token_budget`[^|]*\|")[0], "| |"),
                           "empty vLLM source cell"),
+    "vLLM file without function": (lambda t: _seed(t, "`core/sched/utils.py` `check_stop` (", "`core/sched/utils.py` ("),
+                                   "vLLM file core/sched/utils.py is followed by no function"),
+    "vLLM function before its file": (lambda t: _seed(t, "| `core/block_pool.py` `BlockPool.touch`;", "| `BlockPool.touch`;"),
+                                      "must start with a backticked file"),
+    "feedback vector dropped": (lambda t: _seed(t, "`vllm/c9000_00108`, ", ""),
+                                "vector c9000_00108 of feedback.seconds_add_times is not in the row"),
+    "feedback rule misspelled": (lambda t: _seed(t, "`feedback.cache_victims`", "`feedback.cache_victim`"),
+                                 "serq_vllm.feedback has no rule cache_victim"),
+    "feedback rule without row": (lambda t: _seed(t, "`feedback.engine_instant`", "`feedback`"),
+                                  "feedback rule engine_instant has no row"),
     "a cell dropped": (lambda t: _seed(t, "| `engine.serve`, `expr.budget_moment` |", "|"), "5 cells, not 6"),
 }
 
@@ -179,3 +288,19 @@ def test_seeded_fault_is_caught(fault):
     assert bad != text
     problems = check(bad)
     assert any(expected in p for p in problems), (fault, problems)
+
+
+@pytest.mark.skipif(not VLLM_SOURCE, reason="no vLLM source: set SERQ_VLLM_SOURCE to a vllm/ package "
+                                            "directory or install tools/vllm_testbed")
+def test_vllm_source_names_exist():
+    problems = check_vllm_names(RULES.read_text(), VLLM_SOURCE[0])
+    assert not problems, f"docs/vllm-rules.md cites what {VLLM_SOURCE[0]} lacks:\n" + "\n".join(problems)
+
+
+@pytest.mark.skipif(not VLLM_SOURCE, reason="no vLLM source (see test_vllm_source_names_exist)")
+def test_seeded_vllm_source_faults_are_caught():
+    text, root = RULES.read_text(), VLLM_SOURCE[0]
+    bad = _seed(text, "`Scheduler._preempt_request`", "`Scheduler._preempt_requests`")
+    assert any("defines no Scheduler._preempt_requests" in p for p in check_vllm_names(bad, root))
+    bad = _seed(text, "`core/block_pool.py`", "`core/block_pools.py`")
+    assert any("vLLM has no file v1/core/block_pools.py" in p for p in check_vllm_names(bad, root))

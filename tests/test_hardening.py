@@ -496,3 +496,17 @@ def test_exponential_definition_refused_with_its_location(tmp_path, capsys, monk
     rc, out, err = run(capsys, "check", f)
     assert rc == 2 and re.match(rf"{re.escape(str(f))}:\d+:\d+: error: expanding `d\d+` here passes the "
                                 r"limit of 1000 definition expansions", err), err
+
+
+# -- D11 (rest): a turn list no turn used is an error in both engines -----------------------------
+
+@pytest.mark.parametrize("command", ["run", "spec"])
+def test_unused_turn_list_is_an_error(tmp_path, capsys, mm1_sessions, command):
+    """A sessions file with a turn list beyond the turns a session runs: serq_spec refused it at
+    the session's end, serq_fast replayed it with exit 0 (the list was ignored)."""
+    _, data = mm1_sessions
+    data["sessions"][1]["turns"].append(["1/2"])
+    flag = "--replay" if command == "run" else "--sessions"
+    rc, out, err = run(capsys, command, MM1, flag, _write(tmp_path, "s.json", data))
+    assert rc == 2 and "session 1" in err and "1 turn" in err and "the file" in err, err
+

@@ -801,8 +801,15 @@ class Sim:
         self.live -= 1
         if self.measuring:
             self.ended += 1
-        if self.replay is not None and s.src.leftover():
-            raise RunError(f"replay: {s.src.what} leaves {s.src.leftover()} unused draw(s)")
+        if self.replay is not None:
+            if s.src.leftover():
+                raise RunError(f"replay: {s.src.what} leaves {s.src.leftover()} unused draw(s)")
+            # one turn list per turn the session ran (docs/sessions.md), as serq_spec checks: a
+            # list left over means the file was sampled from another program
+            lists, ran = len(self.replay_sessions[s.serial].get("turns", [])), int(s.attrs[TURN_NO])
+            if lists != ran:
+                raise RunError(f"replay: session {s.serial} ended after {ran} turn(s), the sessions file has "
+                               f"{lists} turn list(s) for it: the file does not fit the program")
         if not self.keep_all:
             self.sessions.pop(s.serial, None)
         if self.arrival["kind"] == "closed":

@@ -510,3 +510,71 @@ def test_unused_turn_list_is_an_error(tmp_path, capsys, mm1_sessions, command):
     rc, out, err = run(capsys, command, MM1, flag, _write(tmp_path, "s.json", data))
     assert rc == 2 and "session 1" in err and "1 turn" in err and "the file" in err, err
 
+
+# -- D13 (rest): errors of expressions outside statements name their position, in both engines ---
+
+ENGINE_PROGRAM = """fn main() {
+  device acc { kv cap 100 * 16; }
+  pool kv on acc { block 16; evict lru; preempt lifo; }
+  engine eng on acc {
+    reqs cap 4;
+    tokens cap 8;
+    request (prompt, output) {
+      prefill (prompt) growing kv;
+      decode (output - 1) growing kv;
+    }
+    schedule {
+      let lim = LET;
+      advance running;
+      admit waiting each at most (lim) taking reqs (1), kv (prompt);
+    }
+    execute (COST);
+  }
+  pool reqs on eng { queue fifo; }
+  gauge g = GAUGE;
+  workload { arrive batch(2); }
+  server { eng (8, 3); }
+}
+"""
+
+
+def _engine_program(tmp_path, cost="0.01 + batch.tokens / 1000", let="16", gauge="used(kv)"):
+    """The program and the position (`FILE:LINE:COL`) of its `execute`, `let` and gauge expressions."""
+    text = ENGINE_PROGRAM.replace("COST", cost).replace("LET", let).replace("GAUGE", gauge)
+    f = tmp_path / "eng.sq"
+    f.write_text(text)
+
+    def at(needle):
+        line = next(i for i, x in enumerate(text.splitlines(), 1) if needle in x)
+        return f"eng.sq:{line}:{text.splitlines()[line - 1].index(needle) + 1}"
+    return f, {"execute": at(cost), "let": at(let + ";"), "gauge": at(gauge + ";")}
+
+
+@pytest.mark.parametrize("command", ["run", "sample"])   # serq_fast, serq_spec
+@pytest.mark.parametrize("cost, needle", [
+    ("0 - batch.tokens", "iteration cost -"),               # a negative cost
+    ("0.01 * pow(10, batch.tokens * 1e10)", ""),             # beyond the range (fast) / too large (spec)
+    ("0 / (batch.tokens - batch.tokens)", "0 / 0"),
+])
+def test_execute_errors_are_located(tmp_path, capsys, command, cost, needle):
+    """An error of an engine's `execute` named the engine (serq_spec) or nothing (serq_fast), but
+    never the position of the expression."""
+    f, at = _engine_program(tmp_path, cost=cost)
+    argv = ["run", f, "--horizon", "5"] if command == "run" else ["sample", f, "--seed", "1", "--sessions", "2"]
+    rc, out, err = run(capsys, *argv)
+    assert rc == 2 and "engine eng: execute: " in err and needle in err and at["execute"] in err, err
+
+
+@pytest.mark.parametrize("command", ["run", "sample"])
+def test_gauge_error_is_located(tmp_path, capsys, command):
+    """A gauge's expression: `0 / 0` when it is sampled."""
+    f, at = _engine_program(tmp_path, gauge="0 / (used(kv) - used(kv))")
+    argv = (["run", f, "--horizon", "5"] if command == "run" else ["sample", f, "--seed", "1", "--sessions", "2"])
+    rc, out, err = run(capsys, *argv)
+    if command == "sample":   # the spec samples gauges only with `serq spec --gauges`
+        assert rc == 0, err
+        s = tmp_path / "s.json"
+        s.write_text(out)
+        rc, out, err = run(capsys, "spec", f, "--sessions", s, "--gauges")
+    assert rc == 2 and "gauge g: " in err and "0 / 0" in err and at["gauge"] in err, err
+

@@ -93,6 +93,14 @@ def number_option(text: str) -> float:
     return x
 
 
+def field_at(decl: dict, name: str):
+    """The position [FILE, LINE, COLUMN] of expression field NAME of a stage (`budget`,
+    `granule`, `cost`, `capacity`: the stage's `at` object, docs/ir.md "Positions"), or None
+    (an IR file written without positions). Both engines name it in a run-time error."""
+    at = decl.get("at")
+    return at.get(name) if isinstance(at, dict) else None
+
+
 def read_ir_file(path: str) -> dict:
     from .sessionsfile import read_json_file
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+from serq.irfile import field_at
+
 from . import values as V
 from .config import Assign
 from .errors import SpecError
@@ -157,26 +159,31 @@ def budget_moment(cfg, ictx) -> None:
     """`tokens cap`, the schedule's `let`s and `each at most` values, read once as the iteration starts."""
     spec = cfg.program.stages[ictx.engine]
     name = spec["name"]
-    env = Env(cfg, engine=ictx.engine, ictx=ictx, what=f"engine {name}: tokens cap, let or each at most")
-    b = whole_or_inf(evaluate(spec["budget"], env), f"engine {name}: tokens cap", cfg)
+    at = field_at(spec, "budget")
+    env = Env(cfg, engine=ictx.engine, ictx=ictx, at=at, what=f"engine {name}: tokens cap")
+    b = whole_or_inf(evaluate(spec["budget"], env), f"engine {name}: tokens cap", cfg, at)
     if not V.is_inf(b) and b < 0:
-        raise SpecError(f"engine {name}: tokens cap is negative ({V.wire(b)})", None, cfg.program.files)
+        raise SpecError(f"engine {name}: tokens cap is negative ({V.wire(b)})", at, cfg.program.files)
     ictx.left = b
     for let in spec.get("lets", []):
+        env.at, env.what = let.get("at"), f"engine {name}: schedule `let {let.get('name')}`"
         ictx.locals.append(evaluate(let["expr"], env))
+    env.what = f"engine {name}: each at most"
     for st in flat_schedule(spec["schedule"]):
         if st.get("each") is not None:
+            env.at = st.get("at")
             c = whole_or_inf(evaluate(st["each"], env), f"engine {name}: each at most", cfg, st.get("at"))
             if c <= 0:
                 raise SpecError(f"engine {name}: each at most must be positive, got {V.wire(c)}",
                                 st.get("at"), cfg.program.files)
             ictx.each[id(st)] = c
     if spec.get("granule") is not None:
-        g = whole_or_inf(evaluate(spec["granule"], env), f"engine {name}: granule", cfg)
+        env.at, env.what = field_at(spec, "granule"), f"engine {name}: granule"
+        g = whole_or_inf(evaluate(spec["granule"], env), f"engine {name}: granule", cfg, env.at)
         if g <= 0:
             # a run-time guard (§11.9): a granule is a positive number of tokens (inf: none)
             raise SpecError(f"engine {name}: granule must be positive, got {V.wire(g)}",
-                            None, cfg.program.files)
+                            env.at, cfg.program.files)
         ictx.granule = None if V.is_inf(g) else g
 
 
@@ -204,13 +211,16 @@ def start_iteration(cfg, e: int) -> bool:
             from .lag import make_due
             make_due(cfg, e, cfg.now)   # vLLM's empty call processes the output at once
         return False
-    env = Env(cfg, engine=e, ictx=ictx, what=f"engine {spec['name']}: execute")
+    at = field_at(spec, "cost")
+    env = Env(cfg, engine=e, ictx=ictx, at=at, what=f"engine {spec['name']}: execute")
     cost = evaluate(spec["cost"], env)
     tokens = sum(a.tokens for a in ictx.assign)
     if V.is_inf(cost) or cost < 0:
-        raise SpecError(f"engine {spec['name']}: iteration cost {V.wire(cost)}", None, cfg.program.files)
+        raise SpecError(f"engine {spec['name']}: execute: iteration cost {V.wire(cost)} is not a finite value >= 0",
+                        at, cfg.program.files)
     if tokens > 0 and cost == 0:
-        raise SpecError(f"engine {spec['name']}: an iteration with {tokens} tokens costs 0", None, cfg.program.files)
+        raise SpecError(f"engine {spec['name']}: execute: an iteration with {tokens} tokens costs 0", at,
+                        cfg.program.files)
     if lagged:
         from .lag import make_due
         make_due(cfg, e, cfg.now + cost)   # scheduled before iter_end: it is handled first
@@ -248,7 +258,7 @@ def run_schedule(cfg, ictx, stmts) -> None:
             raise cfg.program.unsupported(f"schedule statement {op}", s.get("at"))
 
 
-def next_unserved(cfg, ictx, order):
+def next_unserved(cfg, ictx, order, stmt_at=None):
     """The first resident, in the serving order as it stands now, not yet served."""
     e = ictx.engine
     cands = [(i, j) for i, j in enumerate(cfg.stages[e].jobs) if j.serial not in ictx.served]
@@ -261,7 +271,7 @@ def next_unserved(cfg, ictx, order):
         return min(cands, key=lambda c: (0 if c[1].mode == "decode" else 1, c[0]))[1]
 
     def key(c):
-        env = Env(cfg, cfg.sessions[c[1].serial], engine=e, ictx=ictx, job=c[1],
+        env = Env(cfg, cfg.sessions[c[1].serial], engine=e, ictx=ictx, job=c[1], at=stmt_at,
                   what=f"engine {cfg.program.stages[e]['name']}: a serving-order key")
         return tuple(evaluate(k, env) for k in order["keys"]) + (c[0],)
     return min(cands, key=key)[1]
@@ -270,19 +280,19 @@ def next_unserved(cfg, ictx, order):
 def serve_running(cfg, ictx, stmt) -> None:
     """`advance running`: serve every resident once, in serving order, while budget is left."""
     while not ictx.stopped:
-        job = next_unserved(cfg, ictx, stmt.get("order"))
+        job = next_unserved(cfg, ictx, stmt.get("order"), stmt.get("at"))
         if job is None:
             return
-        serve(cfg, ictx, job, stmt.get("only"), ictx.each.get(id(stmt), V.INF))
+        serve(cfg, ictx, job, stmt.get("only"), ictx.each.get(id(stmt), V.INF), stmt.get("at"))
 
 
-def serve(cfg, ictx, job, only, cap) -> None:
+def serve(cfg, ictx, job, only, cap, at=None) -> None:
     """One resident's turn: want, tokens = min(want, left), growth, position, budget (§11.6)."""
     from .growth import grow
     ictx.served.add(job.serial)
     s = cfg.sessions[job.serial]
     if only is not None:
-        env = Env(cfg, s, engine=ictx.engine, ictx=ictx, job=job,
+        env = Env(cfg, s, engine=ictx.engine, ictx=ictx, job=job, at=at,
                   what=f"engine {cfg.program.stages[ictx.engine]['name']}: `only`")
         if not V.nz(evaluate(only, env)):
             return
@@ -333,7 +343,7 @@ def admit_waiting(cfg, ictx, stmt) -> None:
             c = evaluate(stmt["while"], Env(cfg, engine=ictx.engine, ictx=ictx, at=stmt.get("at")))
             if not V.truth(c, "an admit while guard", stmt.get("at")):
                 return
-        if not admit_one(cfg, ictx, only):
+        if not admit_one(cfg, ictx, only, stmt.get("at")):
             return
         ictx.admitted += 1
         while not ictx.stopped:
@@ -373,7 +383,7 @@ def exclusive_prefill(cfg, ictx, stmt) -> None:
         serve(cfg, ictx, j, None, cap)
 
 
-def admit_one(cfg, ictx, only=None) -> bool:
+def admit_one(cfg, ictx, only=None, at=None) -> bool:
     """admit_one(E, left): the first admitted pool with a head; admit it if it fits, run it at once.
     A head rejected because it can never fit has left its queue: the next head is tried in its
     place, as if it had not been there (docs/spec.md "A hold that can never fit").
@@ -384,7 +394,7 @@ def admit_one(cfg, ictx, only=None) -> bool:
         while (head := select_head(cfg, p)) is not None:
             s = cfg.sessions[head.serial]
             if only is not None:
-                env = Env(cfg, s, engine=ictx.engine, ictx=ictx,
+                env = Env(cfg, s, engine=ictx.engine, ictx=ictx, at=at,
                           what=f"engine {cfg.program.stages[ictx.engine]['name']}: `admit waiting only`")
                 if not V.nz(evaluate(only, env)):
                     return False   # excluded head: head-of-line, admission stops

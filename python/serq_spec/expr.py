@@ -57,18 +57,19 @@ _FN1 = {"abs": abs, "floor": V.floor_v, "ceil": V.ceil_v, "sqrt": V.sqrt_v, "exp
 def evaluate(e: dict, env: Env):
     """The value of expression `e` in `env` (exact; errors instead of NaN).
 
-    An arithmetic error (values.py raises it without a location) gets the statement's location,
-    or, for expressions the IR gives no location (engine items, keys, capacities, gauges), the
-    name of what was being evaluated."""
+    An arithmetic error (values.py raises it without a location) gets the location of the
+    statement or declaration the expression belongs to (`env.at`; docs/ir.md "Positions") and,
+    for an expression outside a statement (engine items, keys, capacities, gauges), the name of
+    what was being evaluated."""
     try:
         return _evaluate(e, env)
     except SpecError as exc:
-        if type(exc) is SpecError and exc.at is None and not getattr(exc, "named", False):
-            if env.at:
-                exc.at, exc.files = env.at, env.cfg.program.files
-            elif env.what:
+        if type(exc) is SpecError and not getattr(exc, "named", False) and (exc.at is None or env.what):
+            if env.what:
                 exc.message = f"{env.what}: {exc.message}"
                 exc.named = True
+            if exc.at is None and env.at:
+                exc.at, exc.files = env.at, env.cfg.program.files
             exc.args = (exc.render(),)
         raise
 

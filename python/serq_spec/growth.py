@@ -88,7 +88,7 @@ def choose_victim(cfg, p: int):
         i = h.pools.index(p)
         resident = s.job is not None and s.job.stage in cfg.program.engines
         env = Env(cfg, s, engine=s.job.stage if resident else None, job=s.job if resident else None,
-                  what=f"pool {cfg.program.pools[p]['name']}: a preemption key",
+                  what=f"pool {cfg.program.pools[p]['name']}: a preemption key", at=spec.get("at"),
                   ctx={"position": Fraction(h.position[i]), "computed": s.attrs[COMPUTED]})
         key = tuple(evaluate(k, env) for k in spec["keys"]) + (-s.adm_seq,)
         if best is None or key < best_key:

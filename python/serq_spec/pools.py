@@ -49,7 +49,8 @@ def select_head(cfg, p: int):
     best, best_key = None, None
     for item in q:
         s = cfg.sessions[item.serial]
-        env = Env(cfg, s, ctx={"waited": cfg.now - item.joined}, what=f"pool {cfg.program.pools[p]['name']}: a queue key")
+        env = Env(cfg, s, ctx={"waited": cfg.now - item.joined}, at=spec.get("at"),
+                  what=f"pool {cfg.program.pools[p]['name']}: a queue key")
         key = tuple(evaluate(k, env) for k in spec["keys"])
         if best is None or key < best_key:
             best, best_key = item, key
@@ -73,7 +74,7 @@ def eviction_victim(cfg, p: int) -> Entry:
     for e in entries:
         owner = cfg.sessions[e.owner] if e.owner >= 0 else None
         waiting = owner is not None and owner.status[0] == "queued"
-        env = Env(cfg, owner, what=f"pool {cfg.program.pools[p]['name']}: an eviction key", ctx={"size": Fraction(e.size), "last": e.last, "age": cfg.now - e.last,
+        env = Env(cfg, owner, at=spec.get("at"), what=f"pool {cfg.program.pools[p]['name']}: an eviction key", ctx={"size": Fraction(e.size), "last": e.last, "age": cfg.now - e.last,
                                    "waiting": Fraction(int(waiting))})
         key = tuple(evaluate(k, env) for k in spec["keys"]) + (e.rel,)
         if best is None or key < best_key:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+from serq.irfile import field_at
+
 from . import values as V
 from .config import READY
 from .errors import SpecError
@@ -45,10 +47,12 @@ def work(cfg, s: int):
 
 def ps_rate(cfg, s: int, n: int):
     """Each of n present jobs gets φ(n)/n (Ps moment: φ may read `present`)."""
-    phi = evaluate(cfg.program.stages[s]["capacity"], Env(cfg, ctx={"present": Fraction(n)},
+    at = field_at(cfg.program.stages[s], "capacity")
+    phi = evaluate(cfg.program.stages[s]["capacity"], Env(cfg, ctx={"present": Fraction(n)}, at=at,
                                                                    what=f"ps stage {cfg.program.stages[s]['name']}: capacity"))
     if V.is_inf(phi) or phi <= 0:
-        raise SpecError(f"ps stage {cfg.program.stages[s]['name']}: capacity must be positive and finite, got {V.wire(phi)}")
+        raise SpecError(f"ps stage {cfg.program.stages[s]['name']}: capacity must be positive and finite, got {V.wire(phi)}",
+                        at, cfg.program.files)
     return phi / n
 
 

@@ -578,3 +578,79 @@ def test_gauge_error_is_located(tmp_path, capsys, command):
         rc, out, err = run(capsys, "spec", f, "--sessions", s, "--gauges")
     assert rc == 2 and "gauge g: " in err and "0 / 0" in err and at["gauge"] in err, err
 
+
+# -- D15: long flat code compiles and runs; deeper than the limit is refused where it is -----------
+
+def _server_program(tmp_path, server: str, name="flat.sq"):
+    f = tmp_path / name
+    f.write_text("fn main() {\n  stage s : fifo(1);\n  workload { arrive poisson(1); }\n  server {\n"
+                 f"    set a = 1;\n{server}\n    run s (1);\n  }}\n}}\n")
+    return f
+
+
+@pytest.mark.parametrize("server", [
+    "    set b = " + "+".join(["a"] * 1000) + ";",
+    "    set b = " + "-" * 1000 + "a;",
+], ids=["sum", "minus"])
+def test_a_thousand_terms_run_in_both_engines(tmp_path, capsys, server):
+    """The engines ran with Python's default recursion limit: a 1,000-term sum or 1,000 unary
+    minuses compiled, then `serq run` and `serq lockstep` ended in a RecursionError traceback."""
+    f = _server_program(tmp_path, server)
+    rc, out, err = run(capsys, "lockstep", f, "--seed", "1", "--sessions", "2")
+    assert rc == 0 and "steps agree" in out, err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("server", [
+    "    set b = " + "+".join(["a"] * 3000) + ";",                                  # 3,000 terms
+    "    set b = " + "-" * 3000 + "a;",                                             # 3,000 unary minuses
+    "    " + " else ".join(f"if (a == {i}) {{ set b = {i}; }}" for i in range(1500)),  # 1,500 `else if`s
+], ids=["sum", "minus", "else-if"])
+def test_long_flat_code_compiles_and_runs(tmp_path, capsys, server):
+    """Each was refused as "the program is nested too deeply to compile", without a location
+    (2-5 s each here: behind -m slow)."""
+    f = _server_program(tmp_path, server)
+    rc, out, err = run(capsys, "check", f)
+    assert rc == 0, err
+    rc, out, err = run(capsys, "lockstep", f, "--seed", "1", "--sessions", "2")
+    assert rc == 0 and "steps agree" in out, err
+
+
+def test_nesting_past_the_limit_is_located(tmp_path, capsys):
+    from serq.parser import MAX_NESTING
+
+    f = _server_program(tmp_path, "    set b = " + "+".join(["a"] * (MAX_NESTING + 10)) + ";")
+    rc, out, err = run(capsys, "check", f)
+    assert rc == 2 and err.startswith(f"{f}:6:") and f"nested more than {MAX_NESTING} levels deep" in err, err
+
+
+@pytest.mark.slow
+def test_a_chain_of_3001_use_files(tmp_path, capsys):
+    """A chain of 3,001 files, each `use`-ing the next: "nested too deeply", after 15 s (now
+    about 3 s: behind -m slow)."""
+    import time
+
+    n = 3001
+    for i in range(1, n):
+        (tmp_path / f"l{i}.sq").write_text(f'use "l{i + 1}.sq";\n' if i + 1 < n else "let z = 1;\n")
+    f = tmp_path / "main.sq"
+    f.write_text('use "l1.sq";\nfn main() {\n  stage s : fifo(1);\n  workload { arrive poisson(1); }\n'
+                 "  server { run s (z); }\n}\n")
+    t0 = time.process_time()
+    rc, out, err = run(capsys, "check", f)
+    assert rc == 0, err
+    assert time.process_time() - t0 < 5
+
+
+# -- D17: the first syntax error of a large file comes at once -------------------------------------
+
+def test_first_syntax_error_of_a_megabyte_of_semicolons(tmp_path, capsys):
+    """1 MiB of `;` took 15 s (lexed whole, pre-scanned, then parsed) to say line 1 is wrong."""
+    import time
+
+    f = tmp_path / "semi.sq"
+    f.write_text(";" * (2**20 - 16))
+    t0 = time.process_time()
+    rc, out, err = run(capsys, "check", f)
+    assert rc == 2 and err.startswith(f"{f}:1:1: error: unexpected ';'"), err
+    assert time.process_time() - t0 < 1.5

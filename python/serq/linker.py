@@ -246,7 +246,16 @@ class Linker:
     def collect(self, fn, *args, name: str | None = None):
         """Run one item or statement; record its error and go on, so one pass reports several."""
         try:
-            return fn(*args)
+            try:
+                return fn(*args)
+            except RecursionError:
+                # deeper than the linker's recursion reaches: `def`s expanded into one another, or
+                # `use`s each reading the next (the parser bounds one file's syntax, MAX_NESTING)
+                node = next((a for a in args if isinstance(a, Node)), None)
+                if node is None:
+                    raise
+                raise self.err(node.pos, "this is nested too deeply to compile (definitions expanded into "
+                                         "one another, or a chain of `use`s; docs/frontend.md \"Limits\")") from None
         except SerqError as e:
             if name is not None:
                 self.failed.add(name)

@@ -121,12 +121,17 @@ def draw_ok(data) -> bool:
         return False
 
 
-@pytest.fixture(scope="module")
-def work(tmp_path_factory):
-    d = tmp_path_factory.mktemp("fuzz")
+def prepare(d: Path) -> Path:
+    """The folder the targets work in: the base sessions file they mutate (tools/fuzz_campaign.py
+    prepares one the same way)."""
     rc = main(["sample", str(MM1), "--seed", "1", "--sessions", "3", "-o", str(d / "base.sessions.json")])
     assert rc == 0
     return d
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory):
+    return prepare(tmp_path_factory.mktemp("fuzz"))
 
 
 def _sessions_base(work):

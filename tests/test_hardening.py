@@ -654,3 +654,18 @@ def test_first_syntax_error_of_a_megabyte_of_semicolons(tmp_path, capsys):
     rc, out, err = run(capsys, "check", f)
     assert rc == 2 and err.startswith(f"{f}:1:1: error: unexpected ';'"), err
     assert time.process_time() - t0 < 1.5
+
+
+# -- found by tools/fuzz_campaign.py: an empty path is an error that says so -----------------------
+
+@pytest.mark.parametrize("argv, needle", [
+    (["spec", MM1, "--sessions", ""], "serq: error: the path of the sessions file is empty"),
+    (["run", MM1, "--horizon", "5", "--replay", ""], "serq: error: --replay needs a file path, got an empty one"),
+    (["check", ""], "serq: error: the program's path is empty"),
+    (["run", ""], "serq: error: the program's path is empty"),
+])
+def test_an_empty_path(capsys, argv, needle):
+    """`--sessions ''` said ": error: cannot read the sessions file" (no name before the colon),
+    `--replay ''` ran live draws as if it were absent, `serq check ''` said ": error: …"."""
+    rc, out, err = run(capsys, *argv)
+    assert rc == 2 and err.startswith(needle), err

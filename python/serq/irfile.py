@@ -46,6 +46,8 @@ def load_with_profile(path: str, settings: dict[str, str], profile: str | None) 
     from .frontend import load_program
     from .profilefile import profile_settings
 
+    if not path.strip():  # a FILE: prefix would be empty (": error: …")
+        raise SerqError("the program's path is empty: give a .sq program (or, to an engine, a .json IR file)")
     optional = profile_settings(profile)
     ir = load_program(path, settings, optional)
     if profile and not set(optional) & set(ir.get("inputs", {})):

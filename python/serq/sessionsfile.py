@@ -32,6 +32,9 @@ def read_json_file(path: str, what: str, advice: str) -> Any:
     """The JSON value in PATH; a SerqError naming PATH (and `what` it should be) otherwise."""
     from . import inputfile
 
+    if not path.strip():  # a FILE: prefix would be empty (": error: …")
+        raise SerqError(f"the path of the {what} is empty: give a file")
+
     try:
         return inputfile.read(path)
     except inputfile.InputError as exc:

@@ -669,3 +669,13 @@ def test_an_empty_path(capsys, argv, needle):
     `--replay ''` ran live draws as if it were absent, `serq check ''` said ": error: …"."""
     rc, out, err = run(capsys, *argv)
     assert rc == 2 and err.startswith(needle), err
+
+
+def test_observations_with_a_tiny_mean(tmp_path, capsys):
+    """An observation whose mean is below 1e-154 (its square underflows to 0) ended `serq run` in a
+    ZeroDivisionError traceback while the report computed its cv² (found by tools/fuzz_campaign.py:
+    `set need = pow(1e-400, 0.5)`)."""
+    f = tmp_path / "mm1.sq"
+    f.write_text(MM1.read_text().replace("set need = ~exp(service);", "set need = 1e-200 * ~exp(1);"))
+    rc, out, err = run(capsys, "run", f, "--horizon", "20")
+    assert rc == 0, err

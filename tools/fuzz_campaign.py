@@ -43,6 +43,7 @@ TARGETS = {
     "scenarios": "test_scenarios",
     "traces": "test_traces",
     "options": "test_options",
+    "expressions": "test_expressions",
 }
 KEEP_EXAMPLES = 10  # failures kept in the summary, per kind and target
 

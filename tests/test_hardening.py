@@ -679,3 +679,14 @@ def test_observations_with_a_tiny_mean(tmp_path, capsys):
     f.write_text(MM1.read_text().replace("set need = ~exp(service);", "set need = 1e-200 * ~exp(1);"))
     rc, out, err = run(capsys, "run", f, "--horizon", "20")
     assert rc == 0, err
+
+
+@pytest.mark.parametrize("need", ["exp(1e10)", "pow(1e10, 1e10 + 0.5)"])
+def test_exact_arithmetic_beyond_its_range_is_a_located_error(tmp_path, capsys, need):
+    """serq_spec computes exp and a non-integer pow in a 40-digit decimal context: a result past
+    its exponent range raised decimal.Overflow, "internal error in serq_spec" (found by
+    tools/fuzz_campaign.py's expressions target)."""
+    f = tmp_path / "mm1.sq"
+    f.write_text(MM1.read_text().replace("set need = ~exp(service);", f"set need = {need};"))
+    rc, out, err = run(capsys, "sample", f, "--seed", "1", "--sessions", "2")
+    assert rc == 2 and "mm1.sq:37:5: error: " in err and "beyond the range of the spec's exact arithmetic" in err, err

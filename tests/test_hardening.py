@@ -690,3 +690,18 @@ def test_exact_arithmetic_beyond_its_range_is_a_located_error(tmp_path, capsys, 
     f.write_text(MM1.read_text().replace("set need = ~exp(service);", f"set need = {need};"))
     rc, out, err = run(capsys, "sample", f, "--seed", "1", "--sessions", "2")
     assert rc == 2 and "mm1.sq:37:5: error: " in err and "beyond the range of the spec's exact arithmetic" in err, err
+
+
+@pytest.mark.parametrize("command", ["run", "spec"])
+@pytest.mark.parametrize("field, value", [("inputs", []), ("inputs", 3), ("program", ["x"])])
+def test_sessions_file_header_of_the_wrong_type(tmp_path, capsys, mm1_sessions, command, field, value):
+    """A sessions file whose `inputs` is not an object: `malformed IR (TypeError: …)` (spec) or an
+    AttributeError traceback (run) when a run out of draws compared the header with the run's
+    settings (found by tools/fuzz_campaign.py's sessions target)."""
+    _, data = mm1_sessions
+    data[field] = value
+    data["sessions"][0]["session"] = []   # out of draws: the header is read to explain why
+    flag = "--replay" if command == "run" else "--sessions"
+    f = _write(tmp_path, "s.json", data)
+    rc, out, err = run(capsys, command, MM1, flag, f)
+    assert rc == 2 and err.startswith(f"{f}: error: sessions file: {field}: must be"), err

@@ -497,3 +497,212 @@ def test_exponential_definition_refused_with_its_location(tmp_path, capsys, monk
     rc, out, err = run(capsys, "check", f)
     assert rc == 2 and re.match(rf"{re.escape(str(f))}:\d+:\d+: error: expanding `d\d+` here passes the "
                                 r"limit of 1000 definition expansions", err), err
+
+
+# -- D11 (rest): a turn list no turn used is an error in both engines -----------------------------
+
+@pytest.mark.parametrize("command", ["run", "spec"])
+def test_unused_turn_list_is_an_error(tmp_path, capsys, mm1_sessions, command):
+    """A sessions file with a turn list beyond the turns a session runs: serq_spec refused it at
+    the session's end, serq_fast replayed it with exit 0 (the list was ignored)."""
+    _, data = mm1_sessions
+    data["sessions"][1]["turns"].append(["1/2"])
+    flag = "--replay" if command == "run" else "--sessions"
+    rc, out, err = run(capsys, command, MM1, flag, _write(tmp_path, "s.json", data))
+    assert rc == 2 and "session 1" in err and "1 turn" in err and "the file" in err, err
+
+
+# -- D13 (rest): errors of expressions outside statements name their position, in both engines ---
+
+ENGINE_PROGRAM = """fn main() {
+  device acc { kv cap 100 * 16; }
+  pool kv on acc { block 16; evict lru; preempt lifo; }
+  engine eng on acc {
+    reqs cap 4;
+    tokens cap 8;
+    request (prompt, output) {
+      prefill (prompt) growing kv;
+      decode (output - 1) growing kv;
+    }
+    schedule {
+      let lim = LET;
+      advance running;
+      admit waiting each at most (lim) taking reqs (1), kv (prompt);
+    }
+    execute (COST);
+  }
+  pool reqs on eng { queue fifo; }
+  gauge g = GAUGE;
+  workload { arrive batch(2); }
+  server { eng (8, 3); }
+}
+"""
+
+
+def _engine_program(tmp_path, cost="0.01 + batch.tokens / 1000", let="16", gauge="used(kv)"):
+    """The program and the position (`FILE:LINE:COL`) of its `execute`, `let` and gauge expressions."""
+    text = ENGINE_PROGRAM.replace("COST", cost).replace("LET", let).replace("GAUGE", gauge)
+    f = tmp_path / "eng.sq"
+    f.write_text(text)
+
+    def at(needle):
+        line = next(i for i, x in enumerate(text.splitlines(), 1) if needle in x)
+        return f"eng.sq:{line}:{text.splitlines()[line - 1].index(needle) + 1}"
+    return f, {"execute": at(cost), "let": at(let + ";"), "gauge": at(gauge + ";")}
+
+
+@pytest.mark.parametrize("command", ["run", "sample"])   # serq_fast, serq_spec
+@pytest.mark.parametrize("cost, needle", [
+    ("0 - batch.tokens", "iteration cost -"),               # a negative cost
+    ("0.01 * pow(10, batch.tokens * 1e10)", ""),             # beyond the range (fast) / too large (spec)
+    ("0 / (batch.tokens - batch.tokens)", "0 / 0"),
+])
+def test_execute_errors_are_located(tmp_path, capsys, command, cost, needle):
+    """An error of an engine's `execute` named the engine (serq_spec) or nothing (serq_fast), but
+    never the position of the expression."""
+    f, at = _engine_program(tmp_path, cost=cost)
+    argv = ["run", f, "--horizon", "5"] if command == "run" else ["sample", f, "--seed", "1", "--sessions", "2"]
+    rc, out, err = run(capsys, *argv)
+    assert rc == 2 and "engine eng: execute: " in err and needle in err and at["execute"] in err, err
+
+
+@pytest.mark.parametrize("command", ["run", "sample"])
+def test_gauge_error_is_located(tmp_path, capsys, command):
+    """A gauge's expression: `0 / 0` when it is sampled."""
+    f, at = _engine_program(tmp_path, gauge="0 / (used(kv) - used(kv))")
+    argv = (["run", f, "--horizon", "5"] if command == "run" else ["sample", f, "--seed", "1", "--sessions", "2"])
+    rc, out, err = run(capsys, *argv)
+    if command == "sample":   # the spec samples gauges only with `serq spec --gauges`
+        assert rc == 0, err
+        s = tmp_path / "s.json"
+        s.write_text(out)
+        rc, out, err = run(capsys, "spec", f, "--sessions", s, "--gauges")
+    assert rc == 2 and "gauge g: " in err and "0 / 0" in err and at["gauge"] in err, err
+
+
+# -- D15: long flat code compiles and runs; deeper than the limit is refused where it is -----------
+
+def _server_program(tmp_path, server: str, name="flat.sq"):
+    f = tmp_path / name
+    f.write_text("fn main() {\n  stage s : fifo(1);\n  workload { arrive poisson(1); }\n  server {\n"
+                 f"    set a = 1;\n{server}\n    run s (1);\n  }}\n}}\n")
+    return f
+
+
+@pytest.mark.parametrize("server", [
+    "    set b = " + "+".join(["a"] * 1000) + ";",
+    "    set b = " + "-" * 1000 + "a;",
+], ids=["sum", "minus"])
+def test_a_thousand_terms_run_in_both_engines(tmp_path, capsys, server):
+    """The engines ran with Python's default recursion limit: a 1,000-term sum or 1,000 unary
+    minuses compiled, then `serq run` and `serq lockstep` ended in a RecursionError traceback."""
+    f = _server_program(tmp_path, server)
+    rc, out, err = run(capsys, "lockstep", f, "--seed", "1", "--sessions", "2")
+    assert rc == 0 and "steps agree" in out, err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("server", [
+    "    set b = " + "+".join(["a"] * 3000) + ";",                                  # 3,000 terms
+    "    set b = " + "-" * 3000 + "a;",                                             # 3,000 unary minuses
+    "    " + " else ".join(f"if (a == {i}) {{ set b = {i}; }}" for i in range(1500)),  # 1,500 `else if`s
+], ids=["sum", "minus", "else-if"])
+def test_long_flat_code_compiles_and_runs(tmp_path, capsys, server):
+    """Each was refused as "the program is nested too deeply to compile", without a location
+    (2-5 s each here: behind -m slow)."""
+    f = _server_program(tmp_path, server)
+    rc, out, err = run(capsys, "check", f)
+    assert rc == 0, err
+    rc, out, err = run(capsys, "lockstep", f, "--seed", "1", "--sessions", "2")
+    assert rc == 0 and "steps agree" in out, err
+
+
+def test_nesting_past_the_limit_is_located(tmp_path, capsys):
+    from serq.parser import MAX_NESTING
+
+    f = _server_program(tmp_path, "    set b = " + "+".join(["a"] * (MAX_NESTING + 10)) + ";")
+    rc, out, err = run(capsys, "check", f)
+    assert rc == 2 and err.startswith(f"{f}:6:") and f"nested more than {MAX_NESTING} levels deep" in err, err
+
+
+@pytest.mark.slow
+def test_a_chain_of_3001_use_files(tmp_path, capsys):
+    """A chain of 3,001 files, each `use`-ing the next: "nested too deeply", after 15 s (now
+    about 3 s: behind -m slow)."""
+    import time
+
+    n = 3001
+    for i in range(1, n):
+        (tmp_path / f"l{i}.sq").write_text(f'use "l{i + 1}.sq";\n' if i + 1 < n else "let z = 1;\n")
+    f = tmp_path / "main.sq"
+    f.write_text('use "l1.sq";\nfn main() {\n  stage s : fifo(1);\n  workload { arrive poisson(1); }\n'
+                 "  server { run s (z); }\n}\n")
+    t0 = time.process_time()
+    rc, out, err = run(capsys, "check", f)
+    assert rc == 0, err
+    assert time.process_time() - t0 < 5
+
+
+# -- D17: the first syntax error of a large file comes at once -------------------------------------
+
+def test_first_syntax_error_of_a_megabyte_of_semicolons(tmp_path, capsys):
+    """1 MiB of `;` took 15 s (lexed whole, pre-scanned, then parsed) to say line 1 is wrong."""
+    import time
+
+    f = tmp_path / "semi.sq"
+    f.write_text(";" * (2**20 - 16))
+    t0 = time.process_time()
+    rc, out, err = run(capsys, "check", f)
+    assert rc == 2 and err.startswith(f"{f}:1:1: error: unexpected ';'"), err
+    assert time.process_time() - t0 < 1.5
+
+
+# -- found by tools/fuzz_campaign.py: an empty path is an error that says so -----------------------
+
+@pytest.mark.parametrize("argv, needle", [
+    (["spec", MM1, "--sessions", ""], "serq: error: the path of the sessions file is empty"),
+    (["run", MM1, "--horizon", "5", "--replay", ""], "serq: error: --replay needs a file path, got an empty one"),
+    (["check", ""], "serq: error: the program's path is empty"),
+    (["run", ""], "serq: error: the program's path is empty"),
+])
+def test_an_empty_path(capsys, argv, needle):
+    """`--sessions ''` said ": error: cannot read the sessions file" (no name before the colon),
+    `--replay ''` ran live draws as if it were absent, `serq check ''` said ": error: …"."""
+    rc, out, err = run(capsys, *argv)
+    assert rc == 2 and err.startswith(needle), err
+
+
+def test_observations_with_a_tiny_mean(tmp_path, capsys):
+    """An observation whose mean is below 1e-154 (its square underflows to 0) ended `serq run` in a
+    ZeroDivisionError traceback while the report computed its cv² (found by tools/fuzz_campaign.py:
+    `set need = pow(1e-400, 0.5)`)."""
+    f = tmp_path / "mm1.sq"
+    f.write_text(MM1.read_text().replace("set need = ~exp(service);", "set need = 1e-200 * ~exp(1);"))
+    rc, out, err = run(capsys, "run", f, "--horizon", "20")
+    assert rc == 0, err
+
+
+@pytest.mark.parametrize("need", ["exp(1e10)", "pow(1e10, 1e10 + 0.5)"])
+def test_exact_arithmetic_beyond_its_range_is_a_located_error(tmp_path, capsys, need):
+    """serq_spec computes exp and a non-integer pow in a 40-digit decimal context: a result past
+    its exponent range raised decimal.Overflow, "internal error in serq_spec" (found by
+    tools/fuzz_campaign.py's expressions target)."""
+    f = tmp_path / "mm1.sq"
+    f.write_text(MM1.read_text().replace("set need = ~exp(service);", f"set need = {need};"))
+    rc, out, err = run(capsys, "sample", f, "--seed", "1", "--sessions", "2")
+    assert rc == 2 and "mm1.sq:37:5: error: " in err and "beyond the range of the spec's exact arithmetic" in err, err
+
+
+@pytest.mark.parametrize("command", ["run", "spec"])
+@pytest.mark.parametrize("field, value", [("inputs", []), ("inputs", 3), ("program", ["x"])])
+def test_sessions_file_header_of_the_wrong_type(tmp_path, capsys, mm1_sessions, command, field, value):
+    """A sessions file whose `inputs` is not an object: `malformed IR (TypeError: …)` (spec) or an
+    AttributeError traceback (run) when a run out of draws compared the header with the run's
+    settings (found by tools/fuzz_campaign.py's sessions target)."""
+    _, data = mm1_sessions
+    data[field] = value
+    data["sessions"][0]["session"] = []   # out of draws: the header is read to explain why
+    flag = "--replay" if command == "run" else "--sessions"
+    f = _write(tmp_path, "s.json", data)
+    rc, out, err = run(capsys, command, MM1, flag, f)
+    assert rc == 2 and err.startswith(f"{f}: error: sessions file: {field}: must be"), err

@@ -121,12 +121,17 @@ def draw_ok(data) -> bool:
         return False
 
 
-@pytest.fixture(scope="module")
-def work(tmp_path_factory):
-    d = tmp_path_factory.mktemp("fuzz")
+def prepare(d: Path) -> Path:
+    """The folder the targets work in: the base sessions file they mutate (tools/fuzz_campaign.py
+    prepares one the same way)."""
     rc = main(["sample", str(MM1), "--seed", "1", "--sessions", "3", "-o", str(d / "base.sessions.json")])
     assert rc == 0
     return d
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory):
+    return prepare(tmp_path_factory.mktemp("fuzz"))
 
 
 def _sessions_base(work):
@@ -181,6 +186,7 @@ def test_traces(work, data):
 
 PROGRAM = MM1.read_text()
 LOCATED = re.compile(r"^(?P<file>[^\n]+?):\d+:\d+: error: ")
+RUN_TIME_LOCATED = re.compile(r" at [^\s:]+:\d+:\d+")
 
 
 @PROFILE
@@ -204,6 +210,44 @@ def test_programs(work, edits):
     if rc == 0:
         rc, err = serq(["run", f, "--horizon", "3"], work)
         check_located(rc, err, names=(str(f),))
+        if rc == 2 and "run-time error:" in err:  # an expression's error names where it is (D13)
+            assert RUN_TIME_LOCATED.search(err), err
+
+
+# -- expressions: whatever an expression evaluates to at run time, an error names where it is ----
+
+EXPR_LEAF = st.sampled_from(["0", "1", "2", "0.5", "-1", "inf", "-inf", "1e400", "1e-400", "1e10", "now", "t_in",
+                             "service", "~exp(1)", "~uniform(0, 1)"])
+EXPR = st.recursive(EXPR_LEAF, lambda c: st.one_of(
+    st.tuples(c, st.sampled_from(["+", "-", "*", "/", "^", "<", "==", "&&"]), c).map(lambda t: f"({t[0]} {t[1]} {t[2]})"),
+    st.tuples(st.sampled_from(["exp", "ln", "sqrt", "abs", "floor", "-", "~exp", "~det"]), c).map(lambda t: f"{t[0]}({t[1]})"),
+    st.tuples(st.sampled_from(["pow", "min", "max", "~uniform", "~erlang"]), c, c).map(lambda t: f"{t[0]}({t[1]}, {t[2]})"),
+    st.tuples(c, c, c).map(lambda t: f"({t[0]} ? {t[1]} : {t[2]})")), max_leaves=6)
+
+
+@PROFILE
+@given(EXPR, st.sampled_from(["fast", "spec"]))
+def test_expressions(work, expr, engine):
+    """mm1.sq with `need` set to a random expression: both engines either run or stop with an
+    error at FILE:LINE:COL (the statement, or the constant the front-end refuses)."""
+    f = work / "e.sq"
+    f.write_text(PROGRAM.replace("set need = ~exp(service);", f"set need = {expr};"))
+    rc, err = serq(["check", f], work)
+    check_located(rc, err, names=(str(f),))
+    if rc != 0:
+        assert LOCATED.match(err), err
+        return
+    if engine == "fast":
+        rc, err = serq(["run", f, "--horizon", "3"], work)
+        check_located(rc, err, names=(str(f),))
+        if rc == 2:
+            assert RUN_TIME_LOCATED.search(err), err
+    else:
+        out = work / "e.sessions.json"
+        rc, err = serq(["sample", f, "--seed", "1", "--sessions", "2", "-o", out], work)
+        check_located(rc, err, names=(str(f),))
+        if rc == 2:
+            assert re.match(r"^(serq: )?[^\s:]+:\d+:\d+: error: ", err), err   # the IR names e.sq
 
 
 # -- options --------------------------------------------------------------------------------------

@@ -143,7 +143,7 @@ def test_every_construct_parses_and_links(tmp_path):
     assert kv["preempt"]["requeue"] == "tail" and kv["reserve_held"] is True and kv["evict"]["kind"] == "by"
     assert ir["pools"][4]["admitted_by"] == 0
     eng = ir["stages"][0]
-    assert eng["granule"] == {"k": "num", "v": "16"} and eng["registers"] == [{"name": "ticks", "init": {"k": "num", "v": "0"}}]
+    assert eng["granule"] == {"k": "num", "v": "16"} and eng["registers"] == [{"name": "ticks", "init": {"k": "num", "v": "0"}, "at": [0, 25, 19]}]
     ops = [s["op"] for s in eng["schedule"]]
     assert ops == ["set", "branch", "advance", "admit"]
     assert eng["schedule"][1]["else"][0]["op"] == "branch"  # else if
@@ -394,7 +394,8 @@ def test_each_declaration_parses_and_links(name):
     assert sorted(x["name"] for x in ir["stages"]) == sorted(["s"] + stages)
     if name == "gauge":
         assert ir["gauges"] == [{"name": "gg", "expr": {"k": "obs", "f": "used",
-                                                        "pool": {"base": 0, "count": 1, "index": None}}}]
+                                                        "pool": {"base": 0, "count": 1, "index": None}},
+                                 "at": [0, 1, 90]}]
 
 
 def test_the_tool_stage_can_be_declared_and_named():

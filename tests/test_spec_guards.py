@@ -379,8 +379,8 @@ def test_budget_left_outside_with_a_drawing_budget_is_an_error(tmp_path, capsys)
 
 @pytest.mark.parametrize("arrive, work, message", [
     ("batch(2)", "~erlang(serial >= 0 ? inf : 1, 1)", "p.sq:5:5: error: ~erlang(inf, 1): arguments outside"),
-    ("renewal(~erlang(inf, 1))", "1", "`arrive renewal(…)`: the gap: ~erlang(inf, 1)"),
-    ("renewal(~exp(-1))", "1", "`arrive renewal(…)`: the gap: ~exp needs a mean >= 0"),
+    ("renewal(~erlang(inf, 1))", "1", "p.sq:3:29: error: `arrive renewal(…)`: the gap: ~erlang(inf, 1)"),
+    ("renewal(~exp(-1))", "1", "p.sq:3:29: error: `arrive renewal(…)`: the gap: ~exp needs a mean >= 0"),
 ])
 def test_draw_the_sampler_cannot_take_is_a_located_error(tmp_path, capsys, arrive, work, message):
     f = tmp_path / "p.sq"

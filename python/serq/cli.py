@@ -63,7 +63,10 @@ def main(argv: list[str] | None = None) -> int:
         if not getattr(args, "func", None):
             parser.print_help(sys.stderr)
             return 2
-        rc = int(args.func(args) or 0)
+        from serq.errors import deep_recursion
+
+        with deep_recursion():  # programs nested up to the parser's limit are run recursively too
+            rc = int(args.func(args) or 0)
         sys.stdout.flush()  # here, not at exit: a full device is then reported like any error
         return rc
     except KeyboardInterrupt:

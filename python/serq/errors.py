@@ -7,6 +7,28 @@ prints it as `FILE:LINE:COLUMN: error: message`, then the source line and a care
 
 from __future__ import annotations
 
+import contextlib
+import sys
+
+#: The Python recursion limit while a command compiles and runs a program. The linker and both
+#: engines walk expressions and statements recursively, and the parser admits syntax nested up to
+#: `parser.MAX_NESTING` (5,000) levels; Python's default of 1,000 frames failed a 400-term sum. Some
+#: of these frames use the C stack too (calls through `*args`, generators), so the limit stays far
+#: below what overflows the 8 MiB main-thread stack (a 20,000-deep `else if` chain crashed at a
+#: limit of 50,000; at 20,000 it is a RecursionError, reported as an error).
+RECURSION_LIMIT = 20_000
+
+
+@contextlib.contextmanager
+def deep_recursion():
+    """Room for programs nested up to the parser's limit: RECURSION_LIMIT for the duration."""
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(old, RECURSION_LIMIT))
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(old)
+
 
 class SerqError(Exception):
     """A located error in a serQ program (or in its command-line settings when `file` is None)."""

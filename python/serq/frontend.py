@@ -10,11 +10,10 @@ UTF-8, a `use` cycle, a program nested too deeply, …).
 from __future__ import annotations
 
 import os
-import sys
 from typing import Mapping
 
 from . import inputfile
-from .errors import SerqError
+from .errors import SerqError, deep_recursion
 from .linker import Linker
 from .parser import Source, decode_source, parse
 
@@ -124,15 +123,13 @@ class _Tracked(list):
 
 
 def _guard(fn, display: str):
-    """Run fn with room for deep (but bounded) nesting; a program deeper still is a SerqError."""
-    old = sys.getrecursionlimit()
-    sys.setrecursionlimit(max(old, 6000))
+    """Run fn with room for deep (but bounded) nesting; a program deeper still is a SerqError
+    (the parser and the linker locate it where they can)."""
     try:
-        return fn()
+        with deep_recursion():
+            return fn()
     except RecursionError:
         raise SerqError("the program is nested too deeply to compile", display) from None
-    finally:
-        sys.setrecursionlimit(old)
 
 
 def load_program(path: str, settings: Mapping[str, str] | None = None,

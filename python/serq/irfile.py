@@ -66,6 +66,8 @@ def load_with_profile(path: str, settings: dict[str, str], profile: str | None) 
     from .frontend import load_program
     from .profilefile import profile_settings
 
+    if not path.strip():  # a FILE: prefix would be empty (": error: …")
+        raise SerqError("the program's path is empty: give a .sq program (or, to an engine, a .json IR file)")
     optional = profile_settings(profile)
     ir = load_program(path, settings, optional)
     if profile and not set(optional) & set(ir.get("inputs", {})):
@@ -111,6 +113,14 @@ def number_option(text: str) -> float:
     if math.isinf(x):
         raise argparse.ArgumentTypeError(f"{text} is beyond binary64's range (about 1.8e308); write inf")
     return x
+
+
+def field_at(decl: dict, name: str):
+    """The position [FILE, LINE, COLUMN] of expression field NAME of a stage (`budget`,
+    `granule`, `cost`, `capacity`: the stage's `at` object, docs/ir.md "Positions"), or None
+    (an IR file written without positions). Both engines name it in a run-time error."""
+    at = decl.get("at")
+    return at.get(name) if isinstance(at, dict) else None
 
 
 def read_ir_file(path: str) -> dict:

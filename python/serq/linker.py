@@ -246,7 +246,16 @@ class Linker:
     def collect(self, fn, *args, name: str | None = None):
         """Run one item or statement; record its error and go on, so one pass reports several."""
         try:
-            return fn(*args)
+            try:
+                return fn(*args)
+            except RecursionError:
+                # deeper than the linker's recursion reaches: `def`s expanded into one another, or
+                # `use`s each reading the next (the parser bounds one file's syntax, MAX_NESTING)
+                node = next((a for a in args if isinstance(a, Node)), None)
+                if node is None:
+                    raise
+                raise self.err(node.pos, "this is nested too deeply to compile (definitions expanded into "
+                                         "one another, or a chain of `use`s; docs/frontend.md \"Limits\")") from None
         except SerqError as e:
             if name is not None:
                 self.failed.add(name)
@@ -533,12 +542,13 @@ class Linker:
                     opts["evict"] = {"kind": "lru"}
                 else:
                     c = Ctx("evict", "eviction keys", defs=self.defs, record=[])
-                    opts["evict"] = {"kind": "by", "keys": [self.cx(k, c) for k in o.keys]}
+                    opts["evict"] = {"kind": "by", "keys": [self.cx(k, c) for k in o.keys], "at": self.at(o.pos)}
                     self.note_facing(c)
             elif o.kind == "p_preempt":
                 if o.how == "by":
                     c = Ctx("preempt", "preemption keys", defs=self.defs, record=[])
-                    opts["preempt"] = {"kind": "by", "keys": [self.cx(k, c) for k in o.keys], "requeue": o.requeue}
+                    opts["preempt"] = {"kind": "by", "keys": [self.cx(k, c) for k in o.keys], "requeue": o.requeue,
+                                       "at": self.at(o.pos)}
                     self.note_facing(c)
                 else:
                     opts["preempt"] = {"kind": o.how}
@@ -547,7 +557,7 @@ class Linker:
                     opts["queue"] = {"kind": "fifo"}
                 else:
                     c = Ctx("select", "queue keys", defs=self.defs, record=[])
-                    opts["queue"] = {"kind": "by", "keys": [self.cx(k, c) for k in o.keys]}
+                    opts["queue"] = {"kind": "by", "keys": [self.cx(k, c) for k in o.keys], "at": self.at(o.pos)}
                     self.note_facing(c)
             elif o.kind == "p_reserve_held":
                 opts["reserve_held"] = True
@@ -677,12 +687,13 @@ class Linker:
                     raise self.err(k.expr.pos, "a fifo stage needs a whole, positive number of servers")
             proto = {"kind": "fifo", "servers": int(n)}
         elif k.how == "ps":
-            proto = {"kind": "ps", "capacity": self.cx(k.expr, Ctx("ps", "a ps stage's capacity", defs=self.defs))}
+            proto = {"kind": "ps", "capacity": self.cx(k.expr, Ctx("ps", "a ps stage's capacity", defs=self.defs)),
+                     "at": {"capacity": self.at(k.expr.pos)}}
         else:
             proto = {"kind": "delay"}
         base = len(self.stages)
         for j in range(count):
-            st = dict(proto)
+            st = copy.deepcopy(proto)
             st["name"] = s.name if s.dim is None else f"{s.name}[{j}]"
             self.stages.append(st)
         self.stage_names[s.name] = (base, count, proto["kind"], s.pos, s.dim is not None)
@@ -701,7 +712,7 @@ class Linker:
         index = len(self.stages)
         info = EngineInfo(e.name, index, dev, e.pos, devfns=dev["fns"])
         stage = {"name": e.name, "kind": "step", "budget": None, "granule": None, "cost": None, "memory": None,
-                 "lag": 0, "registers": [], "lets": [], "schedule": []}
+                 "lag": 0, "registers": [], "lets": [], "schedule": [], "at": {}}
         self.stages.append(stage)
         self.stage_names[e.name] = (index, 1, "step", e.pos, False)
         self.engines[e.name] = info
@@ -728,7 +739,7 @@ class Linker:
                 self.check_engine_name(info, it.name, it.pos, "register")
                 init = self.cx(it.expr, Ctx("const", "a register's initial value", defs=self.defs))
                 info.regs[it.name] = len(stage["registers"])
-                stage["registers"].append({"name": it.name, "init": init})
+                stage["registers"].append({"name": it.name, "init": init, "at": self.at(it.expr.pos)})
         for it in e.items:
             if it.kind == "tokens":
                 c = ectx("tokens", "`tokens cap`", frozenset(EV_TOKENS_CAP), record=[])
@@ -737,6 +748,7 @@ class Linker:
                 if is_num(b) and val(b) <= 0:
                     raise self.err(it.expr.pos, f"`tokens cap` must be positive, got {b['v']}")
                 stage["budget"] = b
+                stage["at"]["budget"] = self.at(it.expr.pos)
             elif it.kind == "granule":
                 g = self.cx(it.expr, ectx("budget", "`granule`", frozenset(EV_TOKENS_CAP)))
                 if is_num(g) and not (val(g) == INF or exact.whole_in(val(g), 1, INF)):
@@ -745,6 +757,7 @@ class Linker:
                     raise self.err(it.expr.pos, f"engine {e.name}: `granule` must be a whole number >= 1 (or inf), "
                                                 f"got {g['v']}")
                 stage["granule"] = g
+                stage["at"]["granule"] = self.at(it.expr.pos)
             elif it.kind == "lag":
                 lag = self.const_value(it.expr, "`lag`")
                 if lag not in (0, 1):
@@ -757,6 +770,7 @@ class Linker:
                 self.schedule(info, it, stage, ectx)
             elif it.kind == "execute":
                 stage["cost"] = self.cx(it.expr, ectx("step", "`execute`", frozenset(EV_EXECUTE)))
+                stage["at"]["cost"] = self.at(it.expr.pos)
         if info.template is not None:
             try:  # resolve the growing pool now when it is already declared (the usual order)
                 self.engine_resolve(info)
@@ -770,7 +784,7 @@ class Linker:
             c = ectx("budget", "a schedule `let`", frozenset(EV_SCHEDULE), locals=self.locals_of(info), record=[])
             ir = self.cx(lt.expr, c)
             self.note_facing(c)
-            info.lets.append({"name": lt.name, "expr": ir})
+            info.lets.append({"name": lt.name, "expr": ir, "at": self.at(lt.expr.pos)})
         stage["lets"] = info.lets
         eaches: list[tuple] = []
         takings: list[Node] = []
@@ -809,23 +823,25 @@ class Linker:
                         order = {"kind": "by", "keys": [self.cx(k, c) for k in s.order.keys]}
                         self.note_facing(c)
                     out.append({"op": "advance", "only": x(s.only, "only", "`only (…)`"), "order": order,
-                                "each": each(s.each)})
+                                "each": each(s.each), "at": self.at(s.pos)})
                 elif s.kind == "admit":
                     if s.taking is not None:
                         takings.append(s.taking)
                     out.append({"op": "admit", "only": x(s.only, "admit_only", "`admit waiting only (…)`"),
-                                "while": x(s.cond, "guard", "a schedule guard (`while`)"), "each": each(s.each)})
+                                "while": x(s.cond, "guard", "a schedule guard (`while`)"), "each": each(s.each),
+                                "at": self.at(s.pos)})
                 elif s.kind == "exclusive":
-                    out.append({"op": "exclusive_prefill", "each": each(s.each)})
+                    out.append({"op": "exclusive_prefill", "each": each(s.each), "at": self.at(s.pos)})
                 elif s.kind == "sbranch":
                     cond = x(s.cond, "guard", "a schedule guard (`branch`)")
                     self.check_branch_const(cond, s.cond.pos)
-                    out.append({"op": "branch", "cond": cond, "then": comp(s.then), "else": comp(s.els)})
+                    out.append({"op": "branch", "cond": cond, "then": comp(s.then), "else": comp(s.els),
+                                "at": self.at(s.pos)})
                 elif s.kind == "sset":
                     if s.name not in info.regs:
                         raise self.err(s.name_pos, f"`{s.name}` is not a register of engine `{info.name}` (declare `state {s.name} = …;`)")
                     out.append({"op": "set", "register": info.regs[s.name],
-                                "expr": x(s.expr, "budget", "a register update")})
+                                "expr": x(s.expr, "budget", "a register update"), "at": self.at(s.pos)})
             return out
 
         stage["schedule"] = comp(sch.stmts)
@@ -1100,7 +1116,8 @@ class Linker:
         if a.how == "none":
             return {"kind": "none"}
         if a.how == "renewal":
-            return {"kind": "renewal", "gap": self.cx(a.expr, Ctx("arrival", "a renewal gap", defs=self.defs))}
+            return {"kind": "renewal", "gap": self.cx(a.expr, Ctx("arrival", "a renewal gap", defs=self.defs)),
+                    "at": self.at(a.expr.pos)}
         v = self.const_value(a.expr, f"the argument of `{a.how}`")
         if a.how == "poisson":
             if not (v > 0) or exact.is_inf(v):
@@ -1178,7 +1195,8 @@ class Linker:
         if g.name in self.gauge_pos:
             raise self.err(g.pos, f"gauge `{g.name}` is already declared at {self.where(self.gauge_pos[g.name])}")
         self.gauge_pos[g.name] = g.pos
-        self.gauges.append({"name": g.name, "expr": self.cx(g.expr, Ctx("gauge", "a gauge", defs=self.defs))})
+        self.gauges.append({"name": g.name, "expr": self.cx(g.expr, Ctx("gauge", "a gauge", defs=self.defs)),
+                            "at": self.at(g.expr.pos)})
 
     # ------------------------------------------------------------------ attributes
     def check_attr_name(self, name: str, pos: tuple) -> None:

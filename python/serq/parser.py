@@ -12,13 +12,14 @@ import functools
 import hashlib
 import os
 import pathlib
+import re
 import sys
 import tempfile
 from typing import Any
 
 import lark
-from lark import Lark, Token, Transformer, v_args
-from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
+from lark import Lark, Token, Transformer_NonRecursive, v_args
+from lark.exceptions import UnexpectedCharacters, UnexpectedToken, VisitError
 
 from .ast import Node
 from .errors import SerqError
@@ -57,7 +58,8 @@ _EXPR_START = {"NUMBER", "NAME", "LPAR", "MINUS", "BANG", "TILDE", "MIN", "MAX",
 _STMT_START = {"TURN", "END", "SET", "OBSERVE", "BRANCH", "IF", "WHILE", "LOOP", "CHOOSE", "HOLD",
                "GROW", "DROP", "RELEASE", "LOAD", "RUN", "TOOL"}
 _ITEM_START = {"DEVICE", "ENGINE", "POOL", "STAGE", "WORKLOAD", "SERVER", "GAUGE"}
-MAX_DEPTH = 200
+MAX_DEPTH = 200   # brackets: ( [ { open at once
+MAX_NESTING = 5_000   # syntax-tree depth: operands of a chain, `else if`s, unary operators
 # Dialect P spellings (docs/language.md §15) met where dialect S expects something else.
 _P_HINTS = {
     "scheduler": "dialect S writes `schedule { … }`",
@@ -222,127 +224,169 @@ def _char_desc(c: str) -> str:
     return f"U+{ord(c):04X}"
 
 
-def _prescan(src: Source, tokens: list[Token]) -> None:
-    depth = 0
+def _prescan_token(src: Source, tokens: list[Token], i: int, depth: int) -> int:
+    """Check token i (with its neighbours i-1, i+1, i+2 where lexed) for constructs out of scope
+    and reserved words; the bracket depth after it."""
+    tok = tokens[i]
     n = len(tokens)
-    for i, tok in enumerate(tokens):
-        t = tok.type
-        if t in ("LPAR", "LSQB", "LBRACE"):
-            depth += 1
-            if depth > MAX_DEPTH:
-                raise src.error(f"nested more than {MAX_DEPTH} levels deep", tok.line, tok.column)
-        elif t in ("RPAR", "RSQB", "RBRACE"):
-            depth -= 1
-        nxt = tokens[i + 1] if i + 1 < n else None
-        if t == "NAME":
-            v = str(tok.value)
-            if v in UNSUPPORTED:
-                raise src.error(UNSUPPORTED[v], tok.line, tok.column)
-            if v in ESTIMATORS and nxt is not None and nxt.type == "LPAR":
-                raise src.error(f"the online estimator `{v}(…)` is not supported yet", tok.line, tok.column)
-            if v in ("pull", "push") and i > 0 and tokens[i - 1].type == "DOT":
-                raise src.error(f"queue operations (`.{v}(…)`, P/D disaggregation) are not supported yet",
-                                tok.line, tok.column)
-            if v in RESERVED:
-                raise src.error(f"`{v}` is a reserved word", tok.line, tok.column)
-            if (v != "args" and nxt is not None and nxt.type == "DOT" and i + 2 < n
-                    and tokens[i + 2].type == "NAME" and tokens[i + 2].value not in ("pull", "push")
-                    and not (i > 0 and tokens[i - 1].type in ("DOT", "ON"))):
-                raise src.error(f"`{v}.{tokens[i + 2].value}`: queue members (P/D disaggregation) are not "
-                                "supported yet", tok.line, tok.column)
-        elif t == "QUEUE" and nxt is not None and nxt.type == "NAME":
-            raise src.error("queue declarations (`queue NAME : ROLE { … }`, P/D disaggregation) are not "
+    t = tok.type
+    if t in ("LPAR", "LSQB", "LBRACE"):
+        depth += 1
+        if depth > MAX_DEPTH:
+            raise src.error(f"nested more than {MAX_DEPTH} levels deep", tok.line, tok.column)
+    elif t in ("RPAR", "RSQB", "RBRACE"):
+        depth -= 1
+    nxt = tokens[i + 1] if i + 1 < n else None
+    if t == "NAME":
+        v = str(tok.value)
+        if v in UNSUPPORTED:
+            raise src.error(UNSUPPORTED[v], tok.line, tok.column)
+        if v in ESTIMATORS and nxt is not None and nxt.type == "LPAR":
+            raise src.error(f"the online estimator `{v}(…)` is not supported yet", tok.line, tok.column)
+        if v in ("pull", "push") and i > 0 and tokens[i - 1].type == "DOT":
+            raise src.error(f"queue operations (`.{v}(…)`, P/D disaggregation) are not supported yet",
+                            tok.line, tok.column)
+        if v in RESERVED:
+            raise src.error(f"`{v}` is a reserved word", tok.line, tok.column)
+        if (v != "args" and nxt is not None and nxt.type == "DOT" and i + 2 < n
+                and tokens[i + 2].type == "NAME" and tokens[i + 2].value not in ("pull", "push")
+                and not (i > 0 and tokens[i - 1].type in ("DOT", "ON"))):
+            raise src.error(f"`{v}.{tokens[i + 2].value}`: queue members (P/D disaggregation) are not "
                             "supported yet", tok.line, tok.column)
-        elif t == "RUN" and i + 2 < n and tokens[i + 1].type == "NAME" and tokens[i + 2].type == "COMMA":
-            raise src.error("a run over several stages (`run a, b (w);`) is not supported yet", tok.line, tok.column)
-        elif t == "SHARE" and (nxt is None or nxt.type != "CONTENT"):
-            raise src.error(SHARE_UNSUPPORTED, tok.line, tok.column)
+    elif t == "QUEUE" and nxt is not None and nxt.type == "NAME":
+        raise src.error("queue declarations (`queue NAME : ROLE { … }`, P/D disaggregation) are not "
+                        "supported yet", tok.line, tok.column)
+    elif t == "RUN" and i + 2 < n and tokens[i + 1].type == "NAME" and tokens[i + 2].type == "COMMA":
+        raise src.error("a run over several stages (`run a, b (w);`) is not supported yet", tok.line, tok.column)
+    elif t == "SHARE" and (nxt is None or nxt.type != "CONTENT"):
+        raise src.error(SHARE_UNSUPPORTED, tok.line, tok.column)
+    return depth
+
+
+# A string, a line comment or a block comment: what `_unclosed_comment` jumps between.
+_OPENERS = re.compile(r'"|//|/\*')
 
 
 def _unclosed_comment(src: Source) -> None:
+    """An unterminated string or an unclosed block comment, located where it opens (the lexer
+    would only say "unexpected character"). Jumps from opener to opener with `re` and
+    `str.find` (a character loop in Python took 3 s on a 1 MiB comment)."""
     text = src.text
-    i, n = 0, len(text)
-    line, col = 1, 1
-    while i < n:
-        c = text[i]
-        if c == '"':
-            j = text.find('"', i + 1)
-            nl = text.find("\n", i + 1)
-            if j < 0 or (0 <= nl < j):
-                raise src.error("unterminated string (a string ends with '\"' on the same line)", line, col)
-            col += j + 1 - i
-            i = j + 1
-            continue
-        if text.startswith("//", i):
-            j = text.find("\n", i)
-            j = n if j < 0 else j
-            col += j - i
-            i = j
-            continue
-        if text.startswith("/*", i):
-            j = text.find("*/", i + 2)
-            if j < 0:
-                raise src.error("unclosed block comment: '/*' without '*/'", line, col)
-            chunk = text[i:j + 2]
-            nls = chunk.count("\n")
-            if nls:
-                line += nls
-                col = len(chunk) - chunk.rfind("\n")
-            else:
-                col += len(chunk)
-            i = j + 2
-            continue
-        if c == "\n":
-            line += 1
-            col = 1
+    i = 0
+    while (m := _OPENERS.search(text, i)) is not None:
+        j = m.start()
+        if m.group() == '"':
+            k = text.find('"', j + 1)
+            nl = text.find("\n", j + 1)
+            if k < 0 or (0 <= nl < k):
+                raise src.error("unterminated string (a string ends with '\"' on the same line)", *_line_col(text, j))
+            i = k + 1
+        elif m.group() == "//":
+            k = text.find("\n", j)
+            i = len(text) if k < 0 else k
         else:
-            col += 1
-        i += 1
+            k = text.find("*/", j + 2)
+            if k < 0:
+                raise src.error("unclosed block comment: '/*' without '*/'", *_line_col(text, j))
+            i = k + 2
+
+
+def _line_col(text: str, i: int) -> tuple[int, int]:
+    """1-based line and column of character i (lines end at "\n" only, as the lexer counts)."""
+    return text.count("\n", 0, i) + 1, i - (text.rfind("\n", 0, i) + 1) + 1
+
+
+# Tokens lexed ahead of the parser: the pre-scan of a token looks at the two after it.
+_LOOKAHEAD = 2
+# Tokens after a syntax error still pre-scanned (an out-of-scope keyword just after it wins).
+_AFTER_ERROR = 8
 
 
 def parse(text: str, file_id: int, src: Source) -> list[Node]:
-    """Parse one file; raise SerqError located in `src`."""
+    """Parse one file; raise SerqError located in `src`.
+
+    One pass: each token is lexed, pre-scanned and fed to the LALR parser in turn, so the first
+    error (out of scope, reserved, syntax) is reported as soon as it is reached — lexing a whole
+    1 MiB file first, pre-scanning it, then parsing it again took 15 s to report a `;` on line
+    1. The parse tree becomes nodes without recursion (a 3,000-term sum is 3,000 levels deep)."""
     _unclosed_comment(src)
     lk = _lark()
+    ip = lk.parse_interactive(text)
+    tokens: list[Token] = []
+    fed = 0
+    depth = 0
+    # the parser's own lexer (`Lark.lex` builds a new scanner per call: 11 ms per file)
+    lexed = ip.lexer_thread.lex(ip.parser_state)
+
+    def syntax_error(e: UnexpectedToken) -> SerqError:
+        """The error at token `fed`, unless the pre-scan refuses one of the next tokens: an
+        out-of-scope construct often breaks the syntax a token or two before its keyword
+        (`P.pull(…)` at the '.', `admit via` at `admit`), and its own message says more."""
+        error = _token_error(src, tokens, e.token, _accepted(ip, e))
+        try:
+            while len(tokens) < fed + _AFTER_ERROR + _LOOKAHEAD and (tok := next(lexed, None)) is not None:
+                tokens.append(tok)
+        except UnexpectedCharacters:
+            pass
+        d = depth
+        for i in range(fed, min(len(tokens), fed + _AFTER_ERROR)):
+            d = _prescan_token(src, tokens, i, d)
+        return error
+
+    def feed(upto: int) -> None:
+        nonlocal fed, depth
+        while fed < upto:
+            depth = _prescan_token(src, tokens, fed, depth)
+            try:
+                ip.feed_token(tokens[fed])
+            except UnexpectedToken as e:
+                raise syntax_error(e) from None
+            fed += 1
+
     try:
-        tokens = list(lk.lex(text))
+        for tok in lexed:
+            tokens.append(tok)
+            if len(tokens) - fed > _LOOKAHEAD:
+                feed(len(tokens) - _LOOKAHEAD)
     except UnexpectedCharacters as e:
+        feed(len(tokens))  # an error before the bad character comes first
         c = text[e.pos_in_stream] if e.pos_in_stream < len(text) else "?"
         raise src.error(f"unexpected character {_char_desc(c)}", e.line, e.column) from None
-    _prescan(src, tokens)
+    feed(len(tokens))
     try:
-        tree = lk.parse(text)
+        tree = ip.feed_eof(tokens[-1] if tokens else None)
     except UnexpectedToken as e:
-        expected = set(e.expected)
-        try:  # the exact set (LALR's default reductions make `e.expected` too wide)
-            if e.interactive_parser is not None:
-                expected = set(e.interactive_parser.accepts()) or expected
-        except Exception:
-            pass
-        raise _token_error(src, tokens, e.token, expected) from None
-    except UnexpectedEOF as e:
-        last = tokens[-1] if tokens else None
-        line = len(src.lines) + (1 if text.endswith("\n") or not text else 0)
-        line = max(1, line)
-        col = 1 if text.endswith("\n") or not text else len(src.lines[-1]) + 1
-        exps = set(e.expected)
-        if exps & {"SEMICOLON", "RPAR", "RBRACE", "COMMA", "RSQB"}:
-            exps = {x for x in exps if x not in _operators()}
-        exp = _fmt_expected(_describe_expected(exps))
-        after = f" after {_show_token(last)}" if last is not None else ""
-        raise src.error(f"unexpected end of file: expected {exp}{after}", line, col) from None
-    except UnexpectedCharacters as e:  # pragma: no cover - the lexer ran above
-        raise src.error("unexpected character", e.line, e.column) from None
-    except UnexpectedInput as e:  # pragma: no cover
-        raise src.error("syntax error", getattr(e, "line", 1), getattr(e, "column", 1)) from None
+        raise syntax_error(e) from None
     try:
-        return _ToAst(file_id).transform(tree)
+        nodes = _ToAst(file_id).transform(tree)
     except VisitError as e:
         if isinstance(e.orig_exc, SerqError):
             raise e.orig_exc from None
-        if isinstance(e.orig_exc, RecursionError):
-            raise e.orig_exc from None
         raise
+    _check_nesting(src, nodes)
+    return nodes
+
+
+def _check_nesting(src: Source, nodes: list[Node]) -> None:
+    """Refuse, at the node where it happens, syntax nested more than MAX_NESTING nodes deep (a
+    sum of MAX_NESTING terms, as many `else if`s or unary minuses): the linker and both engines
+    walk expressions and statements recursively (docs/frontend.md "Limits")."""
+    stack = [(n, 1) for n in nodes if isinstance(n, Node)]
+    while stack:
+        node, d = stack.pop()
+        if d > MAX_NESTING:
+            raise src.error(f"this is nested more than {MAX_NESTING} levels deep (an operator chain or `else if` "
+                            f"chain counts one level per term; docs/frontend.md \"Limits\")", node.pos[1], node.pos[2])
+        stack.extend((c, d + 1) for c in node.children())
+
+
+def _accepted(ip, e: UnexpectedToken) -> set[str]:
+    """The terminals the parser accepts where it failed: the exact set (LALR's default reductions
+    make `e.expected` too wide)."""
+    try:
+        return set(ip.accepts()) or set(e.expected)
+    except Exception:
+        return set(e.expected)
 
 
 def _token_error(src: Source, tokens: list[Token], tok: Token, expected: set[str]) -> SerqError:
@@ -391,7 +435,7 @@ def _s(tok: Any) -> str | None:
 
 
 @v_args(meta=True)
-class _ToAst(Transformer):
+class _ToAst(Transformer_NonRecursive):
     def __init__(self, fid: int):
         super().__init__()
         self.fid = fid

@@ -32,6 +32,9 @@ def read_json_file(path: str, what: str, advice: str) -> Any:
     """The JSON value in PATH; a SerqError naming PATH (and `what` it should be) otherwise."""
     from . import inputfile
 
+    if not path.strip():  # a FILE: prefix would be empty (": error: …")
+        raise SerqError(f"the path of the {what} is empty: give a file")
+
     try:
         return inputfile.read(path)
     except inputfile.InputError as exc:
@@ -91,6 +94,11 @@ def check_sessions(data: Any) -> None:
     # takes: a non-negative integer (null once passed here and made the replay crash)
     if "seed" in data and not _is_count(data["seed"]):
         raise SessionsFileBad("seed", f"must be a non-negative integer, got {_shown(data['seed'])}")
+    # informational, but read to explain a file that does not fit the run (sampling_difference)
+    if "inputs" in data and not isinstance(data["inputs"], dict):
+        raise SessionsFileBad("inputs", f"must be an object (the settings it was sampled with), got {_shown(data['inputs'])}")
+    if data.get("program") is not None and not isinstance(data["program"], str):
+        raise SessionsFileBad("program", f"must be a string (the program's name), got {_shown(data['program'])}")
     sessions = _list(data.get("sessions"), "sessions")
     arrivals = [_draw(x, f"arrivals[{i}]") for i, x in enumerate(_list(data.get("arrivals", []), "arrivals"))]
     # every arrival, not only pairs: a lone negative one would be an event in the past

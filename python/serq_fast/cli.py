@@ -49,7 +49,7 @@ def cmd_run(args) -> int:
 
     opts = RunOptions(seed=args.seed, horizon=args.horizon, warmup=args.warmup,
                       arrivals=args.arrivals, replay=bool(args.replay))
-    for flag, path in (("--records", args.records), ("--states", args.states)):
+    for flag, path in (("--records", args.records), ("--states", args.states), ("--replay", args.replay)):
         if path is not None and not path.strip():
             return _err(f"{flag} needs a file path, got an empty one")
     if args.records == "-":  # `--states -` is standard output; records are a table for a file

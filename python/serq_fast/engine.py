@@ -194,11 +194,11 @@ class Sim:
         if self.arrival_limit_applies() is False and arrivals is not None:
             raise RunError(f"--arrivals applies to poisson or renewal arrivals, not `{kind}`")
         if kind == "renewal":
-            self.gap_fn = compile_expr(self.arrival["gap"], self)
+            self.gap_fn = compile_expr(self.arrival["gap"], self, self.arrival.get("at"), "`arrive renewal(…)`: the gap")
         # gauges (§11.9), sampled at the end of every settle; the 20 CI windows are exact when the
         # end is known in advance (docs/report.md)
         self.gauge_names = [g["name"] for g in ir.get("gauges", [])]
-        self.gauge_fns = [compile_expr(g["expr"], self) for g in ir.get("gauges", [])]
+        self.gauge_fns = [compile_expr(g["expr"], self, g.get("at"), f"gauge {g['name']}") for g in ir.get("gauges", [])]
         self.gauge_end = self.horizon if arrivals is None and math.isfinite(self.horizon) else None
         self.gauges = [Gauge(0.0, self.gauge_end) for _ in self.gauge_fns]
         if kind == "poisson":
@@ -427,7 +427,8 @@ class Sim:
         finally:
             cx.attrs, cx.sess, cx.draw = saved
         if not (g > 0 and math.isfinite(g)):
-            raise RunError(f"a renewal gap must be positive and finite, got {g}")
+            raise located(RunError(f"a renewal gap must be positive and finite, got {g}"), self.arrival.get("at"),
+                          "`arrive renewal(…)`")
         return g
 
     def _arrive(self) -> None:
@@ -801,8 +802,15 @@ class Sim:
         self.live -= 1
         if self.measuring:
             self.ended += 1
-        if self.replay is not None and s.src.leftover():
-            raise RunError(f"replay: {s.src.what} leaves {s.src.leftover()} unused draw(s)")
+        if self.replay is not None:
+            if s.src.leftover():
+                raise RunError(f"replay: {s.src.what} leaves {s.src.leftover()} unused draw(s)")
+            # one turn list per turn the session ran (docs/sessions.md), as serq_spec checks: a
+            # list left over means the file was sampled from another program
+            lists, ran = len(self.replay_sessions[s.serial].get("turns", [])), int(s.attrs[TURN_NO])
+            if lists != ran:
+                raise RunError(f"replay: session {s.serial} ended after {ran} turn(s), the sessions file has "
+                               f"{lists} turn list(s) for it: the file does not fit the program")
         if not self.keep_all:
             self.sessions.pop(s.serial, None)
         if self.arrival["kind"] == "closed":

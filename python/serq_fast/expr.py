@@ -30,14 +30,18 @@ def at_text(at) -> str:
     return f"{at[0]}:{at[1]}:{at[2]}"
 
 
-def located(exc: "RunError", at) -> "RunError":
+def located(exc: "RunError", at, what: str | None = None) -> "RunError":
     """EXC itself when its message names a position already (or AT is unknown); else the same
-    error at AT, the statement whose expression raised it."""
+    error at AT, the statement or declaration whose expression raised it, and named `what` it
+    was (an expression outside a statement: `engine vllm: execute`), as serq_spec names it."""
     import re
 
-    if not at or re.search(r"\bat \d+:\d+:\d+", str(exc)):
+    if re.search(r"\bat \d+:\d+:\d+", str(exc)):
         return exc
-    return RunError(f"{exc} at {at_text(at)}")
+    named = f"{what}: {exc}" if what else str(exc)
+    if not at:
+        return RunError(named) if what else exc
+    return RunError(f"{named} at {at_text(at)}")
 
 
 def name_files(msg: str, files: list) -> str:
@@ -150,15 +154,26 @@ class Ctx:
 Fn = Callable[[Ctx], float]
 
 
-def compile_expr(e: dict, sim: Any) -> Fn:
+def compile_expr(e: dict, sim: Any, at=None, what: str | None = None) -> Fn:
     """Compile one IR expression to a Python function of `cx`.
 
-    Labelled speed trick: the whole tree becomes the body of one generated function, evaluated
-    left to right like the tree (so draws and errors happen in the same order), with the NaN
-    check of every arithmetic result inlined: no Python call per node."""
+    AT (with WHAT it is) is the position of an expression outside a statement (docs/ir.md
+    "Positions"): its errors, at compile time (a constant beyond the floats' range) or when it is
+    evaluated, name it. Labelled speed trick: the whole tree becomes the body of one generated
+    function, evaluated left to right like the tree (so draws and errors happen in the same
+    order), with the NaN check of every arithmetic result inlined: no Python call per node; the
+    `try` that locates an error costs nothing until one is raised."""
     g = _Gen(sim)
-    body = g.expr(e, 0)
-    src = "def _f(cx):\n    return " + body + "\n"
+    try:
+        body = g.expr(e, 0)
+    except RunError as exc:
+        raise located(exc, at, what) from None
+    if at:
+        g.ns.update(_RunError=RunError, _located=located, _AT=list(at), _WHAT=what)
+        src = ("def _f(cx):\n    try:\n        return " + body + "\n    except _RunError as exc:\n"
+               "        raise _located(exc, _AT, _WHAT) from None\n")
+    else:
+        src = "def _f(cx):\n    return " + body + "\n"
     exec(compile(src, "<serq expr>", "exec"), g.ns)
     return g.ns["_f"]
 

@@ -260,14 +260,18 @@ class Pool:
 
     def link(self, sim) -> None:
         p = self.spec
+        name = p["name"]
         ev = p.get("evict") or {"kind": "lru"}
-        self.evict_keys = None if ev["kind"] == "lru" else [compile_expr(k, sim) for k in ev["keys"]]
+        self.evict_keys = None if ev["kind"] == "lru" else [
+            compile_expr(k, sim, ev.get("at"), f"pool {name}: an eviction key") for k in ev["keys"]]
         pr = p.get("preempt") or {"kind": "none"}
         self.preempt_kind = pr["kind"]
-        self.preempt_keys = [compile_expr(k, sim) for k in pr.get("keys", [])] if pr["kind"] == "by" else None
+        self.preempt_keys = [compile_expr(k, sim, pr.get("at"), f"pool {name}: a preemption key")
+                             for k in pr.get("keys", [])] if pr["kind"] == "by" else None
         self.requeue_tail = pr.get("requeue") == "tail"
         q = p.get("queue") or {"kind": "fifo"}
-        self.queue_keys = None if q["kind"] == "fifo" else [compile_expr(k, sim) for k in q["keys"]]
+        self.queue_keys = None if q["kind"] == "fifo" else [
+            compile_expr(k, sim, q.get("at"), f"pool {name}: a queue key") for k in q["keys"]]
         self.engine_memory = [st for st in sim.stages if st.kind == "step" and st.memory == self.idx]
         # the engine whose requests queue here, when it is declared `lag 1`: a hold whose first
         # pool this is ends lagged (docs/async.md §2)

@@ -15,8 +15,9 @@ import heapq
 import math
 from collections import deque
 
+from serq.irfile import field_at
 from serq_fast import advance
-from serq_fast.expr import RunError, compile_expr
+from serq_fast.expr import RunError, compile_expr, located
 from serq_fast.stats import TimeAverage
 
 EPS = 1e-9
@@ -299,7 +300,8 @@ class PsStage(Stage):
         self.order = 0
 
     def link(self, sim):
-        self.cap_fn = compile_expr(self.spec["capacity"], sim)
+        self.cap_fn = compile_expr(self.spec["capacity"], sim, field_at(self.spec, "capacity"),
+                                   f"ps stage {self.name}: capacity")
 
     def present(self):
         return len(self.jobs)
@@ -346,7 +348,8 @@ class PsStage(Stage):
         finally:
             cx.attrs, cx.sess, cx.var, cx.draw = saved
         if not phi > 0:
-            raise RunError(f"ps stage {self.name}: capacity {phi} is not positive")
+            raise located(RunError(f"capacity {phi} is not positive"), field_at(self.spec, "capacity"),
+                          f"ps stage {self.name}")
         self.rate = phi / n
         j = min(self.jobs, key=lambda x: (x.tag, x.ps_order))
         t = sim.now + max(0.0, j.tag - self.v) / self.rate
@@ -416,12 +419,18 @@ class Engine(Stage):
 
     def link(self, sim):
         st = self.spec
-        c = lambda e: compile_expr(e, sim) if e is not None else None  # noqa: E731
-        self.budget_fn = c(st["budget"])
-        self.granule_fn = c(st.get("granule"))
-        self.cost_fn = c(st["cost"])
-        self.let_fns = [c(x["expr"]) for x in st.get("lets", [])]
-        self.reg_inits = [c(x["init"]) for x in st.get("registers", [])]
+        def c(e, at=None, what=None):
+            return compile_expr(e, sim, at, what) if e is not None else None
+
+        name = self.name
+        self.budget_fn = c(st["budget"], field_at(st, "budget"), f"engine {name}: tokens cap")
+        self.granule_fn = c(st.get("granule"), field_at(st, "granule"), f"engine {name}: granule")
+        self.cost_fn = c(st["cost"], field_at(st, "cost"), f"engine {name}: execute")
+        self.cost_at = field_at(st, "cost")
+        self.let_fns = [c(x["expr"], x.get("at"), f"engine {name}: schedule `let {x.get('name')}`")
+                        for x in st.get("lets", [])]
+        self.reg_inits = [c(x["init"], x.get("at"), f"engine {name}: a register's initial value")
+                          for x in st.get("registers", [])]
         self._vf = self._value_table()
         # the engine values the cost reads, when it reads nothing else (for the fast-forward memo)
         self._cost_memo: dict = {}
@@ -462,8 +471,14 @@ class Engine(Stage):
         cx.eng = None
 
     def _compile_s(self, x, sim):
-        c = lambda e: compile_expr(e, sim) if e is not None else None  # noqa: E731
         op = x["op"]
+        at = x.get("at")
+        what = {"advance": "`advance running`", "admit": "`admit waiting`", "exclusive_prefill": "`exclusive prefill`",
+                "branch": "a schedule branch", "set": "a register update"}.get(op)
+
+        def c(e):
+            return compile_expr(e, sim, at, f"engine {self.name}: {what}") if e is not None else None
+
         if op == "advance":
             order = x.get("order") or {"kind": "admission"}
             keys = None
@@ -993,9 +1008,11 @@ class Engine(Stage):
             cx.attrs, cx.sess, cx.draw, cx.eng, cx.var, cx.job = saved
         tokens = sum(a[1] for a in it.assign)
         if cost != cost or cost < 0 or math.isinf(cost):
-            raise RunError(f"engine {self.name}: iteration cost {cost} is not a finite value >= 0")
+            raise located(RunError(f"iteration cost {cost} is not a finite value >= 0"), self.cost_at,
+                          f"engine {self.name}: execute")
         if tokens > 0 and cost <= 0:
-            raise RunError(f"engine {self.name}: an iteration with {tokens:g} tokens costs 0")
+            raise located(RunError(f"an iteration with {tokens:g} tokens costs 0"), self.cost_at,
+                          f"engine {self.name}: execute")
         it.cost = cost
         it.end = sim.now + cost
         if self.pending:
@@ -1259,7 +1276,8 @@ def bulk(self, t1: float, t_next: float, horizon: float, max_j: int) -> int:
                 return self._ff_resume(it, total, t)
         c = self._ff_cost(fixed, kvd, jobs, left0, pos0, total)
         if not (c > 0) or math.isinf(c):
-            raise RunError(f"engine {self.name}: an iteration with {len(jobs)} tokens costs {c}")
+            raise located(RunError(f"an iteration with {len(jobs)} tokens costs {c}"), self.cost_at,
+                          f"engine {self.name}: execute")
         if sim.measuring:
             # only the pool changed at this step (Pool.sample's used and cached)
             if ta_used.v != pool.used:

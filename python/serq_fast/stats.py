@@ -88,7 +88,10 @@ class Sample:
     def cv2(self) -> float | None:
         if self.n < 2 or self.mean == 0:
             return None
-        return (self.m2 / (self.n - 1)) / (self.mean * self.mean)
+        # divided by the mean twice: its square underflows to 0 for a mean below 1e-154 (a
+        # ZeroDivisionError traceback, found by tools/fuzz_campaign.py)
+        x = (self.m2 / (self.n - 1)) / self.mean / self.mean
+        return x if math.isfinite(x) else None
 
     def ci(self) -> float | None:
         if self.n < MIN_CI_SAMPLES:

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 from typing import Optional
 
+from serq.irfile import field_at
 from serq.wire import Value
 
 from . import values as V
 from .config import Assign, Config, IterCtx, Job, hold_on
 from .content import identify
-from .errors import SpecError
+from .errors import At, SpecError
 from .events import schedule_event
 from .expr import Env, budget_moment, evaluate
 from .growth import grow
@@ -50,13 +51,16 @@ def start_iteration(cfg: Config, e: int) -> bool:
         if lagged:
             make_due(cfg, e, cfg.now)   # vLLM's empty call processes the output at once
         return False
-    env = Env(cfg, engine=e, ictx=ictx, what=f"engine {spec['name']}: execute")
+    at = field_at(spec, "cost")
+    env = Env(cfg, engine=e, ictx=ictx, at=at, what=f"engine {spec['name']}: execute")
     cost = evaluate(spec["cost"], env)
     tokens = sum(a.tokens for a in ictx.assign)
     if V.is_inf(cost) or cost < 0:
-        raise SpecError(f"engine {spec['name']}: iteration cost {V.wire(cost)}", None, cfg.program.files)
+        raise SpecError(f"engine {spec['name']}: execute: iteration cost {V.wire(cost)} is not a finite value >= 0",
+                        at, cfg.program.files)
     if tokens > 0 and cost == 0:
-        raise SpecError(f"engine {spec['name']}: an iteration with {tokens} tokens costs 0", None, cfg.program.files)
+        raise SpecError(f"engine {spec['name']}: execute: an iteration with {tokens} tokens costs 0", at,
+                        cfg.program.files)
     if lagged:
         make_due(cfg, e, cfg.now + cost)   # scheduled before iter_end: it is handled first
     ev = schedule_event(cfg, cfg.now + cost, "iter_end", e)
@@ -93,7 +97,7 @@ def run_schedule(cfg: Config, ictx: IterCtx, stmts: list) -> None:
             raise cfg.program.unsupported(f"schedule statement {op}", s.get("at"))
 
 
-def next_unserved(cfg: Config, ictx: IterCtx, order: Optional[dict]) -> Optional[Job]:
+def next_unserved(cfg: Config, ictx: IterCtx, order: Optional[dict], stmt_at: At = None) -> Optional[Job]:
     """The first resident, in the serving order as it stands now, not yet served."""
     e = ictx.engine
     cands = [(i, j) for i, j in enumerate(cfg.stages[e].jobs) if j.serial not in ictx.served]
@@ -107,7 +111,7 @@ def next_unserved(cfg: Config, ictx: IterCtx, order: Optional[dict]) -> Optional
     keys = order["keys"] if order else []
 
     def key(c: tuple[int, Job]) -> tuple:
-        env = Env(cfg, cfg.sessions[c[1].serial], engine=e, ictx=ictx, job=c[1],
+        env = Env(cfg, cfg.sessions[c[1].serial], engine=e, ictx=ictx, job=c[1], at=stmt_at,
                   what=f"engine {cfg.program.stages[e]['name']}: a serving-order key")
         return tuple(evaluate(k, env) for k in keys) + (c[0],)
     return min(cands, key=key)[1]
@@ -116,18 +120,18 @@ def next_unserved(cfg: Config, ictx: IterCtx, order: Optional[dict]) -> Optional
 def serve_running(cfg: Config, ictx: IterCtx, stmt: dict) -> None:
     """`advance running`: serve every resident once, in serving order, while budget is left."""
     while not ictx.stopped:
-        job = next_unserved(cfg, ictx, stmt.get("order"))
+        job = next_unserved(cfg, ictx, stmt.get("order"), stmt.get("at"))
         if job is None:
             return
-        serve(cfg, ictx, job, stmt.get("only"), ictx.each.get(id(stmt), V.INF))
+        serve(cfg, ictx, job, stmt.get("only"), ictx.each.get(id(stmt), V.INF), stmt.get("at"))
 
 
-def serve(cfg: Config, ictx: IterCtx, job: Job, only: Optional[dict], cap: Value) -> None:
+def serve(cfg: Config, ictx: IterCtx, job: Job, only: Optional[dict], cap: Value, at: At = None) -> None:
     """One resident's turn: want, tokens = min(want, left), growth, position, budget (§11.6)."""
     ictx.served.add(job.serial)
     s = cfg.sessions[job.serial]
     if only is not None:
-        env = Env(cfg, s, engine=ictx.engine, ictx=ictx, job=job,
+        env = Env(cfg, s, engine=ictx.engine, ictx=ictx, job=job, at=at,
                   what=f"engine {cfg.program.stages[ictx.engine]['name']}: `only`")
         if not V.nz(evaluate(only, env)):
             return
@@ -176,7 +180,7 @@ def admit_waiting(cfg: Config, ictx: IterCtx, stmt: dict) -> None:
             c = evaluate(stmt["while"], Env(cfg, engine=ictx.engine, ictx=ictx, at=stmt.get("at")))
             if not V.truth(c, "an admit while guard", stmt.get("at")):
                 return
-        if not admit_one(cfg, ictx, only):
+        if not admit_one(cfg, ictx, only, stmt.get("at")):
             return
         ictx.admitted += 1
         while not ictx.stopped:
@@ -216,7 +220,7 @@ def exclusive_prefill(cfg: Config, ictx: IterCtx, stmt: dict) -> None:
         serve(cfg, ictx, j, None, cap)
 
 
-def admit_one(cfg: Config, ictx: IterCtx, only: Optional[dict] = None) -> bool:
+def admit_one(cfg: Config, ictx: IterCtx, only: Optional[dict] = None, at: At = None) -> bool:
     """admit_one(E, left): the first admitted pool with a head; admit it if it fits, run it at once.
     A head rejected because it can never fit has left its queue: the next head is tried in its
     place, as if it had not been there (docs/spec.md "A hold that can never fit").
@@ -226,7 +230,7 @@ def admit_one(cfg: Config, ictx: IterCtx, only: Optional[dict] = None) -> bool:
         while (head := select_head(cfg, p)) is not None:
             s = cfg.sessions[head.serial]
             if only is not None:
-                env = Env(cfg, s, engine=ictx.engine, ictx=ictx,
+                env = Env(cfg, s, engine=ictx.engine, ictx=ictx, at=at,
                           what=f"engine {cfg.program.stages[ictx.engine]['name']}: `admit waiting only`")
                 if not V.nz(evaluate(only, env)):
                     return False   # excluded head: head-of-line, admission stops

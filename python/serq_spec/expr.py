@@ -16,6 +16,7 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any, Callable, Iterator, Optional
 
+from serq.irfile import field_at
 from serq.wire import Value
 
 from . import values as V
@@ -70,18 +71,19 @@ _FN1: dict[str, Callable[[Any], Value]] = {"abs": abs, "floor": V.floor_v, "ceil
 def evaluate(e: dict, env: Env) -> Value:
     """The value of expression `e` in `env` (exact; errors instead of NaN).
 
-    An arithmetic error (values.py raises it without a location) gets the statement's location,
-    or, for expressions the IR gives no location (engine items, keys, capacities, gauges), the
-    name of what was being evaluated."""
+    An arithmetic error (values.py raises it without a location) gets the location of the
+    statement or declaration the expression belongs to (`env.at`; docs/ir.md "Positions") and,
+    for an expression outside a statement (engine items, keys, capacities, gauges), the name of
+    what was being evaluated."""
     try:
         return _evaluate(e, env)
     except SpecError as exc:
-        if type(exc) is SpecError and exc.at is None and not getattr(exc, "named", False):
-            if env.at:
-                exc.at, exc.files = env.at, env.cfg.program.files
-            elif env.what:
+        if type(exc) is SpecError and not getattr(exc, "named", False) and (exc.at is None or env.what):
+            if env.what:
                 exc.message = f"{env.what}: {exc.message}"
                 exc.named = True
+            if exc.at is None and env.at:
+                exc.at, exc.files = env.at, env.cfg.program.files
             exc.args = (exc.render(),)
         raise
 
@@ -312,26 +314,31 @@ def budget_moment(cfg: Config, ictx: IterCtx) -> None:
     """`tokens cap`, the schedule's `let`s and `each at most` values, read once as the iteration starts."""
     spec = cfg.program.stages[ictx.engine]
     name = spec["name"]
-    env = Env(cfg, engine=ictx.engine, ictx=ictx, what=f"engine {name}: tokens cap, let or each at most")
-    b = whole_or_inf(evaluate(spec["budget"], env), f"engine {name}: tokens cap", cfg)
+    at = field_at(spec, "budget")
+    env = Env(cfg, engine=ictx.engine, ictx=ictx, at=at, what=f"engine {name}: tokens cap")
+    b = whole_or_inf(evaluate(spec["budget"], env), f"engine {name}: tokens cap", cfg, at)
     if not V.is_inf(b) and b < 0:
-        raise SpecError(f"engine {name}: tokens cap is negative ({V.wire(b)})", None, cfg.program.files)
+        raise SpecError(f"engine {name}: tokens cap is negative ({V.wire(b)})", at, cfg.program.files)
     ictx.left = b
     for let in spec.get("lets", []):
+        env.at, env.what = let.get("at"), f"engine {name}: schedule `let {let.get('name')}`"
         ictx.locals.append(evaluate(let["expr"], env))
+    env.what = f"engine {name}: each at most"
     for st in flat_schedule(spec["schedule"]):
         if st.get("each") is not None:
+            env.at = st.get("at")
             c = whole_or_inf(evaluate(st["each"], env), f"engine {name}: each at most", cfg, st.get("at"))
             if c <= 0:
                 raise SpecError(f"engine {name}: each at most must be positive, got {V.wire(c)}",
                                 st.get("at"), cfg.program.files)
             ictx.each[id(st)] = c
     if spec.get("granule") is not None:
-        g = whole_or_inf(evaluate(spec["granule"], env), f"engine {name}: granule", cfg)
+        env.at, env.what = field_at(spec, "granule"), f"engine {name}: granule"
+        g = whole_or_inf(evaluate(spec["granule"], env), f"engine {name}: granule", cfg, env.at)
         if g <= 0:
             # a run-time guard (§11.9): a granule is a positive number of tokens (inf: none)
             raise SpecError(f"engine {name}: granule must be positive, got {V.wire(g)}",
-                            None, cfg.program.files)
+                            env.at, cfg.program.files)
         ictx.granule = None if V.is_inf(g) else g
 
 
@@ -365,10 +372,12 @@ def work(cfg: Config, s: int) -> Value:
 
 def ps_rate(cfg: Config, s: int, n: int) -> Fraction:
     """Each of n present jobs gets φ(n)/n (Ps moment: φ may read `present`)."""
-    phi = evaluate(cfg.program.stages[s]["capacity"], Env(cfg, ctx={"present": Fraction(n)},
+    at = field_at(cfg.program.stages[s], "capacity")
+    phi = evaluate(cfg.program.stages[s]["capacity"], Env(cfg, ctx={"present": Fraction(n)}, at=at,
                                                                    what=f"ps stage {cfg.program.stages[s]['name']}: capacity"))
     if V.is_inf(phi) or phi <= 0:
-        raise SpecError(f"ps stage {cfg.program.stages[s]['name']}: capacity must be positive and finite, got {V.wire(phi)}")
+        raise SpecError(f"ps stage {cfg.program.stages[s]['name']}: capacity must be positive and finite, got {V.wire(phi)}",
+                        at, cfg.program.files)
     return phi / n
 
 

@@ -92,7 +92,7 @@ def choose_victim(cfg: Config, p: int) -> Optional[Session]:
         i = h.pools.index(p)
         resident = s.job if s.job is not None and s.job.stage in cfg.program.engines else None
         env = Env(cfg, s, engine=resident.stage if resident else None, job=resident,
-                  what=f"pool {cfg.program.pools[p]['name']}: a preemption key",
+                  what=f"pool {cfg.program.pools[p]['name']}: a preemption key", at=spec.get("at"),
                   ctx={"position": Fraction(h.position[i]), "computed": s.attrs[COMPUTED]})
         key = tuple(evaluate(k, env) for k in spec["keys"]) + (-admission_of(s),)
         if best_key is None or key < best_key:

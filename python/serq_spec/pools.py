@@ -54,7 +54,8 @@ def select_head(cfg: Config, p: int) -> Optional[QueueItem]:
     best_key: Optional[tuple] = None
     for item in q:
         s = cfg.sessions[item.serial]
-        env = Env(cfg, s, ctx={"waited": cfg.now - item.joined}, what=f"pool {cfg.program.pools[p]['name']}: a queue key")
+        env = Env(cfg, s, ctx={"waited": cfg.now - item.joined}, at=spec.get("at"),
+                  what=f"pool {cfg.program.pools[p]['name']}: a queue key")
         key = tuple(evaluate(k, env) for k in spec["keys"])
         if best_key is None or key < best_key:
             best, best_key = item, key
@@ -78,7 +79,7 @@ def eviction_victim(cfg: Config, p: int) -> Entry:
     def keys(e: Entry) -> tuple:
         owner = cfg.sessions[e.owner] if e.owner >= 0 else None
         waiting = owner is not None and owner.status[0] == "queued"
-        env = Env(cfg, owner, what=f"pool {cfg.program.pools[p]['name']}: an eviction key", ctx={"size": Fraction(e.size), "last": e.last, "age": cfg.now - e.last,
+        env = Env(cfg, owner, at=spec.get("at"), what=f"pool {cfg.program.pools[p]['name']}: an eviction key", ctx={"size": Fraction(e.size), "last": e.last, "age": cfg.now - e.last,
                                    "waiting": Fraction(int(waiting))})
         return tuple(evaluate(k, env) for k in spec["keys"]) + (e.rel,)
     return min(entries, key=keys)   # each entry's keys read once, in order; ties to the first

@@ -186,7 +186,7 @@ class Program:
                 self.check_expr(e, s.get("at"))
 
     def sched_at(self, s: dict) -> list:
-        """Schedule statements carry no `at` in the front-end's IR: fall back to the main file."""
+        """A schedule statement's `at`; an IR file written without one falls back to the main file."""
         return s.get("at") or [0, "?", "?"]
 
     def check_stmt(self, st: dict) -> None:

@@ -56,9 +56,10 @@ def arrival_times(prog: Program, w: Workload, seed: int, count: int) -> list:
     cfg = Config(prog)
     w.arrival_rng = rng
     for _ in range(count):
-        gap = evaluate(arrival["gap"], Env(cfg, stream=("arrival",), what="`arrive renewal(…)`: the gap"))
+        gap = evaluate(arrival["gap"], Env(cfg, stream=("arrival",), at=arrival.get("at"), what="`arrive renewal(…)`: the gap"))
         if isinstance(gap, float) or gap <= 0:
-            raise SpecError(f"`arrive renewal(…)`: a renewal gap must be positive and finite, got {wire(gap)}")
+            raise SpecError(f"`arrive renewal(…)`: a renewal gap must be positive and finite, got {wire(gap)}",
+                            arrival.get("at"), prog.files)
         t += gap
         times.append(t)
     w.arrival_rng = None

@@ -36,7 +36,7 @@ def initial(program: Program) -> tuple[Config, dict]:
     cfg.records = new_records()
     for i, st in enumerate(program.stages):
         if st["kind"] == "step":
-            cfg.stages[i].registers = [evaluate(r["init"], Env(cfg, engine=i, what=f"engine {st['name']}: a register's initial value")) for r in st.get("registers", [])]
+            cfg.stages[i].registers = [evaluate(r["init"], Env(cfg, engine=i, at=r.get("at"), what=f"engine {st['name']}: a register's initial value")) for r in st.get("registers", [])]
     if program.warmup > 0:
         schedule_event(cfg, program.warmup, "warmup_end", None)
     else:
@@ -84,7 +84,7 @@ def after_event(cfg: Config) -> None:
 def sample_gauges(cfg: Config) -> None:
     """With `serq spec --gauges`: every gauge's value at the end of the step (Gauge moment, §5)."""
     if cfg.program.emit_gauges:
-        cfg.records["gauges"] = [[g["name"], evaluate(g["expr"], Env(cfg, what=f"gauge {g['name']}"))] for g in cfg.program.gauges]
+        cfg.records["gauges"] = [[g["name"], evaluate(g["expr"], Env(cfg, at=g.get("at"), what=f"gauge {g['name']}"))] for g in cfg.program.gauges]
 
 
 def handle(cfg: Config, ev: Event) -> None:

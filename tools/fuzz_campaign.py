@@ -1,0 +1,231 @@
+#!/usr/bin/env python3
+"""A long fuzz campaign over the input fuzz targets of tests/test_input_fuzz.py (issue 13).
+
+The targets (programs, sessions files, scenarios, oracle traces, command-line options) run a few
+dozen inputs in the default test run; this script runs them for a given number of inputs in total,
+split evenly between the targets, and keeps going past a failure so that one defect does not hide
+the rest. Every input is a real `serq` command run in this process; per input it records
+
+- a traceback: an exception escaping `serq`'s `main`, or "Traceback" / "internal error" in what
+  it printed;
+- a hang: a command still running after --hang-seconds (stopped by SIGALRM);
+- an unlocated error: a target's check of the message failed (exit 2 without FILE:LINE:COL for a
+  program, without the file or option for the others, or an exit code the command does not have).
+
+    python3 tools/fuzz_campaign.py --inputs 100000 --summary fuzz-summary.json
+    python3 tools/fuzz_campaign.py --inputs 500 --targets programs,options --seed 3
+    python3 tools/fuzz_campaign.py --inputs 1000000 --cpu-minutes 25   # as many as fit
+
+A progress line on stderr every few seconds; at the end a JSON summary (written atomically):
+the inputs run per target, the counts, and the first examples of each kind of failure (the
+command, the first line of its message, and the input file that caused it, copied into
+--keep DIR). Exit 0 when nothing was found, 1 otherwise. Reproducible for a given --seed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+TARGETS = {
+    "programs": "test_programs",
+    "sessions": "test_sessions_files",
+    "scenarios": "test_scenarios",
+    "traces": "test_traces",
+    "options": "test_options",
+    "expressions": "test_expressions",
+}
+KEEP_EXAMPLES = 10  # failures kept in the summary, per kind and target
+
+
+class Hang(BaseException):
+    """SIGALRM: the command ran past --hang-seconds (a BaseException so that no `except
+    Exception` in the command swallows it)."""
+
+
+class Recorded(Exception):
+    """This input's failure is recorded; go on with the next input."""
+
+
+class Campaign:
+    def __init__(self, module, work: Path, keep: Path, hang_seconds: float):
+        self.T = module
+        self.work = work
+        self.keep = keep
+        self.hang_seconds = hang_seconds
+        self.inputs = {}
+        self.found = {"tracebacks": {}, "hangs": {}, "unlocated": {}}
+        self.target = None
+        self.argv = None
+        self.started = time.monotonic()
+        self.last_print = 0.0
+        self.total_goal = 0
+        self.cpu_per_target = float("inf")
+        self.dry = False
+
+    # -- what the targets call --------------------------------------------------------------------
+    def serq(self, argv, cwd):
+        """tests/test_input_fuzz.serq, recording a traceback or a hang instead of failing."""
+        if self.dry:
+            return 0, ""
+        self.argv = [str(a) for a in argv]
+        signal.setitimer(signal.ITIMER_REAL, self.hang_seconds)
+        try:
+            return self.original_serq(argv, cwd)
+        except Hang:
+            self.record("hangs", f"still running after {self.hang_seconds:g} s")
+        except AssertionError as exc:  # "Traceback" or "internal error" in what it printed
+            self.record("tracebacks", str(exc))
+        except Exception:
+            self.record("tracebacks", traceback.format_exc())
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        raise Recorded
+
+    def record(self, kind: str, what: str) -> None:
+        examples = self.found[kind].setdefault(self.target, [])
+        entry = {"argv": self.argv, "message": what.strip().splitlines()[-1][:500] if what.strip() else "",
+                 "detail": what[-3000:]}
+        if len(examples) < KEEP_EXAMPLES:
+            kept = []
+            for a in self.argv or []:
+                p = self.work / a if not os.path.isabs(a) else Path(a)
+                if p.is_file() and p.parent == self.work and p.stat().st_size < 2**20:
+                    dest = self.keep / f"{kind}-{self.target}-{len(examples)}-{p.name}"
+                    shutil.copyfile(p, dest)
+                    kept.append(str(dest))
+            entry["kept"] = kept
+            examples.append(entry)
+        else:
+            examples.append(None)  # counted, not kept
+
+    # -- one target ------------------------------------------------------------------------------
+    def run_target(self, name: str, seed: int) -> None:
+        from hypothesis import seed as hseed
+
+        self.target = name
+        self.inputs[name] = 0
+        test = getattr(self.T, TARGETS[name])
+        inner = test.hypothesis.inner_test
+        cpu0 = time.process_time()
+
+        def one(*args, **kwargs):
+            # past this target's share of --cpu-minutes the inputs are still drawn (hypothesis
+            # refuses a test that draws less for the same choices: FlakyStrategyDefinition) but
+            # no command runs and nothing is counted
+            self.dry = time.process_time() - cpu0 > self.cpu_per_target
+            if self.dry:
+                try:
+                    inner(*args, **kwargs)
+                except AssertionError:
+                    pass
+                return
+            self.inputs[name] += 1
+            self.argv = None
+            try:
+                inner(*args, **kwargs)
+            except Recorded:
+                pass
+            except AssertionError as exc:  # a target's check of the exit code or the message
+                self.record("unlocated", str(exc) or traceback.format_exc())
+            self.progress()
+
+        test.hypothesis.inner_test = one
+        try:
+            hseed(seed)(test)(work=self.work)  # max_examples: SERQ_FUZZ_EXAMPLES, set before the import
+        finally:
+            test.hypothesis.inner_test = inner
+
+    def counts(self) -> dict:
+        return {kind: sum(len(v) for v in by.values()) for kind, by in self.found.items()}
+
+    def progress(self, final: bool = False) -> None:
+        now = time.monotonic()
+        if not final and now - self.last_print < 3:
+            return
+        self.last_print = now
+        done = sum(self.inputs.values())
+        c = self.counts()
+        rate = done / max(now - self.started, 1e-9)
+        line = (f"fuzz: {self.target}: {done}/{self.total_goal} inputs, {rate:.0f}/s, "
+                f"{c['tracebacks']} tracebacks, {c['hangs']} hangs, {c['unlocated']} unlocated")
+        print(line, file=sys.__stderr__, flush=True)
+
+    def summary(self, seed: int, cpu: float) -> dict:
+        return {"inputs": sum(self.inputs.values()), "inputs_per_target": self.inputs, "seed": seed,
+                "cpu_seconds_per_target": None if self.cpu_per_target == float("inf") else self.cpu_per_target,
+                "hang_seconds": self.hang_seconds, "wall_seconds": round(time.monotonic() - self.started, 1),
+                "cpu_seconds": round(cpu, 1), **self.counts(),
+                "examples": {kind: {t: [e for e in v if e is not None] for t, v in by.items()}
+                             for kind, by in self.found.items()}}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--inputs", type=int, required=True, help="inputs in total, split evenly between the targets")
+    ap.add_argument("--targets", default=",".join(TARGETS), help=f"comma-separated, of: {', '.join(TARGETS)}")
+    ap.add_argument("--seed", type=int, default=0, help="hypothesis seed (the campaign is reproducible)")
+    ap.add_argument("--cpu-minutes", type=float, default=None,
+                    help="stop each target after its share of this much CPU time (the inputs it ran are counted)")
+    ap.add_argument("--hang-seconds", type=float, default=20.0, help="a command running longer is a hang")
+    ap.add_argument("--summary", default="fuzz-summary.json", help="where the JSON summary goes")
+    ap.add_argument("--keep", default=None, help="folder for the inputs of the failures kept (default: next to --summary)")
+    args = ap.parse_args(argv)
+    targets = [t.strip() for t in args.targets.split(",") if t.strip()]
+    unknown = [t for t in targets if t not in TARGETS]
+    if unknown or not targets or args.inputs < len(targets):
+        ap.error(f"--targets: unknown {unknown}" if unknown else "--inputs must be at least one per target")
+    per_target = args.inputs // len(targets)
+
+    sys.path[:0] = [str(REPO / "python"), str(REPO / "tests")]
+    # the targets' settings: this many examples each (up to 1000 derandomized, so a small
+    # campaign is reproducible without the seed), no deadline (a hang is timed here instead)
+    os.environ["SERQ_FUZZ_EXAMPLES"] = str(per_target)
+    os.environ.pop("SERQ_FUZZ_DEADLINE_MS", None)
+    import test_input_fuzz as T  # after the environment it reads
+
+    from serq.outputfile import write_text
+
+    keep = Path(args.keep or (Path(args.summary).resolve().parent / "fuzz-failures"))
+    keep.mkdir(parents=True, exist_ok=True)
+
+    def on_alarm(signum, frame):
+        raise Hang
+
+    signal.signal(signal.SIGALRM, on_alarm)
+    cpu0 = time.process_time()
+    with tempfile.TemporaryDirectory(prefix="serq-fuzz-") as d:
+        work = Path(d)
+        T.prepare(work)
+        camp = Campaign(T, work, keep, args.hang_seconds)
+        camp.total_goal = per_target * len(targets)
+        if args.cpu_minutes is not None:
+            camp.cpu_per_target = args.cpu_minutes * 60 / len(targets)
+        camp.original_serq = T.serq
+        T.serq = camp.serq
+        try:
+            for i, name in enumerate(targets):
+                camp.run_target(name, args.seed * 1000 + i)
+        finally:
+            T.serq = camp.original_serq
+            camp.progress(final=True)
+            summary = camp.summary(args.seed, time.process_time() - cpu0)
+            write_text(args.summary, json.dumps(summary, indent=1, sort_keys=True) + "\n")
+    c = camp.counts()
+    print(f"fuzz: {summary['inputs']} inputs in {summary['cpu_seconds']:.0f} CPU-s: {c['tracebacks']} tracebacks, "
+          f"{c['hangs']} hangs, {c['unlocated']} unlocated errors; summary in {args.summary}", file=sys.__stderr__)
+    return 0 if not any(c.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -375,6 +375,23 @@ class Counters:
                 "next_dead": self.next_dead, "next_serial": self.next_serial, "machine": self.machine}
 
 
+@dataclass
+class ClaimTally:
+    """One claim's counts so far: iterations of its stage seen, of them checked (`given` true),
+    of those where the claim was true / false, and the first time of each."""
+    iterations: int = 0
+    checked: int = 0
+    held: int = 0
+    violated: int = 0
+    first_held: Optional[Value] = None
+    first_violated: Optional[Value] = None
+
+    def to_json(self) -> list:
+        return [self.iterations, self.checked, self.held, self.violated,
+                None if self.first_held is None else wire(self.first_held),
+                None if self.first_violated is None else wire(self.first_violated)]
+
+
 class Config:
     """The dynamic state plus a reference to the static program (not serialised)."""
 
@@ -390,6 +407,7 @@ class Config:
         self.warm = False
         self.steps = 0
         self.records = new_records()
+        self.claims = [ClaimTally() for _ in program.claims]   # docs/language.md "Claims"
         self.attempt: Optional[tuple[int, dict[int, int]]] = None   # (serial, {pool: cachedin}) during an admission attempt; not state
 
     def __deepcopy__(self, memo: dict) -> Config:
@@ -403,7 +421,8 @@ class Config:
                 "sessions": [s.to_json() for s in self.sessions], "ready": self.ready,
                 "pools": [p.to_json() for p in self.pools],
                 "stages": [s.to_json() for s in self.stages],
-                "counters": self.counters.to_json(), "warm": self.warm, "steps": self.steps}
+                "counters": self.counters.to_json(), "warm": self.warm, "steps": self.steps,
+                **({"claims": [t.to_json() for t in self.claims]} if self.claims else {})}
 
     def canonical(self) -> str:
         return canonical_json(self.to_json())
@@ -508,5 +527,8 @@ def from_json(program: Program, d: dict) -> Config:
     c = d["counters"]
     cfg.counters = Counters(c["next_seq"], c["next_adm"], c["next_rel"], c["next_dead"], c["next_serial"], c["machine"])
     cfg.warm = d["warm"]
+    for t, row in zip(cfg.claims, d.get("claims", [])):
+        t.iterations, t.checked, t.held, t.violated = row[:4]
+        t.first_held, t.first_violated = (None if x is None else _v(x) for x in row[4:6])
     cfg.steps = d["steps"]
     return cfg

@@ -16,6 +16,7 @@ from typing import Optional
 from serq.wire import Value
 
 from . import values as V
+from .claims import check_iteration
 from .config import Assign, Config, IterCtx, Job, hold_on
 from .content import identify
 from .errors import SpecError
@@ -57,6 +58,7 @@ def start_iteration(cfg: Config, e: int) -> bool:
         raise SpecError(f"engine {spec['name']}: iteration cost {V.wire(cost)}", None, cfg.program.files)
     if tokens > 0 and cost == 0:
         raise SpecError(f"engine {spec['name']}: an iteration with {tokens} tokens costs 0", None, cfg.program.files)
+    check_iteration(cfg, e, env)   # the batch is formed: iteration claims read what `execute` reads
     if lagged:
         make_due(cfg, e, cfg.now + cost)   # scheduled before iter_end: it is handled first
     ev = schedule_event(cfg, cfg.now + cost, "iter_end", e)

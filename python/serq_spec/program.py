@@ -49,6 +49,7 @@ class Program:
         self.stages = ir["stages"]
         self.workload = ir["workload"]
         self.gauges = ir.get("gauges", [])
+        self.claims = ir.get("claims", [])
         self.workload_data: Workload = workload  # type: ignore[assignment]  # None until sampled
         self.warmup: Value = Fraction(0)          # run settings (not in the IR): warm-up and horizon
         self.horizon: Value = float("inf")

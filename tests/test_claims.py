@@ -1,0 +1,65 @@
+"""Claims (docs/language.md "Claims"): the front-end's checks, each at its FILE:LINE:COL, the IR
+form (docs/ir.md `claims`), and serq_spec's evaluation and results."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import compile_ok
+from serq.frontend import load_program
+from serq_spec.claims import claim_results
+from serq_spec.program import Program
+from serq_spec.step import run
+from serq_spec.workload import Workload
+from test_linker import BASE, SERVER, edit, expect
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def claim(text: str) -> str:
+    return edit(SERVER, SERVER + "\n  " + text)
+
+
+BAD = {
+    "unknown stage": (claim("claim c : every iteration of @@nope (1);"), "unknown stage `nope`"),
+    "not an engine": (claim("claim c : some iteration of @@cpu (1);"), "`cpu` is not an engine"),
+    "engine value at end": (claim("claim c : at end (@@batch.tokens > 0);"), "is a value of an engine"),
+    "schedule value": (claim("claim c : every iteration of eng (@@running.preempted == 0);"),
+                       "cannot be read in a claim's `every iteration of …`"),
+    "now in given": (claim("claim c given (@@now > 1) : every iteration of eng (1);"), "context variable `now`"),
+    "now at end": (claim("claim c : at end (@@now > 1);"), "context variable `now`"),
+    "draw": (claim("claim c : every iteration of eng (@@~exp(1) > 0);"), "a draw (`~exp`) cannot appear"),
+    "attribute": (claim("claim c : at end (@@a > 0);"), "session attribute `a` cannot be read"),
+    "undefined context": (claim("claim c : some iteration of eng (@@demand > 0);"), "context variable `demand`"),
+    "twice": (claim("claim c : at end (1);\n  claim @@c : at end (0);"), "claim `c` is already declared"),
+}
+
+
+@pytest.mark.parametrize("what", sorted(BAD))
+def test_bad_claims_are_located(what):
+    marked, fragment = BAD[what]
+    expect(marked, fragment)
+
+
+def test_claims_in_the_ir():
+    ir = compile_ok(claim("claim kv_ok given (waiting.count > 0) : every iteration of eng "
+                          "(batch.kv_decode + batch.kv_prefill <= 64 * bsz);\n"
+                          "  claim some_full : some iteration of eng (batch.tokens == 128);\n"
+                          "  claim empty : at end (used(kv) == 0);"))
+    every, some, end = ir["claims"]
+    assert (every["name"], every["kind"], every["stage"]) == ("kv_ok", "every", 0)
+    assert every["given"]["k"] == "bin" and every["expr"]["op"] == "<="
+    assert (some["kind"], some["given"]) == ("some", None)
+    assert (end["kind"], end["stage"]) == ("end", None)
+    assert every["at"][1:] == [BASE[:BASE.index(SERVER)].count("\n") + 2, 3]
+
+
+def test_vector_claims_reproduce_the_hand_derivation():
+    d = ROOT / "vectors" / "spec" / "claims_iterations"
+    prog = Program(load_program(str(d / "program.sq"), {}), "program.sq",
+                   workload=Workload.replay(json.loads((d / "sessions.json").read_text())))
+    got = claim_results(run(prog, check=True))
+    assert got == json.loads((d / "expected_claims.json").read_text())

@@ -63,3 +63,49 @@ def test_vector_claims_reproduce_the_hand_derivation():
                    workload=Workload.replay(json.loads((d / "sessions.json").read_text())))
     got = claim_results(run(prog, check=True))
     assert got == json.loads((d / "expected_claims.json").read_text())
+
+
+def test_fast_reports_the_same_claims_as_the_derivation():
+    from serq_fast.engine import Sim
+    from serq_fast.report import build
+    d = ROOT / "vectors" / "spec" / "claims_iterations"
+    ir = load_program(str(d / "program.sq"), {})
+    sim = Sim(ir, seed=1, horizon=float("inf"), warmup=0.0, replay=json.loads((d / "sessions.json").read_text()))
+    got = build(sim.run())["claims"]
+    want = json.loads((d / "expected_claims.json").read_text())
+    for w in want:
+        w["first_held"], w["first_violated"] = (None if x is None else float(x) for x in (w["first_held"], w["first_violated"]))
+    assert got == want
+
+
+LONG_DECODES = """fn main() {
+  device acc { kv cap 100 * 16; }
+  pool kv on acc { block 16; evict lru; preempt lifo; }
+  engine eng on acc {
+    reqs cap 4;
+    tokens cap 64;
+    request (prompt, output) { prefill (prompt) growing kv; decode (output - 1) growing kv; }
+    schedule { advance running; admit waiting taking reqs (1), kv (prompt) reserve (prompt); }
+    execute (0.01 + 0.001 * batch.tokens);
+  }
+  pool reqs on eng { queue fifo; }
+  workload { arrive batch(3); }
+  server { eng (20, 200); }
+  claim one_decode_each : every iteration of eng (batch.decoding <= 3);
+  claim some_prefill : some iteration of eng (batch.prefilled > 0);
+}
+"""
+
+
+def test_iteration_claims_see_every_decode_iteration_in_lockstep():
+    """The decode fast-forward would skip iterations an iteration claim must count: lockstep
+    compares the tallies of every step, and both engines count all 200 iterations."""
+    from serq_drt.lockstep import lockstep
+    from serq_fast.engine import Sim
+    from serq_fast.report import build
+    ir = compile_ok(LONG_DECODES)
+    assert lockstep(ir, 1, 3) > 200
+    rep = build(Sim(ir, seed=1, horizon=float("inf"), warmup=0.0).run())
+    every, some = rep["claims"]
+    assert (every["result"], some["result"]) == ("holds", "witnessed")
+    assert every["iterations"] == rep["stages"][0]["iterations"] == 200

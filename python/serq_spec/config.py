@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, Optional
 
+from serq.claimreport import ClaimTally
 from serq.wire import Value, canonical_json, value_from_wire
 
 from .errors import SpecError
@@ -375,23 +376,6 @@ class Counters:
                 "next_dead": self.next_dead, "next_serial": self.next_serial, "machine": self.machine}
 
 
-@dataclass
-class ClaimTally:
-    """One claim's counts so far: iterations of its stage seen, of them checked (`given` true),
-    of those where the claim was true / false, and the first time of each."""
-    iterations: int = 0
-    checked: int = 0
-    held: int = 0
-    violated: int = 0
-    first_held: Optional[Value] = None
-    first_violated: Optional[Value] = None
-
-    def to_json(self) -> list:
-        return [self.iterations, self.checked, self.held, self.violated,
-                None if self.first_held is None else wire(self.first_held),
-                None if self.first_violated is None else wire(self.first_violated)]
-
-
 class Config:
     """The dynamic state plus a reference to the static program (not serialised)."""
 
@@ -422,7 +406,8 @@ class Config:
                 "pools": [p.to_json() for p in self.pools],
                 "stages": [s.to_json() for s in self.stages],
                 "counters": self.counters.to_json(), "warm": self.warm, "steps": self.steps,
-                **({"claims": [t.to_json() for t in self.claims]} if self.claims else {})}
+                **({"claims": [t.counts() + [None if x is None else wire(x) for x in (t.first_held, t.first_violated)]
+                               for t in self.claims]} if self.claims else {})}
 
     def canonical(self) -> str:
         return canonical_json(self.to_json())

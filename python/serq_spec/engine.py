@@ -53,12 +53,12 @@ def start_iteration(cfg: Config, e: int) -> bool:
         return False
     env = Env(cfg, engine=e, ictx=ictx, what=f"engine {spec['name']}: execute")
     cost = evaluate(spec["cost"], env)
+    check_iteration(cfg, e, env)   # the batch is formed: iteration claims read what `execute` reads
     tokens = sum(a.tokens for a in ictx.assign)
     if V.is_inf(cost) or cost < 0:
         raise SpecError(f"engine {spec['name']}: iteration cost {V.wire(cost)}", None, cfg.program.files)
     if tokens > 0 and cost == 0:
         raise SpecError(f"engine {spec['name']}: an iteration with {tokens} tokens costs 0", None, cfg.program.files)
-    check_iteration(cfg, e, env)   # the batch is formed: iteration claims read what `execute` reads
     if lagged:
         make_due(cfg, e, cfg.now + cost)   # scheduled before iter_end: it is handled first
     ev = schedule_event(cfg, cfg.now + cost, "iter_end", e)

@@ -174,7 +174,7 @@ def state_line(cfg: Config, rec: dict, k: int) -> dict:
             "sessions": [[s.serial, status_json(cfg, s)] for s in cfg.sessions],
             "records": records_json(rec),
             # iteration claims' tallies (docs/state.md), only in programs that declare claims
-            **({"claims": [t.to_json()[:4] for t in cfg.claims]} if cfg.claims else {})}
+            **({"claims": [t.counts() for t in cfg.claims]} if cfg.claims else {})}
 
 
 def state_text(cfg: Config, rec: dict, k: int) -> str:

@@ -162,6 +162,10 @@ class Program:
                 self.check_stmt(st)
         for g in self.gauges:
             self.check_expr(g["expr"], None)
+        for c in self.claims:
+            self.check_expr(c["expr"], None)
+            if c["given"] is not None:
+                self.check_expr(c["given"], None)
         arrival = self.workload["arrival"]["kind"]
         if arrival not in ("poisson", "renewal", "closed", "batch", "none"):
             raise self.unsupported(f"arrival {arrival}")

@@ -109,3 +109,21 @@ def test_iteration_claims_see_every_decode_iteration_in_lockstep():
     every, some = rep["claims"]
     assert (every["result"], some["result"]) == ("holds", "witnessed")
     assert every["iterations"] == rep["stages"][0]["iterations"] == 200
+
+
+@pytest.mark.parametrize("budget,step_slo", [("64", "holds"), ("200", "fails")])
+def test_the_slo_example_meets_its_header_check(budget, step_slo):
+    """examples/single-turn/vllm_slo.sq: the iteration-time SLO holds iff per_token * budget <=
+    slo; over budget the first iteration (the first arrival at 0, P >= 101 tokens) breaks it."""
+    from serq_fast.engine import Sim
+    from serq_fast.report import build
+    ir = load_program(str(ROOT / "examples" / "single-turn" / "vllm_slo.sq"), {"budget": budget})
+    rep = build(Sim(ir, seed=1, horizon=1e5, warmup=0.0, arrivals=100).run())
+    got = {c["name"]: c for c in rep["claims"]}
+    assert got["step_slo"]["result"] == step_slo
+    assert got["step_slo"]["iterations"] == got["step_slo"]["checked"] == rep["stages"][0]["iterations"]
+    assert got["drained"]["result"] == "holds"
+    if step_slo == "fails":
+        assert got["step_slo"]["first_violated"] == 0.0
+    else:
+        assert got["step_slo"]["violated"] == 0

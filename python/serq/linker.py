@@ -1206,11 +1206,13 @@ class Linker:
             stage = ref["base"]
             engine, ev = next(i for i in self.engines.values() if i.index == stage), frozenset(EV_EXECUTE)
         form = {"every": "`every iteration of …`", "some": "`some iteration of …`", "end": "`at end (…)`"}[cl.form]
+        devfns = engine.devfns if engine is not None else {}   # the device's functions, as in `execute`
         body = self.cx(cl.expr, Ctx("claim_end" if cl.form == "end" else "claim", f"a claim's {form}",
-                                    engine=engine, ev=ev, defs=self.defs))
+                                    engine=engine, ev=ev, defs=self.defs, devfns=devfns))
         given = None
         if cl.given is not None:
-            given = self.cx(cl.given, Ctx("claim_given", "a claim's `given (…)`", engine=engine, ev=ev, defs=self.defs))
+            given = self.cx(cl.given, Ctx("claim_given", "a claim's `given (…)`", engine=engine, ev=ev,
+                                          defs=self.defs, devfns=devfns))
         self.claims.append({"name": cl.name, "kind": cl.form, "stage": stage, "given": given, "expr": body,
                             "at": list(cl.pos)})
 

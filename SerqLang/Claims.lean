@@ -24,8 +24,8 @@ def tally (c : Nat) (env : EnvM) : M Unit := do
   let what := s!"claim {cl.name}"
   let checked ← match cl.given with
     | none => pure true
-    | some g => truthAt (← evaluate env g) s!"{what}: `given`" none
-  let held ← if checked then truthAt (← evaluate env cl.expr) what none else pure false
+    | some g => truthAt (← evaluate env g) s!"{what}: `given`" (some cl.loc)
+  let held ← if checked then truthAt (← evaluate env cl.expr) what (some cl.loc) else pure false
   let cfg ← getCfg
   setCfg { cfg with claims := cfg.claims.set c ((cfg.claims.getD c {}).point cfg.now checked held) }
 

@@ -127,3 +127,18 @@ def test_the_slo_example_meets_its_header_check(budget, step_slo):
         assert got["step_slo"]["first_violated"] == 0.0
     else:
         assert got["step_slo"]["violated"] == 0
+
+
+def test_a_claim_that_is_not_0_or_1_stops_both_engines_at_the_claim():
+    from serq_fast.engine import Sim
+    from serq_fast.expr import RunError
+    from serq_spec.errors import SpecError
+    from serq_spec.sample import sample
+    text = claim("claim toks : every iteration of eng (batch.tokens);")
+    ir = compile_ok(text)
+    line = text[:text.index("claim toks")].count("\n") + 1
+    with pytest.raises(SpecError) as spec_err:
+        sample(ir, 1, 2, "t.sq", 100_000, 50.0)
+    assert "claim toks must be 0 or 1" in spec_err.value.message and list(spec_err.value.at)[1:] == [line, 3]
+    with pytest.raises(RunError, match=rf"claim toks must be 0 or 1, got \d+ at 0:{line}:3"):
+        Sim(ir, seed=1, horizon=50.0).run()

@@ -6,16 +6,16 @@ iteration claims runs without the decode fast-forward (docs/fast.md)."""
 from __future__ import annotations
 
 from serq.claimreport import ClaimTally, claim_entry
-from serq_fast.expr import RunError, compile_expr
+from serq_fast.expr import RunError, at_text, compile_expr
 from serq_fast.sources import no_draw
 
 
-def _truth(v: float, what: str) -> bool:
+def _truth(v: float, what: str, at) -> bool:
     if v == 0:
         return False
     if v == 1:
         return True
-    raise RunError(f"{what} must be 0 or 1, got {v:g}")
+    raise RunError(f"{what} must be 0 or 1, got {v:g} at {at_text(at)}")
 
 
 class Claims:
@@ -37,8 +37,9 @@ class Claims:
     def _point(self, row, cx, now: float) -> None:
         c, given, body = row
         what = f"claim {self.decls[c]['name']}"
-        checked = given is None or _truth(given(cx), f"{what}: `given`")
-        self.tallies[c].point(now, checked, checked and _truth(body(cx), what))
+        at = self.decls[c].get("at")
+        checked = given is None or _truth(given(cx), f"{what}: `given`", at)
+        self.tallies[c].point(now, checked, checked and _truth(body(cx), what, at))
 
     def iteration(self, stage: int, cx, now: float) -> None:
         """An iteration of engine `stage` starts; cx is its `execute` context."""

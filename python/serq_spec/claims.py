@@ -16,8 +16,9 @@ def tally(cfg, c: int, env) -> None:
     """Count one point of claim c at cfg.now, its expressions read in env."""
     cl = cfg.program.claims[c]
     what = f"claim {cl['name']}"
-    checked = cl["given"] is None or truth(evaluate(cl["given"], env), f"{what}: `given`")
-    cfg.claims[c].point(cfg.now, checked, checked and truth(evaluate(cl["expr"], env), what))
+    at = cl.get("at")   # a value that is not 0 or 1 is an error at the claim
+    checked = cl["given"] is None or truth(evaluate(cl["given"], env), f"{what}: `given`", at)
+    cfg.claims[c].point(cfg.now, checked, checked and truth(evaluate(cl["expr"], env), what, at))
 
 
 def check_iteration(cfg, e: int, env) -> None:

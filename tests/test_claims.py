@@ -142,3 +142,11 @@ def test_a_claim_that_is_not_0_or_1_stops_both_engines_at_the_claim():
     assert "claim toks must be 0 or 1" in spec_err.value.message and list(spec_err.value.at)[1:] == [line, 3]
     with pytest.raises(RunError, match=rf"claim toks must be 0 or 1, got \d+ at 0:{line}:3"):
         Sim(ir, seed=1, horizon=50.0).run()
+
+
+def test_serq_spec_claims_prints_the_entries_last(capsys, monkeypatch):
+    from serq.cli import main
+    monkeypatch.chdir(ROOT / "vectors" / "spec" / "claims_iterations")
+    assert main(["spec", "program.sq", "--sessions", "sessions.json", "--claims"]) == 0
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert json.loads(last) == {"claims": json.loads(Path("expected_claims.json").read_text())}

@@ -150,3 +150,12 @@ def test_serq_spec_claims_prints_the_entries_last(capsys, monkeypatch):
     assert main(["spec", "program.sq", "--sessions", "sessions.json", "--claims"]) == 0
     last = capsys.readouterr().out.splitlines()[-1]
     assert json.loads(last) == {"claims": json.loads(Path("expected_claims.json").read_text())}
+
+
+def test_a_claim_is_a_metric_column():
+    from serq.metrics import summarize
+    from serq_fast.engine import Sim
+    from serq_fast.report import build
+    ir = load_program(str(ROOT / "examples" / "single-turn" / "vllm_slo.sq"), {"budget": "200"})
+    row = summarize(build(Sim(ir, seed=1, horizon=1e5, warmup=0.0, arrivals=50).run()))
+    assert (row["claim_step_slo_holds"], row["claim_batched_holds"], row["claim_drained_holds"]) == (0, 1, 1)

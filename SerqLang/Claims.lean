@@ -41,7 +41,7 @@ engine). -/
 def checkEnd : M Unit := do
   let prog ← getProg
   for c in List.range prog.ir.claims.length do
-    let some cl := prog.ir.claims[c]? | pure ()
+    let some cl := prog.ir.claims[c]? | continue
     if cl.kind == "end" && ((← getCfg).claims.getD c {}).iterations == 0 then
       tally c { what := some s!"claim {cl.name}" }
 

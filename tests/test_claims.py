@@ -159,3 +159,14 @@ def test_a_claim_is_a_metric_column():
     ir = load_program(str(ROOT / "examples" / "single-turn" / "vllm_slo.sq"), {"budget": "200"})
     row = summarize(build(Sim(ir, seed=1, horizon=1e5, warmup=0.0, arrivals=50).run()))
     assert (row["claim_step_slo_holds"], row["claim_batched_holds"], row["claim_drained_holds"]) == (0, 1, 1)
+
+
+def test_the_tallies_survive_the_config_codec():
+    from serq_spec.config import from_json
+    d = ROOT / "vectors" / "spec" / "claims_iterations"
+    prog = Program(load_program(str(d / "program.sq"), {}), "program.sq",
+                   workload=Workload.replay(json.loads((d / "sessions.json").read_text())))
+    cfg = run(prog, check=True)
+    text = cfg.canonical()
+    assert json.loads(text)["claims"][1] == [5, 4, 1, 3, "1", "2"]
+    assert from_json(prog, json.loads(text)).canonical() == text

@@ -129,11 +129,11 @@ def test_handbuilt_programs_agree():
     ("lru_tiebreak", _tie_program, 3),     # LRU ties broken against the release order
     ("ignore_pending", _tie_program, 3),   # an iteration starts while same-instant events are pending
     ("victim_first", _preempt_program, 2),  # the earliest admitted resident is preempted
-    ("victim_first", "multi-turn/vllm.sq blocks=600 Lambda=4", 12),   # the same in the seed program
+    ("victim_first", "multi-turn/vllm.sq blocks=500 Lambda=4", 12),   # the same in the seed program
     # the advance across block boundaries (serq_fast/advance.py): a stair summed with one cost too
     # many, and a batch eviction one block short
-    ("advance_sum", "multi-turn/vllm.sq blocks=600 Lambda=4", 12),
-    ("advance_evict", "multi-turn/vllm.sq blocks=600 Lambda=4", 12),
+    ("advance_sum", "multi-turn/vllm.sq blocks=500 Lambda=4", 12),
+    ("advance_evict", "multi-turn/vllm.sq blocks=500 Lambda=4", 12),
 ])
 def test_seeded_fault_is_caught(monkeypatch, fault, program, k):
     if isinstance(program, str):

@@ -57,13 +57,17 @@ def test_pressure_program_has_pressure():
     assert any(a[3] > 0 for r in rec for a in r["admitted"] if a[1] == "kv")
 
 
-@pytest.mark.parametrize("program,k", CASES[:2], ids=["duplicates", "pressure"])
-def test_seeded_queue_fault_is_caught(monkeypatch, program, k):
+# The seed of the pressure case: with seed 1 (stream v2, docs/sessions.md) the misordered queue is
+# allocated from in the step it is formed, so the first difference is a block's content, not yet
+# the queue; with seed 2 the queue itself differs first.
+@pytest.mark.parametrize("program,k,seed", [(duplicates_ir, 3, 1), (_pressure_program, 4, 2)],
+                         ids=["duplicates", "pressure"])
+def test_seeded_queue_fault_is_caught(monkeypatch, program, k, seed):
     """`content_queue_head`: released blocks join the free queue in block order, not reversed."""
     ir = program()
     monkeypatch.setenv("SERQ_FAST_FAULT", "content_queue_head")
     with pytest.raises(Divergence) as info:
-        lockstep(ir, 1, k)
+        lockstep(ir, seed, k)
     assert "free_queue" in info.value.path
     monkeypatch.delenv("SERQ_FAST_FAULT")
-    assert lockstep(ir, 1, k) > 0
+    assert lockstep(ir, seed, k) > 0

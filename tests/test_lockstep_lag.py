@@ -120,7 +120,10 @@ fn main() {
 CASES = {
     "order": (ORDER, 5, range(1, 4), {"pending", "counted", "ends_batch_order", "empty_schedule"}),
     "lifo": (LIFO, 4, range(1, 7), {"eos_token", "eos_grow", "pending_victim", "counted"}),
-    "by": (BY, 4, range(1, 6), {"eos_token", "eos_grow", "pending_victim", "ends_batch_order"}),
+    # seeds under stream v2 (docs/sessions.md): of seeds 1-39 only 35 ends two requests of one
+    # iteration out of admission order; 4 shows the rest (the samples of 8, 18, 23, 27, 31 and 36
+    # do not finish within 20 000 steps, that of 8 not within 2 000 000)
+    "by": (BY, 4, (4, 35), {"eos_token", "eos_grow", "pending_victim", "ends_batch_order"}),
     "content": (CONTENT, 4, range(1, 6), {"eos_token", "eos_grow", "eos_fill", "pending_victim"}),
 }
 

@@ -22,13 +22,18 @@ def _round12(x: float) -> float:
     return float(format(x, ".12g"))
 
 
+# The streams of a run (not of one session or turn): they hand out many draws, so their `U`s are
+# made in numpy chunks (the same values, docs/sessions.md).
+_RUN_STREAMS = ("arrival", "trace", "machine")
+
+
 class LiveSource:
     """One stream of docs/sessions.md; optionally records the exact values it hands out."""
 
     __slots__ = ("rng", "log")
 
     def __init__(self, kind: str, *key: int, log: list | None = None) -> None:
-        self.rng = draws.make_stream(kind, *key)
+        self.rng = draws.buffered_stream(kind, *key) if kind in _RUN_STREAMS else draws.make_stream(kind, *key)
         self.log = log
 
     def __call__(self, dist: str, args: list, at=None) -> float:

@@ -38,7 +38,7 @@ def arrival_times(prog: Program, w: Workload, seed: int, count: int) -> list:
     kind = arrival["kind"]
     if kind not in ("poisson", "renewal"):
         return []
-    rng = live_draws.make_stream("arrival", seed)
+    rng = live_draws.buffered_stream("arrival", seed)  # many draws: U's made in numpy chunks
     times = []
     t = Fraction(0)
     if kind == "poisson":
@@ -70,9 +70,9 @@ def trace_picks(prog: Program, seed: int, count: int) -> list:
     trace = prog.workload.get("trace")
     if trace is None or trace["ordered"]:
         return []
-    rng = live_draws.make_stream("trace", seed)
     n = len(trace["sessions"])
-    return [min(n - 1, math.floor(rng.random() * n)) for _ in range(count)]
+    u = live_draws.make_stream("trace", seed).uniforms(count).tolist()  # every pick's U in one numpy call
+    return [min(n - 1, math.floor(x * n)) for x in u]
 
 
 def _reaches_end(ir: dict, block: int, seen: set) -> bool:

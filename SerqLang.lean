@@ -22,6 +22,7 @@ import SerqLang.Growth
 import SerqLang.Stages
 import SerqLang.Lag
 import SerqLang.Session
+import SerqLang.Claims
 import SerqLang.Engine
 import SerqLang.Step
 import SerqLang.Invariants

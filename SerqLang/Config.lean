@@ -224,6 +224,34 @@ structure Counters where
   deriving Inhabited
 
 /-- config.py `Config`: the dynamic state (the program is passed separately). -/
+/-- serq/claimreport.py `ClaimTally`: one claim's points met, checked (`given` 1), held and
+violated, and the time of the first held and violated point. -/
+structure ClaimTally where
+  iterations : Nat := 0
+  checked : Nat := 0
+  held : Nat := 0
+  violated : Nat := 0
+  firstHeld : Option Rat := none
+  firstViolated : Option Rat := none
+  deriving Inhabited
+
+/-- serq/claimreport.py `ClaimTally.point`: count one point at `now`. -/
+def ClaimTally.point (t : ClaimTally) (now : Rat) (checked held : Bool) : ClaimTally :=
+  if !checked then { t with iterations := t.iterations + 1 }
+  else if held then
+    { t with iterations := t.iterations + 1, checked := t.checked + 1, held := t.held + 1,
+             firstHeld := t.firstHeld.orElse fun _ => some now }
+  else
+    { t with iterations := t.iterations + 1, checked := t.checked + 1, violated := t.violated + 1,
+             firstViolated := t.firstViolated.orElse fun _ => some now }
+
+/-- serq/claimreport.py `result`. -/
+def ClaimTally.result (kind : String) (t : ClaimTally) : String :=
+  if t.iterations == 0 then "not_evaluated"
+  else if t.checked == 0 then "out_of_scope"
+  else if kind == "some" then (if t.held > 0 then "witnessed" else "not_witnessed")
+  else if t.violated > 0 then "fails" else "holds"
+
 structure Config where
   now : Rat := 0
   events : List Event := []
@@ -236,6 +264,8 @@ structure Config where
   steps : Nat := 0
   /-- every pool's leases (config.py `PoolState.leases`), each pool's in the order they began -/
   leases : List Lease := []
+  /-- config.py `Config.claims`: one tally per IR claim (docs/language.md §11.9) -/
+  claims : List ClaimTally := []
   deriving Inhabited
 
 end SerqLang

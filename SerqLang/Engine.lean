@@ -1,7 +1,7 @@
 /-
 Copyright (c) 2026 The serQ authors. Released under the Apache 2.0 license.
 -/
-import SerqLang.Session
+import SerqLang.Claims
 
 /-!
 # The step engine (python/serq_spec/engine.py, docs/language.md §11.6)
@@ -259,7 +259,10 @@ def startIteration (e : Nat) : M Bool := do
     -- vLLM's empty call processes the output at once (docs/async.md §3 item 4)
     if lagged then makeDue e (← getCfg).now
     return false
-  let cost ← evaluate { engine := some e, ictx := some ic, what := some s!"engine {d.name}: execute" } sd.cost
+  let env : EnvM := { engine := some e, ictx := some ic, what := some s!"engine {d.name}: execute" }
+  let cost ← evaluate env sd.cost
+  -- the batch is formed: iteration claims read what `execute` reads (claims.py)
+  checkIteration e env
   let tokens := sumNat (ic.assign.toList.map (·.tokens))
   let c ← match cost with
     | .fin q =>

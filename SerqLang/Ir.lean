@@ -210,6 +210,17 @@ structure Located where
   loc : Loc
   deriving Inhabited
 
+/-- A claim (docs/ir.md `claims`, docs/language.md §11.9 "Claims"): `kind` is `every`, `some`
+(an iteration claim on engine `stage`) or `end`. -/
+structure ClaimDecl where
+  name : String
+  kind : String
+  stage : Option Nat
+  given : Option Expr
+  expr : Expr
+  loc : Loc
+  deriving Inhabited
+
 inductive Arrival where
   | poisson (rate : Value)
   | renewal (gap : Expr)
@@ -252,6 +263,8 @@ structure Ir where
   blocks : List (List Located)
   workload : WorkloadDecl
   gauges : List Named
+  /-- docs/ir.md: present only when the program declares a claim -/
+  claims : List ClaimDecl := []
   deriving Inhabited
 
 /-! ## Decoding -/
@@ -481,6 +494,10 @@ def workloadOf (j : Json) : Res WorkloadDecl := do
     session := ← field j "session" nat
     server := ← fieldOpt j "server" nat }
 
+def claimOf (j : Json) : Res ClaimDecl := do
+  return { name := ← field j "name" str, kind := ← field j "kind" str, stage := ← fieldOpt j "stage" nat,
+           given := ← fieldOpt j "given" exprOf, expr := ← field j "expr" exprOf, loc := ← field j "at" locOf }
+
 /-- Decode an IR document (already parsed). -/
 def ofJson (j : Json) : Res Ir := do
   let fmt ← field j "format" str
@@ -496,7 +513,8 @@ def ofJson (j : Json) : Res Ir := do
     stages := ← field j "stages" (list stageOf)
     blocks := ← field j "blocks" (list (list locatedOf))
     workload := ← field j "workload" workloadOf
-    gauges := ← field j "gauges" (list (namedOf "expr")) }
+    gauges := ← field j "gauges" (list (namedOf "expr"))
+    claims := (← fieldOpt j "claims" (list claimOf)).getD [] }
 
 /-- Decode an IR from its JSON text. -/
 def parse (text : String) : Res Ir := do

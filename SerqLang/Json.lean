@@ -162,12 +162,19 @@ def Counters.toJson (c : Counters) : CJ :=
         ("next_dead", .nat c.nextDead), ("next_serial", .nat c.nextSerial),
         ("machine", .nat c.machine)]
 
+/-- config.py `Config.to_json`'s claims row: the four counts, then the first times (or null). -/
+def ClaimTally.toJson (t : ClaimTally) : CJ :=
+  .arr [.nat t.iterations, .nat t.checked, .nat t.held, .nat t.violated,
+        CJ.opt ratJ t.firstHeld, CJ.opt ratJ t.firstViolated]
+
 def Config.toJson (c : Config) : CJ :=
-  .obj [("now", ratJ c.now), ("events", .arr (c.events.map Event.toJson)),
+  .obj ([("now", ratJ c.now), ("events", .arr (c.events.map Event.toJson)),
         ("sessions", .arr (c.sessions.map Session.toJson)), ("ready", CJ.nats c.ready),
         ("pools", .arr (poolsJson c.leases 0 c.pools)),
         ("stages", .arr (c.stages.map StageState.toJson)),
         ("counters", c.counters.toJson), ("warm", .bool c.warm), ("steps", .nat c.steps)]
+        -- present only in a program with claims, as config.py writes it
+        ++ (if c.claims.isEmpty then [] else [("claims", .arr (c.claims.map ClaimTally.toJson))]))
 
 /-- config.py `Config.canonical`. -/
 def Config.canonical (c : Config) : String := c.toJson.render
@@ -488,6 +495,16 @@ def counters (j : Json) : Res Counters := do
     nextSerial := ← field j "next_serial" nat
     machine := ← field j "machine" nat }
 
+/-- A claims row of config.py `Config.to_json`: four counts, two times or null. -/
+def claimTally (j : Json) : Res ClaimTally := do
+  let xs ← arr j
+  let n (i : Nat) : Res Nat := nat (xs.getD i .null)
+  let t (i : Nat) : Res (Option Rat) := match xs.getD i .null with
+    | .null => .ok none
+    | v => (rat v).map some
+  return { iterations := ← n 0, checked := ← n 1, held := ← n 2, violated := ← n 3,
+           firstHeld := ← t 4, firstViolated := ← t 5 }
+
 /-- A configuration as written by config.py `Config.to_json`. -/
 def config (j : Json) : Res Config := do
   let ps ← field j "pools" (fun x => do pools 0 (← arr x).toList)
@@ -501,7 +518,8 @@ def config (j : Json) : Res Config := do
     counters := ← field j "counters" counters
     warm := ← field j "warm" bool
     steps := ← field j "steps" nat
-    leases := ps.foldl (fun acc x => acc ++ x.2) [] }
+    leases := ps.foldl (fun acc x => acc ++ x.2) []
+    claims := (← fieldOpt j "claims" (list claimTally)).getD [] }
 
 end Decode
 

@@ -281,6 +281,9 @@ def ofIr (ir : Ir) : Res Program := do
   for blk in ir.blocks do
     for st in blk do checkStmt ir contentBlocks st
   for g in ir.gauges do checkExpr ir g.expr none
+  for cl in ir.claims do
+    checkExpr ir cl.expr none
+    optCheck ir cl.given none
   let engines := (List.range ir.stages.length).filter fun i =>
     ((ir.stages[i]?).map StageDecl.isStep).getD false
   return { ir, caps, block, engines, memoryOf := inferMemory ir, prefixes, contentBlocks }
@@ -304,7 +307,8 @@ def Config.new (prog : Program) : Config :=
       ({ content := ((prog.contentBlocks.getD p none).map fun B =>
             -- a content pool's block is whole (`contentPool`)
             Content.CState.init ((prog.block.getD p none).getD 0).num.toNat B) } : PoolState))
-    stages := prog.ir.stages.map fun s => ({ kind := stageKindName s.kind } : StageState) }
+    stages := prog.ir.stages.map fun s => ({ kind := stageKindName s.kind } : StageState)
+    claims := prog.ir.claims.map fun _ => ({} : ClaimTally) }
 
 /-! ## Events (events.py) -/
 

@@ -296,9 +296,12 @@ def stateLine (prog : Program) (w : Workload) (cfg : Config) (recs : Records) (e
     (k : Nat) : Res CJ := do
   let (stages, _) ← runM prog w cfg ((List.range cfg.stages.length).mapM stageJson)
   let pools := (List.range cfg.pools.length).zip cfg.pools |>.map fun (p, st) => poolJson prog cfg p st
-  return .obj [("step", .nat k), ("event", eventJson prog ev), ("now", ratJ cfg.now),
+  -- trace.py: the claims' counts, only in a program with claims (docs/state.md)
+  let claims : List (String × CJ) := if cfg.claims.isEmpty then []
+    else [("claims", .arr (cfg.claims.map fun t => CJ.nats [t.iterations, t.checked, t.held, t.violated]))]
+  return .obj ([("step", .nat k), ("event", eventJson prog ev), ("now", ratJ cfg.now),
                ("pools", .arr pools), ("stages", .arr stages),
                ("sessions", .arr (cfg.sessions.map fun s => CJ.arr [.nat s.serial, .str (statusJson prog s)])),
-               ("records", recordsJson recs)]
+               ("records", recordsJson recs)] ++ claims)
 
 end SerqLang

@@ -93,7 +93,7 @@ fn main() {{
 
 @st.composite
 def vllm_programs(draw, content: bool = False, lag: bool = False, arrivals: bool = False,
-                  lease: bool = False) -> Case:
+                  lease: bool = False, claims: bool = False) -> Case:
     """With `content` the KV pool is `share content` (docs/content.md): a prefix tree of one or two
     shared system prompts, sessions 0 and 1 on the first, the others on the second (its child), the
     rest of each prompt the session's own history. With `lag` the engine is `lag 1` (docs/async.md)
@@ -102,8 +102,10 @@ def vllm_programs(draw, content: bool = False, lag: bool = False, arrivals: bool
     `closed` instead of `batch` (drawn last). With `lease` the request block leases kv past the
     request (`lease kv (t)`, docs/language.md §11.4: t = inf, 0, a constant or a draw) and the server
     releases it before its next call (a pinned waiting prefix) or right after the call (drawn after
-    everything else). Without them the draws and the text are exactly those of before (the
-    lockstep tests replay them)."""
+    everything else). With `claims` (drawn last) the program declares one or two iteration
+    claims on the engine (`every` / `some`, with or without `given`) and an `at end` claim
+    (docs/language.md §11.9 "Claims"). Without them the draws and the text are exactly those of
+    before (the lockstep tests replay them)."""
     sessions = draw(st.sampled_from([4, 3, 2, 1]))
     bs = draw(st.sampled_from([16, 4, 1]))
     maxp = draw(st.integers(1, 100))
@@ -166,7 +168,28 @@ def vllm_programs(draw, content: bool = False, lag: bool = False, arrivals: bool
         else:
             after = "\n    release kv;"
     text = text.replace("{lease}", lease_text).replace("{release_before}", before).replace("{release_after}", after)
+    if claims:
+        text = text[:text.rindex("}")] + draw(claim_decls()) + "}\n"
     return Case(text=text.replace("{arrival}", arrival), sessions=sessions, seed=seed)
+
+
+# what an iteration claim or its `given` may read (the `execute` values, observables, `now`)
+ITERATION_FACTS = ["batch.tokens <= 8", "batch.decoding > 0", "batch.prefilled == batch.tokens",
+                   "batch.kv_decode + batch.kv_prefill <= used(kv)", "running.count <= 2",
+                   "waiting.count == 0", "now < 3", "queued(reqs) > 0", "batch.attention > 10"]
+END_FACTS = ["used(kv) == 0", "queue(eng) == 0", "used(reqs) <= 1", "free(kv) > 0"]
+
+
+@st.composite
+def claim_decls(draw) -> str:
+    """One or two iteration claims on `eng` and one `at end` claim (docs/language.md §11.9)."""
+    out = ""
+    for i in range(draw(st.integers(1, 2))):
+        form = draw(st.sampled_from(["every", "some"]))
+        given = draw(st.sampled_from([""] + [f" given ({g})" for g in ITERATION_FACTS if "now" not in g]))
+        out += f"  claim c{i}{given} : {form} iteration of eng ({draw(st.sampled_from(ITERATION_FACTS))});\n"
+    given = draw(st.sampled_from(["", " given (queued(reqs) == 0)"]))
+    return out + f"  claim fin{given} : at end ({draw(st.sampled_from(END_FACTS))});\n"
 
 
 def arrival_processes(sessions: int):

@@ -32,7 +32,7 @@ def test_json_schema_and_determinism(capsys):
     rc, out, err = _run(capsys, VLLM, "--horizon", "40", "--json", "--seed", "5")
     assert rc == 0, err
     rep = json.loads(out)
-    assert list(rep) == ["run", "client", "observe", "gauges", "stages", "pools"]
+    assert list(rep) == ["run", "client", "observe", "gauges", "claims", "stages", "pools"]
     assert set(rep["run"]) == RUN_KEYS
     assert set(rep["client"]) == {"ttft", "tpot", "response"}
     for v in rep["client"].values():

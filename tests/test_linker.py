@@ -451,7 +451,6 @@ UNSUPPORTED = {
     "join": server("@@join;"),
     "transfer": server("@@transfer kv from kv to kv (1);"),
     "spill": edit("pool live { cap 20; }", "pool live { cap 20; @@spill kv via cpu (1) when (1); }"),
-    "claim": edit(SERVER, SERVER + "\n  @@claim c : at end (1);"),
     "share": edit(SERVER, SERVER + "\n  @@share maxmin;"),
     "queue declarations": edit(SERVER, SERVER + "\n  @@queue P : prefill { }"),
     "est_lambda": edit(SERVER, SERVER + "\n  gauge g = @@est_lambda(cpu);"),

@@ -26,6 +26,7 @@ CASES = [
     ("single-turn/mmc.sq", {}, 4, 30, math.inf),
     ("single-turn/arguments.sq", {}, 5, 20, math.inf),
     ("single-turn/vllm_batch1.sq", {}, 6, 10, math.inf),
+    ("single-turn/vllm_slo.sq", {}, 12, 6, math.inf),   # claims: their tallies in every line
     ("multi-turn/closed.sq", {}, 7, 12, 100.0),
     ("multi-turn/routing.sq", {}, 8, 30, math.inf),
     ("multi-turn/vllm.sq", {}, 9, 3, math.inf),

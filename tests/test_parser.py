@@ -119,6 +119,9 @@ fn main() {
   }
   gauge busy_cpu = busy(cpu);
   gauge kvused = used(kv) / 16 + budget_left(vllm);
+  claim within given (waiting.count > 0) : every iteration of vllm (batch.tokens <= 1000 && now >= 0);
+  claim busy : some iteration of vllm (batch.decoding > 0);
+  claim drained : at end (used(kv) == 0);
 }
 """
 

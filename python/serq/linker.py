@@ -61,16 +61,25 @@ MOMENTS: dict[str, tuple[bool, frozenset, bool, bool, bool, bool]] = {
     "guard": (False, frozenset(), False, True, False, True),
     "step": (False, frozenset({"now"}), True, True, False, False),
     "gauge": (False, frozenset(), False, True, False, False),
+    # claims (docs/language.md "Claims"): an iteration claim's body is read after the batch is
+    # formed (the Step moment: `now`, observables, the engine's `execute` values); `at end`'s after
+    # the run, on the final state (no `now`: the engines' ends differ at a horizon); `given` reads
+    # what its body reads but not `now` (docs/language.md §4.6)
+    "claim": (False, frozenset({"now"}), False, True, False, False),
+    "claim_end": (False, frozenset(), False, True, False, False),
+    "claim_given": (False, frozenset(), False, True, False, False),
     "arrival": (False, frozenset({"now"}), True, False, False, False),
 }
 CTX_HOME = {
-    "now": "any expression except gauges, `only` and schedule guards",
+    "now": "any expression except gauges, `only`, schedule guards, a claim's `given` and `at end`",
     "waited": "queue keys (`queue by`)",
     "size": "eviction keys (`evict by`)", "last": "eviction keys (`evict by`)",
     "age": "eviction keys (`evict by`)", "waiting": "eviction keys (`evict by`)",
     "present": "a ps stage's capacity",
     "position": "preemption keys (`preempt by`)", "computed": "preemption keys (`preempt by`)",
-    "demand": "claims", "served": "claims", "arrived": "claims",
+    # named for iteration claims by the reference, which gives them no definition: refused for now
+    "demand": "no expression yet (its meaning is undefined)", "served": "no expression yet (its meaning is undefined)",
+    "arrived": "no expression yet (its meaning is undefined)",
 }
 MAX_ERRORS = 20
 SETTING_RATIO = re.compile(r"[0-9]+/[0-9]+")  # `--set x=1/3`, ASCII digits only
@@ -216,6 +225,8 @@ class Linker:
         self.engines: dict[str, EngineInfo] = {}
         self.blocks: list[Any] = []
         self.gauges: list[dict] = []
+        self.claims: list[dict] = []
+        self.claim_pos: dict[str, tuple] = {}
         self.gauge_pos: dict[str, tuple] = {}
         self.workload: dict | None = None
         self.workload_parts: dict[str, Any] = {}
@@ -417,7 +428,7 @@ class Linker:
                             self.new_attr(p, ppos, write=True)
         handlers = {"device": self.device, "engine": self.engine, "pool": self.pool, "stage": self.stage,
                     "prefix": self.prefix, "workload": self.workload_decl, "server": self.server,
-                    "gauge": self.gauge}
+                    "gauge": self.gauge, "claim": self.claim}
         for it in m.items:
             k = it.kind
             if k in ("use", "let", "def"):
@@ -1198,6 +1209,31 @@ class Linker:
         self.gauges.append({"name": g.name, "expr": self.cx(g.expr, Ctx("gauge", "a gauge", defs=self.defs)),
                             "at": self.at(g.expr.pos)})
 
+    def claim(self, cl: Node) -> None:
+        """`claim NAME [given (g)] : every|some iteration of S (e) | at end (e);` (docs/language.md
+        "Claims"): S must be an engine (a stage with iterations); no draws, no session attributes."""
+        if cl.name in self.claim_pos:
+            raise self.err(cl.name_pos, f"claim `{cl.name}` is already declared at {self.where(self.claim_pos[cl.name])}")
+        self.claim_pos[cl.name] = cl.pos
+        stage, engine, ev = None, None, frozenset()
+        if cl.form != "end":
+            ref = self.ref(cl.ref, "stage", Ctx("const", "a claim's stage", defs=self.defs))
+            if self.stage_kind(ref) != "step":
+                raise self.err(cl.ref.pos, f"`{cl.form} iteration of {cl.ref.name}`: `{cl.ref.name}` is not an engine; "
+                                           "only an engine has iterations (declare `engine NAME on DEVICE { … }`)")
+            stage = ref["base"]
+            engine, ev = next(i for i in self.engines.values() if i.index == stage), frozenset(EV_EXECUTE)
+        form = {"every": "`every iteration of …`", "some": "`some iteration of …`", "end": "`at end (…)`"}[cl.form]
+        devfns = engine.devfns if engine is not None else {}   # the device's functions, as in `execute`
+        body = self.cx(cl.expr, Ctx("claim_end" if cl.form == "end" else "claim", f"a claim's {form}",
+                                    engine=engine, ev=ev, defs=self.defs, devfns=devfns))
+        given = None
+        if cl.given is not None:
+            given = self.cx(cl.given, Ctx("claim_given", "a claim's `given (…)`", engine=engine, ev=ev,
+                                          defs=self.defs, devfns=devfns))
+        self.claims.append({"name": cl.name, "kind": cl.form, "stage": stage, "given": given, "expr": body,
+                            "at": list(cl.pos)})
+
     # ------------------------------------------------------------------ attributes
     def check_attr_name(self, name: str, pos: tuple) -> None:
         """§4.7: an attribute may not share its name with `inf`, a context variable, a constant or a declaration."""
@@ -1567,7 +1603,8 @@ class Linker:
             return {"k": "draw", "dist": e.dist, "args": [self.cx(a, c) for a in e.args]}
         if k == "engval":
             if c.engine is None:
-                raise self.err(e.pos, f"`{e.name}` is a value of an engine: it can be read only in an engine's `tokens cap`, schedule or `execute`")
+                raise self.err(e.pos, f"`{e.name}` is a value of an engine: it can be read only in an engine's `tokens cap`, schedule or `execute`, "
+                                      "or in a claim `every | some iteration of ENGINE (…)`")
             if e.name not in EV_ALL:
                 raise self.err(e.pos, f"unknown engine value `{e.name}`")
             if e.name not in c.ev:
@@ -1875,4 +1912,6 @@ class Linker:
             "blocks": self.blocks,
             "workload": wl,
             "gauges": self.gauges,
+            # only when there are claims: the IR of a program without claims is what it was before
+            **({"claims": self.claims} if self.claims else {}),
         }

@@ -62,6 +62,8 @@ def summarize(report: dict, record_rows: list | None = None) -> dict:
             row[f"observe_{name}_{STAT_NAMES[k]}"] = stat.get(k)
     for name, g in report["gauges"].items():
         row[f"gauge_{name}_mean"] = g["mean"]
+    for c in report.get("claims", []):   # 1 if the claim holds (or is witnessed), else 0
+        row[f"claim_{c['name']}_holds"] = int(c["holds"])
     for st in report["stages"]:
         for k in STAGE_KEYS:
             row[f"stage_{st['name']}_{k}"] = st[k]

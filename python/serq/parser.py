@@ -43,7 +43,6 @@ UNSUPPORTED = {
     "join": "`join` (parallel branches of a session) is not supported yet",
     "transfer": "`transfer` (moving KV between pools, P/D disaggregation) is not supported yet",
     "spill": "`spill` (offloading evicted cache to another tier) is not supported yet",
-    "claim": "claims (`claim NAME : …`) are not supported yet",
     "step": "the K-dialect stage kind `step { … }` is not supported yet; declare an `engine NAME on DEVICE { … }`",
     "via": "the K-dialect `admit via STAGE` is not supported yet; write `pool NAME on ENGINE { … }`",
 }
@@ -57,7 +56,7 @@ _EXPR_START = {"NUMBER", "NAME", "LPAR", "MINUS", "BANG", "TILDE", "MIN", "MAX",
                "RUNNING", "WAITING", "BATCH", "ADMISSION"}
 _STMT_START = {"TURN", "END", "SET", "OBSERVE", "BRANCH", "IF", "WHILE", "LOOP", "CHOOSE", "HOLD",
                "GROW", "DROP", "RELEASE", "LOAD", "RUN", "TOOL"}
-_ITEM_START = {"DEVICE", "ENGINE", "POOL", "STAGE", "WORKLOAD", "SERVER", "GAUGE"}
+_ITEM_START = {"DEVICE", "ENGINE", "POOL", "STAGE", "WORKLOAD", "SERVER", "GAUGE", "CLAIM"}
 MAX_DEPTH = 200   # brackets: ( [ { open at once
 MAX_NESTING = 5_000   # syntax-tree depth: operands of a chain, `else if`s, unary operators
 # Dialect P spellings (docs/language.md §15) met where dialect S expects something else.
@@ -716,6 +715,23 @@ class _ToAst(Transformer_NonRecursive):
 
     def gauge_decl(self, meta, ch):
         return Node("gauge", self.p(meta), name=str(ch[0]), expr=ch[1])
+
+    def claim_decl(self, meta, ch):
+        form = ch[2]
+        return Node("claim", self.p(meta), name=str(ch[0]), name_pos=self.tp(ch[0]), given=ch[1],
+                    form=form["form"], ref=form["ref"], expr=form["expr"])
+
+    def claim_given(self, meta, ch):
+        return ch[0]
+
+    def claim_every(self, meta, ch):
+        return {"form": "every", "ref": ch[0], "expr": ch[1]}
+
+    def claim_some(self, meta, ch):
+        return {"form": "some", "ref": ch[0], "expr": ch[1]}
+
+    def claim_end(self, meta, ch):
+        return {"form": "end", "ref": None, "expr": ch[0]}
 
     # -- statements
     def block(self, meta, ch):

@@ -20,6 +20,7 @@ from typing import Any
 
 from serq_fast.expr import Ctx, RunError, at_text, compile_expr, compile_ref, located, num
 from serq_fast.sources import ListSource, LiveSource, no_draw
+from serq_fast.claims import Claims
 from serq_fast.stats import Gauge, Sample, TimeAverage
 from serq_fast import pools as P
 from serq_fast import stages as S
@@ -201,6 +202,7 @@ class Sim:
         self.gauge_fns = [compile_expr(g["expr"], self, g.get("at"), f"gauge {g['name']}") for g in ir.get("gauges", [])]
         self.gauge_end = self.horizon if arrivals is None and math.isfinite(self.horizon) else None
         self.gauges = [Gauge(0.0, self.gauge_end) for _ in self.gauge_fns]
+        self.claims = Claims(ir, self)   # docs/language.md §11.9 "Claims"
         if kind == "poisson":
             self.arrival_mean = 1.0 / num(self.arrival["rate"])  # the mean gap, converted once
 
@@ -344,7 +346,8 @@ class Sim:
             step += 1
             if self.rec is not None:
                 self.rec = self._new_rec()
-            if ev[2] == EV_ITER_END and ev[3].iter.template and not self.ready and not self.gauges:
+            if ev[2] == EV_ITER_END and ev[3].iter.template and not self.ready and not self.gauges \
+                    and not self.claims.iterations:
                 # labelled speed trick: decode fast-forward (stages.bulk, docs/fast.md)
                 nxt = self._top()
                 t_next = nxt[0] if nxt is not None else math.inf
@@ -385,6 +388,7 @@ class Sim:
             self.end = self.horizon if math.isfinite(self.horizon) else self.now
             if self.end < self.now:
                 self.end = self.now
+        self.claims.end(self)   # on the final state, before `now` moves to the horizon
         if not self.measuring:
             # the run ended before the warm-up: nothing was measured
             self._reset_averages(self.end)

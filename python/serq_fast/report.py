@@ -104,6 +104,7 @@ def build(sim) -> dict:
         "client": client,
         "observe": observe,
         "gauges": gauges,
+        "claims": sim.claims.entries([st.name for st in sim.stages]),
         "stages": stages,
         "pools": pools,
     }
@@ -153,6 +154,13 @@ def to_text(rep: dict, notes_: list | None = None) -> str:
         out.append(f"{'gauge':<26}{'mean':>12}{'95% CI':>12}{'min':>12}{'max':>12}")
         for k, v in rep["gauges"].items():
             out.append(f"{k:<26}{_num(v['mean'])}{_ci(v['ci'])}{_num(v['min'])}{_num(v['max'])}")
+    if rep["claims"]:
+        out.append("")
+        out.append(f"{'claim':<20}{'kind':>7}{'result':>15}{'checked':>10}{'held':>10}{'violated':>10}"
+                   f"{'first held':>12}{'first viol.':>12}")
+        for c in rep["claims"]:
+            out.append(f"{c['name']:<20}{c['kind']:>7}{c['result']:>15}{c['checked']:>10}{c['held']:>10}"
+                       f"{c['violated']:>10}{_num(c['first_held'])}{_num(c['first_violated'])}")
     out.append("")
     out.append(f"{'stage':<16}{'number':>12}{'util':>12}{'done':>10}{'thru':>12}{'wait':>12}{'service':>12}{'iters':>10}")
     for s in rep["stages"]:

@@ -1004,6 +1004,7 @@ class Engine(Stage):
                     self._make_due(sim.now)  # an empty schedule: the ends are applied at once
                 return
             cost = self.cost_fn(cx)
+            sim.claims.iteration(self.idx, cx, sim.now)   # iteration claims read what `execute` reads
         finally:
             cx.attrs, cx.sess, cx.draw, cx.eng, cx.var, cx.job = saved
         tokens = sum(a[1] for a in it.assign)

@@ -139,4 +139,6 @@ def state_line(sim, step: int, ev) -> dict:
         "sessions": [[serial, s.status_text()] for serial, s in sorted(sim.sessions.items())
                      if not lean or s.status == ENDING],
         "records": r,
+        # iteration claims' tallies, only in programs that declare claims (docs/state.md)
+        **({"claims": [t.counts() for t in sim.claims.tallies]} if sim.claims.tallies else {}),
     }

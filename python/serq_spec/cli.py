@@ -19,6 +19,7 @@ from serq.outputfile import is_write_failure, write_text
 from serq.sessionsfile import read_sessions_file, sampling_difference
 from serq.wire import Value, WireError, canonical_json, parse_decimal
 
+from .claims import claim_results
 from .config import Config
 from .errors import InvariantViolation, SessionsFileError, SpecError
 from .program import Program
@@ -48,6 +49,9 @@ def register(subparsers: Any) -> None:
     pp.add_argument("--horizon", default="inf", metavar="T", help="stop before the first event later than T")
     pp.add_argument("--gauges", action="store_true",
                     help="add every gauge's end-of-step value to the records (not part of lockstep)")
+    pp.add_argument("--claims", action="store_true",
+                    help="after the last step, print one more line: {\"claims\": [...]}, each claim's "
+                         "result and counts (docs/report.md `claims`)")
     pp.add_argument("--check-invariants", dest="check", action="store_true", default=True,
                     help="check the invariants of docs/spec.md after every step (the default)")
     pp.add_argument("--no-check-invariants", dest="check", action="store_false", help="do not (faster)")
@@ -187,12 +191,14 @@ def cmd_spec(args: argparse.Namespace) -> int:
         def emit(cfg: Config, rec: dict, k: int) -> None:
             out.write(state_text(cfg, rec, k) + "\n")
         try:
-            run(prog, max_steps=args.max_steps, on_step=emit, check=args.check)
+            cfg = run(prog, max_steps=args.max_steps, on_step=emit, check=args.check)
         except SessionsFileError as exc:
             why = sampling_difference(sessions, ir, os.path.basename(args.file))
             if why is not None and "does not fit the program" in exc.message:
                 exc.message += f" ({why})"
             raise
+        if args.claims:
+            out.write(canonical_json({"claims": claim_results(cfg)}) + "\n")
         return 0
     except InvariantViolation as exc:
         out.flush()

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, Optional
 
+from serq.claimreport import ClaimTally
 from serq.wire import Value, canonical_json, value_from_wire
 
 from .errors import SpecError
@@ -390,6 +391,7 @@ class Config:
         self.warm = False
         self.steps = 0
         self.records = new_records()
+        self.claims = [ClaimTally() for _ in program.claims]   # docs/language.md "Claims"
         self.attempt: Optional[tuple[int, dict[int, int]]] = None   # (serial, {pool: cachedin}) during an admission attempt; not state
 
     def __deepcopy__(self, memo: dict) -> Config:
@@ -403,7 +405,9 @@ class Config:
                 "sessions": [s.to_json() for s in self.sessions], "ready": self.ready,
                 "pools": [p.to_json() for p in self.pools],
                 "stages": [s.to_json() for s in self.stages],
-                "counters": self.counters.to_json(), "warm": self.warm, "steps": self.steps}
+                "counters": self.counters.to_json(), "warm": self.warm, "steps": self.steps,
+                **({"claims": [t.counts() + [None if x is None else wire(x) for x in (t.first_held, t.first_violated)]
+                               for t in self.claims]} if self.claims else {})}
 
     def canonical(self) -> str:
         return canonical_json(self.to_json())
@@ -508,5 +512,8 @@ def from_json(program: Program, d: dict) -> Config:
     c = d["counters"]
     cfg.counters = Counters(c["next_seq"], c["next_adm"], c["next_rel"], c["next_dead"], c["next_serial"], c["machine"])
     cfg.warm = d["warm"]
+    for t, row in zip(cfg.claims, d.get("claims", [])):
+        t.iterations, t.checked, t.held, t.violated = row[:4]
+        t.first_held, t.first_violated = (None if x is None else _v(x) for x in row[4:6])
     cfg.steps = d["steps"]
     return cfg

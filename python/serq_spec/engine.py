@@ -17,6 +17,7 @@ from serq.irfile import field_at
 from serq.wire import Value
 
 from . import values as V
+from .claims import check_iteration
 from .config import Assign, Config, IterCtx, Job, hold_on
 from .content import identify
 from .errors import At, SpecError
@@ -54,6 +55,7 @@ def start_iteration(cfg: Config, e: int) -> bool:
     at = field_at(spec, "cost")
     env = Env(cfg, engine=e, ictx=ictx, at=at, what=f"engine {spec['name']}: execute")
     cost = evaluate(spec["cost"], env)
+    check_iteration(cfg, e, env)   # the batch is formed: iteration claims read what `execute` reads
     tokens = sum(a.tokens for a in ictx.assign)
     if V.is_inf(cost) or cost < 0:
         raise SpecError(f"engine {spec['name']}: execute: iteration cost {V.wire(cost)} is not a finite value >= 0",

@@ -49,6 +49,7 @@ class Program:
         self.stages = ir["stages"]
         self.workload = ir["workload"]
         self.gauges = ir.get("gauges", [])
+        self.claims = ir.get("claims", [])
         self.workload_data: Workload = workload  # type: ignore[assignment]  # None until sampled
         self.warmup: Value = Fraction(0)          # run settings (not in the IR): warm-up and horizon
         self.horizon: Value = float("inf")
@@ -161,6 +162,10 @@ class Program:
                 self.check_stmt(st)
         for g in self.gauges:
             self.check_expr(g["expr"], None)
+        for c in self.claims:
+            self.check_expr(c["expr"], None)
+            if c["given"] is not None:
+                self.check_expr(c["given"], None)
         arrival = self.workload["arrival"]["kind"]
         if arrival not in ("poisson", "renewal", "closed", "batch", "none"):
             raise self.unsupported(f"arrival {arrival}")

@@ -16,6 +16,7 @@ from typing import Any, Callable, Optional
 
 from serq.wire import Value
 
+from .claims import check_end
 from .config import Config, Event, new_records
 from .engine import iteration_end, start_iteration
 from .errors import SessionsFileError, SpecError
@@ -149,6 +150,7 @@ def run(program: Program, max_steps: int | None = None, on_step: Optional[Callab
         prev = cfg.now
         rec = step_in_place(cfg)
         if rec is None:
+            check_end(cfg)   # the run is over: `at end` claims read the final state
             break
         k += 1
         if check:

@@ -172,7 +172,9 @@ def state_line(cfg: Config, rec: dict, k: int) -> dict:
             "pools": [pool_json(cfg, p) for p in range(len(cfg.program.pools))],
             "stages": [stage_json(cfg, i) for i in range(len(cfg.program.stages))],
             "sessions": [[s.serial, status_json(cfg, s)] for s in cfg.sessions],
-            "records": records_json(rec)}
+            "records": records_json(rec),
+            # iteration claims' tallies (docs/state.md), only in programs that declare claims
+            **({"claims": [t.counts() for t in cfg.claims]} if cfg.claims else {})}
 
 
 def state_text(cfg: Config, rec: dict, k: int) -> str:

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from serq.claimreport import claim_entry
 
+from .config import Config
 from .expr import Env, evaluate
 from .values import truth, wire
 
 
-def tally(cfg, c: int, env) -> None:
+def tally(cfg: Config, c: int, env: Env) -> None:
     """Count one point of claim c at cfg.now, its expressions read in env."""
     cl = cfg.program.claims[c]
     what = f"claim {cl['name']}"
@@ -21,21 +22,21 @@ def tally(cfg, c: int, env) -> None:
     cfg.claims[c].point(cfg.now, checked, checked and truth(evaluate(cl["expr"], env), what, at))
 
 
-def check_iteration(cfg, e: int, env) -> None:
+def check_iteration(cfg: Config, e: int, env: Env) -> None:
     """At an iteration of engine e that starts (its batch formed; env is the `execute` env)."""
     for c, cl in enumerate(cfg.program.claims):
         if cl["stage"] == e:
             tally(cfg, c, env)
 
 
-def check_end(cfg) -> None:
+def check_end(cfg: Config) -> None:
     """After the run: every `at end` claim, read on the final state (no session, no engine)."""
     for c, cl in enumerate(cfg.program.claims):
         if cl["kind"] == "end" and cfg.claims[c].iterations == 0:
             tally(cfg, c, Env(cfg, what=f"claim {cl['name']}"))
 
 
-def claim_results(cfg) -> list[dict]:
+def claim_results(cfg: Config) -> list[dict]:
     """The report's `claims` (docs/report.md), times as wire strings; call after `check_end`."""
     stages = cfg.program.stages
     return [claim_entry(cl, None if cl["stage"] is None else stages[cl["stage"]]["name"], cfg.claims[c], wire)

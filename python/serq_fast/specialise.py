@@ -1,0 +1,188 @@
+"""Session blocks specialised to Python (issue 15 item 1; docs/fast.md speed trick 5).
+
+The interpreter (`engine.Sim._interpret`) walks a block's statements one at a time: per
+statement a tuple unpack, a chain of `op` comparisons and the program-counter bookkeeping. Here
+each block of the IR whose statements are all of the covered forms becomes the source of one
+Python function, straight-line code in statement order, with the expressions' generated source
+(`expr._Gen`) inlined and the block's stages, holds and constants bound as names:
+
+    def _blk(sim, s, fr, cx, attrs, frames):
+        pc = fr[1]
+        if pc <= 0:            # entry point: a block is resumed after a run, a hold, a nested block
+            cx.at = _a0
+            attrs[16] = <expr>
+        if pc <= 1:
+            ...
+
+The function runs from the frame's program counter to the first statement after which the
+interpreter would leave the block (a run, a hold, a branch / while / loop / turn that pushes a
+frame, `end`) or to the block's end, leaving `fr[1]` and the frames exactly as the interpreter
+leaves them at that point, and `cx.at` on the statement being run (errors name it). It returns
+2 × (statements run) + 1 if the session's execution stops there (a run that yields, `end`), else
+2 × (statements run): the caller keeps the §11.9 budget of statements without blocking exact by
+calling a block function only when the budget left covers the whole block.
+
+Covered: set, observe, branch, while, loop, run, hold, turn, end — the forms of every example's
+session blocks. Not covered (the block is left to the interpreter, `covered` says so): choose,
+grow, load, drop, release, and any form this module does not know (a future IR form included).
+
+Cache: the compiled code of a block's source is kept in an in-process dict keyed by the SHA-256
+of the IR's canonical JSON, the block index and the seeded faults, so another Sim of the same
+program (a sweep, lockstep, the random-program tests) skips `compile`; the names the code reads
+(this Sim's stages, holds, expression helpers) are bound per Sim.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+
+from serq_fast.expr import RunError, _Gen, at_text
+
+COVERED = frozenset({"set", "observe", "branch", "while", "loop", "run", "hold", "turn", "end"})
+
+# (IR hash, block index, faults) -> code object of the block's module source
+_CODE_CACHE: dict = {}
+
+
+def ir_hash(ir: dict) -> str:
+    return hashlib.sha256(json.dumps(ir, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def covered(block: list) -> bool:
+    """Whether the generator covers every statement of this IR block."""
+    return all(st["op"] in COVERED for st in block)
+
+
+def _bad_guard(what: str, v: float, where: str) -> None:
+    raise RunError(f"a {what} guard must be 0 or 1, got {v} at {where}")
+
+
+def _bad_work(stage, w: float, where: str) -> None:
+    """The interpreter's checks of a run's work (engine.Sim._exec_run), in its order."""
+    if w < 0:
+        raise RunError(f"negative work {w} at {where}")
+    if w != w or math.isinf(w):
+        raise RunError(f"work {w} is not finite at {where}")
+    raise RunError(f"engine {stage.name}: run work must be a whole number of tokens, got {w:g} "
+                   f"at {where}")
+
+
+class _BlockGen:
+    """The source of one block's function; names it reads go to `self.g.ns`."""
+
+    def __init__(self, sim, index: int, faults: set) -> None:
+        self.sim = sim
+        self.index = index
+        self.g = _Gen(sim)
+        self.g.ns.update({"RunError": RunError, "_bad_guard": _bad_guard, "_bad_work": _bad_work,
+                          "_floor": math.floor, "_blocks": sim.blocks})
+        self.lines: list = []
+        self.fault_set = "spec_set_nudge" in faults
+
+    def emit(self, depth: int, text: str) -> None:
+        self.lines.append("    " * depth + text)
+
+    def source(self) -> str:
+        blk = self.sim.ir["blocks"][self.index]
+        compiled = self.sim.blocks[self.index]
+        n = len(blk)
+        self.emit(0, f"def _blk{self.index}(sim, s, fr, cx, attrs, frames):")
+        self.emit(1, "pc = fr[1]")
+        for k, st in enumerate(blk):
+            self.emit(1, f"if pc <= {k}:")
+            self.emit(2, f"cx.at = {self.g.name(st.get('at'))}")
+            self.statement(k, st, compiled[k])
+        self.emit(1, f"fr[1] = {n}")
+        self.emit(1, f"return {2 * n} - 2 * pc")
+        return "\n".join(self.lines) + "\n"
+
+    def expr(self, e: dict) -> str:
+        return self.g.expr(e, 1)
+
+    def statement(self, k: int, st: dict, cst: tuple) -> None:
+        op = st["op"]
+        ran = f"{2 * (k + 1)} - 2 * pc"  # twice the statements run, entered at pc, up to k
+        where = self.g.name(at_text(st.get("at")))
+        e = self.emit
+        if op == "set":
+            v = self.expr(st["expr"])
+            if self.fault_set:
+                v = f"({v}) * (1.0 + 1e-7)"  # seeded fault (docs/fast.md): every set is off by 1e-7
+            e(2, f"attrs[{int(st['slot'])}] = {v}")
+        elif op == "observe":
+            e(2, f"sim.observe({int(st['name'])}, {self.expr(st['expr'])}, s)")
+        elif op == "branch":
+            e(2, f"v = {self.expr(st['cond'])}")
+            e(2, f"if v != 0 and v != 1: _bad_guard('branch', v, {where})")
+            e(2, f"fr[1] = {k + 1}")
+            for test, target in (("v == 1", st["then"]), ("v != 1", st.get("else"))):
+                if target is not None:
+                    e(2, f"if {test}:")
+                    e(3, f"frames.append([_blocks[{int(target)}], 0, 'branch', None])")
+                    e(3, f"return {ran}")
+        elif op == "while":
+            e(2, f"v = {self.expr(st['cond'])}")
+            e(2, f"if v != 0 and v != 1: _bad_guard('while', v, {where})")
+            e(2, "if v == 1:")
+            e(3, f"fr[1] = {k}")
+            e(3, f"frames.append([_blocks[{int(st['body'])}], 0, 'while', None])")
+            e(3, f"return {ran}")
+        elif op == "loop":
+            e(2, f"fr[1] = {k}")
+            e(2, f"frames.append([_blocks[{int(st['body'])}], 0, 'loop', None])")
+            e(2, f"return {ran}")
+        elif op == "run":
+            ref = st["stage"]
+            if ref.get("index") is None:
+                stage = self.sim.stages[ref["base"]]
+                e(2, f"stage = {self.g.name(stage)}")
+                whole = stage.kind == "step"
+                step_test = "" if not whole else " or w != _floor(w)"
+            else:
+                e(2, f"stage = sim.stages[{self.g.name(cst[1])}(cx)]")
+                step_test = " or (stage.kind == 'step' and w != _floor(w))"
+            e(2, f"w = {self.expr(st['work'])}")
+            e(2, f"if not (0.0 <= w < _INF){step_test}: _bad_work(stage, w, {where})")
+            e(2, f"fr[1] = {k}")
+            e(2, f"stage.submit(s, w, {st['mode']!r}, {st.get('growing')!r})")
+            e(2, f"fr[1] = {k + 1}")
+            e(2, "if s.status == 0:  # READY: zero work completed at once, the session yields")
+            e(3, "sim.make_ready(s)")
+            e(2, f"return {ran} + 1")
+        elif op == "hold":
+            e(2, f"fr[1] = {k}")
+            e(2, f"{self.g.name(cst[1])}.execute(s)  # leaves pc on the hold until its scope ends")
+            e(2, f"return {ran}")
+        elif op == "turn":
+            e(2, f"fr[1] = {k + 1}")
+            e(2, "sim._exec_turn(s)")
+            if self.sim.wl_server is not None:  # the turn pushed the server block's frame
+                e(2, f"return {ran}")
+        elif op == "end":
+            e(2, "sim.end_session(s)")
+            e(2, f"return {ran} + 1")
+        else:  # covered() keeps other forms away
+            raise AssertionError(op)
+
+
+def specialise(sim, faults: set) -> list:
+    """One function per IR block (None where a statement is not covered), compiled once per
+    program (the code cached by IR hash) and bound to this Sim."""
+    key = ir_hash(sim.ir)
+    tag = ",".join(sorted(f for f in faults if f.startswith("spec_")))
+    fns: list = []
+    for i, blk in enumerate(sim.ir["blocks"]):
+        if not covered(blk):
+            fns.append(None)
+            continue
+        gen = _BlockGen(sim, i, faults)
+        src = gen.source()
+        ck = (key, i, tag)
+        code = _CODE_CACHE.get(ck)
+        if code is None:
+            code = _CODE_CACHE[ck] = compile(src, f"<serq block {i}>", "exec")
+        exec(code, gen.g.ns)
+        fns.append(gen.g.ns[f"_blk{i}"])
+    return fns

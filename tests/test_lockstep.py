@@ -133,6 +133,9 @@ def test_handbuilt_programs_agree():
     # many, and a batch eviction one block short
     ("advance_sum", "multi-turn/vllm.sq blocks=600 Lambda=4", 12),
     ("advance_evict", "multi-turn/vllm.sq blocks=600 Lambda=4", 12),
+    # a specialised while (serq_fast/specialise.py) whose body runs once: session 0 ends early,
+    # its stream's draws left over at step 1980
+    ("spec_while_once", "multi-turn/vllm.sq", 3),
 ])
 def test_seeded_fault_is_caught(monkeypatch, fault, program, k):
     if isinstance(program, str):

@@ -22,9 +22,9 @@ leaves them at that point, and `cx.at` on the statement being run (errors name i
 2 × (statements run): the caller keeps the §11.9 budget of statements without blocking exact by
 calling a block function only when the budget left covers the whole block.
 
-Covered: set, observe, branch, while, loop, run, hold, turn, end — the forms of every example's
-session blocks. Not covered (the block is left to the interpreter, `covered` says so): choose,
-grow, load, drop, release, and any form this module does not know (a future IR form included).
+Covered: set, observe, branch, while, loop, run, hold, turn, end, choose, release — the forms of
+every example's session blocks. Not covered (the block is left to the interpreter, `covered`
+says so): grow, load, drop, and any form this module does not know (a future IR form included).
 
 Cache: the compiled code of a block's source is kept in an in-process dict keyed by the SHA-256
 of the IR's canonical JSON, the block index and the seeded faults, so another Sim of the same
@@ -39,8 +39,10 @@ import json
 import math
 
 from serq_fast.expr import RunError, _Gen, at_text
+from serq_fast.pools import release_early
 
-COVERED = frozenset({"set", "observe", "branch", "while", "loop", "run", "hold", "turn", "end"})
+COVERED = frozenset({"set", "observe", "branch", "while", "loop", "run", "hold", "turn", "end", "choose",
+                     "release"})
 
 # (IR hash, block index, faults) -> code object of the block's module source
 _CODE_CACHE: dict = {}
@@ -77,9 +79,12 @@ class _BlockGen:
         self.index = index
         self.g = _Gen(sim)
         self.g.ns.update({"RunError": RunError, "_bad_guard": _bad_guard, "_bad_work": _bad_work,
-                          "_floor": math.floor, "_blocks": sim.blocks})
+                          "_floor": math.floor, "_blocks": sim.blocks,
+                          "_release_early": release_early})
         self.lines: list = []
-        self.fault_set = "spec_set_nudge" in faults
+        # seeded fault (docs/fast.md): a while whose guard holds leaves the frame's pc after the
+        # loop, so its body runs once
+        self.fault_while = "spec_while_once" in faults
 
     def emit(self, depth: int, text: str) -> None:
         self.lines.append("    " * depth + text)
@@ -107,10 +112,7 @@ class _BlockGen:
         where = self.g.name(at_text(st.get("at")))
         e = self.emit
         if op == "set":
-            v = self.expr(st["expr"])
-            if self.fault_set:
-                v = f"({v}) * (1.0 + 1e-7)"  # seeded fault (docs/fast.md): every set is off by 1e-7
-            e(2, f"attrs[{int(st['slot'])}] = {v}")
+            e(2, f"attrs[{int(st['slot'])}] = {self.expr(st['expr'])}")
         elif op == "observe":
             e(2, f"sim.observe({int(st['name'])}, {self.expr(st['expr'])}, s)")
         elif op == "branch":
@@ -126,7 +128,7 @@ class _BlockGen:
             e(2, f"v = {self.expr(st['cond'])}")
             e(2, f"if v != 0 and v != 1: _bad_guard('while', v, {where})")
             e(2, "if v == 1:")
-            e(3, f"fr[1] = {k}")
+            e(3, f"fr[1] = {k + 1 if self.fault_while else k}")
             e(3, f"frames.append([_blocks[{int(st['body'])}], 0, 'while', None])")
             e(3, f"return {ran}")
         elif op == "loop":
@@ -160,6 +162,25 @@ class _BlockGen:
             e(2, "sim._exec_turn(s)")
             if self.sim.wl_server is not None:  # the turn pushed the server block's frame
                 e(2, f"return {ran}")
+        elif op == "choose":
+            slot = int(st["slot"])
+            keys = ", ".join(self.expr(x) for x in st["keys"]) + ","
+            e(2, f"n = {self.expr(st['count'])}")
+            e(2, "best = bestk = None")
+            e(2, f"saved = attrs[{slot}]")
+            e(2, "for j in range(int(n)):")
+            e(3, f"attrs[{slot}] = float(j)")
+            e(3, f"key = ({keys})")
+            e(3, "if bestk is None or key < bestk:")
+            e(4, "best, bestk = j, key")
+            e(2, "if best is None:")
+            e(3, f"attrs[{slot}] = saved")
+            e(3, f"raise RunError('choose over an empty range at ' + {where})")
+            e(2, f"attrs[{slot}] = float(best)")
+        elif op == "release":
+            e(2, f"fr[1] = {k + 1}")
+            e(2, f"_release_early(sim, s, sim.pools[{self.g.name(cst[1])}(cx)])")
+            e(2, f"if s.status != 0: return {ran}")
         elif op == "end":
             e(2, "sim.end_session(s)")
             e(2, f"return {ran} + 1")

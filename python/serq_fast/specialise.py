@@ -159,7 +159,7 @@ class _BlockGen:
             e(2, f"return {ran}")
         elif op == "turn":
             e(2, f"fr[1] = {k + 1}")
-            e(2, "sim._exec_turn(s)")
+            self.turn()
             if self.sim.wl_server is not None:  # the turn pushed the server block's frame
                 e(2, f"return {ran}")
         elif op == "choose":
@@ -186,6 +186,42 @@ class _BlockGen:
             e(2, f"return {ran} + 1")
         else:  # covered() keeps other forms away
             raise AssertionError(op)
+
+
+    def turn(self) -> None:
+        """`turn;` (engine.Sim._exec_turn) inlined: the turn's counters, the trace row, the
+        workload's turn block (its `set`s and `observe`s drawn from the turn stream) and the
+        server block's frame. A turn block with another statement (a run-time error of the
+        interpreter) and trace workloads call the interpreter's `_exec_turn`."""
+        sim, e = self.sim, self.emit
+        tb = sim.wl_turn
+        stmts = sim.ir["blocks"][tb] if tb is not None else []
+        if sim.trace is not None or any(st["op"] not in ("set", "observe") for st in stmts):
+            e(2, "sim._exec_turn(s)")
+            return
+        e(2, "turn_no = attrs[1] = attrs[1] + 1.0")
+        e(2, "s.turn_t = sim.now")
+        e(2, "s.turn_warm = measuring = sim.measuring")
+        e(2, "s.turn_called = False")
+        e(2, "if measuring:")
+        e(3, "sim.turns += 1")
+        if tb is not None:
+            # engine.Sim._run_wblock: the turn stream is the draw source while the block runs
+            e(2, "src = sim._turn_source(s, int(turn_no))")
+            e(2, "cx.draw = src")
+            e(2, "try:")
+            for st in stmts:
+                if st["op"] == "set":
+                    e(3, f"attrs[{int(st['slot'])}] = {self.expr(st['expr'])}")
+                else:
+                    e(3, f"sim.observe({int(st['name'])}, {self.expr(st['expr'])}, s)")
+            e(2, "finally:")
+            e(3, "cx.draw = s.src")
+            e(2, "if sim.replay is not None and src.leftover():")
+            e(3, "raise RunError(f'replay: {src.what} leaves {src.leftover()} unused draw(s)')")
+            e(2, "cx.attrs, cx.sess = attrs, s")
+        if sim.wl_server is not None:
+            e(2, f"frames.append([_blocks[{int(sim.wl_server)}], 0, 'server', None])")
 
 
 def specialise(sim, faults: set) -> list:

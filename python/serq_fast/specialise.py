@@ -22,6 +22,9 @@ leaves them at that point, and `cx.at` on the statement being run (errors name i
 2 × (statements run): the caller keeps the §11.9 budget of statements without blocking exact by
 calling a block function only when the budget left covers the whole block.
 
+`turn;` is inlined (its counters, the workload's turn block drawn from the turn stream, the
+server frame), except for trace workloads, which call `Sim._exec_turn`.
+
 Covered: set, observe, branch, while, loop, run, hold, turn, end, choose, release — the forms of
 every example's session blocks. Not covered (the block is left to the interpreter, `covered`
 says so): grow, load, drop, and any form this module does not know (a future IR form included).

@@ -25,9 +25,9 @@ calling a block function only when the budget left covers the whole block.
 `turn;` is inlined (its counters, the workload's turn block drawn from the turn stream, the
 server frame), except for trace workloads, which call `Sim._exec_turn`.
 
-Covered: set, observe, branch, while, loop, run, hold, turn, end, choose, release — the forms of
-every example's session blocks. Not covered (the block is left to the interpreter, `covered`
-says so): grow, load, drop, and any form this module does not know (a future IR form included).
+Covered: set, observe, branch, while, loop, run, hold, turn, end, choose, release, grow, load,
+drop — every statement form of docs/ir.md the interpreter runs. Not covered (the block is left
+to the interpreter, `covered` says so): any form this module does not know (a future IR form).
 
 Cache: the compiled code of a block's source is kept in an in-process dict keyed by the SHA-256
 of the IR's canonical JSON, the block index and the seeded faults, so another Sim of the same
@@ -42,10 +42,10 @@ import json
 import math
 
 from serq_fast.expr import RunError, _Gen, at_text
-from serq_fast.pools import release_early
+from serq_fast.pools import find_part, release_early
 
 COVERED = frozenset({"set", "observe", "branch", "while", "loop", "run", "hold", "turn", "end", "choose",
-                     "release"})
+                     "release", "grow", "load", "drop"})
 
 # (IR hash, block index, faults) -> code object of the block's module source
 _CODE_CACHE: dict = {}
@@ -83,7 +83,7 @@ class _BlockGen:
         self.g = _Gen(sim)
         self.g.ns.update({"RunError": RunError, "_bad_guard": _bad_guard, "_bad_work": _bad_work,
                           "_floor": math.floor, "_blocks": sim.blocks,
-                          "_release_early": release_early})
+                          "_release_early": release_early, "_find_part": find_part})
         self.lines: list = []
         # seeded fault (docs/fast.md): a while whose guard holds leaves the frame's pc after the
         # loop, so its body runs once
@@ -184,6 +184,32 @@ class _BlockGen:
             e(2, f"fr[1] = {k + 1}")
             e(2, f"_release_early(sim, s, sim.pools[{self.g.name(cst[1])}(cx)])")
             e(2, f"if s.status != 0: return {ran}")
+        elif op == "grow":
+            e(2, f"pool = sim.pools[{self.g.name(cst[1])}(cx)]")
+            e(2, f"d = {self.expr(st['units'])}")
+            e(2, f"if d < 0: raise RunError(f'negative growth {{d}} at ' + {where})")
+            e(2, f"fr[1] = {k + 1}")
+            e(2, "part = _find_part(s, pool)")
+            e(2, "if part is None:")
+            e(3, f"raise RunError(f'grow {{pool.name}}: the session holds no {{pool.name}} at ' + {where})")
+            e(2, "res = pool.grow(part, d, None)")
+            e(2, f"if res == 'stalled' or res == 'preempted': return {ran} + 1  # the interpreter returns")
+            e(2, f"if s.status != 0: return {ran}")
+        elif op == "load":
+            e(2, f"pool = sim.pools[{self.g.name(cst[1])}(cx)]")
+            e(2, f"n = {self.expr(st['units'])}")
+            e(2, f"if n < 0: raise RunError(f'negative load {{n}} at ' + {where})")
+            e(2, "part = _find_part(s, pool)")
+            e(2, "if part is None and s.serial in pool.leases:")
+            e(3, "part = pool.leases[s.serial].part  # a leased allocation keeps its position")
+            e(2, "if part is None:")
+            e(3, "raise RunError(f'load {pool.name}: the session holds no {pool.name}')")
+            e(2, "if part.pos + n > part.alloc + 1e-9:")
+            e(3, "raise RunError(f'load {pool.name}: position {part.pos + n} beyond the allocation {part.alloc}')")
+            e(2, "part.pos += n")
+            e(2, "part.advanced = True")
+        elif op == "drop":
+            e(2, f"sim.pools[{self.g.name(cst[1])}(cx)].drop_entry(s.serial)")
         elif op == "end":
             e(2, "sim.end_session(s)")
             e(2, f"return {ran} + 1")

@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("serq_spec.step")
 
 from serq.frontend import load_program
-from serq_fast.irbuild import N, Bin, Cond, Program, vllm_engine
+from serq_fast.irbuild import N, Bin, Cond, Draw, Program, vllm_engine
 from serq_drt.lockstep import Divergence, lockstep
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -125,6 +125,19 @@ def test_handbuilt_programs_agree():
     assert lockstep(_requeue_tail_program(), 1, 3) > 0
 
 
+def _while_program():
+    """Sessions that think (delay) and turn while a bernoulli(0.8) `more` holds, each turn served
+    by a fifo: a `while` with a nested run and turn, as the seed's session block."""
+    p = Program()
+    think = p.stage({"name": "think", "kind": "delay"})
+    srv = p.stage({"name": "srv", "kind": "fifo", "servers": 1})
+    turn = p.block([p.set("more", Draw("bernoulli", N(0.8)))])
+    server = p.block([p.run(srv, Draw("exp", N(1)))])
+    body = p.block([p.run(think, Draw("exp", N(2))), {"op": "turn"}])
+    session = p.block([{"op": "turn"}, {"op": "while", "cond": p.A("more"), "body": body}, {"op": "end"}])
+    return p.ir({"kind": "poisson", "rate": "1"}, session, server=server, turn=turn)
+
+
 @pytest.mark.parametrize("fault,program,k", [
     ("lru_tiebreak", _tie_program, 3),     # LRU ties broken against the release order
     ("ignore_pending", _tie_program, 3),   # an iteration starts while same-instant events are pending
@@ -134,6 +147,9 @@ def test_handbuilt_programs_agree():
     # many, and a batch eviction one block short
     ("advance_sum", "multi-turn/vllm.sq blocks=500 Lambda=4", 12),
     ("advance_evict", "multi-turn/vllm.sq blocks=500 Lambda=4", 12),
+    # a specialised while (serq_fast/specialise.py) whose body runs once: session 0 ends early,
+    # its stream's draws left over (step 9)
+    ("spec_while_once", _while_program, 4),
 ])
 def test_seeded_fault_is_caught(monkeypatch, fault, program, k):
     if isinstance(program, str):

@@ -8,6 +8,7 @@ each other."""
 from __future__ import annotations
 
 import ast
+import graphlib
 from pathlib import Path
 
 import pytest
@@ -124,25 +125,12 @@ def import_graph(package: str) -> dict[str, set[str]]:
 
 
 def import_circle(graph: dict[str, set[str]]) -> list[str] | None:
-    """One circle of imports in `graph` (its modules, the first repeated at the end), or None."""
-    state: dict[str, int] = {}  # 1: on the current path, 2: done
-    path: list[str] = []
-
-    def visit(m: str) -> list[str] | None:
-        state[m] = 1
-        path.append(m)
-        for d in sorted(graph.get(m, ())):
-            if state.get(d) == 1:
-                return path[path.index(d):] + [d]
-            if d not in state and (found := visit(d)):
-                return found
-        path.pop()
-        state[m] = 2
-        return None
-
-    for m in sorted(graph):
-        if m not in state and (found := visit(m)):
-            return found
+    """One circle of imports in `graph` (module -> the modules it imports), as [a, …, a], or None
+    (graphlib finds it; tests/test_spec_layers.py uses this one too)."""
+    try:
+        graphlib.TopologicalSorter(graph).prepare()
+    except graphlib.CycleError as exc:
+        return list(reversed(exc.args[1]))   # graphlib lists predecessors: a imports b imports … a
     return None
 
 

@@ -10,6 +10,8 @@ import functools
 import re
 from pathlib import Path
 
+from test_architecture import import_circle
+
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = ROOT / "python" / "serq_spec"
 ARCHITECTURE = ROOT / "docs" / "architecture.md"
@@ -89,28 +91,6 @@ def graph(sources: dict[str, str]) -> dict[str, set[str]]:
             for m, src in sources.items()}
 
 
-def find_cycle(g: dict[str, set[str]]) -> list[str] | None:
-    """One import cycle of g as [a, b, …, a], or None."""
-    state: dict[str, int] = {}
-    stack: list[str] = []
-
-    def dfs(m: str) -> list[str] | None:
-        state[m] = 1
-        stack.append(m)
-        for d in sorted(g.get(m, ())):
-            if state.get(d) == 1:
-                return stack[stack.index(d):] + [d]
-            if d not in state and (found := dfs(d)):
-                return found
-        stack.pop()
-        state[m] = 2
-        return None
-    for m in sorted(g):
-        if m not in state and (found := dfs(m)):
-            return found
-    return None
-
-
 def layer_violations(sources: dict[str, str], order: list[str]) -> list[str]:
     bad = []
     modules = set(sources) - {"__init__"}
@@ -138,7 +118,7 @@ def test_no_serq_spec_module_imports_inside_a_function():
 
 
 def test_the_import_graph_of_serq_spec_has_no_cycle():
-    cycle = find_cycle(graph(spec_modules()))
+    cycle = import_circle(graph(spec_modules()))
     assert cycle is None, "import cycle: " + " → ".join(cycle)
 
 
@@ -158,7 +138,7 @@ def test_a_seeded_import_inside_a_function_is_caught():
 def test_a_seeded_cycle_is_caught():
     sources = spec_modules()
     sources["values"] = "from .step import run\n" + sources["values"]
-    cycle = find_cycle(graph(sources))
+    cycle = import_circle(graph(sources))
     assert cycle is not None and cycle[0] == cycle[-1] and "values" in cycle and "step" in cycle
 
 

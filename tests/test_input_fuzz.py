@@ -146,7 +146,7 @@ def test_sessions_files(work, data):
     f.write_text(_text(mutant))
     for argv in (["run", MM1, "--replay", f], ["spec", MM1, "--sessions", f]):
         rc, err = serq(argv, work)
-        check_located(rc, err, names=(str(f),))
+        check_located(rc, err, names=(str(f), MM1))   # the file, or a run-time error in the program
 
 
 def _scenario_base():
@@ -186,7 +186,6 @@ def test_traces(work, data):
 
 PROGRAM = MM1.read_text()
 LOCATED = re.compile(r"^(?P<file>[^\n]+?):\d+:\d+: error: ")
-RUN_TIME_LOCATED = re.compile(r" at [^\s:]+:\d+:\d+")
 
 
 @PROFILE
@@ -210,8 +209,8 @@ def test_programs(work, edits):
     if rc == 0:
         rc, err = serq(["run", f, "--horizon", "3"], work)
         check_located(rc, err, names=(str(f),))
-        if rc == 2 and "run-time error:" in err:  # an expression's error names where it is (D13)
-            assert RUN_TIME_LOCATED.search(err), err
+        if rc == 2 and not err.startswith("serq: error: "):  # an expression's error names where it is (D13)
+            assert LOCATED.match(err), err
 
 
 # -- expressions: whatever an expression evaluates to at run time, an error names where it is ----
@@ -241,13 +240,13 @@ def test_expressions(work, expr, engine):
         rc, err = serq(["run", f, "--horizon", "3"], work)
         check_located(rc, err, names=(str(f),))
         if rc == 2:
-            assert RUN_TIME_LOCATED.search(err), err
+            assert LOCATED.match(err), err
     else:
         out = work / "e.sessions.json"
         rc, err = serq(["sample", f, "--seed", "1", "--sessions", "2", "-o", out], work)
         check_located(rc, err, names=(str(f),))
         if rc == 2:
-            assert re.match(r"^(serq: )?[^\s:]+:\d+:\d+: error: ", err), err   # the IR names e.sq
+            assert LOCATED.match(err) and err.startswith(str(f)), err
 
 
 # -- options --------------------------------------------------------------------------------------

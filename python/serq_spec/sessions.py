@@ -583,7 +583,7 @@ def exec_run(cfg: Config, s: Session, st: dict, env: Env) -> Optional[str]:
         if w.denominator != 1:
             # tokens are whole, like `tokens cap` and `each at most` (docs/spec.md)
             raise SpecError(f"engine {prog.stages[stage]['name']}: run work must be a whole number of "
-                            f"tokens, got {V.wire(w)}", at, prog.files)
+                            f"tokens, got {number_text(w)}", at, prog.files)
         w = int(w)
         if growing is not None and hold_of(s, growing) is None:
             raise SpecError(f"a run growing pool {prog.pools[growing]['name']} outside a hold of it", at, prog.files)

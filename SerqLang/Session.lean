@@ -91,6 +91,17 @@ def checkConsumed (serial : Nat) : M Unit := do
   if !problems.isEmpty then
     sessionsFileError s!"the sessions file does not fit the program: session {serial} ended with {"; ".intercalate problems}"
 
+/-- workload.py `check_machine_consumed`: at the end of a replay that no horizon or step limit
+cut, every value of the machine stream was used (docs/sessions.md "Unused values"; the message is
+serq/sessionsfile.py `unused_machine_draws`). step.py `run` calls it; `Ffi.runCore`, which runs
+k steps and does not know whether the run is over, does not. -/
+def checkMachineConsumed : M Unit := do
+  let held := (← getWork).machine.length
+  let used := (← getCfg).counters.machine
+  if used < held then
+    sessionsFileError (s!"the sessions file does not fit the program: the run ended with {held - used} " ++
+      s!"unused draw(s) of the machine stream (it used {used} of {held})")
+
 /-- sessions.py `end_session`: release every hold, cache entries stay; `closed` respawns. -/
 def endSession (serial : Nat) : M Unit := do
   let s ← session serial

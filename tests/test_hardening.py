@@ -268,7 +268,7 @@ def test_standard_output_on_a_full_device(argv):
     (["run", MM1, "--states", FULL], f"serq: error: --states {FULL}: cannot write: No space left"),
     (["run", MM1, "--records", FULL], f"serq: error: --records {FULL}: cannot write: No space left"),
     (["sample", MM1, "--seed", "1", "--sessions", "2", "-o", FULL], "serq: error: cannot write the sessions file"),
-    (["oracle", "run", SCENARIO, "-o", FULL], f"serq oracle: cannot write {FULL}: No space left"),
+    (["oracle", "run", SCENARIO, "-o", FULL], f"serq: error: cannot write {FULL}: No space left"),
 ])
 def test_output_file_on_a_full_device(capsys, argv, needle):
     rc, out, err = run(capsys, *argv)

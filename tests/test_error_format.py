@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from serq.cli import main
+from test_report_errors import ENGINE_COST_0
 
 MM1 = Path(__file__).resolve().parents[1] / "examples" / "single-turn" / "mm1.sq"
 
@@ -27,27 +28,8 @@ ONE_STAGE = """fn main() {
 }
 """
 
-ENGINE = """fn main() {
-  device acc { kv cap 64 * 16; }
-  pool kv on acc { block 16; evict lru; preempt lifo; }
-  engine eng on acc {
-    reqs cap 4;
-    tokens cap 16;
-    request (prompt, output) {
-      prefill (prompt) growing kv;
-      decode (output - 1) growing kv;
-    }
-    schedule {
-      advance running;
-      admit waiting taking reqs (1), kv (min(prompt, budget_left(eng)));
-    }
-    execute (COST);
-  }
-  pool reqs on eng { queue fifo; }
-  workload { arrive poisson(1); }
-  server { eng (20, 3); }
-}
-"""
+# test_report_errors' engine, its `execute` cost the placeholder
+ENGINE = ENGINE_COST_0.replace("execute (0);", "execute (COST);")
 
 GUARD = """fn main() {
   stage s : fifo(1);
@@ -86,11 +68,11 @@ CASES = {
     "guard": (GUARD, "GUARD", "min(floor(x), 1)", "floor(x)", "4:36", "a branch guard must be 0 or 1, got 2.0"),
     "claim": (CLAIM, "VALUE", "queue(s) == 0", "queue(s) + 2", "5:3", "claim drained must be 0 or 1, got 2.0"),
     "negative-units": (UNITS, "UNITS", "abs(u)", "u", "5:37", "a negative amount for pool m"),
-    "cost-minus-inf": (ENGINE, "COST", "0.01", "-1 / (batch.tokens - batch.tokens)", "15:14",
+    "cost-minus-inf": (ENGINE, "COST", "0.01", "-1 / (batch.tokens - batch.tokens)", "16:14",
                        "engine eng: execute: iteration cost -inf is not a finite value >= 0"),
-    "cost-nan": (ENGINE, "COST", "0.01", "0 * (1 / (batch.tokens - batch.tokens))", "15:14",
+    "cost-nan": (ENGINE, "COST", "0.01", "0 * (1 / (batch.tokens - batch.tokens))", "16:14",
                  "engine eng: execute: 0 * inf is undefined"),
-    "cost-zero": (ENGINE, "COST", "0.01", "0.01 - 0.01", "15:14",
+    "cost-zero": (ENGINE, "COST", "0.01", "0.01 - 0.01", "16:14",
                   "engine eng: execute: an iteration with 16 tokens costs 0"),
 }
 

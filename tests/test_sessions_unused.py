@@ -10,29 +10,10 @@ import json
 import pytest
 
 from serq.cli import main
+from test_report_errors import ENGINE_COST_0
 
-# `execute` draws: one machine-stream value per iteration
-PROGRAM = """fn main() {
-  device acc { kv cap 64 * 16; }
-  pool kv on acc { block 16; evict lru; preempt lifo; }
-  engine eng on acc {
-    reqs cap 4;
-    tokens cap 16;
-    request (prompt, output) {
-      prefill (prompt) growing kv;
-      decode (output - 1) growing kv;
-    }
-    schedule {
-      advance running;
-      admit waiting taking reqs (1), kv (min(prompt, budget_left(eng)));
-    }
-    execute (~exp(0.01));
-  }
-  pool reqs on eng { queue fifo; }
-  workload { arrive poisson(1); }
-  server { eng (20, 3); }
-}
-"""
+# test_report_errors' engine, its `execute` drawing: one machine-stream value per iteration
+PROGRAM = ENGINE_COST_0.replace("execute (0);", "execute (~exp(0.01));")
 
 
 def serq(capsys, *argv) -> tuple[int, str]:

@@ -316,11 +316,11 @@ def attempt (serial : Nat) (h : Hold) (ref : Nat × Nat) (stream : DrawStream) (
   for hp in h.pools do
     let p ← resolveRef env hp.pool.base hp.pool.count hp.pool.index
     let name ← poolName p
-    let u ← unitsInt (← evaluate env hp.units) s!"units of pool {name}" loc
+    let u ← unitsInt (← evaluate env hp.units) s!"units of pool {name}" loc s!"a negative amount for pool {name}"
     let mut mine : List (Expr × Rat) := [(hp.units, u)]
     let mut r : Rat := 0
     if let some re := hp.reserve then
-      r ← unitsInt (← evaluate env re) s!"reserve of pool {name}" loc
+      r ← unitsInt (← evaluate env re) s!"reserve of pool {name}" loc s!"a negative amount for pool {name}"
       mine := mine ++ [(re, r)]
     pools := pools ++ [p]
     units := units ++ [u]
@@ -546,8 +546,9 @@ def execRun (serial : Nat) (sref : Ref) (mode : RunMode) (workE : Expr) (growing
   let w ← evaluate env workE
   let q ← match w with
     | .fin q => pure q
-    | _ => specError "infinite run work" loc
-  if q < 0 then specError s!"negative run work ({w.toWire})" loc
+    | .negInf => specError s!"negative work {w.toWire}" loc
+    | _ => specError s!"work {w.toWire} is not finite" loc
+  if q < 0 then specError s!"negative work {w.toWire}" loc
   let modeStr := match mode with
     | .plain => "plain"
     | .prefill => "prefill"
@@ -602,13 +603,13 @@ def execStmt (serial : Nat) (st : Located) (ref : Nat × Nat) (stream : DrawStre
   | .run r mode w g => return (← execRun serial r mode w g env loc)
   | .grow r u =>
     let p ← resolveRef env r.base r.count r.index
-    let d ← unitsInt (← evaluate env u) "grow amount" loc
+    let d ← unitsInt (← evaluate env u) "grow amount" loc "negative growth {}"
     if (holdOf (← session serial) p).isNone then
       specError s!"grow of pool {← poolName p} outside a hold of it" loc
     discard (grow serial p d none)
   | .load r u =>
     let p ← resolveRef env r.base r.count r.index
-    let n ← unitsInt (← evaluate env u) "load amount" loc
+    let n ← unitsInt (← evaluate env u) "load amount" loc "negative load {}"
     let s ← session serial
     match holdIndex s p with
     | some k =>

@@ -15,7 +15,7 @@ def _truth(v: float, what: str, at) -> bool:
         return False
     if v == 1:
         return True
-    raise RunError(f"{what} must be 0 or 1, got {v:g} at {at_text(at)}")
+    raise RunError(f"{what} must be 0 or 1, got {v} at {at_text(at)}")   # as guards (serq.errors.number_text)
 
 
 class Claims:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import sys
 
+from serq.errors import SerqError, print_error
 from serq.irfile import add_program_args, integer_option, load_ir, number_option
 from serq_fast.simulate import DEFAULT_HORIZON, DEFAULT_WARMUP_FRACTION
 
@@ -38,12 +39,11 @@ def register(subparsers) -> None:
 
 
 def _err(msg: str) -> int:
-    print(f"serq: error: {msg}", file=sys.stderr)
-    return 2
+    """An error of the command line itself (no program position): `serq: error: MSG`, exit 2."""
+    return print_error(SerqError(msg))
 
 
 def cmd_run(args) -> int:
-    from serq.errors import SerqError
     from serq_fast import report
     from serq_fast.simulate import RunOptions, simulate
 
@@ -81,8 +81,7 @@ def cmd_run(args) -> int:
 
             replay = read_sessions_file(args.replay, ir)
     except SerqError as exc:
-        print(exc.render(), file=sys.stderr)
-        return 2
+        return print_error(exc)
     states_file = None  # an AtomicFile: renamed into place only when the run completes
     states_out = None
     states_cb = None
@@ -115,8 +114,7 @@ def cmd_run(args) -> int:
             if is_write_failure(exc):  # only the states are written during the run
                 return _err(f"--states {args.states}: cannot write: {exc.strerror or exc}")
         if isinstance(exc, SerqError):
-            print(exc.render(), file=sys.stderr)
-            return 2
+            return print_error(exc)
         raise
     finally:
         if progress:
@@ -142,7 +140,6 @@ def cmd_run(args) -> int:
         try:
             series.plot(args.plot, title=os.path.basename(args.file))
         except SerqError as exc:
-            print(exc.render(), file=sys.stderr)
-            return 2
+            return print_error(exc)
     return 0
 

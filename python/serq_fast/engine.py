@@ -18,6 +18,7 @@ import math
 import time as _time
 from typing import Any
 
+from serq.sessionsfile import unused_machine_draws
 from serq_fast.expr import Ctx, RunError, at_text, compile_expr, compile_ref, located, num
 from serq_fast.sources import ListSource, LiveSource, no_draw
 from serq_fast.claims import Claims
@@ -384,6 +385,11 @@ class Sim:
             if prog and (self.events & 1023) == 0 and _time.monotonic() > next_prog:
                 prog(self.now, self.horizon)
                 next_prog = _time.monotonic() + 0.5
+        if self.replay is not None and self._top() is None:
+            # the run drained, not cut by the horizon or max_steps: every machine draw was used
+            unused = unused_machine_draws(self.machine_src.i, len(self.machine_src.values))
+            if unused:
+                raise RunError(unused)
         if drain:
             if self.narrivals < self.arrivals_limit or self.live > 0:
                 raise RunError(f"--arrivals {self.arrivals_limit}: not drained by the horizon {self.horizon:g}")

@@ -214,25 +214,38 @@ def check_feedback(rows: list[list[str]]) -> list[str]:
     return problems
 
 
+def cell_problems(rule: str, cells: list[str], columns: tuple[str, ...]) -> list[str]:
+    """One cell per column, none empty (a `—` needs a reason)."""
+    if len(cells) != len(columns):
+        return [f"{rule}: {len(cells)} cells, not {len(columns)} ({' | '.join(columns)})"]
+    return [f"{rule}: empty {col} cell (a `—` needs a reason)"
+            for col, cell in zip(columns, cells) if not cell or cell == NO_CELL]
+
+
+def table_problems(rows: list[list[str]], columns: tuple[str, ...], none: str, check_row) -> list[str]:
+    """The problems of a table's rows: `none` without rows, the cell count and empty cells of each,
+    and `check_row(rule, cells)` for every row of the right width."""
+    problems = [] if rows else [none]
+    for cells in rows:
+        rule = rule_name(cells)
+        problems += cell_problems(rule, cells, columns)
+        if len(cells) == len(columns):
+            problems += check_row(rule, cells)
+    return problems
+
+
+def check_modelled_row(rule: str, cells: list[str]) -> list[str]:
+    problems = check_vllm_cell(rule, cells[1]) if cells[1] and cells[1] != NO_CELL else []
+    problems += check_program_cell(rule, cells[2])
+    problems += check_names_cell(rule, cells[3], "serq_spec")
+    problems += check_names_cell(rule, cells[4], "serq_fast")
+    return problems + check_vectors_cell(rule, cells[5])
+
+
 def check(text: str) -> list[str]:
     """Every problem of the rules table."""
     rows = table(modelled_part(text))
-    problems = [] if rows else ["no rows"]
-    for cells in rows:
-        rule = rule_name(cells)
-        if len(cells) != len(COLUMNS):
-            problems.append(f"{rule}: {len(cells)} cells, not {len(COLUMNS)} ({' | '.join(COLUMNS)})")
-            continue
-        for col, cell in zip(COLUMNS, cells):
-            if not cell or cell == NO_CELL:
-                problems.append(f"{rule}: empty {col} cell (a `—` needs a reason)")
-        if cells[1] and cells[1] != NO_CELL:
-            problems += check_vllm_cell(rule, cells[1])
-        problems += check_program_cell(rule, cells[2])
-        problems += check_names_cell(rule, cells[3], "serq_spec")
-        problems += check_names_cell(rule, cells[4], "serq_fast")
-        problems += check_vectors_cell(rule, cells[5])
-    return problems + check_feedback(rows)
+    return table_problems(rows, COLUMNS, "no rows", check_modelled_row) + check_feedback(rows)
 
 
 @functools.lru_cache(maxsize=None)
@@ -248,35 +261,29 @@ def refusal_of(name: str) -> tuple[str, ...]:
     return ()
 
 
-def check_refused(text: str) -> list[str]:
-    """Every problem of the refused rules' table."""
+def check_refused_row(rule: str, cells: list[str]) -> list[str]:
     from serq_vllm.plan import FEATURES
 
-    rows = table(refused_part(text))
-    problems = [] if rows else ["no refused rules"]
-    for cells in rows:
-        rule = rule_name(cells)
-        if len(cells) != len(REFUSED_COLUMNS):
-            problems.append(f"{rule}: {len(cells)} cells, not {len(REFUSED_COLUMNS)} "
-                            f"({' | '.join(REFUSED_COLUMNS)})")
-            continue
-        for col, cell in zip(REFUSED_COLUMNS, cells):
-            if not cell or cell == NO_CELL:
-                problems.append(f"{rule}: empty {col} cell")
-        problems += check_vllm_cell(rule, cells[1])
-        features = NAME.findall(cells[2])
-        problems += [f"{rule}: refusal `{f}` is no feature of plan.FEATURES" for f in features
-                     if f not in FEATURES]
-        if not features:
-            problems.append(f"{rule}: the refusal cell names no feature")
-        problems += check_vectors_cell(rule, cells[3])
-        for ref in NAME.findall(cells[3]):
-            kind, _, name = ref.partition("/")
-            if kind == "vllm" and vector_exists(ref):
-                got = refusal_of(name)
-                problems += [f"{rule}: vector {ref} is not refused as `{f}` (refusals: "
-                             f"{', '.join(got) or 'none'})" for f in features if f not in got]
+    problems = check_vllm_cell(rule, cells[1])
+    features = NAME.findall(cells[2])
+    problems += [f"{rule}: refusal `{f}` is no feature of plan.FEATURES" for f in features
+                 if f not in FEATURES]
+    if not features:
+        problems.append(f"{rule}: the refusal cell names no feature")
+    problems += check_vectors_cell(rule, cells[3])
+    for ref in NAME.findall(cells[3]):
+        kind, _, name = ref.partition("/")
+        if kind == "vllm" and vector_exists(ref):
+            got = refusal_of(name)
+            problems += [f"{rule}: vector {ref} is not refused as `{f}` (refusals: "
+                         f"{', '.join(got) or 'none'})" for f in features if f not in got]
     return problems
+
+
+def check_refused(text: str) -> list[str]:
+    """Every problem of the refused rules' table."""
+    return table_problems(table(refused_part(text)), REFUSED_COLUMNS, "no refused rules",
+                          check_refused_row)
 
 
 def test_refused_rules_can_be_followed():

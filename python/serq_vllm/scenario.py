@@ -13,6 +13,10 @@ Prompts are described as data (`PromptSegment` lists) rather than token ids, bec
 matters to a scheduler model is the sharing structure: which requests share which prefix, and
 which prompt extends which earlier conversation. `tokens_for_segment` turns a segment into the
 deterministic token ids the oracle driver feeds to vLLM.
+
+With speculative decoding (the optional `speculative` object, `SpecDecode`) the number of drafts
+a step accepts is `accepted_drafts`, a seeded function of the request and its output position
+that the driver and serQ's model each compute, sharing no random state at run time.
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ import math
 import os
 
 from serq_fast.expr import RunError
-from serq_fast.pools import EPS as POOL_EPS, FAULTS
+from serq_fast.defs import EPS as POOL_EPS, FAULTS
 
 INF = math.inf
 

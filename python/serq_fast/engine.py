@@ -23,23 +23,11 @@ from serq_fast.sources import ListSource, LiveSource, no_draw
 from serq_fast.claims import Claims
 from serq_fast.stats import Gauge, Sample, TimeAverage
 from serq_fast import pools as P
+from serq_fast.defs import (ENDED, ENDING, EV_ARRIVE, EV_ENDS, EV_FINISH, EV_ITER_END,
+                            EV_LEASE_END, EV_WARMUP, FAULTS, FORCED, GROWING, MAX_READY_PER_INSTANT,
+                            MAX_STATEMENTS, MORE, NEW, OUT, QUEUED, READY, SERIAL, STAGE, THINK, TIE_EPS, TURN_NO,
+                            Request, wire)
 from serq_fast import stages as S
-
-# Built-in attribute slots (docs/ir.md "Slots").
-SERIAL, TURN_NO, CACHED, COMPUTED, NEW, OUT, THINK, MORE, FORCED = range(9)
-
-# Session status. ENDING: the end of a lagged engine request is pending or due on `where`
-# (docs/async.md §3).
-READY, QUEUED, STAGE, GROWING, ENDED, ENDING = range(6)
-
-# Event kinds.
-EV_ARRIVE, EV_FINISH, EV_ITER_END, EV_WARMUP, EV_ENDS, EV_LEASE_END = range(6)
-EVENT_NAMES = ("arrive", "finish", "iter_end", "warmup_end", "ends", "lease_end")
-
-TIE_EPS = 1e-10  # relative: event times closer than this are one instant (float time)
-MAX_STATEMENTS = 1_000_000  # §11.9 guard: statements without blocking
-MAX_READY_PER_INSTANT = 1000  # §11.9 guard
-
 
 class Session:
     __slots__ = ("serial", "attrs", "frames", "status", "where", "holds", "pending", "adm_seq",
@@ -84,19 +72,6 @@ class Session:
         if self.status == ENDING:
             return "ending:" + self.where.name
         return "ended"
-
-
-class Request:
-    """The client-metric mark of a lowered engine call (docs/ir.md `request`), or of a turn whose
-    server made no engine call (prompt, output, hit and first stay None)."""
-
-    __slots__ = ("serial", "turn", "prompt", "output", "submit", "first", "done", "hit")
-
-    def __init__(self, serial, turn, prompt, output, submit):
-        self.serial, self.turn, self.prompt, self.output, self.submit = serial, turn, prompt, output, submit
-        self.first = None
-        self.done = None
-        self.hit = None
 
 
 class Sim:
@@ -158,7 +133,7 @@ class Sim:
                 raise RunError(str(bad)) from None
             self.arrival_src = no_draw
             self.machine_src = ListSource(replay.get("machine", []), "the machine stream")
-            self.replay_arrivals = [float(P.wire(v)) for v in replay.get("arrivals", [])]
+            self.replay_arrivals = [float(wire(v)) for v in replay.get("arrivals", [])]
             self.replay_picks = list(replay.get("trace_picks", []))
             self.replay_sessions = {s["serial"]: s for s in replay.get("sessions", [])}
             self.replay_k = len(replay.get("sessions", []))
@@ -166,7 +141,7 @@ class Sim:
         import os
 
         self.trace_iter = bool(os.environ.get("SERQ_TRACE_ITER"))  # docs/language.md §14 debug line
-        self.fault_pending = "ignore_pending" in P.FAULTS()
+        self.fault_pending = "ignore_pending" in FAULTS()
         # static structure
         from serq_fast.content import Prefixes
 
@@ -209,7 +184,7 @@ class Sim:
         if not os.environ.get("SERQ_FAST_NO_SPECIALISE"):
             from serq_fast.specialise import specialise
 
-            fns = specialise(self, P.FAULTS())
+            fns = specialise(self, FAULTS())
             self.block_fns = {id(blk): fn for blk, fn in zip(self.blocks, fns) if fn is not None}
 
     # ---------------------------------------------------------------- compile

@@ -15,48 +15,13 @@ from __future__ import annotations
 import heapq
 import math
 
-from serq.wire import value_from_wire
+from serq_fast.defs import (CACHED, COMPUTED, ENDING, EPS, EV_LEASE_END, GROWING, QUEUED, READY, STAGE, TURN_NO,
+                            FAULTS, Request, blocks_down, rounddown, roundup, wire)
+from serq_fast.content import BlockPool, Content
+from serq_fast.expr import RunError, at_text, compile_expr, compile_ref, is_static
+from serq_fast.stats import Sample, TimeAverage
 
-from serq_fast.expr import RunError, at_text, compile_expr, compile_ref, is_static, to_float
-
-EPS = 1e-9
 ADMITTED, WAIT, REJECTED = "admitted", "wait", "rejected"  # results of an admission attempt
-
-
-def FAULTS() -> set:
-    """Faults seeded on purpose (env SERQ_FAST_FAULT, comma-separated); empty in normal runs."""
-    import os
-
-    return set(filter(None, os.environ.get("SERQ_FAST_FAULT", "").split(",")))
-
-
-def _blocks_down(x: float, b: int) -> int:
-    """floor(x / b) as a block count (`reuse (ρ)` on a content pool): inf keeps all, < 0 none."""
-    if x <= 0:
-        return 0
-    if math.isinf(x):
-        return 1 << 62
-    return int(math.floor(x / b + EPS))
-
-
-def wire(v: str, what: str = "a value") -> float:
-    return to_float(value_from_wire(v), what)
-
-
-def roundup(x: float, b) -> float:
-    if b is None or x <= 0 or math.isinf(x):
-        return x
-    return math.ceil(x / b - EPS) * b
-
-
-def rounddown(x: float, b) -> float:
-    if b is None:
-        return x
-    if x <= 0:
-        return 0.0
-    if math.isinf(x):
-        return x  # e.g. `reuse (inf)`: keep the whole entry
-    return math.floor(x / b + EPS) * b
 
 
 class Entry:
@@ -175,7 +140,6 @@ class HoldStmt:
         pools = [sim.pools[r(cx)] for r in self.refs]
         h = Hold(self, s, len(s.frames) - 1, pools)
         if self.req_engine is not None:
-            from serq_fast.engine import Request, TURN_NO
 
             h.request = Request(s.serial, int(s.attrs[TURN_NO]), self.req_prompt(cx), self.req_output(cx), sim.now)
             s.turn_called = True
@@ -231,7 +195,6 @@ class Pool:
         self.bp = None
         self.attempt = None  # (session, hit blocks) during an admission attempt on this pool
         if self.content:
-            from serq_fast.content import BlockPool
 
             # the program checks of docs/content.md §1, as serq_spec makes them
             if self.block is None or math.isinf(self.cap) or self.cap % self.block != 0:
@@ -250,7 +213,6 @@ class Pool:
         self.rejected = 0
         self.stuck = 0
         self.join_counter = 0
-        from serq_fast.stats import Sample, TimeAverage
 
         self.wait = Sample()
         self.ta_used = TimeAverage()
@@ -333,7 +295,6 @@ class Pool:
 
     def enqueue(self, h: Hold, front: bool) -> None:
         s = h.sess
-        from serq_fast.engine import QUEUED
 
         s.status = QUEUED
         s.where = self
@@ -433,7 +394,7 @@ class Pool:
                     used += sum(max(0.0, q.reserve - q.alloc) for q in pool.holders)
                 if contents is not None and contents[i] is not None:
                     c, k = contents[i]
-                    nreuse = k if reuse is None else min(k, _blocks_down(reuse, pool.bsize))
+                    nreuse = k if reuse is None else min(k, blocks_down(reuse, pool.bsize))
                     # vLLM: blocks to allocate plus hit blocks taken out of the free queue
                     nnew = max(0, int(rneed // pool.bsize) - nreuse)
                     if used + (nnew + pool.bp.evictable(c, nreuse)) * pool.block > pool.cap + EPS:
@@ -466,7 +427,6 @@ class Pool:
                 continue
             p, n, hist = ex[0](cx), ex[1](cx), ex[2](cx)
             sim.prefixes.check(p, n, f"content of pool {pool.name} at {at_text(st.at)}")
-            from serq_fast.content import Content
 
             c = Content(sim.prefixes, p, n, hist, pool.bsize)
             k = pool.bp.hit(c)
@@ -572,7 +532,6 @@ class Pool:
             h.parts.append(part)
             if rec is not None:
                 rec["admitted"].append([s.serial, pool.name, units, consumed])
-        from serq_fast.engine import CACHED
 
         s.attrs[CACHED] = consumed_max if (has_cache or h.stmt.has_content) else 0.0
         if h.request is not None and h.request.hit is None:
@@ -755,7 +714,6 @@ class Pool:
             if victim is None:
                 if job is not None and job.lagged:
                     return "stalled"  # an EOS token that would stall is not served (docs/async.md §3 item 2)
-                from serq_fast.engine import GROWING
 
                 s.growth = (part, d, job)
                 self.growers.append(s)
@@ -780,7 +738,6 @@ class Pool:
             if job is None:
                 self.sim.make_ready(s)
             else:
-                from serq_fast.engine import STAGE
 
                 job.stalled = False
                 s.status = STAGE
@@ -790,7 +747,6 @@ class Pool:
         """The victim Part by this pool's `preempt` rule, or None (§11.7)."""
         if self.preempt_kind == "none":
             return None
-        from serq_fast.engine import ENDING
 
         cands = []
         for part in self.holders:
@@ -863,7 +819,6 @@ def _lease_clause(sim, s, h: Hold):
 def start_lease(sim, s, h: Hold, pool: Pool, until) -> None:
     """The part of `h` on `pool` outlives the scope: it leaves the hold and the holders, its units
     stay in `used`; a finite lease schedules its end event."""
-    from serq_fast.engine import EV_LEASE_END
 
     if s.serial in pool.leases:
         raise RunError(f"session {s.serial} leases pool {pool.name} while its earlier lease of it is held; "
@@ -969,7 +924,6 @@ def release_early(sim, s, pool: Pool) -> None:
 
 def scope_end(sim, s, h: Hold) -> None:
     """The end of a hold's body: release with caching, reset `computed`, record completion."""
-    from serq_fast.engine import COMPUTED
 
     lease = _lease_clause(sim, s, h)
     if lease is not None:
@@ -997,7 +951,6 @@ def detach(sim, s) -> None:
     """Take the session out of any queue, stage or growers list it is in; a ready session leaves
     the ready list (a victim in a pool that is no engine's memory, §11.7). A fifo or ps job leaves
     its stage, its work dropped (FifoStage.detach, PsStage.detach; as serq_spec.stages.withdraw_job)."""
-    from serq_fast.engine import READY
 
     if s.status == READY:
         ready = sim.ready
@@ -1021,7 +974,6 @@ def detach(sim, s) -> None:
 
 def preempt(sim, part: Part, pool: Pool) -> None:
     """§11.7 preempt(victim): cache up to the position, back to the hold statement, requeue."""
-    from serq_fast.engine import COMPUTED
 
     h = part.hold
     s = h.sess
@@ -1067,7 +1019,6 @@ def _preempt_ending(sim, part: Part, pool: Pool) -> None:
     residents, its holds from the preempted one inward are released as in a preemption, but the
     session is not requeued and keeps no preemption memory: it stays ending, and its end is still
     applied by the engine's `ends` event."""
-    from serq_fast.engine import COMPUTED
 
     h = part.hold
     s = h.sess

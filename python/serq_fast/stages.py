@@ -17,11 +17,12 @@ from collections import deque
 
 from serq.irfile import field_at
 from serq_fast import advance
+from serq_fast.defs import (ENDING, EPS, EV_ENDS, EV_FINISH, EV_ITER_END, FAULTS, INF, STAGE, TIE_EPS, TURN_NO,
+                            roundup)
 from serq_fast.expr import RunError, compile_expr, located
+from serq_fast.pools import REJECTED, WAIT, find_part, scope_end
 from serq_fast.stats import TimeAverage
 
-EPS = 1e-9
-INF = math.inf
 
 
 class Job:
@@ -147,7 +148,6 @@ class Stage:
         return Job(s, self, w, mode)
 
     def submit(self, s, w, mode, growing):
-        from serq_fast.engine import STAGE
 
         job = self._new_job(s, w, mode)
         if w <= 0:
@@ -223,7 +223,6 @@ class FifoStage(Stage):
             self.waiting.append(job)
 
     def _start(self, job):
-        from serq_fast.engine import EV_FINISH
 
         sim = self.sim
         job.start = sim.now
@@ -266,7 +265,6 @@ class DelayStage(Stage):
         return sum(j.fin_t - now for j in self.active)
 
     def _accept(self, job):
-        from serq_fast.engine import EV_FINISH
 
         sim = self.sim
         job.start = sim.now
@@ -330,7 +328,6 @@ class PsStage(Stage):
         return ev[1] == self.pending
 
     def reschedule(self):
-        from serq_fast.engine import EV_FINISH
 
         sim = self.sim
         self.changed = False
@@ -455,7 +452,6 @@ class Engine(Stage):
         self._ff_resumed = False
         self._ff_ev_seq = -1
         self._head_pure: dict = {}
-        from serq_fast.pools import FAULTS
 
         # seeded fault (docs/fast.md): a fast-forward ignores evictions from a waiting head's entry
         self.fault_no_watch = "ff_no_watch" in FAULTS()
@@ -591,8 +587,6 @@ class Engine(Stage):
     # ------------------------------------------------------------ jobs
 
     def submit(self, s, w, mode, growing):
-        from serq_fast.engine import STAGE
-        from serq_fast.pools import find_part
 
         sim = self.sim
         job = Job(s, self, w, mode)
@@ -677,7 +671,6 @@ class Engine(Stage):
     def lag_end(self, s, h):
         """The session reached the end of its lagged request `h` (§3 item 1): `eos` is read in the
         session moment, a pending resident takes the request's place, the session is ending."""
-        from serq_fast.engine import ENDING
 
         x = 0.0
         if h.stmt.eos is not None:
@@ -704,7 +697,6 @@ class Engine(Stage):
     def _make_due(self, t):
         """The schedule makes the pending ends due (docs/async.md §3 item 4): the `ends` event at
         `t`, the end of the iteration it started (or `now` when it started none)."""
-        from serq_fast.engine import EV_ENDS
 
         self.due.extend(self.pending)
         self.pending = []
@@ -714,7 +706,6 @@ class Engine(Stage):
         """The `ends` event (§3 item 5): each due end in order: the pending resident (unless
         preempted) leaves, the hold frame is popped and the hold's scope ends as without lag,
         the session is ready."""
-        from serq_fast.pools import scope_end
 
         sim = self.sim
         due = self.due
@@ -910,7 +901,6 @@ class Engine(Stage):
         """The `SERQ_TRACE_ITER` debug line of docs/language.md §14 (one per iteration, stderr)."""
         import sys
 
-        from serq_fast.engine import TURN_NO
 
         parts = [f"{a[0].sess.serial}:{int(a[0].sess.attrs[TURN_NO])}:{'d' if a[0].mode == 'decode' else 'p'}{a[1]:g}"
                  for a in it.assign]
@@ -925,7 +915,6 @@ class Engine(Stage):
         sim = self.sim
         cx = sim.cx
         it = self.cur
-        from serq_fast.pools import REJECTED, WAIT
 
         for pool in self.admits:
             while True:
@@ -978,7 +967,6 @@ class Engine(Stage):
         end. With `resume_at`, the budget, the lets and the statements before that index are
         already done (a fast-forward served the decodes; `bulk`), and the schedule goes on
         from there."""
-        from serq_fast.engine import EV_ITER_END
 
         sim = self.sim
         cx = sim.cx
@@ -1157,8 +1145,6 @@ def bulk(self, t1: float, t_next: float, horizon: float, max_j: int) -> int:
     room without preemption and no request waits, then re-reads the cost on the grown batch.
     The steps at which each resident grows are known in advance (its position advances one
     token a step), so they sit in a heap instead of being searched for."""
-    from serq_fast.engine import TIE_EPS
-    from serq_fast.pools import EPS as POOL_EPS, roundup
 
     sim = self.sim
     it = self.iter
@@ -1215,7 +1201,7 @@ def bulk(self, t1: float, t_next: float, horizon: float, max_j: int) -> int:
     kvd = 0.0
     fixed = None
     left0 = [j.left for j in jobs]
-    cap = pool.cap + POOL_EPS
+    cap = pool.cap + EPS
     ta_used, ta_cached = pool.ta_used, pool.ta_cached
     while total < cap_steps:
         lim = min(nxt[0][0], cap_steps) - total
@@ -1297,7 +1283,6 @@ def _ff_finish(self, it, total: int, last: float, c: float, last_growth: bool) -
     """End a fast-forward of `total` steps whose last iteration started at `last` and costs `c`
     (positions already brought up to date): it is the iteration in flight, its end pushed with the
     sequence numbers and counters the skipped steps would have consumed."""
-    from serq_fast.engine import EV_ITER_END
 
     sim = self.sim
     if not last_growth and sim.rec is not None:

@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import math
 
+from serq_fast.defs import ENDING, EV_ARRIVE, EV_ENDS, EV_FINISH, EV_ITER_END, EV_LEASE_END
+
 
 
 def dump_line(line: dict) -> str:
@@ -33,7 +35,6 @@ def _int(x) -> int | float:
 def _event(ev):
     if ev is None:
         return None
-    from serq_fast.engine import EV_ARRIVE, EV_ENDS, EV_FINISH, EV_ITER_END, EV_LEASE_END
 
     t, seq, kind, a, b = ev
     if kind == EV_ARRIVE:
@@ -118,7 +119,6 @@ def _stage(st, sim, lean: bool = False) -> dict:
 
 
 def state_line(sim, step: int, ev) -> dict:
-    from serq_fast.engine import ENDING
 
     lean = sim.lean_states
     rec = sim.rec or {}

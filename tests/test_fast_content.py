@@ -8,7 +8,7 @@ import random
 import pytest
 
 from serq_fast.content import BlockPool, Content, Prefixes
-from serq_fast.engine import Sim
+from serq_fast.step import Sim
 from serq_fast.irbuild import N, Bin, Program, duplicates_ir, shared_prompt_ir, vllm_engine
 from serq_fast.expr import RunError
 

@@ -525,7 +525,7 @@ def test_lean_state_lines_list_every_ending_session():
     full line's ending sessions and has the same pools' `used` and engine stage."""
     from serq_vllm.encode import ir_for
     from serq_vllm.plan import plan_scenario
-    from serq_fast.engine import Sim
+    from serq_fast.step import Sim
 
     plan = plan_scenario(load_scenario(VECTORS / "c20000_00008.scenario.json"))
     full, lean = [], []

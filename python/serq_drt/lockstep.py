@@ -18,7 +18,7 @@ from fractions import Fraction
 from serq.errors import SerqError
 from serq.irfile import load_ir
 from serq_drt.compare import WIRE_VS_FLOAT, first_difference
-from serq_fast.engine import Sim
+from serq_fast.step import Sim
 from serq_fast.expr import RunError, name_files
 from serq_fast.state import dump_line
 from serq_spec.cli import located, prepare

@@ -78,9 +78,9 @@ def simulate(ir: dict, opts: RunOptions, *, file: str = "program", replay: dict 
              replay_path: str | None = None, states: Callable | None = None,
              records: list | None = None, progress: Callable | None = None,
              series: Any = None):
-    """Run IR to its end with OPTS and return the finished `serq_fast.engine.Sim` (report.build
+    """Run IR to its end with OPTS and return the finished `serq_fast.step.Sim` (report.build
     makes the report). FILE names the program in messages; REPLAY is a read sessions file."""
-    from serq_fast.engine import Sim
+    from serq_fast.step import Sim
     from serq_fast.expr import RunError, name_files
 
     opts = RunOptions(opts.seed, opts.horizon, opts.warmup, opts.arrivals, replay is not None)

@@ -9,7 +9,7 @@ import json
 import math
 from typing import Callable
 
-from serq_fast.engine import Sim
+from serq_fast.step import Sim
 from serq_fast.expr import RunError
 from serq_drt.lockstep import error_text
 from serq_spec.cli import prepare

@@ -232,7 +232,7 @@ def run(eng, it, jobs, parts, pool, grow_ok: bool, watch, cap_steps: int, t1: fl
         ta_cached.area, ta_cached.t, ta_cached.v = c_area, c_t, c_v
     if total == 0:
         return 0
-    from serq_fast.stages import _ff_sync
+    from serq_fast.engine import _ff_sync
 
     for p, a in zip(parts, alloc):
         p.alloc = a

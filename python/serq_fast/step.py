@@ -27,7 +27,7 @@ from serq_fast.defs import (ENDED, ENDING, EV_ARRIVE, EV_ENDS, EV_FINISH, EV_ITE
                             EV_LEASE_END, EV_WARMUP, FAULTS, FORCED, GROWING, MAX_READY_PER_INSTANT,
                             MAX_STATEMENTS, MORE, NEW, OUT, QUEUED, READY, SERIAL, STAGE, THINK, TIE_EPS, TURN_NO,
                             Request, wire)
-from serq_fast import stages as S
+from serq_fast import engine as E
 
 class Session:
     __slots__ = ("serial", "attrs", "frames", "status", "where", "holds", "pending", "adm_seq",
@@ -148,7 +148,7 @@ class Sim:
         self.prefixes = Prefixes(ir.get("prefixes") or [])  # docs/content.md
         self.pools = [P.Pool(i, p, self) for i, p in enumerate(ir["pools"])]
         self.has_content = any(p.content for p in self.pools)  # skips the content paths otherwise
-        self.stages = [S.make_stage(i, st, self) for i, st in enumerate(ir["stages"])]
+        self.stages = [E.make_stage(i, st, self) for i, st in enumerate(ir["stages"])]
         for pool in self.pools:
             pool.link(self)
         for st in self.stages:

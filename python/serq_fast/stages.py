@@ -333,3 +333,24 @@ class PsStage(Stage):
         if job in self.jobs:
             self.jobs.remove(job)
         self.changed = True
+
+
+class Iteration:
+    __slots__ = ("assign", "left", "budget", "pre0", "admitted", "served", "end", "seq", "no_admit",
+                 "start", "stopped", "grew", "cost", "template", "ev0")
+
+    def __init__(self, pre0):
+        self.assign: list = []  # [job, tokens, attention, position before]
+        self.left = 0.0
+        self.budget = 0.0
+        self.pre0 = pre0
+        self.admitted = 0
+        self.served: set = set()
+        self.end = None
+        self.seq = None
+        self.no_admit = False
+        self.start = 0.0
+        self.stopped = False
+        self.grew = False
+        self.cost = 0.0
+        self.template = False

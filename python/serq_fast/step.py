@@ -28,6 +28,7 @@ from serq_fast.defs import (ENDED, ENDING, EV_ARRIVE, EV_ENDS, EV_FINISH, EV_ITE
                             MAX_STATEMENTS, MORE, NEW, OUT, QUEUED, READY, SERIAL, STAGE, THINK, TIE_EPS, TURN_NO,
                             Request, wire)
 from serq_fast import engine as E
+from serq_fast import fastforward as FF
 
 class Session:
     __slots__ = ("serial", "attrs", "frames", "status", "where", "holds", "pending", "adm_seq",
@@ -329,16 +330,16 @@ class Sim:
                 self.rec = self._new_rec()
             if ev[2] == EV_ITER_END and ev[3].iter.template and not self.ready and not self.gauges \
                     and not self.claims.iterations:
-                # labelled speed trick: decode fast-forward (stages.bulk, docs/fast.md)
+                # labelled speed trick: decode fast-forward (fastforward.bulk, docs/fast.md)
                 nxt = self._top()
                 t_next = nxt[0] if nxt is not None else math.inf
                 left = (self.max_steps - step + 1) if self.max_steps is not None else 1 << 62
-                j = ev[3].bulk(ev[0], t_next, self.horizon, left)
+                j = FF.bulk(ev[3], ev[0], t_next, self.horizon, left)
                 if j:
                     step += j - 1
                     eng = ev[3]
                     if eng._ff_resumed:
-                        # the last formation ran its admissions (stages._ff_resume): settle on
+                        # the last formation ran its admissions (advance.ff_resume): settle on
                         eng._ff_resumed = False
                         self.settle(started=True)
                     else:

@@ -171,7 +171,7 @@ def run(eng, it, jobs, parts, pool, grow_ok: bool, watch, cap_steps: int, t1: fl
         if n < lim or total >= cap_steps or not grow_ok or not (t < t_stop and t <= horizon):
             break
         # the formation at `total` crosses block boundaries: plan its growth in serving order
-        # (roundup of the position, as Pool.grow; the heap's next entry for each grower replaces
+        # (roundup of the position, as growth.grow; the heap's next entry for each grower replaces
         # its current one at once, a formation that does not fit ends the advance anyway)
         i = nxt[0][1]
         tgt = ceil((pos0[i] + total + 1) / block - POOL_EPS) * block

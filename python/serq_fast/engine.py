@@ -19,6 +19,7 @@ from serq.irfile import field_at
 from serq_fast import advance
 from serq_fast.defs import (ENDING, EPS, EV_ENDS, EV_ITER_END, FAULTS, INF, STAGE, TURN_NO)
 from serq_fast.expr import RunError, compile_expr, located
+from serq_fast.growth import grow
 from serq_fast.pools import REJECTED, WAIT, find_part, scope_end
 from serq_fast.stages import DelayStage, FifoStage, Iteration, Job, PendingJob, PsStage, Stage, _request_hold
 
@@ -438,7 +439,7 @@ class Engine(Stage):
             need = part.pos + tokens - part.alloc
             if need > EPS:
                 it.grew = True
-                res = part.pool.grow(part, need, job)
+                res = grow(part.pool, part, need, job)
                 if res == "preempted":
                     return "self"
                 if res == "stalled":

@@ -137,7 +137,7 @@ def bulk(eng, t1: float, t_next: float, horizon: float, max_j: int) -> int:
         sim.now = t
         if sim.rec is not None:
             sim.rec = sim._new_rec()
-        # Pool.grow's success path, in serving order: make room (evicting cached blocks), allocate
+        # growth.grow's success path, in serving order: make room (evicting cached blocks), allocate
         for i, p, tgt in grows:
             need = tgt - p.alloc
             if pool.used + pool.cached + need > cap:

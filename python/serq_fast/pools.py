@@ -1,13 +1,20 @@
-"""Pools, holds and the per-session prefix cache (docs/language.md §11.4, §11.7, §11.8).
+"""Pools, holds and the per-session prefix cache (docs/language.md §11.4, §11.8): the hold
+statement (request mark, rejection, queue, admission attempt, admit), queues and their heads,
+release with `cache`, leases, and the cache's eviction.
 
 A pool keeps `used` (allocated units) and `cached` (Σ cache-entry sizes) with the invariant
 `used + cached <= cap`; cached units never block an admission, they are evicted to make room,
-one block from the tail of the first entry in eviction order at a time.
+one block from the tail of the first entry in eviction order at a time. Growth and preemption
+(§11.7) are `growth.py`; a `share content` pool's physical blocks are `content.BlockPool`.
 
 Speed trick (labelled): for `evict lru` the entries sit in a heap keyed `(last, release)`; since
 an entry keeps its key while it shrinks, the block-by-block rule evicts consecutive blocks from
 the same entry, so a whole run of blocks is taken from it at once (records, when kept, still
 list one eviction per block).
+
+serq_spec counterpart: `serq_spec/pools.py` (queues, eviction, release, leases), with the hold
+statement's admission (`serq_spec/sessions.py` `exec_hold`, `try_admit`, `attempt`, `admit`) and
+the scope end (`sessions.scope_end`), which the fast engine keeps with the pool they act on.
 """
 
 from __future__ import annotations
@@ -15,7 +22,7 @@ from __future__ import annotations
 import heapq
 import math
 
-from serq_fast.defs import (CACHED, COMPUTED, ENDING, EPS, EV_LEASE_END, GROWING, QUEUED, READY, STAGE, TURN_NO,
+from serq_fast.defs import (CACHED, COMPUTED, EPS, EV_LEASE_END, QUEUED, TURN_NO,
                             FAULTS, Request, blocks_down, rounddown, roundup, wire)
 from serq_fast.content import BlockPool, Content
 from serq_fast.expr import RunError, at_text, compile_expr, compile_ref, is_static
@@ -693,98 +700,6 @@ class Pool:
                 del self.entries[e.owner]
                 self.evicted_entries += 1
 
-    # ------------------------------------------------------------ growth and preemption
-
-    def grow(self, part: Part, d: float, job) -> str:
-        """§11.7: 'ok', 'preempted' (the grower itself was the victim) or 'stalled'."""
-        target = roundup(part.alloc + d, self.block)
-        need = target - part.alloc
-        s = part.hold.sess
-        while True:
-            if self.used + need <= self.cap + EPS:
-                if self.content:
-                    self._take(part.blocks, int(round(need / self.block)))
-                    self._sync()
-                else:
-                    self.make_room(need)
-                    self.used += need
-                part.alloc = target
-                return "ok"
-            victim = self.choose_victim()
-            if victim is None:
-                if job is not None and job.lagged:
-                    return "stalled"  # an EOS token that would stall is not served (docs/async.md §3 item 2)
-
-                s.growth = (part, d, job)
-                self.growers.append(s)
-                s.status = GROWING
-                s.where = self
-                if job is not None:
-                    job.stalled = True
-                return "stalled"
-            preempt(self.sim, victim, self)
-            if victim is part:
-                return "preempted"
-
-    def retry_growers(self) -> None:
-        while self.growers:
-            s = self.growers[0]
-            part, d, job = s.growth
-            if self.used + roundup(part.alloc + d, self.block) - part.alloc > self.cap + EPS:
-                return  # the head blocks: a retry at settle never preempts (serq_spec retry_growers)
-            self.growers.pop(0)
-            s.growth = None
-            self.grow(part, d, job)  # there is room: it succeeds without choosing a victim
-            if job is None:
-                self.sim.make_ready(s)
-            else:
-
-                job.stalled = False
-                s.status = STAGE
-                s.where = job.stage
-
-    def choose_victim(self):
-        """The victim Part by this pool's `preempt` rule, or None (§11.7)."""
-        if self.preempt_kind == "none":
-            return None
-
-        cands = []
-        for part in self.holders:
-            s = part.hold.sess
-            job = s.job
-            if s.status == ENDING and (job is None or part.hold is not job.hold):
-                # an ending session is a victim only while its pending resident is resident, and
-                # only in its lagged hold's pools (docs/async.md §3 item 3)
-                continue
-            if self.engine_memory:
-                if job is not None and job.resident and job.stage.memory == self.idx:
-                    cands.append(part)
-            elif job is None or job.stage.kind != "delay":
-                cands.append(part)
-        if not cands:
-            return None
-        if self.preempt_kind == "lifo":
-            if self.fault_victim:
-                return min(cands, key=lambda p: p.hold.sess.adm_seq)
-            return max(cands, key=lambda p: p.hold.sess.adm_seq)
-        sim = self.sim
-        cx = sim.cx
-        saved = (cx.attrs, cx.sess, cx.var, cx.job)
-        best, bestk = None, None
-        try:
-            for part in cands:
-                s = part.hold.sess
-                # per-request keys are a resident's: a fifo / ps job or a ready session has none
-                cx.attrs, cx.sess, cx.job = s.attrs, s, (s.job if s.job is not None and s.job.resident else None)
-                cx.var = {"position": part.pos, "computed": part.pos}
-                k = tuple(f(cx) for f in self.preempt_keys) + (-s.adm_seq,)
-                if bestk is None or k < bestk:
-                    best, bestk = part, k
-        finally:
-            cx.attrs, cx.sess, cx.var, cx.job = saved
-        return best
-
-
 def find_part(s, pool: Pool):
     for h in reversed(s.holds):
         for part in h.parts:
@@ -945,91 +860,3 @@ def scope_end(sim, s, h: Hold) -> None:
             sim.client_record("tpot", (resp - (req.first - req.submit)) / (req.output - 1), s)
         if sim.records is not None and s.turn_warm:
             sim.records.append(req)
-
-
-def detach(sim, s) -> None:
-    """Take the session out of any queue, stage or growers list it is in; a ready session leaves
-    the ready list (a victim in a pool that is no engine's memory, §11.7). A fifo or ps job leaves
-    its stage, its work dropped (FifoStage.detach, PsStage.detach; as serq_spec.stages.withdraw_job)."""
-
-    if s.status == READY:
-        ready = sim.ready
-        for i in range(sim.ready_head, len(ready)):
-            if ready[i] is s:
-                del ready[i]
-                break
-    if s.pending is not None:
-        h = s.pending
-        h.pools[0].remove_from_queue(h)
-        s.pending = None
-    if s.job is not None:
-        s.job.stage.detach(s.job)
-        s.job = None
-    if s.growth is not None:
-        part = s.growth[0]
-        if s in part.pool.growers:
-            part.pool.growers.remove(s)
-        s.growth = None
-
-
-def preempt(sim, part: Part, pool: Pool) -> None:
-    """§11.7 preempt(victim): cache up to the position, back to the hold statement, requeue."""
-
-    h = part.hold
-    s = h.sess
-    job = s.job
-    if job is not None and job.lagged:
-        _preempt_ending(sim, part, pool)
-        return
-    if job is not None and job.stage.kind == "step":
-        job.stage.unassign(job)  # a victim already served returns its tokens, position restored
-    computed = part.pos
-    prev = s.prepos.get(pool.idx)
-    if prev is not None and computed <= prev and not s.stuck:
-        s.stuck = True
-        pool.stuck += 1
-    s.prepos[pool.idx] = computed
-    s.attrs[COMPUTED] = computed
-    if sim.rec is not None:
-        sim.rec["preempted"].append([s.serial, pool.name, computed])
-    detach(sim, s)
-    _release_inward(sim, s, h)
-    del s.frames[h.depth + 1:]
-    h.admitted = False
-    h.parts = []
-    first = h.pools[0]
-    first.enqueue(h, front=not pool.requeue_tail)
-    pool.preemptions += 1
-    sim.npreempt += 1
-
-
-def _release_inward(sim, s, h: Hold) -> None:
-    """A preemption releases the hold and every hold nested inside it, innermost first."""
-    while s.holds:
-        inner = s.holds.pop()
-        for q in inner.parts:
-            q.advanced = True  # a preempted hold caches up to its position, advanced or not (§11.7)
-        release_hold(sim, inner, cache=True)
-        if inner is h:
-            break
-
-
-def _preempt_ending(sim, part: Part, pool: Pool) -> None:
-    """A pending resident as the victim (docs/async.md §3 item 3): it leaves the batch and the
-    residents, its holds from the preempted one inward are released as in a preemption, but the
-    session is not requeued and keeps no preemption memory: it stays ending, and its end is still
-    applied by the engine's `ends` event."""
-
-    h = part.hold
-    s = h.sess
-    s.job.stage.unassign(s.job)  # a served EOS token returns to the budget, its position restored
-    computed = part.pos
-    s.attrs[COMPUTED] = computed
-    if sim.rec is not None:
-        sim.rec["preempted"].append([s.serial, pool.name, computed])
-    detach(sim, s)
-    for q in h.pools:
-        s.prepos.pop(q.idx, None)
-    _release_inward(sim, s, h)
-    pool.preemptions += 1
-    sim.npreempt += 1

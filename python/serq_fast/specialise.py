@@ -42,6 +42,7 @@ import json
 import math
 
 from serq_fast.expr import RunError, _Gen, at_text
+from serq_fast.growth import grow
 from serq_fast.pools import find_part, release_early
 
 COVERED = frozenset({"set", "observe", "branch", "while", "loop", "run", "hold", "turn", "end", "choose",
@@ -83,7 +84,7 @@ class _BlockGen:
         self.g = _Gen(sim)
         self.g.ns.update({"RunError": RunError, "_bad_guard": _bad_guard, "_bad_work": _bad_work,
                           "_floor": math.floor, "_blocks": sim.blocks,
-                          "_release_early": release_early, "_find_part": find_part})
+                          "_release_early": release_early, "_find_part": find_part, "_grow": grow})
         self.lines: list = []
         # seeded fault (docs/fast.md): a while whose guard holds leaves the frame's pc after the
         # loop, so its body runs once
@@ -192,7 +193,7 @@ class _BlockGen:
             e(2, "part = _find_part(s, pool)")
             e(2, "if part is None:")
             e(3, f"raise RunError(f'grow {{pool.name}}: the session holds no {{pool.name}} at ' + {where})")
-            e(2, "res = pool.grow(part, d, None)")
+            e(2, "res = _grow(pool, part, d, None)")
             e(2, f"if res == 'stalled' or res == 'preempted': return {ran} + 1  # the interpreter returns")
             e(2, f"if s.status != 0: return {ran}")
         elif op == "load":

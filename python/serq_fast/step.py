@@ -23,6 +23,7 @@ from serq_fast.sources import ListSource, LiveSource, no_draw
 from serq_fast.claims import Claims
 from serq_fast.stats import Gauge, Sample, TimeAverage
 from serq_fast import pools as P
+from serq_fast.growth import detach, grow, retry_growers
 from serq_fast.defs import (ENDED, ENDING, EV_ARRIVE, EV_ENDS, EV_FINISH, EV_ITER_END,
                             EV_LEASE_END, EV_WARMUP, FAULTS, FORCED, GROWING, MAX_READY_PER_INSTANT,
                             MAX_STATEMENTS, MORE, NEW, OUT, QUEUED, READY, SERIAL, STAGE, THINK, TIE_EPS, TURN_NO,
@@ -537,7 +538,7 @@ class Sim:
                 self.ready = []
                 self.ready_head = 0
                 for pool in self.pools:
-                    pool.retry_growers()
+                    retry_growers(pool)
                     if pool.admitted_by is None:
                         pool.admit_heads()
                 if self.ready:
@@ -732,7 +733,7 @@ class Sim:
                 part = P.find_part(s, pool)
                 if part is None:
                     raise RunError(f"grow {pool.name}: the session holds no {pool.name} at {at_text(st[-1])}")
-                res = pool.grow(part, d, None)
+                res = grow(pool, part, d, None)
                 if res == "stalled":
                     return
                 if res == "preempted":
@@ -815,7 +816,7 @@ class Sim:
 
     def end_session(self, s: Session) -> None:
         """`end` (§11.3): release every hold with its cache clause, leave queues and stages."""
-        P.detach(self, s)
+        detach(self, s)
         while s.holds:
             h = s.holds.pop()
             P.release_hold(self, h, cache=True)

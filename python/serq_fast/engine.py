@@ -17,11 +17,12 @@ import math
 
 from serq.irfile import field_at
 from serq_fast import advance
-from serq_fast.defs import (ENDING, EPS, EV_ENDS, EV_ITER_END, FAULTS, INF, STAGE, TURN_NO)
+from serq_fast.defs import (EPS, EV_ITER_END, FAULTS, INF, STAGE, TURN_NO)
 from serq_fast.expr import RunError, compile_expr, located
 from serq_fast.growth import grow
-from serq_fast.pools import REJECTED, WAIT, find_part, scope_end
-from serq_fast.stages import DelayStage, FifoStage, Iteration, Job, PendingJob, PsStage, Stage, _request_hold
+from serq_fast.pools import REJECTED, WAIT, find_part
+from serq_fast.lag import make_due
+from serq_fast.stages import DelayStage, FifoStage, Iteration, Job, PsStage, Stage, _request_hold
 
 
 def inferred_memory(ir: dict, idx: int):
@@ -327,62 +328,6 @@ class Engine(Stage):
 
     # ------------------------------------------------------------ lag 1 (docs/async.md)
 
-    def lag_end(self, s, h):
-        """The session reached the end of its lagged request `h` (§3 item 1): `eos` is read in the
-        session moment, a pending resident takes the request's place, the session is ending."""
-
-        x = 0.0
-        if h.stmt.eos is not None:
-            v = h.stmt.eos(self.sim.cx)
-            x = 1.0 if v != 0 else 0.0
-        job = PendingJob(s, self, x, "decode")
-        job.hold = h
-        job.adm = h.adm
-        mem = self.memory
-        if mem is not None:
-            for part in h.parts:
-                if part.pool.idx == mem:
-                    job.growpart = part
-                    break
-        job.resident = True
-        i = bisect.bisect_right(self.adm_keys, h.adm)
-        self.adm_keys.insert(i, h.adm)
-        self.residents.insert(i, job)
-        s.job = job
-        s.status = ENDING
-        s.where = self
-        self.pending.append(s)
-
-    def _make_due(self, t):
-        """The schedule makes the pending ends due (docs/async.md §3 item 4): the `ends` event at
-        `t`, the end of the iteration it started (or `now` when it started none)."""
-
-        self.due.extend(self.pending)
-        self.pending = []
-        self.sim.push(t, EV_ENDS, self)
-
-    def apply_ends(self):
-        """The `ends` event (§3 item 5): each due end in order: the pending resident (unless
-        preempted) leaves, the hold frame is popped and the hold's scope ends as without lag,
-        the session is ready."""
-
-        sim = self.sim
-        due = self.due
-        self.due = []
-        if self.fault_end_order:
-            due.reverse()  # seeded fault (docs/fast.md): not in the batch's order
-        for s in due:
-            job = s.job
-            if job is not None:
-                if job.resident:
-                    self._remove_resident(job)
-                job.dead = True
-                s.job = None
-            fr = s.frames.pop()
-            scope_end(sim, s, fr[3])
-            s.frames[-1][1] += 1
-            sim.make_ready(s)
-
     # ------------------------------------------------------------ the iteration
 
     def _next(self, keys, it):
@@ -648,7 +593,7 @@ class Engine(Stage):
                 self.registers = regs
                 self.cur = None
                 if self.pending:
-                    self._make_due(sim.now)  # an empty schedule: the ends are applied at once
+                    make_due(self, sim.now)  # an empty schedule: the ends are applied at once
                 return
             cost = self.cost_fn(cx)
             sim.claims.iteration(self.idx, cx, sim.now)   # iteration claims read what `execute` reads
@@ -664,7 +609,7 @@ class Engine(Stage):
         it.cost = cost
         it.end = sim.now + cost
         if self.pending:
-            self._make_due(it.end)  # scheduled before `iter_end`, so handled first
+            make_due(self, it.end)  # scheduled before `iter_end`, so handled first
         it.seq = sim.push(it.end, EV_ITER_END, self)
         if self.ff_ok and not it.grew and preempted == 0 and it.admitted == 0 \
                 and len(it.assign) == len(self.residents):

@@ -54,16 +54,6 @@ class Job:
         raise RunError(f"unknown per-request key {name}")
 
 
-class PendingJob(Job):
-    """A pending resident (docs/async.md §3 item 1): the end of a lagged engine request waiting
-    for the engine's next schedule. A decode that wants `left` = 0 or 1 (an `eos` token) and whose
-    `left` never changes; it takes the place of its request (`adm`: the hold's admission number,
-    which differs from the session's when a hold nested in the request was admitted later)."""
-
-    __slots__ = ("adm",)
-    lagged = True
-
-
 def _request_hold(s):
     for h in reversed(s.holds):
         if h.request is not None:

@@ -24,6 +24,7 @@ from serq_fast.claims import Claims
 from serq_fast.stats import Gauge, Sample, TimeAverage
 from serq_fast import pools as P
 from serq_fast.growth import detach, grow, retry_growers
+from serq_fast.lag import apply_ends, lag_end
 from serq_fast.defs import (ENDED, ENDING, EV_ARRIVE, EV_ENDS, EV_FINISH, EV_ITER_END,
                             EV_LEASE_END, EV_WARMUP, FAULTS, FORCED, GROWING, MAX_READY_PER_INSTANT,
                             MAX_STATEMENTS, MORE, NEW, OUT, QUEUED, READY, SERIAL, STAGE, THINK, TIE_EPS, TURN_NO,
@@ -390,7 +391,7 @@ class Sim:
             self.measuring = True
             self._reset_averages(self.now)
         elif kind == EV_ENDS:
-            ev[3].apply_ends()
+            apply_ends(ev[3])
         elif kind == EV_LEASE_END:
             P.end_lease(self, ev[4].hold.sess, ev[3])
 
@@ -633,7 +634,7 @@ class Sim:
             if eng is not None:
                 # the end of a lagged engine request waits for the engine's next
                 # schedule (docs/async.md §3): the frame stays until `ends` applies it
-                eng.lag_end(s, h)
+                lag_end(eng, s, h)
                 return True
             frames.pop()
             P.scope_end(self, s, h)

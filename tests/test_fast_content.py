@@ -271,10 +271,10 @@ def test_duplicates_keep_serving_order(monkeypatch):
 
 
 def test_lean_state_lines_are_the_full_lines_less_the_lean_keys():
-    """`Sim(lean_states=True)` (the oracle model's lines) leaves out exactly what state.LEAN
+    """`Sim(lean_states=True)` (the oracle model's lines) leaves out exactly what trace.LEAN
     says: the block-level keys of docs/content.md §5, the delay stage's job list and the
     sessions not ending; every other key is as in the full line."""
-    from serq_fast.state import LEAN
+    from serq_fast.trace import LEAN
 
     full, lean = [], []
     Sim(_two_sessions(), states=full.append).run()

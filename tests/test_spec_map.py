@@ -180,7 +180,7 @@ def test_spec_map_fast_column_is_substantial():
     named = [NAME.findall(cell) for _, cell, _ in cells if cell != NO_FAST]
     assert len(named) >= 100
     modules = {n.split(".")[0] for names in named for n in names}
-    assert {"step", "engine", "defs", "stages", "pools", "content", "expr", "state", "sources"} <= modules
+    assert {"step", "engine", "defs", "stages", "pools", "content", "expr", "trace", "growth", "lag", "sources"} <= modules
 
 
 def test_seeded_fast_faults_are_caught():

@@ -20,7 +20,7 @@ from serq.irfile import load_ir
 from serq_drt.compare import WIRE_VS_FLOAT, first_difference
 from serq_fast.step import Sim
 from serq_fast.expr import RunError, name_files
-from serq_fast.state import dump_line
+from serq_fast.trace import dump_line
 from serq_spec.cli import located, prepare
 from serq_spec.errors import SpecError
 from serq_spec.sample import MAX_SESSIONS, sample

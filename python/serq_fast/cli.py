@@ -97,7 +97,7 @@ def cmd_run(args) -> int:
                 states_out = states_file.fh
         except OSError as exc:
             return _err(f"--states {args.states}: cannot write: {exc.strerror or exc}")
-        from serq_fast.state import dump_line
+        from serq_fast.trace import dump_line
 
         states_cb = lambda line: states_out.write(dump_line(line) + "\n")  # noqa: E731
     records = [] if args.records else None

@@ -25,6 +25,7 @@ from serq_fast.stats import Gauge, Sample, TimeAverage
 from serq_fast import pools as P
 from serq_fast.growth import detach, grow, retry_growers
 from serq_fast.lag import apply_ends, lag_end
+from serq_fast.trace import state_line
 from serq_fast.defs import (ENDED, ENDING, EV_ARRIVE, EV_ENDS, EV_FINISH, EV_ITER_END,
                             EV_LEASE_END, EV_WARMUP, FAULTS, FORCED, GROWING, MAX_READY_PER_INSTANT,
                             MAX_STATEMENTS, MORE, NEW, OUT, QUEUED, READY, SERIAL, STAGE, THINK, TIE_EPS, TURN_NO,
@@ -89,7 +90,7 @@ class Sim:
         self.arrivals_limit = arrivals
         self.replay = replay
         self.states = states  # callable(line dict) or None: lockstep / state output
-        # True: lean state lines (state.LEAN) for a consumer that reads only the schedule (the
+        # True: lean state lines (trace.LEAN) for a consumer that reads only the schedule (the
         # oracle model), never for lockstep: the full lines cost O(KV blocks + sessions) each
         self.lean_states = lean_states
         self.records = records  # list to append per-turn rows to, or None
@@ -854,7 +855,6 @@ class Sim:
     def _emit_state(self, step: int, ev) -> None:
         if self.states is None:
             return
-        from serq_fast.state import state_line
 
         self.states(state_line(self, step, ev))
 

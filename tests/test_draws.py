@@ -200,7 +200,7 @@ def test_sampled_sessions_see_the_same_draws_under_any_deployment():
 
 def test_fast_sessions_see_the_same_draws_under_any_deployment(monkeypatch):
     from serq.frontend import load_program
-    from serq_fast import step
+    from serq_fast import sessions, step
     from serq_fast.sources import LiveSource
 
     seen: list = []
@@ -213,7 +213,8 @@ def test_fast_sessions_see_the_same_draws_under_any_deployment(monkeypatch):
             self.log = []
             seen[-1][(kind, *key)] = self.log
 
-    monkeypatch.setattr(step, "LiveSource", Recording)
+    monkeypatch.setattr(step, "LiveSource", Recording)      # the run's streams
+    monkeypatch.setattr(sessions, "LiveSource", Recording)  # the session and turn streams
     runs = []
     for d in DEPLOYMENTS:
         seen.append({})

@@ -1,6 +1,6 @@
 """Session blocks specialised to Python (issue 15 item 1; docs/fast.md speed trick 5).
 
-The interpreter (`engine.Sim._interpret`) walks a block's statements one at a time: per
+The interpreter (`sessions.SessionInterpreter._interpret`) walks a block's statements one at a time: per
 statement a tuple unpack, a chain of `op` comparisons and the program-counter bookkeeping. Here
 each block of the IR whose statements are all of the covered forms becomes the source of one
 Python function, straight-line code in statement order, with the expressions' generated source
@@ -66,7 +66,7 @@ def _bad_guard(what: str, v: float, where: str) -> None:
 
 
 def _bad_work(stage, w: float, where: str) -> None:
-    """The interpreter's checks of a run's work (engine.Sim._exec_run), in its order."""
+    """The interpreter's checks of a run's work (sessions.SessionInterpreter._exec_run), in its order."""
     if w < 0:
         raise RunError(f"negative work {w} at {where}")
     if w != w or math.isinf(w):
@@ -219,7 +219,7 @@ class _BlockGen:
 
 
     def turn(self) -> None:
-        """`turn;` (engine.Sim._exec_turn) inlined: the turn's counters, the trace row, the
+        """`turn;` (sessions.SessionInterpreter._exec_turn) inlined: the turn's counters, the trace row, the
         workload's turn block (its `set`s and `observe`s drawn from the turn stream) and the
         server block's frame. A turn block with another statement (a run-time error of the
         interpreter) and trace workloads call the interpreter's `_exec_turn`."""
@@ -236,7 +236,7 @@ class _BlockGen:
         e(2, "if measuring:")
         e(3, "sim.turns += 1")
         if tb is not None:
-            # engine.Sim._run_wblock: the turn stream is the draw source while the block runs
+            # sessions.SessionInterpreter._run_wblock: the turn stream is the draw source while the block runs
             e(2, "src = sim._turn_source(s, int(turn_no))")
             e(2, "cx.draw = src")
             e(2, "try:")

@@ -24,9 +24,10 @@ LAZY = {("__init__", "serq_lean")}
 TYPE_ONLY_UP = {("config", "program")}
 
 
-def layer_order(text: str) -> list[str]:
-    """The module order stated in docs/architecture.md: the `text` block after the heading."""
-    section = text.split("### The layers of `serq_spec`", 1)[1]
+def layer_order(text: str, package: str = "serq_spec") -> list[str]:
+    """The module order stated in docs/architecture.md: the `text` block after the heading
+    "The layers of `PACKAGE`"."""
+    section = text.split(f"### The layers of `{package}`", 1)[1]
     block = re.search(r"```text\n(.*?)```", section, re.S).group(1)
     return [name.strip() for name in block.replace("\n", " ").split("→") if name.strip()]
 
@@ -36,16 +37,17 @@ def _is_type_checking(test: ast.expr) -> bool:
         isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
-def _target(node: ast.Import | ast.ImportFrom) -> list[str]:
-    """The serq_spec modules (relative names) or other top-level packages an import names."""
+def _target(node: ast.Import | ast.ImportFrom, package: str) -> list[str]:
+    """The modules of PACKAGE (relative names) or other top-level packages an import names."""
+    prefix = package + "."
     if isinstance(node, ast.Import):
-        return [a.name.removeprefix("serq_spec.") if a.name.startswith("serq_spec.") else a.name.split(".")[0]
+        return [a.name.removeprefix(prefix) if a.name.startswith(prefix) else a.name.split(".")[0]
                 for a in node.names]
     if node.level == 0:
         mod = node.module or ""
-        if mod.startswith("serq_spec."):
-            return [mod.removeprefix("serq_spec.").split(".")[0]]
-        if mod == "serq_spec":
+        if mod.startswith(prefix):
+            return [mod.removeprefix(prefix).split(".")[0]]
+        if mod == package:
             return [a.name for a in node.names]
         return [mod.split(".")[0]]
     if node.module:
@@ -54,7 +56,7 @@ def _target(node: ast.Import | ast.ImportFrom) -> list[str]:
 
 
 @functools.lru_cache(maxsize=None)   # each source is parsed once per run
-def module_imports(source: str) -> dict[str, list]:
+def module_imports(source: str, package: str = "serq_spec") -> dict[str, list]:
     """{"runtime": [(module, line)], "type_only": [...], "in_function": [...]} of one module."""
     out: dict[str, list] = {"runtime": [], "type_only": [], "in_function": []}
     tree = ast.parse(source)
@@ -62,7 +64,7 @@ def module_imports(source: str) -> dict[str, list]:
     def visit(node: ast.AST, where: str) -> None:
         for child in ast.iter_child_nodes(node):
             if isinstance(child, (ast.Import, ast.ImportFrom)):
-                out[where] += [(t, child.lineno) for t in _target(child)]
+                out[where] += [(t, child.lineno) for t in _target(child, package)]
             elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
                 visit(child, "in_function")
             elif isinstance(child, ast.If) and where == "runtime" and _is_type_checking(child.test):
@@ -85,9 +87,9 @@ def function_imports(sources: dict[str, str]) -> list[str]:
             for m, src in sources.items() for t, line in module_imports(src)["in_function"] if (m, t) not in LAZY]
 
 
-def graph(sources: dict[str, str]) -> dict[str, set[str]]:
-    """module -> the serq_spec modules it imports when it is imported (type-only imports left out)."""
-    return {m: {t for t, _ in module_imports(src)["runtime"] if t in sources and t != m}
+def graph(sources: dict[str, str], package: str = "serq_spec") -> dict[str, set[str]]:
+    """module -> the PACKAGE modules it imports when it is imported (type-only imports left out)."""
+    return {m: {t for t, _ in module_imports(src, package)["runtime"] if t in sources and t != m}
             for m, src in sources.items()}
 
 

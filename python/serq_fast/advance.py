@@ -22,6 +22,9 @@ growth formations) and re-read after each. This module handles a whole fast-forw
 
 Only LRU eviction on a block pool, with a cost that reads engine values alone (memoised), is
 advanced here; `bulk` keeps its step-by-step loop for the rest (and for `SERQ_FAST_NO_ADVANCE`).
+
+serq_spec counterpart: none — a speed trick (3b); each iteration it skips is one
+`serq_spec/step.py` step, and lockstep compares the steps the fast engine emits.
 """
 
 from __future__ import annotations

@@ -2,6 +2,8 @@
 
 Exit codes: 0 success; 2 bad input (usage, program, settings) or a
 run-time error of docs/language.md §11.9 — always a one-paragraph message, never a traceback.
+
+serq_spec counterpart: `serq_spec/cli.py` (`serq sample`, `serq spec`).
 """
 
 from __future__ import annotations

@@ -5,6 +5,8 @@ the same failures into the same messages.
 Every failure is a `serq.errors.SerqError`: a front-end error keeps its FILE:LINE:COLUMN, an
 option or run-time error has no file and renders as `serq: error: …` (what `serq run` prints
 before exiting 2).
+
+serq_spec counterpart: the `run` of `serq_spec/cli.py`, which checks the same options.
 """
 
 from __future__ import annotations

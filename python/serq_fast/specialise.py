@@ -33,6 +33,9 @@ Cache: the compiled code of a block's source is kept in an in-process dict keyed
 of the IR's canonical JSON, the block index and the seeded faults, so another Sim of the same
 program (a sweep, lockstep, the random-program tests) skips `compile`; the names the code reads
 (this Sim's stages, holds, expression helpers) are bound per Sim.
+
+serq_spec counterpart: none — a speed trick (5); the semantics it keeps is
+`serq_spec/sessions.py` (`exec_stmt`, `exec_turn`, `exec_run`).
 """
 
 from __future__ import annotations

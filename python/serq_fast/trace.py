@@ -5,6 +5,8 @@ the spec's exact wire values to 1e-9 relative. Pool amounts (used, cached, entry
 positions, allocations, the amounts of records) are ints when whole and "p/q" otherwise in the
 contract (docs/state.md): a float within 1e-9 relative of a whole number is emitted as that int
 (the rounding of float sums), any other stays a float and is compared with the spec's "p/q".
+
+serq_spec counterpart: `serq_spec/trace.py` (`state_line`, the exact values on the wire).
 """
 
 from __future__ import annotations

@@ -28,6 +28,7 @@ from serq_fast.claims import Claims
 from serq_fast.content import Prefixes
 from serq_fast.defs import EV_ARRIVE, EV_ENDS, EV_FINISH, EV_ITER_END, EV_LEASE_END, EV_WARMUP, FAULTS, TIE_EPS, wire
 from serq_fast.expr import Ctx, RunError, compile_expr, located, num
+from serq_fast.invariants import check_or_raise
 from serq_fast.lag import apply_ends
 from serq_fast.sessions import SessionInterpreter
 from serq_fast.sources import ListSource, LiveSource, no_draw
@@ -40,7 +41,7 @@ class Sim(SessionInterpreter):
     def __init__(self, ir: dict, *, seed: int = 1, horizon: float = math.inf, warmup: float = 0.0,
                  arrivals: int | None = None, replay: dict | None = None, states: Any = None,
                  records: list | None = None, progress: Any = None, max_steps: int | None = None,
-                 lean_states: bool = False) -> None:
+                 lean_states: bool = False, check: bool | None = None) -> None:
         self.ir = ir
         self.seed = int(seed)
         self.horizon = float(horizon)
@@ -55,6 +56,8 @@ class Sim(SessionInterpreter):
         self.progress = progress
         self.series = None  # an optional sampler of the state over time (serq.timeseries)
         self.max_steps = max_steps
+        # the invariant checks after every handled event (invariants.py): a debug flag, off by default
+        self.check = bool(os.environ.get("SERQ_FAST_CHECK")) if check is None else bool(check)
         self.now = 0.0
         self.seq = 0
         self.heap: list = []
@@ -218,6 +221,10 @@ class Sim(SessionInterpreter):
         self.settle()
         self._emit_state(0, None)
         step = 0
+        check = self.check
+        if check:
+            check_or_raise(self, 0, 0.0)
+            last_now = self.now
         drain = self.arrivals_limit is not None
         prog = self.progress
         next_prog = _time.monotonic() + 0.5 if prog else None
@@ -259,10 +266,16 @@ class Sim(SessionInterpreter):
                                 "preempted": 0, "admitted": 0})
                         self.sample()
                     self._emit_state(step, (self.now, eng._ff_ev_seq, EV_ITER_END, eng, None))
+                    if check:
+                        check_or_raise(self, step, last_now)
+                        last_now = self.now
                     continue
             self._handle(ev)
             self.settle()
             self._emit_state(step, ev)
+            if check:
+                check_or_raise(self, step, last_now)
+                last_now = self.now
             if drain and self.narrivals >= self.arrivals_limit and self.live == 0:
                 break
             if prog and (self.events & 1023) == 0 and _time.monotonic() > next_prog:

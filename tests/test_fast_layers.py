@@ -11,7 +11,8 @@ import ast
 from pathlib import Path
 
 from test_architecture import import_circle
-from test_spec_layers import graph, layer_order, module_imports
+from test_spec_layers import graph, layer_order
+from test_spec_layers import layer_violations as spec_layer_violations
 
 ROOT = Path(__file__).resolve().parents[1]
 FAST = ROOT / "python" / "serq_fast"
@@ -24,25 +25,9 @@ def fast_modules() -> dict[str, str]:
 
 
 def layer_violations(sources: dict[str, str], order: list[str]) -> list[str]:
-    bad = []
-    modules = set(sources) - {"__init__"}
-    if set(order) != modules or len(order) != len(set(order)):
-        bad.append(f"docs/architecture.md's order {order} is not the modules of serq_fast {sorted(modules)} once each")
-    rank = {m: i for i, m in enumerate(order)}
-    for m in order:
-        if m not in sources:
-            continue
-        found = module_imports(sources[m], PACKAGE)
-        for kind in ("runtime", "type_only", "in_function"):
-            for t, line in found[kind]:
-                if t in rank and rank[t] >= rank[m]:
-                    where = " inside a function" if kind == "in_function" else ""
-                    bad.append(f"serq_fast/{m}.py:{line}: imports {t}{where}, which is not before it in the "
-                               f"layer order of docs/architecture.md")
-    init = module_imports(sources.get("__init__", ""), PACKAGE)
-    bad += [f"serq_fast/__init__.py:{line}: imports {t} (the package exports step.Sim alone)"
-            for t, line in init["runtime"] + init["type_only"] + init["in_function"] if t in modules and t != "step"]
-    return bad
+    """test_spec_layers' rule, with the imports inside a function too; `__init__` exports step.Sim."""
+    return spec_layer_violations(sources, order, PACKAGE, ("runtime", "type_only", "in_function"), frozenset(),
+                                 frozenset({"step"}))
 
 
 def missing_counterparts(sources: dict[str, str]) -> list[str]:

@@ -93,24 +93,31 @@ def graph(sources: dict[str, str], package: str = "serq_spec") -> dict[str, set[
             for m, src in sources.items()}
 
 
-def layer_violations(sources: dict[str, str], order: list[str]) -> list[str]:
+def layer_violations(sources: dict[str, str], order: list[str], package: str = "serq_spec",
+                     kinds: tuple = ("runtime", "type_only"), allowed_up: frozenset = frozenset(TYPE_ONLY_UP),
+                     init_exports: frozenset = frozenset()) -> list[str]:
+    """Imports of KINDS that do not go down ORDER (bar the type-only ones in ALLOWED_UP), an order
+    that is not the package's modules once each, and `__init__` importing a module of its own
+    (other than those in INIT_EXPORTS)."""
     bad = []
     modules = set(sources) - {"__init__"}
     if set(order) != modules or len(order) != len(set(order)):
-        bad.append(f"docs/architecture.md's order {order} is not the modules of serq_spec {sorted(modules)} once each")
+        bad.append(f"docs/architecture.md's order {order} is not the modules of {package} {sorted(modules)} once each")
     rank = {m: i for i, m in enumerate(order)}
     for m in order:
         if m not in sources:
             continue
-        found = module_imports(sources[m])
-        for kind in ("runtime", "type_only"):
+        found = module_imports(sources[m], package)
+        for kind in kinds:
             for t, line in found[kind]:
-                if t in rank and rank[t] >= rank[m] and (kind == "runtime" or (m, t) not in TYPE_ONLY_UP):
-                    bad.append(f"serq_spec/{m}.py:{line}: imports {t}, which is not before it in the layer order "
-                               f"of docs/architecture.md")
-    init = module_imports(sources.get("__init__", ""))
-    bad += [f"serq_spec/__init__.py:{line}: imports {t} (the package itself imports no module of its own)"
-            for t, line in init["runtime"] + init["type_only"] if t in modules]
+                if t in rank and rank[t] >= rank[m] and not (kind == "type_only" and (m, t) in allowed_up):
+                    where = " inside a function" if kind == "in_function" else ""
+                    bad.append(f"{package}/{m}.py:{line}: imports {t}{where}, which is not before it in the layer "
+                               f"order of docs/architecture.md")
+    init = module_imports(sources.get("__init__", ""), package)
+    bad += [f"{package}/__init__.py:{line}: imports {t} (the package imports no module of its own"
+            + (f" but {', '.join(sorted(init_exports))})" if init_exports else ")")
+            for t, line in init["runtime"] + init["type_only"] if t in modules and t not in init_exports]
     return bad
 
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import bisect
 import math
+import os
+import sys
 
 from serq.irfile import field_at
 from serq_fast import advance
@@ -503,9 +505,6 @@ class Engine(Stage):
 
     def _trace_line(self, it) -> None:
         """The `SERQ_TRACE_ITER` debug line of docs/language.md §14 (one per iteration, stderr)."""
-        import sys
-
-
         parts = [f"{a[0].sess.serial}:{int(a[0].sess.attrs[TURN_NO])}:{'d' if a[0].mode == 'decode' else 'p'}{a[1]:g}"
                  for a in it.assign]
         tail = ""
@@ -690,8 +689,6 @@ def _reads_any(e, pred) -> bool:
 
 
 def _fast_forward_eligible(st: dict, sim, idx: int) -> bool:
-    import os
-
     if os.environ.get("SERQ_FAST_NO_FF") or os.environ.get("SERQ_TRACE_ITER"):
         return False
     bad = {"draw", "reg", ("ctx", "now"), "job"}

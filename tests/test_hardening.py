@@ -310,11 +310,11 @@ def test_records_interrupted_while_written(tmp_path, capsys, monkeypatch):
 
 
 def test_states_interrupted_during_the_run(tmp_path, capsys, monkeypatch):
-    from serq_fast import state
+    from serq_fast import trace
 
     f = tmp_path / "states.jsonl"
     f.write_text("the previous states\n")
-    real, calls = state.dump_line, []
+    real, calls = trace.dump_line, []
 
     def interrupted(line):
         calls.append(1)
@@ -322,7 +322,7 @@ def test_states_interrupted_during_the_run(tmp_path, capsys, monkeypatch):
             raise KeyboardInterrupt
         return real(line)
 
-    monkeypatch.setattr(state, "dump_line", interrupted)
+    monkeypatch.setattr(trace, "dump_line", interrupted)
     rc, out, err = run(capsys, "run", MM1, "--horizon", "50", "--states", f)
     assert rc == 130
     assert f.read_text() == "the previous states\n"

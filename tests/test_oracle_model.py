@@ -540,12 +540,12 @@ def test_async_victim_scheduled_earlier_in_the_call_keeps_its_block_cached():
 
 
 def test_lean_state_lines_list_every_ending_session():
-    """The model runs serq_fast with lean state lines (serq_fast.state.LEAN): on an async
+    """The model runs serq_fast with lean state lines (serq_fast.trace.LEAN): on an async
     vector, whose requests end one step late (docs/async.md §6), a lean line lists exactly the
     full line's ending sessions and has the same pools' `used` and engine stage."""
     from serq_vllm.encode import ir_for
     from serq_vllm.plan import plan_scenario
-    from serq_fast.engine import Sim
+    from serq_fast.step import Sim
 
     plan = plan_scenario(load_scenario(VECTORS / "c20000_00008.scenario.json"))
     full, lean = [], []

@@ -17,9 +17,9 @@ from fractions import Fraction
 from serq.errors import SerqError, print_error, source_names
 from serq.irfile import load_ir
 from serq_drt.compare import WIRE_VS_FLOAT, first_difference
-from serq_fast.engine import Sim
+from serq_fast.step import Sim
 from serq_fast.expr import RunError
-from serq_fast.state import dump_line
+from serq_fast.trace import dump_line
 from serq_spec.cli import prepare
 from serq_spec.errors import SpecError
 from serq_spec.sample import MAX_SESSIONS, sample

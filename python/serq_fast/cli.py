@@ -2,6 +2,8 @@
 
 Exit codes: 0 success; 2 bad input (usage, program, settings) or a
 run-time error of docs/language.md §11.9 — always a one-paragraph message, never a traceback.
+
+serq_spec counterpart: `serq_spec/cli.py` (`serq sample`, `serq spec`).
 """
 
 from __future__ import annotations
@@ -96,7 +98,7 @@ def cmd_run(args) -> int:
                 states_out = states_file.fh
         except OSError as exc:
             return _err(f"--states {args.states}: cannot write: {exc.strerror or exc}")
-        from serq_fast.state import dump_line
+        from serq_fast.trace import dump_line
 
         states_cb = lambda line: states_out.write(dump_line(line) + "\n")  # noqa: E731
     records = [] if args.records else None

@@ -7,6 +7,8 @@ context variables of the current moment and the draw source of the current strea
 Speed trick (labelled): each tree is compiled once to the source of one Python function
 (`compile_expr`) instead of walking the JSON tree, or a closure per node, on every evaluation;
 constants are pre-converted to float literals.
+
+serq_spec counterpart: `serq_spec/expr.py` (`evaluate`, exact), with `serq_spec/values.py`.
 """
 
 from __future__ import annotations

@@ -5,6 +5,8 @@ the same failures into the same messages.
 Every failure is a `serq.errors.SerqError`: a front-end error and a run-time error at a program
 position render as `FILE:LINE:COLUMN: error: …`, an option or an error without a position as
 `serq: error: …` (what `serq run` prints before exiting 2).
+
+serq_spec counterpart: the `run` of `serq_spec/cli.py`, which checks the same options.
 """
 
 from __future__ import annotations
@@ -78,9 +80,9 @@ def simulate(ir: dict, opts: RunOptions, *, file: str = "program", replay: dict 
              replay_path: str | None = None, states: Callable | None = None,
              records: list | None = None, progress: Callable | None = None,
              series: Any = None):
-    """Run IR to its end with OPTS and return the finished `serq_fast.engine.Sim` (report.build
+    """Run IR to its end with OPTS and return the finished `serq_fast.step.Sim` (report.build
     makes the report). FILE names the program in messages; REPLAY is a read sessions file."""
-    from serq_fast.engine import Sim
+    from serq_fast.step import Sim
     from serq_fast.expr import RunError
 
     opts = RunOptions(opts.seed, opts.horizon, opts.warmup, opts.arrivals, replay is not None)

@@ -54,6 +54,13 @@ UNITS = """fn main() {
 }
 """
 
+DRAW = """fn main() {
+  stage s : fifo(1);
+  workload { arrive poisson(1); }
+  server { set w = ~uniform(-2, 1); run s (~exp(MEAN)); }
+}
+"""
+
 # name: (program, placeholder, value without the fault, value with it, position, message)
 CASES = {
     "zero-by-zero": (ONE_STAGE, "WORK", "abs(w)", "abs(w) + 0 / (w - w)", "4:37", "0 / 0 is undefined"),
@@ -72,6 +79,30 @@ CASES = {
                        "engine eng: execute: iteration cost -inf is not a finite value >= 0"),
     "cost-nan": (ENGINE, "COST", "0.01", "0 * (1 / (batch.tokens - batch.tokens))", "16:14",
                  "engine eng: execute: 0 * inf is undefined"),
+    # issue 13's last disagreements, each a rule of docs/language.md §4.1 / §4.3 now: serq_spec
+    # refused an integer exponent above 4096, serq_fast said `pow(10.0, 10000000000.0): math
+    # range error`; serq_fast's exp(1000) was inf, serq_spec's a 435-digit number; serq_fast's
+    # pow(0, -1) was `math domain error`, serq_spec's inf; a negative number to a non-integer
+    # power was `math domain error` in serq_fast; replaying, neither engine checked a draw's
+    # arguments (the live sample in `serq lockstep` did); a constant beyond the doubles was
+    # refused by serq_fast where loaded, by serq_spec not at all.
+    "pow-beyond-doubles": (ONE_STAGE, "WORK", "abs(w)", "abs(w) + pow(10, 1e10)", "4:37",
+                           "pow(10.0, 10000000000.0) is beyond the range of doubles (magnitudes up to "
+                           "about 1.8e308), where both engines keep a program's values"),
+    "exp-beyond-doubles": (ONE_STAGE, "WORK", "abs(w)", "abs(w) + exp(1000)", "4:37",
+                           "exp(1000.0) is beyond the range of doubles (magnitudes up to about 1.8e308), "
+                           "where both engines keep a program's values"),
+    "zero-to-a-negative-power": (ONE_STAGE, "WORK", "abs(w)", "abs(w) + pow(w - w, -1)", "4:37",
+                                 "work inf is not finite"),
+    "negative-to-a-fraction": (ONE_STAGE, "WORK", "abs(w)", "pow(w, 0.5)", "4:37",
+                               "pow(-0.954488049296, 0.5): a negative number to a non-integer power"),
+    "draw-infinite-argument": (DRAW, "MEAN", "abs(w)", "-1 / (w - w)", "4:37",
+                               "~exp(-inf): arguments outside what the draw can sample (the arguments must "
+                               "be finite)"),
+    "draw-negative-mean": (DRAW, "MEAN", "abs(w)", "w", "4:37", "~exp needs a mean >= 0, got -0.954488049296"),
+    "constant-beyond-doubles": (ONE_STAGE, "WORK", "abs(w)", "abs(w) * 1e-400 * 1e400", "4:37",
+                                "a constant of about 1e-400 is beyond the range of doubles (about 1e-308 to "
+                                "1e308), where both engines keep a program's values"),
     "cost-zero": (ENGINE, "COST", "0.01", "0.01 - 0.01", "16:14",
                   "engine eng: execute: an iteration with 16 tokens costs 0"),
 }
@@ -104,3 +135,20 @@ def test_an_error_without_a_position_names_serq(capsys):
     """A run-time error that has no program position starts with `serq: error:`, as an option's."""
     rc, err = serq(capsys, "run", MM1, "--arrivals", "1000", "--horizon", "1")
     assert rc == 2 and err == "serq: error: --arrivals 1000: not drained by the horizon 1\n", err
+
+
+def test_a_setting_beyond_the_doubles_is_refused_where_the_program_is_loaded(tmp_path, capsys):
+    """`--set service=1e400` on mm1.sq: serq_fast refused the constant where it loaded the
+    program, serq_spec ran until a live `~exp` draw failed (`serq lockstep`, `serq sample`) or
+    replayed a file without noticing (`serq spec`). Every command refuses it where the program is
+    loaded now, with one line (docs/language.md §4.1)."""
+    sessions = tmp_path / "mm1.json"
+    rc, err = serq(capsys, "sample", MM1, "--seed", "1", "--sessions", "3", "-o", sessions)
+    assert rc == 0, err
+    expected = (f"{MM1}:37:5: error: a constant of about 1e400 is beyond the range of doubles (about "
+                "1e-308 to 1e308), where both engines keep a program's values")
+    for argv in (["run", MM1, "--replay", sessions], ["run", MM1, "--arrivals", "3"],
+                 ["spec", MM1, "--sessions", sessions], ["lockstep", MM1, "--seed", "1", "--sessions", "3"],
+                 ["sample", MM1, "--seed", "1", "--sessions", "3", "-o", tmp_path / "x.json"]):
+        rc, err = serq(capsys, *argv, "--set", "service=1e400")
+        assert (rc, err.rstrip("\n")) == (2, expected), argv

@@ -42,6 +42,8 @@ class LiveSource:
     def __call__(self, dist: str, args: list, at=None) -> float:
         if dist == "det":
             v = args[0]
+            if not math.isfinite(v):
+                raise RunError(f"~det needs a finite value, got {v}")   # as draws.check_args
             if self.log is not None:
                 self.log.append(_exact_det(v))
             return v
@@ -72,6 +74,10 @@ class ListSource:
         self.what = what
 
     def __call__(self, dist: str, args: list, at=None) -> float:
+        try:   # the arguments are checked as a live draw checks them (docs/language.md §4.3)
+            draws.check_args(dist, args)
+        except draws.DrawError as exc:
+            raise RunError(str(exc)) from None
         if self.i >= len(self.values):
             where = f" at {at_text(at)}" if at else ""
             raise RunError(f"replay: {self.what} needs more draws than the sessions file holds{where}")

@@ -21,6 +21,7 @@ import os
 import time as _time
 from typing import Any
 
+from serq.exact import first_constant_beyond_doubles
 from serq.sessionsfile import unused_machine_draws
 from serq_fast import engine as E
 from serq_fast import fastforward as FF
@@ -43,6 +44,9 @@ class Sim(SessionInterpreter):
                  arrivals: int | None = None, replay: dict | None = None, states: Any = None,
                  records: list | None = None, progress: Any = None, max_steps: int | None = None,
                  lean_states: bool = False, check: bool | None = None) -> None:
+        beyond = first_constant_beyond_doubles(ir)   # refused where loaded, as serq_spec does
+        if beyond is not None:
+            raise RunError(*beyond)
         self.ir = ir
         self.seed = int(seed)
         self.horizon = float(horizon)

@@ -131,6 +131,7 @@ class Workload:
             session.cursors[ckey] = i + 1
             where = f"session {session.serial}'s {ckey} stream"
         if i < len(lst):
+            self._check_args(cfg, dist, args, at)   # a replayed draw's arguments too, as serq_fast's
             return lst[i]
         if not self.live:
             raise SessionsFileError(
@@ -141,6 +142,17 @@ class Workload:
         x = self._draw(cfg, dist, args, self.rng(*key), at)
         lst.append(x)
         return x
+
+    @staticmethod
+    def _check_args(cfg: Config, dist: str, args: list[Value], at: At) -> None:
+        """A replayed draw's arguments outside its law are the located error a live draw gives
+        (serq.draws.check_args; docs/language.md §4.3)."""
+        if dist == "det" and not isinstance(args[0], float):
+            return   # exact: any finite value
+        try:
+            live_draws.check_args(dist, live_draws.as_doubles(args))
+        except live_draws.DrawError as exc:
+            raise SpecError(str(exc), at, cfg.program.files) from None
 
     @staticmethod
     def _draw(cfg: Config, dist: str, args: list[Value], rng: Any, at: At) -> Fraction:

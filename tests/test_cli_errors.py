@@ -130,11 +130,11 @@ def test_sessions_file_that_is_a_folder_or_missing(tmp_path, capsys, command):
 def test_sessions_file_of_another_program(tmp_path, capsys, mm1_sessions):
     """Both engines say that the file does not fit the program; the fast engine (which said only
     `replay: session 0 (session stream) leaves 4 unused draw(s)`) names the file and the program it
-    was sampled from."""
+    was sampled from; both print the same line (issue 13)."""
     rc, _, err = run(capsys, "run", VLLM, "--replay", mm1_sessions)
-    assert rc == 2 and "does not fit the program: it was sampled from mm1.sq" in err, err
-    rc, _, err = run(capsys, "spec", VLLM, "--sessions", mm1_sessions)
-    assert rc == 2 and "does not fit the program" in err, err
+    assert rc == 2 and "does not fit the program: " in err and "(it was sampled from mm1.sq, not vllm.sq)" in err, err
+    rc, _, spec_err = run(capsys, "spec", VLLM, "--sessions", mm1_sessions)
+    assert rc == 2 and spec_err == err, spec_err
 
 
 def test_closed_loop_replayed_without_its_horizon(tmp_path, capsys):

@@ -131,6 +131,66 @@ def test_both_engines_print_one_located_line(tmp_path, capsys, name):
     assert printed == {command: expected for command in printed}, printed
 
 
+TURNS = """fn main() {
+  stage s : fifo(1);
+  workload { arrive poisson(1); init { set a = ~uniform(0, 1); INIT } turn { set c = ~uniform(0, 1); TURN } }
+  server { run s (WORK); }
+}
+"""
+
+# A sessions file that does not fit (docs/sessions.md): sampled from the program with the first
+# replacements, replayed on the one with the second. name: (sampled, replayed, expected line with
+# FILE for the replayed program's path). serq_fast said `replay: session 0 (session stream) leaves
+# 1 unused draw(s) (the sessions file … does not fit the program: …)` at a position, serq_spec
+# `serq: error: the sessions file does not fit the program: session 0 ended with …`; serq_fast
+# checked the init and turn streams when their block ended, serq_spec when the session ended; a
+# missing draw was worded differently again (`needs more draws than the sessions file holds`).
+SAMPLED = {"INIT": "set b = ~uniform(0, 1);", "TURN": "set d = ~uniform(0, 1);", "WORK": "a"}
+FIT_CASES = {
+    "unused-init-draw": (SAMPLED, dict(SAMPLED, INIT=""), "serq: error: the sessions file does not fit the "
+                         "program: session 0 ended with init stream: used 1 of 2 (it was sampled from ok.sq, "
+                         "not bad.sq)"),
+    "unused-turn-draw": (SAMPLED, dict(SAMPLED, TURN=""), "serq: error: the sessions file does not fit the "
+                         "program: session 0 ended with turn 1 stream: used 1 of 2 (it was sampled from ok.sq, "
+                         "not bad.sq)"),
+    # the turn's unused draw is found when the session ends, after the server's fault: the fault
+    "unused-turn-draw-then-a-fault": (SAMPLED, dict(SAMPLED, TURN="", WORK="a * 0 - 1"),
+                                      "FILE:4:12: error: negative work -1.0"),
+    "unused-session-draw": (dict(SAMPLED, WORK="a + ~uniform(0, 1)"), SAMPLED,
+                            "serq: error: the sessions file does not fit the program: session 0 ended with "
+                            "session stream: used 0 of 1 (it was sampled from ok.sq, not bad.sq)"),
+    "missing-init-draw": (dict(SAMPLED, INIT=""), SAMPLED, "FILE:3:64: error: the sessions file does not fit "
+                          "the program: session 0's init stream needs draw #2 (~uniform) but the file has "
+                          "only 1 (it was sampled from ok.sq, not bad.sq)"),
+    "missing-session-draw": (SAMPLED, dict(SAMPLED, WORK="a + ~uniform(0, 1)"), "FILE:4:12: error: the "
+                             "sessions file does not fit the program: session 0's session stream needs draw "
+                             "#1 (~uniform) but the file has only 0 (it was sampled from ok.sq, not bad.sq)"),
+}
+
+
+def filled(text: str, holes: dict) -> str:
+    for hole, value in holes.items():
+        text = text.replace(hole, value)
+    return text
+
+
+@pytest.mark.parametrize("name", sorted(FIT_CASES))
+def test_a_sessions_file_that_does_not_fit_is_one_line_in_both_engines(tmp_path, capsys, name):
+    sampled, replayed, expected = FIT_CASES[name]
+    ok, bad, sessions = tmp_path / "ok.sq", tmp_path / "bad.sq", tmp_path / "ok.json"
+    ok.write_text(filled(TURNS, sampled))
+    bad.write_text(filled(TURNS, replayed))
+    rc, err = serq(capsys, "sample", ok, "--seed", "1", "--sessions", "3", "-o", sessions)
+    assert rc == 0, err
+    printed = {}
+    for argv in (["run", bad, "--replay", sessions], ["spec", bad, "--sessions", sessions]):
+        rc, err = serq(capsys, *argv)
+        assert rc == 2, (argv[0], err)
+        printed[argv[0]] = err.rstrip("\n")
+    line = expected.replace("FILE", str(bad))
+    assert printed == {"run": line, "spec": line}, printed
+
+
 def test_an_error_without_a_position_names_serq(capsys):
     """A run-time error that has no program position starts with `serq: error:`, as an option's."""
     rc, err = serq(capsys, "run", MM1, "--arrivals", "1000", "--horizon", "1")

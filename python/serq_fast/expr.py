@@ -49,6 +49,10 @@ class RunError(Exception):
         return SerqError.at_ir(self.message, self.at, files)
 
 
+#: The position of a RunError that has none by nature (it is about the sessions file, not a
+#: statement): `located` keeps it, and the commands print `serq: error: …`, as serq_spec does.
+NOWHERE: tuple = ()
+
 _POSITION = re.compile(r" at (?:(\d+):(\d+):(\d+)\b|\?$)")  # `at ?`: at_text of no position
 
 

@@ -61,6 +61,20 @@ DRAW = """fn main() {
 }
 """
 
+INDEX = """fn main() {
+  stage s[2] : fifo(1);
+  workload { arrive poisson(1); }
+  server { set w = ~uniform(0, 2); run s[INDEX] (1); }
+}
+"""
+
+PS = """fn main() {
+  stage s : ps(CAPACITY);
+  workload { arrive poisson(1); }
+  server { run s (1); }
+}
+"""
+
 # name: (program, placeholder, value without the fault, value with it, position, message)
 CASES = {
     "zero-by-zero": (ONE_STAGE, "WORK", "abs(w)", "abs(w) + 0 / (w - w)", "4:37", "0 / 0 is undefined"),
@@ -103,6 +117,13 @@ CASES = {
     "constant-beyond-doubles": (ONE_STAGE, "WORK", "abs(w)", "abs(w) * 1e-400 * 1e400", "4:37",
                                 "a constant of about 1e-400 is beyond the range of doubles (about 1e-308 to "
                                 "1e308), where both engines keep a program's values"),
+    # found comparing the raise sites: serq_fast said `stage index 2 out of range 0..1`, `stage index
+    # 0.69… is not an integer` and `capacity 0.0 is not positive`, serq_spec `index 2 out of range
+    # 0..1`, `index 21781498973/31250000000 out of range 0..1` and `… got 0`
+    "index-out-of-range": (INDEX, "INDEX", "floor(w)", "floor(w) + 1", "4:36", "index 2.0 is not a whole number in 0..1"),
+    "index-not-whole": (INDEX, "INDEX", "floor(w)", "w", "4:36", "index 0.697007967136 is not a whole number in 0..1"),
+    "ps-capacity": (PS, "CAPACITY", "present", "present - 1", "2:16",
+                    "ps stage s: capacity must be positive and finite, got 0.0"),
     "cost-zero": (ENGINE, "COST", "0.01", "0.01 - 0.01", "16:14",
                   "engine eng: execute: an iteration with 16 tokens costs 0"),
 }

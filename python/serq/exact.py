@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
+from .errors import number_text
 from .wire import INF, Value, is_decimal, is_inf, parse_decimal
 
 MAX_BITS = 4096  # larger numerators/denominators are not folded
@@ -283,6 +284,12 @@ def function_beyond_doubles(call: str) -> str:
 def negative_to_fraction(call: str) -> str:
     """The error for `pow` of a negative number to a non-integer power (CALL as above)."""
     return f"{call}: a negative number to a non-integer power"
+
+
+def index_not_in_range(index: Value, count: int) -> str:
+    """The error for an array index (of a stage or pool array of COUNT) that is not a whole number
+    from 0 to COUNT − 1, in both engines' words (the index as `number_text` shows it)."""
+    return f"index {number_text(index)} is not a whole number in 0..{count - 1}"
 
 
 def first_constant_beyond_doubles(ir: dict) -> tuple[str, object] | None:

@@ -18,7 +18,8 @@ import re
 from fractions import Fraction
 from typing import Any, Callable
 
-from serq.exact import beyond_doubles, constant_beyond_doubles, function_beyond_doubles, negative_to_fraction
+from serq.exact import (beyond_doubles, constant_beyond_doubles, function_beyond_doubles, index_not_in_range,
+                        negative_to_fraction)
 
 INF = math.inf
 
@@ -334,12 +335,9 @@ def compile_ref(ref: dict, sim: Any, what: str) -> Callable[[Ctx], int]:
 
     def resolve(cx: Ctx) -> int:
         x = idx(cx)
-        if x != int(x) if not math.isinf(x) else True:
-            raise RunError(f"{what} index {x} is not an integer")
-        i = int(x)
-        if not 0 <= i < count:
-            raise RunError(f"{what} index {i} out of range 0..{count - 1}")
-        return base + i
+        if math.isinf(x) or x != int(x) or not 0 <= x < count:   # serq_spec's words (serq.exact)
+            raise RunError(index_not_in_range(x, count))
+        return base + int(x)
 
     return resolve
 

@@ -75,6 +75,17 @@ PS = """fn main() {
 }
 """
 
+# the engine with a cost of 0.01, its requests' prompt the placeholder
+PROMPT = ENGINE.replace("COST", "0.01").replace("server { eng (20, 3); }",
+                                        "server { set w = ~uniform(0, 1); eng (PROMPT, 3); }")
+
+RENEWAL = """fn main() {
+  stage s : fifo(1);
+  workload { arrive renewal(GAP); }
+  server { run s (1); }
+}
+"""
+
 # name: (program, placeholder, value without the fault, value with it, position, message)
 CASES = {
     "zero-by-zero": (ONE_STAGE, "WORK", "abs(w)", "abs(w) + 0 / (w - w)", "4:37", "0 / 0 is undefined"),
@@ -124,6 +135,9 @@ CASES = {
     "index-not-whole": (INDEX, "INDEX", "floor(w)", "w", "4:36", "index 0.697007967136 is not a whole number in 0..1"),
     "ps-capacity": (PS, "CAPACITY", "present", "present - 1", "2:16",
                     "ps stage s: capacity must be positive and finite, got 0.0"),
+    # serq_fast printed the tokens to 6 digits (`20.001`), serq_spec as a double
+    "work-not-whole": (PROMPT, "PROMPT", "20", "20 + w * 0 + 1 / 1024", "20:36",
+                       "engine eng: run work must be a whole number of tokens, got 20.0009765625"),
     "cost-zero": (ENGINE, "COST", "0.01", "0.01 - 0.01", "16:14",
                   "engine eng: execute: an iteration with 16 tokens costs 0"),
 }
@@ -232,4 +246,17 @@ def test_a_setting_beyond_the_doubles_is_refused_where_the_program_is_loaded(tmp
                  ["spec", MM1, "--sessions", sessions], ["lockstep", MM1, "--seed", "1", "--sessions", "3"],
                  ["sample", MM1, "--seed", "1", "--sessions", "3", "-o", tmp_path / "x.json"]):
         rc, err = serq(capsys, *argv, "--set", "service=1e400")
+        assert (rc, err.rstrip("\n")) == (2, expected), argv
+
+
+def test_a_renewal_gap_that_is_not_positive_is_one_line(tmp_path, capsys):
+    """A renewal gap is drawn live only (a replay takes the arrival times from the file): serq
+    run said `got 0.0`, serq sample and serq lockstep (serq_spec sampling) `got 0`."""
+    bad = tmp_path / "bad.sq"
+    bad.write_text(RENEWAL.replace("GAP", "~uniform(0, 1) * 0"))
+    expected = (f"{bad}:3:29: error: `arrive renewal(…)`: a renewal gap must be positive and finite, "
+                "got 0.0")
+    for argv in (["run", bad, "--arrivals", "3"], ["lockstep", bad, "--seed", "1", "--sessions", "3"],
+                 ["sample", bad, "--seed", "1", "--sessions", "3", "-o", tmp_path / "x.json"]):
+        rc, err = serq(capsys, *argv)
         assert (rc, err.rstrip("\n")) == (2, expected), argv

@@ -471,7 +471,7 @@ class SessionInterpreter:
         if w != w or math.isinf(w):
             raise RunError(f"work {w} is not finite at {at_text(st[-1])}")
         if stage.kind == "step" and w != math.floor(w):
-            raise RunError(f"engine {stage.name}: run work must be a whole number of tokens, got {w:g} "
+            raise RunError(f"engine {stage.name}: run work must be a whole number of tokens, got {w!r} "
                            f"at {at_text(st[-1])}")
         growing = st[4]
         stage.submit(s, w, mode, growing)

@@ -74,7 +74,7 @@ def _bad_work(stage, w: float, where: str) -> None:
         raise RunError(f"negative work {w} at {where}")
     if w != w or math.isinf(w):
         raise RunError(f"work {w} is not finite at {where}")
-    raise RunError(f"engine {stage.name}: run work must be a whole number of tokens, got {w:g} "
+    raise RunError(f"engine {stage.name}: run work must be a whole number of tokens, got {w!r} "
                    f"at {where}")
 
 

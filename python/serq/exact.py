@@ -3,6 +3,9 @@
 Each operation returns a value, or raises `NaNError` (0/0, inf - inf, 0 * inf, sqrt(-1), …) or
 `Inexact` (the result is irrational, e.g. sqrt(2), or too large to keep exactly); the linker turns
 the first into a located error and keeps the second as an unfolded expression.
+
+Both engines use it too: serq_spec for the ±inf rules of `+ − · /`, both for the doubles' range
+(the end of this module: the one rule and the one wording of a value neither can keep alike).
 """
 
 from __future__ import annotations

@@ -286,9 +286,9 @@ def test_oracle_vllm_scenario_that_is_not_text(tmp_path, capsys):
 # -- numbers the front-end takes exactly but floats cannot hold --------------------------------------
 
 @pytest.mark.parametrize("argv, needle", [
-    (["run", MM1, "--set", "lambda=1e-400", "--horizon", "10"], "the rate of `arrive poisson` of about 1e-400 is beyond"),
+    (["run", MM1, "--set", "lambda=1e-400", "--horizon", "10"], "`arrive poisson(…)`: the rate: a constant of about 1e-400 is beyond"),
     (["run", MM1, "--set", "service=1e400", "--horizon", "10"], "mm1.sq:37:5: error: a constant of about 1e400 is beyond"),
-    (["sample", MM1, "--set", "lambda=1e-400", "--seed", "1", "--sessions", "2"], "the rate of `arrive poisson`"),
+    (["sample", MM1, "--set", "lambda=1e-400", "--seed", "1", "--sessions", "2"], "`arrive poisson(…)`: the rate: a constant"),
     (["sample", MM1, "--set", "service=1e400", "--seed", "1", "--sessions", "2"], "mm1.sq:37:5: error: a constant"),
     (["lockstep", MM1, "--set", "service=1e400", "--sessions", "2"], "mm1.sq:37:5: error: a constant"),
 ])

@@ -323,11 +323,14 @@ def first_constant_beyond_doubles(ir: dict) -> tuple[str, object] | None:
     found = walk(ir, None)
     if found:
         return found
-    # the declarations' plain values, which have no position: pool sizes, the arrival rate
-    named = [(p.get(f), f"the {f} of pool {p.get('name')}") for p in ir.get("pools", []) for f in ("cap", "block")]
+    # the declarations' plain values: pool sizes (no position), the arrival rate (at the
+    # arrival's position when the IR gives one), in serq_fast's words for the rate
+    named = [(p.get(f), f"the {f} of pool {p.get('name')}", None) for p in ir.get("pools", []) for f in ("cap", "block")]
     arrival = (ir.get("workload") or {}).get("arrival") or {}
-    named.append((arrival.get("rate"), f"the rate of `arrive {arrival.get('kind')}`"))
-    for text, what in named:
+    named.append((arrival.get("rate"), None, arrival.get("at")))
+    for text, what, at in named:
         if isinstance(text, str) and text not in ("inf", "-inf") and beyond_doubles(Fraction(text)):
-            return constant_beyond_doubles(Fraction(text), what), None
+            if what is None:
+                return f"`arrive {arrival.get('kind')}(…)`: the rate: " + constant_beyond_doubles(Fraction(text)), at
+            return constant_beyond_doubles(Fraction(text), what), at
     return None

@@ -1566,7 +1566,7 @@ class Linker:
         moment when the scope ends (0 = no lease, inf = until `release P` or the session's end).
         The key is present only on a hold with the clause, so other programs' IR is unchanged."""
         ref = self.ref(node.ref, "pool", c)
-        if not any(r["base"] == ref["base"] for r in refs):
+        if not any(r["base"] == ref["base"] and r.get("index") == ref.get("index") for r in refs):
             raise self.err(node.ref.pos, "`lease P (…)` names a pool the hold does not take; lease one of its pools")
         pool = self.pools[ref["base"]]
         name = pool["name"].split("[")[0]

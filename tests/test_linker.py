@@ -457,7 +457,6 @@ UNSUPPORTED = {
     "price": server("set x = @@price(cpu, 1, 2);"),
     ".pull": server("P.@@pull(1);"),
     "step": edit("stage cpu : fifo(1);", "stage cpu : @@step { budget 1; }"),
-    "admit via": edit("pool live { cap 20; }", "pool live { cap 20; admit @@via cpu; }"),
     "several stages": server("@@run cpu, cpu (1);"),
     "queue pools": server("hold @@P.kv (1) { run cpu (1); }"),
     "queue values": server("set x = @@D.first_token;"),

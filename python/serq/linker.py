@@ -224,6 +224,7 @@ class Linker:
         self.stage_names: dict[str, tuple] = {}  # name -> (base, count, kind, pos)
         self.devices: dict[str, dict] = {}           # a device array's members as `gpu[0]`, `gpu[1]`, …
         self.device_arrays: dict[str, int] = {}      # device array name -> its size
+        self.admit_via: list[tuple] = []            # (pool index, `admit via E` node), resolved after `main`
         self.engine_arrays: dict[str, list] = {}     # engine array name -> its members' names, `E[0]` …
         self.engines: dict[str, EngineInfo] = {}
         self.blocks: list[Any] = []
@@ -438,6 +439,8 @@ class Linker:
                 self.collect(self.header, it, it.pos[0], True, name=getattr(it, "name", None) if k != "use" else None)
             else:
                 self.collect(handlers[k], it, name=getattr(it, "name", None) if k not in ("workload", "server", "prefix") else None)
+        for pool, o in self.admit_via:
+            self.collect(self.resolve_admit_via, pool, o)
         for eng in self.engines.values():
             if eng.name.split("[")[0] not in self.failed:
                 self.collect(self.engine_taking, eng, name=eng.name)
@@ -537,11 +540,13 @@ class Linker:
                                about=owner)
             cap = owned[0][0]
         seen: dict[str, tuple] = {}
+        admit_via = None
         opts = {"block": None, "evict": {"kind": "lru"}, "preempt": {"kind": "none"}, "queue": {"kind": "fifo"},
                 "reserve_held": False, "share": None}
         for o in p.opts:
             key = {"p_cap": "cap", "p_block": "block", "p_evict": "evict", "p_preempt": "preempt",
-                   "p_queue": "queue", "p_reserve_held": "reserve held", "p_share": "share"}[o.kind]
+                   "p_queue": "queue", "p_reserve_held": "reserve held", "p_share": "share",
+                   "p_admit_via": "admit via"}[o.kind]
             if key in seen:
                 raise self.err(o.pos, f"pool option `{key}` given twice (first at {self.where(seen[key])})")
             seen[key] = o.pos
@@ -580,6 +585,15 @@ class Linker:
                 opts["reserve_held"] = True
             elif o.kind == "p_share":
                 opts["share"] = "content"
+            elif o.kind == "p_admit_via":
+                # K's `admit via E` (§16): the pool is admitted by engine E, as `pool P on E` is
+                if p.dim is not None:
+                    raise self.err(o.pos, f"`admit via` on the pool array `{p.name}`: put one pool on each member "
+                                          f"of an engine array instead (`pool {p.name}[N] on E[j]`, §6.1)")
+                if p.owner in self.engines or p.owner in self.engine_arrays:
+                    raise self.err(o.pos, f"pool `{p.name}` on engine `{p.owner}` is admitted by it already; "
+                                          "drop `admit via`")
+                admit_via = o
         if cap is None:
             raise self.err(p.pos, f"pool `{p.name}` has no capacity: write `cap …;` or declare it `on` a device or engine")
         owned = owned or [(cap, None)] * (count or 1)
@@ -595,6 +609,18 @@ class Linker:
                                "reserve_held": opts["reserve_held"], "admitted_by": admitted_by,
                                "share": opts["share"]})
         self.pool_names[p.name] = (base, len(owned), p.pos, p.dim is not None)
+        if admit_via is not None:
+            # resolved at the end of `main`: in K the engine names this pool as its memory, so
+            # it may be declared below it
+            self.admit_via.append((base, admit_via))
+
+    def resolve_admit_via(self, pool: int, o: Node) -> None:
+        """`admit via E;` (§16): E must be an engine; the pool is admitted by it."""
+        ref = self.ref(o.ref, "stage", Ctx("const", "the engine of `admit via`", defs=self.defs))
+        if self.stage_kind(ref) != "step":
+            raise self.err(o.ref.pos, f"`admit via {o.ref.name}`: `{o.ref.name}` is not an engine; only an engine "
+                                      "admits a pool (declare `engine NAME on DEVICE { … }`)")
+        self.pools[pool]["admitted_by"] = ref["base"] + (int(val(ref["index"])) if ref["index"] is not None else 0)
 
     def owner_cap(self, p: Node, kind: str, owner: str, caps: dict):
         """The capacity a pool `on OWNER` takes: the owner's capacity of the pool's name (§6)."""

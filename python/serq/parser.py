@@ -44,7 +44,6 @@ UNSUPPORTED = {
     "transfer": "`transfer` (moving KV between pools, P/D disaggregation) is not supported yet",
     "spill": "`spill` (offloading evicted cache to another tier) is not supported yet",
     "step": "the K-dialect stage kind `step { … }` is not supported yet; declare an `engine NAME on DEVICE { … }`",
-    "via": "the K-dialect `admit via STAGE` is not supported yet; write `pool NAME on ENGINE { … }`",
 }
 # `share` is a keyword of the grammar (`share content;`, docs/content.md); its other uses are not.
 SHARE_UNSUPPORTED = "`share maxmin | bottleneck` (multi-stage flows) is not supported yet"
@@ -651,6 +650,9 @@ class _ToAst(Transformer_NonRecursive):
 
     def p_share_content(self, meta, ch):
         return Node("p_share", self.p(meta))
+
+    def p_admit_via(self, meta, ch):
+        return Node("p_admit_via", self.p(meta), ref=ch[0])
 
     def prefix_decl(self, meta, ch):
         return Node("prefix", self.p(meta), name=None, key=ch[0], length=ch[1], after=ch[2])

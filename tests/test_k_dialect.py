@@ -8,6 +8,7 @@ import pytest
 
 from serq.errors import SerqError
 from serq.frontend import compile_source
+from test_ir import strip_at   # the IR without source positions (the two texts differ in layout)
 
 K = """\
 fn main() {
@@ -30,19 +31,10 @@ S = K.replace("    tokens cap 32;", "    slots cap 2;\n    tokens cap 32;").repl
     "pool slots { cap 2; admit via eng; }", "pool slots on eng { }")
 
 
-def strip_positions(o):
-    """The IR without source positions (the two texts differ in line layout)."""
-    if isinstance(o, dict):
-        return {k: strip_positions(v) for k, v in o.items() if k != "at"}
-    if isinstance(o, list):
-        return [strip_positions(x) for x in o]
-    return o
-
-
 def test_admit_via_is_a_pool_on_the_engine():
     k, s = compile_source(K, "t.sq", {}), compile_source(S, "t.sq", {})
     assert [(p["name"], p["cap"], p["admitted_by"]) for p in k["pools"]] == [("kv", "64", None), ("slots", "2", 0)]
-    assert strip_positions(k) == strip_positions(s)
+    assert strip_at(k) == strip_at(s)
 
 
 def test_admit_via_an_engine_declared_below_the_pool():

@@ -161,3 +161,18 @@ def test_a_single_engine_on_one_member_of_a_device_array():
     ir = compile_source(one, "t.sq", {})
     assert [(p["name"], p["admitted_by"]) for p in ir["pools"]] == [("kv[0]", None), ("kv[1]", None), ("reqs", 0)]
     assert ir["stages"][0]["memory"] == 1
+
+
+def test_a_claim_watches_one_member():
+    text = BASE.replace("  workload {", "  claim small : every iteration of eng[1] (batch.tokens <= 32);\n  workload {")
+    assert compile_source(text, "t.sq", {})["claims"][0]["stage"] == 1
+    for index, message in (("serial", "`serial` is a session attribute; a constant cannot read it"),
+                           ("sqrt(2) - 1", "the member of an engine array a claim watches must be a constant index")):
+        e = err(BASE.replace("  workload {", f"  claim small : every iteration of eng[{index}] (batch.tokens <= 32);\n"
+                                              "  workload {"))
+        assert message in e.message, e.message
+
+
+def test_an_aggregate_in_a_member_body_may_not_reuse_the_member_index():
+    e = err(BASE.replace("execute (t(batch.tokens));", "execute (t(batch.tokens) + 0 * max j in 2 (j));"))
+    assert "`j` is the member index of engine array `eng`" in e.message, e.message

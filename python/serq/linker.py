@@ -809,7 +809,7 @@ class Linker:
         for n in walk(e.items):
             names = [p for p, _ in n.f.get("params") or []] if n.kind == "request" else []
             names += [b[0] for b in n.f.get("bindings") or [] if isinstance(b, tuple)]
-            if n.kind != "ref" and n.f.get("name") == var or var in names:
+            if n.kind != "ref" and n.f.get("name") == var or n.f.get("var") == var or var in names:
                 raise self.err(n.pos, f"`{var}` is the member index of engine array `{e.name}` (`on {e.device}[{var}]`); "
                                       "choose another name for it or for this")
 

@@ -21,7 +21,7 @@ from typing import Any, Callable
 from . import exact
 from .ast import Node, walk
 from .draws import ARITY
-from .errors import SerqError
+from .errors import SerqError, location_text
 from .parser import Source, decode_source
 from .wire import INF, value_from_wire, value_to_wire
 
@@ -291,7 +291,7 @@ class Linker:
     def where(self, pos: tuple) -> str:
         """`FILE:LINE:COL` of a position, for messages that point at a second place."""
         fid, line, col = pos
-        return f"{self.sources[fid].name}:{line}:{col}"
+        return location_text(self.sources[fid].name, line, col)
 
     def at(self, pos: tuple, s: SCtx | None = None) -> list:
         """The `at` triple of a statement: the call site when it comes from a macro or an engine call."""

@@ -4,7 +4,11 @@ serq_spec's `stages.estimate_start` / `estimate_service` and `expr.est_lambda` �
 
 Only a stage the program reads them of (IR `"estimates": true`) keeps them. A float mean of this
 kind forgets an old rounding error by 1 − 1/100 per sample, so its error stays near 100 ulp
-however long the run (docs/fast.md)."""
+however long the run (docs/fast.md).
+
+serq_spec counterpart: `serq_spec/config.py` (`Estimates`), `serq_spec/stages.py` (`ewma`,
+`estimate_start`, `estimate_service`) and `serq_spec/expr.py` (`est_lambda` … `price`).
+"""
 
 from __future__ import annotations
 

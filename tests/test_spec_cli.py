@@ -197,7 +197,7 @@ def test_batch_count_must_match(tmp_path, capsys, monkeypatch):
     assert rc == 2 and "batch(2)" in err
 
 
-@pytest.mark.parametrize("expr, named", [({"k": "obs", "f": "est_rho", "args": []}, "observable est_rho()"),
+@pytest.mark.parametrize("expr, named", [({"k": "obs", "f": "est_mean", "args": []}, "observable est_mean()"),
                                          ({"k": "ctx", "name": "est_gap"}, "context variable est_gap")])
 def test_unsupported_binding_of_a_hold_is_refused_at_load(expr, named):
     """An `at admission` binding is an expression of its hold like the units: what the spec does

@@ -195,6 +195,17 @@ structure Iteration where
 
 /-- config.py `StageState`. `finish` and `tags` are association lists in insertion order (the
 order of Python's dicts). -/
+/-- config.py `Estimates`: the online estimates of a stage the program reads them of
+(docs/spec.md "Online estimates"); `none` = no sample yet. `joined`: the join time of each fifo
+job still waiting (an insertion-ordered association list, as a Python dict). -/
+structure Estimates where
+  last : Option Rat := none
+  gap : Option Rat := none
+  service : Option Rat := none
+  wait : Option Rat := none
+  joined : List (Nat × Rat) := []
+  deriving Inhabited
+
 structure StageState where
   kind : String
   jobs : List Job := []
@@ -211,6 +222,8 @@ structure StageState where
   pending : List Nat := []
   /-- step, `lag 1`: the ends the next `ends` event applies -/
   due : List Nat := []
+  /-- fifo/ps/delay whose estimates the program reads (config.py `StageState.est`) -/
+  est : Option Estimates := none
   deriving Inhabited
 
 /-- config.py `Counters`. -/

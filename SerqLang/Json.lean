@@ -144,6 +144,11 @@ def Assign.toJson (a : Assign) : CJ :=
 def Iteration.toJson (it : Iteration) : CJ :=
   .obj [("end", ratJ it.«end»), ("seq", .nat it.seq), ("assign", .arr (it.assign.map Assign.toJson))]
 
+/-- config.py `Estimates.to_json`. -/
+def Estimates.toJson (e : Estimates) : CJ :=
+  .obj [("last", CJ.opt ratJ e.last), ("gap", CJ.opt ratJ e.gap), ("service", CJ.opt ratJ e.service),
+        ("wait", CJ.opt ratJ e.wait), ("joined", .arr (e.joined.map fun (n, t) => CJ.arr [.nat n, ratJ t]))]
+
 def StageState.toJson (s : StageState) : CJ :=
   .obj ([("kind", .str s.kind), ("jobs", .arr (s.jobs.map Job.toJson)),
         ("waiting", .arr (s.waiting.map Job.toJson)),
@@ -155,7 +160,11 @@ def StageState.toJson (s : StageState) : CJ :=
         -- async scheduling's lists only while in use (config.py): a program without `lag 1`
         -- serialises as before
         (if s.pending.isEmpty && s.due.isEmpty then []
-         else [("pending", CJ.nats s.pending), ("due", CJ.nats s.due)]))
+         else [("pending", CJ.nats s.pending), ("due", CJ.nats s.due)]) ++
+        -- only on a stage whose estimates are read (config.py)
+        (match s.est with
+         | none => []
+         | some e => [("est", e.toJson)]))
 
 def Counters.toJson (c : Counters) : CJ :=
   .obj [("next_seq", .nat c.nextSeq), ("next_adm", .nat c.nextAdm), ("next_rel", .nat c.nextRel),
@@ -470,6 +479,14 @@ def timed (j : Json) : Res (Nat × Rat) := do
   | [s, t] => return ((← nat s), (← rat t))
   | _ => throw "expected [serial, time]"
 
+def estimates (j : Json) : Res Estimates := do
+  return {
+    last := ← fieldOpt j "last" rat
+    gap := ← fieldOpt j "gap" rat
+    service := ← fieldOpt j "service" rat
+    wait := ← fieldOpt j "wait" rat
+    joined := ← field j "joined" (list timed) }
+
 def stage (j : Json) : Res StageState := do
   return {
     kind := ← field j "kind" str
@@ -484,7 +501,8 @@ def stage (j : Json) : Res StageState := do
     registers := ← field j "registers" (list value)
     nextStart := ← field j "next_start" nat
     pending := (← fieldOpt j "pending" (list nat)).getD []
-    due := (← fieldOpt j "due" (list nat)).getD [] }
+    due := (← fieldOpt j "due" (list nat)).getD []
+    est := ← fieldOpt j "est" estimates }
 
 def counters (j : Json) : Res Counters := do
   return {

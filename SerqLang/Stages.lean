@@ -23,6 +23,29 @@ def dictDel (serial : Nat) (d : List (Nat × Rat)) : List (Nat × Rat) := d.filt
 /-- A job's work as a rational time (non-step stages). -/
 def jobTime (j : Job) : Rat := workLeft j
 
+/-! ## The online estimates (stages.py; docs/spec.md "Online estimates") -/
+
+/-- stages.py `EWMA_WEIGHT`. -/
+def ewmaWeight : Rat := 1 / 100
+
+/-- stages.py `ewma`: the first sample whole, then mean + (x − mean)/100. -/
+def ewma (mean : Option Rat) (x : Rat) : Rat :=
+  match mean with
+  | none => x
+  | some m => m + ewmaWeight * (x - m)
+
+/-- stages.py `estimate_start`: a job joins the stage: a gap sample (from the latest start, if
+any) and a service sample, its work. -/
+def estimateStart (e : Estimates) (now : Rat) (job : Job) : Estimates :=
+  let gap := match e.last with
+    | some l => some (ewma e.gap (now - l))
+    | none => e.gap
+  { e with gap, last := some now, service := some (ewma e.service (jobTime job)) }
+
+/-- stages.py `estimate_service`: a job enters service: a wait sample. -/
+def estimateService (e : Estimates) (joined now : Rat) : Estimates :=
+  { e with wait := some (ewma e.wait (now - joined)) }
+
 /-- stages.py `add_resident`: residents ordered by their owner's latest admission number. -/
 def addResident (e : Nat) (job : Job) : M Unit := do
   let st ← stage e
@@ -46,7 +69,9 @@ def beginFifoService (s : Nat) (job : Job) : M Unit := do
   let now := (← getCfg).now
   let fin := now + jobTime job
   let st ← stage s
-  setStage s { st with jobs := st.jobs ++ [job], finish := dictSet job.serial fin st.finish }
+  let est := st.est.map fun e =>
+    estimateService { e with joined := dictDel job.serial e.joined } ((List.lookup job.serial e.joined).getD now) now
+  setStage s { st with jobs := st.jobs ++ [job], finish := dictSet job.serial fin st.finish, est }
   let (cfg, _) ← liftRes (scheduleEvent (← getCfg) fin "finish" (.stageSerial s job.serial))
   setCfg cfg
 
@@ -56,19 +81,23 @@ def startJob (job : Job) : M Unit := do
   let st ← stage s
   let d ← stageDecl s
   let job := { job with startOrder := st.nextStart }
-  let st := { st with nextStart := st.nextStart + 1 }
-  setStage s st
   let now := (← getCfg).now
+  let st := { st with nextStart := st.nextStart + 1, est := st.est.map (estimateStart · now job) }
+  setStage s st
   match d.kind with
   | .delay =>
+    let st := { st with est := st.est.map (estimateService · now now) }
     let fin := now + jobTime job
     setStage s { st with jobs := st.jobs ++ [job], finish := dictSet job.serial fin st.finish }
     let (cfg, _) ← liftRes (scheduleEvent (← getCfg) fin "finish" (.stageSerial s job.serial))
     setCfg cfg
   | .fifo servers =>
+    let st := { st with est := st.est.map fun e => { e with joined := dictSet job.serial now e.joined } }
+    setStage s st
     if st.jobs.length < servers then beginFifoService s job
     else setStage s { st with waiting := st.waiting ++ [job] }
   | .ps _ =>
+    setStage s { st with est := st.est.map (estimateService · now now) }
     advanceVirtualClock s
     let st ← stage s
     setStage s { st with jobs := st.jobs ++ [job], tags := dictSet job.serial (st.v + jobTime job) st.tags,
@@ -123,7 +152,9 @@ def withdrawJob (job : Job) : M Unit := do
   let st ← stage s
   if st.kind == "fifo" then
     if st.waiting.any (·.serial == job.serial) then
-      setStage s { st with waiting := removeJob job.serial st.waiting }
+      -- it never entered service: no wait sample
+      setStage s { st with waiting := removeJob job.serial st.waiting,
+                           est := st.est.map fun e => { e with joined := dictDel job.serial e.joined } }
     else
       let st := { st with jobs := removeJob job.serial st.jobs, finish := dictDel job.serial st.finish }
       setStage s st

@@ -243,6 +243,10 @@ def stageJson (i : Nat) : M CJ := do
   let cfg ← getCfg
   let d ← stageDecl i
   let st ← stage i
+  -- the online estimates, only on a stage whose estimates are read (trace.py `stage_json`)
+  let estKey : List (String × CJ) := match st.est with
+    | none => []
+    | some e => [("est", .arr [CJ.opt ratJ e.last, CJ.opt ratJ e.gap, CJ.opt ratJ e.service, CJ.opt ratJ e.wait])]
   let base : List (String × CJ) := [("name", .str d.name), ("kind", .str st.kind)]
   match d.kind with
   | .step sd =>
@@ -272,16 +276,16 @@ def stageJson (i : Nat) : M CJ := do
     return .obj (base ++ [
       ("waiting", .arr (st.waiting.map fun j => CJ.arr [.nat j.serial, j.left.toJson])),
       ("active", .arr (st.jobs.map fun j =>
-        CJ.arr [.nat j.serial, ratJ ((List.lookup j.serial st.finish).getD 0)]))])
+        CJ.arr [.nat j.serial, ratJ ((List.lookup j.serial st.finish).getD 0)]))] ++ estKey)
   | .delay =>
     return .obj (base ++ [("active", .arr (st.jobs.map fun j =>
-        CJ.arr [.nat j.serial, ratJ ((List.lookup j.serial st.finish).getD 0)]))])
+        CJ.arr [.nat j.serial, ratJ ((List.lookup j.serial st.finish).getD 0)]))] ++ estKey)
   | .ps _ =>
     let mut v := st.v
     if !st.jobs.isEmpty && decide (cfg.now > st.tLast) then
       v := v + (← psLineRate i) * (cfg.now - st.tLast)
     return .obj (base ++ [("active", .arr (st.jobs.map fun j =>
-        CJ.arr [.nat j.serial, ratJ ((List.lookup j.serial st.tags).getD v - v)]))])
+        CJ.arr [.nat j.serial, ratJ ((List.lookup j.serial st.tags).getD v - v)]))] ++ estKey)
 
 /-- trace.py `records_json` (`rejected` present only when non-empty, docs/state.md RECORDS). -/
 def recordsJson (r : Records) : CJ :=

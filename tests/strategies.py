@@ -363,3 +363,53 @@ def scope_programs(draw) -> Case:
         runa=_engine_run("a", draw(st.sampled_from(["1 + serial", "5", "0", str(maxtok)])), draw(st.booleans())),
         runb=_engine_run("b", draw(st.sampled_from(["2", "3 + serial", str(maxtok)])), draw(st.booleans())))
     return Case(text=text, sessions=sessions, seed=draw(st.integers(0, 2 ** 16)))
+
+
+ESTIMATES = """\
+fn main() {{
+  stage gate : delay;
+  stage rep[2] : {kind};
+  pool mem {{ cap 4; block 1; evict by ({evict}); }}
+  gauge g_load = est_rho(rep[0]);
+  gauge g_price = price(rep[1], 1, 1);
+  workload {{
+    arrive {arrival};
+    session {{ run gate ({gap} * serial); turn; turn; turn; }}
+  }}
+  server {{
+    choose k in 2 by ({key});
+    hold mem ({units}) {{
+      set c = cached;
+      run rep[k] ({work} + (c > 0 ? 0 : 1/2));
+    }} cache (2);
+    observe lam = est_lambda(rep[k]);
+    observe rho = est_rho(rep[k]);
+    observe w = est_wait(rep[k]);
+    observe p = price(rep[k], {hit}, {ds});
+    branch (est_rho(rep[0]) > {thr}) {{ run gate (1/4); }}
+  }}
+}}
+"""
+
+
+@st.composite
+def estimator_programs(draw) -> Case:
+    """The online estimators (docs/language.md §4.4) read where a scheduler reads them: a choose
+    key, an eviction key, a hold header, gauges, observations and a branch; a separate strategy,
+    so the draws of the others stay as they were."""
+    sessions = draw(st.integers(1, 6))
+    hit, ds = draw(st.sampled_from([("1", "2"), ("c", "1"), ("0", "3/2")]))
+    text = ESTIMATES.format(
+        # no estimate feeds a time (a run's work, a ps capacity): in the exact engine that feedback
+        # makes the times' digits grow exponentially with the steps (docs/spec.md "Online estimates")
+        kind=draw(st.sampled_from(["fifo", "fifo(2)", "ps(1)", "ps(2)", "delay"])),
+        evict=draw(st.sampled_from(["price(rep[0], 1, size)", "-price(rep[1], size, 1)", "age",
+                                    "price(rep[0], 0, size) - age"])),
+        arrival=draw(arrival_processes(sessions) | st.just(f"batch({sessions})")),
+        gap=draw(st.sampled_from(["0", "1/3", "1"])),
+        key=draw(st.sampled_from(["est_wait(rep[k])", "price(rep[k], 1, 1), k", "est_lambda(rep[k]), -k",
+                                  "queue(rep[k])"])),
+        units=draw(st.sampled_from(["1", "2", "est_rho(rep[0]) > 0.6 ? 2 : 1"])),
+        work=draw(st.sampled_from(["~exp(1)", "1", "~uniform(0, 2)", "0"])),
+        hit=hit, ds=ds, thr=draw(st.sampled_from(["0.37", "0.81"])))
+    return Case(text=text, sessions=sessions, seed=draw(st.integers(0, 2 ** 16)))

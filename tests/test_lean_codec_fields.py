@@ -57,6 +57,7 @@ CONFIG_OBJECTS = {
     ".stages[].jobs[]": ("job", "Job.toJson"),
     ".stages[].waiting[]": ("job", "Job.toJson"),
     ".stages[].iteration": ("iteration", "Iteration.toJson"),
+    ".stages[].est": ("estimates", "Estimates.toJson"),   # docs/spec.md "Online estimates"
 }
 # Config objects keyed by data: a session's draw cursors (`init`, `session`, `turn:k`), which
 # Decode.cursors reads by probing exactly those keys.

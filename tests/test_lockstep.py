@@ -44,6 +44,9 @@ CASES = [
     ("../python/serq_vllm/programs/vllm_scenario_priority.sq", {}, 1, 2, math.inf),
     ("../python/serq_vllm/programs/vllm_scenario_async.sq", {}, 1, 2, math.inf),
     ("replay/vllm_replay.sq", {}, 1, 6, math.inf),
+    # evictions keyed by the price of a miss (the online estimates, docs/language.md §4.4), and LRU
+    ("multi-turn/priced_eviction.sq", {"room": "1500", "lambda": "2", "z": "2"}, 13, 20, math.inf),
+    ("multi-turn/priced_eviction.sq", {"room": "1500", "lambda": "2", "z": "2", "policy": "0"}, 13, 20, math.inf),
     # 400 blocks: the spec's state line lists every block of the free queue at every step
     ("multi-turn/shared_prompt.sq", {"blocks": "400"}, 1, 3, math.inf),
     ("multi-turn/shared_prompt.sq", {"blocks": "150", "Lambda": "3"}, 2, 4, math.inf),

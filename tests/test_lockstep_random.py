@@ -152,3 +152,17 @@ def test_random_replica_programs_agree(case):
     ir = compile_source(case.text, case.name, {})
     assert len([s for s in ir["stages"] if s["kind"] == "step"]) in (2, 3)
     lockstep(ir, case.seed, case.sessions, case.name)
+
+
+ESTIMATE_EXAMPLES = max(20, EXAMPLES // 4)
+
+
+@settings(max_examples=ESTIMATE_EXAMPLES, deadline=None, derandomize=not LONG, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(strategies.estimator_programs())
+def test_random_estimator_programs_agree(case):
+    """The online estimators (docs/language.md §4.4) on fifo, ps and delay stages, read in keys,
+    a hold header, gauges and branches: the state line's `est` (docs/state.md)
+    and everything they steer agree at every step."""
+    ir = compile_source(case.text, case.name, {})
+    lockstep(ir, case.seed, case.sessions, case.name)

@@ -30,10 +30,13 @@ CTX_VARS = {"now", "waited", "size", "last", "age", "waiting", "present", "posit
             "demand", "served", "arrived"}
 JOB_KEYS = {"decoding", "admission", "remaining"}
 FUNCS = {"min": 2, "max": 2, "abs": 1, "floor": 1, "ceil": 1, "sqrt": 1, "exp": 1, "ln": 1, "pow": 2}
-STAGE_OBS = {"queue", "busy", "work", "budget_left"}
+# the online estimators of a stage (docs/language.md §4.4): `price(s, s_hit, ds)` takes two more
+# arguments; all four read a fifo, ps or delay stage and mark it `"estimates": true` in the IR
+ESTIMATORS = {"est_lambda": 1, "est_rho": 1, "est_wait": 1, "price": 3}
+STAGE_OBS = {"queue", "busy", "work", "budget_left"} | set(ESTIMATORS)
 POOL_OBS = {"used", "free", "cachedin", "holders", "queued"}
 BUILTIN_FUNCS = set(FUNCS) | STAGE_OBS | POOL_OBS | {"blocksize"}
-LIVE_OBS = STAGE_OBS | POOL_OBS  # "live state" of §10 (the estimators are rejected earlier)
+LIVE_OBS = STAGE_OBS | POOL_OBS  # "live state" of §10
 DISTS = ARITY  # the laws of §4.3 and how many arguments each takes (serq.draws)
 
 EV_TOKENS_CAP = {"running.count", "running.decoding", "running.kv_decode", "running.kv_prefill", "waiting.count"}
@@ -1883,12 +1886,17 @@ class Linker:
             if not obs_ok:
                 what = "a constant" if c.moment == "const" else c.where
                 raise self.err(e.pos, f"the observable `{f}(…)` cannot be read in {what}")
-            if len(e.args) != 1:
-                raise self.err(e.pos, f"`{f}` takes exactly 1 argument")
+            arity = ESTIMATORS.get(f, 1)
+            if len(e.args) != arity:
+                raise self.err(e.pos, f"`{f}` takes exactly {arity} argument{'s' if arity > 1 else ''}"
+                                      + (" (a stage, the service on a hit, the extra service on a miss)"
+                                         if f == "price" else ""))
             if f in STAGE_OBS:
                 ref = self.ref(e.args[0], "stage", c)
                 if f == "budget_left" and self.stage_kind(ref) != "step":
                     raise self.err(e.args[0].pos, "`budget_left` takes an engine")
+                if f in ESTIMATORS:
+                    return self.estimator(e, f, ref, c)
                 return {"k": "obs", "f": f, "stage": ref}
             return {"k": "obs", "f": f, "pool": self.ref(e.args[0], "pool", c)}
         if f in self.engines or f in self.engine_arrays:
@@ -1897,6 +1905,19 @@ class Linker:
             raise self.err(e.pos, f"`{f}` is defined after this use (a definition sees only earlier ones; no recursion)")
         known = sorted(FUNCS) + ["blocksize"] + sorted(STAGE_OBS | POOL_OBS)
         raise self.err(e.pos, f"unknown function `{f}` (known: {', '.join(known)}, and earlier `def`s)", about=f)
+
+    def estimator(self, e: Node, f: str, ref: dict, c: Ctx) -> dict:
+        """`est_lambda | est_rho | est_wait (s)`, `price(s, s_hit, ds)` (§4.4): the stages they read
+        keep their estimates (IR `"estimates": true`, every stage of an array read by index)."""
+        if self.stage_kind(ref) == "step":
+            raise self.err(e.args[0].pos, f"`{f}` reads a fifo, ps or delay stage; the online estimates of an "
+                                          "engine are not supported yet")
+        for b in range(ref["base"], ref["base"] + ref["count"]):
+            self.stages[b]["estimates"] = True
+        out = {"k": "obs", "f": f, "stage": ref}
+        if f == "price":
+            out["args"] = [self.cx(a, c) for a in e.args[1:]]
+        return out
 
     def aggregate(self, e: Node, c: Ctx) -> dict:
         """`sum | max | min j in N (e)`: expanded into N copies of e (§3)."""

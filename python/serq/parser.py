@@ -47,7 +47,6 @@ UNSUPPORTED = {
 }
 # `share` is a keyword of the grammar (`share content;`, docs/content.md); its other uses are not.
 SHARE_UNSUPPORTED = "`share maxmin | bottleneck` (multi-stage flows) is not supported yet"
-ESTIMATORS = {"est_lambda", "est_rho", "est_wait", "price"}
 
 _GRAMMAR = pathlib.Path(__file__).with_name("grammar.lark")
 
@@ -239,8 +238,6 @@ def _prescan_token(src: Source, tokens: list[Token], i: int, depth: int) -> int:
         v = str(tok.value)
         if v in UNSUPPORTED:
             raise src.error(UNSUPPORTED[v], tok.line, tok.column)
-        if v in ESTIMATORS and nxt is not None and nxt.type == "LPAR":
-            raise src.error(f"the online estimator `{v}(…)` is not supported yet", tok.line, tok.column)
         if v in ("pull", "push") and i > 0 and tokens[i - 1].type == "DOT":
             raise src.error(f"queue operations (`.{v}(…)`, P/D disaggregation) are not supported yet",
                             tok.line, tok.column)

@@ -11,6 +11,7 @@ from collections import deque
 
 from serq.irfile import field_at
 from serq_fast.defs import (EV_FINISH, STAGE)
+from serq_fast.estimates import Estimates
 from serq_fast.expr import RunError, compile_expr, located
 from serq_fast.stats import TimeAverage
 
@@ -79,6 +80,8 @@ class Stage:
         self.ta_number = TimeAverage()
         self.ta_util = TimeAverage()
         self.changed = False
+        # the online estimates (serq_fast/estimates.py), on a stage the program reads them of
+        self.est = Estimates() if st.get("estimates") else None
 
     def link(self, sim) -> None:
         pass
@@ -111,6 +114,8 @@ class Stage:
         s.status = STAGE
         s.where = self
         s.job = job
+        if self.est is not None:
+            self.est.estimate_start(self.sim.now, w)
         self._accept(job)
 
     def _zero(self, job):
@@ -146,6 +151,8 @@ class Stage:
             return float(self.busy())
         if f == "work":
             return self.work_left()
+        if f in ("est_lambda", "est_rho", "est_wait") and self.est is not None:
+            return getattr(self.est, f)()
         raise RunError(f"observable {f} of stage {self.name}")
 
     def summary_extra(self):
@@ -181,6 +188,8 @@ class FifoStage(Stage):
 
         sim = self.sim
         job.start = sim.now
+        if self.est is not None:
+            self.est.estimate_service(job.enq, sim.now)
         job.fin_t = sim.now + job.left
         self.active.append(job)
         sim.push(job.fin_t, EV_FINISH, self, job)
@@ -223,6 +232,8 @@ class DelayStage(Stage):
 
         sim = self.sim
         job.start = sim.now
+        if self.est is not None:
+            self.est.estimate_service(sim.now, sim.now)
         job.fin_t = sim.now + job.left
         self.active[job] = None
         sim.push(job.fin_t, EV_FINISH, self, job)
@@ -273,6 +284,8 @@ class PsStage(Stage):
     def _accept(self, job):
         self._advance()
         job.start = self.sim.now
+        if self.est is not None:
+            self.est.estimate_service(job.start, job.start)
         job.tag = self.v + job.left
         self.order += 1
         job.ps_order = self.order

@@ -117,6 +117,8 @@ def _stage(st, sim, lean: bool = False) -> dict:
     elif st.kind == "ps":
         v = st.v + st.rate * (sim.now - st.t_last)
         d["active"] = [[j.sess.serial, j.tag - v] for j in st.jobs]
+    if st.est is not None:   # only on a stage whose estimates the program reads (docs/state.md)
+        d["est"] = st.est.state()
     return d
 
 

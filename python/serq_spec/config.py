@@ -330,6 +330,25 @@ class IterCtx:
 
 
 @dataclass
+class Estimates:
+    """The online estimates of a stage the program reads them of (docs/language.md §4.4, IR
+    `"estimates": true`): exponentially weighted means (weight 1/100 on each new sample, the first
+    sample taken whole) of the gaps between successive starts, of the work of each started job,
+    and of each job's wait before its service. None = no sample yet."""
+    last: Optional[Value] = None      # the time of the latest start
+    gap: Optional[Value] = None       # mean gap between starts
+    service: Optional[Value] = None   # mean work of a started job
+    wait: Optional[Value] = None      # mean wait before service
+    joined: dict = field(default_factory=dict)   # fifo: serial -> join time, jobs still waiting
+
+    def to_json(self) -> dict:
+        def w(x: Optional[Value]) -> Optional[str]:
+            return None if x is None else wire(x)
+        return {"last": w(self.last), "gap": w(self.gap), "service": w(self.service), "wait": w(self.wait),
+                "joined": [[serial, wire(t)] for serial, t in self.joined.items()]}
+
+
+@dataclass
 class StageState:
     kind: str
     jobs: list = field(default_factory=list)      # step: residents (admission order); delay/ps/fifo: active
@@ -344,6 +363,7 @@ class StageState:
     next_start: int = 0
     pending: list = field(default_factory=list)   # step, lag 1: ends waiting for the next schedule
     due: list = field(default_factory=list)       # step, lag 1: ends the next `ends` event applies
+    est: Optional[Estimates] = None               # fifo/ps/delay whose estimates the program reads
 
     def to_json(self) -> dict:
         it = None
@@ -359,7 +379,9 @@ class StageState:
                 # async scheduling's lists (docs/async.md) only while in use: a program without
                 # `lag 1` serialises exactly as before
                 "next_start": self.next_start, **({"pending": self.pending, "due": self.due}
-                                                    if self.pending or self.due else {})}
+                                                    if self.pending or self.due else {}),
+                # only on a stage whose estimates are read: other programs serialise as before
+                **({"est": self.est.to_json()} if self.est is not None else {})}
 
 
 @dataclass
@@ -386,7 +408,8 @@ class Config:
         self.sessions: list[Session] = []
         self.ready: list[int] = []
         self.pools = [PoolState(content=program.new_content(p)) for p in range(len(program.pools))]
-        self.stages = [StageState(kind=st["kind"]) for st in program.stages]
+        self.stages = [StageState(kind=st["kind"], est=Estimates() if st.get("estimates") else None)
+                       for st in program.stages]
         self.counters = Counters()
         self.warm = False
         self.steps = 0
@@ -434,6 +457,13 @@ def _job(d: dict) -> Job:
     left = d["left"] if isinstance(d["left"], int) else _v(d["left"])
     return Job(d["serial"], d["stage"], d["mode"], left, d["growing"], d["admission"], d["start_order"],
                d.get("pending", False))
+
+
+def _estimates(d: dict) -> Estimates:
+    def v(x: Optional[str]) -> Optional[Value]:
+        return None if x is None else _v(x)
+    return Estimates(v(d["last"]), v(d["gap"]), v(d["service"]), v(d["wait"]),
+                     {serial: _v(t) for serial, t in d["joined"]})
 
 
 def _hold(h: dict) -> HoldState:
@@ -498,7 +528,8 @@ def from_json(program: Program, d: dict) -> Config:
                         tags={serial: _v(t) for serial, t in s["tags"]},
                         v=_v(s["v"]), t_last=_v(s["t_last"]), dirty=s["dirty"],
                         registers=[_v(r) for r in s["registers"]], next_start=s["next_start"],
-                        pending=list(s.get("pending", [])), due=list(s.get("due", [])))
+                        pending=list(s.get("pending", [])), due=list(s.get("due", [])),
+                        est=_estimates(s["est"]) if "est" in s else None)
         it = s["iteration"]
         if it is not None:
             st.iteration = {"end": _v(it["end"]), "seq": it["seq"],

@@ -116,6 +116,8 @@ def stage_json(cfg: Config, i: int) -> dict:
         if st.jobs and cfg.now > st.t_last:
             v = v + ps_line_rate(cfg, i) * (cfg.now - st.t_last)
         out["active"] = [[j.serial, wire(st.tags[j.serial] - v)] for j in st.jobs]
+    if st.est is not None:   # only on a stage whose estimates the program reads (docs/state.md)
+        out["est"] = [None if x is None else wire(x) for x in (st.est.last, st.est.gap, st.est.service, st.est.wait)]
     return out
 
 

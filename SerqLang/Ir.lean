@@ -196,6 +196,9 @@ inductive Stmt where
   | load (pool : Ref) (units : Expr)
   | drop (pool : Ref)
   | release (pool : Ref)
+  /-- docs/language.md §11.13: a branch of the session running block `body` -/
+  | fork (body : Nat)
+  | join
   deriving Inhabited
 
 /-- Source location `[FILE, LINE, COLUMN]` (file = index into `files`). -/
@@ -457,6 +460,8 @@ def stmtOf (j : Json) : Res Stmt := do
   | "load" => return .load (← field j "pool" refOf) (← field j "units" exprOf)
   | "drop" => return .drop (← field j "pool" refOf)
   | "release" => return .release (← field j "pool" refOf)
+  | "fork" => return .fork (← field j "body" nat)
+  | "join" => return .join
   | o => .error s!"unknown statement \"{o}\""
 
 def locOf (j : Json) : Res Loc := do

@@ -622,6 +622,7 @@ def execStmt (serial : Nat) (st : Located) (ref : Nat × Nat) (stream : DrawStre
   | .release r =>
     let p ← resolveRef env r.base r.count r.index
     releasePoolEarly serial p loc
+  | .fork _ | .join => specError "internal: fork/join reached the Lean step (Program.checkStmt refuses them)" loc
   return false
 
 /-- sessions.py `end_frame`. -/

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from .config import READY, Config, Job
+from .config import READY, Config, Job, Tid, thread
 from .errors import SpecError
 from .events import schedule_event, withdraw_event
 from .expr import advance_virtual_clock, ps_rate
@@ -62,8 +62,9 @@ def begin_fifo_service(cfg: Config, s: int, job: Job) -> None:
     schedule_event(cfg, st.finish[job.serial], "finish", (s, job.serial))
 
 
-def finish_job(cfg: Config, s: int, serial: int) -> None:
-    """A `finish` event: the job leaves its stage and its session becomes ready (§11.5, oracle §12.1)."""
+def finish_job(cfg: Config, s: int, serial: Tid) -> None:
+    """A `finish` event: the job leaves its stage and its thread (session or branch, §11.13)
+    becomes ready (§11.5, oracle §12.1)."""
     st = cfg.stages[s]
     job = next((j for j in st.jobs if j.serial == serial), None)
     if job is None:
@@ -84,7 +85,7 @@ def finish_job(cfg: Config, s: int, serial: int) -> None:
         del st.finish[serial]
         if st.kind == "fifo" and st.waiting:
             begin_fifo_service(cfg, s, st.waiting.pop(0))
-    session = cfg.sessions[serial]
+    session = thread(cfg, serial)
     session.job = None
     cfg.records["finished"].append([cfg.program.stages[s]["name"], serial])
     if session.status == ("stage", s):

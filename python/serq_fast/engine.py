@@ -29,8 +29,8 @@ from serq_fast import stages as S
 SERIAL, TURN_NO, CACHED, COMPUTED, NEW, OUT, THINK, MORE, FORCED = range(9)
 
 # Session status. ENDING: the end of a lagged engine request is pending or due on `where`
-# (docs/async.md §3).
-READY, QUEUED, STAGE, GROWING, ENDED, ENDING = range(6)
+# (docs/async.md §3). JOINING: at a `join;`, waiting for its branches (docs/language.md §11.13).
+READY, QUEUED, STAGE, GROWING, ENDED, ENDING, JOINING = range(7)
 
 # Event kinds.
 EV_ARRIVE, EV_FINISH, EV_ITER_END, EV_WARMUP, EV_ENDS, EV_LEASE_END = range(6)
@@ -44,7 +44,8 @@ MAX_READY_PER_INSTANT = 1000  # §11.9 guard
 class Session:
     __slots__ = ("serial", "attrs", "frames", "status", "where", "holds", "pending", "adm_seq",
                  "prepos", "stuck", "trace", "tcursor", "src", "job", "ready_t", "ready_n",
-                 "growth", "turn_src", "turn_t", "turn_warm", "turn_called")
+                 "growth", "turn_src", "turn_t", "turn_warm", "turn_called",
+                 "tid", "parent", "live_branches", "forks")
 
     def __init__(self, serial: int, nattrs: int) -> None:
         self.serial = serial
@@ -71,6 +72,13 @@ class Session:
         self.turn_t = 0.0
         self.turn_warm = False
         self.turn_called = False
+        # docs/language.md §11.13: a thread's name (the serial, or "s.k" for the k-th branch of
+        # session s), a branch's parent thread, the branches this thread forked that still run,
+        # and (on the session) how many branches it has forked
+        self.tid = serial
+        self.parent = None
+        self.live_branches = 0
+        self.forks = 0
 
     def status_text(self) -> str:
         if self.status == READY:
@@ -83,6 +91,8 @@ class Session:
             return "growing:" + self.where.name
         if self.status == ENDING:
             return "ending:" + self.where.name
+        if self.status == JOINING:
+            return "joining"
         return "ended"
 
 
@@ -135,6 +145,7 @@ class Sim:
         self.cx = Ctx(self)
         self.rec = None  # per-step records (lockstep)
         self.sessions: dict = {}  # live sessions by serial (all sessions when states are kept)
+        self.branches: dict = {}  # live branches by name "s.k", in the order forked (docs/language.md §11.13)
         self.keep_all = states is not None
         self.statements = 0
         nattrs = len(ir["attrs"])
@@ -231,8 +242,11 @@ class Sim:
             return ("set", st["slot"], c(st["expr"]), at)
         if op == "observe":
             return ("observe", st["name"], c(st["expr"]), at)
-        if op in ("turn", "end"):
+        if op in ("turn", "end", "join"):
             return (op, at)
+        if op == "fork":
+            self._check_branch_block(st["body"])
+            return ("fork", st["body"], at)
         if op == "branch":
             return ("branch", c(st["cond"]), st["then"], st.get("else"), at)
         if op == "while":
@@ -667,7 +681,10 @@ class Sim:
             self._server_done(s)
         # while / loop: the parent's pc stays on the statement, re-read next
         if not frames:
-            self.end_session(s)
+            if s.parent is not None:
+                self._branch_done(s)
+            else:
+                self.end_session(s)
             return True
         return False
 
@@ -733,6 +750,14 @@ class Sim:
             elif op == "end":
                 self.end_session(s)
                 return
+            elif op == "fork":
+                fr[1] = pc + 1
+                self._exec_fork(s, st)
+            elif op == "join":
+                fr[1] = pc + 1
+                if s.live_branches:
+                    s.status = JOINING  # made ready by its last branch's end (_branch_done)
+                    return
             elif op == "choose":
                 n = st[2](cx)
                 best, bestk = None, None
@@ -837,8 +862,68 @@ class Sim:
         growing = st[4]
         stage.submit(s, w, mode, growing)
 
+    # ---------------------------------------------------------------- branches (§11.13)
+
+    def _exec_fork(self, s: Session, st: tuple) -> None:
+        """`fork { … }`: a new branch, ready behind the threads already ready; the forking thread
+        goes on. The branch shares its session's attributes and draw source."""
+        if s.holds:
+            raise RunError(f"a `fork` while the session holds a pool is not supported yet (docs/language.md "
+                           f"§11.13) at {at_text(st[-1])}")
+        root = self.sessions[s.serial]
+        root.forks += 1
+        b = Session.__new__(Session)
+        for name in Session.__slots__:
+            if hasattr(root, name):
+                setattr(b, name, getattr(root, name))
+        b.attrs, b.src = root.attrs, root.src  # the very objects: a branch's `set` and draws are the session's
+        b.frames = [[self.blocks[st[1]], 0, "fork", None]]
+        b.status, b.where, b.holds, b.pending, b.job, b.growth = READY, None, [], None, None, None
+        b.prepos, b.ready_t, b.ready_n = {}, -1.0, 0
+        b.tid, b.parent, b.live_branches, b.forks = f"{s.serial}.{root.forks}", s, 0, 0
+        s.live_branches += 1
+        self.branches[b.tid] = b
+        self.make_ready(b)
+
+    def _branch_done(self, b: Session) -> None:
+        """A branch reached the end of its block: it leaves, and a joining parent whose last
+        branch it was becomes ready."""
+        if b.live_branches:
+            self._unjoined(b)
+        b.status = ENDED
+        del self.branches[b.tid]
+        parent = b.parent
+        parent.live_branches -= 1
+        if parent.live_branches == 0 and parent.status == JOINING:
+            self.make_ready(parent)
+
+    def _unjoined(self, s: Session) -> None:
+        """A thread ends with branches running (the linker refuses it: a hand-written IR)."""
+        kind = "branch" if s.parent is not None else "session"
+        raise RunError(f"{kind} {s.tid} ended with {s.live_branches} branch(es) still running: every `fork` "
+                       "needs a `join;` later in its block (docs/language.md §11.13)")
+
+    def _check_branch_block(self, block: int) -> None:
+        """A fork's block may hold only what a branch can run (docs/language.md §11.13): the linker
+        refuses the rest; a hand-written IR is refused here, when the program is loaded."""
+        for st in self.ir["blocks"][block]:
+            op = st["op"]
+            if op not in ("set", "observe", "branch", "while", "loop", "choose", "run", "fork", "join"):
+                raise RunError(f"`{op}` in a branch: the linker refuses this (docs/language.md §11.13) "
+                               f"at {at_text(st.get('at'))}")
+            if op == "run":
+                ref = st["stage"]
+                if any(self.stages[i].kind == "step" for i in range(ref["base"], ref["base"] + ref.get("count", 1))):
+                    raise RunError(f"a run on an engine in a branch: the linker refuses this (docs/language.md "
+                                   f"§11.13) at {at_text(st.get('at'))}")
+            for key in ("then", "else", "body"):
+                if st.get(key) is not None:
+                    self._check_branch_block(st[key])
+
     def end_session(self, s: Session) -> None:
         """`end` (§11.3): release every hold with its cache clause, leave queues and stages."""
+        if s.live_branches:
+            self._unjoined(s)
         P.detach(self, s)
         while s.holds:
             h = s.holds.pop()

@@ -164,7 +164,7 @@ class Stage:
         job.start = sim.now
         self._stats(job)
         if sim.rec is not None:
-            sim.rec["finished"].append([self.name, job.sess.serial])
+            sim.rec["finished"].append([self.name, job.sess.tid])
 
     def _stats(self, job):
         sim = self.sim
@@ -181,7 +181,7 @@ class Stage:
         s.job = None
         self._stats(job)
         if sim.rec is not None:
-            sim.rec["finished"].append([self.name, s.serial])
+            sim.rec["finished"].append([self.name, s.tid])
         sim.make_ready(s)
 
     def observe(self, f, cx):

@@ -884,6 +884,9 @@ class Sim:
         s.live_branches += 1
         self.branches[b.tid] = b
         self.make_ready(b)
+        if "fork_first" in P.FAULTS():
+            # seeded fault (docs/fast.md): the branch runs before the threads already ready
+            self.ready.insert(self.ready_head, self.ready.pop())
 
     def _branch_done(self, b: Session) -> None:
         """A branch reached the end of its block: it leaves, and a joining parent whose last

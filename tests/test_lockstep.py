@@ -29,6 +29,8 @@ CASES = [
     ("single-turn/vllm_slo.sq", {}, 12, 6, math.inf),   # claims: their tallies in every line
     ("multi-turn/closed.sq", {}, 7, 12, 100.0),
     ("multi-turn/routing.sq", {}, 8, 30, math.inf),
+    ("multi-turn/agent_fork.sq", {}, 2, 12, math.inf),                    # fork/join, docs/language.md §11.13
+    ("multi-turn/agent_fork.sq", {"parallel": "0", "Lambda": "1"}, 3, 12, math.inf),
     ("multi-turn/vllm.sq", {}, 9, 3, math.inf),
     ("multi-turn/vllm.sq", {"blocks": "400", "Lambda": "3"}, 10, 8, math.inf),
     ("multi-turn/vllm.sq", {"blocks": "2500", "chunk_cap": "64", "Lambda": "3"}, 11, 5, math.inf),

@@ -201,6 +201,30 @@ inductive Stmt where
   | join
   deriving Inhabited
 
+/-- The IR `op` of a statement (docs/ir.md "Statements"). -/
+def Stmt.op : Stmt → String
+  | .set .. => "set"
+  | .observe .. => "observe"
+  | .turn => "turn"
+  | .end_ => "end"
+  | .branch .. => "branch"
+  | .while_ .. => "while"
+  | .loop .. => "loop"
+  | .choose .. => "choose"
+  | .hold .. => "hold"
+  | .run .. => "run"
+  | .grow .. => "grow"
+  | .load .. => "load"
+  | .drop .. => "drop"
+  | .release .. => "release"
+  | .fork .. => "fork"
+  | .join => "join"
+
+/-- sessions.py `BRANCH_OPS`: what a branch, and its parent between a fork and the join, may
+execute (docs/language.md §11.13). -/
+def branchMay (st : Stmt) : Bool :=
+  ["set", "observe", "branch", "while", "loop", "choose", "run", "fork", "join"].contains st.op
+
 /-- Source location `[FILE, LINE, COLUMN]` (file = index into `files`). -/
 structure Loc where
   file : Nat

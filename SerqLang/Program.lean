@@ -184,7 +184,6 @@ def checkStmt (ir : Ir) (contentBlocks : List (Option Nat)) (st : Located) : Res
   | .drop r =>
     if anyContent contentBlocks r then
       throw (located ir s!"`drop` on the `share content` pool {poolName r.base} (docs/content.md §1)" loc)
-  | .fork _ | .join => throw (unsupported ir "`fork`/`join` (docs/language.md §11.13) in the Lean step" loc)
   | _ => pure ()
 
 /-- A positive finite block size, any rational (program.py since 84aea69); program.py's error

@@ -53,6 +53,8 @@ CONFIG_OBJECTS = {
     ".pools[].leases[][]": ("hold", "HoldState.toJson"),   # a lease's part: [serial, HOLD, ends_at]
     ".sessions[].request": ("request", "Request.toJson"),
     ".sessions[].job": ("job", "Job.toJson"),
+    ".branches[]": ("session", "Session.toJson"),   # docs/language.md §11.13
+    ".branches[].job": ("job", "Job.toJson"),
     ".stages[]": ("stage", "StageState.toJson"),
     ".stages[].jobs[]": ("job", "Job.toJson"),
     ".stages[].waiting[]": ("job", "Job.toJson"),
@@ -60,7 +62,8 @@ CONFIG_OBJECTS = {
 }
 # Config objects keyed by data: a session's draw cursors (`init`, `session`, `turn:k`), which
 # Decode.cursors reads by probing exactly those keys.
-CONFIG_DATA_MAPS = {".sessions[].cursors": re.compile(r"init|session|turn:\d+")}
+CONFIG_DATA_MAPS = {".sessions[].cursors": re.compile(r"init|session|turn:\d+"),
+                    ".branches[].cursors": re.compile(r"init|session|turn:\d+")}
 
 # state-line object path -> the Lean functions (file, def) that print it (an iteration record is
 # built when the iteration starts, engine.py `start_iteration`)
@@ -120,19 +123,9 @@ def merge(into: dict, more: dict) -> None:
         into.setdefault(k, set()).update(v)
 
 
-def uses_fork(ir: dict) -> bool:
-    """Does the program fork (docs/language.md §11.13)? SerqLang refuses `fork`/`join` until its
-    step mirrors them (Program.checkStmt), so their Config and state-line keys are not yet its."""
-    return any(st.get("op") == "fork" for blk in ir["blocks"] for st in blk)
-
-
 def programs() -> list[tuple[str, dict, dict]]:
     """(name, IR, sessions file) of every program the check runs: the spec vectors with their
-    sessions files, the lockstep construct programs with a sampled one; not those that fork."""
-    return [(name, ir, sessions) for name, ir, sessions in all_programs() if not uses_fork(ir)]
-
-
-def all_programs() -> list[tuple[str, dict, dict]]:
+    sessions files, the lockstep construct programs with a sampled one."""
     out = []
     for d in sorted((REPO / "vectors" / "spec").iterdir()):
         if (d / "program.sq").exists():

@@ -879,7 +879,7 @@ class Sim:
         b.attrs, b.src = root.attrs, root.src  # the very objects: a branch's `set` and draws are the session's
         b.frames = [[self.blocks[st[1]], 0, "fork", None]]
         b.status, b.where, b.holds, b.pending, b.job, b.growth = READY, None, [], None, None, None
-        b.prepos, b.ready_t, b.ready_n = {}, -1.0, 0
+        b.prepos, b.ready_t, b.ready_n, b.adm_seq = {}, -1.0, 0, -1   # a branch is never admitted
         b.tid, b.parent, b.live_branches, b.forks = f"{s.serial}.{root.forks}", s, 0, 0
         s.live_branches += 1
         self.branches[b.tid] = b

@@ -163,8 +163,8 @@ def addUnits (p serial k i : Nat) (need : Rat) : M Unit := do
   setSession { s with holds := s.holds.set k { h with alloc := h.alloc.set i (h.alloc.getD i 0 + need) } }
 
 /-- pools.py `units_int`. -/
-def unitsInt (v : Value) (what : String) (loc : Option Loc) : M Rat := do
-  match Pool.unitsInt v what with
+def unitsInt (v : Value) (what : String) (loc : Option Loc) (negative : String := "") : M Rat := do
+  match Pool.unitsInt v what negative with
   | .ok n => return n
   | .error e => specError e loc
 

@@ -269,7 +269,7 @@ def checkOrRaise (prog : Program) (w : Workload) (cfg : Config) (recs : Records)
   let bad := checkInvariants prog cfg previousNow
   if bad.isEmpty then return
   let line ← stateLine prog w cfg recs ev step
-  throw s!"error: invariant violated after step {step}: {"; ".intercalate bad}\nstate: {line.render}"
+  throw s!"serq: error: invariant violated after step {step}: {"; ".intercalate bad}\nstate: {line.render}"
 
 end Invariants
 end SerqLang

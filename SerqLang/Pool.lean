@@ -257,12 +257,16 @@ def consumeOwnPrefix (block : Option Rat) (st : PoolState) (serial : Nat) (reuse
     ({ st with entries := r.1 }, r.2.1, r.2.2)
 
 /-- pools.py `units_int`: a pool amount must be finite and not negative; it is kept exact
-(non-whole amounts included, serq_spec 84aea69; the name dates from whole amounts). -/
-def unitsInt (v : Value) (what : String) : Res Rat :=
+(non-whole amounts included, serq_spec 84aea69; the name dates from whole amounts). `negative`
+words a negative amount as serq_fast does (`{}` the value). -/
+def unitsInt (v : Value) (what : String) (negative : String := "") : Res Rat :=
+  let neg : String :=
+    if negative.isEmpty then s!"{what} is negative ({v.toWire})" else negative.replace "{}" v.toWire
   match v with
   | .fin q =>
-    if q < 0 then .error s!"{what} is negative ({v.toWire})"
+    if q < 0 then .error neg
     else .ok q
+  | .negInf => .error neg
   | _ => .error s!"{what} is infinite"
 
 /-! ## Allocation and release (the pool part of sessions.py `admit`, growth.py `grow`,

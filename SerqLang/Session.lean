@@ -42,11 +42,23 @@ def popFrame (th : Tid) : M Unit :=
 def pushReady (th : Tid) : M Unit :=
   modifyCfg fun c => { c with ready := c.ready ++ [th] }
 
+/-- sessions.py `unjoined_at`: the position of the `fork` whose body is the bottom frame of the
+first live branch `s` forked. -/
+def unjoinedAt (s : Session) : M (Option Loc) := do
+  let prog ← getProg
+  let cfg ← getCfg
+  let some b := cfg.branches.find? (·.parent == some s.tid) | return none
+  let some f := b.frames.head? | return none
+  return prog.blocks.findSome? fun blk =>
+    (blk.find? fun st => match st.stmt with
+      | .fork body => body == f.block
+      | _ => false).map (·.loc)
+
 /-- sessions.py `unjoined`: a thread ends with branches still running (only a hand-edited IR
-gets here: the linker refuses it). -/
+gets here: the linker refuses it), located at the `fork` of its first running branch. -/
 def unjoined {α : Type} (s : Session) : M α := do
   let kind := if s.branch.isSome then "branch" else "session"
-  specError s!"{kind} {s.tid.text} ended with {s.liveBranches} branch(es) still running: every `fork` needs a `join;` later in its block (docs/language.md §11.13)"
+  specError s!"{kind} {s.tid.text} ended with {s.liveBranches} branch(es) still running: every `fork` needs a `join;` later in its block (docs/language.md §11.13)" (← unjoinedAt s)
 
 /-! ## Spawn and end -/
 
@@ -97,6 +109,17 @@ def checkConsumed (serial : Nat) : M Unit := do
     problems := problems ++ [s!"session stream: used {c "session"} of {draws.session.length}"]
   if !problems.isEmpty then
     sessionsFileError s!"the sessions file does not fit the program: session {serial} ended with {"; ".intercalate problems}"
+
+/-- workload.py `check_machine_consumed`: at the end of a replay that no horizon or step limit
+cut, every value of the machine stream was used (docs/sessions.md "Unused values"; the message is
+serq/sessionsfile.py `unused_machine_draws`). step.py `run` calls it; `Ffi.runCore`, which runs
+k steps and does not know whether the run is over, does not. -/
+def checkMachineConsumed : M Unit := do
+  let held := (← getWork).machine.length
+  let used := (← getCfg).counters.machine
+  if used < held then
+    sessionsFileError (s!"the sessions file does not fit the program: the run ended with {held - used} " ++
+      s!"unused draw(s) of the machine stream (it used {used} of {held})")
 
 /-- sessions.py `end_session`: release every hold, cache entries stay; `closed` respawns. -/
 def endSession (serial : Nat) : M Unit := do
@@ -313,11 +336,11 @@ def attempt (serial : Nat) (h : Hold) (ref : Nat × Nat) (stream : DrawStream) (
   for hp in h.pools do
     let p ← resolveRef env hp.pool.base hp.pool.count hp.pool.index
     let name ← poolName p
-    let u ← unitsInt (← evaluate env hp.units) s!"units of pool {name}" loc
+    let u ← unitsInt (← evaluate env hp.units) s!"units of pool {name}" loc s!"a negative amount for pool {name}"
     let mut mine : List (Expr × Rat) := [(hp.units, u)]
     let mut r : Rat := 0
     if let some re := hp.reserve then
-      r ← unitsInt (← evaluate env re) s!"reserve of pool {name}" loc
+      r ← unitsInt (← evaluate env re) s!"reserve of pool {name}" loc s!"a negative amount for pool {name}"
       mine := mine ++ [(re, r)]
     pools := pools ++ [p]
     units := units ++ [u]
@@ -545,8 +568,9 @@ def execRun (th : Tid) (sref : Ref) (mode : RunMode) (workE : Expr) (growing : O
   let w ← evaluate env workE
   let q ← match w with
     | .fin q => pure q
-    | _ => specError "infinite run work" loc
-  if q < 0 then specError s!"negative run work ({w.toWire})" loc
+    | .negInf => specError s!"negative work {w.toWire}" loc
+    | _ => specError s!"work {w.toWire} is not finite" loc
+  if q < 0 then specError s!"negative work {w.toWire}" loc
   let modeStr := match mode with
     | .plain => "plain"
     | .prefill => "prefill"
@@ -645,13 +669,13 @@ def execStmt (th : Tid) (st : Located) (ref : Nat × Nat) (stream : DrawStream) 
   | .run r mode w g => return (← execRun th r mode w g env loc)
   | .grow r u =>
     let p ← resolveRef env r.base r.count r.index
-    let d ← unitsInt (← evaluate env u) "grow amount" loc
+    let d ← unitsInt (← evaluate env u) "grow amount" loc "negative growth {}"
     if (holdOf (← session serial) p).isNone then
       specError s!"grow of pool {← poolName p} outside a hold of it" loc
     discard (grow serial p d none)
   | .load r u =>
     let p ← resolveRef env r.base r.count r.index
-    let n ← unitsInt (← evaluate env u) "load amount" loc
+    let n ← unitsInt (← evaluate env u) "load amount" loc "negative load {}"
     let s ← session serial
     match holdIndex s p with
     | some k =>

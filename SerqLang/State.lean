@@ -86,15 +86,16 @@ def whereIn (files : List String) (loc : Option Loc) : String :=
     let name := (files[l.file]?).getD ("<file " ++ toString l.file ++ ">")
     s!"{name}:{l.line}:{l.col}"
 
-/-- errors.py `SpecError.render` and `NotSupported.render`. -/
+/-- errors.py `SpecError.render` (`NotSupported` too), serq/errors.py's one renderer:
+`FILE:LINE:COLUMN: error: message`, `serq: error: message` without a location. -/
 def SpecErr.render (files : List String) (e : SpecErr) : String :=
-  match e.kind with
-  | .notSupported => s!"error: not supported by serq_spec yet: {e.message} at {whereIn files e.loc}"
-  | .internal => e.message
-  | _ =>
-    match e.loc with
-    | none => s!"error: {e.message}"
-    | some _ => s!"{whereIn files e.loc}: error: {e.message}"
+  let message := match e.kind with
+    | .notSupported => "not supported by serq_spec yet: " ++ e.message
+    | _ => e.message
+  match e.kind, e.loc with
+  | .internal, _ => e.message
+  | _, none => s!"serq: error: {message}"
+  | _, some _ => s!"{whereIn files e.loc}: error: {message}"
 
 abbrev M := ReaderT Ctx (StateT St (Except SpecErr))
 
@@ -209,7 +210,7 @@ def stmtAt (ref : Nat × Nat) : M Located := do
   | some st => return st
   | none => internalError s!"internal: no statement {ref.1}:{ref.2}"
 
-/-- errors.py `where`: `file:line:col` of a location. -/
+/-- program.py `Program.loc` (serq/errors.py `ir_location`): `file:line:col` of a location. -/
 def whereOf (loc : Option Loc) : M String := do
   return whereIn (← getProg).ir.files loc
 

@@ -316,9 +316,9 @@ correctly rounded at 40 digits (0 when the argument's 40-digit decimal is 1). -/
 def lnV (a : Value) : Res Value :=
   match a with
   | .posInf => .ok .posInf
-  | .negInf => .error "ln of a negative number"
+  | .negInf => .error s!"ln of a negative value {a.toWire}"
   | .fin q =>
-    if q < 0 then .error "ln of a negative number"
+    if q < 0 then .error s!"ln of a negative value {a.toWire}"
     else if q == 0 then .ok .negInf
     else if q == 1 then .ok Value.zero
     else

@@ -218,9 +218,9 @@ arguments need 40-digit decimal rounding, not implemented here (an error says so
 def sqrtV (v : Value) : Res Value :=
   match v with
   | .posInf => .ok .posInf
-  | .negInf => .error "sqrt of a negative number"
+  | .negInf => .error s!"sqrt of a negative value {v.toWire}"
   | .fin q =>
-    if q < 0 then .error "sqrt of a negative number"
+    if q < 0 then .error s!"sqrt of a negative value {v.toWire}"
     else
       let n := q.num.toNat
       let rn := isqrt n

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "python"))
 
 from serq.frontend import load_program  # noqa: E402
-from serq_fast.engine import Sim  # noqa: E402
+from serq_fast.step import Sim  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "peer"))
 

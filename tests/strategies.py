@@ -93,7 +93,7 @@ fn main() {{
 
 @st.composite
 def vllm_programs(draw, content: bool = False, lag: bool = False, arrivals: bool = False,
-                  lease: bool = False, claims: bool = False) -> Case:
+                  lease: bool = False, claims: bool = False, replicas: bool = False) -> Case:
     """With `content` the KV pool is `share content` (docs/content.md): a prefix tree of one or two
     shared system prompts, sessions 0 and 1 on the first, the others on the second (its child), the
     rest of each prompt the session's own history. With `lag` the engine is `lag 1` (docs/async.md)
@@ -170,7 +170,39 @@ def vllm_programs(draw, content: bool = False, lag: bool = False, arrivals: bool
     text = text.replace("{lease}", lease_text).replace("{release_before}", before).replace("{release_after}", after)
     if claims:
         text = text[:text.rindex("}")] + draw(claim_decls()) + "}\n"
+    if replicas:
+        text = draw(replicated(text))
     return Case(text=text.replace("{arrival}", arrival), sessions=sessions, seed=seed)
+
+
+ROUTERS = {
+    "round robin": "set x = serial - {r} * floor(serial / {r});",
+    "least loaded": "choose x in {r} by (holders(reqs[x]) + queued(reqs[x]));",
+    "prefix aware": "choose x in {r} by (cachedin(kv[x]) > 0 ? 0 : 1, holders(reqs[x]) + queued(reqs[x]));",
+    "random": "set x = floor(~uniform(0, {r}));",
+}
+
+
+@st.composite
+def replicated(draw, text: str) -> str:
+    """`text` (a `vllm_programs` program without claims) with its device, engine and pools made
+    arrays of 2 or 3 (docs/language.md §6.1) and a router before each call; with a lease, the
+    release before a call frees the replica of the call before."""
+    r = draw(st.sampled_from([2, 3]))
+    router = ROUTERS[draw(st.sampled_from(sorted(ROUTERS)))].format(r=r)
+    start, end = text.index("  engine eng on acc {"), text.index("  pool reqs on eng")
+    body = text[start:end]
+    for old, new in (("engine eng on acc", f"engine eng[{r}] on acc[j]"), ("cachedin(kv)", "cachedin(kv[j])"),
+                     ("blocksize(kv)", "blocksize(kv[j])"), ("growing kv", "growing kv[j]"),
+                     ("taking reqs (1), kv (", "taking reqs[j] (1), kv[j] ("), ("budget_left(eng)", "budget_left(eng[j])"),
+                     ("lease kv (", "lease kv[j] (")):
+        body = body.replace(old, new)
+    text = text[:start] + body + text[end:]
+    for old, new in (("device acc {", f"device acc[{r}] {{"), ("pool kv on acc {", f"pool kv[{r}] on acc[j] {{"),
+                     ("pool reqs on eng {", f"pool reqs[{r}] on eng[j] {{"), ("release kv;", "release kv[x];"),
+                     ("    eng (prompt, o);", f"    {router}\n    eng[x] (prompt, o);")):
+        text = text.replace(old, new)
+    return text
 
 
 # what an iteration claim or its `given` may read (the `execute` values, observables, `now`)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from serq.frontend import load_program
 from serq_fast import report
-from serq_fast.engine import Sim
+from serq_fast.step import Sim
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "multi-turn" / "agent_fork.sq"
 

@@ -155,17 +155,17 @@ def test_a_seeded_import_circle_is_caught(seed):
 
 
 @pytest.mark.parametrize("module,dep,rule", [
-    ("serq_spec/step.py", "serq_fast.engine", "never depends on the fast engine"),
+    ("serq_spec/step.py", "serq_fast.step", "never depends on the fast engine"),
     ("serq/linker.py", "serq_spec.values", "does not depend on an engine"),
     ("serq_fast/pools.py", "serq_spec.values", "never depends on the reference"),
     ("serq_fast/cli.py", "serq_drt.lockstep", "the harness sits above the engines"),
     ("serq_spec/step.py", "serq_drt.compare", "the harness sits above the engines"),
     ("serq_drt/compare.py", "serq_spec.values", "standard library alone"),
-    ("serq_fast/engine.py", "serq.linker", "an engine uses only"),
+    ("serq_fast/step.py", "serq.linker", "an engine uses only"),
     ("serq_vllm/scenario.py", "serq.wire", "standard library alone"),
-    ("serq_vllm/compare.py", "serq_fast.engine", "standard library alone"),
+    ("serq_vllm/compare.py", "serq_fast.step", "standard library alone"),
     ("serq/linker.py", "serq_vllm.plan", "nothing outside serq_vllm imports it"),
-    ("serq_fast/engine.py", "serq_vllm.scenario", "nothing outside serq_vllm imports it"),
+    ("serq_fast/step.py", "serq_vllm.scenario", "nothing outside serq_vllm imports it"),
     ("serq_vllm/model.py", "serq_vllm.cli", "only the top-level `serq` command"),
     ("serq_vllm/engine.py", "serq_lean.build", "not the Lean backend"),
     ("serq_lean/build.py", "serq.wire", "stands alone"),

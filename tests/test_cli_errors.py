@@ -272,7 +272,7 @@ def test_oracle_truncated_gzip_trace(tmp_path, capsys, argv):
     """A trace cut short inside its gzip stream once crashed with EOFError."""
     f = _truncated_trace(tmp_path)
     rc, out, err = run(capsys, "oracle", *[str(f) if a == "CUT" else a for a in argv])
-    assert rc == 2 and out == "" and err.startswith(f"serq oracle: {f}: broken gzip data"), err
+    assert rc == 2 and out == "" and err.startswith(f"{f}: error: broken gzip data"), err
 
 
 def test_oracle_vllm_scenario_that_is_not_text(tmp_path, capsys):
@@ -280,7 +280,7 @@ def test_oracle_vllm_scenario_that_is_not_text(tmp_path, capsys):
     f = tmp_path / "s.json"
     f.write_bytes(b"\xb4\x00\xff")
     rc, out, err = run(capsys, "oracle", "vllm", f)
-    assert rc == 2 and out == "" and err.startswith(f"serq oracle: {f}: not a scenario"), err
+    assert rc == 2 and out == "" and err.startswith(f"{f}: error: not a scenario"), err
 
 
 # -- numbers the front-end takes exactly but floats cannot hold --------------------------------------
@@ -297,7 +297,7 @@ def test_values_beyond_the_float_range(capsys, argv, needle):
     (a ZeroDivisionError or OverflowError traceback in `serq run`, an internal error in sample)."""
     rc, out, err = run(capsys, *argv)
     assert rc == 2 and out == "" and "internal error" not in err
-    assert err.startswith("serq: ") and needle in err and len(err.splitlines()) == 1, err
+    assert err.startswith((f"{MM1}:37:", "serq: error: ")) and needle in err and len(err.splitlines()) == 1, err
 
 
 def test_oracle_run_scenario_that_is_not_text(tmp_path, capsys):
@@ -306,4 +306,4 @@ def test_oracle_run_scenario_that_is_not_text(tmp_path, capsys):
     f = tmp_path / "bin.scenario.json"
     f.write_bytes(b"\xff\xfe{\"requests\": []}")
     rc, out, err = run(capsys, "oracle", "run", f)
-    assert rc == 2 and out == "" and err.startswith(f"serq oracle: {f}: not a scenario (not UTF-8"), err
+    assert rc == 2 and out == "" and err.startswith(f"{f}: error: not a scenario (not UTF-8"), err

@@ -200,7 +200,7 @@ def test_sampled_sessions_see_the_same_draws_under_any_deployment():
 
 def test_fast_sessions_see_the_same_draws_under_any_deployment(monkeypatch):
     from serq.frontend import load_program
-    from serq_fast import engine
+    from serq_fast import sessions, step
     from serq_fast.sources import LiveSource
 
     seen: list = []
@@ -213,11 +213,12 @@ def test_fast_sessions_see_the_same_draws_under_any_deployment(monkeypatch):
             self.log = []
             seen[-1][(kind, *key)] = self.log
 
-    monkeypatch.setattr(engine, "LiveSource", Recording)
+    monkeypatch.setattr(step, "LiveSource", Recording)      # the run's streams
+    monkeypatch.setattr(sessions, "LiveSource", Recording)  # the session and turn streams
     runs = []
     for d in DEPLOYMENTS:
         seen.append({})
-        runs.append(engine.Sim(load_program(str(VLLM), d), seed=3, horizon=float("inf"), warmup=0.0, arrivals=12).run())
+        runs.append(step.Sim(load_program(str(VLLM), d), seed=3, horizon=float("inf"), warmup=0.0, arrivals=12).run())
     a, b = seen
     common = set(a) & set(b)
     assert ("arrival", 3) in common and any(k[0] == "turn" for k in common)

@@ -8,7 +8,7 @@ import random
 import pytest
 
 from serq_fast.content import BlockPool, Content, Prefixes
-from serq_fast.engine import Sim
+from serq_fast.step import Sim
 from serq_fast.irbuild import N, Bin, Program, duplicates_ir, shared_prompt_ir, vllm_engine
 from serq_fast.expr import RunError
 
@@ -271,10 +271,10 @@ def test_duplicates_keep_serving_order(monkeypatch):
 
 
 def test_lean_state_lines_are_the_full_lines_less_the_lean_keys():
-    """`Sim(lean_states=True)` (the oracle model's lines) leaves out exactly what state.LEAN
+    """`Sim(lean_states=True)` (the oracle model's lines) leaves out exactly what trace.LEAN
     says: the block-level keys of docs/content.md §5, the delay stage's job list and the
     sessions not ending; every other key is as in the full line."""
-    from serq_fast.state import LEAN
+    from serq_fast.trace import LEAN
 
     full, lean = [], []
     Sim(_two_sessions(), states=full.append).run()

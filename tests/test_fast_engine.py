@@ -7,7 +7,7 @@ import json
 import pytest
 
 from serq_fast import report
-from serq_fast.engine import Sim
+from serq_fast.step import Sim
 from serq_fast.irbuild import N, Bin, Cond, Program, seed_vllm_ir, vllm_engine
 
 

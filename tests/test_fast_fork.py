@@ -10,7 +10,7 @@ import pytest
 
 from serq.frontend import compile_source, load_program
 from serq_fast import report
-from serq_fast.engine import Sim
+from serq_fast.step import Sim
 from serq_fast.expr import RunError
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -9,7 +9,7 @@ import pytest
 pytest.importorskip("serq_spec.step")
 
 from serq.frontend import compile_source
-from serq_fast import stages as S
+from serq_fast import advance, fastforward
 from serq_drt.lockstep import Divergence, lockstep
 
 # s0 holds 6 of 12 units and decodes 8 tokens, growing one 2-unit block every other step; s1
@@ -49,14 +49,14 @@ def _ir(text: str) -> dict:
 
 def test_growth_with_a_waiting_head_resumes_the_admission(monkeypatch):
     calls = []
-    orig = S.Engine._ff_resume
+    orig = advance.ff_resume
 
     def counting(self, it, total, t):
         r = orig(self, it, total, t)
         calls.append((t, self.iter.admitted))
         return r
 
-    monkeypatch.setattr(S.Engine, "_ff_resume", counting)
+    monkeypatch.setattr(advance, "ff_resume", counting)
     assert lockstep(_ir(WATCH), 1, 2) > 0
     assert calls == [(6.0, 1)]  # the formation at t = 6 was handed back and admitted s1
 
@@ -70,13 +70,13 @@ def test_seeded_fault_no_watch_is_caught(monkeypatch):
 def test_fast_forward_with_nothing_else_pending(monkeypatch):
     """With no other event pending (the next instant is +inf) the fast-forward still applies."""
     steps = []
-    orig = S.Engine.bulk
+    orig = fastforward.bulk
 
     def counting(self, *a):
         r = orig(self, *a)
         steps.append(r)
         return r
 
-    monkeypatch.setattr(S.Engine, "bulk", counting)
+    monkeypatch.setattr(fastforward, "bulk", counting)
     assert lockstep(_ir(WATCH.replace("kv (2 * cachedin(kv) - 4)", "kv (2)")), 1, 2) > 0
     assert max(steps) >= 2

@@ -268,7 +268,7 @@ def test_standard_output_on_a_full_device(argv):
     (["run", MM1, "--states", FULL], f"serq: error: --states {FULL}: cannot write: No space left"),
     (["run", MM1, "--records", FULL], f"serq: error: --records {FULL}: cannot write: No space left"),
     (["sample", MM1, "--seed", "1", "--sessions", "2", "-o", FULL], "serq: error: cannot write the sessions file"),
-    (["oracle", "run", SCENARIO, "-o", FULL], f"serq oracle: cannot write {FULL}: No space left"),
+    (["oracle", "run", SCENARIO, "-o", FULL], f"serq: error: cannot write {FULL}: No space left"),
 ])
 def test_output_file_on_a_full_device(capsys, argv, needle):
     rc, out, err = run(capsys, *argv)
@@ -310,11 +310,11 @@ def test_records_interrupted_while_written(tmp_path, capsys, monkeypatch):
 
 
 def test_states_interrupted_during_the_run(tmp_path, capsys, monkeypatch):
-    from serq_fast import state
+    from serq_fast import trace
 
     f = tmp_path / "states.jsonl"
     f.write_text("the previous states\n")
-    real, calls = state.dump_line, []
+    real, calls = trace.dump_line, []
 
     def interrupted(line):
         calls.append(1)
@@ -322,7 +322,7 @@ def test_states_interrupted_during_the_run(tmp_path, capsys, monkeypatch):
             raise KeyboardInterrupt
         return real(line)
 
-    monkeypatch.setattr(state, "dump_line", interrupted)
+    monkeypatch.setattr(trace, "dump_line", interrupted)
     rc, out, err = run(capsys, "run", MM1, "--horizon", "50", "--states", f)
     assert rc == 130
     assert f.read_text() == "the previous states\n"
@@ -442,7 +442,7 @@ def test_run_time_errors_are_located(tmp_path, capsys, need, needle):
     f.write_text(MM1.read_text().replace("set need = ~exp(service);", f"set need = {need};"))
     extra = ["--set", "service=1e400"] if "constant" in needle else []
     rc, out, err = run(capsys, "run", f, "--horizon", "5", *extra)
-    assert rc == 2 and needle in err and err.rstrip().endswith("at mm1.sq:37:5"), err
+    assert rc == 2 and needle in err and err.startswith(f"{f}:37:5: error: "), err
 
 
 # -- D19: sampling more sessions than fit is refused up front ------------------------------------

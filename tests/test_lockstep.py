@@ -37,6 +37,10 @@ CASES = [
     # preemptions with several residents, so the victim is a choice (4 of them at 20 sessions;
     # at 12 sessions, one, with the victim_first fault caught below)
     ("multi-turn/vllm.sq", {"blocks": "600", "Lambda": "4"}, 1, 12, math.inf),
+    # four replicas (an engine array, docs/language.md §6.1): prefix-aware routing, and a rotation
+    # over a small cache
+    ("multi-turn/replicas.sq", {}, 1, 2, math.inf),
+    ("multi-turn/replicas.sq", {"policy": "0", "blocks": "300", "Lambda": "4"}, 2, 4, math.inf),
     ("oracle/vllm_request.sq", {}, 1, 2, math.inf),
     ("../python/serq_vllm/programs/vllm_scenario.sq", {}, 1, 2, math.inf),
     ("../python/serq_vllm/programs/vllm_scenario_priority.sq", {}, 1, 2, math.inf),

@@ -140,7 +140,7 @@ ERRORS = {
     "growing-fifo": (compile_growing_on_every_run(GROWING_FIFO), GROWING_FIFO,
                      "`growing` needs an engine", "`growing` needs an engine"),
     "engine-work": (PLAIN_BARE.replace("run e (5)", "run e (2.5)"), PLAIN_BARE,
-                    "run work must be a whole number of tokens, got 5/2", "run work must be a whole number of tokens, got 2.5"),
+                    "run work must be a whole number of tokens, got 2.5", "run work must be a whole number of tokens, got 2.5"),
     # a `preempt by` key reading `decoding` of a victim that is no engine resident (a fifo job)
     "preempt-key-of-a-fifo-job": (STAGE_VICTIM.replace("KIND", "fifo(2)").replace("by (serial)", "by (decoding)"),
                                   STAGE_VICTIM.replace("KIND", "fifo(2)"), "per-request key `decoding` read outside a resident",

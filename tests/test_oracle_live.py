@@ -22,7 +22,9 @@ from serq_vllm.compare import compare_traces, load_trace, vector_trace_path  # n
 VECTORS = ROOT / "vectors" / "vllm"
 VENV_PY = Path(os.environ.get("SERQ_VLLM_VENV", ROOT / "tools" / "vllm_oracle" / ".venv")) / "bin" / "python"
 NAMES = ["caps", "longchunk", "multiturn", "preempt", "reserve", "h_preempt_only", "h_async_multiturn",
-         "h_idle_time", "h_stall", "r0001", "r0002", "r0003"]
+         "h_idle_time", "h_stall", "r0001", "r0002", "r0003",
+         # speculative decoding: the fake drafts and acceptances (docs/oracle.md §2.2)
+         "h_spec_reject", "h_spec_async", "h_spec_lookahead_preempt"]
 
 pytestmark = pytest.mark.skipif(
     os.environ.get("SERQ_ORACLE_LIVE") != "1" or not VENV_PY.exists(),

@@ -24,7 +24,7 @@ sys.path.insert(0, str(REPO / "python"))
 from serq_vllm.compare import compare_traces, load_trace, vector_trace_path  # noqa: E402
 from serq_vllm.encode import program_path  # noqa: E402
 from serq_vllm.model import run_scenario  # noqa: E402
-from serq_vllm.plan import FEATURES, Unsupported  # noqa: E402
+from serq_vllm.plan import FEATURES, Unsupported, plan_scenario  # noqa: E402
 from serq_vllm.scenario import load_scenario  # noqa: E402
 
 VECTORS = REPO / "vectors" / "vllm"
@@ -80,6 +80,26 @@ def test_agreement_floor():
                     _results[name] = "diverge"
     agree = sum(1 for v in _results.values() if v == "agree")
     assert agree >= MIN_AGREE, f"only {agree} vectors agree (expected >= {MIN_AGREE})"
+
+
+#: speculative decoding (docs/vllm-model.md §5.6): refused until the language can say it
+SPECULATIVE = [n for n in ALL if load_scenario(VECTORS / f"{n}.scenario.json").speculative]
+HAND_SPECULATIVE = [n for n in SPECULATIVE if n.startswith("h_")]
+
+
+def test_speculative_vectors_are_refused():
+    assert len(SPECULATIVE) >= 54
+    for name in SPECULATIVE:
+        with pytest.raises(Unsupported) as info:
+            plan_scenario(load_scenario(VECTORS / f"{name}.scenario.json"))
+        assert info.value.feature == "spec-decode", name
+
+
+@pytest.mark.parametrize("name", HAND_SPECULATIVE)
+def test_forced_speculative_vector_diverges(name):
+    """What the refusal guards: with the drafts ignored (one token per decode step) every
+    hand-written speculative vector diverges from vLLM's trace (all 54 do: docs/vllm-model.md)."""
+    assert _diffs(name, _run(name, force=True)), name
 
 
 @pytest.mark.skipif(not os.environ.get("SERQ_ORACLE_MODEL_SPEC_ALL"),
@@ -520,12 +540,12 @@ def test_async_victim_scheduled_earlier_in_the_call_keeps_its_block_cached():
 
 
 def test_lean_state_lines_list_every_ending_session():
-    """The model runs serq_fast with lean state lines (serq_fast.state.LEAN): on an async
+    """The model runs serq_fast with lean state lines (serq_fast.trace.LEAN): on an async
     vector, whose requests end one step late (docs/async.md §6), a lean line lists exactly the
     full line's ending sessions and has the same pools' `used` and engine stage."""
     from serq_vllm.encode import ir_for
     from serq_vllm.plan import plan_scenario
-    from serq_fast.engine import Sim
+    from serq_fast.step import Sim
 
     plan = plan_scenario(load_scenario(VECTORS / "c20000_00008.scenario.json"))
     full, lean = [], []

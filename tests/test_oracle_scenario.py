@@ -268,6 +268,20 @@ BAD = [
     (_set(("prefix_groups", "sys"))({"length": -1}), "prefix_groups.sys.length: must be a non-negative integer, got -1"),
     (_set(("name",))(""), "name: must be a non-empty string"),
     (_set(("max_steps",))(-1), "max_steps: must be a non-negative integer, got -1"),
+    (_set(("speculative",))(3), "speculative: must be an object"),
+    (_set(("speculative",))({}), "speculative.num_speculative_tokens: missing required field"),
+    (_set(("speculative",))({"num_speculative_tokens": 0}), "speculative.num_speculative_tokens: must be a positive integer, got 0"),
+    (_set(("speculative",))({"num_speculative_tokens": 65}), "speculative.num_speculative_tokens: must be at most 64, got 65"),
+    (_set(("speculative",))({"num_speculative_tokens": 2, "method": "eagle"}), 'speculative.method: must be one of "ngram", "draft_model", got "eagle"'),
+    (_set(("speculative",))({"num_speculative_tokens": 2, "accept_percent": 101}), "speculative.accept_percent: must be at most 100, got 101"),
+    (_set(("speculative",))({"num_speculative_tokens": 2, "seed": "x"}), 'speculative.seed: must be an integer, got "x"'),
+    (_set(("speculative",))({"num_speculative_tokens": 2, "k": 1}), "speculative.k: unknown key (known: num_speculative_tokens, method"),
+    (lambda s: (s["config"].update(async_scheduling=True),
+                s.update(speculative={"num_speculative_tokens": 2})),
+     "speculative.method: vLLM runs async scheduling only with a model-based proposer"),
+    (lambda s: (s["config"].update(max_num_batched_tokens=1, max_num_seqs=1),
+                s.update(speculative={"num_speculative_tokens": 2, "method": "draft_model"})),
+     "config.max_num_batched_tokens: must exceed the proposer's 1 draft slot(s) per request, got 1"),
 ]
 
 
@@ -279,6 +293,43 @@ def test_error_names_the_field(mutate, message):
         resolve_scenario(s)
     assert str(info.value).startswith(message), str(info.value)
     assert info.value.path and str(info.value).startswith(info.value.path)
+
+
+def test_speculative_defaults_and_proposer_numbers():
+    s = base()
+    assert resolve_scenario(s).speculative is None
+    s["speculative"] = {"num_speculative_tokens": 3}
+    spec = resolve_scenario(s).speculative
+    assert spec.as_json() == {"num_speculative_tokens": 3, "method": "ngram", "accept_percent": 70,
+                              "seed": 0}
+    # vLLM 0.31.0: ngram reserves no lookahead and no draft slot; a draft model k lookahead
+    # slots and one input slot per scheduled request (the driver checks both against vLLM)
+    assert (spec.lookahead_tokens, spec.draft_slots) == (0, 0)
+    s["speculative"]["method"] = "draft_model"
+    spec = resolve_scenario(s).speculative
+    assert (spec.lookahead_tokens, spec.draft_slots) == (3, 1)
+
+
+def test_accepted_drafts_rule():
+    """Seeded per (request, output position): deterministic, a prefix of the drafts, and the
+    acceptance rate near accept_percent over many positions."""
+    from serq_vllm.scenario import SpecDecode, accepted_drafts
+
+    spec = SpecDecode(num_speculative_tokens=4, accept_percent=70, seed=5)
+    got = [accepted_drafts(spec, "r1", i, 4) for i in range(2000)]
+    assert got == [accepted_drafts(spec, "r1", i, 4) for i in range(2000)]
+    assert all(0 <= a <= 4 for a in got)
+    # fewer drafts verified (trimmed by the budget): the same coins, cut at the count
+    assert [accepted_drafts(spec, "r1", i, 2) for i in range(2000)] == [min(a, 2) for a in got]
+    # first-draft acceptance rate close to 70 %
+    first = sum(1 for a in got if a >= 1) / len(got)
+    assert 0.66 < first < 0.74
+    assert got != [accepted_drafts(SpecDecode(4, accept_percent=70, seed=6), "r1", i, 4)
+                   for i in range(2000)]
+    assert got != [accepted_drafts(spec, "r2", i, 4) for i in range(2000)]
+    assert all(accepted_drafts(SpecDecode(4, accept_percent=0), "a", i, 4) == 0 for i in range(2000))
+    assert all(accepted_drafts(SpecDecode(4, accept_percent=100), "a", i, 4) == 4 for i in range(50))
+    assert accepted_drafts(spec, "r1", 3, 0) == 0
 
 
 def test_non_object_scenario():

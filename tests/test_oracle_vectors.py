@@ -65,8 +65,13 @@ def test_vector_pair(name):
     t = load_trace(vector_trace_path(VECTORS, name))
     check_trace_shape(t)
 
-    # top level, in the documented order
-    assert list(t) == TOP_KEYS
+    # top level, in the documented order (a speculative scenario's object after the config)
+    spec = sc.speculative
+    if spec is None:
+        assert list(t) == TOP_KEYS
+    else:
+        assert list(t) == TOP_KEYS[:3] + ["speculative"] + TOP_KEYS[3:]
+        assert t["speculative"] == spec.as_json()
     assert t["scenario"] == sc.name
     assert t["vllm_version"] == "0.31.0"
     assert t["config"] == sc.config and list(t["config"])[: len(CONFIG_KEYS)] == list(CONFIG_KEYS)
@@ -115,7 +120,14 @@ def test_vector_pair(name):
         assert s["total_tokens"] <= sc.config["max_num_batched_tokens"]
         assert len({e["id"] for e in entries}) == len(entries)
         for e in entries:
-            assert list(e) == ENTRY_KEYS and e["tokens"] > 0 and e["kind"] in ("new", "resumed", "running")
+            keys = ENTRY_KEYS if spec is None else ENTRY_KEYS + ["drafts"] + (
+                ["accepted"] if "accepted" in e else [])
+            assert list(e) == keys and e["tokens"] > 0 and e["kind"] in ("new", "resumed", "running")
+            if spec is not None:
+                # drafts ride behind the one token a step must compute, at most k of them, and
+                # only a step that samples verifies (accepts some of) them
+                assert 0 <= e["drafts"] <= min(spec.num_speculative_tokens, e["tokens"] - 1)
+                assert "accepted" not in e or (e["samples"] and 0 <= e["accepted"] <= e["drafts"])
         assert s["preempted"] == sorted(s["preempted"])
         for rid in s["preempted"]:
             preemptions[rid] = preemptions.get(rid, 0) + 1

@@ -150,7 +150,7 @@ def test_serq_fast_pooled_means_agree_with_pyserq(sets, request):
     if "slow" not in (request.config.getoption("-m") or "") and not os.environ.get("SERQ_SLOW"):
         pytest.skip("slow (about three minutes): select with -m slow or SERQ_SLOW=1")
     from serq.frontend import load_program
-    from serq_fast.engine import Sim
+    from serq_fast.step import Sim
 
     ir = load_program(str(pyserq_peer.PROGRAMS["vllm"][0]), sets)
     fast = {"ttft": [], "response": []}

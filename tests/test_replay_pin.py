@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from serq.frontend import compile_source
-from serq_fast.engine import Sim
+from serq_fast.step import Sim
 from serq_drt.lockstep import sample_sessions
 from serq_spec.program import Program
 from serq_spec.step import run

@@ -1,9 +1,10 @@
 """`serq run` bad input (issue 4 "Done when"): unknown `--set` names, bad settings, and every run-time
-guard of docs/language.md §11.9 reachable from a program — a one-line message, exit 2, no traceback; a
-program position is file:line:col."""
+guard of docs/language.md §11.9 reachable from a program — a one-line message, exit 2, no traceback,
+starting with the program position as FILE:LINE:COLUMN: error:."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -60,7 +61,7 @@ fn main() {
   stage s : delay;
   workload { arrive poisson(1); }
   server { set u = ~uniform(-3, 3); hold m (u) { run s (1); } }
-}""", "a negative amount for pool m at p.sq:6:"),
+}""", "p.sq:6:37: error: a negative amount for pool m"),
     # an index out of range
     "index": ("""
 fn main() {
@@ -97,7 +98,8 @@ def test_run_time_guard_exit_2(capsys, tmp_path, name):
     f.write_text(text)
     rc, out, err = _run(capsys, str(f), "--horizon", "100")
     assert rc == 2, err
-    assert err.startswith("serq: error: run-time error: ") and needle in err, err
+    # located as the front-end's errors: FILE:LINE:COLUMN: error: message (issue 13)
+    assert re.match(rf"{re.escape(str(f))}:\d+:\d+: error: ", err) and needle in err, err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1
     assert out == ""
 

@@ -193,7 +193,7 @@ def test_non_integer_engine_work_is_an_error():
     import pytest
 
     from serq_spec.errors import NotSupported, SpecError
-    with pytest.raises(SpecError, match=r"t.sq:\d+:\d+: error: engine e: run work must be a whole number of tokens, got 5/2") as e:
+    with pytest.raises(SpecError, match=r"t.sq:\d+:\d+: error: engine e: run work must be a whole number of tokens, got 2.5") as e:
         run_text(PLAIN_BARE.replace("run e (5)", "run e (2.5)"), 1)
     assert not isinstance(e.value, NotSupported)
 

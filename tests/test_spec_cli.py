@@ -234,7 +234,8 @@ def test_lockstep_names_the_file_of_a_run_time_error(tmp_path, capsys):
 
 def test_a_run_time_error_divergence_names_the_file(tmp_path, monkeypatch):
     """When only one engine stops with a run-time error, the divergence names its position as
-    FILE:LINE:COL (the fast engine's messages carry the IR index `at 0:L:C`)."""
+    FILE:LINE:COL (the fast engine's messages carry the IR index `at 0:L:C`, which RunError takes
+    out as its position)."""
     from serq.frontend import compile_source
     from serq_drt import lockstep as L
     from serq_fast.expr import RunError
@@ -247,7 +248,7 @@ def test_a_run_time_error_divergence_names_the_file(tmp_path, monkeypatch):
     monkeypatch.setattr(L, "fast_lines", failing)
     with pytest.raises(L.Divergence) as e:
         L.compare_runs(ir, sessions, "p.sq")
-    assert "at p.sq:5:23" in str(e.value.fast) or "at p.sq:5:23" in str(e.value.spec), vars(e.value)
+    assert "(p.sq:5:23: error: a branch guard" in str(e.value.fast), vars(e.value)
 
 
 def test_sample_refuses_a_loop_no_session_leaves(tmp_path, capsys, monkeypatch):

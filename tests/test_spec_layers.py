@@ -24,9 +24,10 @@ LAZY = {("__init__", "serq_lean")}
 TYPE_ONLY_UP = {("config", "program")}
 
 
-def layer_order(text: str) -> list[str]:
-    """The module order stated in docs/architecture.md: the `text` block after the heading."""
-    section = text.split("### The layers of `serq_spec`", 1)[1]
+def layer_order(text: str, package: str = "serq_spec") -> list[str]:
+    """The module order stated in docs/architecture.md: the `text` block after the heading
+    "The layers of `PACKAGE`"."""
+    section = text.split(f"### The layers of `{package}`", 1)[1]
     block = re.search(r"```text\n(.*?)```", section, re.S).group(1)
     return [name.strip() for name in block.replace("\n", " ").split("→") if name.strip()]
 
@@ -36,16 +37,17 @@ def _is_type_checking(test: ast.expr) -> bool:
         isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
-def _target(node: ast.Import | ast.ImportFrom) -> list[str]:
-    """The serq_spec modules (relative names) or other top-level packages an import names."""
+def _target(node: ast.Import | ast.ImportFrom, package: str) -> list[str]:
+    """The modules of PACKAGE (relative names) or other top-level packages an import names."""
+    prefix = package + "."
     if isinstance(node, ast.Import):
-        return [a.name.removeprefix("serq_spec.") if a.name.startswith("serq_spec.") else a.name.split(".")[0]
+        return [a.name.removeprefix(prefix) if a.name.startswith(prefix) else a.name.split(".")[0]
                 for a in node.names]
     if node.level == 0:
         mod = node.module or ""
-        if mod.startswith("serq_spec."):
-            return [mod.removeprefix("serq_spec.").split(".")[0]]
-        if mod == "serq_spec":
+        if mod.startswith(prefix):
+            return [mod.removeprefix(prefix).split(".")[0]]
+        if mod == package:
             return [a.name for a in node.names]
         return [mod.split(".")[0]]
     if node.module:
@@ -54,7 +56,7 @@ def _target(node: ast.Import | ast.ImportFrom) -> list[str]:
 
 
 @functools.lru_cache(maxsize=None)   # each source is parsed once per run
-def module_imports(source: str) -> dict[str, list]:
+def module_imports(source: str, package: str = "serq_spec") -> dict[str, list]:
     """{"runtime": [(module, line)], "type_only": [...], "in_function": [...]} of one module."""
     out: dict[str, list] = {"runtime": [], "type_only": [], "in_function": []}
     tree = ast.parse(source)
@@ -62,7 +64,7 @@ def module_imports(source: str) -> dict[str, list]:
     def visit(node: ast.AST, where: str) -> None:
         for child in ast.iter_child_nodes(node):
             if isinstance(child, (ast.Import, ast.ImportFrom)):
-                out[where] += [(t, child.lineno) for t in _target(child)]
+                out[where] += [(t, child.lineno) for t in _target(child, package)]
             elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
                 visit(child, "in_function")
             elif isinstance(child, ast.If) and where == "runtime" and _is_type_checking(child.test):
@@ -85,30 +87,37 @@ def function_imports(sources: dict[str, str]) -> list[str]:
             for m, src in sources.items() for t, line in module_imports(src)["in_function"] if (m, t) not in LAZY]
 
 
-def graph(sources: dict[str, str]) -> dict[str, set[str]]:
-    """module -> the serq_spec modules it imports when it is imported (type-only imports left out)."""
-    return {m: {t for t, _ in module_imports(src)["runtime"] if t in sources and t != m}
+def graph(sources: dict[str, str], package: str = "serq_spec") -> dict[str, set[str]]:
+    """module -> the PACKAGE modules it imports when it is imported (type-only imports left out)."""
+    return {m: {t for t, _ in module_imports(src, package)["runtime"] if t in sources and t != m}
             for m, src in sources.items()}
 
 
-def layer_violations(sources: dict[str, str], order: list[str]) -> list[str]:
+def layer_violations(sources: dict[str, str], order: list[str], package: str = "serq_spec",
+                     kinds: tuple = ("runtime", "type_only"), allowed_up: frozenset = frozenset(TYPE_ONLY_UP),
+                     init_exports: frozenset = frozenset()) -> list[str]:
+    """Imports of KINDS that do not go down ORDER (bar the type-only ones in ALLOWED_UP), an order
+    that is not the package's modules once each, and `__init__` importing a module of its own
+    (other than those in INIT_EXPORTS)."""
     bad = []
     modules = set(sources) - {"__init__"}
     if set(order) != modules or len(order) != len(set(order)):
-        bad.append(f"docs/architecture.md's order {order} is not the modules of serq_spec {sorted(modules)} once each")
+        bad.append(f"docs/architecture.md's order {order} is not the modules of {package} {sorted(modules)} once each")
     rank = {m: i for i, m in enumerate(order)}
     for m in order:
         if m not in sources:
             continue
-        found = module_imports(sources[m])
-        for kind in ("runtime", "type_only"):
+        found = module_imports(sources[m], package)
+        for kind in kinds:
             for t, line in found[kind]:
-                if t in rank and rank[t] >= rank[m] and (kind == "runtime" or (m, t) not in TYPE_ONLY_UP):
-                    bad.append(f"serq_spec/{m}.py:{line}: imports {t}, which is not before it in the layer order "
-                               f"of docs/architecture.md")
-    init = module_imports(sources.get("__init__", ""))
-    bad += [f"serq_spec/__init__.py:{line}: imports {t} (the package itself imports no module of its own)"
-            for t, line in init["runtime"] + init["type_only"] if t in modules]
+                if t in rank and rank[t] >= rank[m] and not (kind == "type_only" and (m, t) in allowed_up):
+                    where = " inside a function" if kind == "in_function" else ""
+                    bad.append(f"{package}/{m}.py:{line}: imports {t}{where}, which is not before it in the layer "
+                               f"order of docs/architecture.md")
+    init = module_imports(sources.get("__init__", ""), package)
+    bad += [f"{package}/__init__.py:{line}: imports {t} (the package imports no module of its own"
+            + (f" but {', '.join(sorted(init_exports))})" if init_exports else ")")
+            for t, line in init["runtime"] + init["type_only"] if t in modules and t not in init_exports]
     return bad
 
 

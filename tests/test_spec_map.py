@@ -180,7 +180,7 @@ def test_spec_map_fast_column_is_substantial():
     named = [NAME.findall(cell) for _, cell, _ in cells if cell != NO_FAST]
     assert len(named) >= 100
     modules = {n.split(".")[0] for names in named for n in names}
-    assert {"engine", "stages", "pools", "content", "expr", "state", "sources"} <= modules
+    assert {"step", "engine", "defs", "stages", "pools", "content", "expr", "trace", "growth", "lag", "sources"} <= modules
 
 
 def test_seeded_fast_faults_are_caught():
@@ -193,8 +193,8 @@ def test_seeded_fast_faults_are_caught():
     assert any(f"serq_fast has no {name}_misspelt" in p for p in check(bad))
     bad = text.replace(f"| `{name}`", f"| `nosuchmodule.{name.split('.')[-1]}`", 1)
     assert any("serq_fast has no nosuchmodule." in p for p in check(bad))
-    bad = text.replace("`stages.Engine.present`", "`stages.Engine.presnt`", 1)
-    assert bad != text and any("serq_fast has no stages.Engine.presnt" in p for p in check(bad))
+    bad = text.replace("`engine.Engine.present`", "`engine.Engine.presnt`", 1)
+    assert bad != text and any("serq_fast has no engine.Engine.presnt" in p for p in check(bad))
     # a row without its serq_fast cell (the pre-issue-14 three-column row)
     line = next(x for x in text.splitlines() if x.startswith("| `pools.make_room`"))
     cells = [c.strip() for c in CELL_SPLIT.split(line.strip()[1:-1])]

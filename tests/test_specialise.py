@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from serq.frontend import load_program
-from serq_fast import engine, report, specialise
-from serq_fast.engine import Sim
+from serq_fast import report, sessions, specialise
+from serq_fast.step import Sim
 from serq_fast.expr import RunError
 from serq_fast.irbuild import N, Bin, Program, ref
 from serq_fast.specialise import covered
@@ -100,7 +100,7 @@ def _spin_program():
 def test_the_statement_budget_is_exact(monkeypatch, limit):
     """The guard fires at the same statement (its message and the session's attributes) with
     and without specialisation, wherever in the block the budget runs out."""
-    monkeypatch.setattr(engine, "MAX_STATEMENTS", limit)
+    monkeypatch.setattr(sessions, "MAX_STATEMENTS", limit)
     seen = []
     for spec in (True, False):
         if spec:

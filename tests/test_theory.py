@@ -10,7 +10,7 @@ import math
 
 import pytest
 
-from serq_fast.engine import Sim
+from serq_fast.step import Sim
 from serq_fast.irbuild import N, Bin, Ctx, Draw, Fn, Program, vllm_engine
 
 K_CI = 2.5  # tolerance in half-widths of the run's own 95 % CI

@@ -8,6 +8,10 @@ construct; every serq_spec and serq_fast name resolves (import + getattr, as tes
 does); every vector exists (`vllm/NAME`: vectors/vllm/NAME.scenario.json and its trace,
 `spec/NAME`: vectors/spec/NAME/expected.json). The seeded-fault tests break one cell of each
 kind and require the check to name it.
+
+The second table (after `## Refused rules`) holds vLLM rules the model refuses instead of
+reproducing: four cells, rule | vLLM source | refusal | vectors; the refusal must be a feature of
+`serq_vllm.plan.FEATURES` and every vector cited must be refused by `plan_scenario` naming it.
 """
 
 from __future__ import annotations
@@ -40,10 +44,25 @@ VLLM_SOURCE = ([Path(p) for p in [os.environ["SERQ_VLLM_SOURCE"]]] if os.environ
                else sorted(REPO.glob("tools/vllm_testbed/.venv/lib/python3*/site-packages/vllm")))
 
 
+REFUSED_HEADING = "## Refused rules"
+REFUSED_COLUMNS = ("rule", "vLLM source", "refusal", "vectors")
+
+
 def table(text: str) -> list[list[str]]:
     """The stripped cells of every rule row."""
     return [[c.strip() for c in CELL_SPLIT.split(line.strip()[1:-1])]
             for line in text.splitlines() if ROW.match(line)]
+
+
+def modelled_part(text: str) -> str:
+    """The text before the refused rules' table."""
+    return text.split(REFUSED_HEADING, 1)[0]
+
+
+def refused_part(text: str) -> str:
+    """The refused rules' section (empty when there is none)."""
+    parts = text.split(REFUSED_HEADING, 1)
+    return parts[1] if len(parts) == 2 else ""
 
 
 def rule_name(cells: list[str]) -> str:
@@ -195,25 +214,105 @@ def check_feedback(rows: list[list[str]]) -> list[str]:
     return problems
 
 
-def check(text: str) -> list[str]:
-    """Every problem of the rules table."""
-    rows = table(text)
-    problems = [] if rows else ["no rows"]
+def cell_problems(rule: str, cells: list[str], columns: tuple[str, ...]) -> list[str]:
+    """One cell per column, none empty (a `—` needs a reason)."""
+    if len(cells) != len(columns):
+        return [f"{rule}: {len(cells)} cells, not {len(columns)} ({' | '.join(columns)})"]
+    return [f"{rule}: empty {col} cell (a `—` needs a reason)"
+            for col, cell in zip(columns, cells) if not cell or cell == NO_CELL]
+
+
+def table_problems(rows: list[list[str]], columns: tuple[str, ...], none: str, check_row) -> list[str]:
+    """The problems of a table's rows: `none` without rows, the cell count and empty cells of each,
+    and `check_row(rule, cells)` for every row of the right width."""
+    problems = [] if rows else [none]
     for cells in rows:
         rule = rule_name(cells)
-        if len(cells) != len(COLUMNS):
-            problems.append(f"{rule}: {len(cells)} cells, not {len(COLUMNS)} ({' | '.join(COLUMNS)})")
-            continue
-        for col, cell in zip(COLUMNS, cells):
-            if not cell or cell == NO_CELL:
-                problems.append(f"{rule}: empty {col} cell (a `—` needs a reason)")
-        if cells[1] and cells[1] != NO_CELL:
-            problems += check_vllm_cell(rule, cells[1])
-        problems += check_program_cell(rule, cells[2])
-        problems += check_names_cell(rule, cells[3], "serq_spec")
-        problems += check_names_cell(rule, cells[4], "serq_fast")
-        problems += check_vectors_cell(rule, cells[5])
-    return problems + check_feedback(rows)
+        problems += cell_problems(rule, cells, columns)
+        if len(cells) == len(columns):
+            problems += check_row(rule, cells)
+    return problems
+
+
+def check_modelled_row(rule: str, cells: list[str]) -> list[str]:
+    problems = check_vllm_cell(rule, cells[1]) if cells[1] and cells[1] != NO_CELL else []
+    problems += check_program_cell(rule, cells[2])
+    problems += check_names_cell(rule, cells[3], "serq_spec")
+    problems += check_names_cell(rule, cells[4], "serq_fast")
+    return problems + check_vectors_cell(rule, cells[5])
+
+
+def check(text: str) -> list[str]:
+    """Every problem of the rules table."""
+    rows = table(modelled_part(text))
+    return table_problems(rows, COLUMNS, "no rows", check_modelled_row) + check_feedback(rows)
+
+
+@functools.lru_cache(maxsize=None)
+def refusal_of(name: str) -> tuple[str, ...]:
+    """The features `plan_scenario` names when it refuses vector vllm/NAME (empty: it is planned)."""
+    from serq_vllm.plan import Unsupported, plan_scenario
+    from serq_vllm.scenario import load_scenario
+
+    try:
+        plan_scenario(load_scenario(VECTORS / "vllm" / f"{name}.scenario.json"))
+    except Unsupported as exc:
+        return tuple(f for f, _ in exc.needs)
+    return ()
+
+
+def check_refused_row(rule: str, cells: list[str]) -> list[str]:
+    from serq_vllm.plan import FEATURES
+
+    problems = check_vllm_cell(rule, cells[1])
+    features = NAME.findall(cells[2])
+    problems += [f"{rule}: refusal `{f}` is no feature of plan.FEATURES" for f in features
+                 if f not in FEATURES]
+    if not features:
+        problems.append(f"{rule}: the refusal cell names no feature")
+    problems += check_vectors_cell(rule, cells[3])
+    for ref in NAME.findall(cells[3]):
+        kind, _, name = ref.partition("/")
+        if kind == "vllm" and vector_exists(ref):
+            got = refusal_of(name)
+            problems += [f"{rule}: vector {ref} is not refused as `{f}` (refusals: "
+                         f"{', '.join(got) or 'none'})" for f in features if f not in got]
+    return problems
+
+
+def check_refused(text: str) -> list[str]:
+    """Every problem of the refused rules' table."""
+    return table_problems(table(refused_part(text)), REFUSED_COLUMNS, "no refused rules",
+                          check_refused_row)
+
+
+def test_refused_rules_can_be_followed():
+    problems = check_refused(RULES.read_text())
+    assert not problems, "docs/vllm-rules.md (refused rules) drifted:\n" + "\n".join(problems)
+
+
+REFUSED_SEEDED = {
+    "unknown refusal": (lambda t: _seed(t, "| `spec-decode` | `vllm/h_spec_reject`",
+                                        "| `spec-decoding` | `vllm/h_spec_reject`"),
+                        "refusal `spec-decoding` is no feature"),
+    "a modelled vector cited": (lambda t: _seed(t, "`vllm/h_spec_reject`, ", "`vllm/caps`, "),
+                                "vector vllm/caps is not refused as `spec-decode`"),
+    "missing vector": (lambda t: _seed(t, "`vllm/h_spec_reject`", "`vllm/h_spec_rejected`"),
+                       "no committed vector vllm/h_spec_rejected"),
+    "a cell dropped": (lambda t: _seed(t, "| `spec-decode` | `vllm/h_spec_prefix` |", "| `vllm/h_spec_prefix` |"),
+                       "3 cells, not 4"),
+}
+
+
+@pytest.mark.parametrize("fault", sorted(REFUSED_SEEDED))
+def test_seeded_refused_fault_is_caught(fault):
+    text = RULES.read_text()
+    assert not check_refused(text)
+    seed, expected = REFUSED_SEEDED[fault]
+    bad = seed(text)
+    assert bad != text and not check(bad)  # the modelled table is not what changed
+    problems = check_refused(bad)
+    assert any(expected in p for p in problems), (fault, problems)
 
 
 def test_every_rule_can_be_followed():
@@ -252,8 +351,8 @@ SEEDED = {
                                    "`vllm_scenario.sq:108` has no construct"),
     "misspelled serq_spec function": (lambda t: _seed(t, "| `growth.choose_victim`", "| `growth.choose_victin`"),
                                       "serq_spec has no growth.choose_victin"),
-    "misspelled serq_fast method": (lambda t: _seed(t, "| `pools.Pool.choose_victim`", "| `pools.Pool.chose_victim`"),
-                                    "serq_fast has no pools.Pool.chose_victim"),
+    "misspelled serq_fast method": (lambda t: _seed(t, "| `engine.Engine._serve`", "| `engine.Engine._serv`"),
+                                    "serq_fast has no engine.Engine._serv"),
     "serq_fast dash without reason": (lambda t: _seed(t, "| `stages.DelayStage._accept` |", "| — |"),
                                       "empty serq_fast cell"),
     "missing vllm vector": (lambda t: _seed(t, "`vllm/caps`", "`vllm/caps_missing`"),

@@ -188,22 +188,8 @@ def _exact_time(x, what: str):
     return v
 
 
-class _Rendered(SerqError):
-    """An error of the exact spec, rendered as `serq sample` / `serq spec` print it."""
-
-    def __init__(self, text: str):
-        super().__init__(text)
-        self.text = text
-
-    def render(self) -> str:
-        return self.text
-
-    def __str__(self) -> str:
-        return self.text
-
-
 def _spec_error(exc, program: Program) -> SerqError:
+    """An error of the exact spec as `serq sample` / `serq spec` print it."""
     from serq_spec.cli import located
 
-    msg = located(exc, program.ir, program.path)
-    return _Rendered(msg if msg.startswith("serq: ") else f"serq: {msg}")
+    return located(exc, program.ir, program.path)

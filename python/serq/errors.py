@@ -1,14 +1,24 @@
-"""The one error type of the front-end.
+"""The one error type of serQ and its one renderer.
 
 Every problem with a program (unreadable file, syntax, linking, a bad `--set`, a bad trace row)
-is a `SerqError` carrying where it is (file, 1-based line and column) and what is wrong. The CLI
-prints it as `FILE:LINE:COLUMN: error: message`, then the source line and a caret.
+is a `SerqError` carrying where it is (file, 1-based line and column) and what is wrong. So is a
+run-time error of either engine by the time a command prints it: `serq_spec`'s `SpecError` and
+`serq_fast`'s `RunError` hold an IR position ([FILE_INDEX, LINE, COLUMN], docs/ir.md), which
+`SerqError.at_ir` names through the IR's `files`. Every command prints an error with
+`print_error`: `FILE:LINE:COLUMN: error: message` (the compiler convention: editors jump to the
+position at the start of the line), then the source line and a caret when the text is at hand;
+`serq: error: message` when the error has no position; exit code 2.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
+from typing import Any, Optional, Sequence
+
+#: The exit code of every command for bad input or a run-time error (1 is a divergence).
+EXIT_ERROR = 2
 
 #: The Python recursion limit while a command compiles and runs a program. The linker and both
 #: engines walk expressions and statements recursively, and the parser admits syntax nested up to
@@ -44,12 +54,15 @@ class SerqError(Exception):
         self.more: list[SerqError] = []  # further errors found in the same pass
         self.about: str | None = None
 
+    @classmethod
+    def at_ir(cls, message: str, at: Optional[Sequence[Any]], files: Optional[Sequence[str]]) -> "SerqError":
+        """MESSAGE at the IR position AT ([FILE_INDEX, LINE, COLUMN] or None), its file named
+        through FILES (the IR's `files`)."""
+        file, line, column = ir_position(at, files)
+        return cls(message, file, line, column)
+
     def location(self) -> str:
-        if self.file is None:
-            return "serq"
-        if self.line is None:
-            return self.file
-        return f"{self.file}:{self.line}:{self.column or 1}"
+        return location_text(self.file, self.line, self.column)
 
     def render(self) -> str:
         """`FILE:LINE:COLUMN: error: message`, then the source line and a caret under the column."""
@@ -63,6 +76,67 @@ class SerqError(Exception):
 
     def __str__(self) -> str:
         return f"{self.location()}: {self.message}"
+
+
+def location_text(file: Optional[str], line: Optional[int] = None, column: Optional[int] = None) -> str:
+    """`FILE:LINE:COLUMN`, `FILE` when there is no line, `serq` when there is no file (an
+    option, a `--set`): the head of every error line."""
+    if file is None:
+        return "serq"
+    if line is None:
+        return file
+    return f"{file}:{line}:{column or 1}"
+
+
+def ir_position(at: Optional[Sequence[Any]], files: Optional[Sequence[str]]) -> tuple[Optional[str], Optional[int], Optional[int]]:
+    """(file, line, column) of an IR position [FILE_INDEX, LINE, COLUMN] (docs/ir.md); the file
+    is `<file I>` when FILES does not name index I, the line None when the IR gives none."""
+    if not at:
+        return None, None, None
+    index, line, column = at
+    if files and isinstance(index, int) and 0 <= index < len(files):
+        file = files[index]
+    else:
+        file = f"<file {index}>"
+    if not isinstance(line, int) or isinstance(line, bool):  # a statement without a position
+        return file, None, None
+    return file, line, column if isinstance(column, int) else None
+
+
+def ir_location(at: Optional[Sequence[Any]], files: Optional[Sequence[str]]) -> str:
+    """`FILE:LINE:COLUMN` of an IR position, for a message that points at a second place."""
+    if not at:
+        return "<unknown location>"
+    return location_text(*ir_position(at, files))
+
+
+def source_names(files: Optional[Sequence[str]], path: str) -> list[str]:
+    """The names under which errors show an IR's source files (its `files`: paths relative to the
+    main file's folder, docs/ir.md) when the program was read from PATH: as the front-end shows
+    them, the main file as PATH was given and the others beside it. An IR read from a `.json`
+    file keeps its own names (where its sources are is not known); an IR without files is PATH."""
+    if not files:
+        return [path]
+    if path.endswith(".json"):
+        return list(files)
+    folder = os.path.dirname(path)
+    return [path] + [os.path.normpath(os.path.join(folder, f)) for f in files[1:]]
+
+
+def number_text(x: Any) -> str:
+    """A value in a run-time error message, as the fast engine's floats print (`2.0`, `-0.25`,
+    `inf`): the exact spec shows the nearest double of its rational, so that both engines word
+    the same fault alike (a value beyond the doubles' range keeps its exact text)."""
+    try:
+        return repr(float(x))
+    except OverflowError:
+        return str(x)
+
+
+def print_error(exc: SerqError) -> int:
+    """Print EXC as every command prints an error (to standard error); the exit code, 2."""
+    print(exc.render(), file=sys.stderr)
+    return EXIT_ERROR
 
 
 # A source line is echoed under its error; a binary file read as a program can make that line

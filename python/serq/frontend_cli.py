@@ -6,14 +6,9 @@ import argparse
 import json
 import sys
 
-from .errors import SerqError
+from .errors import SerqError, print_error
 from .irfile import add_program_args, load_with_profile, parse_settings
 from .outputfile import is_write_failure
-
-
-def _report(e: SerqError) -> int:
-    print(e.render(), file=sys.stderr)
-    return 2
 
 
 def _load(args: argparse.Namespace) -> dict:
@@ -27,15 +22,14 @@ def _guarded(fn, args: argparse.Namespace) -> int:
     try:
         return fn(args)
     except SerqError as e:
-        return _report(e)
+        return print_error(e)
     except BrokenPipeError:
         raise  # a reader that stopped (`serq ir … | head`) is no defect: serq.cli ends quietly
     except Exception as e:
         if is_write_failure(e):
             raise  # a full disk is no defect either: serq.cli says the write failed
-        print(f"{args.file}: error: internal error in the front-end ({type(e).__name__}: {e}); please report it",
-              file=sys.stderr)
-        return 2
+        return print_error(SerqError(f"internal error in the front-end ({type(e).__name__}: {e}); please report it",
+                                     args.file))
 
 
 def _check(args: argparse.Namespace) -> int:

@@ -42,7 +42,6 @@ UNSUPPORTED = {
     "transfer": "`transfer` (moving KV between pools, P/D disaggregation) is not supported yet",
     "spill": "`spill` (offloading evicted cache to another tier) is not supported yet",
     "step": "the K-dialect stage kind `step { … }` is not supported yet; declare an `engine NAME on DEVICE { … }`",
-    "via": "the K-dialect `admit via STAGE` is not supported yet; write `pool NAME on ENGINE { … }`",
 }
 # `share` is a keyword of the grammar (`share content;`, docs/content.md); its other uses are not.
 SHARE_UNSUPPORTED = "`share maxmin | bottleneck` (multi-stage flows) is not supported yet"
@@ -483,7 +482,7 @@ class _ToAst(Transformer_NonRecursive):
 
     def engine_decl(self, meta, ch):
         return Node("engine", self.p(meta), name=str(ch[0]), dim=ch[1], device=str(ch[2]),
-                    device_pos=self.tp(ch[2]), items=list(ch[3:]))
+                    device_pos=self.tp(ch[2]), member=ch[3], items=list(ch[4:]))
 
     def eng_cap(self, meta, ch):
         return Node("cap", self.p(meta), name=str(ch[0]), expr=ch[1])
@@ -602,11 +601,11 @@ class _ToAst(Transformer_NonRecursive):
     # -- pools, stages
     def pool_free(self, meta, ch):
         return Node("pool", self.p(meta), name=str(ch[0]), dim=ch[1], owner=None, owner_dev=None,
-                    owner_pos=None, opts=list(ch[2:]))
+                    owner_pos=None, member=None, opts=list(ch[2:]))
 
     def pool_on(self, meta, ch):
-        return Node("pool", self.p(meta), name=str(ch[0]), dim=None, owner=str(ch[1]),
-                    owner_pos=self.tp(ch[1]), owner_dev=ch[2], opts=list(ch[3:]))
+        return Node("pool", self.p(meta), name=str(ch[0]), dim=ch[1], owner=str(ch[2]),
+                    owner_pos=self.tp(ch[2]), member=ch[3], owner_dev=ch[4], opts=list(ch[5:]))
 
     def owner_dev(self, meta, ch):
         return (str(ch[0]), self.tp(ch[0]))
@@ -649,6 +648,9 @@ class _ToAst(Transformer_NonRecursive):
 
     def p_share_content(self, meta, ch):
         return Node("p_share", self.p(meta))
+
+    def p_admit_via(self, meta, ch):
+        return Node("p_admit_via", self.p(meta), ref=ch[0])
 
     def prefix_decl(self, meta, ch):
         return Node("prefix", self.p(meta), name=None, key=ch[0], length=ch[1], after=ch[2])
@@ -824,6 +826,10 @@ class _ToAst(Transformer_NonRecursive):
     def call_stmt(self, meta, ch):
         c = ch[0]
         return Node("callstmt", self.p(meta), fname=c.fname, args=c.args, fname_pos=c.pos)
+
+    def indexed_call_stmt(self, meta, ch):
+        return Node("callstmt", self.p(meta), fname=str(ch[0]), args=ch[2] or [], fname_pos=self.tp(ch[0]),
+                    index=ch[1])
 
     def pool_ref(self, meta, ch):
         return Node("ref", self.tp(ch[0]), name=str(ch[0]), index=ch[1])

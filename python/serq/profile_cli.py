@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .errors import SerqError
+from .errors import SerqError, print_error
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -63,8 +63,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
     try:
         return _run(args)
     except SerqError as exc:
-        print(exc.render() if exc.file else f"serq: error: {exc.message}", file=sys.stderr)
-        return 2
+        return print_error(exc)
     except BrokenPipeError:
         raise
     except Exception as exc:

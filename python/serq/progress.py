@@ -22,7 +22,7 @@ def on_terminal(stream=None) -> bool:
 
 
 class RunProgress:
-    """The `progress(now, horizon)` callback of serq_fast.engine.Sim: simulated time over the
+    """The `progress(now, horizon)` callback of serq_fast.step.Sim: simulated time over the
     horizon. `close()` clears it."""
 
     def __init__(self, stream=None) -> None:

@@ -155,6 +155,16 @@ def check_counts(data: dict, ir: dict) -> None:
                               "pick(s)")
 
 
+def unused_machine_draws(used: int, held: int) -> str | None:
+    """A replay that ended because no event was left (not cut by a horizon or a step limit) must
+    have used every value of the file's machine stream (docs/sessions.md "Unused values"): the
+    message both engines stop with when it did not, None when it did."""
+    if used >= held:
+        return None
+    return (f"the sessions file does not fit the program: the run ended with {held - used} unused "
+            f"draw(s) of the machine stream (it used {used} of {held})")
+
+
 def sampling_difference(data: dict, ir: dict, program_name: str) -> str | None:
     """Why a sessions file that ran out of draws may not fit this run, when its header says: it
     was sampled from another program, or with other inputs (`--set`). The draws of a session can

@@ -80,7 +80,7 @@ def predict(workload: Workload, profile_settings: dict[str, str], program: str |
     from serq.irfile import read_program
     from serq.wire import value_to_wire
     from serq.exact import parse_number
-    from serq_fast.engine import Sim
+    from serq_fast.step import Sim
     from serq_fast.report import RECORD_COLUMNS, record_rows
 
     if not Path(program).is_file():

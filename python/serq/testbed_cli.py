@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from .errors import SerqError
+from .errors import SerqError, print_error
 
 
 def register(subparsers) -> None:
@@ -40,8 +40,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
         program = args.program or testbed.REPLAY_PROGRAM
         pred = testbed.predict(work, profile["set"], program, parse_settings(args.sets))
     except SerqError as exc:
-        print(exc.render(), file=sys.stderr)
-        return 2
+        return print_error(exc)
     cmp = testbed.compare(pred, measured)
     if args.json:
         print(json.dumps(cmp, indent=2, sort_keys=True))

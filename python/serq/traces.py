@@ -32,7 +32,7 @@ from datetime import datetime
 from fractions import Fraction
 from typing import Callable
 
-from .errors import SerqError
+from .errors import SerqError, print_error
 from .wire import canonical_json, value_to_wire
 
 FORMATS = ("azure", "sharegpt")
@@ -219,8 +219,7 @@ def cmd_import(args) -> int:
                             limit=args.limit)
         write_sessions(data, args.output)
     except SerqError as exc:
-        print(exc.render(), file=sys.stderr)
-        return 2
+        return print_error(exc)
     turns = sum(len(s["turns"]) for s in data["sessions"])
     print(f"{len(data['sessions'])} session(s), {turns} request(s) -> {args.output}", file=sys.stderr)
     return 0

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import sys
 
-from .errors import SerqError
+from .errors import SerqError, print_error
 
 
 def _run_options(p) -> None:
@@ -85,8 +85,7 @@ def _spec(args):
 
 
 def _fail(exc: SerqError) -> int:
-    print(exc.render(), file=sys.stderr)
-    return 2
+    return print_error(exc)
 
 
 POINT_COLUMNS = ("ttft_mean", "ttft_p99", "tpot_mean", "e2el_p99", "request_throughput")

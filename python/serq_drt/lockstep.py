@@ -12,16 +12,15 @@ from __future__ import annotations
 import json
 import math
 import os
-import sys
 from fractions import Fraction
 
-from serq.errors import SerqError
+from serq.errors import SerqError, print_error, source_names
 from serq.irfile import load_ir
 from serq_drt.compare import WIRE_VS_FLOAT, first_difference
-from serq_fast.engine import Sim
-from serq_fast.expr import RunError, name_files
-from serq_fast.state import dump_line
-from serq_spec.cli import located, prepare
+from serq_fast.step import Sim
+from serq_fast.expr import RunError
+from serq_fast.trace import dump_line
+from serq_spec.cli import prepare
 from serq_spec.errors import SpecError
 from serq_spec.sample import MAX_SESSIONS, sample
 from serq_spec.step import run
@@ -112,21 +111,26 @@ def compare_runs(ir: dict, sessions: dict, name: str = "program", horizon=math.i
         j += 1
     if j < len(fast):
         raise Divergence(len(spec), "(extra step)", "no step", "a step", None, fast[j])
-    if (spec_err is None) != (fast_err is None):
+    # both engines stop at a run-time error, or neither; with the same located message (issue 13)
+    if error_text(spec_err, ir, name) != error_text(fast_err, ir, name):
         raise Divergence(len(spec), "(run-time error)", error_text(spec_err, ir, name),
                          error_text(fast_err, ir, name), None, None)
+    if spec_err is not None:
+        raise spec_err      # the run's error, the same in both: the command reports it
     return compared
 
 
-def error_text(exc, ir: dict, path: str) -> str | None:
-    """A run-time error of either engine as the user reads it: positions as FILE:LINE:COL."""
+def run_error(exc: Exception, ir: dict, path: str) -> SerqError:
+    """A run-time error of either engine as every command prints it (serq.errors): its position
+    named through the IR's file list (PATH when the IR names none)."""
+    if isinstance(exc, (SpecError, RunError)):
+        return exc.located(source_names(ir.get("files"), path))
+    return SerqError(f"{type(exc).__name__}: {exc}")   # a crash: say what
 
-    if exc is None:
-        return None
-    if isinstance(exc, SpecError):
-        return located(exc, ir, path)
-    text = str(exc) if isinstance(exc, RunError) else f"{type(exc).__name__}: {exc}"   # a crash: say what
-    return name_files(text, ir.get("files") or [path])
+
+def error_text(exc: Exception | None, ir: dict, path: str) -> str | None:
+    """`run_error`'s rendered line, None for no error."""
+    return None if exc is None else run_error(exc, ir, path).render()
 
 
 def main(args) -> int:
@@ -138,16 +142,13 @@ def main(args) -> int:
                       (args.horizon is not None and not args.horizon >= 0,  # NaN too
                        f"--horizon must be >= 0, got {args.horizon}")):
         if bad:
-            print(f"serq: error: {what}", file=sys.stderr)
-            return 2
+            return print_error(SerqError(what))
     try:
         ir = load_ir(args.file, args.sets, args.profile)
     except SerqError as exc:
-        print(exc.render() if hasattr(exc, "render") else str(exc), file=sys.stderr)
-        return 2
+        return print_error(exc)
     except (OSError, ValueError) as exc:
-        print(f"serq: error: {exc}", file=sys.stderr)
-        return 2
+        return print_error(SerqError(str(exc)))
     horizon = math.inf if args.horizon is None else args.horizon
 
     try:
@@ -162,18 +163,13 @@ def main(args) -> int:
         if d.fast_line is not None:
             print("fast: " + dump_line(d.fast_line))
         return 1
-    except SpecError as exc:
-        print(f"serq: {error_text(exc, ir, args.file)}", file=sys.stderr)
-        return 2
-    except RunError as exc:
-        print(f"serq: error: fast run-time error: {error_text(exc, ir, args.file)}", file=sys.stderr)
-        return 2
+    except (SpecError, RunError) as exc:
+        return print_error(run_error(exc, ir, args.file))
     except (KeyError, TypeError, IndexError, ValueError) as exc:
         if not args.file.endswith(".json"):
             raise      # the front-end's IR: a bug of ours, not bad input
         # an IR file made by hand: its declarations passed serq.irfile, a statement did not
-        print(f"serq: error: malformed IR in {args.file} ({type(exc).__name__}: {exc}); produce IR "
-              "with `serq ir FILE` (docs/ir.md gives the format)", file=sys.stderr)
-        return 2
+        return print_error(SerqError(f"malformed IR in {args.file} ({type(exc).__name__}: {exc}); produce "
+                                     "IR with `serq ir FILE` (docs/ir.md gives the format)"))
     print(f"lockstep: {n} steps agree ({args.file}, seed {args.seed}, {args.sessions} sessions)")
     return 0

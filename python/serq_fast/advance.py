@@ -1,7 +1,7 @@
 """The multi-iteration advance of a decode fast-forward across block boundaries (docs/fast.md,
 speed trick 3, "Advance across block boundaries").
 
-Within a fast-forward (`stages.bulk`) every iteration serves one token to each resident decode,
+Within a fast-forward (`fastforward.bulk`) every iteration serves one token to each resident decode,
 so the cost is a staircase in the iteration index: constant between two block boundaries (the
 growth formations) and re-read after each. This module handles a whole fast-forward at once:
 
@@ -18,10 +18,13 @@ growth formations) and re-read after each. This module handles a whole fast-forw
 - it stops exactly where the step path would: before the first growth that would not fit
   (`used + need > cap`: a preemption or a stall, left to the normal path), after the growth whose
   eviction reaches the waiting head's own cache entry (then the formation's admissions run,
-  `Engine._ff_resume`), before the next event and after the horizon.
+  `advance.ff_resume`), before the next event and after the horizon.
 
 Only LRU eviction on a block pool, with a cost that reads engine values alone (memoised), is
 advanced here; `bulk` keeps its step-by-step loop for the rest (and for `SERQ_FAST_NO_ADVANCE`).
+
+serq_spec counterpart: none — a speed trick (3b); each iteration it skips is one
+`serq_spec/step.py` step, and lockstep compares the steps the fast engine emits.
 """
 
 from __future__ import annotations
@@ -30,8 +33,9 @@ import heapq
 import math
 import os
 
+from serq_fast.defs import EPS as POOL_EPS, EV_ITER_END, FAULTS
 from serq_fast.expr import RunError
-from serq_fast.pools import EPS as POOL_EPS, FAULTS
+from serq_fast.stages import Iteration
 
 INF = math.inf
 
@@ -118,7 +122,7 @@ class _Watch:
 
 def run(eng, it, jobs, parts, pool, grow_ok: bool, watch, cap_steps: int, t1: float, t_stop: float,
         horizon: float) -> int:
-    """The fast-forward of `stages.bulk` from the end of the template iteration (at `t1`); returns
+    """The fast-forward of `fastforward.bulk` from the end of the template iteration (at `t1`); returns
     the iterations handled (0: none, the normal path handles it)."""
     sim = eng.sim
     fault_sum, fault_evict = eng.advance_faults
@@ -170,7 +174,7 @@ def run(eng, it, jobs, parts, pool, grow_ok: bool, watch, cap_steps: int, t1: fl
         if n < lim or total >= cap_steps or not grow_ok or not (t < t_stop and t <= horizon):
             break
         # the formation at `total` crosses block boundaries: plan its growth in serving order
-        # (roundup of the position, as Pool.grow; the heap's next entry for each grower replaces
+        # (roundup of the position, as growth.grow; the heap's next entry for each grower replaces
         # its current one at once, a formation that does not fit ends the advance anyway)
         i = nxt[0][1]
         tgt = ceil((pos0[i] + total + 1) / block - POOL_EPS) * block
@@ -213,7 +217,7 @@ def run(eng, it, jobs, parts, pool, grow_ok: bool, watch, cap_steps: int, t1: fl
         if c is None:
             for p, a in zip(parts, alloc):
                 p.alloc = a  # what the cost may read
-            c = eng._ff_cost(eng._ff_fixed_key, kvd, jobs, left0, pos0, total)
+            c = ff_cost(eng, eng._ff_fixed_key, kvd, jobs, left0, pos0, total)
             if not (c > 0) or math.isinf(c):
                 raise RunError(f"engine {eng.name}: an iteration with {len(jobs)} tokens costs {c}")
             if costs is not None:
@@ -232,26 +236,24 @@ def run(eng, it, jobs, parts, pool, grow_ok: bool, watch, cap_steps: int, t1: fl
         ta_cached.area, ta_cached.t, ta_cached.v = c_area, c_t, c_v
     if total == 0:
         return 0
-    from serq_fast.stages import _ff_sync
-
     for p, a in zip(parts, alloc):
         p.alloc = a
-    _ff_sync(jobs, left0, pos0, total)
+    ff_sync(jobs, left0, pos0, total)
     if need:
         if resume or last_growth:
             _apply(sim, pool, used0, need_before, need, fault_evict, block)
         else:
             _apply(sim, pool, used0, need, need, fault_evict, block)
     if resume:
-        return eng._ff_resume(it, total, t)
-    return eng._ff_finish(it, total, last, c, last_growth)
+        return ff_resume(eng, it, total, t)
+    return ff_finish(eng, it, total, last, c, last_growth)
 
 
 def _stair_costs(eng, it, nres: int):
     """The memo of the cost by KV held (a dict) for the engine values fixed in this advance
-    (`Engine._ff_begin`); a second level of `Engine._ff_cost`'s memo, so that a lookup hashes
+    (`advance.ff_begin`); a second level of `advance.ff_cost`'s memo, so that a lookup hashes
     one float. Bounded like it."""
-    fixed = eng._ff_begin(it, nres)
+    fixed = ff_begin(eng, it, nres)
     eng._ff_fixed_key = fixed
     memo = eng._stair_memo
     d = memo.get(fixed)
@@ -281,3 +283,122 @@ def _apply(sim, pool, used0: float, need_before: float, need: float, fault: bool
     if cached_expected is not None and not fault and abs(pool.cached - cached_expected) > POOL_EPS:
         raise RunError(f"internal: the batch eviction of pool {pool.name} left {pool.cached} cached, "
                        f"the planned trajectory {cached_expected} (an entry that is no whole number of blocks)")
+
+
+# ---------------------------------------------------------------- what both forms share
+#
+# Starting a growth run (the engine values fixed for it), costing a step (memoised), bringing
+# the residents up to a step, and ending a fast-forward: as the iteration in flight
+# (`ff_finish`) or by handing the last formation back to the schedule (`ff_resume`). Used by
+# the one-advance form above and by the step-by-step form, `fastforward.bulk`.
+
+
+def ff_begin(eng, it, nres: int):
+    """The engine values fixed for a whole fast-forward (every resident is an assigned decode of
+    one token); only the KV held changes, by growth. Returns the memo key part of the cost's
+    other values, or a marker that the cost is evaluated afresh each time."""
+    n = float(nres)
+    eng._ff_fixed = {"batch.tokens": n, "batch.decoding": n, "batch.prefilled": 0.0, "batch.prefilling": 0.0,
+                      "batch.kv_prefill": 0.0, "batch.attention": 0.0, "running.count": n,
+                      "running.decoding": n, "running.kv_prefill": 0.0}
+    names = eng._cost_names
+    if names is None:
+        return None
+    eng.cur = it
+    kv = ("batch.kv_decode", "running.kv_decode")
+    return tuple((x, -1.0) if x in kv else (x, eng._ff_fixed[x] if x in eng._ff_fixed else eng._vf[x]())
+                 for x in names)
+
+
+def ff_sync(jobs, left0, pos0, total: int) -> None:
+    """Bring `left` and `position` of every resident to `total` steps past the fast-forward's
+    start (whole numbers: one addition is the same as `total` additions of 1)."""
+    for j, l0, p0 in zip(jobs, left0, pos0):
+        j.left = l0 - total
+        j.growpart.pos = p0 + total
+
+
+def ff_cost(eng, fixed, kvd: float, jobs, left0, pos0, total: int) -> float:
+    """The cost of a fast-forward step whose batch holds `kvd` KV units in decodes: memoised when
+    the cost reads only engine values (bounded), else evaluated with `left` and positions brought
+    up to date."""
+    key = (fixed, kvd) if fixed is not None else None
+    if key is not None:
+        c = eng._cost_memo.get(key)
+        if c is not None:
+            return c
+    else:
+        ff_sync(jobs, left0, pos0, total)  # the cost may read what the steps advanced
+    sim = eng.sim
+    cx = sim.cx
+    ff_vals = dict(eng._ff_fixed)
+    ff_vals["batch.kv_decode"] = ff_vals["running.kv_decode"] = kvd
+    saved = (cx.attrs, cx.sess, cx.draw, cx.eng, cx.var, cx.job)
+    cx.attrs, cx.sess, cx.draw, cx.eng, cx.var, cx.job = [], None, sim.machine_src, eng, {}, None
+    eng.cur = eng.iter
+    eng._ff_vals = ff_vals
+    try:
+        c = eng.cost_fn(cx)
+    finally:
+        eng._ff_vals = None
+        cx.attrs, cx.sess, cx.draw, cx.eng, cx.var, cx.job = saved
+    if key is not None:
+        if len(eng._cost_memo) > 65536:
+            eng._cost_memo.clear()
+        eng._cost_memo[key] = c
+    else:
+        ff_sync(jobs, left0, pos0, 0)  # the caller advances them once, at the end
+    return c
+
+
+def ff_finish(eng, it, total: int, last: float, c: float, last_growth: bool) -> int:
+    """End a fast-forward of `total` steps whose last iteration started at `last` and costs `c`
+    (positions already brought up to date): it is the iteration in flight, its end pushed with the
+    sequence numbers and counters the skipped steps would have consumed."""
+
+    sim = eng.sim
+    if not last_growth and sim.rec is not None:
+        sim.rec = sim._new_rec()
+    for a in it.assign:
+        a[3] = a[0].growpart.pos - 1
+    sim.now = last
+    it.start = last
+    it.cost = c
+    it.end = last + c
+    sim.seq += total - 1
+    eng._ff_ev_seq = sim.seq - 1  # the last iteration end handled
+    it.seq = sim.push(it.end, EV_ITER_END, eng)
+    eng.iterations += total
+    sim.events += total - 1  # the caller counts the popped event
+    return total
+
+
+def ff_resume(eng, it, total: int, t: float) -> int:
+    """End a fast-forward at a formation (time `t`, the `total`-th step) whose decodes were served
+    and grown but whose admissions may differ from the template's: form the rest of the
+    iteration with the schedule's admit statements, as `start_iteration` would after the
+    advances. The caller then settles from the engines on (`Sim.settle(started=True)`)."""
+    sim = eng.sim
+    sim.now = t
+    sim.seq += total - 1
+    eng._ff_ev_seq = sim.seq - 1
+    sim.events += total - 1  # the caller counts the popped event
+    eng.iterations += total - 1  # `_form` counts the resumed one
+    eng.iter = None
+    it2 = Iteration(sim.npreempt)
+    it2.start = t
+    it2.budget = it.budget
+    left = it.budget
+    for a in it.assign:
+        job = a[0]
+        it2.assign.append([job, a[1], a[2], job.growpart.pos - a[1]])
+        it2.served.add(job)
+        left -= a[1]
+    it2.left = left
+    it2.grew = True
+    if left <= 0:
+        it2.stopped = True  # the advance loop ends the schedule when the budget is spent
+    eng.cur = it2
+    eng._ff_resumed = True
+    eng._form(it2, eng._ff_admit_at)
+    return total

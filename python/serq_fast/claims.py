@@ -1,7 +1,10 @@
 """Claims in serq_fast (docs/language.md §11.9 "Claims"), as serq_spec checks them: an iteration
-claim is read when its engine's batch is formed, in the `execute` context (stages.Engine._form),
+claim is read when its engine's batch is formed, in the `execute` context (engine.Engine._form),
 an `at end` claim once when the run is over. Every iteration must be seen, so a program with
-iteration claims runs without the decode fast-forward (docs/fast.md)."""
+iteration claims runs without the decode fast-forward (docs/fast.md).
+
+serq_spec counterpart: `serq_spec/claims.py` (the same tallies, `serq.claimreport`).
+"""
 
 from __future__ import annotations
 
@@ -15,7 +18,7 @@ def _truth(v: float, what: str, at) -> bool:
         return False
     if v == 1:
         return True
-    raise RunError(f"{what} must be 0 or 1, got {v:g} at {at_text(at)}")
+    raise RunError(f"{what} must be 0 or 1, got {v} at {at_text(at)}")   # as guards (serq.errors.number_text)
 
 
 class Claims:

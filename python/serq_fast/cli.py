@@ -2,6 +2,8 @@
 
 Exit codes: 0 success; 2 bad input (usage, program, settings) or a
 run-time error of docs/language.md §11.9 — always a one-paragraph message, never a traceback.
+
+serq_spec counterpart: `serq_spec/cli.py` (`serq sample`, `serq spec`).
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import os
 import sys
 
+from serq.errors import SerqError, print_error
 from serq.irfile import add_program_args, integer_option, load_ir, number_option
 from serq_fast.simulate import DEFAULT_HORIZON, DEFAULT_WARMUP_FRACTION
 
@@ -38,12 +41,11 @@ def register(subparsers) -> None:
 
 
 def _err(msg: str) -> int:
-    print(f"serq: error: {msg}", file=sys.stderr)
-    return 2
+    """An error of the command line itself (no program position): `serq: error: MSG`, exit 2."""
+    return print_error(SerqError(msg))
 
 
 def cmd_run(args) -> int:
-    from serq.errors import SerqError
     from serq_fast import report
     from serq_fast.simulate import RunOptions, simulate
 
@@ -81,8 +83,7 @@ def cmd_run(args) -> int:
 
             replay = read_sessions_file(args.replay, ir)
     except SerqError as exc:
-        print(exc.render(), file=sys.stderr)
-        return 2
+        return print_error(exc)
     states_file = None  # an AtomicFile: renamed into place only when the run completes
     states_out = None
     states_cb = None
@@ -97,7 +98,7 @@ def cmd_run(args) -> int:
                 states_out = states_file.fh
         except OSError as exc:
             return _err(f"--states {args.states}: cannot write: {exc.strerror or exc}")
-        from serq_fast.state import dump_line
+        from serq_fast.trace import dump_line
 
         states_cb = lambda line: states_out.write(dump_line(line) + "\n")  # noqa: E731
     records = [] if args.records else None
@@ -115,8 +116,7 @@ def cmd_run(args) -> int:
             if is_write_failure(exc):  # only the states are written during the run
                 return _err(f"--states {args.states}: cannot write: {exc.strerror or exc}")
         if isinstance(exc, SerqError):
-            print(exc.render(), file=sys.stderr)
-            return 2
+            return print_error(exc)
         raise
     finally:
         if progress:
@@ -142,7 +142,6 @@ def cmd_run(args) -> int:
         try:
             series.plot(args.plot, title=os.path.basename(args.file))
         except SerqError as exc:
-            print(exc.render(), file=sys.stderr)
-            return 2
+            return print_error(exc)
     return 0
 

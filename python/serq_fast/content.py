@@ -10,6 +10,8 @@ Speed: the free queue is a doubly linked list over block ids in two int arrays (
 sentinel `B`), so touching a cached block removes it in O(1) as vLLM's `FreeKVCacheBlockQueue`
 does; the identity map is a dict of short lists; a prefix key's block identities are computed
 once per (key, block index) and cached.
+
+serq_spec counterpart: `serq_spec/content.py` (block pool, identities, hit, release).
 """
 
 from __future__ import annotations

@@ -1,970 +1,723 @@
-"""The fast simulator: the operational semantics of docs/language.md §11 over the IR, float time.
+"""The step engine (docs/language.md §11.6): an engine's iteration, its schedule and cost.
 
-Design principle (docs/language.md §11.2): one event heap keyed by `(time, seq)` with a global
-insertion counter; every handled event is followed by *settle* (ready sessions run in FIFO
-order, non-engine pools admit their heads, repeat), and an engine starts an iteration only when
-no other event is pending at `now`, so one scheduler step sees every same-instant arrival and
-finish. Sessions are interpreted from the IR's statement blocks; pools, holds, the prefix cache,
-growth and preemption follow §11.4, §11.7 and §11.8; the step engine follows §11.6.
+The iteration (`Engine.start_iteration`) follows the §11.6 pseudo-code: the budget and the
+schedule's `let`s are read once from the residents before the iteration; the `advance`
+statement serves residents in the serving order as it stands now (each at most once; decodes
+one token, prefills up to the per-run cap); `admit` admits the head of a pool the engine admits
+only with budget left and no preemption in this iteration, runs the admitted session at once and
+serves it in the same iteration; growth that fails preempts (§11.7) or stalls.
 
-Module map: `expr` (expressions → closures), `sources` (draw streams), `pools` (pools, holds,
-cache), `stages` (fifo/ps/delay/step), this file (sessions, events, settle), `report`.
+serq_spec counterpart: `serq_spec/engine.py` (the step engine, whose admission runs sessions).
 """
 
 from __future__ import annotations
 
-import heapq
+import bisect
 import math
-import time as _time
-from typing import Any
+import os
+import sys
 
-from serq_fast.expr import Ctx, RunError, at_text, compile_expr, compile_ref, located, num
-from serq_fast.sources import ListSource, LiveSource, no_draw
-from serq_fast.claims import Claims
-from serq_fast.stats import Gauge, Sample, TimeAverage
-from serq_fast import pools as P
-from serq_fast import stages as S
-
-# Built-in attribute slots (docs/ir.md "Slots").
-SERIAL, TURN_NO, CACHED, COMPUTED, NEW, OUT, THINK, MORE, FORCED = range(9)
-
-# Session status. ENDING: the end of a lagged engine request is pending or due on `where`
-# (docs/async.md §3). JOINING: at a `join;`, waiting for its branches (docs/language.md §11.13).
-READY, QUEUED, STAGE, GROWING, ENDED, ENDING, JOINING = range(7)
-
-# Event kinds.
-EV_ARRIVE, EV_FINISH, EV_ITER_END, EV_WARMUP, EV_ENDS, EV_LEASE_END = range(6)
-EVENT_NAMES = ("arrive", "finish", "iter_end", "warmup_end", "ends", "lease_end")
-
-TIE_EPS = 1e-10  # relative: event times closer than this are one instant (float time)
-MAX_STATEMENTS = 1_000_000  # §11.9 guard: statements without blocking
-MAX_READY_PER_INSTANT = 1000  # §11.9 guard
+from serq.irfile import field_at
+from serq_fast import advance
+from serq_fast.defs import (EPS, EV_ITER_END, FAULTS, INF, STAGE, TURN_NO)
+from serq_fast.expr import RunError, compile_expr, located
+from serq_fast.growth import grow
+from serq_fast.pools import REJECTED, WAIT, find_part
+from serq_fast.lag import make_due
+from serq_fast.stages import DelayStage, FifoStage, Iteration, Job, PsStage, Stage, _request_hold
 
 
-class Session:
-    __slots__ = ("serial", "attrs", "frames", "status", "where", "holds", "pending", "adm_seq",
-                 "prepos", "stuck", "trace", "tcursor", "src", "job", "ready_t", "ready_n",
-                 "growth", "turn_src", "turn_t", "turn_warm", "turn_called",
-                 "tid", "parent", "live_branches", "forks")
-
-    def __init__(self, serial: int, nattrs: int) -> None:
-        self.serial = serial
-        self.attrs = [0.0] * nattrs
-        self.attrs[SERIAL] = float(serial)
-        self.frames: list = []  # [block, pc, kind, hold]
-        self.status = READY
-        self.where = None  # the Pool / Stage named by the status
-        self.holds: list = []  # active holds, outermost first
-        self.pending = None  # the Hold waiting in a queue
-        self.adm_seq = -1
-        self.prepos: dict = {}  # pool index -> position at its last preemption
-        self.stuck = False
-        self.trace = None
-        self.tcursor = 0
-        self.src = None  # the session stream
-        self.job = None
-        self.ready_t = -1.0
-        self.ready_n = 0
-        self.growth = None  # (part, need, job or None) while stalled
-        # the current turn (docs/report.md "client"): when `turn;` ran, whether that was after the
-        # warm-up (the turn counts in `turns`, and so do its client metrics), whether its server
-        # made an engine call (else the turn's own response is recorded when the server ends)
-        self.turn_t = 0.0
-        self.turn_warm = False
-        self.turn_called = False
-        # docs/language.md §11.13: a thread's name (the serial, or "s.k" for the k-th branch of
-        # session s), a branch's parent thread, the branches this thread forked that still run,
-        # and (on the session) how many branches it has forked
-        self.tid = serial
-        self.parent = None
-        self.live_branches = 0
-        self.forks = 0
-
-    def status_text(self) -> str:
-        if self.status == READY:
-            return "ready"
-        if self.status == QUEUED:
-            return "queued:" + self.where.name
-        if self.status == STAGE:
-            return "stage:" + self.where.name
-        if self.status == GROWING:
-            return "growing:" + self.where.name
-        if self.status == ENDING:
-            return "ending:" + self.where.name
-        if self.status == JOINING:
-            return "joining"
-        return "ended"
+def inferred_memory(ir: dict, idx: int):
+    """An engine without a `request` block has `memory: null` in the IR; its memory is the pool
+    its growing runs grow (docs/ir.md): the first such run in block order, as serq_spec does
+    (program.infer_memory)."""
+    for blk in ir["blocks"]:
+        for st in blk:
+            if st["op"] == "run" and st.get("growing") is not None:
+                ref = st["stage"]
+                if ref["base"] <= idx < ref["base"] + ref.get("count", 1):
+                    return st["growing"]
+    return None
 
 
-class Request:
-    """The client-metric mark of a lowered engine call (docs/ir.md `request`), or of a turn whose
-    server made no engine call (prompt, output, hit and first stay None)."""
+def make_stage(idx: int, st: dict, sim):
+    kind = st["kind"]
+    if kind == "fifo":
+        return FifoStage(idx, st, sim)
+    if kind == "delay":
+        return DelayStage(idx, st, sim)
+    if kind == "ps":
+        return PsStage(idx, st, sim)
+    if kind == "step":
+        return Engine(idx, st, sim)
+    raise RunError(f"unknown stage kind {kind}")
 
-    __slots__ = ("serial", "turn", "prompt", "output", "submit", "first", "done", "hit")
 
-    def __init__(self, serial, turn, prompt, output, submit):
-        self.serial, self.turn, self.prompt, self.output, self.submit = serial, turn, prompt, output, submit
-        self.first = None
-        self.done = None
-        self.hit = None
+class Engine(Stage):
+    """A step stage: continuous batching under a per-iteration token budget (§11.6)."""
 
+    kind = "step"
 
-class Sim:
-    def __init__(self, ir: dict, *, seed: int = 1, horizon: float = math.inf, warmup: float = 0.0,
-                 arrivals: int | None = None, replay: dict | None = None, states: Any = None,
-                 records: list | None = None, progress: Any = None, max_steps: int | None = None,
-                 lean_states: bool = False) -> None:
-        self.ir = ir
-        self.seed = int(seed)
-        self.horizon = float(horizon)
-        self.warmup = float(warmup)
-        self.arrivals_limit = arrivals
-        self.replay = replay
-        self.states = states  # callable(line dict) or None: lockstep / state output
-        # True: lean state lines (state.LEAN) for a consumer that reads only the schedule (the
-        # oracle model), never for lockstep: the full lines cost O(KV blocks + sessions) each
-        self.lean_states = lean_states
-        self.records = records  # list to append per-turn rows to, or None
-        self.progress = progress
-        self.series = None  # an optional sampler of the state over time (serq.timeseries)
-        self.max_steps = max_steps
-        self.now = 0.0
-        self.seq = 0
-        self.heap: list = []
-        self.ready: list = []
-        self.ready_head = 0
-        self.events = 0
-        self.narrivals = 0
-        self.turns = 0
-        self.ended = 0
-        self.next_serial = 0
-        self.next_adm = 0
-        self.next_rel = 0
-        self.next_dead = -1
-        self.measuring = self.warmup <= 0
-        self.cx = Ctx(self)
-        self.rec = None  # per-step records (lockstep)
-        self.sessions: dict = {}  # live sessions by serial (all sessions when states are kept)
-        self.branches: dict = {}  # live branches by name "s.k", in the order forked (docs/language.md §11.13)
-        self.keep_all = states is not None
-        self.statements = 0
-        nattrs = len(ir["attrs"])
-        self.nattrs = nattrs
-        self.observe_names = list(ir["observes"])
-        self.obs_stats = [Sample() for _ in self.observe_names]
-        self.client = {"ttft": Sample(), "tpot": Sample(), "response": Sample()}
-        self.live = 0
-        self.ta_live = TimeAverage()
-        # draw sources
-        if replay is None:
-            self.arrival_src = LiveSource("arrival", self.seed)
-            self.trace_src = LiveSource("trace", self.seed)
-            self.machine_src = LiveSource("machine", self.seed)
-        else:
-            from serq.sessionsfile import SessionsFileBad, check_sessions
+    def __init__(self, idx, st, sim):
+        super().__init__(idx, st, sim)
+        self.memory = st.get("memory")
+        if self.memory is None:
+            self.memory = inferred_memory(sim.ir, idx)
+        self.residents: list = []
+        self.adm_keys: list = []
+        self.iter = None  # the iteration in flight
+        self.cur = None  # the iteration being formed, then in flight (engine values)
+        self.registers: list = []
+        self.locals: list = []
+        self._ff_vals = None  # engine values fixed during a fast-forward growth step
+        # `lag 1` (docs/async.md §3): sessions whose lagged end waits for the next schedule
+        # (pending), and those that schedule made due (applied by the `ends` event)
+        self.lag = int(st.get("lag", 0) or 0)
+        self.pending: list = []
+        self.due: list = []
 
-            try:
-                check_sessions(replay)  # the shape both engines assume (`serq run --replay` checked it too)
-            except SessionsFileBad as bad:
-                raise RunError(str(bad)) from None
-            self.arrival_src = no_draw
-            self.machine_src = ListSource(replay.get("machine", []), "the machine stream")
-            self.replay_arrivals = [float(P.wire(v)) for v in replay.get("arrivals", [])]
-            self.replay_picks = list(replay.get("trace_picks", []))
-            self.replay_sessions = {s["serial"]: s for s in replay.get("sessions", [])}
-            self.replay_k = len(replay.get("sessions", []))
-        self.npreempt = 0
-        import os
+    def link(self, sim):
+        st = self.spec
+        def c(e, at=None, what=None):
+            return compile_expr(e, sim, at, what) if e is not None else None
 
-        self.trace_iter = bool(os.environ.get("SERQ_TRACE_ITER"))  # docs/language.md §14 debug line
-        self.fault_pending = "ignore_pending" in P.FAULTS()
-        # static structure
-        from serq_fast.content import Prefixes
+        name = self.name
+        self.budget_fn = c(st["budget"], field_at(st, "budget"), f"engine {name}: tokens cap")
+        self.granule_fn = c(st.get("granule"), field_at(st, "granule"), f"engine {name}: granule")
+        self.cost_fn = c(st["cost"], field_at(st, "cost"), f"engine {name}: execute")
+        self.cost_at = field_at(st, "cost")
+        self.let_fns = [c(x["expr"], x.get("at"), f"engine {name}: schedule `let {x.get('name')}`")
+                        for x in st.get("lets", [])]
+        self.reg_inits = [c(x["init"], x.get("at"), f"engine {name}: a register's initial value")
+                          for x in st.get("registers", [])]
+        self._vf = self._value_table()
+        # the engine values the cost reads, when it reads nothing else (for the fast-forward memo)
+        self._cost_memo: dict = {}
+        self._stair_memo: dict = {}  # the same by fixed values, then KV held (serq_fast/advance.py)
+        self._ff_fixed_key = None
+        self._cost_names = _pure_eng_names(st["cost"])
+        self.schedule = [self._compile_s(x, sim) for x in st["schedule"]]
+        # a lag engine's iterations are formed one by one (pending residents, `ends` events)
+        self.ff_ok = not self.lag and _fast_forward_eligible(st, sim, self.idx)
+        # the fast-forward as one advance across block boundaries (serq_fast/advance.py)
+        self.advance_ok = self.ff_ok and advance.enabled()
+        # growth inside a fast-forward needs a budget that the growth cannot change
+        constant_names = {"running.count", "running.decoding", "waiting.count", "running.preempted",
+                          "waiting.admitted"}
+        self.ff_grow = self.ff_ok and self.memory is not None and not _reads_any(
+            [st["budget"], st.get("lets", []), st["schedule"]],
+            lambda e: e.get("k") == "obs" or (e.get("k") == "eng" and e.get("name") not in constant_names))
+        self.admits = [p for p in sim.pools if p.admitted_by == self.idx]
+        # where the admissions start in a fast-forward's schedule (advances come first)
+        self._ff_admit_at = next((i for i, x in enumerate(st["schedule"]) if x["op"] != "advance"),
+                                 len(st["schedule"]))
+        self._ff_resumed = False
+        self._ff_ev_seq = -1
+        self._head_pure: dict = {}
 
-        self.prefixes = Prefixes(ir.get("prefixes") or [])  # docs/content.md
-        self.pools = [P.Pool(i, p, self) for i, p in enumerate(ir["pools"])]
-        self.has_content = any(p.content for p in self.pools)  # skips the content paths otherwise
-        self.stages = [S.make_stage(i, st, self) for i, st in enumerate(ir["stages"])]
-        for pool in self.pools:
-            pool.link(self)
-        for st in self.stages:
-            st.link(self)
-        self.engines = [st for st in self.stages if st.kind == "step"]
-        self.blocks = [None] * len(ir["blocks"])
-        for i, blk in enumerate(ir["blocks"]):
-            self.blocks[i] = [self._compile_stmt(x) for x in blk]
-        self.block_fns = None  # id(compiled block) -> its generated function (speed trick 5)
-        wl = ir["workload"]
-        self.wl_init = wl.get("init")
-        self.wl_turn = wl.get("turn")
-        self.wl_session = wl["session"]
-        self.wl_server = wl.get("server")
-        self.arrival = wl["arrival"]
-        self.trace = wl.get("trace")
-        if self.trace is not None:
-            self.trace_rows = [[[num(v) for v in row] for row in sess] for sess in self.trace["sessions"]]
-        kind = self.arrival["kind"]
-        if self.arrival_limit_applies() is False and arrivals is not None:
-            raise RunError(f"--arrivals applies to poisson or renewal arrivals, not `{kind}`")
-        if kind == "renewal":
-            self.gap_fn = compile_expr(self.arrival["gap"], self, self.arrival.get("at"), "`arrive renewal(…)`: the gap")
-        # gauges (§11.9), sampled at the end of every settle; the 20 CI windows are exact when the
-        # end is known in advance (docs/report.md)
-        self.gauge_names = [g["name"] for g in ir.get("gauges", [])]
-        self.gauge_fns = [compile_expr(g["expr"], self, g.get("at"), f"gauge {g['name']}") for g in ir.get("gauges", [])]
-        self.gauge_end = self.horizon if arrivals is None and math.isfinite(self.horizon) else None
-        self.gauges = [Gauge(0.0, self.gauge_end) for _ in self.gauge_fns]
-        self.claims = Claims(ir, self)   # docs/language.md §11.9 "Claims"
-        if kind == "poisson":
-            self.arrival_mean = 1.0 / num(self.arrival["rate"])  # the mean gap, converted once
-        if not os.environ.get("SERQ_FAST_NO_SPECIALISE"):
-            from serq_fast.specialise import specialise
-
-            fns = specialise(self, P.FAULTS())
-            self.block_fns = {id(blk): fn for blk, fn in zip(self.blocks, fns) if fn is not None}
-
-    # ---------------------------------------------------------------- compile
-
-    def arrival_limit_applies(self):
-        return self.arrival["kind"] in ("poisson", "renewal")
-
-    def _compile_stmt(self, st: dict) -> tuple:
-        try:
-            return self._compile_stmt_at(st)
-        except RunError as exc:  # a constant beyond the floats' range (`--set x=1e400`): where it is
-            raise located(exc, st.get("at")) from None
-
-    def _compile_stmt_at(self, st: dict) -> tuple:
-        op = st["op"]
-        at = st.get("at")
-        c = lambda e: compile_expr(e, self) if e is not None else None  # noqa: E731
-        if op == "set":
-            return ("set", st["slot"], c(st["expr"]), at)
-        if op == "observe":
-            return ("observe", st["name"], c(st["expr"]), at)
-        if op in ("turn", "end", "join"):
-            return (op, at)
-        if op == "fork":
-            self._check_branch_block(st["body"])
-            return ("fork", st["body"], at)
-        if op == "branch":
-            return ("branch", c(st["cond"]), st["then"], st.get("else"), at)
-        if op == "while":
-            return ("while", c(st["cond"]), st["body"], at)
-        if op == "loop":
-            return ("loop", st["body"], at)
-        if op == "choose":
-            return ("choose", st["slot"], c(st["count"]), [c(k) for k in st["keys"]], at)
-        if op == "hold":
-            return ("hold", P.HoldStmt(st, self), at)
-        if op == "run":
-            ref = st["stage"]
-            if st.get("growing") is not None and any(
-                    self.stages[i].kind != "step" for i in range(ref["base"], ref["base"] + ref.get("count", 1))):
-                # a growing run advances a position by the tokens an engine serves (§11.6): a
-                # non-step stage has none (docs/spec.md, as serq_spec.program)
-                raise RunError(f"`growing` needs an engine (a step stage), not stage "
-                               f"{self.stages[ref['base']].name} at {at_text(at)}")
-            return ("run", compile_ref(st["stage"], self, "stage"), st["mode"], c(st["work"]),
-                    st.get("growing"), at)
-        if op in ("drop", "load"):
-            ref = st["pool"]
-            for pool in self.pools[ref["base"]:ref["base"] + ref.get("count", 1)]:
-                if pool.content:
-                    raise RunError(f"`{op}` on the `share content` pool {pool.name} (docs/content.md §1) at {at_text(at)}")
-        if op in ("grow", "load"):
-            return (op, compile_ref(st["pool"], self, "pool"), c(st["units"]), at)
-        if op in ("drop", "release"):
-            return (op, compile_ref(st["pool"], self, "pool"), at)
-        raise RunError(f"unknown statement {op!r}")
-
-    # ---------------------------------------------------------------- events
-
-    def push(self, t: float, kind: int, a: Any = None, b: Any = None) -> int:
-        s = self.seq
-        self.seq += 1
-        heapq.heappush(self.heap, (t, s, kind, a, b))
-        return s
-
-    def _valid(self, ev: tuple) -> bool:
-        kind = ev[2]
-        if kind == EV_FINISH:
-            return ev[3].event_valid(ev)
-        if kind == EV_LEASE_END:
-            return P.lease_valid(ev)
-        return True
-
-    def _top(self):
-        h = self.heap
-        while h and not self._valid(h[0]):
-            heapq.heappop(h)
-        return h[0] if h else None
-
-    def pending_now(self) -> bool:
-        top = self._top()
-        return top is not None and top[0] <= self.now + TIE_EPS * max(1.0, abs(self.now))
-
-    def _pop(self) -> tuple:
-        """The next event: the least (time, seq), where times within TIE_EPS (relative) count as
-        one instant. Float sums can split an exact tie (1/2 + 3·(1/2) vs 2); treating near-equal
-        times as equal restores the exact order, by sequence number (docs/fast.md "Float time")."""
-        h = self.heap
-        ev = heapq.heappop(h)
-        if h and h[0][0] <= ev[0] + TIE_EPS * max(1.0, abs(ev[0])):
-            lim = ev[0] + TIE_EPS * max(1.0, abs(ev[0]))
-            group = [ev]
-            while h and h[0][0] <= lim:
-                group.append(heapq.heappop(h))
-            group = [e for e in group if self._valid(e)]
-            best = min(group, key=lambda e: e[1])
-            for e in group:
-                if e is not best:
-                    heapq.heappush(h, e)
-            ev = best
-        return ev
-
-    # ---------------------------------------------------------------- run
-
-    def run(self) -> "Sim":
-        kind = self.arrival["kind"]
-        self.rec = self._new_rec() if self.states else None
-        if self.warmup > 0:
-            self.push(self.warmup, EV_WARMUP)
-        if self.replay is None:
-            if kind == "poisson":
-                self.push(0.0, EV_ARRIVE, self.next_serial)
-            elif kind == "renewal":
-                self.push(self._renewal_gap(), EV_ARRIVE, self.next_serial)
-            elif kind in ("closed", "batch"):
-                for _ in range(int(self.arrival["n"])):
-                    self.spawn()
-        else:
-            if kind in ("poisson", "renewal"):
-                if self.replay_arrivals:
-                    self.push(self.replay_arrivals[0], EV_ARRIVE, self.next_serial)
-            elif kind in ("closed", "batch"):
-                for _ in range(min(int(self.arrival["n"]), self.replay_k)):
-                    self.spawn()
-        self.settle()
-        self._emit_state(0, None)
-        step = 0
-        drain = self.arrivals_limit is not None
-        prog = self.progress
-        next_prog = _time.monotonic() + 0.5 if prog else None
-        while self.max_steps is None or step < self.max_steps:
-            top = self._top()
-            if top is None:
-                break
-            if top[0] > self.horizon:
-                if drain:
-                    raise RunError(f"--arrivals {self.arrivals_limit}: not drained by the horizon {self.horizon:g}")
-                break
-            ev = self._pop()
-            if ev[0] > self.now:
-                self.now = ev[0]
-            self.events += 1
-            step += 1
-            if self.rec is not None:
-                self.rec = self._new_rec()
-            if ev[2] == EV_ITER_END and ev[3].iter.template and not self.ready and not self.gauges \
-                    and not self.claims.iterations:
-                # labelled speed trick: decode fast-forward (stages.bulk, docs/fast.md)
-                nxt = self._top()
-                t_next = nxt[0] if nxt is not None else math.inf
-                left = (self.max_steps - step + 1) if self.max_steps is not None else 1 << 62
-                j = ev[3].bulk(ev[0], t_next, self.horizon, left)
-                if j:
-                    step += j - 1
-                    eng = ev[3]
-                    if eng._ff_resumed:
-                        # the last formation ran its admissions (stages._ff_resume): settle on
-                        eng._ff_resumed = False
-                        self.settle(started=True)
-                    else:
-                        it = eng.iter
-                        if self.rec is not None:
-                            self.rec["iterations"].append({
-                                "stage": eng.name, "start": it.start, "end": it.end,
-                                "assign": [[a[0].sess.serial, a[0].mode, a[1]] for a in it.assign],
-                                "preempted": 0, "admitted": 0})
-                        self.sample()
-                    self._emit_state(step, (self.now, eng._ff_ev_seq, EV_ITER_END, eng, None))
-                    continue
-            self._handle(ev)
-            self.settle()
-            self._emit_state(step, ev)
-            if drain and self.narrivals >= self.arrivals_limit and self.live == 0:
-                break
-            if prog and (self.events & 1023) == 0 and _time.monotonic() > next_prog:
-                prog(self.now, self.horizon)
-                next_prog = _time.monotonic() + 0.5
-        if drain:
-            if self.narrivals < self.arrivals_limit or self.live > 0:
-                raise RunError(f"--arrivals {self.arrivals_limit}: not drained by the horizon {self.horizon:g}")
-            if self.now <= self.warmup:
-                raise RunError(f"--arrivals {self.arrivals_limit}: drained at {self.now:g}, at or before the warm-up {self.warmup:g}")
-            self.end = self.now
-        else:
-            self.end = self.horizon if math.isfinite(self.horizon) else self.now
-            if self.end < self.now:
-                self.end = self.now
-        self.claims.end(self)   # on the final state, before `now` moves to the horizon
-        if not self.measuring:
-            # the run ended before the warm-up: nothing was measured
-            self._reset_averages(self.end)
-        self.now = self.end
-        return self
-
-    def _handle(self, ev: tuple) -> None:
-        kind = ev[2]
-        if kind == EV_ARRIVE:
-            self._arrive()
-        elif kind == EV_FINISH:
-            ev[3].finish_event(ev)
-        elif kind == EV_ITER_END:
-            ev[3].iter_end()
-        elif kind == EV_WARMUP:
-            self.measuring = True
-            self._reset_averages(self.now)
-        elif kind == EV_ENDS:
-            ev[3].apply_ends()
-        elif kind == EV_LEASE_END:
-            P.end_lease(self, ev[4].hold.sess, ev[3])
-
-    def _reset_averages(self, t: float) -> None:
-        self.ta_live.reset(t)
-        self.ta_live.v = self.live
-        for p in self.pools:
-            p.reset_averages(t)
-        for st in self.stages:
-            st.reset_averages(t)
-        if self.gauges:
-            for g, v in zip(self.gauges, self.gauge_values()):
-                g.reset(t, v, self.gauge_end)
-
-    def _renewal_gap(self) -> float:
-        cx = self.cx
-        saved = (cx.attrs, cx.sess, cx.draw)
-        cx.attrs, cx.sess, cx.draw = [], None, self.arrival_src
-        try:
-            g = self.gap_fn(cx)
-        finally:
-            cx.attrs, cx.sess, cx.draw = saved
-        if not (g > 0 and math.isfinite(g)):
-            raise located(RunError(f"a renewal gap must be positive and finite, got {g}"), self.arrival.get("at"),
-                          "`arrive renewal(…)`")
-        return g
-
-    def _arrive(self) -> None:
-        kind = self.arrival["kind"]
-        n = self.narrivals + 1  # arrivals after this one
-        more = self.arrivals_limit is None or n < self.arrivals_limit
-        if self.replay is not None:
-            if n < len(self.replay_arrivals):
-                self.push(self.replay_arrivals[n], EV_ARRIVE, self.next_serial + 1)
-        elif more:
-            if kind == "poisson":
-                gap = self.arrival_src("exp", [self.arrival_mean], None)
-            else:
-                gap = self._renewal_gap()
-            self.push(self.now + gap, EV_ARRIVE, self.next_serial + 1)
-        self.spawn()
-
-    # ---------------------------------------------------------------- sessions
-
-    def spawn(self) -> Session:
-        serial = self.next_serial
-        self.next_serial += 1
-        self.narrivals += 1
-        s = Session(serial, self.nattrs)
-        self.sessions[serial] = s
-        self.live += 1
-        if self.replay is None:
-            s.src = LiveSource("session", self.seed, serial)
-        else:
-            rs = self.replay_sessions.get(serial)
-            if rs is None:
-                raise RunError(f"replay: the sessions file has no session {serial}")
-            s.src = ListSource(rs.get("session", []), f"session {serial} (session stream)")
-        if self.trace is not None:
-            rows = self.trace_rows
-            if self.trace["ordered"]:
-                pick = serial % len(rows)
-            elif self.replay is not None:
-                pick = int(self.replay_picks[serial])
-            else:
-                pick = min(int(self.trace_src.rng.random() * len(rows)), len(rows) - 1)
-            s.trace = rows[pick]
-        if self.wl_init is not None:
-            self._run_wblock(s, self.wl_init, 0)
-        s.frames.append([self.blocks[self.wl_session], 0, "plain", None])
-        self.make_ready(s)
-        return s
-
-    def _turn_source(self, s: Session, turn_no: int):
-        if self.replay is None:
-            return LiveSource("turn", self.seed, s.serial, turn_no)
-        rs = self.replay_sessions[s.serial]
-        if turn_no == 0:
-            vals = rs.get("init", [])
-        else:
-            turns = rs.get("turns", [])
-            vals = turns[turn_no - 1] if turn_no - 1 < len(turns) else []
-        return ListSource(vals, f"session {s.serial} (turn stream {turn_no})")
-
-    def _run_wblock(self, s: Session, block: int, turn_no: int) -> None:
-        """An `init` or `turn` block: `set` and `observe` only, drawn from the turn stream."""
-        src = self._turn_source(s, turn_no)
-        cx = self.cx
-        saved = cx.draw
-        cx.attrs, cx.sess, cx.draw = s.attrs, s, src
-        try:
-            for st in self.blocks[block]:
-                if st[0] == "set":
-                    s.attrs[st[1]] = st[2](cx)
-                elif st[0] == "observe":
-                    self.observe(st[1], st[2](cx), s)
-                else:
-                    raise RunError(f"`{st[0]}` in a workload init/turn block")
-        finally:
-            cx.draw = saved
-        if self.replay is not None and src.leftover():
-            raise RunError(f"replay: {src.what} leaves {src.leftover()} unused draw(s)")
-
-    def make_ready(self, s: Session) -> None:
-        if s.ready_t == self.now:
-            s.ready_n += 1
-            if s.ready_n > MAX_READY_PER_INSTANT:
-                raise RunError(f"session {s.serial} became ready {MAX_READY_PER_INSTANT} times at t = {self.now:g}")
-        else:
-            s.ready_t = self.now
-            s.ready_n = 1
-        s.status = READY
-        s.where = None
-        self.ready.append(s)
-
-    def observe(self, name: int, value: float, s: Session | None) -> None:
-        if not self.measuring:
-            return
-        self.obs_stats[name].add(value)
-        if self.rec is not None:
-            self.rec["observations"].append([self.observe_names[name], s.serial if s else None,
-                                             int(s.attrs[TURN_NO]) if s else 0, self.now, value])
-
-    def client_record(self, name: str, value: float, s: Session) -> None:
-        """A client metric of the session's current turn: kept iff the turn counts in `turns`
-        (its `turn;` ran after the warm-up), whenever the value becomes known."""
-        if not s.turn_warm:
-            return
-        self.client[name].add(value)
-        if self.rec is not None:
-            self.rec["observations"].append([name, s.serial, int(s.attrs[TURN_NO]), self.now, value])
-
-    def settle(self, started: bool = False) -> None:
-        """Run ready sessions and pool admissions until nothing is ready, then start idle engines
-        (docs/language.md §11.2). `started`: an engine has just started an iteration in this settle's
-        place (a fast-forward that resumed a formation), so it goes on after the engine step."""
-        while True:
-            if not started:
-                ready = self.ready
-                while self.ready_head < len(ready):
-                    s = ready[self.ready_head]
-                    self.ready_head += 1
-                    if s.status == READY:
-                        self.exec_session(s)
-                self.ready = []
-                self.ready_head = 0
-                for pool in self.pools:
-                    pool.retry_growers()
-                    if pool.admitted_by is None:
-                        pool.admit_heads()
-                if self.ready:
-                    continue
-                if self.fault_pending or not self.pending_now():
-                    for eng in self.engines:
-                        if eng.iter is None and eng.has_work():
-                            eng.start_iteration()
-            started = False
-            if not self.ready:
-                break
-        for st in self.stages:
-            if st.kind == "ps" and st.changed:
-                st.reschedule()
-        self.sample()
-
-    def sample(self) -> None:
-        if self.series is not None:
-            self.series.observe(self)
-        # time averages are reset at the warm-up, so nothing before it needs sampling
-        if not self.measuring:
-            return
-        now = self.now
-        self.ta_live.set(now, self.live)
-        for p in self.pools:
-            p.sample(now)
-        for st in self.stages:
-            st.sample(now)
-        if self.gauges:
-            for g, v in zip(self.gauges, self.gauge_values()):
-                g.set(now, v)
-
-    def gauge_values(self) -> list:
-        """Every gauge's value now (Gauge moment, §5: no session, no engine, no draw)."""
-        cx = self.cx
-        saved = (cx.attrs, cx.sess, cx.draw, cx.eng, cx.var, cx.job)
-        cx.attrs, cx.sess, cx.draw, cx.eng, cx.var, cx.job = [], None, no_draw, None, {}, None
-        try:
-            return [f(cx) for f in self.gauge_fns]
-        finally:
-            cx.attrs, cx.sess, cx.draw, cx.eng, cx.var, cx.job = saved
-
-    # ---------------------------------------------------------------- interpreter
-
-    def exec_session(self, s: Session) -> None:
-        try:
-            self._exec_session(s)
-        except RunError as exc:  # an error of an expression (x/0, pow(10, 1e10)): its statement
-            raise located(exc, self.cx.at) from None
-
-    def _exec_session(self, s: Session) -> None:
-        cx = self.cx
-        cx.attrs, cx.sess, cx.draw = s.attrs, s, s.src
+        # seeded fault (docs/fast.md): a fast-forward ignores evictions from a waiting head's entry
+        self.fault_no_watch = "ff_no_watch" in FAULTS()
+        # seeded faults of the advance across block boundaries (docs/fast.md)
+        self.advance_faults = advance.faults()
+        # seeded fault: a lag engine's due ends are applied in reverse order
+        self.fault_end_order = "lag_end_order" in FAULTS()
+        cx = sim.cx
+        cx.eng = self
+        cx.attrs = []
+        cx.draw = sim.machine_src
+        self.registers = [f(cx) for f in self.reg_inits]
         cx.eng = None
-        cx.var = {}
-        fns = self.block_fns
-        if fns is None:
-            self._interpret(s, MAX_STATEMENTS)
-            return
-        # labelled speed trick 5 (serq_fast.specialise): a covered block runs as one generated
-        # function from its program counter to the statement after which the session leaves
-        # the block; the rest (uncovered blocks, the last statements of the budget) is interpreted
-        attrs = s.attrs
-        frames = s.frames
-        budget = MAX_STATEMENTS
-        while s.status == READY:
-            fr = frames[-1]
-            blk = fr[0]
-            if fr[1] >= len(blk):
-                budget -= 1
-                if budget < 0:
-                    raise RunError(f"session {s.serial} executed {MAX_STATEMENTS} statements without blocking")
-                if self._block_end(s, fr):
-                    return
-                continue
-            fn = fns.get(id(blk))
-            if fn is None or budget < len(blk):
-                self._interpret(s, budget)
-                return
-            r = fn(self, s, fr, cx, attrs, frames)
-            budget -= r >> 1
-            if r & 1:
-                return
 
-    def _block_end(self, s: Session, fr: list) -> bool:
-        """The top frame's block has ended: pop it (a hold's scope ends, a server turn is done,
-        the session ends with its last frame). True: the session's execution stops here."""
-        frames = s.frames
-        if fr[2] == "hold":
-            h = fr[3]
-            eng = h.pools[0].lag_eng
-            if eng is not None:
-                # the end of a lagged engine request waits for the engine's next
-                # schedule (docs/async.md §3): the frame stays until `ends` applies it
-                eng.lag_end(s, h)
-                return True
-            frames.pop()
-            P.scope_end(self, s, h)
-            frames[-1][1] += 1
-            return False
-        frames.pop()
-        if fr[2] == "server":
-            self._server_done(s)
-        # while / loop: the parent's pc stays on the statement, re-read next
-        if not frames:
-            if s.parent is not None:
-                self._branch_done(s)
-            else:
-                self.end_session(s)
+    def _compile_s(self, x, sim):
+        op = x["op"]
+        at = x.get("at")
+        what = {"advance": "`advance running`", "admit": "`admit waiting`", "exclusive_prefill": "`exclusive prefill`",
+                "branch": "a schedule branch", "set": "a register update"}.get(op)
+
+        def c(e):
+            return compile_expr(e, sim, at, f"engine {self.name}: {what}") if e is not None else None
+
+        if op == "advance":
+            order = x.get("order") or {"kind": "admission"}
+            keys = None
+            if order["kind"] == "decode_first":
+                keys = [lambda cx: 0.0 if cx.job.mode == "decode" else 1.0]
+            elif order["kind"] == "by":
+                keys = [c(k) for k in order["keys"]]
+            return ("advance", c(x.get("only")), keys, c(x.get("each")))
+        if op == "admit":
+            if x.get("only") is not None and _reads_any(x["only"], lambda e: e.get("k") == "job"):
+                # docs/language.md §4.5: the per-request keys are a resident's (as serq_spec.program)
+                raise RunError(f"a per-request key (`decoding`, `admission`, `remaining`) in `admit waiting "
+                               f"only (…)` of engine {self.name}: a waiting head has no run")
+            return ("admit", c(x.get("only")), c(x.get("while")), c(x.get("each")))
+        if op == "exclusive_prefill":
+            return ("exclusive", c(x.get("each")))
+        if op == "branch":
+            return ("branch", c(x["cond"]), [self._compile_s(y, sim) for y in x.get("then", [])],
+                    [self._compile_s(y, sim) for y in (x.get("else") or [])])
+        if op == "set":
+            return ("set", x["register"], c(x["expr"]))
+        raise RunError(f"unknown schedule statement {op}")
+
+    # ------------------------------------------------------------ observables / values
+
+    def present(self):
+        return len(self.residents)
+
+    def busy(self):
+        return len(self.iter.assign) if self.iter is not None else 0
+
+    def work_left(self):
+        return sum(j.left for j in self.residents)
+
+    def observe(self, f, cx):
+        if f == "budget_left":
+            al = cx.admit_left
+            if al is not None and al[0] == self.idx:
+                return al[1]
+            return self._budget_left_outside(cx)
+        return super().observe(f, cx)
+
+    def _budget_left_outside(self, cx):
+        """B − Σ want over the residents, floored at 0 (§11.6); a prefill wants at most the first
+        `advance` statement's `each at most`, read like the Budget moment (with the lets)."""
+        saved = (cx.eng, cx.attrs, cx.sess, self.locals)
+        cx.eng = self
+        try:
+            b = self.budget_fn(cx)
+            self.locals = [f(cx) for f in self.let_fns]
+            adv = _first_advance(self.schedule)
+            cap = self._each(adv[3]) if adv is not None else INF
+        finally:
+            cx.eng, cx.attrs, cx.sess, self.locals = saved
+        want = sum((min(1.0, j.left) if j.mode == "decode" else min(j.left, cap)) for j in self.residents)
+        return max(0.0, b - want)
+
+    def has_work(self):
+        if self.residents:
             return True
-        return False
+        return any(p.qlen() > 0 for p in self.admits)
 
-    def _interpret(self, s: Session, budget: int) -> None:
-        """The session's statements one at a time until it blocks; `budget`: statements it may
-        still run without blocking (§11.9)."""
-        cx = self.cx
-        attrs = s.attrs
-        frames = s.frames
-        while s.status == READY:
-            budget -= 1
-            if budget < 0:
-                raise RunError(f"session {s.serial} executed {MAX_STATEMENTS} statements without blocking")
-            fr = frames[-1]
-            blk = fr[0]
-            pc = fr[1]
-            if pc >= len(blk):
-                if self._block_end(s, fr):
-                    return
+    def _kv(self, jobs, decode):
+        """KV units held by decoding (or prefilling) jobs in the engine's memory pool; with no
+        declared memory (`memory: null`), the pool each growing run grows (docs/ir.md)."""
+        tot = 0.0
+        mem = self.memory
+        for j in jobs:
+            gp = j.growpart
+            if (j.mode == "decode") == decode and gp is not None and (mem is None or gp.pool.idx == mem):
+                tot += gp.alloc
+        return tot
+
+    def value(self, name):
+        """An engine value of docs/language.md §4.5 (dispatch table built once: speed)."""
+        ff = self._ff_vals
+        if ff is not None and name in ff:
+            return ff[name]
+        try:
+            return self._vf[name]()
+        except KeyError:
+            raise RunError(f"unknown engine value {name}") from None
+
+    def _value_table(self):
+        def cur_assign():
+            it = self.cur
+            return it.assign if it is not None else ()
+
+        def kv_assigned(decode):
+            return self._kv([a[0] for a in cur_assign()], decode)
+
+        sim = self.sim
+        return {
+            "running.count": lambda: float(len(self.residents)),
+            "running.decoding": lambda: float(sum(1 for j in self.residents if j.mode == "decode")),
+            "running.kv_decode": lambda: self._kv(self.residents, True),
+            "running.kv_prefill": lambda: self._kv(self.residents, False),
+            "running.preempted": lambda: float(sim.npreempt - self.cur.pre0) if self.cur is not None else 0.0,
+            "waiting.count": lambda: float(sum(p.qlen() for p in self.admits)),
+            "waiting.admitted": lambda: float(self.cur.admitted) if self.cur is not None else 0.0,
+            "batch.tokens": lambda: float(sum(a[1] for a in cur_assign())),
+            "batch.prefilled": lambda: float(sum(a[1] for a in cur_assign() if a[0].mode != "decode")),
+            "batch.decoding": lambda: float(sum(1 for a in cur_assign() if a[0].mode == "decode")),
+            "batch.prefilling": lambda: float(sum(1 for a in cur_assign() if a[0].mode != "decode")),
+            "batch.kv_decode": lambda: kv_assigned(True),
+            "batch.kv_prefill": lambda: kv_assigned(False),
+            "batch.attention": lambda: float(sum(a[2] for a in cur_assign())),
+        }
+
+    # ------------------------------------------------------------ jobs
+
+    def submit(self, s, w, mode, growing):
+
+        sim = self.sim
+        job = Job(s, self, w, mode)
+        job.hold = _request_hold(s)
+        if growing is not None:
+            pool = sim.pools[growing]
+            job.growpart = find_part(s, pool)
+            if job.growpart is None:
+                raise RunError(f"run {self.name} growing {pool.name}: the session holds no {pool.name}")
+            # a hold grown by a run caches up to its position (what was computed), even before
+            # the run is first served: its allocation beyond the position holds nothing yet
+            job.growpart.advanced = True
+        if w <= 0:
+            self._zero(job)
+            if mode == "prefill":
+                self._first_token(job)
+            return
+        s.status = STAGE
+        s.where = self
+        s.job = job
+        job.resident = True
+        k = s.adm_seq
+        i = bisect.bisect_right(self.adm_keys, k)
+        self.adm_keys.insert(i, k)
+        self.residents.insert(i, job)
+
+    def _first_token(self, job):
+        h = job.hold
+        if h is None:
+            return
+        req = h.request
+        if req.first is None:
+            req.first = self.sim.now
+            self.sim.client_record("ttft", req.first - req.submit, job.sess)
+
+    def _remove_resident(self, job):
+        i = self.residents.index(job)
+        del self.residents[i]
+        del self.adm_keys[i]
+        job.resident = False
+
+    def detach(self, job):
+        job.dead = True
+        if job.resident:
+            self.unassign(job)
+            self._remove_resident(job)
+
+    def unassign(self, job):
+        """A victim already served this iteration leaves the batch; its tokens return (§11.6)."""
+        it = self.cur
+        if it is None:
+            return
+        for i, a in enumerate(it.assign):
+            if a[0] is job:
+                del it.assign[i]
+                it.left += a[1]
+                if job.growpart is not None:
+                    job.growpart.pos = a[3]
+                return
+
+    def iter_end(self):
+        it = self.iter
+        self.iter = None
+        self.cur = None
+        done = []
+        for a in it.assign:
+            job = a[0]
+            if not job.resident:
+                continue  # an EOS token whose end was applied meanwhile (docs/async.md §3 item 6)
+            job.left -= a[1]
+            if job.left <= EPS:
+                done.append(job)
+        for job in done:
+            self._remove_resident(job)
+            job.dead = True
+            if job.mode == "prefill":
+                self._first_token(job)
+            self.complete(job)
+
+    # ------------------------------------------------------------ lag 1 (docs/async.md)
+
+    # ------------------------------------------------------------ the iteration
+
+    def _next(self, keys, it):
+        """The first resident in the serving order as it stands now, not yet served."""
+        if keys is None:
+            for j in self.residents:
+                if j not in it.served:
+                    return j
+            return None
+        cx = self.sim.cx
+        best, bestk = None, None
+        for j in self.residents:
+            if j in it.served:
                 continue
-            st = blk[pc]
+            cx.job, cx.attrs, cx.sess = j, j.sess.attrs, j.sess
+            k = tuple(f(cx) for f in keys) + (j.adm,)
+            if bestk is None or k < bestk:
+                best, bestk = j, k
+        cx.job, cx.attrs, cx.sess = None, [], None
+        return best
+
+    def _serve(self, job, cap, only):
+        """Serve one resident (§11.6 loop body): 'ok', 'skip' or 'self' (it preempted itself)."""
+        sim = self.sim
+        it = self.cur
+        it.served.add(job)
+        cx = sim.cx
+        if only is not None:
+            cx.job, cx.attrs, cx.sess = job, job.sess.attrs, job.sess
+            v = only(cx)
+            cx.job, cx.attrs, cx.sess = None, [], None
+            if v == 0:
+                return "skip"
+        if job.mode == "decode":
+            want = min(1.0, job.left)
+        else:
+            want = min(job.left, cap)
+        tokens = min(want, it.left)
+        if self.granule_fn is not None and job.mode != "decode" and tokens < job.left:
+            g = self.granule_fn(cx)
+            if g > 0:
+                tokens = math.floor(tokens / g + EPS) * g
+                if tokens <= 0:
+                    it.no_admit = True
+                    return "skip"
+        if tokens <= 0:
+            return "skip"
+        att = 0.0
+        part = job.growpart
+        pos0 = None
+        if part is not None:
+            if job.stalled:
+                return "skip"
+            need = part.pos + tokens - part.alloc
+            if need > EPS:
+                it.grew = True
+                res = grow(part.pool, part, need, job)
+                if res == "preempted":
+                    return "self"
+                if res == "stalled":
+                    return "skip"
+            pos0 = part.pos
+            if job.mode != "decode":  # a plain run is served as a prefill (docs/spec.md)
+                att = tokens * (part.pos + tokens / 2.0)
+            part.pos += tokens
+            part.advanced = True
+            if part.content is not None and not job.lagged:
+                # blocks full once scheduled (docs/content.md §3); an EOS token's output is never
+                # processed, so it identifies none (docs/async.md §3 item 2)
+                part.pool.identify(part, part.pos)
+        elif job.mode != "decode":
+            att = tokens * tokens / 2.0
+        it.assign.append([job, tokens, att, pos0])
+        it.left -= tokens
+        if job.start is None:
+            job.start = sim.now
+        return "ok"
+
+    def _each(self, f):
+        if f is None:
+            return INF
+        v = f(self.sim.cx)
+        if v <= 0:
+            return INF  # the kernel's 0 means "no cap"
+        return v
+
+    def _run_schedule(self, stmts):
+        sim = self.sim
+        cx = sim.cx
+        it = self.cur
+        for st in stmts:
+            if it.stopped:
+                return
             op = st[0]
-            cx.at = st[-1]
-            if op == "set":
-                attrs[st[1]] = st[2](cx)
-                fr[1] = pc + 1
-            elif op == "observe":
-                self.observe(st[1], st[2](cx), s)
-                fr[1] = pc + 1
+            if op == "advance":
+                _, only, keys, each = st
+                cap = self._each(each)
+                while True:
+                    if it.left <= 0:
+                        it.stopped = True
+                        return
+                    job = self._next(keys, it)
+                    if job is None:
+                        break
+                    if self._serve(job, cap, only) == "self":
+                        it.stopped = True  # a grower that preempts itself ends the running loop
+                        return
+                    if it.left <= 0:
+                        it.stopped = True
+                        return
+            elif op == "admit":
+                _, only, guard, each = st
+                cap = self._each(each)
+                while True:
+                    if it.left <= 0 or sim.npreempt != it.pre0 or it.no_admit:
+                        break
+                    if guard is not None and guard(cx) == 0:
+                        break
+                    if not self._admit_one(only):
+                        break
+                    while True:
+                        job = self._next(None, it)
+                        if job is None:
+                            break
+                        r = self._serve(job, cap, None)
+                        if r == "self":
+                            it.stopped = True
+                            return
+                        if it.left <= 0:
+                            it.stopped = True
+                            return
+            elif op == "exclusive":
+                self._exclusive(self._each(st[1]))
+                it.stopped = True
+                return
             elif op == "branch":
                 v = st[1](cx)
                 if v != 0 and v != 1:
-                    raise RunError(f"a branch guard must be 0 or 1, got {v} at {at_text(st[-1])}")
-                fr[1] = pc + 1
-                target = st[2] if v == 1 else st[3]
-                if target is not None:
-                    frames.append([self.blocks[target], 0, "branch", None])
-            elif op == "while":
-                v = st[1](cx)
-                if v != 0 and v != 1:
-                    raise RunError(f"a while guard must be 0 or 1, got {v} at {at_text(st[-1])}")
-                if v == 1:
-                    frames.append([self.blocks[st[2]], 0, "while", None])
-                else:
-                    fr[1] = pc + 1
-            elif op == "loop":
-                frames.append([self.blocks[st[1]], 0, "loop", None])
-            elif op == "run":
-                self._exec_run(s, st)
-                if s.status == READY:  # zero work: completes at once, yields
-                    fr[1] = pc + 1
-                    self.make_ready(s)
-                    return
-                fr[1] = pc + 1
-                return
-            elif op == "hold":
-                st[1].execute(s)  # leaves pc on the hold until its scope ends
-                if s.status == ENDED:
-                    return
-            elif op == "turn":
-                fr[1] = pc + 1
-                self._exec_turn(s)
-            elif op == "end":
-                self.end_session(s)
-                return
-            elif op == "fork":
-                fr[1] = pc + 1
-                self._exec_fork(s, st)
-            elif op == "join":
-                fr[1] = pc + 1
-                if s.live_branches:
-                    s.status = JOINING  # made ready by its last branch's end (_branch_done)
-                    return
-            elif op == "choose":
-                n = st[2](cx)
-                best, bestk = None, None
-                saved = attrs[st[1]]
-                for j in range(int(n)):
-                    attrs[st[1]] = float(j)
-                    k = tuple(f(cx) for f in st[3])
-                    if bestk is None or k < bestk:
-                        best, bestk = j, k
-                if best is None:
-                    attrs[st[1]] = saved
-                    raise RunError(f"choose over an empty range at {at_text(st[-1])}")
-                attrs[st[1]] = float(best)
-                fr[1] = pc + 1
-            elif op == "grow":
-                pool = self.pools[st[1](cx)]
-                d = st[2](cx)
-                if d < 0:
-                    raise RunError(f"negative growth {d} at {at_text(st[-1])}")
-                fr[1] = pc + 1
-                part = P.find_part(s, pool)
-                if part is None:
-                    raise RunError(f"grow {pool.name}: the session holds no {pool.name} at {at_text(st[-1])}")
-                res = pool.grow(part, d, None)
-                if res == "stalled":
-                    return
-                if res == "preempted":
-                    return
-            elif op == "load":
-                pool = self.pools[st[1](cx)]
-                n = st[2](cx)
-                if n < 0:
-                    raise RunError(f"negative load {n} at {at_text(st[-1])}")
-                part = P.find_part(s, pool)
-                if part is None and s.serial in pool.leases:
-                    part = pool.leases[s.serial].part  # a leased allocation keeps its position
-                if part is None:
-                    raise RunError(f"load {pool.name}: the session holds no {pool.name}")
-                if part.pos + n > part.alloc + 1e-9:
-                    raise RunError(f"load {pool.name}: position {part.pos + n} beyond the allocation {part.alloc}")
-                part.pos += n
-                part.advanced = True
-                fr[1] = pc + 1
-            elif op == "drop":
-                pool = self.pools[st[1](cx)]
-                pool.drop_entry(s.serial)
-                fr[1] = pc + 1
-            elif op == "release":
-                pool = self.pools[st[1](cx)]
-                fr[1] = pc + 1
-                P.release_early(self, s, pool)
-            else:
-                raise RunError(f"unknown statement {op}")
+                    raise RunError(f"engine {self.name}: a schedule guard must be 0 or 1, got {v}")
+                self._run_schedule(st[2] if v == 1 else st[3])
+            elif op == "set":
+                self.registers[st[1]] = st[2](cx)
 
-    def _server_done(self, s: Session) -> None:
-        """The server block of a turn ended: a turn that made no engine call records its response
-        (completion − the time `turn;` ran) and, with --records, its row."""
-        if s.turn_called:
+    def _exclusive(self, cap):
+        it = self.cur
+        pre = [j for j in self.residents if j.mode != "decode" and j not in it.served]
+        if pre:
+            for j in self.residents:
+                if j is not pre[0]:
+                    it.served.add(j)
+            self._serve(pre[0], cap, None)
             return
-        self.client_record("response", self.now - s.turn_t, s)
-        if self.records is not None and s.turn_warm:
-            r = Request(s.serial, int(s.attrs[TURN_NO]), None, None, s.turn_t)
-            r.done = self.now
-            self.records.append(r)
+        if self.sim.npreempt == it.pre0 and not it.no_admit:
+            saved = it.left
+            it.left = it.budget  # `budget_left` = the full budget during these admissions
+            s = self._admit_one(None)
+            if s:
+                new = s.job if (s.job is not None and s.job.resident and s.job.stage is self) else None
+                if new is not None and new.mode != "decode" and new not in it.served:
+                    # the fitting prefill replaces the tentative decodes and takes the budget
+                    for j in self.residents:
+                        if j is not new:
+                            it.served.add(j)
+                    self._serve(new, cap, None)
+                    return
+            it.left = saved
+        while True:
+            j = self._next(None, it)
+            if j is None or it.left <= 0:
+                return
+            if self._serve(j, cap, None) == "self":
+                return
 
-    def _exec_turn(self, s: Session) -> None:
-        attrs = s.attrs
-        attrs[TURN_NO] += 1
-        s.turn_t = self.now
-        s.turn_warm = self.measuring
-        s.turn_called = False
-        if self.measuring:
-            self.turns += 1
-        if s.trace is not None:
-            k = s.tcursor
-            if k < len(s.trace):
-                new, out, think, forced = s.trace[k]
-                attrs[NEW], attrs[OUT], attrs[THINK], attrs[FORCED] = new, out, think, forced
-                attrs[MORE] = 1.0 if k + 1 < len(s.trace) else 0.0
+    def _trace_line(self, it) -> None:
+        """The `SERQ_TRACE_ITER` debug line of docs/language.md §14 (one per iteration, stderr)."""
+        parts = [f"{a[0].sess.serial}:{int(a[0].sess.attrs[TURN_NO])}:{'d' if a[0].mode == 'decode' else 'p'}{a[1]:g}"
+                 for a in it.assign]
+        tail = ""
+        if self.memory is not None:
+            pool = self.sim.pools[self.memory]
+            b = pool.block or 1
+            tail = f" | used {pool.used / b:g} cached {pool.cached / b:g}"
+        sys.stderr.write(f"ITER {self.sim.now:.4f} {' '.join(parts)}{tail}\n")
+
+    def _admit_one(self, only):
+        sim = self.sim
+        cx = sim.cx
+        it = self.cur
+
+        for pool in self.admits:
+            while True:
+                h = pool.head()
+                if h is None:
+                    break
+                if only is not None:
+                    # `admit waiting only (e)`: an excluded head is not tried; admission stops
+                    saved_only = (cx.attrs, cx.sess)
+                    cx.attrs, cx.sess = h.sess.attrs, h.sess
+                    try:
+                        v = only(cx)
+                    finally:
+                        cx.attrs, cx.sess = saved_only
+                    if v == 0:
+                        return None
+                cx.admit_left = (self.idx, it.left)
+                try:
+                    res = pool.try_admit(h)
+                finally:
+                    cx.admit_left = None
+                if res != REJECTED:
+                    break
+                # a rejected head: the next one, as if it had not been there (docs/spec.md)
+            if h is None:
+                continue
+            if res == WAIT:
+                return None
+            it.admitted += 1
+            s = h.sess
+            if sim.ready and sim.ready[-1] is s:
+                sim.ready.pop()
+            saved = (cx.attrs, cx.sess, cx.draw, cx.eng, cx.var, cx.job, cx.at)
+            try:
+                sim.exec_session(s)
+            finally:
+                cx.attrs, cx.sess, cx.draw, cx.eng, cx.var, cx.job, cx.at = saved
+            return s  # the admitted session (truthy)
+        return None
+
+    def start_iteration(self):
+        sim = self.sim
+        it = Iteration(sim.npreempt)
+        it.start = sim.now
+        self.cur = it
+        self._form(it, None)
+
+    def _form(self, it, resume_at):
+        """Form the iteration `it` (§11.6) and start it: run the schedule, read the cost, push its
+        end. With `resume_at`, the budget, the lets and the statements before that index are
+        already done (a fast-forward served the decodes; `bulk`), and the schedule goes on
+        from there."""
+
+        sim = self.sim
+        cx = sim.cx
+        saved = (cx.attrs, cx.sess, cx.draw, cx.eng, cx.var, cx.job)
+        cx.attrs, cx.sess, cx.draw, cx.eng, cx.var, cx.job = [], None, sim.machine_src, self, {}, None
+        regs = list(self.registers)
+        try:
+            if resume_at is None:
+                b = self.budget_fn(cx)
+                self.locals = []
+                for f in self.let_fns:
+                    self.locals.append(f(cx))
+                it.budget = b
+                it.left = b
+                self._run_schedule(self.schedule)
             else:
-                attrs[MORE] = 0.0
-            s.tcursor = k + 1
-        if self.wl_turn is not None:
-            self._run_wblock(s, self.wl_turn, int(attrs[TURN_NO]))
-            cx = self.cx
-            cx.attrs, cx.sess, cx.draw = s.attrs, s, s.src
-        if self.wl_server is not None:
-            s.frames.append([self.blocks[self.wl_server], 0, "server", None])
+                self._run_schedule(self.schedule[resume_at:])
+            preempted = sim.npreempt - it.pre0
+            if not it.assign and preempted == 0:
+                self.registers = regs
+                self.cur = None
+                if self.pending:
+                    make_due(self, sim.now)  # an empty schedule: the ends are applied at once
+                return
+            cost = self.cost_fn(cx)
+            sim.claims.iteration(self.idx, cx, sim.now)   # iteration claims read what `execute` reads
+        finally:
+            cx.attrs, cx.sess, cx.draw, cx.eng, cx.var, cx.job = saved
+        tokens = sum(a[1] for a in it.assign)
+        if cost != cost or cost < 0 or math.isinf(cost):
+            raise located(RunError(f"iteration cost {cost} is not a finite value >= 0"), self.cost_at,
+                          f"engine {self.name}: execute")
+        if tokens > 0 and cost <= 0:
+            raise located(RunError(f"an iteration with {tokens:g} tokens costs 0"), self.cost_at,
+                          f"engine {self.name}: execute")
+        it.cost = cost
+        it.end = sim.now + cost
+        if self.pending:
+            make_due(self, it.end)  # scheduled before `iter_end`, so handled first
+        it.seq = sim.push(it.end, EV_ITER_END, self)
+        if self.ff_ok and not it.grew and preempted == 0 and it.admitted == 0 \
+                and len(it.assign) == len(self.residents):
+            it.ev0 = sim.events  # valid only if no other event is handled before its end
+            it.template = all(a[0].mode == "decode" and a[1] == 1 and not a[0].stalled
+                              and a[0].growpart is not None for a in it.assign)
+        self.iter = it
+        self.iterations += 1
+        if sim.trace_iter:
+            self._trace_line(it)
+        if sim.rec is not None:
+            sim.rec["iterations"].append({
+                "stage": self.name, "start": sim.now, "end": it.end,
+                "assign": [[a[0].sess.serial, a[0].mode, a[1]] for a in it.assign],
+                "preempted": preempted, "admitted": it.admitted})
 
-    def _exec_run(self, s: Session, st: tuple) -> None:
-        cx = self.cx
-        stage = self.stages[st[1](cx)]
-        mode = st[2]
-        w = st[3](cx)
-        if w < 0:
-            raise RunError(f"negative work {w} at {at_text(st[-1])}")
-        if w != w or math.isinf(w):
-            raise RunError(f"work {w} is not finite at {at_text(st[-1])}")
-        if stage.kind == "step" and w != math.floor(w):
-            raise RunError(f"engine {stage.name}: run work must be a whole number of tokens, got {w:g} "
-                           f"at {at_text(st[-1])}")
-        growing = st[4]
-        stage.submit(s, w, mode, growing)
 
-    # ---------------------------------------------------------------- branches (§11.13)
+def _first_advance(stmts):
+    """The first `advance` of a compiled schedule, branches included, in order (as serq_spec's
+    `flat_schedule`): its `each at most` caps a prefill's want in `budget_left` outside admission."""
+    for st in stmts:
+        if st[0] == "advance":
+            return st
+        if st[0] == "branch":
+            a = _first_advance(st[2]) or _first_advance(st[3])
+            if a is not None:
+                return a
+    return None
 
-    def _exec_fork(self, s: Session, st: tuple) -> None:
-        """`fork { … }`: a new branch, ready behind the threads already ready; the forking thread
-        goes on. The branch shares its session's attributes and draw source."""
-        if s.holds:
-            raise RunError(f"a `fork` while the session holds a pool is not supported yet (docs/language.md "
-                           f"§11.13) at {at_text(st[-1])}")
-        root = self.sessions[s.serial]
-        root.forks += 1
-        b = Session.__new__(Session)
-        for name in Session.__slots__:
-            if hasattr(root, name):
-                setattr(b, name, getattr(root, name))
-        b.attrs, b.src = root.attrs, root.src  # the very objects: a branch's `set` and draws are the session's
-        b.frames = [[self.blocks[st[1]], 0, "fork", None]]
-        b.status, b.where, b.holds, b.pending, b.job, b.growth = READY, None, [], None, None, None
-        b.prepos, b.ready_t, b.ready_n, b.adm_seq = {}, -1.0, 0, -1   # a branch is never admitted
-        b.tid, b.parent, b.live_branches, b.forks = f"{s.serial}.{root.forks}", s, 0, 0
-        s.live_branches += 1
-        self.branches[b.tid] = b
-        self.make_ready(b)
-        if "fork_first" in P.FAULTS():
-            # seeded fault (docs/fast.md): the branch runs before the threads already ready
-            self.ready.insert(self.ready_head, self.ready.pop())
 
-    def _branch_done(self, b: Session) -> None:
-        """A branch reached the end of its block: it leaves, and a joining parent whose last
-        branch it was becomes ready."""
-        if b.live_branches:
-            self._unjoined(b)
-        b.status = ENDED
-        del self.branches[b.tid]
-        parent = b.parent
-        parent.live_branches -= 1
-        if parent.live_branches == 0 and parent.status == JOINING:
-            self.make_ready(parent)
+def _reads(e, bad) -> bool:
+    """True if the expression reads something in `bad` (kinds, or ("ctx", name) pairs)."""
+    if isinstance(e, dict):
+        k = e.get("k")
+        if k in bad or (k == "ctx" and ("ctx", e.get("name")) in bad):
+            return True
+        if k == "obs" and e.get("f") in ("work", "est_lambda", "est_rho", "est_wait", "price"):
+            return True
+        return any(_reads(v, bad) for v in e.values() if isinstance(v, (dict, list)))
+    if isinstance(e, list):
+        return any(_reads(v, bad) for v in e)
+    return False
 
-    def _unjoined(self, s: Session) -> None:
-        """A thread ends with branches running (the linker refuses it: a hand-written IR)."""
-        kind = "branch" if s.parent is not None else "session"
-        raise RunError(f"{kind} {s.tid} ended with {s.live_branches} branch(es) still running: every `fork` "
-                       "needs a `join;` later in its block (docs/language.md §11.13)")
 
-    def _check_branch_block(self, block: int) -> None:
-        """A fork's block may hold only what a branch can run (docs/language.md §11.13): the linker
-        refuses the rest; a hand-written IR is refused here, when the program is loaded."""
-        for st in self.ir["blocks"][block]:
-            op = st["op"]
-            if op not in ("set", "observe", "branch", "while", "loop", "choose", "run", "fork", "join"):
-                raise RunError(f"`{op}` in a branch: the linker refuses this (docs/language.md §11.13) "
-                               f"at {at_text(st.get('at'))}")
-            if op == "run":
-                ref = st["stage"]
-                if any(self.stages[i].kind == "step" for i in range(ref["base"], ref["base"] + ref.get("count", 1))):
-                    raise RunError(f"a run on an engine in a branch: the linker refuses this (docs/language.md "
-                                   f"§11.13) at {at_text(st.get('at'))}")
-            for key in ("then", "else", "body"):
-                if st.get(key) is not None:
-                    self._check_branch_block(st[key])
+def _pure_eng_names(e):
+    """The sorted engine-value names `e` reads, or None if it reads anything but numbers,
+    engine values and pure operators."""
+    names: set = set()
 
-    def end_session(self, s: Session) -> None:
-        """`end` (§11.3): release every hold with its cache clause, leave queues and stages."""
-        if s.live_branches:
-            self._unjoined(s)
-        P.detach(self, s)
-        while s.holds:
-            h = s.holds.pop()
-            P.release_hold(self, h, cache=True)
-        for pool in self.pools:  # then its leases, in pool order (§11.3 `end`)
-            if s.serial in pool.leases:
-                P.end_lease(self, s, pool)
-        s.frames.clear()
-        s.status = ENDED
-        s.where = None
-        self.live -= 1
-        if self.measuring:
-            self.ended += 1
-        if self.replay is not None:
-            if s.src.leftover():
-                raise RunError(f"replay: {s.src.what} leaves {s.src.leftover()} unused draw(s)")
-            # one turn list per turn the session ran (docs/sessions.md), as serq_spec checks: a
-            # list left over means the file was sampled from another program
-            lists, ran = len(self.replay_sessions[s.serial].get("turns", [])), int(s.attrs[TURN_NO])
-            if lists != ran:
-                raise RunError(f"replay: session {s.serial} ended after {ran} turn(s), the sessions file has "
-                               f"{lists} turn list(s) for it: the file does not fit the program")
-        if not self.keep_all:
-            self.sessions.pop(s.serial, None)
-        if self.arrival["kind"] == "closed":
-            if self.replay is None or self.next_serial < self.replay_k:
-                self.spawn()
+    def walk(x) -> bool:
+        k = x.get("k")
+        if k == "num":
+            return True
+        if k == "eng":
+            names.add(x["name"])
+            return True
+        if k == "un":
+            return walk(x["a"])
+        if k == "bin":
+            return walk(x["a"]) and walk(x["b"])
+        if k == "cond":
+            return walk(x["c"]) and walk(x["a"]) and walk(x["b"])
+        if k == "fn":
+            return all(walk(a) for a in x["args"])
+        return False
 
-    # ---------------------------------------------------------------- lockstep state
+    return tuple(sorted(names)) if walk(e) else None
 
-    def _new_rec(self) -> dict:
-        return {"admitted": [], "preempted": [], "released": [], "evicted": [], "iterations": [],
-                "observations": [], "finished": []}
 
-    def _emit_state(self, step: int, ev) -> None:
-        if self.states is None:
-            return
-        from serq_fast.state import state_line
+def _reads_any(e, pred) -> bool:
+    if isinstance(e, dict):
+        if "k" in e and pred(e):
+            return True
+        return any(_reads_any(v, pred) for v in e.values() if isinstance(v, (dict, list)))
+    if isinstance(e, list):
+        return any(_reads_any(v, pred) for v in e)
+    return False
 
-        self.states(state_line(self, step, ev))
 
+def _fast_forward_eligible(st: dict, sim, idx: int) -> bool:
+    if os.environ.get("SERQ_FAST_NO_FF") or os.environ.get("SERQ_TRACE_ITER"):
+        return False
+    bad = {"draw", "reg", ("ctx", "now"), "job"}
+    sched = st["schedule"]
+    seen_admit = False
+    for x in sched:
+        op = x["op"]
+        if op == "advance":
+            if seen_admit or x.get("only") is not None:
+                return False
+            if (x.get("order") or {"kind": "admission"})["kind"] not in ("admission", "decode_first"):
+                return False
+        elif op == "admit":
+            seen_admit = True
+        else:
+            return False
+    if st.get("registers"):
+        return False
+    if _reads([st["budget"], st["cost"], st.get("lets", []), sched], bad):
+        return False
+    # the heads the engine would try to admit: their header must not change with time alone
+    admitted = {i for i, p in enumerate(sim.ir["pools"]) if p.get("admitted_by") == idx}
+    for blk in sim.ir["blocks"]:
+        for s in blk:
+            if s.get("op") == "hold" and s["pools"] and s["pools"][0]["pool"]["base"] in admitted:
+                if _reads([s["pools"], s.get("bindings"), s.get("reuse")], {"draw", ("ctx", "now")}):
+                    return False
+    for i in admitted:
+        q = sim.ir["pools"][i].get("queue") or {"kind": "fifo"}
+        if q["kind"] != "fifo":
+            return False
+    return True

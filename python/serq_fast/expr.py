@@ -7,11 +7,14 @@ context variables of the current moment and the draw source of the current strea
 Speed trick (labelled): each tree is compiled once to the source of one Python function
 (`compile_expr`) instead of walking the JSON tree, or a closure per node, on every evaluation;
 constants are pre-converted to float literals.
+
+serq_spec counterpart: `serq_spec/expr.py` (`evaluate`, exact), with `serq_spec/values.py`.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from fractions import Fraction
 from typing import Any, Callable
 
@@ -19,41 +22,52 @@ INF = math.inf
 
 
 class RunError(Exception):
-    """A run-time error of docs/language.md §11.9 (a guard, a bad amount, an index out of range)."""
+    """A run-time error of docs/language.md §11.9 (a guard, a bad amount, an index out of range):
+    `message` and the IR position `at` of the statement or declaration where it happened.
+
+    A message may carry its position as `… at F:L:C` (`at_text`, F the index into the IR's
+    `files`); the first such position is taken out of the text into `at`, so that the commands
+    print `FILE:LINE:COLUMN: error: message` as serq_spec's errors (serq.errors)."""
+
+    def __init__(self, message: str, at=None) -> None:
+        if at is None:
+            m = _POSITION.search(message)
+            if m is not None:
+                message = message[:m.start()] + message[m.end():]
+                at = [int(m[1]), int(m[2]), int(m[3])] if m[1] is not None else None
+        super().__init__(message)
+        self.message = message
+        self.at = at
+
+    def located(self, files: list):
+        """This error as every command prints it: a `serq.errors.SerqError` at its position,
+        the file named through FILES (the IR's `files`)."""
+        from serq.errors import SerqError
+
+        return SerqError.at_ir(self.message, self.at, files)
+
+
+_POSITION = re.compile(r" at (?:(\d+):(\d+):(\d+)\b|\?$)")  # `at ?`: at_text of no position
 
 
 def at_text(at) -> str:
-    """An IR position [FILE_INDEX, LINE, COLUMN] as `F:L:C` in a RunError message; the CLIs name
-    the file with `name_files`."""
+    """An IR position [FILE_INDEX, LINE, COLUMN] as `F:L:C` in a RunError message, which takes
+    it out again as its `at`."""
     if not at:
         return "?"
     return f"{at[0]}:{at[1]}:{at[2]}"
 
 
 def located(exc: "RunError", at, what: str | None = None) -> "RunError":
-    """EXC itself when its message names a position already (or AT is unknown); else the same
-    error at AT, the statement or declaration whose expression raised it, and named `what` it
-    was (an expression outside a statement: `engine vllm: execute`), as serq_spec names it."""
-    import re
-
-    if re.search(r"\bat \d+:\d+:\d+", str(exc)):
+    """EXC itself when it has a position already (or AT is unknown); else the same error at AT,
+    the statement or declaration whose expression raised it, and named `what` it was (an
+    expression outside a statement: `engine vllm: execute`), as serq_spec names it."""
+    if exc.at is not None:
         return exc
-    named = f"{what}: {exc}" if what else str(exc)
+    named = f"{what}: {exc.message}" if what else exc.message
     if not at:
         return RunError(named) if what else exc
-    return RunError(f"{named} at {at_text(at)}")
-
-
-def name_files(msg: str, files: list) -> str:
-    """A RunError message with every `at F:L:C` (F the index into the IR's `files`, docs/ir.md)
-    turned into `at FILE:L:C`, which is what the user reads."""
-    import re
-
-    def name(m):
-        i = int(m[1])
-        return f"at {files[i]}:{m[2]}:{m[3]}" if i < len(files) else m[0]
-
-    return re.sub(r"\bat (\d+):(\d+):(\d+)", name, msg)
+    return RunError(named, at)
 
 
 def num(text: str) -> float:
@@ -92,7 +106,7 @@ def _div(a: float, b: float) -> float:
             raise RunError("0 / 0 is undefined")
         return INF if a > 0 else -INF
     x = a / b
-    return x if x == x else _nan()
+    return x if x == x else _nan("/")
 
 
 def _pow(a: float, b: float) -> float:
@@ -178,8 +192,14 @@ def compile_expr(e: dict, sim: Any, at=None, what: str | None = None) -> Fn:
     return g.ns["_f"]
 
 
-def _nan() -> float:
-    raise RunError("an expression produced NaN")
+# The only ways + − · / of non-NaN floats make NaN, worded as serq.exact (and so serq_spec) words
+# them: the operator alone tells which, so the inlined check passes nothing but it.
+_UNDEFINED = {"+": "inf - inf is undefined", "-": "inf - inf is undefined",
+              "*": "0 * inf is undefined", "/": "inf / inf is undefined"}
+
+
+def _nan(op: str = "") -> float:
+    raise RunError(_UNDEFINED.get(op, "an expression produced NaN"))
 
 
 def _ctx_missing(name: str) -> float:
@@ -249,7 +269,7 @@ class _Gen:
             a, b = self.expr(e["a"], d), self.expr(e["b"], d)
             if op in ("+", "-", "*"):
                 t = self.tmp()
-                return f"({t} if ({t} := {a} {op} {b}) == {t} else _nan())"
+                return f"({t} if ({t} := {a} {op} {b}) == {t} else _nan({op!r}))"
             if op == "/":
                 return f"_div({a}, {b})"
             if op == "^":

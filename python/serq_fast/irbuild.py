@@ -1,5 +1,9 @@
 """A tiny builder of `serq-ir/1` values, for tests and benchmarks that must not depend on the
-front-end (docs/ir.md). `vllm_ir` builds the lowered seed engine of docs/language.md §6–§7.2."""
+front-end (docs/ir.md). `vllm_ir` builds the lowered seed engine of docs/language.md §6–§7.2.
+
+serq_spec counterpart: none — a test helper; both engines read the IR the front-end
+writes (docs/ir.md).
+"""
 
 from __future__ import annotations
 

@@ -1,13 +1,20 @@
-"""Pools, holds and the per-session prefix cache (docs/language.md §11.4, §11.7, §11.8).
+"""Pools, holds and the per-session prefix cache (docs/language.md §11.4, §11.8): the hold
+statement (request mark, rejection, queue, admission attempt, admit), queues and their heads,
+release with `cache`, leases, and the cache's eviction.
 
 A pool keeps `used` (allocated units) and `cached` (Σ cache-entry sizes) with the invariant
 `used + cached <= cap`; cached units never block an admission, they are evicted to make room,
-one block from the tail of the first entry in eviction order at a time.
+one block from the tail of the first entry in eviction order at a time. Growth and preemption
+(§11.7) are `growth.py`; a `share content` pool's physical blocks are `content.BlockPool`.
 
 Speed trick (labelled): for `evict lru` the entries sit in a heap keyed `(last, release)`; since
 an entry keeps its key while it shrinks, the block-by-block rule evicts consecutive blocks from
 the same entry, so a whole run of blocks is taken from it at once (records, when kept, still
 list one eviction per block).
+
+serq_spec counterpart: `serq_spec/pools.py` (queues, eviction, release, leases), with the hold
+statement's admission (`serq_spec/sessions.py` `exec_hold`, `try_admit`, `attempt`, `admit`) and
+the scope end (`sessions.scope_end`), which the fast engine keeps with the pool they act on.
 """
 
 from __future__ import annotations
@@ -15,48 +22,13 @@ from __future__ import annotations
 import heapq
 import math
 
-from serq.wire import value_from_wire
+from serq_fast.defs import (CACHED, COMPUTED, EPS, EV_LEASE_END, QUEUED, TURN_NO,
+                            FAULTS, Request, blocks_down, rounddown, roundup, wire)
+from serq_fast.content import BlockPool, Content
+from serq_fast.expr import RunError, at_text, compile_expr, compile_ref, is_static
+from serq_fast.stats import Sample, TimeAverage
 
-from serq_fast.expr import RunError, at_text, compile_expr, compile_ref, is_static, to_float
-
-EPS = 1e-9
 ADMITTED, WAIT, REJECTED = "admitted", "wait", "rejected"  # results of an admission attempt
-
-
-def FAULTS() -> set:
-    """Faults seeded on purpose (env SERQ_FAST_FAULT, comma-separated); empty in normal runs."""
-    import os
-
-    return set(filter(None, os.environ.get("SERQ_FAST_FAULT", "").split(",")))
-
-
-def _blocks_down(x: float, b: int) -> int:
-    """floor(x / b) as a block count (`reuse (ρ)` on a content pool): inf keeps all, < 0 none."""
-    if x <= 0:
-        return 0
-    if math.isinf(x):
-        return 1 << 62
-    return int(math.floor(x / b + EPS))
-
-
-def wire(v: str, what: str = "a value") -> float:
-    return to_float(value_from_wire(v), what)
-
-
-def roundup(x: float, b) -> float:
-    if b is None or x <= 0 or math.isinf(x):
-        return x
-    return math.ceil(x / b - EPS) * b
-
-
-def rounddown(x: float, b) -> float:
-    if b is None:
-        return x
-    if x <= 0:
-        return 0.0
-    if math.isinf(x):
-        return x  # e.g. `reuse (inf)`: keep the whole entry
-    return math.floor(x / b + EPS) * b
 
 
 class Entry:
@@ -175,7 +147,6 @@ class HoldStmt:
         pools = [sim.pools[r(cx)] for r in self.refs]
         h = Hold(self, s, len(s.frames) - 1, pools)
         if self.req_engine is not None:
-            from serq_fast.engine import Request, TURN_NO
 
             h.request = Request(s.serial, int(s.attrs[TURN_NO]), self.req_prompt(cx), self.req_output(cx), sim.now)
             s.turn_called = True
@@ -231,7 +202,6 @@ class Pool:
         self.bp = None
         self.attempt = None  # (session, hit blocks) during an admission attempt on this pool
         if self.content:
-            from serq_fast.content import BlockPool
 
             # the program checks of docs/content.md §1, as serq_spec makes them
             if self.block is None or math.isinf(self.cap) or self.cap % self.block != 0:
@@ -250,7 +220,6 @@ class Pool:
         self.rejected = 0
         self.stuck = 0
         self.join_counter = 0
-        from serq_fast.stats import Sample, TimeAverage
 
         self.wait = Sample()
         self.ta_used = TimeAverage()
@@ -333,7 +302,6 @@ class Pool:
 
     def enqueue(self, h: Hold, front: bool) -> None:
         s = h.sess
-        from serq_fast.engine import QUEUED
 
         s.status = QUEUED
         s.where = self
@@ -433,7 +401,7 @@ class Pool:
                     used += sum(max(0.0, q.reserve - q.alloc) for q in pool.holders)
                 if contents is not None and contents[i] is not None:
                     c, k = contents[i]
-                    nreuse = k if reuse is None else min(k, _blocks_down(reuse, pool.bsize))
+                    nreuse = k if reuse is None else min(k, blocks_down(reuse, pool.bsize))
                     # vLLM: blocks to allocate plus hit blocks taken out of the free queue
                     nnew = max(0, int(rneed // pool.bsize) - nreuse)
                     if used + (nnew + pool.bp.evictable(c, nreuse)) * pool.block > pool.cap + EPS:
@@ -466,7 +434,6 @@ class Pool:
                 continue
             p, n, hist = ex[0](cx), ex[1](cx), ex[2](cx)
             sim.prefixes.check(p, n, f"content of pool {pool.name} at {at_text(st.at)}")
-            from serq_fast.content import Content
 
             c = Content(sim.prefixes, p, n, hist, pool.bsize)
             k = pool.bp.hit(c)
@@ -572,7 +539,6 @@ class Pool:
             h.parts.append(part)
             if rec is not None:
                 rec["admitted"].append([s.serial, pool.name, units, consumed])
-        from serq_fast.engine import CACHED
 
         s.attrs[CACHED] = consumed_max if (has_cache or h.stmt.has_content) else 0.0
         if h.request is not None and h.request.hit is None:
@@ -734,101 +700,6 @@ class Pool:
                 del self.entries[e.owner]
                 self.evicted_entries += 1
 
-    # ------------------------------------------------------------ growth and preemption
-
-    def grow(self, part: Part, d: float, job) -> str:
-        """§11.7: 'ok', 'preempted' (the grower itself was the victim) or 'stalled'."""
-        target = roundup(part.alloc + d, self.block)
-        need = target - part.alloc
-        s = part.hold.sess
-        while True:
-            if self.used + need <= self.cap + EPS:
-                if self.content:
-                    self._take(part.blocks, int(round(need / self.block)))
-                    self._sync()
-                else:
-                    self.make_room(need)
-                    self.used += need
-                part.alloc = target
-                return "ok"
-            victim = self.choose_victim()
-            if victim is None:
-                if job is not None and job.lagged:
-                    return "stalled"  # an EOS token that would stall is not served (docs/async.md §3 item 2)
-                from serq_fast.engine import GROWING
-
-                s.growth = (part, d, job)
-                self.growers.append(s)
-                s.status = GROWING
-                s.where = self
-                if job is not None:
-                    job.stalled = True
-                return "stalled"
-            preempt(self.sim, victim, self)
-            if victim is part:
-                return "preempted"
-
-    def retry_growers(self) -> None:
-        while self.growers:
-            s = self.growers[0]
-            part, d, job = s.growth
-            if self.used + roundup(part.alloc + d, self.block) - part.alloc > self.cap + EPS:
-                return  # the head blocks: a retry at settle never preempts (serq_spec retry_growers)
-            self.growers.pop(0)
-            s.growth = None
-            self.grow(part, d, job)  # there is room: it succeeds without choosing a victim
-            if job is None:
-                self.sim.make_ready(s)
-            else:
-                from serq_fast.engine import STAGE
-
-                job.stalled = False
-                s.status = STAGE
-                s.where = job.stage
-
-    def choose_victim(self):
-        """The victim Part by this pool's `preempt` rule, or None (§11.7)."""
-        if self.preempt_kind == "none":
-            return None
-        from serq_fast.engine import ENDING
-
-        cands = []
-        for part in self.holders:
-            s = part.hold.sess
-            job = s.job
-            if s.status == ENDING and (job is None or part.hold is not job.hold):
-                # an ending session is a victim only while its pending resident is resident, and
-                # only in its lagged hold's pools (docs/async.md §3 item 3)
-                continue
-            if self.engine_memory:
-                if job is not None and job.resident and job.stage.memory == self.idx:
-                    cands.append(part)
-            elif job is None or job.stage.kind != "delay":
-                cands.append(part)
-        if not cands:
-            return None
-        if self.preempt_kind == "lifo":
-            if self.fault_victim:
-                return min(cands, key=lambda p: p.hold.sess.adm_seq)
-            return max(cands, key=lambda p: p.hold.sess.adm_seq)
-        sim = self.sim
-        cx = sim.cx
-        saved = (cx.attrs, cx.sess, cx.var, cx.job)
-        best, bestk = None, None
-        try:
-            for part in cands:
-                s = part.hold.sess
-                # per-request keys are a resident's: a fifo / ps job or a ready session has none
-                cx.attrs, cx.sess, cx.job = s.attrs, s, (s.job if s.job is not None and s.job.resident else None)
-                cx.var = {"position": part.pos, "computed": part.pos}
-                k = tuple(f(cx) for f in self.preempt_keys) + (-s.adm_seq,)
-                if bestk is None or k < bestk:
-                    best, bestk = part, k
-        finally:
-            cx.attrs, cx.sess, cx.var, cx.job = saved
-        return best
-
-
 def find_part(s, pool: Pool):
     for h in reversed(s.holds):
         for part in h.parts:
@@ -863,7 +734,6 @@ def _lease_clause(sim, s, h: Hold):
 def start_lease(sim, s, h: Hold, pool: Pool, until) -> None:
     """The part of `h` on `pool` outlives the scope: it leaves the hold and the holders, its units
     stay in `used`; a finite lease schedules its end event."""
-    from serq_fast.engine import EV_LEASE_END
 
     if s.serial in pool.leases:
         raise RunError(f"session {s.serial} leases pool {pool.name} while its earlier lease of it is held; "
@@ -969,7 +839,6 @@ def release_early(sim, s, pool: Pool) -> None:
 
 def scope_end(sim, s, h: Hold) -> None:
     """The end of a hold's body: release with caching, reset `computed`, record completion."""
-    from serq_fast.engine import COMPUTED
 
     lease = _lease_clause(sim, s, h)
     if lease is not None:
@@ -991,94 +860,3 @@ def scope_end(sim, s, h: Hold) -> None:
             sim.client_record("tpot", (resp - (req.first - req.submit)) / (req.output - 1), s)
         if sim.records is not None and s.turn_warm:
             sim.records.append(req)
-
-
-def detach(sim, s) -> None:
-    """Take the session out of any queue, stage or growers list it is in; a ready session leaves
-    the ready list (a victim in a pool that is no engine's memory, §11.7). A fifo or ps job leaves
-    its stage, its work dropped (FifoStage.detach, PsStage.detach; as serq_spec.stages.withdraw_job)."""
-    from serq_fast.engine import READY
-
-    if s.status == READY:
-        ready = sim.ready
-        for i in range(sim.ready_head, len(ready)):
-            if ready[i] is s:
-                del ready[i]
-                break
-    if s.pending is not None:
-        h = s.pending
-        h.pools[0].remove_from_queue(h)
-        s.pending = None
-    if s.job is not None:
-        s.job.stage.detach(s.job)
-        s.job = None
-    if s.growth is not None:
-        part = s.growth[0]
-        if s in part.pool.growers:
-            part.pool.growers.remove(s)
-        s.growth = None
-
-
-def preempt(sim, part: Part, pool: Pool) -> None:
-    """§11.7 preempt(victim): cache up to the position, back to the hold statement, requeue."""
-    from serq_fast.engine import COMPUTED
-
-    h = part.hold
-    s = h.sess
-    job = s.job
-    if job is not None and job.lagged:
-        _preempt_ending(sim, part, pool)
-        return
-    if job is not None and job.stage.kind == "step":
-        job.stage.unassign(job)  # a victim already served returns its tokens, position restored
-    computed = part.pos
-    prev = s.prepos.get(pool.idx)
-    if prev is not None and computed <= prev and not s.stuck:
-        s.stuck = True
-        pool.stuck += 1
-    s.prepos[pool.idx] = computed
-    s.attrs[COMPUTED] = computed
-    if sim.rec is not None:
-        sim.rec["preempted"].append([s.serial, pool.name, computed])
-    detach(sim, s)
-    _release_inward(sim, s, h)
-    del s.frames[h.depth + 1:]
-    h.admitted = False
-    h.parts = []
-    first = h.pools[0]
-    first.enqueue(h, front=not pool.requeue_tail)
-    pool.preemptions += 1
-    sim.npreempt += 1
-
-
-def _release_inward(sim, s, h: Hold) -> None:
-    """A preemption releases the hold and every hold nested inside it, innermost first."""
-    while s.holds:
-        inner = s.holds.pop()
-        for q in inner.parts:
-            q.advanced = True  # a preempted hold caches up to its position, advanced or not (§11.7)
-        release_hold(sim, inner, cache=True)
-        if inner is h:
-            break
-
-
-def _preempt_ending(sim, part: Part, pool: Pool) -> None:
-    """A pending resident as the victim (docs/async.md §3 item 3): it leaves the batch and the
-    residents, its holds from the preempted one inward are released as in a preemption, but the
-    session is not requeued and keeps no preemption memory: it stays ending, and its end is still
-    applied by the engine's `ends` event."""
-    from serq_fast.engine import COMPUTED
-
-    h = part.hold
-    s = h.sess
-    s.job.stage.unassign(s.job)  # a served EOS token returns to the budget, its position restored
-    computed = part.pos
-    s.attrs[COMPUTED] = computed
-    if sim.rec is not None:
-        sim.rec["preempted"].append([s.serial, pool.name, computed])
-    detach(sim, s)
-    for q in h.pools:
-        s.prepos.pop(q.idx, None)
-    _release_inward(sim, s, h)
-    pool.preemptions += 1
-    sim.npreempt += 1

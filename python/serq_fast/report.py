@@ -1,4 +1,8 @@
-"""The run report (docs/language.md §11.9; schema in docs/report.md) and its text rendering."""
+"""The run report (docs/language.md §11.9; schema in docs/report.md) and its text rendering.
+
+serq_spec counterpart: none — the spec reports no statistics; its runs give state lines
+and claims (`serq_spec/trace.py`, `serq_spec/claims.py`).
+"""
 
 from __future__ import annotations
 

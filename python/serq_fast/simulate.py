@@ -2,9 +2,11 @@
 sweeps (serq.sweep) share, so that the three check the same options, build the same Sim and turn
 the same failures into the same messages.
 
-Every failure is a `serq.errors.SerqError`: a front-end error keeps its FILE:LINE:COLUMN, an
-option or run-time error has no file and renders as `serq: error: …` (what `serq run` prints
-before exiting 2).
+Every failure is a `serq.errors.SerqError`: a front-end error and a run-time error at a program
+position render as `FILE:LINE:COLUMN: error: …`, an option or an error without a position as
+`serq: error: …` (what `serq run` prints before exiting 2).
+
+serq_spec counterpart: the `run` of `serq_spec/cli.py`, which checks the same options.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from serq.errors import SerqError
+from serq.errors import SerqError, source_names
 
 DEFAULT_HORIZON = 600.0  # seconds of simulated time (docs/report.md)
 DEFAULT_WARMUP_FRACTION = 0.1  # of the horizon
@@ -78,10 +80,10 @@ def simulate(ir: dict, opts: RunOptions, *, file: str = "program", replay: dict 
              replay_path: str | None = None, states: Callable | None = None,
              records: list | None = None, progress: Callable | None = None,
              series: Any = None):
-    """Run IR to its end with OPTS and return the finished `serq_fast.engine.Sim` (report.build
+    """Run IR to its end with OPTS and return the finished `serq_fast.step.Sim` (report.build
     makes the report). FILE names the program in messages; REPLAY is a read sessions file."""
-    from serq_fast.engine import Sim
-    from serq_fast.expr import RunError, name_files
+    from serq_fast.step import Sim
+    from serq_fast.expr import RunError
 
     opts = RunOptions(opts.seed, opts.horizon, opts.warmup, opts.arrivals, replay is not None)
     horizon = opts.checked_horizon()
@@ -95,7 +97,7 @@ def simulate(ir: dict, opts: RunOptions, *, file: str = "program", replay: dict 
         return sim.run()
     except RunError as exc:
         hint = ""
-        if replay is not None and str(exc).startswith("replay:"):
+        if replay is not None and exc.message.startswith("replay:"):
             from serq.sessionsfile import sampling_difference
 
             hint = f" (the sessions file {replay_path} does not fit the program: "
@@ -104,7 +106,9 @@ def simulate(ir: dict, opts: RunOptions, *, file: str = "program", replay: dict 
                 hint += why + ")"
             else:  # the file does not say how it was sampled
                 hint += "was it sampled with --horizon T? replay with the same --horizon)"
-        raise SerqError(f"run-time error: {name_files(str(exc), ir.get('files') or [file])}{hint}") from None
+        err = exc.located(source_names(ir.get("files"), file))
+        err.message += hint
+        raise err from None
     except (KeyError, TypeError, IndexError, ValueError) as exc:
         if not file.endswith(".json"):
             raise      # the front-end's IR: a bug of ours, not bad input

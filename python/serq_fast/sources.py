@@ -3,6 +3,9 @@
 A source is a callable `(dist, args, at) -> float`. Live sources draw through `serq.draws`
 and round to 12 significant digits exactly as the sessions file does, so a live run and the
 replay of its sample see the same values (up to float conversion of the same rational).
+
+serq_spec counterpart: `serq_spec/workload.py` and `serq_spec/sample.py` (the pre-drawn
+values, from the same streams).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Session blocks specialised to Python (issue 15 item 1; docs/fast.md speed trick 5).
 
-The interpreter (`engine.Sim._interpret`) walks a block's statements one at a time: per
+The interpreter (`sessions.SessionInterpreter._interpret`) walks a block's statements one at a time: per
 statement a tuple unpack, a chain of `op` comparisons and the program-counter bookkeeping. Here
 each block of the IR whose statements are all of the covered forms becomes the source of one
 Python function, straight-line code in statement order, with the expressions' generated source
@@ -33,6 +33,9 @@ Cache: the compiled code of a block's source is kept in an in-process dict keyed
 of the IR's canonical JSON, the block index and the seeded faults, so another Sim of the same
 program (a sweep, lockstep, the random-program tests) skips `compile`; the names the code reads
 (this Sim's stages, holds, expression helpers) are bound per Sim.
+
+serq_spec counterpart: none — a speed trick (5); the semantics it keeps is
+`serq_spec/sessions.py` (`exec_stmt`, `exec_turn`, `exec_run`).
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ import json
 import math
 
 from serq_fast.expr import RunError, _Gen, at_text
+from serq_fast.growth import grow
 from serq_fast.pools import find_part, release_early
 
 COVERED = frozenset({"set", "observe", "branch", "while", "loop", "run", "hold", "turn", "end", "choose",
@@ -65,7 +69,7 @@ def _bad_guard(what: str, v: float, where: str) -> None:
 
 
 def _bad_work(stage, w: float, where: str) -> None:
-    """The interpreter's checks of a run's work (engine.Sim._exec_run), in its order."""
+    """The interpreter's checks of a run's work (sessions.SessionInterpreter._exec_run), in its order."""
     if w < 0:
         raise RunError(f"negative work {w} at {where}")
     if w != w or math.isinf(w):
@@ -83,7 +87,7 @@ class _BlockGen:
         self.g = _Gen(sim)
         self.g.ns.update({"RunError": RunError, "_bad_guard": _bad_guard, "_bad_work": _bad_work,
                           "_floor": math.floor, "_blocks": sim.blocks,
-                          "_release_early": release_early, "_find_part": find_part})
+                          "_release_early": release_early, "_find_part": find_part, "_grow": grow})
         self.lines: list = []
         # seeded fault (docs/fast.md): a while whose guard holds leaves the frame's pc after the
         # loop, so its body runs once
@@ -192,7 +196,7 @@ class _BlockGen:
             e(2, "part = _find_part(s, pool)")
             e(2, "if part is None:")
             e(3, f"raise RunError(f'grow {{pool.name}}: the session holds no {{pool.name}} at ' + {where})")
-            e(2, "res = pool.grow(part, d, None)")
+            e(2, "res = _grow(pool, part, d, None)")
             e(2, f"if res == 'stalled' or res == 'preempted': return {ran} + 1  # the interpreter returns")
             e(2, f"if s.status != 0: return {ran}")
         elif op == "load":
@@ -218,7 +222,7 @@ class _BlockGen:
 
 
     def turn(self) -> None:
-        """`turn;` (engine.Sim._exec_turn) inlined: the turn's counters, the trace row, the
+        """`turn;` (sessions.SessionInterpreter._exec_turn) inlined: the turn's counters, the trace row, the
         workload's turn block (its `set`s and `observe`s drawn from the turn stream) and the
         server block's frame. A turn block with another statement (a run-time error of the
         interpreter) and trace workloads call the interpreter's `_exec_turn`."""
@@ -235,7 +239,7 @@ class _BlockGen:
         e(2, "if measuring:")
         e(3, "sim.turns += 1")
         if tb is not None:
-            # engine.Sim._run_wblock: the turn stream is the draw source while the block runs
+            # sessions.SessionInterpreter._run_wblock: the turn stream is the draw source while the block runs
             e(2, "src = sim._turn_source(s, int(turn_no))")
             e(2, "cx.draw = src")
             e(2, "try:")

@@ -7,6 +7,9 @@
 - beyond, it keeps 40 running batches (merged pairwise, doubling the batch size, when all 40
   are full) and a log-bucket quantile sketch of relative accuracy 0.5 %.
 `TimeAverage` integrates a piecewise-constant value over [warm-up, end].
+
+serq_spec counterpart: none — the spec keeps no statistics (docs/report.md is the fast
+engine's).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ import sys
 from fractions import Fraction
 from typing import Any, Optional
 
-from serq.errors import SerqError
+from serq.errors import SerqError, print_error, source_names
 from serq import irfile
 from serq.irfile import add_program_args, integer_option
 from serq.outputfile import is_write_failure, write_text
@@ -21,7 +21,7 @@ from serq.wire import Value, WireError, canonical_json, parse_decimal
 
 from .claims import claim_results
 from .config import Config
-from .errors import InvariantViolation, SessionsFileError, SpecError
+from .errors import SessionsFileError, SpecError
 from .program import Program
 from .sample import MAX_SESSIONS, sample
 from .step import run
@@ -58,35 +58,9 @@ def register(subparsers: Any) -> None:
     pp.set_defaults(func=cmd_spec)
 
 
-class FrontEndError(SpecError):
-    """The front-end's own located message (`FILE:LINE:COLUMN: error: …` with the source line),
-    passed on as it is: no second `error:`."""
-
-    def render(self) -> str:
-        return self.message
-
-
-def fail(msg: str) -> int:
-    print(msg if msg.startswith("serq: ") else f"serq: {msg}", file=sys.stderr)
-    return 2
-
-
-def fail_spec(exc: SpecError, ir: Optional[dict], path: str) -> int:
-    """A SpecError's message; the front-end's starts with FILE:LINE:COLUMN as `serq check` and
-    `serq run` print it (editors find the position at the start of the line), so no `serq: `."""
-    if isinstance(exc, FrontEndError):
-        print(exc.render(), file=sys.stderr)
-        return 2
-    return fail(located(exc, ir, path))
-
-
-def load_ir(path: str, sets: list[str], profile: str | None = None) -> dict:
-    """The IR of FILE: a `.json` IR file (checked, serq.irfile) or a program compiled with `--set`s
-    (and `--profile`), a FrontEndError with the rendered message when it cannot be read."""
-    try:
-        return irfile.load_ir(path, sets, profile)
-    except SerqError as exc:
-        raise FrontEndError(exc.render())
+def fail(exc: SpecError, ir: Optional[dict], path: str) -> int:
+    """Print EXC as every command prints an error (serq.errors.print_error); exit 2."""
+    return print_error(located(exc, ir, path))
 
 
 def time_arg(text: str, what: str) -> Value:
@@ -101,12 +75,10 @@ def time_arg(text: str, what: str) -> Value:
     return v
 
 
-def located(exc: SpecError, ir: Optional[dict], path: str) -> str:
-    """The message, with `at` triples resolved through the IR's file list (PATH, the file the CLI
-    read, when the IR names none)."""
-    if exc.files is None and isinstance(ir, dict):
-        exc.files = ir.get("files") or [path]
-    return exc.render()
+def located(exc: SpecError, ir: Optional[dict], path: str) -> SerqError:
+    """EXC as the commands print it: its position named through the IR's file list (PATH, the
+    file the CLI read, when the IR names none)."""
+    return exc.located(source_names(ir.get("files"), path) if isinstance(ir, dict) else None)
 
 
 def cmd_sample(args: argparse.Namespace) -> int:
@@ -127,7 +99,7 @@ def cmd_sample(args: argparse.Namespace) -> int:
                 raise SpecError(f"cannot write the sessions file {args.output}: "
                                 + ("it is a directory" if os.path.isdir(args.output)
                                    else f"{folder} is not an existing folder"))
-        ir = load_ir(args.file, args.sets, args.profile)
+        ir = irfile.load_ir(args.file, args.sets, args.profile)
         data = sample(ir, args.seed, args.sessions, os.path.basename(args.file), args.max_steps,
                       time_arg(args.horizon, "--horizon"))
         text = canonical_json(data) + "\n"
@@ -139,10 +111,12 @@ def cmd_sample(args: argparse.Namespace) -> int:
         else:
             sys.stdout.write(text)
         return 0
+    except SerqError as exc:
+        return print_error(exc)
     except SpecError as exc:
-        return fail_spec(exc, ir, args.file)
+        return fail(exc, ir, args.file)
     except (KeyError, TypeError, IndexError, WireError) as exc:
-        return fail(f"error: malformed IR ({type(exc).__name__}: {exc})")
+        return print_error(SerqError(f"malformed IR ({type(exc).__name__}: {exc})"))
     except Exception as exc:
         return internal(exc)
 
@@ -151,19 +125,8 @@ def internal(exc: Exception) -> int:
     """An unexpected exception is a defect of serq_spec: say so in one line (exit 2)."""
     if os.environ.get("SERQ_TRACEBACK") or isinstance(exc, BrokenPipeError) or is_write_failure(exc):
         raise exc  # a reader that stopped (`serq spec … | head`), a full disk: serq.cli says so
-    return fail(f"internal error in serq_spec: {type(exc).__name__}: {exc} "
-                "(set SERQ_TRACEBACK=1 for the traceback)")
-
-
-def read_sessions(path: str, ir: dict | None = None) -> dict:
-    try:
-        return read_sessions_file(path, ir)
-    except SerqError as exc:
-        raise FrontEndError(exc.render())
-
-
-def load_sessions(path: str) -> Workload:
-    return Workload.replay(read_sessions(path))
+    return print_error(SerqError(f"internal error in serq_spec: {type(exc).__name__}: {exc} "
+                                 "(set SERQ_TRACEBACK=1 for the traceback)"))
 
 
 def prepare(ir: dict, workload: Workload, name: str, warmup: Value = Fraction(0),
@@ -183,8 +146,8 @@ def cmd_spec(args: argparse.Namespace) -> int:
         warmup, horizon = time_arg(args.warmup, "--warmup"), time_arg(args.horizon, "--horizon")
         if warmup > 0 and warmup >= horizon:   # as serq run: nothing would ever be recorded
             raise SpecError(f"--warmup must be below --horizon, got {args.warmup} >= {args.horizon}")
-        ir = load_ir(args.file, args.sets, args.profile)
-        sessions = read_sessions(args.sessions, ir)
+        ir = irfile.load_ir(args.file, args.sets, args.profile)
+        sessions = read_sessions_file(args.sessions, ir)
         prog = prepare(ir, Workload.replay(sessions), os.path.basename(args.file), warmup, horizon)
         prog.emit_gauges = args.gauges
 
@@ -200,13 +163,12 @@ def cmd_spec(args: argparse.Namespace) -> int:
         if args.claims:
             out.write(canonical_json({"claims": claim_results(cfg)}) + "\n")
         return 0
-    except InvariantViolation as exc:
-        out.flush()
-        return fail(exc.render())
+    except SerqError as exc:
+        return print_error(exc)
     except SpecError as exc:
         out.flush()
-        return fail_spec(exc, ir, args.file)
+        return fail(exc, ir, args.file)
     except (KeyError, TypeError, IndexError, WireError) as exc:
-        return fail(f"error: malformed IR ({type(exc).__name__}: {exc})")
+        return print_error(SerqError(f"malformed IR ({type(exc).__name__}: {exc})"))
     except Exception as exc:
         return internal(exc)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Optional, Sequence
 
+from serq.errors import SerqError
+
 #: An IR source location: the triple [FILE_INDEX, LINE, COLUMN] (docs/ir.md), or None.
 At = Optional[Sequence[Any]]
 
@@ -19,8 +21,14 @@ class SpecError(Exception):
         self.files = files
         super().__init__(self.render())
 
+    def located(self, files: Sequence[str] | None = None) -> SerqError:
+        """This error as every command prints it (serq.errors): its `at` named through FILES
+        (the names the command shows, serq.errors.source_names), else through the IR's file
+        list it was raised with."""
+        return SerqError.at_ir(self.message, self.at, files if files is not None else self.files)
+
     def render(self) -> str:
-        return f"{where(self.at, self.files)}: error: {self.message}" if self.at else f"error: {self.message}"
+        return self.located().render()
 
 
 class NotSupported(SpecError):
@@ -29,10 +37,6 @@ class NotSupported(SpecError):
     def __init__(self, construct: str, at: At = None, files: Sequence[str] | None = None) -> None:
         self.construct = construct
         super().__init__(f"not supported by serq_spec yet: {construct}", at, files)
-
-    def render(self) -> str:
-        loc = where(self.at, self.files) if self.at else "<unknown location>"
-        return f"error: not supported by serq_spec yet: {self.construct} at {loc}"
 
 
 class SessionsFileError(SpecError):
@@ -49,13 +53,3 @@ class InvariantViolation(SpecError):
         SpecError.__init__(self, f"invariant violated after step {step}: " + "; ".join(problems)
                            + "\nstate: " + state)
 
-
-def where(at: At, files: Sequence[str] | None) -> str:
-    """`file:line:col` of an IR `at` triple [FILE_INDEX, LINE, COLUMN]."""
-    if not at:
-        return "<unknown location>"
-    f, line, col = at
-    name = files[f] if files and isinstance(f, int) and 0 <= f < len(files) else f"<file {f}>"
-    if line == "?":
-        return f"{name} (the IR gives no line for this construct)"
-    return f"{name}:{line}:{col}"

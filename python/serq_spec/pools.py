@@ -5,6 +5,7 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Optional, cast
 
+from serq.errors import number_text
 from serq.wire import Value
 
 from . import content
@@ -163,14 +164,16 @@ def caches_in(cfg: Config, p: int) -> bool:
     return cfg.program.pools[p].get("admitted_by") is None and not cfg.program.is_content(p)
 
 
-def units_int(v: Value, what: str, cfg: Config, at: At) -> V.Amount:
+def units_int(v: Value, what: str, cfg: Config, at: At, negative: str = "") -> V.Amount:
     """A pool amount: finite and not negative (a run-time error otherwise, §11.9); exact, an int
     when whole and a Fraction otherwise (docs/spec.md "Non-whole pool amounts"; the name, kept
-    for docs/spec-map.md and the Lean mirror, dates from when amounts had to be whole)."""
+    for docs/spec-map.md and the Lean mirror, dates from when amounts had to be whole). NEGATIVE
+    words a negative amount as serq_fast does (`{}` the value), for the same message in both."""
+    if v < 0:
+        msg = negative.format(number_text(v)) if negative else f"{what} is negative ({number_text(v)})"
+        raise SpecError(msg, at, cfg.program.files)
     if V.is_inf(v):
         raise SpecError(f"{what} is infinite", at, cfg.program.files)
-    if v < 0:
-        raise SpecError(f"{what} is negative ({V.wire(v)})", at, cfg.program.files)
     return V.amount(v)
 
 

@@ -10,10 +10,11 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any, Optional, Sequence
 
+from serq.errors import ir_location
 from serq.wire import Value, WireError, value_from_wire
 
 from .config import ContentState
-from .errors import At, NotSupported, SpecError, where
+from .errors import At, NotSupported, SpecError
 from .values import Amount, amount, is_inf
 from .workload import Workload
 
@@ -129,7 +130,7 @@ class Program:
         return self.blocks[ref[0]][ref[1]]
 
     def loc(self, at: At) -> str:
-        return where(at, self.files)
+        return ir_location(at, self.files)
 
     def unsupported(self, construct: str, at: At = None) -> NotSupported:
         return NotSupported(construct, at, self.files)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any, Optional
 
+from serq.errors import number_text
 from serq.wire import Value
 
 from . import content
@@ -131,9 +132,21 @@ def branch_done(cfg: Config, b: Session) -> None:
 
 def unjoined(cfg: Config, s: Session) -> None:
     """A thread ends with branches still running: the linker refuses such a program, so only a
-    hand-edited IR gets here."""
+    hand-edited IR gets here. The error is located at the `fork` of its first running branch."""
     raise SpecError(f"{'branch' if s.branch else 'session'} {s.tid} ended with {s.live_branches} branch(es) "
-                    "still running: every `fork` needs a `join;` later in its block (docs/language.md §11.13)")
+                    "still running: every `fork` needs a `join;` later in its block (docs/language.md §11.13)",
+                    unjoined_at(cfg, s), cfg.program.files)
+
+
+def unjoined_at(cfg: Config, s: Session) -> At:
+    """The position of the `fork` statement whose body is the bottom frame of the first live
+    branch `s` forked (a branch's bottom frame is its fork's body until the branch ends)."""
+    b = next((b for b in cfg.branches.values() if b.parent == s.tid), None)
+    if b is None or not b.frames:
+        return None
+    body = b.frames[0].block
+    return next((st.get("at") for blk in cfg.program.blocks for st in blk
+                 if st["op"] == "fork" and st["body"] == body), None)
 
 
 # -- holds ---------------------------------------------------------------------------------------
@@ -274,11 +287,13 @@ def attempt(cfg: Config, s: Session, st: dict, ref: tuple, stream: tuple, env: E
     pools, units, amounts, reserved = [], [], [], []
     for hp in st["pools"]:
         p = resolve_ref(env, hp["pool"])
-        u = units_int(evaluate(hp["units"], env), f"units of pool {prog.pools[p]['name']}", cfg, at)
+        negative = f"a negative amount for pool {prog.pools[p]['name']}"
+        u = units_int(evaluate(hp["units"], env), f"units of pool {prog.pools[p]['name']}", cfg, at, negative)
         mine = [(hp["units"], u)]
         r: V.Amount = 0
         if hp.get("reserve") is not None:
-            r = units_int(evaluate(hp["reserve"], env), f"reserve of pool {prog.pools[p]['name']}", cfg, at)
+            r = units_int(evaluate(hp["reserve"], env), f"reserve of pool {prog.pools[p]['name']}", cfg, at,
+                          negative)
             mine.append((hp["reserve"], r))
         pools.append(p)
         units.append(u)
@@ -551,13 +566,13 @@ def exec_stmt(cfg: Config, s: Session, st: dict, ref: tuple, stream: tuple) -> O
         return exec_run(cfg, s, st, env)
     elif op == "grow":
         p = resolve_ref(env, st["pool"])
-        d = units_int(evaluate(st["units"], env), "grow amount", cfg, at)
+        d = units_int(evaluate(st["units"], env), "grow amount", cfg, at, "negative growth {}")
         if hold_of(s, p) is None:
             raise SpecError(f"grow of pool {prog.pools[p]['name']} outside a hold of it", at, prog.files)
         grow(cfg, s, p, d, None)
     elif op == "load":
         p = resolve_ref(env, st["pool"])
-        n = units_int(evaluate(st["units"], env), "load amount", cfg, at)
+        n = units_int(evaluate(st["units"], env), "load amount", cfg, at, "negative load {}")
         h = hold_of(s, p)
         lease = lease_of(cfg, p, s.serial)
         if h is None and lease is not None:
@@ -634,10 +649,10 @@ def exec_run(cfg: Config, s: Session, st: dict, env: Env) -> Optional[str]:
     stage = resolve_ref(env, st["stage"])
     kind = prog.stages[stage]["kind"]
     w = evaluate(st["work"], env)
+    if w < 0:   # worded as serq_fast words them
+        raise SpecError(f"negative work {number_text(w)}", at, prog.files)
     if V.is_inf(w):
-        raise SpecError("infinite run work", at, prog.files)
-    if w < 0:
-        raise SpecError(f"negative run work ({V.wire(w)})", at, prog.files)
+        raise SpecError(f"work {number_text(w)} is not finite", at, prog.files)
     mode = st["mode"]
     growing = st.get("growing")
     if kind == "step" and (s.branch is not None or s.live_branches):
@@ -647,7 +662,7 @@ def exec_run(cfg: Config, s: Session, st: dict, env: Env) -> Optional[str]:
         if w.denominator != 1:
             # tokens are whole, like `tokens cap` and `each at most` (docs/spec.md)
             raise SpecError(f"engine {prog.stages[stage]['name']}: run work must be a whole number of "
-                            f"tokens, got {V.wire(w)}", at, prog.files)
+                            f"tokens, got {number_text(w)}", at, prog.files)
         w = int(w)
         if growing is not None and hold_of(s, growing) is None:
             raise SpecError(f"a run growing pool {prog.pools[growing]['name']} outside a hold of it", at, prog.files)

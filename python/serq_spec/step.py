@@ -150,6 +150,8 @@ def run(program: Program, max_steps: int | None = None, on_step: Optional[Callab
         prev = cfg.now
         rec = step_in_place(cfg)
         if rec is None:
+            if not cfg.events:   # no event left: not cut by the horizon, so every draw was used
+                program.workload_data.check_machine_consumed(cfg)
             check_end(cfg)   # the run is over: `at end` claims read the final state
             break
         k += 1

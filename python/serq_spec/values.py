@@ -21,6 +21,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Any, Callable, Union, cast
 
 from serq.exact import NaNError, ext_add, ext_div, ext_mul, ext_sub, neg  # noqa: F401  (neg re-exported)
+from serq.errors import number_text
 from serq.wire import INF, Value, value_from_wire, value_to_wire
 
 from .errors import At, SpecError
@@ -62,7 +63,7 @@ def truth(v: Value, what: str = "guard", at: At = None) -> bool:
         return False
     if v == 1:
         return True
-    raise SpecError(f"{what} must be 0 or 1, got {value_to_wire(v)}", at)
+    raise SpecError(f"{what} must be 0 or 1, got {number_text(v)}", at)
 
 
 def nz(v: Value) -> bool:
@@ -132,7 +133,7 @@ def _beyond(what: str, op: Callable[..., decimal.Decimal], *args: decimal.Decima
 def sqrt_v(a: Value) -> Value:
     """sqrt: exact for perfect squares, else 40 digits (module docstring)."""
     if a < 0:
-        raise SpecError("sqrt of a negative number")
+        raise SpecError(f"sqrt of a negative value {number_text(a)}")   # as serq_fast
     if is_inf(a):
         return a
     n, d = a.numerator, a.denominator
@@ -156,7 +157,7 @@ def exp_v(a: Value) -> Value:
 def ln_v(a: Value) -> Value:
     """ln at 40 digits (module docstring); ln 0 = −inf."""
     if a < 0:
-        raise SpecError("ln of a negative number")
+        raise SpecError(f"ln of a negative value {number_text(a)}")   # as serq_fast
     if a == 0:
         return -INF
     if is_inf(a):

@@ -13,6 +13,7 @@ from fractions import Fraction
 from typing import Any, Optional
 
 from serq import draws as live_draws
+from serq.sessionsfile import unused_machine_draws
 from serq.wire import Value, WireError, value_from_wire
 
 from .config import Config, Session
@@ -174,6 +175,15 @@ class Workload:
             raise SessionsFileError(
                 f"the sessions file does not fit the program: session {session.serial} ended with "
                 + "; ".join(problems))
+
+    def check_machine_consumed(self, cfg: Config) -> None:
+        """At the end of a replay that no horizon or step limit cut, every value of the machine
+        stream must have been used (docs/sessions.md "Unused values")."""
+        if self.live:
+            return
+        unused = unused_machine_draws(cfg.counters.machine, len(self.machine))
+        if unused:
+            raise SessionsFileError(unused)
 
     def note_turn(self, session: Session) -> None:
         if self.live:

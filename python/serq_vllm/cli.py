@@ -23,6 +23,7 @@ import sys
 import zlib
 from pathlib import Path
 
+from serq.errors import SerqError, print_error
 from serq.irfile import integer_option
 from serq.outputfile import write_text
 from serq_vllm.compare import TraceError, compare_traces, load_trace, render_step
@@ -31,8 +32,10 @@ from serq_vllm.scenario import ScenarioError, load_scenario
 VENV_ENV_VAR = "SERQ_VLLM_VENV"
 
 
-def _err(msg: str) -> None:
-    print(f"serq oracle: {msg}", file=sys.stderr)
+def _err(msg: str, file: str | None = None) -> int:
+    """Print an error as every serq command does (serq.errors.print_error: `FILE: error: …`, or
+    `serq: error: …` without a file); exit 2."""
+    return print_error(SerqError(msg, file))
 
 
 # --------------------------------------------------------------------------------------------
@@ -52,18 +55,24 @@ def _context_lines(trace: dict, step: int, n: int) -> list[str]:
     return [render_step(s) for s in trace["steps"] if step - n <= s["step"] <= step + n]
 
 
+def _trace_err(exc: TraceError, path: str) -> int:
+    """A trace that cannot be read, as `PATH: error: …` (its message starts with the path)."""
+    text = str(exc)
+    return _err(text.removeprefix(f"{path}: "), path) if text.startswith(f"{path}: ") else _err(text)
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
+    path = args.a
     try:
-        a = _load_trace(args.a)
-        b = _load_trace(args.b)
+        a = _load_trace(path)
+        path = args.b
+        b = _load_trace(path)
     except TraceError as exc:
-        _err(str(exc))
-        return 2
+        return _trace_err(exc, path)
     try:
         diffs = compare_traces(a, b, limit=None if args.all else 1)
     except (TypeError, KeyError, ValueError) as exc:  # a shape the checks above let through
-        _err(f"cannot compare {args.a} and {args.b}: malformed trace ({type(exc).__name__}: {exc})")
-        return 2
+        return _err(f"cannot compare {args.a} and {args.b}: malformed trace ({type(exc).__name__}: {exc})")
     if not diffs:
         print(
             f"agree: {args.a} and {args.b} ({len(a['steps'])} / {len(b['steps'])} step records, "
@@ -116,21 +125,18 @@ def cmd_vllm(args: argparse.Namespace) -> int:
     try:
         sc = load_scenario(args.scenario, allow_unknown_config=args.allow_unknown_knobs)
     except ScenarioError as exc:
-        _err(f"{args.scenario}: {exc}")
-        return 2
+        return _err(str(exc), args.scenario)
     root = source_tree("tools/vllm_oracle/driver.py")
     if root is None:
-        _err("cannot find tools/vllm_oracle/driver.py (run from the serQ source tree)")
-        return 2
+        return _err("cannot find tools/vllm_oracle/driver.py (run from the serQ source tree)")
     py = _venv_python(root)
     if py is None:
         where = os.environ.get(VENV_ENV_VAR) or str(root / "tools" / "vllm_oracle" / ".venv")
-        _err(
+        return _err(
             f"the vLLM oracle environment is missing ({where}); build it with "
             f"`bash tools/vllm_oracle/setup.sh` (about 80 s, 1.5 GB; set {VENV_ENV_VAR} to use "
             "another location)"
         )
-        return 2
     cmd = [str(py), str(root / "tools" / "vllm_oracle" / "driver.py"), args.scenario]
     if args.output:
         cmd += ["-o", args.output]
@@ -139,12 +145,11 @@ def cmd_vllm(args: argparse.Namespace) -> int:
     if args.quiet:
         cmd.append("--quiet")
     for w in sc.warnings if not args.quiet else ():
-        _err(f"warning: {w}")
+        print(f"{args.scenario}: warning: {w}", file=sys.stderr)
     try:
         proc = subprocess.run(cmd)
     except OSError as exc:
-        _err(f"cannot run {py}: {exc}")
-        return 2
+        return _err(f"cannot run {py}: {exc}")
     return 0 if proc.returncode == 0 else (2 if proc.returncode == 2 else 1)
 
 
@@ -168,9 +173,10 @@ def cmd_render(args: argparse.Namespace) -> int:
     try:
         t = _load_trace(args.trace)
         rng = _parse_range(args.steps)
-    except (TraceError, argparse.ArgumentTypeError) as exc:
-        _err(str(exc))
-        return 2
+    except TraceError as exc:
+        return _trace_err(exc, args.trace)
+    except argparse.ArgumentTypeError as exc:
+        return _err(str(exc))
     for s in t["steps"]:
         if rng is None or rng[0] <= s["step"] <= rng[1]:
             print(render_step(s))
@@ -191,23 +197,20 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         sc = load_scenario(args.scenario)
     except ScenarioError as exc:
-        _err(f"{args.scenario}: {exc}")
-        return 2
+        return _err(str(exc), args.scenario)
     try:
         trace = run_scenario(sc, args.engine)
     except Unsupported as exc:
-        _err(f"{args.scenario}: {exc}")
-        return 2
+        return _err(str(exc), args.scenario)
     except ModelError as exc:
-        _err(f"{args.scenario}: the model failed: {exc}")
-        return 1
+        _err(f"the model failed: {exc}", args.scenario)
+        return 1   # the model, not the input, failed
     text = json.dumps(trace, indent=1) + "\n"
     if args.output:
         try:
             write_text(args.output, text)
         except OSError as exc:
-            _err(f"cannot write {args.output}: {exc.strerror or exc}")
-            return 2
+            return _err(f"cannot write {args.output}: {exc.strerror or exc}")
     else:
         sys.stdout.write(text)
     return 0
@@ -217,8 +220,6 @@ def cmd_run(args: argparse.Namespace) -> int:
 # agreement: every committed vector
 
 
-def _agreement_err(msg: str) -> None:
-    print(f"serq oracle agreement: {msg}", file=sys.stderr)
 
 
 def cmd_agreement(args: argparse.Namespace) -> int:
@@ -232,12 +233,10 @@ def cmd_agreement(args: argparse.Namespace) -> int:
     # bad arguments are refused before the run (minutes on the committed vectors), not after it
     names = agreement.vector_names(directory) if directory.is_dir() else []
     if not names:
-        _agreement_err(f"{directory}: no vectors there (DIR must be a folder holding "
+        return _err(f"{directory}: no vectors there (DIR must be a folder holding "
                        "<name>.scenario.json files, each beside its <name>.trace.json or .trace.json.gz)")
-        return 2
     if args.json and (Path(args.json).is_dir() or not Path(args.json).resolve().parent.is_dir()):
-        _agreement_err(f"--json {args.json}: cannot write there (not a file in an existing folder)")
-        return 2
+        return _err(f"--json {args.json}: cannot write there (not a file in an existing folder)")
     rows = []
     for name in names:
         row = agreement.check_vector(directory, name, args.engine, getattr(args, "force", False))
@@ -257,8 +256,7 @@ def cmd_agreement(args: argparse.Namespace) -> int:
         try:
             write_text(args.json, json.dumps(rows, indent=1) + "\n")
         except OSError as exc:
-            _agreement_err(f"--json {args.json}: cannot write: {exc.strerror or exc}")
-            return 2
+            return _err(f"--json {args.json}: cannot write: {exc.strerror or exc}")
     return 0 if agreement.all_agree(rows) else 1
 
 

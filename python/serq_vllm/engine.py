@@ -9,7 +9,7 @@ import json
 import math
 from typing import Callable
 
-from serq_fast.engine import Sim
+from serq_fast.step import Sim
 from serq_fast.expr import RunError
 from serq_drt.lockstep import error_text
 from serq_spec.cli import prepare
@@ -35,7 +35,7 @@ def run_engine(ir: dict, engine: str, feed: Callable[[dict], None]) -> None:
     each state line to `feed`. A run-time error of the program is a ModelError naming its place."""
     if engine == "fast":
         try:
-            # lean lines (serq_fast.state.LEAN): the collector reads no block identities, no
+            # lean lines (serq_fast.trace.LEAN): the collector reads no block identities, no
             # gate lists and only the ending sessions, which full lines would list per step
             # (O(KV blocks + requests) each: most of a large scenario's run time)
             Sim(ir, seed=1, horizon=math.inf, warmup=0.0, states=feed, lean_states=True).run()

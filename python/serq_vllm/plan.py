@@ -30,6 +30,8 @@ FEATURES = {
     "priority": "the priority policy",
     "async-cache-victim": "async: a request preempted in decode both after and before vLLM "
                           "scheduled it in the preempting call (its cache cap is per request)",
+    "spec-decode": "speculative decoding (a decode step of 1 + k tokens whose rejected drafts "
+                   "give their computed positions back; docs/vllm-model.md §5.6)",
 }
 
 
@@ -248,9 +250,10 @@ def _content_code(cplan: ContentPlan, rid: str, bs: int) -> tuple[int, int, int]
 
 #: Missing features `force` can approximate (for measuring what a refusal protects against):
 #: unknown knobs ignored, priority ties on a frozen clock keyed by step instead, and a request
-#: with decode preemptions of both kinds given the readmission cap its run derived. A forced
+#: with decode preemptions of both kinds given the readmission cap its run derived, speculative
+#: decoding ignored (one token per decode step, no drafts: what the refusal guards). A forced
 #: async scenario with a missing feature runs synchronously (plan_scenario).
-FORCEABLE = {"extra-knob", "priority-clock", "async-cache-victim"}
+FORCEABLE = {"extra-knob", "priority-clock", "async-cache-victim", "spec-decode"}
 
 
 def plan_scenario(sc: ResolvedScenario, force: bool = False) -> Plan:
@@ -266,6 +269,10 @@ def plan_scenario(sc: ResolvedScenario, force: bool = False) -> Plan:
         if all(f != feature for f, _ in needs):
             needs.append((feature, detail))
 
+    if sc.speculative is not None:
+        spec = sc.speculative
+        need("spec-decode", f"speculative.num_speculative_tokens = {spec.num_speculative_tokens} "
+             f"({spec.method})")
     if cfg["policy"] == "priority" and sc.step_base_exact <= 0 and not any(
             r.arrival_kind == "time" for r in sc.requests):
         need("priority-clock", "config.step_time.base_s = 0: vLLM's arrival clock never moves")

@@ -13,6 +13,10 @@ Prompts are described as data (`PromptSegment` lists) rather than token ids, bec
 matters to a scheduler model is the sharing structure: which requests share which prefix, and
 which prompt extends which earlier conversation. `tokens_for_segment` turns a segment into the
 deterministic token ids the oracle driver feeds to vLLM.
+
+With speculative decoding (the optional `speculative` object, `SpecDecode`) the number of drafts
+a step accepts is `accepted_drafts`, a seeded function of the request and its output position
+that the driver and serQ's model each compute, sharing no random state at run time.
 """
 
 from __future__ import annotations
@@ -41,6 +45,9 @@ __all__ = [
     "tokens_for_segment",
     "fresh_token_ids",
     "fake_output_token",
+    "SpecDecode",
+    "SPEC_METHODS",
+    "accepted_drafts",
 ]
 
 #: Vocabulary of the weightless model the driver builds, and its EOS id.
@@ -91,7 +98,20 @@ REQUEST_KEYS = (
 )
 # Free-text keys a request may carry without effect.
 _REQUEST_COMMENT_KEYS = ("description", "comment", "note")
-TOP_LEVEL_KEYS = ("name", "description", "config", "prefix_groups", "requests", "max_steps")
+TOP_LEVEL_KEYS = ("name", "description", "config", "prefix_groups", "requests", "max_steps",
+                  "speculative")
+
+#: Speculative decoding's proposer kinds the oracle fakes, each with vLLM 0.31.0's two numbers
+#: for it (vllm/config/vllm.py `num_lookahead_tokens`, vllm/config/speculative.py
+#: `max_num_new_slots_for_drafting`): KV slots reserved past the scheduled tokens (a multiple of
+#: k: 0 or k) and the input-budget slots each scheduled request costs beyond its tokens.
+#: "ngram" drafts from the prompt on the host (no KV of its own); "draft_model" runs a small
+#: model autoregressively, which writes KV past the verified range and keeps one input token.
+SPEC_METHODS = {"ngram": (0, 0), "draft_model": (1, 1)}
+SPEC_KEYS = ("num_speculative_tokens", "method", "accept_percent", "seed")
+#: Most draft tokens a scenario may ask for per step (vLLM itself has no small limit; the
+#: bound keeps a step's scheduled tokens within what the scenarios' budgets exercise).
+MAX_SPEC_TOKENS = 64
 
 
 class ScenarioError(ValueError):
@@ -125,6 +145,54 @@ class PromptSegment:
     source: str = ""
     length: int = 0
     ids: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class SpecDecode:
+    """The `speculative` object of a scenario: k draft tokens per step (docs/oracle.md §3.3).
+
+    The fake proposer always proposes `num_speculative_tokens` drafts for a request whose last
+    step sampled; `accepted_drafts` decides how many of the drafts a step verifies are accepted.
+    """
+
+    num_speculative_tokens: int
+    method: str = "ngram"
+    accept_percent: int = 70
+    seed: int = 0
+
+    @property
+    def lookahead_tokens(self) -> int:
+        """KV slots vLLM allocates past a step's scheduled tokens (`num_lookahead_tokens`)."""
+        return SPEC_METHODS[self.method][0] * self.num_speculative_tokens
+
+    @property
+    def draft_slots(self) -> int:
+        """Input-budget slots each scheduled request costs beyond its tokens."""
+        return SPEC_METHODS[self.method][1]
+
+    def as_json(self) -> dict:
+        return {k: getattr(self, k) for k in SPEC_KEYS}
+
+
+def accepted_drafts(spec: SpecDecode, request_id: str, outputs_before: int, num_drafts: int) -> int:
+    """How many of the `num_drafts` draft tokens a step verifies for a request are accepted.
+
+    The step's drafts are judged in order, each accepted with probability `accept_percent`/100,
+    and the first rejection ends the run (what a rejection sampler does). The "coin" of draft j
+    is blake2b of (seed, request id, `outputs_before`, j) modulo 100, so the number depends only
+    on the request and on how many output tokens it had before the step: the oracle driver and
+    serQ's model compute it independently, with no shared random state, and a request that is
+    preempted and runs again draws the same numbers at the same output positions.
+    """
+    accepted = 0
+    for j in range(num_drafts):
+        digest = hashlib.blake2b(
+            f"{spec.seed}\x00{request_id}\x00{outputs_before}\x00{j}".encode(), digest_size=8
+        ).digest()
+        if int.from_bytes(digest, "big") % 100 >= spec.accept_percent:
+            break
+        accepted += 1
+    return accepted
 
 
 @dataclass
@@ -175,6 +243,8 @@ class ResolvedScenario:
     requests: list[ResolvedRequest]
     max_steps: int
     warnings: list[str] = field(default_factory=list)
+    #: speculative decoding (None: off)
+    speculative: SpecDecode | None = None
     # Derived once, on first use (a resolved scenario is never changed afterwards): id -> request,
     # and id -> static prompt length. Recomputing them per call made loading and modelling a
     # `prompt_from` chain exponential in its length (docs/oracle.md §3).
@@ -629,6 +699,43 @@ def _resolve_request(i: int, raw: Any, groups: dict[str, int]) -> ResolvedReques
     return req
 
 
+def _resolve_speculative(raw: Any, config: dict[str, Any]) -> SpecDecode | None:
+    path = "speculative"
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise ScenarioError(path, f'must be an object like {{"num_speculative_tokens": 3}}, '
+                                  f"got {_show(raw)}")
+    for k in raw:
+        if k not in SPEC_KEYS and k != "description":
+            raise ScenarioError(f"{path}.{k}", f"unknown key (known: {', '.join(SPEC_KEYS)})")
+    if "num_speculative_tokens" not in raw:
+        raise ScenarioError(f"{path}.num_speculative_tokens", "missing required field")
+    k = _int(raw, "num_speculative_tokens", path, minimum=1)
+    if k > MAX_SPEC_TOKENS:
+        raise ScenarioError(f"{path}.num_speculative_tokens",
+                            f"must be at most {MAX_SPEC_TOKENS}, got {k}")
+    method = raw.get("method", "ngram")
+    if method not in SPEC_METHODS:
+        raise ScenarioError(f"{path}.method",
+                            f"must be one of {', '.join(map(json.dumps, SPEC_METHODS))}, "
+                            f"got {_show(method)}")
+    accept = _int(raw, "accept_percent", path, minimum=0, default=70)
+    if accept > 100:
+        raise ScenarioError(f"{path}.accept_percent", f"must be at most 100, got {accept}")
+    seed = _int(raw, "seed", path, default=0)
+    spec = SpecDecode(num_speculative_tokens=k, method=method, accept_percent=accept, seed=seed)
+    # constraints vLLM's own config enforces (vllm/config/vllm.py), reported against the fields
+    if config["async_scheduling"] and method == "ngram":
+        raise ScenarioError(f"{path}.method", 'vLLM runs async scheduling only with a model-based '
+                            'proposer: use "draft_model" or set config.async_scheduling to false')
+    if config["max_num_batched_tokens"] <= spec.draft_slots:
+        raise ScenarioError("config.max_num_batched_tokens",
+                            f"must exceed the proposer's {spec.draft_slots} draft slot(s) per "
+                            f"request, got {config['max_num_batched_tokens']}")
+    return spec
+
+
 def resolve_scenario(
     obj: Any, *, default_name: str = "scenario", allow_unknown_config: bool = False
 ) -> ResolvedScenario:
@@ -649,6 +756,7 @@ def resolve_scenario(
     config = _resolve_config(obj.get("config"), allow_unknown_config, warnings)
     groups = _resolve_groups(obj.get("prefix_groups"))
     max_steps = _int(obj, "max_steps", "", minimum=0, default=DEFAULT_MAX_STEPS)
+    speculative = _resolve_speculative(obj.get("speculative"), config)
     if "requests" not in obj:
         raise ScenarioError("requests", "missing required field")
     raw_reqs = obj["requests"]
@@ -719,6 +827,7 @@ def resolve_scenario(
         requests=requests,
         max_steps=max_steps,
         warnings=warnings,
+        speculative=speculative,
     )
     capacity_tokens = sc.num_usable_blocks * sc.block_size
     mml = config["max_model_len"]

@@ -9,7 +9,10 @@ prefix-cache hashing and stop checks run unchanged on the CPU, without weights o
 After every `schedule()` each scheduled request whose prefill is complete "samples" one
 deterministic token (EOS at the scenario's `eos_at`), and that output goes back through
 `update_from_output`. The loop around the scheduler follows the engine core: one schedule +
-one update per step in sync mode, and a 2-deep batch queue in async mode.
+one update per step in sync mode, and a 2-deep batch queue in async mode. With speculative
+decoding (the scenario's `speculative` object) a request verifying drafts gets its accepted
+drafts plus one token, the count from `serq_vllm.scenario.accepted_drafts`, and in sync mode
+fresh drafts are handed back through `update_draft_token_ids` as the engine core does.
 
 The scenario is read and validated by `serq_vllm.scenario` (the repository's python/ dir is
 put on sys.path), so the driver and the serQ side agree on every default and prompt rule.
@@ -39,6 +42,7 @@ from serq_vllm.scenario import (  # noqa: E402
     VOCAB_SIZE,
     ResolvedScenario,
     ScenarioError,
+    accepted_drafts,
     fake_output_token,
     load_scenario,
     tokens_for_segment,
@@ -80,13 +84,20 @@ class _VllmEnv:
         import torch
         import vllm
         from vllm import ModelRegistry, SamplingParams
-        from vllm.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
+        from vllm.config import (
+            CacheConfig,
+            ModelConfig,
+            ParallelConfig,
+            SchedulerConfig,
+            SpeculativeConfig,
+            VllmConfig,
+        )
         from vllm.utils.hashing import get_hash_fn_by_name
         from vllm.v1.core import kv_cache_utils
         from vllm.v1.core.sched.async_scheduler import AsyncScheduler
         from vllm.v1.core.sched.scheduler import Scheduler
         from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
-        from vllm.v1.outputs import ModelRunnerOutput
+        from vllm.v1.outputs import DraftTokenIds, ModelRunnerOutput
         from vllm.v1.request import Request
         from vllm.v1.structured_output import StructuredOutputManager
 
@@ -101,6 +112,9 @@ class _VllmEnv:
         self.ModelConfig = ModelConfig
         self.SchedulerConfig = SchedulerConfig
         self.VllmConfig = VllmConfig
+        self.ParallelConfig = ParallelConfig
+        self.SpeculativeConfig = SpeculativeConfig
+        self.DraftTokenIds = DraftTokenIds
         self.kv_cache_utils = kv_cache_utils
         self.get_hash_fn_by_name = get_hash_fn_by_name
         self.AsyncScheduler = AsyncScheduler
@@ -210,11 +224,30 @@ class _VllmEnv:
         cache_config = self.CacheConfig(
             **self._accepted(self.CacheConfig, cache_kwargs, "cache_config_extra", notes)
         )
+        speculative_config = None
+        if sc.speculative is not None:
+            # a "draft_model" proposer names the dummy model itself: its config is read, never
+            # its weights (the scheduler only asks the config for lookahead and draft slots)
+            speculative_config = self.SpeculativeConfig(
+                method=sc.speculative.method,
+                num_speculative_tokens=sc.speculative.num_speculative_tokens,
+                model=self.model_dir if sc.speculative.method == "draft_model" else None,
+                target_model_config=model_config,
+                target_parallel_config=self.ParallelConfig(),
+            )
         vllm_config = self.VllmConfig(
             scheduler_config=scheduler_config,
             model_config=model_config,
             cache_config=cache_config,
+            speculative_config=speculative_config,
         )
+        if speculative_config is not None:
+            spec = sc.speculative
+            got = (vllm_config.num_lookahead_tokens, speculative_config.max_num_new_slots_for_drafting)
+            if got != (spec.lookahead_tokens, spec.draft_slots):
+                raise RuntimeError(f"vLLM {self.version} gives {spec.method!r} lookahead/draft slots "
+                                   f"{got}; serq_vllm.scenario.SPEC_METHODS says "
+                                   f"{(spec.lookahead_tokens, spec.draft_slots)}")
         # The CPU platform forces async scheduling off; the scenario decides.
         vllm_config.scheduler_config.async_scheduling = cfg["async_scheduling"]
         vllm_config.cache_config.num_gpu_blocks = n_blocks
@@ -406,6 +439,8 @@ class _Run:
             self.preempted_waiting.add(rid)
         samples = {}
         entries = []
+        spec_tokens = so.scheduled_spec_decode_tokens or {}
+        padded: set[str] = set()
         for rid, n in so.num_scheduled_tokens.items():
             req = self.reqs[rid]
             samples[rid] = not req.is_prefill_chunk
@@ -417,16 +452,21 @@ class _Run:
                     kind = "resumed"
                 else:
                     kind = "running"
-                entries.append(
-                    {
-                        "id": rid,
-                        "tokens": n,
-                        "computed_before": before,
-                        "kind": kind,
-                        "samples": samples[rid],
-                        "blocks": len(self.blocks_of.get(rid, ())),
-                    }
-                )
+                entry = {
+                    "id": rid,
+                    "tokens": n,
+                    "computed_before": before,
+                    "kind": kind,
+                    "samples": samples[rid],
+                    "blocks": len(self.blocks_of.get(rid, ())),
+                }
+                if self.sc.speculative is not None:
+                    # drafts verified this step; a request admitted from the waiting queue with
+                    # one token left is padded with placeholder drafts (-1) that no model accepts
+                    entry["drafts"] = len(spec_tokens.get(rid, ()))
+                    if kind != "running" and entry["drafts"]:
+                        padded.add(rid)
+                entries.append(entry)
         record = None
         if total > 0 or preempted:
             record = {
@@ -459,7 +499,7 @@ class _Run:
             self.step += 1
         else:
             self.empty_calls += 1
-        return (so, samples, record, step_no)
+        return (so, samples, record, step_no, padded)
 
     def _cached_blocks(self) -> int:
         cache = getattr(self.block_pool.cached_block_hash_to_block, "_cache", None)
@@ -469,13 +509,22 @@ class _Run:
 
     # --- process one batch's (fake) output -------------------------------------------------------
     def process(self, batch) -> None:
-        so, samples, record, step_no = batch
+        so, samples, record, step_no, padded = batch
         req_ids = list(so.num_scheduled_tokens)
+        spec = self.sc.speculative
+        spec_tokens = so.scheduled_spec_decode_tokens or {}
         sampled = []
+        accepted: dict[str, int] = {}
         for rid in req_ids:
             if samples[rid]:
                 idx = len(self.outputs[rid])
-                sampled.append([fake_output_token(rid, idx, self._eos.get(rid))])
+                drafts = len(spec_tokens.get(rid, ()))
+                n_acc = 0
+                if spec is not None and drafts and rid not in padded:
+                    n_acc = accepted_drafts(spec, rid, idx, drafts)
+                accepted[rid] = n_acc
+                sampled.append([fake_output_token(rid, idx + i, self._eos.get(rid))
+                                for i in range(n_acc + 1)])
             else:
                 sampled.append([])
         mro = self.env.ModelRunnerOutput(
@@ -510,7 +559,13 @@ class _Run:
                     finished.append({"id": rid, "reason": reason, "output_len": len(self.outputs[rid])})
         for rid, toks in self.outputs.items():
             self.records[rid]["output_len"] = len(toks)
+        if spec is not None and not self.sc.config["async_scheduling"]:
+            self._propose_drafts(req_ids, samples)
         if record is not None:
+            if spec is not None:
+                for e in record["scheduled"]:
+                    if e["id"] in accepted and e["drafts"]:
+                        e["accepted"] = accepted[e["id"]]
             record["finished"] = finished
             record["free_blocks_after_update"] = self.block_pool.get_num_free_blocks()
             pc = getattr(stats, "prefix_cache_stats", None) if stats is not None else None
@@ -524,6 +579,19 @@ class _Run:
             # An output with finishes but no record cannot happen (only token-carrying batches
             # produce outputs); keep the information rather than lose it.
             self.notes.append(f"finishes from an empty batch: {finished}")
+
+    def _propose_drafts(self, req_ids: list[str], samples: dict[str, bool]) -> None:
+        """Sync mode: the engine core's post-step hands the proposer's drafts to the scheduler.
+
+        The fake proposer drafts k tokens for every request of the batch that sampled (vLLM
+        ignores drafts of a finished request or of a prefill chunk). Their ids never matter: a
+        draft's acceptance is `accepted_drafts`, and the accepted tokens come back as samples.
+        """
+        k = self.sc.speculative.num_speculative_tokens
+        ids = [rid for rid in req_ids if samples[rid]]
+        drafts = [[fake_output_token(rid, len(self.outputs[rid]) + j) for j in range(k)]
+                  for rid in ids]
+        self.sched.update_draft_token_ids(self.env.DraftTokenIds(req_ids=ids, draft_token_ids=drafts))
 
     # --- the loop ----------------------------------------------------------------------------------
     def run(self) -> dict:
@@ -579,6 +647,7 @@ class _Run:
             "scenario": self.sc.name,
             "vllm_version": self.env.version,
             "config": self.sc.config,
+            **({"speculative": self.sc.speculative.as_json()} if self.sc.speculative else {}),
             "num_usable_blocks": self.sc.num_usable_blocks,
             "steps": self.steps,
             "requests": self.records,

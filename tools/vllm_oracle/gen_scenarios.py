@@ -20,7 +20,8 @@ fan-out and a `max_model_len` that ends some outputs, drawn from a stream of the
 MIXED_FROM_SEED on also mix step- and time-based arrivals (a third stream), and seeds from
 FORK_FROM_SEED on fork conversations (two requests continuing one: a fourth stream), and
 seeds from KNOBS_FROM_SEED on draw `long_prefill_token_threshold_adaptive` and
-`max_num_active_seqs` (a fifth stream).
+`max_num_active_seqs` (a fifth stream), and seeds from SPEC_FROM_SEED on speculative decoding
+(the `speculative` object: a sixth stream).
 
 Every scenario is validated with serq_vllm.scenario before it is written.
 """
@@ -57,6 +58,11 @@ FORK_FROM_SEED = 40000
 #: `long_prefill_token_threshold_adaptive` (with a threshold) and `max_num_active_seqs`
 #: (a fifth stream).
 KNOBS_FROM_SEED = 42000
+#: Seeds from this one on also draw speculative decoding in about half of the scenarios: the
+#: `speculative` object (1-6 draft tokens, either proposer kind, an acceptance rate and seed;
+#: a sixth stream). vLLM runs async scheduling only with the model-based proposer, so an async
+#: scenario draws "draft_model".
+SPEC_FROM_SEED = 50000
 
 
 def _out_len(rng: random.Random) -> int:
@@ -373,6 +379,20 @@ def generate(seed: int, k: int, name: str) -> dict:
         _cap_model_len(cfg, {"config": cfg, "prefix_groups": groups, "requests": requests},
                        xrng, features)
 
+    spec = None
+    if seed >= SPEC_FROM_SEED:
+        srng = random.Random(f"serq-oracle-spec:{seed}:{k}")
+        if srng.random() < 0.5:
+            method = "draft_model" if cfg.get("async_scheduling") or srng.random() < 0.5 \
+                else "ngram"
+            spec = {"num_speculative_tokens": srng.choice([1, 2, 3, 4, 6]), "method": method,
+                    "accept_percent": srng.choice([0, 30, 60, 80, 100]),
+                    "seed": srng.randrange(1000)}
+            # the model-based proposer costs each scheduled request one input slot more
+            if method == "draft_model" and cfg.get("max_num_batched_tokens", 2048) <= 1:
+                cfg["max_num_batched_tokens"] = 2
+            features.append(f"spec_{method}")
+
     scenario = {
         "name": name,
         "description": f"random scenario (gen_scenarios.py seed {seed}, index {k}): "
@@ -383,6 +403,8 @@ def generate(seed: int, k: int, name: str) -> dict:
         scenario["prefix_groups"] = groups
     scenario["requests"] = requests
     scenario["max_steps"] = MAX_STEPS
+    if spec is not None:
+        scenario["speculative"] = spec
     resolve_scenario(scenario)  # must be valid
     return scenario
 

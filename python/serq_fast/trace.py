@@ -5,12 +5,16 @@ the spec's exact wire values to 1e-9 relative. Pool amounts (used, cached, entry
 positions, allocations, the amounts of records) are ints when whole and "p/q" otherwise in the
 contract (docs/state.md): a float within 1e-9 relative of a whole number is emitted as that int
 (the rounding of float sums), any other stays a float and is compared with the spec's "p/q".
+
+serq_spec counterpart: `serq_spec/trace.py` (`state_line`, the exact values on the wire).
 """
 
 from __future__ import annotations
 
 import json
 import math
+
+from serq_fast.defs import ENDING, EV_ARRIVE, EV_ENDS, EV_FINISH, EV_ITER_END, EV_LEASE_END
 
 
 
@@ -33,7 +37,6 @@ def _int(x) -> int | float:
 def _event(ev):
     if ev is None:
         return None
-    from serq_fast.engine import EV_ARRIVE, EV_ENDS, EV_FINISH, EV_ITER_END, EV_LEASE_END
 
     t, seq, kind, a, b = ev
     if kind == EV_ARRIVE:
@@ -118,7 +121,6 @@ def _stage(st, sim, lean: bool = False) -> dict:
 
 
 def state_line(sim, step: int, ev) -> dict:
-    from serq_fast.engine import ENDING
 
     lean = sim.lean_states
     rec = sim.rec or {}

@@ -1,0 +1,598 @@
+"""The session interpreter (docs/language.md §11.3): statements compiled from the IR's blocks,
+a session's frame stack run until it blocks, spawn, `turn;`, runs on stages, `fork` and `join;`
+(a branch is a `Session` object of its session, §11.13), the end of a session, and settle (ready
+sessions run in FIFO order, pools retry their growers and admit their heads, then idle engines
+start an iteration, docs/language.md §11.2).
+
+`SessionInterpreter` is a base class of `step.Sim`: these are hot methods (every statement of
+every session goes through `_interpret` or its generated block, `specialise.py`), and a method
+inherited from a base class costs no more to call than the Sim's own.
+
+serq_spec counterpart: `serq_spec/sessions.py` (spawn, run_session, exec_stmt, exec_turn,
+exec_run, exec_fork, branch_done, end_session, settle); the hold statement's admission and the
+scope end are in `pools.py`, growth and preemption in `growth.py`, the async ends in `lag.py`.
+"""
+
+from __future__ import annotations
+
+import math
+
+from serq_fast import pools as P
+from serq_fast.defs import (ENDED, ENDING, FAULTS, FORCED, GROWING, JOINING, MAX_READY_PER_INSTANT, MAX_STATEMENTS, MORE,
+                            NEW, OUT, QUEUED, READY, SERIAL, STAGE, THINK, TURN_NO, Request)
+from serq_fast.expr import RunError, at_text, compile_expr, compile_ref, located
+from serq_fast.growth import detach, grow, retry_growers
+from serq_fast.lag import lag_end
+from serq_fast.sources import ListSource, LiveSource
+
+
+class Session:
+    __slots__ = ("serial", "attrs", "frames", "status", "where", "holds", "pending", "adm_seq",
+                 "prepos", "stuck", "trace", "tcursor", "src", "job", "ready_t", "ready_n",
+                 "growth", "turn_src", "turn_t", "turn_warm", "turn_called",
+                 "tid", "parent", "live_branches", "forks")
+
+    def __init__(self, serial: int, nattrs: int) -> None:
+        self.serial = serial
+        self.attrs = [0.0] * nattrs
+        self.attrs[SERIAL] = float(serial)
+        self.frames: list = []  # [block, pc, kind, hold]
+        self.status = READY
+        self.where = None  # the Pool / Stage named by the status
+        self.holds: list = []  # active holds, outermost first
+        self.pending = None  # the Hold waiting in a queue
+        self.adm_seq = -1
+        self.prepos: dict = {}  # pool index -> position at its last preemption
+        self.stuck = False
+        self.trace = None
+        self.tcursor = 0
+        self.src = None  # the session stream
+        self.job = None
+        self.ready_t = -1.0
+        self.ready_n = 0
+        self.growth = None  # (part, need, job or None) while stalled
+        # the current turn (docs/report.md "client"): when `turn;` ran, whether that was after the
+        # warm-up (the turn counts in `turns`, and so do its client metrics), whether its server
+        # made an engine call (else the turn's own response is recorded when the server ends)
+        self.turn_t = 0.0
+        self.turn_warm = False
+        self.turn_called = False
+        # docs/language.md §11.13: a thread's name (the serial, or "s.k" for the k-th branch of
+        # session s), a branch's parent thread, the branches this thread forked that still run,
+        # and (on the session) how many branches it has forked
+        self.tid = serial
+        self.parent = None
+        self.live_branches = 0
+        self.forks = 0
+
+    def status_text(self) -> str:
+        if self.status == READY:
+            return "ready"
+        if self.status == QUEUED:
+            return "queued:" + self.where.name
+        if self.status == STAGE:
+            return "stage:" + self.where.name
+        if self.status == GROWING:
+            return "growing:" + self.where.name
+        if self.status == ENDING:
+            return "ending:" + self.where.name
+        if self.status == JOINING:
+            return "joining"
+        return "ended"
+
+
+class SessionInterpreter:
+    """The session half of `step.Sim` (its state is the Sim's: see `step.Sim.__init__`)."""
+
+    def _compile_stmt(self, st: dict) -> tuple:
+        try:
+            return self._compile_stmt_at(st)
+        except RunError as exc:  # a constant beyond the floats' range (`--set x=1e400`): where it is
+            raise located(exc, st.get("at")) from None
+
+    def _compile_stmt_at(self, st: dict) -> tuple:
+        op = st["op"]
+        at = st.get("at")
+        c = lambda e: compile_expr(e, self) if e is not None else None  # noqa: E731
+        if op == "set":
+            return ("set", st["slot"], c(st["expr"]), at)
+        if op == "observe":
+            return ("observe", st["name"], c(st["expr"]), at)
+        if op in ("turn", "end", "join"):
+            return (op, at)
+        if op == "fork":
+            self._check_branch_block(st["body"])
+            return ("fork", st["body"], at)
+        if op == "branch":
+            return ("branch", c(st["cond"]), st["then"], st.get("else"), at)
+        if op == "while":
+            return ("while", c(st["cond"]), st["body"], at)
+        if op == "loop":
+            return ("loop", st["body"], at)
+        if op == "choose":
+            return ("choose", st["slot"], c(st["count"]), [c(k) for k in st["keys"]], at)
+        if op == "hold":
+            return ("hold", P.HoldStmt(st, self), at)
+        if op == "run":
+            ref = st["stage"]
+            if st.get("growing") is not None and any(
+                    self.stages[i].kind != "step" for i in range(ref["base"], ref["base"] + ref.get("count", 1))):
+                # a growing run advances a position by the tokens an engine serves (§11.6): a
+                # non-step stage has none (docs/spec.md, as serq_spec.program)
+                raise RunError(f"`growing` needs an engine (a step stage), not stage "
+                               f"{self.stages[ref['base']].name} at {at_text(at)}")
+            return ("run", compile_ref(st["stage"], self, "stage"), st["mode"], c(st["work"]),
+                    st.get("growing"), at)
+        if op in ("drop", "load"):
+            ref = st["pool"]
+            for pool in self.pools[ref["base"]:ref["base"] + ref.get("count", 1)]:
+                if pool.content:
+                    raise RunError(f"`{op}` on the `share content` pool {pool.name} (docs/content.md §1) at {at_text(at)}")
+        if op in ("grow", "load"):
+            return (op, compile_ref(st["pool"], self, "pool"), c(st["units"]), at)
+        if op in ("drop", "release"):
+            return (op, compile_ref(st["pool"], self, "pool"), at)
+        raise RunError(f"unknown statement {op!r}")
+
+    def spawn(self) -> Session:
+        serial = self.next_serial
+        self.next_serial += 1
+        self.narrivals += 1
+        s = Session(serial, self.nattrs)
+        self.sessions[serial] = s
+        self.live += 1
+        if self.replay is None:
+            s.src = LiveSource("session", self.seed, serial)
+        else:
+            rs = self.replay_sessions.get(serial)
+            if rs is None:
+                raise RunError(f"replay: the sessions file has no session {serial}")
+            s.src = ListSource(rs.get("session", []), f"session {serial} (session stream)")
+        if self.trace is not None:
+            rows = self.trace_rows
+            if self.trace["ordered"]:
+                pick = serial % len(rows)
+            elif self.replay is not None:
+                pick = int(self.replay_picks[serial])
+            else:
+                pick = min(int(self.trace_src.rng.random() * len(rows)), len(rows) - 1)
+            s.trace = rows[pick]
+        if self.wl_init is not None:
+            self._run_wblock(s, self.wl_init, 0)
+        s.frames.append([self.blocks[self.wl_session], 0, "plain", None])
+        self.make_ready(s)
+        return s
+
+    def _turn_source(self, s: Session, turn_no: int):
+        if self.replay is None:
+            return LiveSource("turn", self.seed, s.serial, turn_no)
+        rs = self.replay_sessions[s.serial]
+        if turn_no == 0:
+            vals = rs.get("init", [])
+        else:
+            turns = rs.get("turns", [])
+            vals = turns[turn_no - 1] if turn_no - 1 < len(turns) else []
+        return ListSource(vals, f"session {s.serial} (turn stream {turn_no})")
+
+    def _run_wblock(self, s: Session, block: int, turn_no: int) -> None:
+        """An `init` or `turn` block: `set` and `observe` only, drawn from the turn stream."""
+        src = self._turn_source(s, turn_no)
+        cx = self.cx
+        saved = cx.draw
+        cx.attrs, cx.sess, cx.draw = s.attrs, s, src
+        try:
+            for st in self.blocks[block]:
+                if st[0] == "set":
+                    s.attrs[st[1]] = st[2](cx)
+                elif st[0] == "observe":
+                    self.observe(st[1], st[2](cx), s)
+                else:
+                    raise RunError(f"`{st[0]}` in a workload init/turn block")
+        finally:
+            cx.draw = saved
+        if self.replay is not None and src.leftover():
+            raise RunError(f"replay: {src.what} leaves {src.leftover()} unused draw(s)")
+
+    def make_ready(self, s: Session) -> None:
+        if s.ready_t == self.now:
+            s.ready_n += 1
+            if s.ready_n > MAX_READY_PER_INSTANT:
+                raise RunError(f"session {s.serial} became ready {MAX_READY_PER_INSTANT} times at t = {self.now:g}")
+        else:
+            s.ready_t = self.now
+            s.ready_n = 1
+        s.status = READY
+        s.where = None
+        self.ready.append(s)
+
+    def observe(self, name: int, value: float, s: Session | None) -> None:
+        if not self.measuring:
+            return
+        self.obs_stats[name].add(value)
+        if self.rec is not None:
+            self.rec["observations"].append([self.observe_names[name], s.serial if s else None,
+                                             int(s.attrs[TURN_NO]) if s else 0, self.now, value])
+
+    def client_record(self, name: str, value: float, s: Session) -> None:
+        """A client metric of the session's current turn: kept iff the turn counts in `turns`
+        (its `turn;` ran after the warm-up), whenever the value becomes known."""
+        if not s.turn_warm:
+            return
+        self.client[name].add(value)
+        if self.rec is not None:
+            self.rec["observations"].append([name, s.serial, int(s.attrs[TURN_NO]), self.now, value])
+
+    def settle(self, started: bool = False) -> None:
+        """Run ready sessions and pool admissions until nothing is ready, then start idle engines
+        (docs/language.md §11.2). `started`: an engine has just started an iteration in this settle's
+        place (a fast-forward that resumed a formation), so it goes on after the engine step."""
+        while True:
+            if not started:
+                ready = self.ready
+                while self.ready_head < len(ready):
+                    s = ready[self.ready_head]
+                    self.ready_head += 1
+                    if s.status == READY:
+                        self.exec_session(s)
+                self.ready = []
+                self.ready_head = 0
+                for pool in self.pools:
+                    retry_growers(pool)
+                    if pool.admitted_by is None:
+                        pool.admit_heads()
+                if self.ready:
+                    continue
+                if self.fault_pending or not self.pending_now():
+                    for eng in self.engines:
+                        if eng.iter is None and eng.has_work():
+                            eng.start_iteration()
+            started = False
+            if not self.ready:
+                break
+        for st in self.stages:
+            if st.kind == "ps" and st.changed:
+                st.reschedule()
+        self.sample()
+
+    def exec_session(self, s: Session) -> None:
+        try:
+            self._exec_session(s)
+        except RunError as exc:  # an error of an expression (x/0, pow(10, 1e10)): its statement
+            raise located(exc, self.cx.at) from None
+
+    def _exec_session(self, s: Session) -> None:
+        cx = self.cx
+        cx.attrs, cx.sess, cx.draw = s.attrs, s, s.src
+        cx.eng = None
+        cx.var = {}
+        fns = self.block_fns
+        if fns is None:
+            self._interpret(s, MAX_STATEMENTS)
+            return
+        # labelled speed trick 5 (serq_fast.specialise): a covered block runs as one generated
+        # function from its program counter to the statement after which the session leaves
+        # the block; the rest (uncovered blocks, the last statements of the budget) is interpreted
+        attrs = s.attrs
+        frames = s.frames
+        budget = MAX_STATEMENTS
+        while s.status == READY:
+            fr = frames[-1]
+            blk = fr[0]
+            if fr[1] >= len(blk):
+                budget -= 1
+                if budget < 0:
+                    raise RunError(f"session {s.serial} executed {MAX_STATEMENTS} statements without blocking")
+                if self._block_end(s, fr):
+                    return
+                continue
+            fn = fns.get(id(blk))
+            if fn is None or budget < len(blk):
+                self._interpret(s, budget)
+                return
+            r = fn(self, s, fr, cx, attrs, frames)
+            budget -= r >> 1
+            if r & 1:
+                return
+
+    def _block_end(self, s: Session, fr: list) -> bool:
+        """The top frame's block has ended: pop it (a hold's scope ends, a server turn is done,
+        the session ends with its last frame). True: the session's execution stops here."""
+        frames = s.frames
+        if fr[2] == "hold":
+            h = fr[3]
+            eng = h.pools[0].lag_eng
+            if eng is not None:
+                # the end of a lagged engine request waits for the engine's next
+                # schedule (docs/async.md §3): the frame stays until `ends` applies it
+                lag_end(eng, s, h)
+                return True
+            frames.pop()
+            P.scope_end(self, s, h)
+            frames[-1][1] += 1
+            return False
+        frames.pop()
+        if fr[2] == "server":
+            self._server_done(s)
+        # while / loop: the parent's pc stays on the statement, re-read next
+        if not frames:
+            if s.parent is not None:
+                self._branch_done(s)
+            else:
+                self.end_session(s)
+            return True
+        return False
+
+    def _interpret(self, s: Session, budget: int) -> None:
+        """The session's statements one at a time until it blocks; `budget`: statements it may
+        still run without blocking (§11.9)."""
+        cx = self.cx
+        attrs = s.attrs
+        frames = s.frames
+        while s.status == READY:
+            budget -= 1
+            if budget < 0:
+                raise RunError(f"session {s.serial} executed {MAX_STATEMENTS} statements without blocking")
+            fr = frames[-1]
+            blk = fr[0]
+            pc = fr[1]
+            if pc >= len(blk):
+                if self._block_end(s, fr):
+                    return
+                continue
+            st = blk[pc]
+            op = st[0]
+            cx.at = st[-1]
+            if op == "set":
+                attrs[st[1]] = st[2](cx)
+                fr[1] = pc + 1
+            elif op == "observe":
+                self.observe(st[1], st[2](cx), s)
+                fr[1] = pc + 1
+            elif op == "branch":
+                v = st[1](cx)
+                if v != 0 and v != 1:
+                    raise RunError(f"a branch guard must be 0 or 1, got {v} at {at_text(st[-1])}")
+                fr[1] = pc + 1
+                target = st[2] if v == 1 else st[3]
+                if target is not None:
+                    frames.append([self.blocks[target], 0, "branch", None])
+            elif op == "while":
+                v = st[1](cx)
+                if v != 0 and v != 1:
+                    raise RunError(f"a while guard must be 0 or 1, got {v} at {at_text(st[-1])}")
+                if v == 1:
+                    frames.append([self.blocks[st[2]], 0, "while", None])
+                else:
+                    fr[1] = pc + 1
+            elif op == "loop":
+                frames.append([self.blocks[st[1]], 0, "loop", None])
+            elif op == "run":
+                self._exec_run(s, st)
+                if s.status == READY:  # zero work: completes at once, yields
+                    fr[1] = pc + 1
+                    self.make_ready(s)
+                    return
+                fr[1] = pc + 1
+                return
+            elif op == "hold":
+                st[1].execute(s)  # leaves pc on the hold until its scope ends
+                if s.status == ENDED:
+                    return
+            elif op == "turn":
+                fr[1] = pc + 1
+                self._exec_turn(s)
+            elif op == "end":
+                self.end_session(s)
+                return
+            elif op == "fork":
+                fr[1] = pc + 1
+                self._exec_fork(s, st)
+            elif op == "join":
+                fr[1] = pc + 1
+                if s.live_branches:
+                    s.status = JOINING  # made ready by its last branch's end (_branch_done)
+                    return
+            elif op == "choose":
+                n = st[2](cx)
+                best, bestk = None, None
+                saved = attrs[st[1]]
+                for j in range(int(n)):
+                    attrs[st[1]] = float(j)
+                    k = tuple(f(cx) for f in st[3])
+                    if bestk is None or k < bestk:
+                        best, bestk = j, k
+                if best is None:
+                    attrs[st[1]] = saved
+                    raise RunError(f"choose over an empty range at {at_text(st[-1])}")
+                attrs[st[1]] = float(best)
+                fr[1] = pc + 1
+            elif op == "grow":
+                pool = self.pools[st[1](cx)]
+                d = st[2](cx)
+                if d < 0:
+                    raise RunError(f"negative growth {d} at {at_text(st[-1])}")
+                fr[1] = pc + 1
+                part = P.find_part(s, pool)
+                if part is None:
+                    raise RunError(f"grow {pool.name}: the session holds no {pool.name} at {at_text(st[-1])}")
+                res = grow(pool, part, d, None)
+                if res == "stalled":
+                    return
+                if res == "preempted":
+                    return
+            elif op == "load":
+                pool = self.pools[st[1](cx)]
+                n = st[2](cx)
+                if n < 0:
+                    raise RunError(f"negative load {n} at {at_text(st[-1])}")
+                part = P.find_part(s, pool)
+                if part is None and s.serial in pool.leases:
+                    part = pool.leases[s.serial].part  # a leased allocation keeps its position
+                if part is None:
+                    raise RunError(f"load {pool.name}: the session holds no {pool.name}")
+                if part.pos + n > part.alloc + 1e-9:
+                    raise RunError(f"load {pool.name}: position {part.pos + n} beyond the allocation {part.alloc}")
+                part.pos += n
+                part.advanced = True
+                fr[1] = pc + 1
+            elif op == "drop":
+                pool = self.pools[st[1](cx)]
+                pool.drop_entry(s.serial)
+                fr[1] = pc + 1
+            elif op == "release":
+                pool = self.pools[st[1](cx)]
+                fr[1] = pc + 1
+                P.release_early(self, s, pool)
+            else:
+                raise RunError(f"unknown statement {op}")
+
+    def _server_done(self, s: Session) -> None:
+        """The server block of a turn ended: a turn that made no engine call records its response
+        (completion − the time `turn;` ran) and, with --records, its row."""
+        if s.turn_called:
+            return
+        self.client_record("response", self.now - s.turn_t, s)
+        if self.records is not None and s.turn_warm:
+            r = Request(s.serial, int(s.attrs[TURN_NO]), None, None, s.turn_t)
+            r.done = self.now
+            self.records.append(r)
+
+    def _exec_turn(self, s: Session) -> None:
+        attrs = s.attrs
+        attrs[TURN_NO] += 1
+        s.turn_t = self.now
+        s.turn_warm = self.measuring
+        s.turn_called = False
+        if self.measuring:
+            self.turns += 1
+        if s.trace is not None:
+            k = s.tcursor
+            if k < len(s.trace):
+                new, out, think, forced = s.trace[k]
+                attrs[NEW], attrs[OUT], attrs[THINK], attrs[FORCED] = new, out, think, forced
+                attrs[MORE] = 1.0 if k + 1 < len(s.trace) else 0.0
+            else:
+                attrs[MORE] = 0.0
+            s.tcursor = k + 1
+        if self.wl_turn is not None:
+            self._run_wblock(s, self.wl_turn, int(attrs[TURN_NO]))
+            cx = self.cx
+            cx.attrs, cx.sess, cx.draw = s.attrs, s, s.src
+        if self.wl_server is not None:
+            s.frames.append([self.blocks[self.wl_server], 0, "server", None])
+
+    def _exec_run(self, s: Session, st: tuple) -> None:
+        cx = self.cx
+        stage = self.stages[st[1](cx)]
+        mode = st[2]
+        w = st[3](cx)
+        if w < 0:
+            raise RunError(f"negative work {w} at {at_text(st[-1])}")
+        if w != w or math.isinf(w):
+            raise RunError(f"work {w} is not finite at {at_text(st[-1])}")
+        if stage.kind == "step" and w != math.floor(w):
+            raise RunError(f"engine {stage.name}: run work must be a whole number of tokens, got {w:g} "
+                           f"at {at_text(st[-1])}")
+        growing = st[4]
+        stage.submit(s, w, mode, growing)
+
+    # ---------------------------------------------------------------- branches (§11.13)
+
+    def _exec_fork(self, s: Session, st: tuple) -> None:
+        """`fork { … }`: a new branch, ready behind the threads already ready; the forking thread
+        goes on. The branch shares its session's attributes and draw source."""
+        if s.holds:
+            raise RunError("a `fork` while the session holds a pool is not supported yet (docs/language.md §11.13)",
+                           st[-1])
+        root = self.sessions[s.serial]
+        root.forks += 1
+        b = Session.__new__(Session)
+        for name in Session.__slots__:
+            if hasattr(root, name):
+                setattr(b, name, getattr(root, name))
+        b.attrs, b.src = root.attrs, root.src  # the very objects: a branch's `set` and draws are the session's
+        b.frames = [[self.blocks[st[1]], 0, "fork", None]]
+        b.status, b.where, b.holds, b.pending, b.job, b.growth = READY, None, [], None, None, None
+        b.prepos, b.ready_t, b.ready_n, b.adm_seq = {}, -1.0, 0, -1   # a branch is never admitted
+        b.tid, b.parent, b.live_branches, b.forks = f"{s.serial}.{root.forks}", s, 0, 0
+        s.live_branches += 1
+        self.branches[b.tid] = b
+        self.make_ready(b)
+        if "fork_first" in FAULTS():
+            # seeded fault (docs/fast.md): the branch runs before the threads already ready
+            self.ready.insert(self.ready_head, self.ready.pop())
+
+    def _branch_done(self, b: Session) -> None:
+        """A branch reached the end of its block: it leaves, and a joining parent whose last
+        branch it was becomes ready."""
+        if b.live_branches:
+            self._unjoined(b)
+        b.status = ENDED
+        del self.branches[b.tid]
+        parent = b.parent
+        parent.live_branches -= 1
+        if parent.live_branches == 0 and parent.status == JOINING:
+            self.make_ready(parent)
+
+    def _unjoined(self, s: Session) -> None:
+        """A thread ends with branches running (the linker refuses it: a hand-written IR), located
+        at the `fork` of its first running branch, as serq_spec's `unjoined`."""
+        kind = "branch" if s.parent is not None else "session"
+        b = next((b for b in self.branches.values() if b.parent is s), None)
+        body = b.frames[0][0] if b is not None and b.frames else None   # a branch's bottom frame: its fork's body
+        at = next((st[-1] for blk in self.blocks for st in blk if st[0] == "fork" and self.blocks[st[1]] is body), None)
+        raise RunError(f"{kind} {s.tid} ended with {s.live_branches} branch(es) still running: every `fork` "
+                       "needs a `join;` later in its block (docs/language.md §11.13)", at)
+
+    def _check_branch_block(self, block: int) -> None:
+        """A fork's block may hold only what a branch can run (docs/language.md §11.13): the linker
+        refuses the rest; a hand-written IR is refused here, when the program is loaded."""
+        for st in self.ir["blocks"][block]:
+            op = st["op"]
+            at = st.get("at")
+            # the messages are serq_spec's, which refuses the same statements when they run
+            if op not in ("set", "observe", "branch", "while", "loop", "choose", "run", "fork", "join"):
+                raise RunError(f"`{op}` in a branch, or before the `join;` of a fork: the linker refuses this "
+                               "(docs/language.md §11.13)", at)
+            if op == "run":
+                ref = st["stage"]
+                engine = next((self.stages[i] for i in range(ref["base"], ref["base"] + ref.get("count", 1))
+                               if self.stages[i].kind == "step"), None)
+                if engine is not None:
+                    raise RunError(f"a run on engine {engine.name} in a branch, or before the `join;` of a fork: the "
+                                   "linker refuses this (docs/language.md §11.13)", at)
+            for key in ("then", "else", "body"):
+                if st.get(key) is not None:
+                    self._check_branch_block(st[key])
+
+    def end_session(self, s: Session) -> None:
+        """`end` (§11.3): release every hold with its cache clause, leave queues and stages."""
+        if s.live_branches:
+            self._unjoined(s)
+        detach(self, s)
+        while s.holds:
+            h = s.holds.pop()
+            P.release_hold(self, h, cache=True)
+        for pool in self.pools:  # then its leases, in pool order (§11.3 `end`)
+            if s.serial in pool.leases:
+                P.end_lease(self, s, pool)
+        s.frames.clear()
+        s.status = ENDED
+        s.where = None
+        self.live -= 1
+        if self.measuring:
+            self.ended += 1
+        if self.replay is not None:
+            if s.src.leftover():
+                raise RunError(f"replay: {s.src.what} leaves {s.src.leftover()} unused draw(s)")
+            # one turn list per turn the session ran (docs/sessions.md), as serq_spec checks: a
+            # list left over means the file was sampled from another program
+            lists, ran = len(self.replay_sessions[s.serial].get("turns", [])), int(s.attrs[TURN_NO])
+            if lists != ran:
+                raise RunError(f"replay: session {s.serial} ended after {ran} turn(s), the sessions file has "
+                               f"{lists} turn list(s) for it: the file does not fit the program")
+        if not self.keep_all:
+            self.sessions.pop(s.serial, None)
+        if self.arrival["kind"] == "closed":
+            if self.replay is None or self.next_serial < self.replay_k:
+                self.spawn()

@@ -428,12 +428,12 @@ partial def work (s : Nat) : M Value := do
   else if st.kind == "ps" then
     advanceVirtualClock s
     let st ← stage s
-    let total := st.jobs.foldl (fun acc j => acc + ((List.lookup j.serial st.tags).getD st.v - st.v)) (0 : Rat)
+    let total := st.jobs.foldl (fun acc j => acc + ((List.lookup j.tid st.tags).getD st.v - st.v)) (0 : Rat)
     return .fin total
   else
     let now := (← getCfg).now
     let total := jobsLeftRat st.waiting +
-      st.jobs.foldl (fun acc j => acc + ((List.lookup j.serial st.finish).getD now - now)) (0 : Rat)
+      st.jobs.foldl (fun acc j => acc + ((List.lookup j.tid st.finish).getD now - now)) (0 : Rat)
     return .fin total
 
 /-- expr.py `budget_moment`: `tokens cap`, the `let`s and the `each at most` values, read once

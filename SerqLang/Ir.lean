@@ -199,7 +199,34 @@ inductive Stmt where
   | load (pool : Ref) (units : Expr)
   | drop (pool : Ref)
   | release (pool : Ref)
+  /-- docs/language.md §11.13: a branch of the session running block `body` -/
+  | fork (body : Nat)
+  | join
   deriving Inhabited
+
+/-- The IR `op` of a statement (docs/ir.md "Statements"). -/
+def Stmt.op : Stmt → String
+  | .set .. => "set"
+  | .observe .. => "observe"
+  | .turn => "turn"
+  | .end_ => "end"
+  | .branch .. => "branch"
+  | .while_ .. => "while"
+  | .loop .. => "loop"
+  | .choose .. => "choose"
+  | .hold .. => "hold"
+  | .run .. => "run"
+  | .grow .. => "grow"
+  | .load .. => "load"
+  | .drop .. => "drop"
+  | .release .. => "release"
+  | .fork .. => "fork"
+  | .join => "join"
+
+/-- sessions.py `BRANCH_OPS`: what a branch, and its parent between a fork and the join, may
+execute (docs/language.md §11.13). -/
+def branchMay (st : Stmt) : Bool :=
+  ["set", "observe", "branch", "while", "loop", "choose", "run", "fork", "join"].contains st.op
 
 /-- Source location `[FILE, LINE, COLUMN]` (file = index into `files`). -/
 structure Loc where
@@ -461,6 +488,8 @@ def stmtOf (j : Json) : Res Stmt := do
   | "load" => return .load (← field j "pool" refOf) (← field j "units" exprOf)
   | "drop" => return .drop (← field j "pool" refOf)
   | "release" => return .release (← field j "pool" refOf)
+  | "fork" => return .fork (← field j "body" nat)
+  | "join" => return .join
   | o => .error s!"unknown statement \"{o}\""
 
 def locOf (j : Json) : Res Loc := do

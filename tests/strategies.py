@@ -413,3 +413,86 @@ def estimator_programs(draw) -> Case:
         work=draw(st.sampled_from(["~exp(1)", "1", "~uniform(0, 2)", "0"])),
         hit=hit, ds=ds, thr=draw(st.sampled_from(["0.37", "0.81"])))
     return Case(text=text, sessions=sessions, seed=draw(st.integers(0, 2 ** 16)))
+
+
+FORK = """\
+fn main() {{
+  device acc {{ kv cap 200 * 16; }}
+  pool kv on acc {{ block 16; evict lru; preempt lifo; }}
+  engine eng on acc {{
+    reqs cap {slots};
+    tokens cap {budget};
+    request (prompt, output) {{
+      at admission {{ known = max(prompt, computed + 1); }}
+      prefill (known) growing kv;
+      decode (output - 1 - (known - prompt)) growing kv;
+    }}
+    schedule {{
+      advance running;
+      admit waiting while (running.preempted == 0) taking reqs (1), kv (min(known, budget_left(eng))) reserve (known);
+    }}
+    execute ({cost});
+  }}
+  pool reqs on eng {{ queue fifo; }}
+  stage s : {kind};
+  stage p : ps({rate});
+  workload {{
+    arrive {arrival};
+    turn {{ set n = 1 + floor(~uniform(0, 40)); set o = 1 + floor(~uniform(0, 8)); }}
+    session {{ turn; {second} }}
+  }}
+  server {{
+{body}
+  }}
+}}
+"""
+
+# What a branch, or its parent before the join, runs (docs/language.md §11.13); `{w}` a work, `{i}`
+# a counter of its own
+FORK_STMTS = ["tool ({w});", "run s ({w});", "run p ({w});", "set v = v + {w};", "observe ov = v + now;",
+              "branch with (1/2) {{ run s ({w}); }} else {{ tool ({w}); }}",
+              "while (k{i} < 2) {{ tool ({w} + 1/4); set k{i} = k{i} + 1; }}"]
+FORK_WORKS = ["1", "1/2", "0", "~exp(1)", "~uniform(0, 2)", "serial + 1/3"]
+
+
+@st.composite
+def fork_blocks(draw, depth: int, counters: list) -> str:
+    """1-3 statements of a branch: the forms above and, above depth 0, a nested fork and join."""
+    out = []
+    for _ in range(draw(st.integers(1, 3))):
+        if depth > 0 and draw(st.integers(0, 3)) == 0:
+            inner = [draw(fork_blocks(depth - 1, counters)) for _ in range(draw(st.integers(1, 2)))]
+            out.append(" ".join(f"fork {{ {b} }}" for b in inner) + " join;")
+            continue
+        i = len(counters)
+        form = draw(st.sampled_from(FORK_STMTS))
+        if "{i}" in form:
+            counters.append(i)
+        out.append(form.format(w=draw(st.sampled_from(FORK_WORKS)), i=i))
+    return " ".join(out)
+
+
+@st.composite
+def fork_programs(draw) -> Case:
+    """An agent turn (docs/language.md §11.13): branches with tool calls, fifo and ps runs, draws,
+    shared attributes, loops and nested forks; the parent's own work before the join; then, or
+    not, one engine request (a sub-agent) after the join; one or two turns per session; batch,
+    open or closed arrivals."""
+    sessions = draw(st.integers(1, 5))
+    counters: list = []
+    forks = [draw(fork_blocks(2, counters)) for _ in range(draw(st.integers(1, 3)))]
+    parent = draw(st.sampled_from(["", "tool (1/2);", "run s (~exp(1));", "run p (1);", "set v = v * 2;"]))
+    lines = ["    set v = 0;"] + [f"    set k{i} = 0;" for i in counters]
+    lines += [f"    fork {{ {b} }}" for b in forks] + [f"    {parent}" if parent else "", "    join;",
+                                                         "    observe joined = now;"]
+    if draw(st.booleans()):
+        lines.append("    eng (n, o);")
+    lines.append("    observe done = now - v;")
+    text = FORK.format(slots=draw(st.integers(1, 4)), budget=draw(st.sampled_from([8, 32, 64])),
+                       cost=draw(st.sampled_from(["1", "1/2", "1/100 + batch.tokens / 1000"])),
+                       kind=draw(st.sampled_from(["fifo", "fifo(2)", "delay"])),
+                       rate=draw(st.sampled_from(["1", "2"])),
+                       arrival="{arrival}", second=draw(st.sampled_from(["", "tool (~exp(1)); turn;"])),
+                       body="\n".join(x for x in lines if x))
+    arrival = draw(st.one_of(st.just(f"batch({sessions})"), arrival_processes(sessions)))
+    return Case(text=text.replace("{arrival}", arrival), sessions=sessions, seed=draw(st.integers(0, 2 ** 16)))

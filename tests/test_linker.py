@@ -87,6 +87,22 @@ CASES = {
     "while-zero-run": (server("@@while (a > 1) { run cpu (0); }"), "does not let time pass"),
     "while-branch-one-arm": (server("@@while (a > 1) { branch (a > 2) { run cpu (1); } }"),
                              "does not let time pass"),
+    "while-fork-no-time": (server("@@while (a > 1) { fork { set a = a - 1; } join; }"), "does not let time pass"),
+    # ---- §11.13: fork and join
+    "fork-unjoined": (server("@@fork { run cpu (1); }"), "never joined"),
+    "fork-joined-in-inner-block": (server("@@fork { run cpu (1); } branch (a > 1) { join; }"), "never joined"),
+    "join-without-fork": (server("@@join;"), "without a `fork` before it"),
+    "join-twice": (server("fork { run cpu (1); } join; @@join;"), "without a `fork` before it"),
+    "fork-engine-call": (server("fork { @@eng (a, b); } join;"), "a `hold` or an engine call is not allowed inside"),
+    "fork-engine-run": (server("fork { @@run eng (1); } join;"), "a run on engine `eng` is not allowed inside"),
+    "fork-nested-hold": (server("fork { fork { @@hold live (1) { run cpu (1); } } join; } join;"),
+                         "a `hold` or an engine call is not allowed inside"),
+    "fork-release": (server("fork { @@release live; } join;"), "`release` is not allowed inside"),
+    "parent-call-before-join": (server("fork { run cpu (1); } @@eng (a, b); join;"),
+                                "not allowed between a `fork` and its `join;`"),
+    "parent-grow-in-loop-before-join": (server("fork { run cpu (1); } loop { run cpu (1); @@drop live; } join;"),
+                                        "`drop` is not allowed between"),
+    "fork-in-hold": (server("hold live (1) { @@fork { run cpu (1); } join; }"), "`fork` inside a hold"),
     # ---- §10: constant branch condition
     "branch-const": (server("branch (@@2) { run cpu (1); }"), "not 0 or 1"),
     "if-const": (server("if (@@1 + 1) { run cpu (1); }"), "branch with"),
@@ -447,8 +463,7 @@ def test_library_with_main_is_refused(tmp_path):
 
 
 UNSUPPORTED = {
-    "fork": server("@@fork { run cpu (1); } join;"),
-    "join": server("@@join;"),
+    "fork in a hold": server("hold live (1) { @@fork { run cpu (1); } join; }"),
     "transfer": server("@@transfer kv from kv to kv (1);"),
     "spill": edit("pool live { cap 20; }", "pool live { cap 20; @@spill kv via cpu (1) when (1); }"),
     "share": edit(SERVER, SERVER + "\n  @@share maxmin;"),
@@ -525,3 +540,16 @@ def test_lease_clause_in_the_ir():
                          "      decode (q - 1 - (need - p)) growing kv;\n      lease kv (inf);\n"))
     (hold,) = [s for b in ir["blocks"] for s in b if s["op"] == "hold"]
     assert hold["lease"] == {"pool": {"base": 0, "count": 1, "index": None}, "time": {"k": "num", "v": "inf"}}
+
+
+def test_fork_and_join_lower_to_their_ir_statements():
+    """§11.13: `fork { … }` becomes {"op": "fork", "body": BLOCK}, `join;` {"op": "join"}, nested
+    forks inside a branch's block included; a fork body that lets time pass lets a loop pass time."""
+    from serq.frontend import compile_source
+    text = server("fork { run cpu (1); fork { tool (2); } join; } fork { tool (3); } join; "
+                  "while (a > 100) { fork { tool (1); } join; }")
+    ir = compile_source(text, "fork.sq")
+    server_ops = [st["op"] for st in ir["blocks"][ir["workload"]["server"]]]
+    assert server_ops[-4:] == ["fork", "fork", "join", "while"]
+    first = ir["blocks"][ir["workload"]["server"]][-4]
+    assert [st["op"] for st in ir["blocks"][first["body"]]] == ["run", "fork", "join"]

@@ -1,7 +1,8 @@
 """Lockstep of serq_spec and serq_fast on random small programs (tests/strategies.py).
 
 Default profile: 200 derandomised programs (+20 every step, +50 of `scope_programs`, +50 `share content`,
-+50 `lag 1`, +50 under poisson, renewal and closed arrivals, +20 with claims, +50 on engine arrays). Long profile (documented in docs/fast.md):
++50 `lag 1`, +50 under poisson, renewal and closed arrivals, +20 with claims, +50 with fork/join, +50 on
+engine arrays). Long profile (documented in docs/fast.md):
 `SERQ_LOCKSTEP_PROFILE=long python -m pytest tests/test_lockstep_random.py` runs 10,000 programs
 (set SERQ_LOCKSTEP_EXAMPLES to choose another count).
 """
@@ -136,6 +137,20 @@ CLAIM_EXAMPLES = max(20, EXAMPLES // 10)
 def test_random_claim_programs_agree(case):
     """Iteration and `at end` claims (docs/language.md §11.9): their tallies are in every state line
     (docs/state.md), so both engines must count the same iterations, checked and held points."""
+    ir = compile_source(case.text, case.name, {})
+    lockstep(ir, case.seed, case.sessions, case.name)
+
+
+FORK_EXAMPLES = max(20, EXAMPLES // 4)
+
+
+@settings(max_examples=FORK_EXAMPLES, deadline=None, derandomize=not LONG, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(strategies.fork_programs())
+def test_random_fork_programs_agree(case):
+    """Agent turns with `fork`/`join;` (docs/language.md §11.13): branches with tool calls, fifo and
+    ps runs, draws, shared attributes, loops and nested forks, the parent's own work before the
+    join, an engine request after it or not, under batch, open and closed arrivals."""
     ir = compile_source(case.text, case.name, {})
     lockstep(ir, case.seed, case.sessions, case.name)
 

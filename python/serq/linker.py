@@ -1472,6 +1472,11 @@ class Linker:
             body = self.block(s.body, sc)
             self.loops.append(("loop", body, s.pos))
             return [{"op": "loop", "body": body, "at": at}]
+        if k == "fork":
+            # §11.13: the body is a branch of the session; finish() checks what it may hold
+            return [{"op": "fork", "body": self.block(s.body, sc), "at": at}]
+        if k == "join":
+            return [{"op": "join", "at": at}]
         if k == "choose":
             name, npos, _ = self.target(s.name, s.name_pos, c)
             slot = self.assign(name, npos)
@@ -1966,6 +1971,8 @@ class Linker:
                 return True
             if op == "loop" and self.passes_time(s["body"], seen):
                 return True
+            if op == "fork" and self.passes_time(s["body"], seen):
+                return True   # its `join;`, which must follow in this block, waits for the branch
             if op == "turn" and self.server_block is not None and self.server_block not in seen:
                 if self.passes_time(self.server_block, seen | {self.server_block}):
                     return True
@@ -2041,6 +2048,67 @@ class Linker:
             for r in self.tool_refs:
                 r["base"] = tool_index
                 del r["_tool"]
+        self.check_forks()
+
+    # ------------------------------------------------------------------ fork and join (§11.13)
+    def check_forks(self) -> None:
+        """Every `fork` is joined later in its block, every `join;` has a `fork` before it since the
+        previous `join;`; a branch, and its parent between the fork and the join, only compute,
+        observe and run on stages that are not engines; no `fork` inside a hold. (Run after the
+        tool stage is resolved: a `tool` run's stage kind is known only then.)"""
+        for blk in self.blocks:
+            unjoined = None
+            for st in blk:
+                if st["op"] == "fork":
+                    unjoined = unjoined or st
+                    self.check_branch_block(st["body"], "inside a `fork` block")
+                elif st["op"] == "join":
+                    if unjoined is None:
+                        raise self.err(tuple(st["at"]), "`join;` without a `fork` before it in this block (since the "
+                                                        "previous `join;`): there is no branch to wait for")
+                    unjoined = None
+                elif unjoined is not None:
+                    self.check_branch_stmt(st, "between a `fork` and its `join;`")
+            if unjoined is not None:
+                raise self.err(tuple(unjoined["at"]), "this `fork` is never joined: write `join;` after it in the "
+                                                      "same block (docs/language.md §11.13)")
+        for blk in self.blocks:
+            for st in blk:
+                if st["op"] == "hold":
+                    self.refuse_fork_in(st["body"])
+
+    def check_branch_block(self, block: int, where: str) -> None:
+        for st in self.blocks[block]:
+            self.check_branch_stmt(st, where)
+
+    def check_branch_stmt(self, st: dict, where: str) -> None:
+        """One statement of a branch (or of its parent before the join): §11.13's allowed forms."""
+        op = st["op"]
+        pos = tuple(st["at"])
+        if op in ("branch", "while", "loop", "fork"):
+            for key in ("then", "else", "body"):
+                if st.get(key) is not None:
+                    self.check_branch_block(st[key], where)
+        elif op == "run":
+            ref = st["stage"]
+            for i in range(ref["base"], ref["base"] + ref["count"]):
+                if self.stages[i].get("kind") == "step":
+                    raise self.err(pos, f"a run on engine `{self.stages[i]['name']}` is not allowed {where}: a "
+                                        "branch runs only on stages that are not engines (docs/language.md §11.13)")
+        elif op not in ("set", "observe", "choose", "join"):
+            what = "a `hold` or an engine call" if op == "hold" else f"`{op}`"
+            raise self.err(pos, f"{what} is not allowed {where}: a branch and its parent before the `join;` only "
+                                "compute, observe and run on stages that are not engines (docs/language.md §11.13)")
+
+    def refuse_fork_in(self, block: int) -> None:
+        """A `fork` inside a hold's body (at any depth) is refused: a waiting parent holding a pool
+        could be preempted while its branches run (docs/language.md §11.13)."""
+        for st in self.blocks[block]:
+            if st["op"] == "fork":
+                raise self.err(tuple(st["at"]), "`fork` inside a hold is not supported yet (docs/language.md §11.13)")
+            for key in ("then", "else", "body"):
+                if isinstance(st.get(key), int):
+                    self.refuse_fork_in(st[key])
 
     def check_eos(self, hold: dict, pos: tuple) -> None:
         """docs/async.md §1: `eos (…)` only on an engine request (every pool the hold's first pool

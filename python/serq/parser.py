@@ -39,8 +39,6 @@ lag eos
 # Reserved words the grammar does not use: constructs out of scope for now, with the message that
 # rejects them at their first token.
 UNSUPPORTED = {
-    "fork": "`fork` (parallel branches of a session) is not supported yet",
-    "join": "`join` (parallel branches of a session) is not supported yet",
     "transfer": "`transfer` (moving KV between pools, P/D disaggregation) is not supported yet",
     "spill": "`spill` (offloading evicted cache to another tier) is not supported yet",
     "step": "the K-dialect stage kind `step { … }` is not supported yet; declare an `engine NAME on DEVICE { … }`",
@@ -53,7 +51,7 @@ _GRAMMAR = pathlib.Path(__file__).with_name("grammar.lark")
 _EXPR_START = {"NUMBER", "NAME", "LPAR", "MINUS", "BANG", "TILDE", "MIN", "MAX", "SUM", "QUEUE", "TOOL",
                "RUNNING", "WAITING", "BATCH", "ADMISSION"}
 _STMT_START = {"TURN", "END", "SET", "OBSERVE", "BRANCH", "IF", "WHILE", "LOOP", "CHOOSE", "HOLD",
-               "GROW", "DROP", "RELEASE", "LOAD", "RUN", "TOOL"}
+               "GROW", "DROP", "RELEASE", "LOAD", "RUN", "TOOL", "FORK", "JOIN"}
 _ITEM_START = {"DEVICE", "ENGINE", "POOL", "STAGE", "WORKLOAD", "SERVER", "GAUGE", "CLAIM"}
 MAX_DEPTH = 200   # brackets: ( [ { open at once
 MAX_NESTING = 5_000   # syntax-tree depth: operands of a chain, `else if`s, unary operators
@@ -763,6 +761,12 @@ class _ToAst(Transformer_NonRecursive):
 
     def loop_stmt(self, meta, ch):
         return Node("loop", self.p(meta), body=ch[0])
+
+    def fork_stmt(self, meta, ch):
+        return Node("fork", self.p(meta), body=ch[0])
+
+    def join_stmt(self, meta, ch):
+        return Node("join", self.p(meta))
 
     def choose_stmt(self, meta, ch):
         return Node("choose", self.p(meta), name=str(ch[0]), name_pos=self.tp(ch[0]), count=ch[1], keys=ch[2])

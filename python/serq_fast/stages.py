@@ -124,7 +124,7 @@ class Stage:
         job.start = sim.now
         self._stats(job)
         if sim.rec is not None:
-            sim.rec["finished"].append([self.name, job.sess.serial])
+            sim.rec["finished"].append([self.name, job.sess.tid])
 
     def _stats(self, job):
         sim = self.sim
@@ -141,7 +141,7 @@ class Stage:
         s.job = None
         self._stats(job)
         if sim.rec is not None:
-            sim.rec["finished"].append([self.name, s.serial])
+            sim.rec["finished"].append([self.name, s.tid])
         sim.make_ready(s)
 
     def observe(self, f, cx):
@@ -249,6 +249,18 @@ class DelayStage(Stage):
         self.active.pop(job, None)
 
 
+TAG_TIE = 1e-10  # relative, as defs.TIE_EPS for event times: finish tags this close are equal
+
+
+def next_departure(jobs: list):
+    """The ps job that leaves next: the least finish tag, equal tags in start order (docs/language.md
+    §11.2). Float sums split exact ties (1/3 + 1 + 1 against 7/3), so tags within TAG_TIE (relative)
+    of the least one count as equal, as serq_spec's exact tags are."""
+    least = min(j.tag for j in jobs)
+    lim = least + TAG_TIE * max(1.0, abs(least))
+    return min((j for j in jobs if j.tag <= lim), key=lambda x: x.ps_order)
+
+
 class PsStage(Stage):
     """Processor sharing with a virtual clock (§11.5); at most one pending finish event."""
 
@@ -316,13 +328,13 @@ class PsStage(Stage):
             raise located(RunError(f"capacity {phi} is not positive"), field_at(self.spec, "capacity"),
                           f"ps stage {self.name}")
         self.rate = phi / n
-        j = min(self.jobs, key=lambda x: (x.tag, x.ps_order))
+        j = next_departure(self.jobs)
         t = sim.now + max(0.0, j.tag - self.v) / self.rate
         self.pending = sim.push(t, EV_FINISH, self, j)
 
     def finish_event(self, ev):
         self._advance()
-        job = min(self.jobs, key=lambda x: (x.tag, x.ps_order))
+        job = next_departure(self.jobs)
         self.v = max(self.v, job.tag)
         self.jobs.remove(job)
         job.dead = True

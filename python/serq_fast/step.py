@@ -76,6 +76,7 @@ class Sim(SessionInterpreter):
         self.cx = Ctx(self)
         self.rec = None  # per-step records (lockstep)
         self.sessions: dict = {}  # live sessions by serial (all sessions when states are kept)
+        self.branches: dict = {}  # live branches by name "s.k", in the order forked (docs/language.md §11.13)
         self.keep_all = states is not None
         self.statements = 0
         nattrs = len(ir["attrs"])

@@ -20,7 +20,7 @@ from serq.irfile import field_at
 from serq.wire import Value
 
 from . import values as V
-from .config import Config, Estimates, IterCtx, Job, Session, hold_of
+from .config import Config, Estimates, IterCtx, Job, Session, hold_of, thread
 from .errors import At, SpecError
 from .program import Program
 from .values import ZERO, ONE
@@ -251,7 +251,7 @@ def memory_alloc(cfg: Config, e: int, job: Job) -> V.Amount:
     mem = cfg.program.memory_of[e]
     if mem is None:
         return 0
-    h = hold_of(cfg.sessions[job.serial], mem)
+    h = hold_of(thread(cfg, job.serial), mem)
     return 0 if h is None else h.alloc[h.pools.index(mem)]
 
 

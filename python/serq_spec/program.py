@@ -208,7 +208,7 @@ class Program:
                 raise SpecError(f"`growing` needs an engine (a step stage), not stage "
                                 f"{self.stages[ref['base']]['name']}", at, self.files)
         if op not in ("set", "observe", "turn", "end", "branch", "while", "loop", "choose", "hold",
-                      "run", "grow", "load", "drop", "release"):
+                      "run", "grow", "load", "drop", "release", "fork", "join"):
             raise self.unsupported(f"statement {op}", at)
         if op == "hold" and st.get("lease") is not None:
             lease = st["lease"]

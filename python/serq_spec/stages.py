@@ -18,7 +18,7 @@ from typing import Optional
 from serq.wire import Value
 
 from . import values as V
-from .config import READY, Config, Estimates, Job
+from .config import READY, Config, Estimates, Job, Tid, thread
 from .errors import SpecError
 from .events import schedule_event, withdraw_event
 from .expr import advance_virtual_clock, ps_rate
@@ -101,8 +101,9 @@ def begin_fifo_service(cfg: Config, s: int, job: Job) -> None:
     schedule_event(cfg, st.finish[job.serial], "finish", (s, job.serial))
 
 
-def finish_job(cfg: Config, s: int, serial: int) -> None:
-    """A `finish` event: the job leaves its stage and its session becomes ready (§11.5, oracle §12.1)."""
+def finish_job(cfg: Config, s: int, serial: Tid) -> None:
+    """A `finish` event: the job leaves its stage and its thread (session or branch, §11.13)
+    becomes ready (§11.5, oracle §12.1)."""
     st = cfg.stages[s]
     job = next((j for j in st.jobs if j.serial == serial), None)
     if job is None:
@@ -123,7 +124,7 @@ def finish_job(cfg: Config, s: int, serial: int) -> None:
         del st.finish[serial]
         if st.kind == "fifo" and st.waiting:
             begin_fifo_service(cfg, s, st.waiting.pop(0))
-    session = cfg.sessions[serial]
+    session = thread(cfg, serial)
     session.job = None
     cfg.records["finished"].append([cfg.program.stages[s]["name"], serial])
     if session.status == ("stage", s):

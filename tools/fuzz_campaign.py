@@ -20,6 +20,9 @@ the rest. Every input is a real `serq` command run in this process; per input it
     python3 tools/fuzz_campaign.py --inputs 1000000 --cpu-minutes 25   # as many as fit
     python3 tools/fuzz_campaign.py --add chunk-*.json   # the totals of a campaign run in chunks
 
+Every minute the summary so far is written too ("complete": false), so a campaign stopped
+midway (a chunk of a long one) still counts the inputs it ran up to then.
+
 The inputs are written under /dev/shm when there is one (--work-dir): on a disk, writing them
 and the commands' fsynced outputs cost as much as the commands.
 
@@ -55,6 +58,7 @@ TARGETS = {
     "expressions": "test_expressions",
 }
 KEEP_EXAMPLES = 10  # failures kept in the summary, per kind and target
+CHECKPOINT_SECONDS = 60  # the summary so far is written this often ("complete": false)
 
 
 def cpu_seconds() -> float:
@@ -91,6 +95,9 @@ class Campaign:
         self.total_goal = 0
         self.cpu_per_target = float("inf")
         self.dry = False
+        self.target_cpu0 = 0.0
+        self.checkpoint = None  # writes the summary so far (set by main)
+        self.last_checkpoint = time.monotonic()
 
     # -- what the targets call --------------------------------------------------------------------
     def serq(self, argv, cwd):
@@ -163,7 +170,7 @@ class Campaign:
         self.inputs[name] = 0
         test = getattr(self.T, TARGETS[name])
         inner = test.hypothesis.inner_test
-        cpu0 = cpu_seconds()
+        cpu0 = self.target_cpu0 = cpu_seconds()
 
         def one(*args, **kwargs):
             # past this target's share of --cpu-minutes the inputs are still drawn (hypothesis
@@ -208,12 +215,20 @@ class Campaign:
                 f"{c['tracebacks']} tracebacks, {c['hangs']} hangs, {c['unlocated']} unlocated, "
                 f"{c['mismatches']} process mismatches in {self.processes}")
         print(line, file=sys.__stderr__, flush=True)
+        if self.checkpoint is not None and now - self.last_checkpoint >= CHECKPOINT_SECONDS:
+            self.last_checkpoint = now
+            self.checkpoint()
 
-    def summary(self, seed: int, cpu: float) -> dict:
+    def summary(self, seed: int, cpu: float, complete: bool = True) -> dict:
+        cpu_by_target = dict(self.cpu_by_target)
+        if self.target is not None and self.target not in cpu_by_target:  # a checkpoint within a target
+            cpu_by_target[self.target] = round(cpu_seconds() - self.target_cpu0, 1)
         return {"inputs": sum(self.inputs.values()), "inputs_per_target": self.inputs, "seed": seed,
+                "complete": complete,
                 "cpu_seconds_per_target": None if self.cpu_per_target == float("inf") else self.cpu_per_target,
                 "hang_seconds": self.hang_seconds, "wall_seconds": round(time.monotonic() - self.started, 1),
-                "cpu_seconds": round(cpu, 1), "commands": self.commands, "commands_as_processes": self.processes, "cpu_seconds_by_target": self.cpu_by_target, **self.counts(),
+                "cpu_seconds": round(cpu, 1), "cpu_seconds_by_target": cpu_by_target, "commands": self.commands,
+                "commands_as_processes": self.processes, **self.counts(),
                 "examples": {kind: {t: [e for e in v if e is not None] for t, v in by.items()}
                              for kind, by in self.found.items()}}
 
@@ -226,13 +241,15 @@ def add_up(paths: list[str]) -> dict:
     """The totals of several campaigns' summaries (a long campaign run in chunks, one seed each,
     so that it can stop and go on): the counts added, per target too, and the seeds."""
     total: dict = {k: 0 for k in COUNTED}
-    total.update(seeds=[], inputs_per_target={}, cpu_seconds_by_target={}, summaries=len(paths))
+    total.update(seeds=[], inputs_per_target={}, cpu_seconds_by_target={}, summaries=len(paths), incomplete=[])
     for path in paths:
         with open(path, encoding="utf-8") as fh:
             s = json.load(fh)
         for k in COUNTED:
             total[k] = round(total[k] + s.get(k, 0), 1)
         total["seeds"].append(s["seed"])
+        if not s.get("complete", True):  # stopped midway: the inputs up to its last checkpoint
+            total["incomplete"].append(s["seed"])
         for k in ("inputs_per_target", "cpu_seconds_by_target"):
             for t, v in s.get(k, {}).items():
                 total[k][t] = round(total[k].get(t, 0) + v, 1)
@@ -298,6 +315,12 @@ def main(argv=None) -> int:
         if args.cpu_minutes is not None:
             camp.cpu_per_target = args.cpu_minutes * 60 / len(targets)
         camp.original_serq = T.serq
+
+        def checkpoint() -> None:
+            partial = camp.summary(args.seed, cpu_seconds() - cpu0, complete=False)
+            write_text(args.summary, json.dumps(partial, indent=1, sort_keys=True) + "\n")
+
+        camp.checkpoint = checkpoint
         T.serq = camp.serq
         try:
             for i, name in enumerate(targets):

@@ -96,6 +96,7 @@ class Campaign:
         self.cpu_per_target = float("inf")
         self.dry = False
         self.target_cpu0 = 0.0
+        self.seed = None
         self.checkpoint = None  # writes the summary so far (set by main)
         self.last_checkpoint = time.monotonic()
 
@@ -154,7 +155,8 @@ class Campaign:
             for a in self.argv or []:
                 p = self.work / a if not os.path.isabs(a) else Path(a)
                 if p.is_file() and p.parent == self.work and p.stat().st_size < 2**20:
-                    dest = self.keep / f"{kind}-{self.target}-{len(examples)}-{p.name}"
+                    # the seed in the name: chunks of one campaign share the folder
+                    dest = self.keep / f"{kind}-{self.target}-seed{self.seed}-{len(examples)}-{p.name}"
                     shutil.copyfile(p, dest)
                     kept.append(str(dest))
             entry["kept"] = kept
@@ -311,6 +313,7 @@ def main(argv=None) -> int:
         T.prepare(work)
         camp = Campaign(T, work, keep, args.hang_seconds)
         camp.total_goal = per_target * len(targets)
+        camp.seed = args.seed
         camp.process_every = args.process_every
         if args.cpu_minutes is not None:
             camp.cpu_per_target = args.cpu_minutes * 60 / len(targets)

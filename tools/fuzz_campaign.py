@@ -8,7 +8,9 @@ the rest. Every input is a real `serq` command run in this process; per input it
 
 - a traceback: an exception escaping `serq`'s `main`, or "Traceback" / "internal error" in what
   it printed;
-- a hang: a command still running after --hang-seconds (stopped by SIGALRM);
+- a hang: a command still computing after --hang-seconds of CPU time (SIGPROF), or still
+  running after --hang-wall-seconds by the clock (SIGALRM: blocked); CPU time, so that a
+  campaign at low priority, waiting for a core, does not take its waiting for a hang;
 - an unlocated error: a target's check of the message failed (exit 2 without FILE:LINE:COL for a
   program, without the file or option for the others, or an exit code the command does not have);
 - a process mismatch: every --process-every'th command also runs as a process of its own (what
@@ -68,7 +70,7 @@ def cpu_seconds() -> float:
 
 
 class Hang(BaseException):
-    """SIGALRM: the command ran past --hang-seconds (a BaseException so that no `except
+    """A timer: the command ran past --hang-seconds (a BaseException so that no `except
     Exception` in the command swallows it)."""
 
 
@@ -77,11 +79,13 @@ class Recorded(Exception):
 
 
 class Campaign:
-    def __init__(self, module, work: Path, keep: Path, hang_seconds: float):
+    def __init__(self, module, work: Path, keep: Path, hang_seconds: float, hang_wall_seconds: float):
         self.T = module
         self.work = work
         self.keep = keep
         self.hang_seconds = hang_seconds
+        self.hang_wall_seconds = hang_wall_seconds
+        self.expired = None  # why the running command's timer stopped it
         self.inputs = {}
         self.cpu_by_target = {}
         self.found = {"tracebacks": {}, "hangs": {}, "unlocated": {}, "mismatches": {}}
@@ -106,24 +110,41 @@ class Campaign:
         if self.dry:
             return 0, ""
         self.argv = [str(a) for a in argv]
-        signal.setitimer(signal.ITIMER_REAL, self.hang_seconds)
+        self.expired = None
+        signal.setitimer(signal.ITIMER_PROF, self.hang_seconds)
+        signal.setitimer(signal.ITIMER_REAL, self.hang_wall_seconds)
+        failure = None
         try:
             result = self.original_serq(argv, cwd)
         except Hang:
-            self.record("hangs", f"still running after {self.hang_seconds:g} s")
-            raise Recorded from None
+            pass
         except AssertionError as exc:  # "Traceback" or "internal error" in what it printed
-            self.record("tracebacks", str(exc))
-            raise Recorded from None
+            failure = str(exc)
         except Exception:
-            self.record("tracebacks", traceback.format_exc())
-            raise Recorded from None
+            failure = traceback.format_exc()
         finally:
+            signal.setitimer(signal.ITIMER_PROF, 0)
             signal.setitimer(signal.ITIMER_REAL, 0)
+        # a timer's Hang may land where it is ignored (a garbage-collector callback prints
+        # "Exception ignored … Traceback" and goes on): the timer decides, not what was printed
+        if self.expired is not None:
+            self.record("hangs", self.expired)
+            raise Recorded
+        if failure is not None:
+            self.record("tracebacks", failure)
+            raise Recorded
         self.commands += 1
         if self.process_every and self.commands % self.process_every == 0:
             self.compare_with_process(result, cwd)
         return result
+
+    def expire(self, signum, frame) -> None:
+        """SIGPROF or SIGALRM: the command ran past --hang-seconds of CPU or --hang-wall-seconds."""
+        if signum == signal.SIGPROF:
+            self.expired = f"still running after {self.hang_seconds:g} CPU-s"
+        else:
+            self.expired = f"still running after {self.hang_wall_seconds:g} s (wall clock; blocked?)"
+        raise Hang
 
     def compare_with_process(self, in_process: tuple[int, str], cwd) -> None:
         """Run the same command as a process of its own, as the `serq` entry point does: a user
@@ -136,9 +157,9 @@ class Campaign:
         try:
             p = subprocess.run([sys.executable, "-c", "import sys; from serq.cli import main; sys.exit(main())",
                                 *self.argv], cwd=cwd, env=env, stdin=subprocess.DEVNULL, capture_output=True,
-                               text=True, timeout=self.hang_seconds + 10)  # + the interpreter's start
+                               text=True, timeout=self.hang_wall_seconds + 10)  # + the interpreter's start
         except subprocess.TimeoutExpired:
-            self.record("hangs", f"as a process: still running after {self.hang_seconds + 10:g} s")
+            self.record("hangs", f"as a process: still running after {self.hang_wall_seconds + 10:g} s")
             return
         if "Traceback" in p.stderr:
             self.record("tracebacks", f"as a process:\n{p.stderr}")
@@ -228,7 +249,7 @@ class Campaign:
         return {"inputs": sum(self.inputs.values()), "inputs_per_target": self.inputs, "seed": seed,
                 "complete": complete,
                 "cpu_seconds_per_target": None if self.cpu_per_target == float("inf") else self.cpu_per_target,
-                "hang_seconds": self.hang_seconds, "wall_seconds": round(time.monotonic() - self.started, 1),
+                "hang_seconds": self.hang_seconds, "hang_wall_seconds": self.hang_wall_seconds, "wall_seconds": round(time.monotonic() - self.started, 1),
                 "cpu_seconds": round(cpu, 1), "cpu_seconds_by_target": cpu_by_target, "commands": self.commands,
                 "commands_as_processes": self.processes, **self.counts(),
                 "examples": {kind: {t: [e for e in v if e is not None] for t, v in by.items()}
@@ -267,7 +288,11 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0, help="hypothesis seed (the campaign is reproducible)")
     ap.add_argument("--cpu-minutes", type=float, default=None,
                     help="stop each target after its share of this much CPU time (the inputs it ran are counted)")
-    ap.add_argument("--hang-seconds", type=float, default=20.0, help="a command running longer is a hang")
+    ap.add_argument("--hang-seconds", type=float, default=20.0,
+                    help="a command computing for longer (CPU time: a campaign at low priority may wait long "
+                         "for a core) is a hang")
+    ap.add_argument("--hang-wall-seconds", type=float, default=600.0,
+                    help="a command still running after this long by the clock (blocked, not computing) is a hang")
     ap.add_argument("--summary", default="fuzz-summary.json", help="where the JSON summary goes")
     ap.add_argument("--keep", default=None, help="folder for the inputs of the failures kept (default: next to --summary)")
     ap.add_argument("--process-every", type=int, default=5000, metavar="N",
@@ -300,10 +325,6 @@ def main(argv=None) -> int:
     keep = Path(args.keep or (Path(args.summary).resolve().parent / "fuzz-failures"))
     keep.mkdir(parents=True, exist_ok=True)
 
-    def on_alarm(signum, frame):
-        raise Hang
-
-    signal.signal(signal.SIGALRM, on_alarm)
     cpu0 = cpu_seconds()
     # the inputs are files written and read once: in memory (/dev/shm) a write costs ~20 us, on
     # this machine's disk ~2 ms (the commands' atomic writes also fsync) -- as much as an input
@@ -311,7 +332,9 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(prefix="serq-fuzz-", dir=args.work_dir or shm) as d:
         work = Path(d)
         T.prepare(work)
-        camp = Campaign(T, work, keep, args.hang_seconds)
+        camp = Campaign(T, work, keep, args.hang_seconds, args.hang_wall_seconds)
+        signal.signal(signal.SIGPROF, camp.expire)
+        signal.signal(signal.SIGALRM, camp.expire)
         camp.total_goal = per_target * len(targets)
         camp.seed = args.seed
         camp.process_every = args.process_every

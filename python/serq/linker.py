@@ -1265,7 +1265,8 @@ class Linker:
         if a.how == "poisson":
             if not (v > 0) or exact.is_inf(v):
                 raise self.err(a.expr.pos, f"`poisson(rate)` needs a positive finite rate, got {value_to_wire(v)}")
-            return {"kind": "poisson", "rate": value_to_wire(v)}
+            # where the rate is written: an engine that cannot represent it says so there
+            return {"kind": "poisson", "rate": value_to_wire(v), "at": self.at(a.expr.pos)}
         if not exact.whole_in(v, 0, 10 ** 6):
             raise self.err(a.expr.pos, f"`{a.how}(n)` needs a whole number n from 0 to 1000000, got {value_to_wire(v)}")
         return {"kind": a.how, "n": int(v)}
@@ -1322,7 +1323,7 @@ class Linker:
             sessions[-1].append(vals)
         if not sessions:
             raise self.err(t.pos, f"trace \"{t.path}\" has no data row")
-        return {"ordered": bool(t.ordered), "sessions": sessions}
+        return {"ordered": bool(t.ordered), "sessions": sessions, "at": self.at(t.pos)}
 
     def server(self, s: Node) -> None:
         """The `server { … }` block: no `turn;` or `end;` (§8)."""

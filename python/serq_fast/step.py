@@ -129,7 +129,8 @@ class Sim(SessionInterpreter):
         self.arrival = wl["arrival"]
         self.trace = wl.get("trace")
         if self.trace is not None:
-            self.trace_rows = [[[num(v) for v in row] for row in sess] for sess in self.trace["sessions"]]
+            self.trace_rows = [[self.trace_row(i, j, row) for j, row in enumerate(sess)]
+                               for i, sess in enumerate(self.trace["sessions"])]
         kind = self.arrival["kind"]
         if self.arrival_limit_applies() is False and arrivals is not None:
             raise RunError(f"--arrivals applies to poisson or renewal arrivals, not `{kind}`")
@@ -143,10 +144,21 @@ class Sim(SessionInterpreter):
         self.gauges = [Gauge(0.0, self.gauge_end) for _ in self.gauge_fns]
         self.claims = Claims(ir, self)   # docs/language.md §11.9 "Claims"
         if kind == "poisson":
-            self.arrival_mean = 1.0 / num(self.arrival["rate"])  # the mean gap, converted once
+            try:
+                self.arrival_mean = 1.0 / num(self.arrival["rate"])  # the mean gap, converted once
+            except RunError as exc:  # a rate beyond the floats' range (`--set lambda=1e400`): where it is
+                raise located(exc, self.arrival.get("at"), "`arrive poisson(…)`: the rate") from None
         if not os.environ.get("SERQ_FAST_NO_SPECIALISE"):
             fns = specialise(self, FAULTS())
             self.block_fns = {id(blk): fn for blk, fn in zip(self.blocks, fns) if fn is not None}
+
+    def trace_row(self, i: int, j: int, row: list) -> list:
+        """A trace row's values as floats; one beyond their range (a CSV value of 1e400) is an
+        error at the `trace` declaration, naming the row."""
+        try:
+            return [num(v) for v in row]
+        except RunError as exc:
+            raise located(exc, self.trace.get("at"), f"the trace's session {i + 1}, row {j + 1}") from None
 
     # ---------------------------------------------------------------- compile
 

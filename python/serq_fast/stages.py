@@ -95,9 +95,15 @@ class Stage:
         raise NotImplementedError
 
     def sample(self, now):
+        # TimeAverage.set changes nothing for an unchanged value: test before the call
         n = self.present()
-        self.ta_number.set(now, n)
-        self.ta_util.set(now, 1.0 if n > 0 else 0.0)
+        ta = self.ta_number
+        if ta.v != n:
+            ta.set(now, n)
+        u = 1.0 if n > 0 else 0.0
+        ta = self.ta_util
+        if ta.v != u:
+            ta.set(now, u)
 
     def event_valid(self, ev) -> bool:
         return not ev[4].dead

@@ -117,6 +117,7 @@ class Sim(SessionInterpreter):
         for st in self.stages:
             st.link(self)
         self.engines = [st for st in self.stages if st.kind == "step"]
+        self.ps_stages = [st for st in self.stages if st.kind == "ps"]  # rescheduled at settle
         self.blocks = [None] * len(ir["blocks"])
         for i, blk in enumerate(ir["blocks"]):
             self.blocks[i] = [self._compile_stmt(x) for x in blk]
@@ -142,6 +143,7 @@ class Sim(SessionInterpreter):
         self.gauge_fns = [compile_expr(g["expr"], self, g.get("at"), f"gauge {g['name']}") for g in ir.get("gauges", [])]
         self.gauge_end = self.horizon if arrivals is None and math.isfinite(self.horizon) else None
         self.gauges = [Gauge(0.0, self.gauge_end) for _ in self.gauge_fns]
+        self.gauge_pairs = list(zip(self.gauges, self.gauge_fns))
         self.claims = Claims(ir, self)   # docs/language.md §11.9 "Claims"
         if kind == "poisson":
             try:
@@ -242,10 +244,14 @@ class Sim(SessionInterpreter):
         drain = self.arrivals_limit is not None
         prog = self.progress
         next_prog = _time.monotonic() + 0.5 if prog else None
+        emit = self.states is not None
+        heap, valid, heappop = self.heap, self._valid, heapq.heappop
         while self.max_steps is None or step < self.max_steps:
-            top = self._top()
-            if top is None:
+            while heap and not valid(heap[0]):  # self._top(), inlined: it runs once per event
+                heappop(heap)
+            if not heap:
                 break
+            top = heap[0]
             if top[0] > self.horizon:
                 if drain:
                     raise RunError(f"--arrivals {self.arrivals_limit}: not drained by the horizon {self.horizon:g}")
@@ -286,7 +292,8 @@ class Sim(SessionInterpreter):
                     continue
             self._handle(ev)
             self.settle()
-            self._emit_state(step, ev)
+            if emit:
+                self._emit_state(step, ev)
             if check:
                 check_or_raise(self, step, last_now)
                 last_now = self.now
@@ -381,14 +388,25 @@ class Sim(SessionInterpreter):
         if not self.measuring:
             return
         now = self.now
-        self.ta_live.set(now, self.live)
+        ta = self.ta_live
+        if ta.v != self.live:
+            ta.set(now, self.live)
         for p in self.pools:
             p.sample(now)
         for st in self.stages:
             st.sample(now)
         if self.gauges:
-            for g, v in zip(self.gauges, self.gauge_values()):
-                g.set(now, v)
+            # gauge_values inlined (it runs after every event): each value set as it is read
+            cx = self.cx
+            saved = (cx.attrs, cx.sess, cx.draw, cx.eng, cx.var, cx.job)
+            cx.attrs, cx.sess, cx.draw, cx.eng, cx.var, cx.job = [], None, no_draw, None, {}, None
+            try:
+                for g, f in self.gauge_pairs:
+                    v = f(cx)
+                    if v != g.v:
+                        g.set(now, v)
+            finally:
+                cx.attrs, cx.sess, cx.draw, cx.eng, cx.var, cx.job = saved
 
     def gauge_values(self) -> list:
         """Every gauge's value now (Gauge moment, §5: no session, no engine, no draw)."""

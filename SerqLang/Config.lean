@@ -25,12 +25,31 @@ inductive DrawStream where
   | turn (k : Nat)
   deriving Inhabited, DecidableEq
 
-/-- The argument of an event: arrive → serial; finish → [stage, serial]; iter_end → stage;
+/-- config.py `Tid`: a thread (docs/language.md §11.13), a session by its serial or the k-th
+branch its session forked (`"s.k"` on the wire). A serial is a thread wherever one is expected. -/
+inductive Tid where
+  | session (serial : Nat)
+  | branch (serial k : Nat)
+  deriving Inhabited, DecidableEq
+
+instance : Coe Nat Tid := ⟨Tid.session⟩
+
+/-- The serial of the session the thread belongs to. -/
+def Tid.owner : Tid → Nat
+  | .session n => n
+  | .branch n _ => n
+
+/-- The thread's name in messages: the serial, or `s.k`. -/
+def Tid.text : Tid → String
+  | .session n => toString n
+  | .branch n k => s!"{n}.{k}"
+
+/-- The argument of an event: arrive → serial; finish → [stage, thread]; iter_end → stage;
 lease_end → [pool, serial]; warmup_end → null. -/
 inductive EventArg where
   | none
   | serial (n : Nat)
-  | stageSerial (stage serial : Nat)
+  | stageSerial (stage : Nat) (thread : Tid)
   | stage (i : Nat)
   | poolSerial (pool serial : Nat)
   deriving Inhabited, DecidableEq
@@ -122,7 +141,8 @@ inductive Work where
   | value (v : Value)
   deriving Inhabited
 
-/-- config.py `Job`: a run on a stage. -/
+/-- config.py `Job`: a run on a stage. `serial` is the owner session's serial; a branch's job
+also carries its branch number (config.py names the job's thread in `serial`). -/
 structure Job where
   serial : Nat
   stage : Nat
@@ -134,7 +154,15 @@ structure Job where
   startOrder : Nat := 0
   /-- a pending resident of a `lag 1` engine (docs/async.md §3) -/
   pending : Bool := false
+  /-- the job of branch k of its session (docs/language.md §11.13), on a stage that is no engine -/
+  branch : Option Nat := none
   deriving Inhabited
+
+/-- The thread that runs the job. -/
+def Job.tid (j : Job) : Tid :=
+  match j.branch with
+  | some k => .branch j.serial k
+  | none => .session j.serial
 
 /-- Session statuses (config.py): ready, queued in a pool, on a stage, growing in a pool, ended. -/
 inductive Status where
@@ -145,6 +173,8 @@ inductive Status where
   | ended
   /-- the end of a lagged hold is pending or due on this `lag 1` engine (docs/async.md) -/
   | ending (stage : Nat)
+  /-- at a `join;`, waiting for its branches (docs/language.md §11.13) -/
+  | joining
   deriving Inhabited, DecidableEq
 
 /-- config.py `Session`. -/
@@ -174,7 +204,22 @@ structure Session where
   job : Option Job := none
   /-- `[pool, target units]` of a stalled growth. -/
   growth : Option (Nat × Rat) := none
+  /-- docs/language.md §11.13: a branch's number k (it is thread `serial.k`; its attributes and
+  draw cursors are its session's, which SerqLang reads from the session itself) -/
+  branch : Option Nat := none
+  /-- a branch: the thread that forked it -/
+  parent : Option Tid := none
+  /-- branches this thread forked that have not finished -/
+  liveBranches : Nat := 0
+  /-- the session: branches forked so far (they are numbered from 1) -/
+  forks : Nat := 0
   deriving Inhabited
+
+/-- config.py `Session.tid`. -/
+def Session.tid (s : Session) : Tid :=
+  match s.branch with
+  | some k => .branch s.serial k
+  | none => .session s.serial
 
 /-- config.py `Assign`: one entry of an iteration's batch. -/
 structure Assign where
@@ -195,12 +240,23 @@ structure Iteration where
 
 /-- config.py `StageState`. `finish` and `tags` are association lists in insertion order (the
 order of Python's dicts). -/
+/-- config.py `Estimates`: the online estimates of a stage the program reads them of
+(docs/spec.md "Online estimates"); `none` = no sample yet. `joined`: the join time of each fifo
+job still waiting (an insertion-ordered association list, as a Python dict). -/
+structure Estimates where
+  last : Option Rat := none
+  gap : Option Rat := none
+  service : Option Rat := none
+  wait : Option Rat := none
+  joined : List (Tid × Rat) := []
+  deriving Inhabited
+
 structure StageState where
   kind : String
   jobs : List Job := []
   waiting : List Job := []
-  finish : List (Nat × Rat) := []
-  tags : List (Nat × Rat) := []
+  finish : List (Tid × Rat) := []
+  tags : List (Tid × Rat) := []
   v : Rat := 0
   tLast : Rat := 0
   dirty : Bool := false
@@ -211,6 +267,8 @@ structure StageState where
   pending : List Nat := []
   /-- step, `lag 1`: the ends the next `ends` event applies -/
   due : List Nat := []
+  /-- fifo/ps/delay whose estimates the program reads (config.py `StageState.est`) -/
+  est : Option Estimates := none
   deriving Inhabited
 
 /-- config.py `Counters`. -/
@@ -256,7 +314,9 @@ structure Config where
   now : Rat := 0
   events : List Event := []
   sessions : List Session := []
-  ready : List Nat := []
+  /-- the live branches, in the order they were forked (docs/language.md §11.13) -/
+  branches : List Session := []
+  ready : List Tid := []
   pools : List PoolState := []
   stages : List StageState := []
   counters : Counters := {}

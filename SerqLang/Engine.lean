@@ -293,7 +293,7 @@ def iterationEnd (e : Nat) : M Unit := do
   let assign := it.assign.filter (!·.pending)
   let jobs := assign.foldl dec st.jobs
   setStage e { st with iteration := none, jobs }
-  for j in jobs do syncJob e j.serial
+  for j in jobs do syncJob e j.tid
   let name ← stageName e
   for a in assign do
     let st ← stage e

@@ -214,6 +214,36 @@ def liftRes {α : Type} (r : Res α) : M α :=
   | .ok a => pure a
   | .error e => specError e
 
+/-! ## The online estimates (expr.py `est_lambda` … `price`; docs/spec.md "Online estimates") -/
+
+/-- expr.py `RHO_CAP`. -/
+def rhoCap : Rat := 99 / 100
+
+/-- expr.py `est_lambda`: 1 / the mean gap between starts; 0 before a positive mean gap. -/
+def estLambda (e : Estimates) : Rat :=
+  match e.gap with
+  | some g => if g == 0 then 0 else 1 / g
+  | none => 0
+
+/-- expr.py `est_rho`: min(λ̂ · Ŝ, 99/100), Ŝ = 0 before the first start (values.py `min_v`). -/
+def estRho (e : Estimates) : Rat :=
+  let r := estLambda e * e.service.getD 0
+  if decide (r ≤ rhoCap) then r else rhoCap
+
+/-- expr.py `est_wait`: the mean wait before service, 0 before the first. -/
+def estWait (e : Estimates) : Rat := e.wait.getD 0
+
+/-- expr.py `price`: ds + λ̂(s_m² − s_hit²)/(2(1 − ρ̂)) + λ̂·Ŵ·ds/(1 − ρ̂), s_m = s_hit + ds, in
+values.py's arithmetic (its errors for ±inf arguments included). -/
+def price (e : Estimates) (sHit ds : Value) : Res Value := do
+  let lam := Value.fin (estLambda e)
+  let idle := Value.fin (1 - estRho e)
+  let sMiss ← Value.add sHit ds
+  let spread ← Value.sub (← Value.mul sMiss sMiss) (← Value.mul sHit sHit)
+  let queueing ← Value.div (← Value.mul lam spread) (← Value.mul (.fin 2) idle)
+  let waiting ← Value.div (← Value.mul (← Value.mul lam (.fin (estWait e))) ds) idle
+  Value.add (← Value.add ds queueing) waiting
+
 mutual
 
 /-- expr.py `evaluate`: the value of `e` in `env`. A plain `SpecError` raised without a
@@ -276,8 +306,8 @@ partial def evaluateCore (env : EnvM) (e : Expr) : M Value := do
     | none => specError s!"register {i} of stage {s} out of range" env.loc
   | .eng name => engineValue env name
   | .job name => jobValue env name
-  | .obsStage f base count index => observable env f false base count index
-  | .obsPool f base count index => observable env f true base count index
+  | .obsStage f base count index args => observable env f false base count index args
+  | .obsPool f base count index => observable env f true base count index []
 
 /-- expr.py `resolve_ref`. -/
 partial def resolveRef (env : EnvM) (base count : Nat) (index : Option Expr) : M Nat := do
@@ -294,7 +324,7 @@ partial def resolveRef (env : EnvM) (base count : Nat) (index : Option Expr) : M
 
 /-- expr.py `observable`. -/
 partial def observable (env : EnvM) (f : String) (onPool : Bool) (base count : Nat)
-    (index : Option Expr) : M Value := do
+    (index : Option Expr) (args : List Expr) : M Value := do
   if onPool then
     let p ← resolveRef env base count index
     let st ← pool p
@@ -321,6 +351,17 @@ partial def observable (env : EnvM) (f : String) (onPool : Bool) (base count : N
     if f == "queue" then return Value.ofNat (← present s)
     else if f == "busy" then return Value.ofNat (← busy s)
     else if f == "work" then work s
+    else if f == "est_lambda" || f == "est_rho" || f == "est_wait" || f == "price" then
+      let name ← stageName s
+      let some est := (← stage s).est
+        | specError s!"{f}({name}): the stage keeps no estimates" env.loc
+      if f == "est_lambda" then return .fin (estLambda est)
+      else if f == "est_rho" then return .fin (estRho est)
+      else if f == "est_wait" then return .fin (estWait est)
+      else
+        let sHit ← evaluate env ((args[0]?).getD default)
+        let ds ← evaluate env ((args[1]?).getD default)
+        liftRes (price est sHit ds)
     else if f == "budget_left" then
       match env.admitLeft with
       | some (e, left) =>
@@ -387,12 +428,12 @@ partial def work (s : Nat) : M Value := do
   else if st.kind == "ps" then
     advanceVirtualClock s
     let st ← stage s
-    let total := st.jobs.foldl (fun acc j => acc + ((List.lookup j.serial st.tags).getD st.v - st.v)) (0 : Rat)
+    let total := st.jobs.foldl (fun acc j => acc + ((List.lookup j.tid st.tags).getD st.v - st.v)) (0 : Rat)
     return .fin total
   else
     let now := (← getCfg).now
     let total := jobsLeftRat st.waiting +
-      st.jobs.foldl (fun acc j => acc + ((List.lookup j.serial st.finish).getD now - now)) (0 : Rat)
+      st.jobs.foldl (fun acc j => acc + ((List.lookup j.tid st.finish).getD now - now)) (0 : Rat)
     return .fin total
 
 /-- expr.py `budget_moment`: `tokens cap`, the `let`s and the `each at most` values, read once

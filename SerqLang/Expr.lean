@@ -84,7 +84,11 @@ partial def Expr.anyNode (p : Expr → Bool) (e : Expr) : Bool :=
   | .bin _ a b => a.anyNode p || b.anyNode p
   | .cond c a b => c.anyNode p || a.anyNode p || b.anyNode p
   | .fn _ args | .draw _ args => args.any (·.anyNode p)
-  | .obsStage _ _ _ i | .obsPool _ _ _ i =>
+  | .obsStage _ _ _ i args => args.any (·.anyNode p) ||
+    match i with
+    | some ie => ie.anyNode p
+    | none => false
+  | .obsPool _ _ _ i =>
     match i with
     | some ie => ie.anyNode p
     | none => false
@@ -101,7 +105,7 @@ consumes a stream value; an observable may advance a ps clock or evaluate a capa
 draws. -/
 def Expr.readsState (e : Expr) : Bool :=
   e.anyNode fun
-    | .draw _ _ | .obsStage _ _ _ _ | .obsPool _ _ _ _ => true
+    | .draw _ _ | .obsStage _ _ _ _ _ | .obsPool _ _ _ _ => true
     | _ => false
 
 /-- Every expression of a schedule statement (`only`, `while`, `each`, order keys, a branch's

@@ -118,7 +118,7 @@ def setPosition (serial p : Nat) (pos : Rat) : M Unit := do
 def detachFree (v : Nat) : M Unit := do
   let s ← session v
   match s.status with
-  | .ready => modifyCfg fun c => { c with ready := c.ready.erase v }
+  | .ready => modifyCfg fun c => { c with ready := c.ready.erase (Tid.session v) }
   | .queued q =>
     leaveQueue q v
     modifySession v fun s => { s with pending := none }

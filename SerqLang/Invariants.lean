@@ -29,6 +29,7 @@ def placeRepr : Status → String
   | .growing p => s!"('growing', {p})"
   | .ended => "('ended',)"
   | .ending i => s!"('ending', {i})"
+  | .joining => "('joining',)"
 
 /-- Python's `repr` of a list of places. -/
 def placesRepr (ps : List Status) : String :=
@@ -116,14 +117,31 @@ def contentInvariants (prog : Program) (cfg : Config) (p : Nat) : List String :=
 
 /-- Where a session is listed, in invariants.py's order: each pool's queue then its growers (pools
 in order), then the stages' residents and waiting jobs, then the ready list. -/
-def placesOf (cfg : Config) (serial : Nat) : List Status :=
+def placesOf (cfg : Config) (serial : Tid) : List Status :=
   let pools := (List.range cfg.pools.length).zip cfg.pools |>.flatMap fun (p, st) =>
-    (st.queue.filter (·.serial == serial)).map (fun _ => Status.queued p)
-      ++ (st.growers.filter (· == serial)).map (fun _ => Status.growing p)
+    (st.queue.filter (fun q => Tid.session q.serial == serial)).map (fun _ => Status.queued p)
+      ++ (st.growers.filter (fun g => Tid.session g == serial)).map (fun _ => Status.growing p)
   let stages := (List.range cfg.stages.length).zip cfg.stages |>.flatMap fun (i, st) =>
-    ((st.jobs ++ st.waiting).filter (·.serial == serial)).map (fun _ => Status.stage i)
+    ((st.jobs ++ st.waiting).filter (·.tid == serial)).map (fun _ => Status.stage i)
   let ready := (cfg.ready.filter (· == serial)).map (fun _ => Status.ready)
   pools ++ stages ++ ready
+
+/-- invariants.py `branch_invariants` (docs/language.md §11.13): a joining thread is listed
+nowhere and waits for a branch; a thread's count of running branches is the number of live
+branches it forked; a live branch has not ended. -/
+def branchInvariants (cfg : Config) : List String := Id.run do
+  let mut bad : List String := []
+  for b in cfg.branches do
+    if b.status == .ended then
+      bad := bad ++ [s!"branch {b.tid.text} ended but is still listed"]
+  for s in cfg.sessions ++ cfg.branches do
+    let here := placesOf cfg s.tid
+    if s.status == .joining && (!here.isEmpty || s.liveBranches == 0) then
+      bad := bad ++ [s!"session {s.tid.text} is joining but is in {placesRepr here} with {s.liveBranches} branch(es) running"]
+    let forked := (cfg.branches.filter (·.parent == some s.tid)).length
+    if s.liveBranches != forked then
+      bad := bad ++ [s!"session {s.tid.text} counts {s.liveBranches} running branch(es), {forked} are live"]
+  return bad
 
 /-- invariants.py `check_invariants`: the violated invariants of `cfg` (empty when all hold);
 `previousNow` checks that time never decreases. -/
@@ -216,9 +234,10 @@ def checkInvariants (prog : Program) (cfg : Config) (previousNow : Option Rat) :
       if workNegative j.left then
         bad := bad ++ [s!"stage {name}: session {j.serial} has negative work left"]
   -- every session in exactly one place
-  for s in cfg.sessions do
-    let here := placesOf cfg s.serial
+  for s in cfg.sessions ++ cfg.branches do
+    let here := placesOf cfg s.tid
     match s.status with
+    | .joining => pure ()   -- branchInvariants
     | .ended =>
       if !here.isEmpty then
         bad := bad ++ [s!"session {s.serial} ended but is still in {placesRepr here}"]
@@ -239,6 +258,8 @@ def checkInvariants (prog : Program) (cfg : Config) (previousNow : Option Rat) :
     | other =>
       if here != [other] then
         bad := bad ++ [s!"session {s.serial} has status {placeRepr other} but is in {placesRepr here}"]
+  if !cfg.branches.isEmpty || cfg.sessions.any (·.status == .joining) then
+    bad := bad ++ branchInvariants cfg
   return bad
 
 /-- invariants.py `check_or_raise`: an error with the step, the problems and the state line of

@@ -21,7 +21,8 @@ open Lean (Json)
 namespace SerqLang
 
 /-- Expressions (`E` of docs/ir.md). A pool or stage reference inside `obs` is spelled out as
-`base`, `count`, `index` (see `Ref`). -/
+`base`, `count`, `index` (see `Ref`); a stage observable's `args` are `price`'s `[s_hit, ds]`
+(empty for the others). -/
 inductive Expr where
   | num (v : Value)
   | attr (slot : Nat)
@@ -33,7 +34,7 @@ inductive Expr where
   | cond (c a b : Expr)
   | fn (f : String) (args : List Expr)
   | draw (dist : String) (args : List Expr)
-  | obsStage (f : String) (base count : Nat) (index : Option Expr)
+  | obsStage (f : String) (base count : Nat) (index : Option Expr) (args : List Expr)
   | obsPool (f : String) (base count : Nat) (index : Option Expr)
   | eng (name : String)
   | job (name : String)
@@ -128,6 +129,8 @@ inductive StageKind where
 structure StageDecl where
   name : String
   kind : StageKind
+  /-- IR `"estimates": true`: the stage keeps online estimates (docs/language.md §4.4) -/
+  estimates : Bool := false
   deriving Inhabited
 
 /-- `content (p, n, h)` of a hold item on a content pool (docs/content.md §1). -/
@@ -196,7 +199,34 @@ inductive Stmt where
   | load (pool : Ref) (units : Expr)
   | drop (pool : Ref)
   | release (pool : Ref)
+  /-- docs/language.md §11.13: a branch of the session running block `body` -/
+  | fork (body : Nat)
+  | join
   deriving Inhabited
+
+/-- The IR `op` of a statement (docs/ir.md "Statements"). -/
+def Stmt.op : Stmt → String
+  | .set .. => "set"
+  | .observe .. => "observe"
+  | .turn => "turn"
+  | .end_ => "end"
+  | .branch .. => "branch"
+  | .while_ .. => "while"
+  | .loop .. => "loop"
+  | .choose .. => "choose"
+  | .hold .. => "hold"
+  | .run .. => "run"
+  | .grow .. => "grow"
+  | .load .. => "load"
+  | .drop .. => "drop"
+  | .release .. => "release"
+  | .fork .. => "fork"
+  | .join => "join"
+
+/-- sessions.py `BRANCH_OPS`: what a branch, and its parent between a fork and the join, may
+execute (docs/language.md §11.13). -/
+def branchMay (st : Stmt) : Bool :=
+  ["set", "observe", "branch", "while", "loop", "choose", "run", "fork", "join"].contains st.op
 
 /-- Source location `[FILE, LINE, COLUMN]` (file = index into `files`). -/
 structure Loc where
@@ -301,7 +331,7 @@ mutual
     match getOpt j "stage", getOpt j "pool" with
     | some r, _ =>
       let (b, c, i) ← at_ "stage" (refParts r)
-      return .obsStage f b c i
+      return .obsStage f b c i ((← fieldOpt j "args" (list exprOf)).getD [])
     | none, some r =>
       let (b, c, i) ← at_ "pool" (refParts r)
       return .obsPool f b c i
@@ -407,7 +437,8 @@ def stageKindOf (j : Json) : Res StageKind := do
   | o => .error s!"unknown stage kind \"{o}\""
 
 def stageOf (j : Json) : Res StageDecl := do
-  return { name := ← field j "name" str, kind := ← stageKindOf j }
+  return { name := ← field j "name" str, kind := ← stageKindOf j,
+           estimates := (← fieldOpt j "estimates" bool).getD false }
 
 def holdPoolOf (j : Json) : Res HoldPool := do
   return { pool := ← field j "pool" refOf, units := ← field j "units" exprOf,
@@ -457,6 +488,8 @@ def stmtOf (j : Json) : Res Stmt := do
   | "load" => return .load (← field j "pool" refOf) (← field j "units" exprOf)
   | "drop" => return .drop (← field j "pool" refOf)
   | "release" => return .release (← field j "pool" refOf)
+  | "fork" => return .fork (← field j "body" nat)
+  | "join" => return .join
   | o => .error s!"unknown statement \"{o}\""
 
 def locOf (j : Json) : Res Loc := do

@@ -29,10 +29,15 @@ def DrawStream.toJson : DrawStream → CJ
   | .init => .arr [.str "init"]
   | .turn k => .arr [.str "turn", .nat k]
 
+/-- config.py `Tid` on the wire: a serial, or `"s.k"` for a branch (docs/language.md §11.13). -/
+def Tid.toJson : Tid → CJ
+  | .session n => .nat n
+  | .branch n k => .str s!"{n}.{k}"
+
 def EventArg.toJson : EventArg → CJ
   | .none => .null
   | .serial n => .nat n
-  | .stageSerial s n => .arr [.nat s, .nat n]
+  | .stageSerial s n => .arr [.nat s, n.toJson]
   | .stage i => .nat i
   | .poolSerial p n => .arr [.nat p, .nat n]
 
@@ -76,7 +81,7 @@ def Work.toJson : Work → CJ
   | .value v => CJ.val v
 
 def Job.toJson (j : Job) : CJ :=
-  .obj ([("serial", .nat j.serial), ("stage", .nat j.stage), ("mode", .str j.mode),
+  .obj ([("serial", j.tid.toJson), ("stage", .nat j.stage), ("mode", .str j.mode),
         ("left", j.left.toJson), ("growing", CJ.opt CJ.nat j.growing),
         ("admission", .int j.admission), ("start_order", .nat j.startOrder)] ++
         -- present only on a pending resident (docs/async.md)
@@ -89,9 +94,16 @@ def Status.toJson : Status → CJ
   | .growing p => .arr [.str "growing", .nat p]
   | .ended => .arr [.str "ended"]
   | .ending e => .arr [.str "ending", .nat e]
+  | .joining => .arr [.str "joining"]
 
+/-- config.py `Session.to_json`; the branch keys only when in use (docs/language.md §11.13). -/
 def Session.toJson (s : Session) : CJ :=
-  .obj [("serial", .nat s.serial), ("attrs", .arr (s.attrs.map CJ.val)),
+  .obj ((if s.liveBranches > 0 then [("live_branches", CJ.nat s.liveBranches)] else []) ++
+        (if s.forks > 0 then [("forks", CJ.nat s.forks)] else []) ++
+        (match s.branch with
+         | some _ => [("branch", s.tid.toJson), ("parent", (s.parent.getD (.session s.serial)).toJson)]
+         | none => []) ++
+        [("serial", .nat s.serial), ("attrs", .arr (s.attrs.map CJ.val)),
         ("frames", .arr (s.frames.map Frame.toJson)), ("status", s.status.toJson),
         ("holds", .arr (s.holds.map HoldState.toJson)),
         ("pending", CJ.opt (fun (p : Nat × Nat × DrawStream) =>
@@ -102,7 +114,7 @@ def Session.toJson (s : Session) : CJ :=
         ("cursors", .obj (s.cursors.map fun (k, n) => (k, CJ.nat n))), ("turns", .nat s.turns),
         ("turn", .arr [ratJ s.turnStart, .bool s.turnWarm, .bool s.turnCalled]),
         ("request", CJ.opt Request.toJson s.request), ("job", CJ.opt Job.toJson s.job),
-        ("growth", CJ.opt poolAmtJ s.growth)]
+        ("growth", CJ.opt poolAmtJ s.growth)])
 
 def Entry.toJson (e : Entry) : CJ := .arr [.int e.owner, CJ.amt e.size, ratJ e.last, .nat e.rel]
 
@@ -144,18 +156,27 @@ def Assign.toJson (a : Assign) : CJ :=
 def Iteration.toJson (it : Iteration) : CJ :=
   .obj [("end", ratJ it.«end»), ("seq", .nat it.seq), ("assign", .arr (it.assign.map Assign.toJson))]
 
+/-- config.py `Estimates.to_json`. -/
+def Estimates.toJson (e : Estimates) : CJ :=
+  .obj [("last", CJ.opt ratJ e.last), ("gap", CJ.opt ratJ e.gap), ("service", CJ.opt ratJ e.service),
+        ("wait", CJ.opt ratJ e.wait), ("joined", .arr (e.joined.map fun (n, t) => CJ.arr [n.toJson, ratJ t]))]
+
 def StageState.toJson (s : StageState) : CJ :=
   .obj ([("kind", .str s.kind), ("jobs", .arr (s.jobs.map Job.toJson)),
         ("waiting", .arr (s.waiting.map Job.toJson)),
-        ("finish", .arr (s.finish.map fun (n, t) => CJ.arr [.nat n, ratJ t])),
-        ("tags", .arr (s.tags.map fun (n, t) => CJ.arr [.nat n, ratJ t])),
+        ("finish", .arr (s.finish.map fun (n, t) => CJ.arr [n.toJson, ratJ t])),
+        ("tags", .arr (s.tags.map fun (n, t) => CJ.arr [n.toJson, ratJ t])),
         ("v", ratJ s.v), ("t_last", ratJ s.tLast), ("dirty", .bool s.dirty),
         ("iteration", CJ.opt Iteration.toJson s.iteration),
         ("registers", .arr (s.registers.map CJ.val)), ("next_start", .nat s.nextStart)] ++
         -- async scheduling's lists only while in use (config.py): a program without `lag 1`
         -- serialises as before
         (if s.pending.isEmpty && s.due.isEmpty then []
-         else [("pending", CJ.nats s.pending), ("due", CJ.nats s.due)]))
+         else [("pending", CJ.nats s.pending), ("due", CJ.nats s.due)]) ++
+        -- only on a stage whose estimates are read (config.py)
+        (match s.est with
+         | none => []
+         | some e => [("est", e.toJson)]))
 
 def Counters.toJson (c : Counters) : CJ :=
   .obj [("next_seq", .nat c.nextSeq), ("next_adm", .nat c.nextAdm), ("next_rel", .nat c.nextRel),
@@ -167,14 +188,24 @@ def ClaimTally.toJson (t : ClaimTally) : CJ :=
   .arr [.nat t.iterations, .nat t.checked, .nat t.held, .nat t.violated,
         CJ.opt ratJ t.firstHeld, CJ.opt ratJ t.firstViolated]
 
+/-- A branch as config.py writes it: its attributes and draw cursors are its session's (the very
+objects, in Python). -/
+def Config.branchView (c : Config) (b : Session) : Session :=
+  match c.sessions[b.serial]? with
+  | some s => { b with attrs := s.attrs, cursors := s.cursors }
+  | none => b
+
 def Config.toJson (c : Config) : CJ :=
   .obj ([("now", ratJ c.now), ("events", .arr (c.events.map Event.toJson)),
-        ("sessions", .arr (c.sessions.map Session.toJson)), ("ready", CJ.nats c.ready),
+        ("sessions", .arr (c.sessions.map Session.toJson)), ("ready", .arr (c.ready.map Tid.toJson)),
         ("pools", .arr (poolsJson c.leases 0 c.pools)),
         ("stages", .arr (c.stages.map StageState.toJson)),
         ("counters", c.counters.toJson), ("warm", .bool c.warm), ("steps", .nat c.steps)]
         -- present only in a program with claims, as config.py writes it
-        ++ (if c.claims.isEmpty then [] else [("claims", .arr (c.claims.map ClaimTally.toJson))]))
+        ++ (if c.claims.isEmpty then [] else [("claims", .arr (c.claims.map ClaimTally.toJson))])
+        -- present only while a branch lives (docs/language.md §11.13)
+        ++ (if c.branches.isEmpty then []
+            else [("branches", .arr (c.branches.map fun b => (c.branchView b).toJson))]))
 
 /-- config.py `Config.canonical`. -/
 def Config.canonical (c : Config) : String := c.toJson.render
@@ -222,10 +253,30 @@ def stream (j : Json) : Res DrawStream := do
   | [Json.str "turn", k] => return .turn (← nat k)
   | _ => throw "expected [\"session\"], [\"init\"] or [\"turn\", k]"
 
+/-- A thread: a serial, or `"s.k"` (config.py `Tid`). -/
+def tid (j : Json) : Res Tid :=
+  match j with
+  | Json.str t =>
+    match t.splitOn "." with
+    | [a, b] =>
+      match a.toNat?, b.toNat? with
+      | some n, some k => .ok (.branch n k)
+      | _, _ => .error s!"expected a thread \"s.k\", got {t}"
+    | _ => .error s!"expected a thread \"s.k\", got {t}"
+  | _ => (nat j).map Tid.session
+
+/-- The branch number of a thread (none for a session). -/
+def branchNo : Tid → Option Nat
+  | .branch _ k => some k
+  | .session _ => none
+
 def eventArg (j : Json) : Res EventArg := do
   match j with
   | Json.null => return .none
-  | Json.arr _ => let (s, n) ← pair j; return .stageSerial s n
+  | Json.arr a =>
+    match a.toList with
+    | [s, n] => return .stageSerial (← nat s) (← tid n)
+    | _ => throw "expected [stage, thread]"
   | _ => return .serial (← nat j)
 
 def event (j : Json) : Res Event := do
@@ -318,8 +369,10 @@ def work (j : Json) : Res Work :=
   | _ => (nat j).map Work.tokens
 
 def job (j : Json) : Res Job := do
+  let t ← field j "serial" tid
   return {
-    serial := ← field j "serial" nat
+    serial := t.owner
+    branch := branchNo t
     stage := ← field j "stage" nat
     mode := ← field j "mode" str
     left := ← field j "left" work
@@ -333,6 +386,7 @@ def status (j : Json) : Res Status := do
   match a.toList with
   | [Json.str "ready"] => return .ready
   | [Json.str "ended"] => return .ended
+  | [Json.str "joining"] => return .joining
   | [Json.str "queued", p] => return .queued (← nat p)
   | [Json.str "stage", s] => return .stage (← nat s)
   | [Json.str "growing", p] => return .growing (← nat p)
@@ -393,7 +447,11 @@ def session (j : Json) : Res Session := do
     turnCalled
     request := ← fieldOpt j "request" request
     job := ← fieldOpt j "job" job
-    growth := ← fieldOpt j "growth" poolAmt }
+    growth := ← fieldOpt j "growth" poolAmt
+    branch := (← fieldOpt j "branch" tid).bind branchNo
+    parent := ← fieldOpt j "parent" tid
+    liveBranches := (← fieldOpt j "live_branches" nat).getD 0
+    forks := (← fieldOpt j "forks" nat).getD 0 }
 
 def entry (j : Json) : Res Entry := do
   let a ← arr j
@@ -464,11 +522,19 @@ def iteration (j : Json) : Res Iteration := do
   return { «end» := ← field j "end" rat, seq := ← field j "seq" nat,
            assign := ← field j "assign" (list assign) }
 
-def timed (j : Json) : Res (Nat × Rat) := do
+def timed (j : Json) : Res (Tid × Rat) := do
   let a ← arr j
   match a.toList with
-  | [s, t] => return ((← nat s), (← rat t))
+  | [s, t] => return ((← tid s), (← rat t))
   | _ => throw "expected [serial, time]"
+
+def estimates (j : Json) : Res Estimates := do
+  return {
+    last := ← fieldOpt j "last" rat
+    gap := ← fieldOpt j "gap" rat
+    service := ← fieldOpt j "service" rat
+    wait := ← fieldOpt j "wait" rat
+    joined := ← field j "joined" (list timed) }
 
 def stage (j : Json) : Res StageState := do
   return {
@@ -484,7 +550,8 @@ def stage (j : Json) : Res StageState := do
     registers := ← field j "registers" (list value)
     nextStart := ← field j "next_start" nat
     pending := (← fieldOpt j "pending" (list nat)).getD []
-    due := (← fieldOpt j "due" (list nat)).getD [] }
+    due := (← fieldOpt j "due" (list nat)).getD []
+    est := ← fieldOpt j "est" estimates }
 
 def counters (j : Json) : Res Counters := do
   return {
@@ -512,7 +579,8 @@ def config (j : Json) : Res Config := do
     now := ← field j "now" rat
     events := ← field j "events" (list event)
     sessions := ← field j "sessions" (list session)
-    ready := ← field j "ready" (list nat)
+    ready := ← field j "ready" (list tid)
+    branches := (← fieldOpt j "branches" (list session)).getD []
     pools := ps.map (·.1)
     stages := ← field j "stages" (list stage)
     counters := ← field j "counters" counters

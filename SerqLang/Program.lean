@@ -17,7 +17,8 @@ namespace SerqLang
 
 /-- program.py `SUPPORTED_OBS`. -/
 def supportedObs : List String :=
-  ["queue", "busy", "work", "budget_left", "used", "free", "cachedin", "holders", "queued"]
+  ["queue", "busy", "work", "budget_left", "used", "free", "cachedin", "holders", "queued",
+   "est_lambda", "est_rho", "est_wait", "price"]
 
 /-- The context variables program.py `check_expr` accepts. -/
 def supportedCtx : List String :=
@@ -73,7 +74,11 @@ def schedError (ir : Ir) (msg : String) : String :=
 /-- program.py `check_expr`. -/
 partial def checkExpr (ir : Ir) (e : Expr) (loc : Option Loc) : Res Unit := do
   match e with
-  | .obsStage f _ _ i | .obsPool f _ _ i =>
+  | .obsStage f _ _ i args =>
+    if !supportedObs.contains f then throw (unsupported ir s!"observable {f}()" loc)
+    for a in args do checkExpr ir a loc
+    if let some ie := i then checkExpr ir ie loc
+  | .obsPool f _ _ i =>
     if !supportedObs.contains f then throw (unsupported ir s!"observable {f}()" loc)
     if let some ie := i then checkExpr ir ie loc
   | .ctx name =>
@@ -92,7 +97,11 @@ partial def readsJob (e : Expr) : Bool :=
   | .bin _ a b => readsJob a || readsJob b
   | .cond c a b => readsJob c || readsJob a || readsJob b
   | .fn _ args | .draw _ args => args.any readsJob
-  | .obsStage _ _ _ i | .obsPool _ _ _ i =>
+  | .obsStage _ _ _ i args => args.any readsJob ||
+    match i with
+    | some ie => readsJob ie
+    | none => false
+  | .obsPool _ _ _ i =>
     match i with
     | some ie => readsJob ie
     | none => false
@@ -307,7 +316,8 @@ def Config.new (prog : Program) : Config :=
       ({ content := ((prog.contentBlocks.getD p none).map fun B =>
             -- a content pool's block is whole (`contentPool`)
             Content.CState.init ((prog.block.getD p none).getD 0).num.toNat B) } : PoolState))
-    stages := prog.ir.stages.map fun s => ({ kind := stageKindName s.kind } : StageState)
+    stages := prog.ir.stages.map fun s =>
+      ({ kind := stageKindName s.kind, est := if s.estimates then some {} else none } : StageState)
     claims := prog.ir.claims.map fun _ => ({} : ClaimTally) }
 
 /-! ## Events (events.py) -/

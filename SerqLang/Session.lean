@@ -32,14 +32,33 @@ def truthAt (v : Value) (what : String) (loc : Option Loc) : M Bool := do
 def setAttr (serial slot : Nat) (v : Value) : M Unit :=
   modifySession serial fun s => s.setAttr slot v
 
-def pushFrame (serial : Nat) (f : Frame) : M Unit :=
-  modifySession serial fun s => { s with frames := s.frames ++ [f] }
+/-- Frames and the ready queue belong to a thread: a session or a branch (docs/language.md §11.13). -/
+def pushFrame (th : Tid) (f : Frame) : M Unit :=
+  modifyThread th fun s => { s with frames := s.frames ++ [f] }
 
-def popFrame (serial : Nat) : M Unit :=
-  modifySession serial fun s => { s with frames := s.frames.dropLast }
+def popFrame (th : Tid) : M Unit :=
+  modifyThread th fun s => { s with frames := s.frames.dropLast }
 
-def pushReady (serial : Nat) : M Unit :=
-  modifyCfg fun c => { c with ready := c.ready ++ [serial] }
+def pushReady (th : Tid) : M Unit :=
+  modifyCfg fun c => { c with ready := c.ready ++ [th] }
+
+/-- sessions.py `unjoined_at`: the position of the `fork` whose body is the bottom frame of the
+first live branch `s` forked. -/
+def unjoinedAt (s : Session) : M (Option Loc) := do
+  let prog ← getProg
+  let cfg ← getCfg
+  let some b := cfg.branches.find? (·.parent == some s.tid) | return none
+  let some f := b.frames.head? | return none
+  return prog.blocks.findSome? fun blk =>
+    (blk.find? fun st => match st.stmt with
+      | .fork body => body == f.block
+      | _ => false).map (·.loc)
+
+/-- sessions.py `unjoined`: a thread ends with branches still running (only a hand-edited IR
+gets here: the linker refuses it), located at the `fork` of its first running branch. -/
+def unjoined {α : Type} (s : Session) : M α := do
+  let kind := if s.branch.isSome then "branch" else "session"
+  specError s!"{kind} {s.tid.text} ended with {s.liveBranches} branch(es) still running: every `fork` needs a `join;` later in its block (docs/language.md §11.13)" (← unjoinedAt s)
 
 /-! ## Spawn and end -/
 
@@ -105,6 +124,7 @@ def checkMachineConsumed : M Unit := do
 /-- sessions.py `end_session`: release every hold, cache entries stay; `closed` respawns. -/
 def endSession (serial : Nat) : M Unit := do
   let s ← session serial
+  if s.liveBranches > 0 then unjoined s
   for h in s.holds.reverse do
     releaseHold serial h false
   modifySession serial fun s => { s with holds := [] }
@@ -538,9 +558,11 @@ def execTurn (serial : Nat) : M Unit := do
   if let some b := w.turn then
     pushFrame serial { block := b, pc := 0, kind := "plain", stmt := none, stream := .turn s.turns }
 
-/-- sessions.py `exec_run`: a job on the stage; zero work completes at once and yields. -/
-def execRun (serial : Nat) (sref : Ref) (mode : RunMode) (workE : Expr) (growing : Option Nat)
+/-- sessions.py `exec_run`: a job on the stage; zero work completes at once and yields. `th` is
+the thread that runs it (a branch runs on stages that are not engines). -/
+def execRun (th : Tid) (sref : Ref) (mode : RunMode) (workE : Expr) (growing : Option Nat)
     (env : EnvM) (loc : Option Loc) : M Bool := do
+  let serial := th.owner
   let stg ← resolveRef env sref.base sref.count sref.index
   let d ← stageDecl stg
   let w ← evaluate env workE
@@ -555,6 +577,9 @@ def execRun (serial : Nat) (sref : Ref) (mode : RunMode) (workE : Expr) (growing
     | .decode => "decode"
   let isStep := d.isStep
   let mut left : Work := .value w
+  let me ← thread th
+  if isStep && (me.branch.isSome || me.liveBranches != 0) then
+    specError s!"a run on engine {d.name} in a branch, or before the `join;` of a fork: the linker refuses this (docs/language.md §11.13)" loc
   if isStep then
     -- tokens are whole, like `tokens cap` and `each at most`
     if q.den != 1 then specError s!"engine {d.name}: run work must be a whole number of tokens, got {w.toWire}" loc
@@ -563,25 +588,66 @@ def execRun (serial : Nat) (sref : Ref) (mode : RunMode) (workE : Expr) (growing
       if (holdOf (← session serial) g).isNone then
         specError s!"a run growing pool {← poolName g} outside a hold of it" loc
   if q == 0 then
-    modifyRec fun r => { r with finished := r.finished.push (.arr [.str d.name, .nat serial]) }
+    modifyRec fun r => { r with finished := r.finished.push (.arr [.str d.name, th.toJson]) }
     if mode == .prefill then firstToken serial
-    pushReady serial
+    pushReady th
     return true
-  let s ← session serial
-  let job : Job := { serial, stage := stg, mode := modeStr, left, growing,
-                     admission := match s.admSeq with
-                       | some a => (a : Int)
-                       | none => -1 }
+  let s ← thread th
+  let admission : Int := match s.admSeq with
+    | some a => (a : Int)
+    | none => -1
+  let job : Job := { serial, stage := stg, mode := modeStr, left, growing, admission, branch := s.branch }
   setSession { s with job := some job, status := .stage stg }
   if isStep then addResident stg job else startJob job
-  syncJob stg serial
+  syncJob stg th
   return false
 
-/-- sessions.py `exec_stmt`; `true` = the session yields. -/
-def execStmt (serial : Nat) (st : Located) (ref : Nat × Nat) (stream : DrawStream) : M Bool := do
+/-! ## Branches: `fork` and `join` (docs/language.md §11.13) -/
+
+/-- sessions.py `exec_fork`: a new branch of the session, at the back of the ready queue; the
+forking thread goes on at once. (Its attributes and draws are read and written on its session:
+SerqLang evaluates a branch's expressions with its session's serial.) -/
+def execFork (th : Tid) (body : Nat) (stream : DrawStream) (loc : Option Loc) : M Unit := do
+  let s ← thread th
+  if !s.holds.isEmpty then
+    specError "a `fork` while the session holds a pool is not supported yet (docs/language.md §11.13)" loc
+  let root ← session th.owner
+  let k := root.forks + 1
+  setSession { root with forks := k }
+  let b : Session := { serial := th.owner, attrs := [], status := .ready, branch := some k, parent := some th,
+                       frames := [{ block := body, pc := 0, kind := "plain", stmt := none, stream }] }
+  modifyThread th fun s => { s with liveBranches := s.liveBranches + 1 }
+  modifyCfg fun c => { c with branches := c.branches ++ [b] }
+  pushReady (.branch th.owner k)
+
+/-- sessions.py `exec_join`: wait while a branch this thread forked is running. -/
+def execJoin (th : Tid) : M Unit := do
+  let s ← thread th
+  if s.liveBranches > 0 then setSession { s with status := .joining }
+
+/-- sessions.py `branch_done`: a branch's block has ended; it leaves, and a joining parent whose
+last branch it was becomes ready (at the back of the ready queue). -/
+def branchDone (b : Session) : M Unit := do
+  if b.liveBranches > 0 then unjoined b
+  modifyCfg fun c => { c with branches := c.branches.filter (·.tid != b.tid) }
+  let some p := b.parent | internalError s!"internal: branch {b.tid.text} has no parent"
+  let parent ← thread p
+  let parent := { parent with liveBranches := parent.liveBranches - 1 }
+  if parent.liveBranches == 0 && parent.status == .joining then
+    setSession { parent with status := .ready }
+    pushReady p
+  else setSession parent
+
+/-- sessions.py `exec_stmt`; `true` = the thread yields. `th` is the thread (a session or a
+branch); attributes, draws and observations are its session's (`serial`). -/
+def execStmt (th : Tid) (st : Located) (ref : Nat × Nat) (stream : DrawStream) : M Bool := do
   let prog ← getProg
+  let serial := th.owner
   let loc := some st.loc
   let env : EnvM := { session := some serial, stream, loc }
+  let me ← thread th
+  if (me.branch.isSome || me.liveBranches != 0) && !branchMay st.stmt then
+    specError s!"`{st.stmt.op}` in a branch, or before the `join;` of a fork: the linker refuses this (docs/language.md §11.13)" loc
   match st.stmt with
   | .set slot e => setAttr serial slot (← evaluate env e)
   | .observe name e =>
@@ -589,18 +655,18 @@ def execStmt (serial : Nat) (st : Located) (ref : Nat × Nat) (stream : DrawStre
     recordObservation ((prog.ir.observes[name]?).getD s!"observe{name}") (some (← session serial)) v
   | .branch c t el =>
     if (← truthAt (← evaluate env c) "a branch guard" loc) then
-      pushFrame serial { block := t, pc := 0, kind := "plain", stmt := none, stream }
+      pushFrame th { block := t, pc := 0, kind := "plain", stmt := none, stream }
     else if let some e := el then
-      pushFrame serial { block := e, pc := 0, kind := "plain", stmt := none, stream }
+      pushFrame th { block := e, pc := 0, kind := "plain", stmt := none, stream }
   | .while_ c body =>
     if (← truthAt (← evaluate env c) "a while guard" loc) then
-      pushFrame serial { block := body, pc := 0, kind := "while", stmt := some ref, stream }
-  | .loop body => pushFrame serial { block := body, pc := 0, kind := "loop", stmt := some ref, stream }
+      pushFrame th { block := body, pc := 0, kind := "while", stmt := some ref, stream }
+  | .loop body => pushFrame th { block := body, pc := 0, kind := "loop", stmt := some ref, stream }
   | .choose slot count keys => execChoose serial slot count keys env loc
   | .turn => execTurn serial
   | .end_ => endSession serial
   | .hold h => execHold serial h ref stream loc
-  | .run r mode w g => return (← execRun serial r mode w g env loc)
+  | .run r mode w g => return (← execRun th r mode w g env loc)
   | .grow r u =>
     let p ← resolveRef env r.base r.count r.index
     let d ← unitsInt (← evaluate env u) "grow amount" loc "negative growth {}"
@@ -634,10 +700,13 @@ def execStmt (serial : Nat) (st : Located) (ref : Nat × Nat) (stream : DrawStre
   | .release r =>
     let p ← resolveRef env r.base r.count r.index
     releasePoolEarly serial p loc
+  | .fork body => execFork th body stream loc
+  | .join => execJoin th
   return false
 
 /-- sessions.py `end_frame`. -/
-def endFrame (serial : Nat) (f : Frame) : M Unit := do
+def endFrame (th : Tid) (f : Frame) : M Unit := do
+  let serial := th.owner
   if f.kind == "while" then
     let some sref := f.stmt | specError "internal: a while frame without its statement"
     let st ← stmtAt sref
@@ -645,12 +714,12 @@ def endFrame (serial : Nat) (f : Frame) : M Unit := do
     | .while_ c _ =>
       let v ← evalInSession serial c f.stream (some st.loc)
       if (← truthAt v "a while guard" (some st.loc)) then
-        modifySession serial fun s => { s with frames := s.frames.dropLast ++ [{ f with pc := 0 }] }
+        modifyThread th fun s => { s with frames := s.frames.dropLast ++ [{ f with pc := 0 }] }
         return
-      popFrame serial
+      popFrame th
     | _ => specError "internal: a while frame whose statement is no while"
   else if f.kind == "loop" then
-    modifySession serial fun s => { s with frames := s.frames.dropLast ++ [{ f with pc := 0 }] }
+    modifyThread th fun s => { s with frames := s.frames.dropLast ++ [{ f with pc := 0 }] }
   else if f.kind == "hold" then
     let some hold := (← session serial).holds.getLast?
       | specError s!"internal: a hold frame of session {serial} without a hold"
@@ -662,30 +731,30 @@ def endFrame (serial : Nat) (f : Frame) : M Unit := do
   else if f.kind == "server" then
     popFrame serial
     serverDone serial
-  else popFrame serial
+  else popFrame th
 
-/-- sessions.py `run_session`: execute statements in zero time until the session blocks,
-yields or ends. -/
-def runSession (serial : Nat) : M Unit := do
+/-- sessions.py `run_session`: execute statements in zero time until the thread (a session or a
+branch) blocks, yields or ends. -/
+def runSession (th : Tid) : M Unit := do
   let prog ← getProg
   let mut count := 0
   repeat
-    let s ← session serial
+    let s ← thread th
     if s.status != .ready then break
     match s.frames.getLast? with
     | none =>
-      endSession serial
+      if s.branch.isSome then branchDone s else endSession th.owner
       break
     | some f =>
       let block := prog.ir.blocks.getD f.block []
       match block[f.pc]? with
-      | none => endFrame serial f
+      | none => endFrame th f
       | some st =>
-        modifySession serial fun s => { s with frames := s.frames.dropLast ++ [{ f with pc := f.pc + 1 }] }
+        modifyThread th fun s => { s with frames := s.frames.dropLast ++ [{ f with pc := f.pc + 1 }] }
         count := count + 1
         if count > STATEMENT_LIMIT then
-          specError s!"session {serial} ran {STATEMENT_LIMIT} statements without blocking" (some st.loc)
-        if (← execStmt serial st (f.block, f.pc) f.stream) then break
+          specError s!"session {th.text} ran {STATEMENT_LIMIT} statements without blocking" (some st.loc)
+        if (← execStmt th st (f.block, f.pc) f.stream) then break
 
 /-! ## Settle -/
 
@@ -716,19 +785,19 @@ def retryGrowers (p : Nat) : M Unit := do
 non-engine pools; repeat until nothing is ready. -/
 def settle : M Unit := do
   let prog ← getProg
-  let mut readied : List (Nat × Nat) := []
+  let mut readied : List (Tid × Nat) := []
   repeat
     repeat
       let cfg ← getCfg
-      let some serial := cfg.ready.head? | break
+      let some th := cfg.ready.head? | break
       setCfg { cfg with ready := cfg.ready.drop 1 }
-      let s ← session serial
+      let s ← thread th
       if s.status == .ready then
-        let n := (List.lookup serial readied).getD 0 + 1
-        readied := (serial, n) :: readied.filter (·.1 != serial)
+        let n := (List.lookup th readied).getD 0 + 1
+        readied := (th, n) :: readied.filter (·.1 != th)
         if n > READY_LIMIT then
-          specError s!"session {serial} became ready {READY_LIMIT} times in one instant"
-        runSession serial
+          specError s!"session {th.text} became ready {READY_LIMIT} times in one instant"
+        runSession th
     for p in List.range prog.ir.pools.length do
       retryGrowers p
       if (← poolDecl p).admittedBy.isNone then

@@ -12,16 +12,44 @@ import SerqLang.Holds
 
 namespace SerqLang
 
-/-- Set or add `serial ↦ t` in an insertion-ordered association list (a Python dict). -/
-def dictSet (serial : Nat) (t : Rat) (d : List (Nat × Rat)) : List (Nat × Rat) :=
+/-- Set or add `serial ↦ t` in an insertion-ordered association list (a Python dict keyed by
+thread). -/
+def dictSet (serial : Tid) (t : Rat) (d : List (Tid × Rat)) : List (Tid × Rat) :=
   if d.any (·.1 == serial) then d.map (fun x => if x.1 == serial then (serial, t) else x)
   else d ++ [(serial, t)]
 
 /-- Remove a key from an insertion-ordered association list. -/
-def dictDel (serial : Nat) (d : List (Nat × Rat)) : List (Nat × Rat) := d.filter (·.1 != serial)
+def dictDel (serial : Tid) (d : List (Tid × Rat)) : List (Tid × Rat) := d.filter (·.1 != serial)
+
+/-- The jobs without the first one of thread `t`. -/
+def removeJobOf (t : Tid) (jobs : List Job) : List Job :=
+  jobs.eraseIdx ((jobs.findIdx? (·.tid == t)).getD jobs.length)
 
 /-- A job's work as a rational time (non-step stages). -/
 def jobTime (j : Job) : Rat := workLeft j
+
+/-! ## The online estimates (stages.py; docs/spec.md "Online estimates") -/
+
+/-- stages.py `EWMA_WEIGHT`. -/
+def ewmaWeight : Rat := 1 / 100
+
+/-- stages.py `ewma`: the first sample whole, then mean + (x − mean)/100. -/
+def ewma (mean : Option Rat) (x : Rat) : Rat :=
+  match mean with
+  | none => x
+  | some m => m + ewmaWeight * (x - m)
+
+/-- stages.py `estimate_start`: a job joins the stage: a gap sample (from the latest start, if
+any) and a service sample, its work. -/
+def estimateStart (e : Estimates) (now : Rat) (job : Job) : Estimates :=
+  let gap := match e.last with
+    | some l => some (ewma e.gap (now - l))
+    | none => e.gap
+  { e with gap, last := some now, service := some (ewma e.service (jobTime job)) }
+
+/-- stages.py `estimate_service`: a job enters service: a wait sample. -/
+def estimateService (e : Estimates) (joined now : Rat) : Estimates :=
+  { e with wait := some (ewma e.wait (now - joined)) }
 
 /-- stages.py `add_resident`: residents ordered by their owner's latest admission number. -/
 def addResident (e : Nat) (job : Job) : M Unit := do
@@ -32,13 +60,13 @@ def addResident (e : Nat) (job : Job) : M Unit := do
   let earlier := (rev.drop later.length).reverse
   setStage e { st with jobs := earlier ++ [job] ++ later.reverse }
 
-/-- Make the session's `job` equal to its copy on the stage (Python shares one `Job` object
+/-- Make the thread's `job` equal to its copy on the stage (Python shares one `Job` object
 between the stage and `Session.job`; SerqLang keeps two equal copies). -/
-def syncJob (e serial : Nat) : M Unit := do
+def syncJob (e : Nat) (t : Tid) : M Unit := do
   let st ← stage e
-  match st.jobs.find? (·.serial == serial), st.waiting.find? (·.serial == serial) with
-  | some j, _ => modifySession serial fun s => { s with job := some j }
-  | none, some j => modifySession serial fun s => { s with job := some j }
+  match st.jobs.find? (·.tid == t), st.waiting.find? (·.tid == t) with
+  | some j, _ => modifyThread t fun s => { s with job := some j }
+  | none, some j => modifyThread t fun s => { s with job := some j }
   | none, none => pure ()
 
 /-- stages.py `begin_fifo_service`. -/
@@ -46,8 +74,10 @@ def beginFifoService (s : Nat) (job : Job) : M Unit := do
   let now := (← getCfg).now
   let fin := now + jobTime job
   let st ← stage s
-  setStage s { st with jobs := st.jobs ++ [job], finish := dictSet job.serial fin st.finish }
-  let (cfg, _) ← liftRes (scheduleEvent (← getCfg) fin "finish" (.stageSerial s job.serial))
+  let est := st.est.map fun e =>
+    estimateService { e with joined := dictDel job.tid e.joined } ((List.lookup job.tid e.joined).getD now) now
+  setStage s { st with jobs := st.jobs ++ [job], finish := dictSet job.tid fin st.finish, est }
+  let (cfg, _) ← liftRes (scheduleEvent (← getCfg) fin "finish" (.stageSerial s job.tid))
   setCfg cfg
 
 /-- stages.py `start_job`: a job with positive work joins its stage. -/
@@ -56,30 +86,35 @@ def startJob (job : Job) : M Unit := do
   let st ← stage s
   let d ← stageDecl s
   let job := { job with startOrder := st.nextStart }
-  let st := { st with nextStart := st.nextStart + 1 }
-  setStage s st
   let now := (← getCfg).now
+  let st := { st with nextStart := st.nextStart + 1, est := st.est.map (estimateStart · now job) }
+  setStage s st
   match d.kind with
   | .delay =>
+    let st := { st with est := st.est.map (estimateService · now now) }
     let fin := now + jobTime job
-    setStage s { st with jobs := st.jobs ++ [job], finish := dictSet job.serial fin st.finish }
-    let (cfg, _) ← liftRes (scheduleEvent (← getCfg) fin "finish" (.stageSerial s job.serial))
+    setStage s { st with jobs := st.jobs ++ [job], finish := dictSet job.tid fin st.finish }
+    let (cfg, _) ← liftRes (scheduleEvent (← getCfg) fin "finish" (.stageSerial s job.tid))
     setCfg cfg
   | .fifo servers =>
+    let st := { st with est := st.est.map fun e => { e with joined := dictSet job.tid now e.joined } }
+    setStage s st
     if st.jobs.length < servers then beginFifoService s job
     else setStage s { st with waiting := st.waiting ++ [job] }
   | .ps _ =>
+    setStage s { st with est := st.est.map (estimateService · now now) }
     advanceVirtualClock s
     let st ← stage s
-    setStage s { st with jobs := st.jobs ++ [job], tags := dictSet job.serial (st.v + jobTime job) st.tags,
+    setStage s { st with jobs := st.jobs ++ [job], tags := dictSet job.tid (st.v + jobTime job) st.tags,
                          dirty := true }
   | .step _ => specError s!"start_job on a {st.kind} stage"
 
-/-- stages.py `finish_job`: the job leaves its stage and its session becomes ready. -/
-def finishJob (s serial : Nat) : M Unit := do
+/-- stages.py `finish_job`: the job leaves its stage and its thread (a session or a branch,
+docs/language.md §11.13) becomes ready. -/
+def finishJob (s : Nat) (serial : Tid) : M Unit := do
   let st ← stage s
   let name ← stageName s
-  if (st.jobs.find? (·.serial == serial)).isNone then
+  if (st.jobs.find? (·.tid == serial)).isNone then
     specError s!"finish of a job that is not on stage {name}"
   if st.kind == "ps" then
     -- v is advanced to now before the job leaves (defect 1): the departure was scheduled for the
@@ -90,11 +125,9 @@ def finishJob (s serial : Nat) : M Unit := do
     let v := if !st.jobs.isEmpty && decide (now > st.tLast) then tag else st.v
     let v := if v < tag then tag else v
     setStage s { st with tags := dictDel serial st.tags, tLast := now,
-                         jobs := st.jobs.eraseIdx ((st.jobs.findIdx? (·.serial == serial)).getD st.jobs.length),
-                         v, dirty := true }
+                         jobs := removeJobOf serial st.jobs, v, dirty := true }
   else
-    let st := { st with jobs := st.jobs.eraseIdx ((st.jobs.findIdx? (·.serial == serial)).getD st.jobs.length),
-                        finish := dictDel serial st.finish }
+    let st := { st with jobs := removeJobOf serial st.jobs, finish := dictDel serial st.finish }
     setStage s st
     if st.kind == "fifo" then
       match st.waiting with
@@ -102,17 +135,16 @@ def finishJob (s serial : Nat) : M Unit := do
       | w :: rest =>
         setStage s { st with waiting := rest }
         beginFifoService s w
-  let sess ← session serial
-  modifyRec fun r => { r with finished := r.finished.push (.arr [.str name, .nat serial]) }
+  let sess ← thread serial
+  modifyRec fun r => { r with finished := r.finished.push (.arr [.str name, serial.toJson]) }
   if sess.status == .stage s then
     setSession { sess with job := none, status := .ready }
     modifyCfg fun c => { c with ready := c.ready ++ [serial] }
   else
     setSession { sess with job := none }
 
-/-- Remove the first job of `serial` (Python's `list.remove`). -/
-def removeJob (serial : Nat) (jobs : List Job) : List Job :=
-  jobs.eraseIdx ((jobs.findIdx? (·.serial == serial)).getD jobs.length)
+/-- Remove the first job of thread `serial` (Python's `list.remove`). -/
+def removeJob (serial : Tid) (jobs : List Job) : List Job := removeJobOf serial jobs
 
 /-- stages.py `withdraw_job`: a preempted holder leaves its fifo or ps stage (§11.7); its work is
 dropped. fifo: a waiting job leaves the queue; a job in service leaves it, its `finish` is
@@ -122,12 +154,14 @@ def withdrawJob (job : Job) : M Unit := do
   let s := job.stage
   let st ← stage s
   if st.kind == "fifo" then
-    if st.waiting.any (·.serial == job.serial) then
-      setStage s { st with waiting := removeJob job.serial st.waiting }
+    if st.waiting.any (·.tid == job.tid) then
+      -- it never entered service: no wait sample
+      setStage s { st with waiting := removeJob job.tid st.waiting,
+                           est := st.est.map fun e => { e with joined := dictDel job.tid e.joined } }
     else
-      let st := { st with jobs := removeJob job.serial st.jobs, finish := dictDel job.serial st.finish }
+      let st := { st with jobs := removeJob job.tid st.jobs, finish := dictDel job.tid st.finish }
       setStage s st
-      modifyCfg fun c => withdrawEvent c "finish" (.stageSerial s job.serial)
+      modifyCfg fun c => withdrawEvent c "finish" (.stageSerial s job.tid)
       match st.waiting with
       | [] => pure ()
       | w :: rest =>
@@ -136,7 +170,7 @@ def withdrawJob (job : Job) : M Unit := do
   else if st.kind == "ps" then
     advanceVirtualClock s
     let st ← stage s
-    setStage s { st with jobs := removeJob job.serial st.jobs, tags := dictDel job.serial st.tags,
+    setStage s { st with jobs := removeJob job.tid st.jobs, tags := dictDel job.tid st.tags,
                          dirty := true }
   else specError s!"withdraw_job on a {st.kind} stage"
 
@@ -153,7 +187,7 @@ def reschedulePs (s : Nat) : M Unit := do
   -- the least (tag, start order)
   let mut best : Option (Job × Rat) := none
   for j in st.jobs do
-    let tag := (List.lookup j.serial st.tags).getD st.v
+    let tag := (List.lookup j.tid st.tags).getD st.v
     match best with
     | none => best := some (j, tag)
     | some (b, bt) =>
@@ -163,7 +197,7 @@ def reschedulePs (s : Nat) : M Unit := do
   let delta := tag - st.v
   let delta := if delta < 0 then 0 else delta
   let now := (← getCfg).now
-  let (cfg, _) ← liftRes (scheduleEvent (← getCfg) (now + delta / rate) "finish" (.stageSerial s nxt.serial))
+  let (cfg, _) ← liftRes (scheduleEvent (← getCfg) (now + delta / rate) "finish" (.stageSerial s nxt.tid))
   setCfg cfg
 
 end SerqLang

@@ -144,11 +144,26 @@ def session (serial : Nat) : M Session := do
   | some s => return s
   | none => internalError s!"internal: no session {serial}"
 
+/-- config.py `thread`: the session or branch named `t` (docs/language.md §11.13). -/
+def thread (t : Tid) : M Session := do
+  match t with
+  | .session n => session n
+  | .branch _ _ =>
+    match (← getCfg).branches.find? (·.tid == t) with
+    | some b => return b
+    | none => internalError s!"internal: no branch {t.text}"
+
+/-- Store a session, or a branch (by its name), back into the configuration. -/
 def setSession (s : Session) : M Unit :=
-  modifyCfg fun c => { c with sessions := c.sessions.set s.serial s }
+  match s.branch with
+  | none => modifyCfg fun c => { c with sessions := c.sessions.set s.serial s }
+  | some _ => modifyCfg fun c => { c with branches := c.branches.map fun b => if b.tid == s.tid then s else b }
 
 def modifySession (serial : Nat) (f : Session → Session) : M Unit := do
   setSession (f (← session serial))
+
+def modifyThread (t : Tid) (f : Session → Session) : M Unit := do
+  setSession (f (← thread t))
 
 def pool (p : Nat) : M PoolState := do
   match (← getCfg).pools[p]? with

@@ -148,7 +148,7 @@ def eventJson (prog : Program) (ev : Option Event) : CJ :=
   | some e =>
     let name (i : Nat) : String := ((prog.ir.stages[i]?).map (·.name)).getD (toString i)
     let arg : CJ := match e.arg with
-      | .stageSerial s n => .arr [.str (name s), .nat n]
+      | .stageSerial s n => .arr [.str (name s), n.toJson]
       | .stage s => .str (name s)
       | .serial n => .nat n
       | .poolSerial p n => .arr [.str (((prog.ir.pools[p]?).map (·.name)).getD (toString p)), .nat n]
@@ -166,6 +166,7 @@ def statusJson (prog : Program) (s : Session) : String :=
   | .growing p => s!"growing:{pname p}"
   | .stage i => s!"stage:{sname i}"
   | .ending i => s!"ending:{sname i}"   -- docs/async.md §5
+  | .joining => "joining"               -- docs/language.md §11.13
 
 /-- Entries in `lru` order: by `(last, rel)`. -/
 def sortEntries (es : List Entry) : List Entry :=
@@ -243,6 +244,10 @@ def stageJson (i : Nat) : M CJ := do
   let cfg ← getCfg
   let d ← stageDecl i
   let st ← stage i
+  -- the online estimates, only on a stage whose estimates are read (trace.py `stage_json`)
+  let estKey : List (String × CJ) := match st.est with
+    | none => []
+    | some e => [("est", .arr [CJ.opt ratJ e.last, CJ.opt ratJ e.gap, CJ.opt ratJ e.service, CJ.opt ratJ e.wait])]
   let base : List (String × CJ) := [("name", .str d.name), ("kind", .str st.kind)]
   match d.kind with
   | .step sd =>
@@ -270,18 +275,18 @@ def stageJson (i : Nat) : M CJ := do
                           ("registers", .arr (st.registers.map CJ.val))] ++ lagKeys)
   | .fifo _ =>
     return .obj (base ++ [
-      ("waiting", .arr (st.waiting.map fun j => CJ.arr [.nat j.serial, j.left.toJson])),
+      ("waiting", .arr (st.waiting.map fun j => CJ.arr [j.tid.toJson, j.left.toJson])),
       ("active", .arr (st.jobs.map fun j =>
-        CJ.arr [.nat j.serial, ratJ ((List.lookup j.serial st.finish).getD 0)]))])
+        CJ.arr [j.tid.toJson, ratJ ((List.lookup j.tid st.finish).getD 0)]))] ++ estKey)
   | .delay =>
     return .obj (base ++ [("active", .arr (st.jobs.map fun j =>
-        CJ.arr [.nat j.serial, ratJ ((List.lookup j.serial st.finish).getD 0)]))])
+        CJ.arr [j.tid.toJson, ratJ ((List.lookup j.tid st.finish).getD 0)]))] ++ estKey)
   | .ps _ =>
     let mut v := st.v
     if !st.jobs.isEmpty && decide (cfg.now > st.tLast) then
       v := v + (← psLineRate i) * (cfg.now - st.tLast)
     return .obj (base ++ [("active", .arr (st.jobs.map fun j =>
-        CJ.arr [.nat j.serial, ratJ ((List.lookup j.serial st.tags).getD v - v)]))])
+        CJ.arr [j.tid.toJson, ratJ ((List.lookup j.tid st.tags).getD v - v)]))] ++ estKey)
 
 /-- trace.py `records_json` (`rejected` present only when non-empty, docs/state.md RECORDS). -/
 def recordsJson (r : Records) : CJ :=
@@ -302,6 +307,9 @@ def stateLine (prog : Program) (w : Workload) (cfg : Config) (recs : Records) (e
   return .obj ([("step", .nat k), ("event", eventJson prog ev), ("now", ratJ cfg.now),
                ("pools", .arr pools), ("stages", .arr stages),
                ("sessions", .arr (cfg.sessions.map fun s => CJ.arr [.nat s.serial, .str (statusJson prog s)])),
-               ("records", recordsJson recs)] ++ claims)
+               ("records", recordsJson recs)] ++ claims
+               -- the live branches (docs/language.md §11.13), only while there are some
+               ++ (if cfg.branches.isEmpty then []
+                   else [("branches", .arr (cfg.branches.map fun b => CJ.arr [b.tid.toJson, .str (statusJson prog b)]))]))
 
 end SerqLang

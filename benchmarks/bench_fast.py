@@ -7,12 +7,40 @@ workloads in dialect P (benchmarks/peer/, docs/language.md §15) run under it th
 benchmarks/peer/pyserq_peer.py and the ratios are printed.
 
     PYTHONPATH=python python3 benchmarks/bench_fast.py [--horizon 20000] [--seed 1]
+
+Then, for the seed and M/M/1 (issue 15 item 7; `--no-rss`, `--no-phases` leave them out):
+
+Peak RSS per 10^6 requests, measured, not extrapolated from one run: each workload runs in a
+fresh child process (this script with `--rss-child`, records off, as `serq run` without
+`--records`) at two horizons (`--rss-horizons`, `--mm1-rss-horizons`). The child's own peak
+resident set is its `VmHWM` (/proc/self/status, read by the child after its run); where /proc
+is absent, `ru_maxrss` of the child's rusage (`os.wait4`). Not `getrusage(RUSAGE_CHILDREN)` nor the
+child's `ru_maxrss` on Linux: both carry the parent's peak across fork and exec (measured: all
+four points read 81.6 MiB, this process's own size after its timed runs). The line through the
+two points gives the slope (MiB per 10^6 requests) and the base (the intercept at 0 requests:
+interpreter, imports, compiled program). Both points are printed, so a slope near 0 (statistics
+exact up to 65 536 samples, then streaming; bounded caches) can be told from a growth.
+
+CPU per request by phase: a separate run under cProfile (`--profile-horizon`,
+`--mm1-profile-horizon`), never the timed run. Each function's own time (tottime) goes to the
+phase of PHASE_OF_MODULE / PHASE_OF_FUNCTION below; a built-in's (heap push, len, ...) goes to
+its callers' phases in proportion to the time it spent for each. The profile slows everything
+by a factor (≈ 2-3), so only the phases' shares are read from it: each phase's µs per request is
+its share × the timed run's CPU per request. Phases: formation (forming an engine iteration:
+schedule, admission, budget, cost, growth, preemption, eviction), advance (the decode
+fast-forward, fastforward.py + advance.py), sessions (the interpreter, the generated blocks,
+expressions and draws, the hold statement, scope end and release), rest (the event loop, settle,
+sampling and gauges, stages, statistics).
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
+import json
 import os
+import pstats
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -45,7 +73,131 @@ def fast_mm1(horizon: float, seed: int) -> dict:
     t = time.process_time()
     sim = Sim(ir, seed=seed, horizon=horizon, warmup=horizon / 10).run()
     cpu = time.process_time() - t
-    return {"cpu": cpu, "events": sim.events}
+    return {"cpu": cpu, "events": sim.events, "requests": sim.client["response"].n}
+
+
+# The phase of each module's functions (path relative to python/; "<serq block" = the generated
+# session blocks of specialise.py), and the functions of a module that belong elsewhere.
+PHASE_OF_MODULE = {
+    "serq_fast/engine.py": "formation",
+    "serq_fast/growth.py": "formation",
+    "serq_fast/lag.py": "formation",
+    "serq_fast/claims.py": "formation",
+    "serq_fast/content.py": "formation",
+    "serq_fast/pools.py": "formation",
+    "serq_fast/fastforward.py": "advance",
+    "serq_fast/advance.py": "advance",
+    "serq_fast/sessions.py": "sessions",
+    "serq_fast/specialise.py": "sessions",
+    "<serq block": "sessions",
+    "serq_fast/expr.py": "sessions",
+    "serq_fast/sources.py": "sessions",
+    "serq/draws.py": "sessions",
+    "serq_fast/step.py": "rest",
+    "serq_fast/stages.py": "rest",
+    "serq_fast/stats.py": "rest",
+    "serq_fast/trace.py": "rest",
+    "serq_fast/invariants.py": "rest",
+}
+PHASE_OF_FUNCTION = {
+    # the hold statement and the end of its scope are statements a session runs
+    ("serq_fast/pools.py", "execute"): "sessions",
+    ("serq_fast/pools.py", "__init__"): "sessions",
+    ("serq_fast/pools.py", "scope_end"): "sessions",
+    ("serq_fast/pools.py", "release_hold"): "sessions",
+    ("serq_fast/pools.py", "release_part"): "sessions",
+    ("serq_fast/pools.py", "release_early"): "sessions",
+    ("serq_fast/pools.py", "_cache_amount"): "sessions",
+    ("serq_fast/pools.py", "sample"): "rest",
+    ("serq_fast/pools.py", "reset_averages"): "rest",
+    ("serq_fast/engine.py", "sample"): "rest",
+    # settle is the event loop's; the session it runs is `exec_session`'s
+    ("serq_fast/sessions.py", "settle"): "rest",
+    ("serq_fast/stages.py", "__init__"): "rest",
+}
+PHASES = ("formation", "advance", "sessions", "rest")
+
+
+def _phase(func: tuple) -> str | None:
+    """The phase of a pstats function key (file, line, name); None for a built-in."""
+    path, _, name = func
+    if path == "~":
+        return None
+    path = path.replace(os.sep, "/")
+    for mod, phase in PHASE_OF_MODULE.items():
+        if path.endswith(mod) or (mod.startswith("<") and path.startswith(mod)):
+            return PHASE_OF_FUNCTION.get((mod, name), phase)
+    return "rest"
+
+
+def phase_shares(prof: cProfile.Profile) -> dict:
+    """Each phase's share of the profiled run's own time (built-ins split among their callers)."""
+    stats = pstats.Stats(prof).stats  # type: ignore[attr-defined]
+    own = dict.fromkeys(PHASES, 0.0)
+    for func, (_, _, tt, _, callers) in stats.items():
+        phase = _phase(func)
+        if phase is not None:
+            own[phase] += tt
+            continue
+        split = [(_phase(c), v[2]) for c, v in callers.items()]
+        total = sum(t for _, t in split)
+        for ph, t in split:
+            own[ph or "rest"] += tt * (t / total) if total > 0 else 0.0
+        if not split:
+            own["rest"] += tt
+    whole = sum(own.values()) or 1.0
+    return {ph: own[ph] / whole for ph in PHASES}
+
+
+def profiled_phases(path: str, sets: dict, horizon: float, seed: int) -> dict:
+    ir = load_program(str(ROOT / path), sets)
+    prof = cProfile.Profile()
+    prof.enable()
+    Sim(ir, seed=seed, horizon=horizon, warmup=horizon / 10).run()
+    prof.disable()
+    return phase_shares(prof)
+
+
+def rss_child(path: str, horizon: float, seed: int) -> None:
+    """The child of a peak-RSS point: one run, records off; prints its request count."""
+    ir = load_program(str(ROOT / path), {})
+    sim = Sim(ir, seed=seed, horizon=horizon, warmup=horizon / 10).run()
+    hwm = None
+    try:
+        with open("/proc/self/status") as f:
+            hwm = next((int(line.split()[1]) for line in f if line.startswith("VmHWM:")), None)  # KiB
+    except OSError:
+        pass
+    print(json.dumps({"requests": sim.client["response"].n, "hwm_kib": hwm}))
+
+
+def rss_point(path: str, horizon: float, seed: int) -> tuple[int, float]:
+    """(requests, peak RSS in MiB) of one run in a fresh child process."""
+    child = subprocess.Popen([sys.executable, __file__, "--rss-child", path, str(horizon), str(seed)],
+                             stdout=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(ROOT / "python")})
+    out = child.stdout.read()  # type: ignore[union-attr]
+    _, status, usage = os.wait4(child.pid, 0)
+    child.returncode = os.waitstatus_to_exitcode(status)
+    if child.returncode != 0:
+        raise RuntimeError(f"the RSS child for {path} at horizon {horizon:g} failed")
+    got = json.loads(out)
+    kib = got["hwm_kib"] if got["hwm_kib"] is not None else usage.ru_maxrss  # both KiB on Linux
+    return got["requests"], kib / 1024.0
+
+
+def print_rss(label: str, path: str, horizons: list, seed: int) -> None:
+    (n1, r1), (n2, r2) = (rss_point(path, h, seed) for h in horizons)
+    slope = (r2 - r1) / (n2 - n1) * 1e6 if n2 != n1 else float("nan")
+    base = r1 - slope * n1 / 1e6
+    print(f"{label:<34} peak RSS {r1:.1f} MiB at {n1} requests (horizon {horizons[0]:g}), "
+          f"{r2:.1f} MiB at {n2} (horizon {horizons[1]:g}): {slope:+.1f} MiB per 10^6 requests, base {base:.1f} MiB")
+
+
+def print_phases(label: str, path: str, horizon: float, seed: int, us_per_request: float) -> None:
+    shares = profiled_phases(path, {}, horizon, seed)
+    parts = ", ".join(f"{ph} {shares[ph] * us_per_request:.1f}" for ph in PHASES)
+    print(f"{label:<34} µs of CPU per request by phase (profiled run, horizon {horizon:g}, shares × the "
+          f"timed {us_per_request:.1f} µs): {parts}")
 
 
 def pyserq_vllm(sets: dict, horizon: float, seed: int):
@@ -71,13 +223,25 @@ def main(argv=None) -> int:
     ap.add_argument("--mm1-horizon", type=float, default=200000.0)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--no-pyserq", action="store_true")
+    ap.add_argument("--no-rss", action="store_true", help="leave out the peak-RSS points")
+    ap.add_argument("--no-phases", action="store_true", help="leave out the profiled run by phase")
+    ap.add_argument("--rss-horizons", default="30000,60000", help="the seed's two RSS points, s (both beyond the 65 536 exact samples)")
+    ap.add_argument("--mm1-rss-horizons", default="100000,400000", help="M/M/1's two RSS points, s")
+    ap.add_argument("--profile-horizon", type=float, default=4000.0, help="the seed's profiled run, s")
+    ap.add_argument("--mm1-profile-horizon", type=float, default=40000.0, help="M/M/1's profiled run, s")
+    ap.add_argument("--rss-child", nargs=3, metavar=("PATH", "HORIZON", "SEED"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.rss_child:
+        rss_child(args.rss_child[0], float(args.rss_child[1]), int(args.rss_child[2]))
+        return 0
     if args.no_pyserq:
         sys.modules["pyserq"] = None  # type: ignore[assignment]
     print(f"serq_fast benchmark: horizon {args.horizon:g} s (warm-up 10 %), seed {args.seed}, "
           f"python {sys.version.split()[0]}, fast-forward {'off' if os.environ.get('SERQ_FAST_NO_FF') else 'on'}")
+    us_per_request = {}
     for label, sets in (("vllm.sq Lambda=0.3", {}), ("vllm.sq Lambda=0.3 blocks=2500", {"blocks": "2500"})):
         f = fast_vllm(sets, args.horizon, args.seed)
+        us_per_request[label] = 1e6 * f["cpu"] / max(1, f["requests"])
         rps = f["requests"] / f["cpu"]
         us_tok = 1e6 * f["cpu"] / max(1, f["tokens"])
         print(f"{label:<34} serq_fast: {f['requests']} requests in {f['cpu']:.2f} CPU s = "
@@ -105,6 +269,14 @@ def main(argv=None) -> int:
     if pm:
         peps = pm["events"] / pm["cpu"]
         print(f"{'':<34} pyserq 0.1.6: {peps:,.0f} events/CPU-s; ratio {eps / peps:.2f}")
+    vllm_path, mm1_path = "examples/multi-turn/vllm.sq", "examples/single-turn/mm1.sq"
+    if not args.no_phases:
+        print_phases("vllm.sq Lambda=0.3", vllm_path, args.profile_horizon, args.seed,
+                     us_per_request["vllm.sq Lambda=0.3"])
+        print_phases("mm1.sq", mm1_path, args.mm1_profile_horizon, args.seed, 1e6 * m["cpu"] / max(1, m["requests"]))
+    if not args.no_rss:
+        print_rss("vllm.sq Lambda=0.3", vllm_path, [float(h) for h in args.rss_horizons.split(",")], args.seed)
+        print_rss("mm1.sq", mm1_path, [float(h) for h in args.mm1_rss_horizons.split(",")], args.seed)
     return 0
 
 

@@ -93,7 +93,7 @@ fn main() {{
 
 @st.composite
 def vllm_programs(draw, content: bool = False, lag: bool = False, arrivals: bool = False,
-                  lease: bool = False, claims: bool = False) -> Case:
+                  lease: bool = False, claims: bool = False, replicas: bool = False) -> Case:
     """With `content` the KV pool is `share content` (docs/content.md): a prefix tree of one or two
     shared system prompts, sessions 0 and 1 on the first, the others on the second (its child), the
     rest of each prompt the session's own history. With `lag` the engine is `lag 1` (docs/async.md)
@@ -170,7 +170,39 @@ def vllm_programs(draw, content: bool = False, lag: bool = False, arrivals: bool
     text = text.replace("{lease}", lease_text).replace("{release_before}", before).replace("{release_after}", after)
     if claims:
         text = text[:text.rindex("}")] + draw(claim_decls()) + "}\n"
+    if replicas:
+        text = draw(replicated(text))
     return Case(text=text.replace("{arrival}", arrival), sessions=sessions, seed=seed)
+
+
+ROUTERS = {
+    "round robin": "set x = serial - {r} * floor(serial / {r});",
+    "least loaded": "choose x in {r} by (holders(reqs[x]) + queued(reqs[x]));",
+    "prefix aware": "choose x in {r} by (cachedin(kv[x]) > 0 ? 0 : 1, holders(reqs[x]) + queued(reqs[x]));",
+    "random": "set x = floor(~uniform(0, {r}));",
+}
+
+
+@st.composite
+def replicated(draw, text: str) -> str:
+    """`text` (a `vllm_programs` program without claims) with its device, engine and pools made
+    arrays of 2 or 3 (docs/language.md §6.1) and a router before each call; with a lease, the
+    release before a call frees the replica of the call before."""
+    r = draw(st.sampled_from([2, 3]))
+    router = ROUTERS[draw(st.sampled_from(sorted(ROUTERS)))].format(r=r)
+    start, end = text.index("  engine eng on acc {"), text.index("  pool reqs on eng")
+    body = text[start:end]
+    for old, new in (("engine eng on acc", f"engine eng[{r}] on acc[j]"), ("cachedin(kv)", "cachedin(kv[j])"),
+                     ("blocksize(kv)", "blocksize(kv[j])"), ("growing kv", "growing kv[j]"),
+                     ("taking reqs (1), kv (", "taking reqs[j] (1), kv[j] ("), ("budget_left(eng)", "budget_left(eng[j])"),
+                     ("lease kv (", "lease kv[j] (")):
+        body = body.replace(old, new)
+    text = text[:start] + body + text[end:]
+    for old, new in (("device acc {", f"device acc[{r}] {{"), ("pool kv on acc {", f"pool kv[{r}] on acc[j] {{"),
+                     ("pool reqs on eng {", f"pool reqs[{r}] on eng[j] {{"), ("release kv;", "release kv[x];"),
+                     ("    eng (prompt, o);", f"    {router}\n    eng[x] (prompt, o);")):
+        text = text.replace(old, new)
+    return text
 
 
 # what an iteration claim or its `given` may read (the `execute` values, observables, `now`)
@@ -331,3 +363,136 @@ def scope_programs(draw) -> Case:
         runa=_engine_run("a", draw(st.sampled_from(["1 + serial", "5", "0", str(maxtok)])), draw(st.booleans())),
         runb=_engine_run("b", draw(st.sampled_from(["2", "3 + serial", str(maxtok)])), draw(st.booleans())))
     return Case(text=text, sessions=sessions, seed=draw(st.integers(0, 2 ** 16)))
+
+
+ESTIMATES = """\
+fn main() {{
+  stage gate : delay;
+  stage rep[2] : {kind};
+  pool mem {{ cap 4; block 1; evict by ({evict}); }}
+  gauge g_load = est_rho(rep[0]);
+  gauge g_price = price(rep[1], 1, 1);
+  workload {{
+    arrive {arrival};
+    session {{ run gate ({gap} * serial); turn; turn; turn; }}
+  }}
+  server {{
+    choose k in 2 by ({key});
+    hold mem ({units}) {{
+      set c = cached;
+      run rep[k] ({work} + (c > 0 ? 0 : 1/2));
+    }} cache (2);
+    observe lam = est_lambda(rep[k]);
+    observe rho = est_rho(rep[k]);
+    observe w = est_wait(rep[k]);
+    observe p = price(rep[k], {hit}, {ds});
+    branch (est_rho(rep[0]) > {thr}) {{ run gate (1/4); }}
+  }}
+}}
+"""
+
+
+@st.composite
+def estimator_programs(draw) -> Case:
+    """The online estimators (docs/language.md §4.4) read where a scheduler reads them: a choose
+    key, an eviction key, a hold header, gauges, observations and a branch; a separate strategy,
+    so the draws of the others stay as they were."""
+    sessions = draw(st.integers(1, 6))
+    hit, ds = draw(st.sampled_from([("1", "2"), ("c", "1"), ("0", "3/2")]))
+    text = ESTIMATES.format(
+        # no estimate feeds a time (a run's work, a ps capacity): in the exact engine that feedback
+        # makes the times' digits grow exponentially with the steps (docs/spec.md "Online estimates")
+        kind=draw(st.sampled_from(["fifo", "fifo(2)", "ps(1)", "ps(2)", "delay"])),
+        evict=draw(st.sampled_from(["price(rep[0], 1, size)", "-price(rep[1], size, 1)", "age",
+                                    "price(rep[0], 0, size) - age"])),
+        arrival=draw(arrival_processes(sessions) | st.just(f"batch({sessions})")),
+        gap=draw(st.sampled_from(["0", "1/3", "1"])),
+        key=draw(st.sampled_from(["est_wait(rep[k])", "price(rep[k], 1, 1), k", "est_lambda(rep[k]), -k",
+                                  "queue(rep[k])"])),
+        units=draw(st.sampled_from(["1", "2", "est_rho(rep[0]) > 0.6 ? 2 : 1"])),
+        work=draw(st.sampled_from(["~exp(1)", "1", "~uniform(0, 2)", "0"])),
+        hit=hit, ds=ds, thr=draw(st.sampled_from(["0.37", "0.81"])))
+    return Case(text=text, sessions=sessions, seed=draw(st.integers(0, 2 ** 16)))
+
+
+FORK = """\
+fn main() {{
+  device acc {{ kv cap 200 * 16; }}
+  pool kv on acc {{ block 16; evict lru; preempt lifo; }}
+  engine eng on acc {{
+    reqs cap {slots};
+    tokens cap {budget};
+    request (prompt, output) {{
+      at admission {{ known = max(prompt, computed + 1); }}
+      prefill (known) growing kv;
+      decode (output - 1 - (known - prompt)) growing kv;
+    }}
+    schedule {{
+      advance running;
+      admit waiting while (running.preempted == 0) taking reqs (1), kv (min(known, budget_left(eng))) reserve (known);
+    }}
+    execute ({cost});
+  }}
+  pool reqs on eng {{ queue fifo; }}
+  stage s : {kind};
+  stage p : ps({rate});
+  workload {{
+    arrive {arrival};
+    turn {{ set n = 1 + floor(~uniform(0, 40)); set o = 1 + floor(~uniform(0, 8)); }}
+    session {{ turn; {second} }}
+  }}
+  server {{
+{body}
+  }}
+}}
+"""
+
+# What a branch, or its parent before the join, runs (docs/language.md §11.13); `{w}` a work, `{i}`
+# a counter of its own
+FORK_STMTS = ["tool ({w});", "run s ({w});", "run p ({w});", "set v = v + {w};", "observe ov = v + now;",
+              "branch with (1/2) {{ run s ({w}); }} else {{ tool ({w}); }}",
+              "while (k{i} < 2) {{ tool ({w} + 1/4); set k{i} = k{i} + 1; }}"]
+FORK_WORKS = ["1", "1/2", "0", "~exp(1)", "~uniform(0, 2)", "serial + 1/3"]
+
+
+@st.composite
+def fork_blocks(draw, depth: int, counters: list) -> str:
+    """1-3 statements of a branch: the forms above and, above depth 0, a nested fork and join."""
+    out = []
+    for _ in range(draw(st.integers(1, 3))):
+        if depth > 0 and draw(st.integers(0, 3)) == 0:
+            inner = [draw(fork_blocks(depth - 1, counters)) for _ in range(draw(st.integers(1, 2)))]
+            out.append(" ".join(f"fork {{ {b} }}" for b in inner) + " join;")
+            continue
+        i = len(counters)
+        form = draw(st.sampled_from(FORK_STMTS))
+        if "{i}" in form:
+            counters.append(i)
+        out.append(form.format(w=draw(st.sampled_from(FORK_WORKS)), i=i))
+    return " ".join(out)
+
+
+@st.composite
+def fork_programs(draw) -> Case:
+    """An agent turn (docs/language.md §11.13): branches with tool calls, fifo and ps runs, draws,
+    shared attributes, loops and nested forks; the parent's own work before the join; then, or
+    not, one engine request (a sub-agent) after the join; one or two turns per session; batch,
+    open or closed arrivals."""
+    sessions = draw(st.integers(1, 5))
+    counters: list = []
+    forks = [draw(fork_blocks(2, counters)) for _ in range(draw(st.integers(1, 3)))]
+    parent = draw(st.sampled_from(["", "tool (1/2);", "run s (~exp(1));", "run p (1);", "set v = v * 2;"]))
+    lines = ["    set v = 0;"] + [f"    set k{i} = 0;" for i in counters]
+    lines += [f"    fork {{ {b} }}" for b in forks] + [f"    {parent}" if parent else "", "    join;",
+                                                         "    observe joined = now;"]
+    if draw(st.booleans()):
+        lines.append("    eng (n, o);")
+    lines.append("    observe done = now - v;")
+    text = FORK.format(slots=draw(st.integers(1, 4)), budget=draw(st.sampled_from([8, 32, 64])),
+                       cost=draw(st.sampled_from(["1", "1/2", "1/100 + batch.tokens / 1000"])),
+                       kind=draw(st.sampled_from(["fifo", "fifo(2)", "delay"])),
+                       rate=draw(st.sampled_from(["1", "2"])),
+                       arrival="{arrival}", second=draw(st.sampled_from(["", "tool (~exp(1)); turn;"])),
+                       body="\n".join(x for x in lines if x))
+    arrival = draw(st.one_of(st.just(f"batch({sessions})"), arrival_processes(sessions)))
+    return Case(text=text.replace("{arrival}", arrival), sessions=sessions, seed=draw(st.integers(0, 2 ** 16)))

@@ -299,7 +299,7 @@ def test_values_beyond_the_float_range(capsys, argv, needle):
     §4.1; serq_spec sampled until a draw failed)."""
     rc, out, err = run(capsys, *argv)
     assert rc == 2 and out == "" and "internal error" not in err
-    assert err.startswith((f"{MM1}:37:", "serq: error: ")) and needle in err and len(err.splitlines()) == 1, err
+    assert err.startswith((f"{MM1}:", "serq: error: ")) and needle in err and len(err.splitlines()) == 1, err
 
 
 def test_oracle_run_scenario_that_is_not_text(tmp_path, capsys):

@@ -31,6 +31,15 @@ def test_beyond_binary64_is_infinite_on_the_float_side():
     assert first_difference("1e400", math.inf, WIRE_VS_FLOAT) is None
 
 
+def test_a_value_of_many_digits_is_compared():
+    """An exact mean of the online estimates (docs/spec.md "Online estimates") has about 2 digits
+    per sample: beyond Python's 4300-digit text limit it is still a number, not a mismatch."""
+    digits = "1" + "0" * 4999 + "1"          # 10^5000 + 1
+    text = f"{digits}/3{'0' * 4999}"          # (10^5000 + 1) / (3·10^4999) = 10/3 + a tail below 1e-9
+    assert first_difference(text, 10 / 3, WIRE_VS_FLOAT) is None
+    assert first_difference(text, 3.4, WIRE_VS_FLOAT) is not None
+
+
 def test_exact_is_exact():
     assert first_difference({"a": [1, "p/q"]}, {"a": [1, "p/q"]}) is None
     assert first_difference({"a": [1, 2]}, {"a": [1, 2.0000000001]}).path == ".a[1]"

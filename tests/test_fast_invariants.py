@@ -1,7 +1,9 @@
 """The fast engine's invariant checks (python/serq_fast/invariants.py, `SERQ_FAST_CHECK=1`):
 they hold on every example and on random programs, they change nothing the run reports, and a
 corrupted state (seeded here: a pool's used amount, a content pool's free count, a lost queue
-entry) stops the run with the broken invariant, the step and the time."""
+entry, a branch's end that leaves its parent counting it, an ended branch still listed, a joining
+parent its last branch does not wake) stops the run with the broken invariant, the step and the
+time."""
 
 from __future__ import annotations
 
@@ -57,6 +59,10 @@ def test_the_checks_are_off_by_default(monkeypatch):
                  strategies.vllm_programs(lag=True), strategies.vllm_programs(arrivals=True, lease=True),
                  strategies.queue_programs()))
 def test_random_programs_keep_the_invariants(case):
+    _lockstep_checked(case)
+
+
+def _lockstep_checked(case) -> None:
     # every fast step of a lockstep run is checked (the Sim reads SERQ_FAST_CHECK)
     os.environ["SERQ_FAST_CHECK"] = "1"
     try:
@@ -103,3 +109,55 @@ def test_a_lost_queue_entry_is_caught(monkeypatch):
     monkeypatch.setattr(Pool, "enqueue", enqueue_and_lose)
     with pytest.raises(InvariantViolation, match=r"session \d+ is queued on \w+ but not in its queue"):
         _run(VLLM, True)
+
+
+# -- fork/join (docs/language.md §11.13) ----------------------------------------------------------
+
+AGENT_FORK = REPO / "examples" / "multi-turn" / "agent_fork.sq"
+
+
+@settings(max_examples=8, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
+@given(strategies.fork_programs())
+def test_random_fork_programs_keep_the_invariants(case):
+    _lockstep_checked(case)
+
+
+def test_a_miscounted_branch_is_caught(monkeypatch):
+    """A branch's end that leaves its parent counting it: the parent waits for a branch that is gone."""
+    real = Sim._branch_done
+
+    def branch_done_keeping_the_count(self, b):
+        real(self, b)
+        b.parent.live_branches += 1
+
+    monkeypatch.setattr(Sim, "_branch_done", branch_done_keeping_the_count)
+    with pytest.raises(InvariantViolation, match=r"session [0-9.]+ counts 3 running branch\(es\), 2 are live"):
+        _run(AGENT_FORK, True)
+
+
+def test_an_ended_branch_still_listed_is_caught(monkeypatch):
+    real = Sim._branch_done
+
+    def branch_done_staying_listed(self, b):
+        real(self, b)
+        self.branches[b.tid] = b
+
+    monkeypatch.setattr(Sim, "_branch_done", branch_done_staying_listed)
+    with pytest.raises(InvariantViolation, match=r"branch [0-9.]+ ended but is still listed"):
+        _run(AGENT_FORK, True)
+
+
+def test_a_parent_left_joining_is_caught(monkeypatch):
+    """The last branch's end that does not wake its joining parent."""
+    from serq_fast.defs import JOINING
+    real = Sim._branch_done
+
+    def branch_done_leaving_the_parent_joining(self, b):
+        waiting = b.parent.status == JOINING
+        real(self, b)
+        if waiting:
+            b.parent.status = JOINING
+
+    monkeypatch.setattr(Sim, "_branch_done", branch_done_leaving_the_parent_joining)
+    with pytest.raises(InvariantViolation, match=r"session [0-9.]+ is joining but .* has 0 branch\(es\) running"):
+        _run(AGENT_FORK, True)

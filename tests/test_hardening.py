@@ -708,3 +708,32 @@ def test_sessions_file_header_of_the_wrong_type(tmp_path, capsys, mm1_sessions, 
     f = _write(tmp_path, "s.json", data)
     rc, out, err = run(capsys, command, MM1, flag, f)
     assert rc == 2 and err.startswith(f"{f}: error: sessions file: {field}: must be"), err
+
+
+@pytest.mark.parametrize("edit, argv", [
+    (("0.8);", "1e400);"), []),              # an input's default (the fuzz campaign's programs target)
+    (None, ["--set", "lambda=1e400"]),
+    (None, ["--set", "lambda=1e-400"]),
+])
+def test_a_poisson_rate_beyond_the_floats_is_located(tmp_path, capsys, edit, argv):
+    """`arrive poisson(lambda)` with lambda 1e400 (`args.number("lambda", 01e400)`, found by
+    tools/fuzz_campaign.py's programs target, or `--set lambda=1e400`): serq run said only "a
+    constant of about 1e400 is beyond the range of the fast simulator's floats", with no position;
+    the IR's poisson arrival now carries the rate's position."""
+    f = tmp_path / "mm1.sq"
+    f.write_text(MM1.read_text().replace(*edit) if edit else MM1.read_text())
+    rc, out, err = run(capsys, "run", f, "--horizon", "3", *argv)
+    assert rc == 2 and "`arrive poisson(…)`: the rate: a constant of about 1e" in err, err
+    assert err.startswith(f"{f}:32:20: error: "), err   # the one located format (serq.errors)
+
+
+def test_a_trace_value_beyond_the_floats_is_located(tmp_path, capsys):
+    """A workload trace whose CSV holds 1e400: serq run's error had no position (the same defect
+    as a poisson rate's); it now names the trace's session and row, at the `trace` declaration."""
+    (tmp_path / "t.csv").write_text("session,turn,new,out,think\n1,0,10,5,0\n2,0,1e400,3,0\n")
+    f = tmp_path / "t.sq"
+    f.write_text('fn main() {\n  stage s : delay;\n  workload { arrive none; trace "t.csv" ordered; }\n'
+                 '  server { run s (new + out + think + forced); }\n}\n')
+    rc, out, err = run(capsys, "run", f, "--horizon", "3")
+    assert rc == 2 and "the trace's session 2, row 1: a constant of about 1e400" in err, err
+    assert err.startswith(f"{f}:3:27: error: "), err

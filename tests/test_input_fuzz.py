@@ -15,16 +15,19 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import io
 import json
 import os
 import re
+import unittest.mock
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from serq import cli, frontend
 from serq.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,6 +42,43 @@ PROFILE = settings(max_examples=EXAMPLES, deadline=int(_DEADLINE) if _DEADLINE e
 pytestmark = pytest.mark.fuzz
 
 
+_BUILD_PARSER = cli.build_parser
+
+
+@functools.cache
+def _parser():
+    """`serq`'s argument parser, built once: building it is most of the cost of a short command
+    (~10 ms, every subcommand's arguments), the same for every input, and parsing with it leaves
+    it as it was (argparse copies the defaults it appends to)."""
+    return _BUILD_PARSER()
+
+
+_LOAD_PROGRAM = frontend.load_program
+_COMPILED: dict[tuple, str] = {}  # (path, its bytes, settings, optional) -> the IR as JSON text
+
+
+def _load_program_once(path, settings=None, optional=None) -> dict:
+    """frontend.load_program, compiled once per program text: the front-end is deterministic, so
+    compiling the same bytes again (the unchanged program of the sessions, scenario and option
+    targets; `serq run` after `serq check` of the same edit) checks nothing new and is most of
+    what those inputs cost. Only a program without libraries (their text is not in the key) whose
+    IR survives JSON unchanged is kept; each caller gets its own copy of the IR."""
+    name = os.path.abspath(os.fspath(path))
+    if not os.path.isfile(name) or os.path.getsize(name) > 2**20:
+        return _LOAD_PROGRAM(path, settings, optional)
+    key = (name, Path(name).read_bytes(), tuple(sorted((settings or {}).items())),
+           tuple(sorted((optional or {}).items())))
+    if key in _COMPILED:
+        return json.loads(_COMPILED[key])
+    ir = _LOAD_PROGRAM(path, settings, optional)
+    text = json.dumps(ir)
+    if len(ir.get("files", ())) == 1 and json.loads(text) == ir:
+        if len(_COMPILED) >= 64:  # the campaign's edits are mostly new texts: keep the set small
+            _COMPILED.clear()
+        _COMPILED[key] = text
+    return ir
+
+
 def serq(argv, cwd: Path) -> tuple[int, str]:
     """Run `serq ARGV` in this process; (exit code, stderr). Any exception escaping `main` is a
     traceback the user would have seen: it fails the target."""
@@ -46,7 +86,9 @@ def serq(argv, cwd: Path) -> tuple[int, str]:
     old = os.getcwd()
     os.chdir(cwd)
     try:
-        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()), \
+                unittest.mock.patch.object(cli, "build_parser", _parser), \
+                unittest.mock.patch.object(frontend, "load_program", _load_program_once):
             try:
                 rc = main([str(a) for a in argv])
             except SystemExit as exc:  # argparse's usage errors
@@ -134,6 +176,7 @@ def work(tmp_path_factory):
     return prepare(tmp_path_factory.mktemp("fuzz"))
 
 
+@functools.cache
 def _sessions_base(work):
     return json.loads((work / "base.sessions.json").read_text())
 
@@ -149,6 +192,7 @@ def test_sessions_files(work, data):
         check_located(rc, err, names=(str(f), MM1))   # the file, or a run-time error in the program
 
 
+@functools.cache
 def _scenario_base():
     return json.loads(SCENARIO.read_text())
 
@@ -163,6 +207,7 @@ def test_scenarios(work, data):
     check_located(rc, err, allowed=(0, 1, 2), names=(str(f),))
 
 
+@functools.cache
 def _trace_base():
     from serq import inputfile
 

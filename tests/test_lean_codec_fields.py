@@ -53,14 +53,18 @@ CONFIG_OBJECTS = {
     ".pools[].leases[][]": ("hold", "HoldState.toJson"),   # a lease's part: [serial, HOLD, ends_at]
     ".sessions[].request": ("request", "Request.toJson"),
     ".sessions[].job": ("job", "Job.toJson"),
+    ".branches[]": ("session", "Session.toJson"),   # docs/language.md §11.13
+    ".branches[].job": ("job", "Job.toJson"),
     ".stages[]": ("stage", "StageState.toJson"),
     ".stages[].jobs[]": ("job", "Job.toJson"),
     ".stages[].waiting[]": ("job", "Job.toJson"),
     ".stages[].iteration": ("iteration", "Iteration.toJson"),
+    ".stages[].est": ("estimates", "Estimates.toJson"),   # docs/spec.md "Online estimates"
 }
 # Config objects keyed by data: a session's draw cursors (`init`, `session`, `turn:k`), which
 # Decode.cursors reads by probing exactly those keys.
-CONFIG_DATA_MAPS = {".sessions[].cursors": re.compile(r"init|session|turn:\d+")}
+CONFIG_DATA_MAPS = {".sessions[].cursors": re.compile(r"init|session|turn:\d+"),
+                    ".branches[].cursors": re.compile(r"init|session|turn:\d+")}
 
 # state-line object path -> the Lean functions (file, def) that print it (an iteration record is
 # built when the iteration starts, engine.py `start_iteration`)

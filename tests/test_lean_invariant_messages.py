@@ -18,7 +18,8 @@ REPO = Path(__file__).resolve().parents[1]
 PY = REPO / "python" / "serq_spec" / "invariants.py"
 LEAN = REPO / "SerqLang" / "Invariants.lean"
 
-PAIRS = [("check_invariants", "checkInvariants"), ("content_invariants", "contentInvariants")]
+PAIRS = [("check_invariants", "checkInvariants"), ("content_invariants", "contentInvariants"),
+         ("branch_invariants", "branchInvariants")]
 
 
 def shape(node: ast.AST) -> str:

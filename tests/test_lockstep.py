@@ -29,17 +29,26 @@ CASES = [
     ("single-turn/vllm_slo.sq", {}, 12, 6, math.inf),   # claims: their tallies in every line
     ("multi-turn/closed.sq", {}, 7, 12, 100.0),
     ("multi-turn/routing.sq", {}, 8, 30, math.inf),
+    ("multi-turn/agent_fork.sq", {}, 2, 12, math.inf),                    # fork/join, docs/language.md §11.13
+    ("multi-turn/agent_fork.sq", {"parallel": "0", "Lambda": "1"}, 3, 12, math.inf),
     ("multi-turn/vllm.sq", {}, 9, 3, math.inf),
     ("multi-turn/vllm.sq", {"blocks": "400", "Lambda": "3"}, 10, 8, math.inf),
     ("multi-turn/vllm.sq", {"blocks": "2500", "chunk_cap": "64", "Lambda": "3"}, 11, 5, math.inf),
     # preemptions with several residents, so the victim is a choice (4 of them at 20 sessions;
     # at 12 sessions, one, with the victim_first fault caught below)
     ("multi-turn/vllm.sq", {"blocks": "600", "Lambda": "4"}, 1, 12, math.inf),
+    # four replicas (an engine array, docs/language.md §6.1): prefix-aware routing, and a rotation
+    # over a small cache
+    ("multi-turn/replicas.sq", {}, 1, 2, math.inf),
+    ("multi-turn/replicas.sq", {"policy": "0", "blocks": "300", "Lambda": "4"}, 2, 4, math.inf),
     ("oracle/vllm_request.sq", {}, 1, 2, math.inf),
     ("../python/serq_vllm/programs/vllm_scenario.sq", {}, 1, 2, math.inf),
     ("../python/serq_vllm/programs/vllm_scenario_priority.sq", {}, 1, 2, math.inf),
     ("../python/serq_vllm/programs/vllm_scenario_async.sq", {}, 1, 2, math.inf),
     ("replay/vllm_replay.sq", {}, 1, 6, math.inf),
+    # evictions keyed by the price of a miss (the online estimates, docs/language.md §4.4), and LRU
+    ("multi-turn/priced_eviction.sq", {"room": "1500", "lambda": "2", "z": "2"}, 13, 20, math.inf),
+    ("multi-turn/priced_eviction.sq", {"room": "1500", "lambda": "2", "z": "2", "policy": "0"}, 13, 20, math.inf),
     # 400 blocks: the spec's state line lists every block of the free queue at every step
     ("multi-turn/shared_prompt.sq", {"blocks": "400"}, 1, 3, math.inf),
     ("multi-turn/shared_prompt.sq", {"blocks": "150", "Lambda": "3"}, 2, 4, math.inf),
@@ -196,3 +205,19 @@ def test_a_value_beyond_binary64_is_compared_as_the_float_it_becomes():
 }
 """
     assert lockstep(compile_source(text, "huge.sq", {}), 1, 1) > 0
+
+
+def test_ps_finish_tags_tied_exactly_split_in_floats():
+    """Session 1's second job gets the tag 1/3 + 1 + 1, session 2's first 7/3: equal in serq_spec,
+    so they leave in start order (session 2 first); in floats the first sum is one ulp smaller. The
+    fast engine treats tags within TAG_TIE as equal (stages.next_departure); without that it let
+    session 1 leave first (step 4). Found by the random fork/join programs."""
+    from serq.frontend import compile_source
+    from serq_drt.lockstep import compare_runs, sample_sessions
+    text = """fn main() {
+  stage p : ps(1);
+  workload { arrive batch(3); }
+  server { run p (serial + 1/3); run p (1); observe t = now; }
+}"""
+    ir = compile_source(text, "ps_tie.sq", {})
+    assert compare_runs(ir, sample_sessions(ir, 0, 3, "ps_tie.sq"), "ps_tie.sq") == 7

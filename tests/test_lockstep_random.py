@@ -1,7 +1,8 @@
 """Lockstep of serq_spec and serq_fast on random small programs (tests/strategies.py).
 
 Default profile: 200 derandomised programs (+20 every step, +50 of `scope_programs`, +50 `share content`,
-+50 `lag 1`, +50 under poisson, renewal and closed arrivals, +20 with claims). Long profile (documented in docs/fast.md):
++50 `lag 1`, +50 under poisson, renewal and closed arrivals, +20 with claims, +50 with fork/join, +50 on
+engine arrays). Long profile (documented in docs/fast.md):
 `SERQ_LOCKSTEP_PROFILE=long python -m pytest tests/test_lockstep_random.py` runs 10,000 programs
 (set SERQ_LOCKSTEP_EXAMPLES to choose another count).
 """
@@ -136,5 +137,47 @@ CLAIM_EXAMPLES = max(20, EXAMPLES // 10)
 def test_random_claim_programs_agree(case):
     """Iteration and `at end` claims (docs/language.md §11.9): their tallies are in every state line
     (docs/state.md), so both engines must count the same iterations, checked and held points."""
+    ir = compile_source(case.text, case.name, {})
+    lockstep(ir, case.seed, case.sessions, case.name)
+
+
+FORK_EXAMPLES = max(20, EXAMPLES // 4)
+
+
+@settings(max_examples=FORK_EXAMPLES, deadline=None, derandomize=not LONG, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(strategies.fork_programs())
+def test_random_fork_programs_agree(case):
+    """Agent turns with `fork`/`join;` (docs/language.md §11.13): branches with tool calls, fifo and
+    ps runs, draws, shared attributes, loops and nested forks, the parent's own work before the
+    join, an engine request after it or not, under batch, open and closed arrivals."""
+    ir = compile_source(case.text, case.name, {})
+    lockstep(ir, case.seed, case.sessions, case.name)
+
+
+@settings(max_examples=max(20, EXAMPLES // 4), deadline=None, derandomize=not LONG, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(st.tuples(st.sampled_from(["", "content", "lease"]), st.booleans()).flatmap(
+    lambda f: strategies.vllm_programs(content=f[0] == "content", lag=f[1], lease=f[0] == "lease", replicas=True)))
+def test_random_replica_programs_agree(case):
+    """2 or 3 replicas of the vLLM fragment (`device acc[R]`, `engine eng[R] on acc[j]`, pools on
+    the members, docs/language.md §6.1) behind a round-robin, least-loaded, prefix-aware or random
+    router, with `share content` or a lease (not both: a content pool is not leased), with or without
+    `lag 1`."""
+    ir = compile_source(case.text, case.name, {})
+    assert len([s for s in ir["stages"] if s["kind"] == "step"]) in (2, 3)
+    lockstep(ir, case.seed, case.sessions, case.name)
+
+
+ESTIMATE_EXAMPLES = max(20, EXAMPLES // 4)
+
+
+@settings(max_examples=ESTIMATE_EXAMPLES, deadline=None, derandomize=not LONG, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(strategies.estimator_programs())
+def test_random_estimator_programs_agree(case):
+    """The online estimators (docs/language.md §4.4) on fifo, ps and delay stages, read in keys,
+    a hold header, gauges and branches: the state line's `est` (docs/state.md)
+    and everything they steer agree at every step."""
     ir = compile_source(case.text, case.name, {})
     lockstep(ir, case.seed, case.sessions, case.name)

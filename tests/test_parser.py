@@ -153,7 +153,7 @@ def test_every_construct_parses_and_links(tmp_path):
     assert ir["stages"][1] == {"name": "cpu", "kind": "fifo", "servers": 2}
     assert ir["stages"][2]["servers"] == 1
     assert ir["stages"][3]["capacity"]["f"] == "min"
-    assert ir["workload"]["arrival"] == {"kind": "poisson", "rate": "1/2"}
+    assert ir["workload"]["arrival"] == {"kind": "poisson", "rate": "1/2", "at": [0, 63, 20]}  # `lam` in it
     assert ir["inputs"] == {"Lambda": "1/2", "cap": "inf"}
     assert ir["observes"][:2] == ["submitted", "hit"] or "submitted" in ir["observes"]
 
@@ -168,7 +168,7 @@ def test_keyword_arguments_and_forms(tmp_path):
 }
 """
     from serq.frontend import load_program
-    for arr, want in [("arrive poisson(2);", {"kind": "poisson", "rate": "2"}),
+    for arr, want in [("arrive poisson(2);", {"kind": "poisson", "rate": "2", "at": [0, 3, 29]}),  # the `2`
                       ("arrive renewal(~exp(1));", "renewal"),
                       ("arrive closed(3);", {"kind": "closed", "n": 3}),
                       ("arrive batch(1e3);", {"kind": "batch", "n": 1000}),
@@ -180,7 +180,8 @@ def test_keyword_arguments_and_forms(tmp_path):
         got = ir["workload"]["arrival"]
         assert got == want or got["kind"] == want
         assert ir["workload"]["trace"] == {"ordered": True, "sessions": [[["10", "5", "0", "0"], ["20", "5", "5/2", "0"]],
-                                                                          [["7", "3", "0", "1"]]]}
+                                                                          [["7", "3", "0", "1"]]],
+                                           "at": [0, 3, 15 + len(arr)]}  # the `trace` declaration
 
 
 def test_trace_bad_row_points_into_the_csv(tmp_path):

@@ -172,17 +172,17 @@ def test_per_request_key_of_a_waiting_head_is_an_error(tmp_path, capsys):
 
 
 def test_construct_outside_the_spec_is_named_with_its_location(tmp_path, capsys):
-    """An IR document with what the front-end never produces (an observable `est_rho`) is refused
+    """An IR document with what the front-end never produces (an observable `est_mean`) is refused
     with the construct and its location."""
     import json as _json
     from serq.frontend import compile_source
     ir = compile_source(GUARD.replace("set x = 2; branch (x) { run s (1); }", "run s (queue(s));"), "p.sq", {})
     run = next(st for b in ir["blocks"] for st in b if st["op"] == "run")
-    run["work"]["f"] = "est_rho"
+    run["work"]["f"] = "est_mean"
     f = tmp_path / "p.json"
     f.write_text(_json.dumps(ir))
     rc, err = run_cli(capsys, "sample", str(f), "--seed", "1", "--sessions", "1")
-    assert rc == 2 and "not supported by serq_spec yet: observable est_rho()" in err and "p.sq:" in err, err
+    assert rc == 2 and "not supported by serq_spec yet: observable est_mean()" in err and "p.sq:" in err, err
 
 
 def test_run_time_guard(tmp_path, capsys):
@@ -197,7 +197,7 @@ def test_batch_count_must_match(tmp_path, capsys, monkeypatch):
     assert rc == 2 and "batch(2)" in err
 
 
-@pytest.mark.parametrize("expr, named", [({"k": "obs", "f": "est_rho", "args": []}, "observable est_rho()"),
+@pytest.mark.parametrize("expr, named", [({"k": "obs", "f": "est_mean", "args": []}, "observable est_mean()"),
                                          ({"k": "ctx", "name": "est_gap"}, "context variable est_gap")])
 def test_unsupported_binding_of_a_hold_is_refused_at_load(expr, named):
     """An `at admission` binding is an expression of its hold like the units: what the spec does

@@ -50,3 +50,18 @@ def walk(node: Any) -> Iterator[Node]:
         n = stack.pop()
         yield n
         stack.extend(list(n.children())[::-1])
+
+
+def substitute(v: Any, var: str, number: str) -> Any:
+    """A copy of `v` (a node, or a list or tuple of them) in which every read of the name `var`
+    is the number literal `number`: the body of one member of an engine array, whose member index
+    `var` (`engine E[N] on D[var]`) is a constant in each copy (docs/language.md §6.1)."""
+    if isinstance(v, Node):
+        if v.kind == "name" and v.id == var:
+            return Node("num", v.pos, text=number)
+        return Node(v.kind, v.pos, **{k: substitute(x, var, number) for k, x in v.f.items()})
+    if isinstance(v, list):
+        return [substitute(x, var, number) for x in v]
+    if isinstance(v, tuple):
+        return tuple(substitute(x, var, number) for x in v)
+    return v

@@ -19,7 +19,7 @@ from fractions import Fraction
 from typing import Any, Callable
 
 from . import exact
-from .ast import Node, walk
+from .ast import Node, substitute, walk
 from .draws import ARITY
 from .errors import SerqError, location_text
 from .parser import Source, decode_source
@@ -30,10 +30,13 @@ CTX_VARS = {"now", "waited", "size", "last", "age", "waiting", "present", "posit
             "demand", "served", "arrived"}
 JOB_KEYS = {"decoding", "admission", "remaining"}
 FUNCS = {"min": 2, "max": 2, "abs": 1, "floor": 1, "ceil": 1, "sqrt": 1, "exp": 1, "ln": 1, "pow": 2}
-STAGE_OBS = {"queue", "busy", "work", "budget_left"}
+# the online estimators of a stage (docs/language.md §4.4): `price(s, s_hit, ds)` takes two more
+# arguments; all four read a fifo, ps or delay stage and mark it `"estimates": true` in the IR
+ESTIMATORS = {"est_lambda": 1, "est_rho": 1, "est_wait": 1, "price": 3}
+STAGE_OBS = {"queue", "busy", "work", "budget_left"} | set(ESTIMATORS)
 POOL_OBS = {"used", "free", "cachedin", "holders", "queued"}
 BUILTIN_FUNCS = set(FUNCS) | STAGE_OBS | POOL_OBS | {"blocksize"}
-LIVE_OBS = STAGE_OBS | POOL_OBS  # "live state" of §10 (the estimators are rejected earlier)
+LIVE_OBS = STAGE_OBS | POOL_OBS  # "live state" of §10
 DISTS = ARITY  # the laws of §4.3 and how many arguments each takes (serq.draws)
 
 EV_TOKENS_CAP = {"running.count", "running.decoding", "running.kv_decode", "running.kv_prefill", "waiting.count"}
@@ -189,6 +192,7 @@ class EngineInfo:
     taking: Any = None
     devfns: dict = field(default_factory=dict)
     pending_growing: list = field(default_factory=list)
+    device_name: str = ""      # `gpu`, or `gpu[k]` for a member of a device array
 
 
 class Linker:
@@ -221,7 +225,10 @@ class Linker:
         self.pool_names: dict[str, tuple] = {}   # name -> (base, count, pos)
         self.stages: list[dict] = []
         self.stage_names: dict[str, tuple] = {}  # name -> (base, count, kind, pos)
-        self.devices: dict[str, dict] = {}
+        self.devices: dict[str, dict] = {}           # a device array's members as `gpu[0]`, `gpu[1]`, …
+        self.device_arrays: dict[str, int] = {}      # device array name -> its size
+        self.admit_via: list[tuple] = []            # (pool index, `admit via E` node), resolved after `main`
+        self.engine_arrays: dict[str, list] = {}     # engine array name -> its members' names, `E[0]` …
         self.engines: dict[str, EngineInfo] = {}
         self.blocks: list[Any] = []
         self.gauges: list[dict] = []
@@ -435,8 +442,10 @@ class Linker:
                 self.collect(self.header, it, it.pos[0], True, name=getattr(it, "name", None) if k != "use" else None)
             else:
                 self.collect(handlers[k], it, name=getattr(it, "name", None) if k not in ("workload", "server", "prefix") else None)
+        for pool, o in self.admit_via:
+            self.collect(self.resolve_admit_via, pool, o)
         for eng in self.engines.values():
-            if eng.name not in self.failed:
+            if eng.name.split("[")[0] not in self.failed:
                 self.collect(self.engine_taking, eng, name=eng.name)
         if self.errors:
             raise self.combined()
@@ -480,8 +489,7 @@ class Linker:
     def device(self, d: Node) -> None:
         """`device D { f (x) = e; NAME cap e; }`: time functions (inlined later) and capacities (§6)."""
         self.declare(d.name, d.pos, "device")
-        if d.dim is not None:
-            raise self.err(d.dim.pos, "device arrays (`device NAME[N]`) are not supported yet")
+        count = self.dim(d.dim, "a device")
         fns, caps = {}, {}
         for it in d.items:
             if it.kind == "dev_fn":
@@ -494,48 +502,54 @@ class Linker:
                 if it.name in fns or it.name in caps:
                     raise self.err(it.pos, f"`{it.name}` is declared twice in device `{d.name}`")
                 caps[it.name] = (self.capacity(it.expr, it.name), it.pos)
-        self.devices[d.name] = {"fns": fns, "caps": caps, "pos": d.pos}
+        if count is None:
+            self.devices[d.name] = {"fns": fns, "caps": caps, "pos": d.pos}
+            return
+        # `device gpu[N]`: N equal devices `gpu[0]` … `gpu[N-1]`, one for each member of an engine
+        # array; each its own object, so `E.D` tells the members apart (§6.1)
+        for k in range(count):
+            self.devices[f"{d.name}[{k}]"] = {"fns": fns, "caps": dict(caps), "pos": d.pos}
+        self.device_arrays[d.name] = count
 
     # ------------------------------------------------------------------ pools
     def pool(self, p: Node) -> None:
         """`pool NAME [on OWNER] { … }`: its capacity and options (§6); arrays become consecutive pools."""
         self.declare(p.name, p.pos, "pool")
-        count = self.dim(p.dim, "a pool") or 1
+        count = self.dim(p.dim, "a pool")
         cap = None
-        admitted_by = None
+        owned: list[tuple] = []   # (capacity, admitted_by) of each pool on an owner
         if p.owner is not None:
             owner = p.owner
-            cap_src = None
             if p.owner_dev is not None:
                 dev, dpos = p.owner_dev
-                if owner not in self.engines:
+                if owner not in self.engines and owner not in self.engine_arrays:
                     raise self.err(p.owner_pos, f"unknown engine `{owner}` (declare the engine above the pool)")
-                if dev not in self.devices:
+                if dev not in self.devices and dev not in self.device_arrays:
                     raise self.err(dpos, f"unknown device `{dev}` (declare the device above the pool)")
-                if self.devices[dev] is not self.engines[owner].device:
-                    on = next(d for d, x in self.devices.items() if x is self.engines[owner].device)
-                    raise self.err(dpos, f"engine `{owner}` runs on device `{on}`, not `{dev}` "
-                                         f"(`{owner}.D` names the device of the engine)")
-                admitted_by = self.engines[owner].index
-                cap_src = ("device", dev, self.devices[dev]["caps"])
-            elif owner in self.devices:
-                cap_src = ("device", owner, self.devices[owner]["caps"])
-            elif owner in self.engines:
-                admitted_by = self.engines[owner].index
-                cap_src = ("engine", owner, self.engines[owner].caps)
+                for o in self.members(owner, p.owner_pos, p.member, self.engine_arrays, count, "pool")[0]:
+                    info = self.engines[o]
+                    if info.device_name.split("[")[0] != dev:
+                        raise self.err(dpos, f"engine `{owner}` runs on device `{info.device_name.split('[')[0]}`, "
+                                             f"not `{dev}` (`{owner}.D` names the device of the engine)")
+                    owned.append((self.owner_cap(p, "device", dev, info.device["caps"]), info.index))
+            elif owner in self.devices or owner in self.device_arrays:
+                for o in self.members(owner, p.owner_pos, p.member, self.device_arrays, count, "pool")[0]:
+                    owned.append((self.owner_cap(p, "device", owner, self.devices[o]["caps"]), None))
+            elif owner in self.engines or owner in self.engine_arrays:
+                for o in self.members(owner, p.owner_pos, p.member, self.engine_arrays, count, "pool")[0]:
+                    owned.append((self.owner_cap(p, "engine", owner, self.engines[o].caps), self.engines[o].index))
             else:
                 raise self.err(p.owner_pos, f"unknown device or engine `{owner}` (declare the device or the engine above the pool)",
                                about=owner)
-            kind, oname, caps = cap_src
-            if p.name not in caps:
-                raise self.err(p.pos, f"{kind} `{oname}` declares no capacity `{p.name}` (write `{p.name} cap …;` in it)")
-            cap = caps[p.name][0]
+            cap = owned[0][0]
         seen: dict[str, tuple] = {}
+        admit_via = None
         opts = {"block": None, "evict": {"kind": "lru"}, "preempt": {"kind": "none"}, "queue": {"kind": "fifo"},
                 "reserve_held": False, "share": None}
         for o in p.opts:
             key = {"p_cap": "cap", "p_block": "block", "p_evict": "evict", "p_preempt": "preempt",
-                   "p_queue": "queue", "p_reserve_held": "reserve held", "p_share": "share"}[o.kind]
+                   "p_queue": "queue", "p_reserve_held": "reserve held", "p_share": "share",
+                   "p_admit_via": "admit via"}[o.kind]
             if key in seen:
                 raise self.err(o.pos, f"pool option `{key}` given twice (first at {self.where(seen[key])})")
             seen[key] = o.pos
@@ -574,19 +588,48 @@ class Linker:
                 opts["reserve_held"] = True
             elif o.kind == "p_share":
                 opts["share"] = "content"
+            elif o.kind == "p_admit_via":
+                # K's `admit via E` (§16): the pool is admitted by engine E, as `pool P on E` is
+                if p.dim is not None:
+                    raise self.err(o.pos, f"`admit via` on the pool array `{p.name}`: put one pool on each member "
+                                          f"of an engine array instead (`pool {p.name}[N] on E[j]`, §6.1)")
+                if p.owner in self.engines or p.owner in self.engine_arrays:
+                    raise self.err(o.pos, f"pool `{p.name}` on engine `{p.owner}` is admitted by it already; "
+                                          "drop `admit via`")
+                admit_via = o
         if cap is None:
             raise self.err(p.pos, f"pool `{p.name}` has no capacity: write `cap …;` or declare it `on` a device or engine")
+        owned = owned or [(cap, None)] * (count or 1)
         if opts["share"] == "content":
-            self.check_content_pool(p, cap, opts, seen)
+            for cap, _ in owned:
+                self.check_content_pool(p, cap, opts, seen)
         base = len(self.pools)
-        for j in range(count):
+        for j, (cap, admitted_by) in enumerate(owned):
             name = p.name if p.dim is None else f"{p.name}[{j}]"
             self.pools.append({"name": name, "cap": value_to_wire(cap),
                                "block": None if opts["block"] is None else value_to_wire(opts["block"]),
                                "evict": opts["evict"], "preempt": opts["preempt"], "queue": opts["queue"],
                                "reserve_held": opts["reserve_held"], "admitted_by": admitted_by,
                                "share": opts["share"]})
-        self.pool_names[p.name] = (base, count if p.dim is not None else 1, p.pos, p.dim is not None)
+        self.pool_names[p.name] = (base, len(owned), p.pos, p.dim is not None)
+        if admit_via is not None:
+            # resolved at the end of `main`: in K the engine names this pool as its memory, so
+            # it may be declared below it
+            self.admit_via.append((base, admit_via))
+
+    def resolve_admit_via(self, pool: int, o: Node) -> None:
+        """`admit via E;` (§16): E must be an engine; the pool is admitted by it."""
+        ref = self.ref(o.ref, "stage", Ctx("const", "the engine of `admit via`", defs=self.defs))
+        if self.stage_kind(ref) != "step":
+            raise self.err(o.ref.pos, f"`admit via {o.ref.name}`: `{o.ref.name}` is not an engine; only an engine "
+                                      "admits a pool (declare `engine NAME on DEVICE { … }`)")
+        self.pools[pool]["admitted_by"] = ref["base"] + (int(val(ref["index"])) if ref["index"] is not None else 0)
+
+    def owner_cap(self, p: Node, kind: str, owner: str, caps: dict):
+        """The capacity a pool `on OWNER` takes: the owner's capacity of the pool's name (§6)."""
+        if p.name not in caps:
+            raise self.err(p.pos, f"{kind} `{owner}` declares no capacity `{p.name}` (write `{p.name} cap …;` in it)")
+        return caps[p.name][0]
 
     def check_content_pool(self, p: Node, cap, opts: dict, seen: dict) -> None:
         """`share content;` (docs/content.md §1): B = cap / block physical blocks, LRU free queue."""
@@ -711,22 +754,80 @@ class Linker:
 
     # ------------------------------------------------------------------ engines
     def engine(self, e: Node) -> None:
-        """`engine E on D { … }`: a step stage (budget, cost, registers, schedule) and its request
-        template (§6, §11.6)."""
+        """`engine E on D { … }`, or an array `engine E[N] on D[j] { … }`: N engines, member k on
+        device D[k], each with its own copy of the body in which j reads k (§6.1)."""
         self.declare(e.name, e.pos, "engine")
-        if e.dim is not None:
-            raise self.err(e.dim.pos, "engine arrays (`engine NAME[N]`) are not supported yet")
-        if e.device not in self.devices:
+        count = self.dim(e.dim, "an engine")
+        if e.device not in self.devices and e.device not in self.device_arrays:
             raise self.err(e.device_pos, f"unknown device `{e.device}` (declare the device above the engine)",
                            about=e.device)
-        dev = self.devices[e.device]
+        devices, var = self.members(e.device, e.device_pos, e.member, self.device_arrays, count, "engine")
+        if var is None:
+            self.engine_member(e, e.name, devices[0], False)
+            return
+        self.check_member_var(var, e)
+        # the members are consecutive stages; the array's name is known to their bodies
+        # (`budget_left(E[j])`) before the first of them is declared
+        self.stage_names[e.name] = (len(self.stages), count, "step", e.pos, True)
+        self.engine_arrays[e.name] = [f"{e.name}[{k}]" for k in range(count)]
+        for k in range(count):
+            member = Node("engine", e.pos, **{**e.f, "items": substitute(e.items, var, str(k))})
+            self.engine_member(member, f"{e.name}[{k}]", devices[k], True)
+
+    def members(self, owner: str, pos: tuple, index: Node | None, arrays: dict, count: int | None,
+                decl: str) -> tuple[list[str], str | None]:
+        """The owners of a declaration `… on OWNER[index]` (§6.1): the owner's name for each of the
+        `count` declarations of an array (`count` None: one), and the member index name that an
+        array declaration binds (`E[N] on D[j]`, `P[N] on E[j]`), or None."""
+        if owner in self.failed:
+            raise self.err(pos, f"`{owner}` has an error", about=owner)  # reported already, not again
+        size = arrays.get(owner)
+        size = len(size) if isinstance(size, list) else size
+        if index is None:
+            if size is not None:
+                raise self.err(pos, f"`{owner}` is an array of {size}: write `{decl} NAME[{size}] on {owner}[j]` "
+                                    f"(one {decl} on each member) or `on {owner}[k]` (member k)")
+            if count is not None:
+                raise self.err(pos, f"an array of {decl}s needs an array to sit on, one member each: "
+                                    f"declare `{owner}` as an array and write `on {owner}[j]`")
+            return [owner], None
+        if size is None:
+            raise self.err(index.pos, f"`{owner}` is not an array")
+        if count is None:
+            k = self.const_value(index, "the member index", "a member index")
+            if not exact.whole_in(k, 0, size - 1):
+                raise self.err(index.pos, f"index {value_to_wire(k)} is outside `{owner}[0 … {size - 1}]`")
+            return [f"{owner}[{int(k)}]"], None
+        if index.kind != "name" or index.id in self.consts or index.id == "inf":
+            raise self.err(index.pos, f"write `{owner}[j]` with a new name j: member j of this {decl} array sits "
+                                      f"on `{owner}[j]`")
+        if count != size:
+            raise self.err(index.pos, f"an array of {count} {decl}s on `{owner}`, an array of {size}: "
+                                      "the sizes must be equal (one member on each)")
+        return [f"{owner}[{k}]" for k in range(size)], index.id
+
+    def check_member_var(self, var: str, e: Node) -> None:
+        """The member index of an engine array is a constant in each member's body: nothing in the
+        body may assign or declare a name it would hide."""
+        for n in walk(e.items):
+            names = [p for p, _ in n.f.get("params") or []] if n.kind == "request" else []
+            names += [b[0] for b in n.f.get("bindings") or [] if isinstance(b, tuple)]
+            if n.kind != "ref" and n.f.get("name") == var or n.f.get("var") == var or var in names:
+                raise self.err(n.pos, f"`{var}` is the member index of engine array `{e.name}` (`on {e.device}[{var}]`); "
+                                      "choose another name for it or for this")
+
+    def engine_member(self, e: Node, name: str, device: str, in_array: bool) -> EngineInfo:
+        """One engine: a step stage (budget, cost, registers, schedule) and its request template
+        (§6, §11.6); `name` is `E` or, for a member of an array, `E[k]`."""
+        dev = self.devices[device]
         index = len(self.stages)
-        info = EngineInfo(e.name, index, dev, e.pos, devfns=dev["fns"])
-        stage = {"name": e.name, "kind": "step", "budget": None, "granule": None, "cost": None, "memory": None,
+        info = EngineInfo(name, index, dev, e.pos, devfns=dev["fns"], device_name=device)
+        stage = {"name": name, "kind": "step", "budget": None, "granule": None, "cost": None, "memory": None,
                  "lag": 0, "registers": [], "lets": [], "schedule": [], "at": {}}
         self.stages.append(stage)
-        self.stage_names[e.name] = (index, 1, "step", e.pos, False)
-        self.engines[e.name] = info
+        if not in_array:
+            self.stage_names[name] = (index, 1, "step", e.pos, False)
+        self.engines[name] = info
         once: dict[str, tuple] = {}
         for it in e.items:
             if it.kind in ("tokens", "granule", "lag", "request", "schedule", "execute"):
@@ -787,6 +888,7 @@ class Linker:
                 self.engine_resolve(info)
             except SerqError:
                 pass
+        return info
 
     def schedule(self, info: EngineInfo, sch: Node, stage: dict, ectx) -> None:
         """An engine's `schedule { … }`: lets, statements, and the rules of §10 on `each at most` and paths."""
@@ -1019,7 +1121,7 @@ class Linker:
 
     def engine_call(self, info: EngineInfo, s: Node, sc: SCtx) -> list[dict]:
         """`E (a1, a2);` in the server, lowered to sets and one hold (§7.2)."""
-        if info.name in self.failed:
+        if info.name.split("[")[0] in self.failed:
             return []  # its declaration already reported an error
         if sc.block != "server":
             raise self.err(s.pos, f"a request to engine `{info.name}` is allowed only in the `server` block")
@@ -1058,6 +1160,36 @@ class Linker:
                 hold["lease"] = lease
         out.append(hold)
         return out
+
+    def array_call(self, name: str, index: Node, s: Node, sc: SCtx) -> list[dict]:
+        """`E[i] (a1, a2);` (§6.1): the call of member i. With a run-time i it becomes a branch over
+        the members, `i == 0` first, each arm the member's own lowered call (so a session holds the
+        pools of the member it called and runs on its engine); an i that is no member reaches a
+        reference `E[i]` and stops the run there, as any out-of-range index does (§11.9)."""
+        if name in self.failed:
+            return []  # its declaration already reported an error
+        members = [self.engines[m] for m in self.engine_arrays[name]]
+        ie = self.cx(index, replace(sc.c, where="the index of an engine call"))
+        if any(x.get("k") == "draw" for x in ir_walk(ie)):
+            raise self.err(index.pos, "the index of an engine call is read once for each member it is compared "
+                                      "with, so a draw in it would be drawn again: `set x = …;` first, then "
+                                      f"`{name}[x] (…);`")
+        call = Node("callstmt", s.pos, fname=name, args=s.args, fname_pos=s.fname_pos)
+        if is_num(ie):
+            if not exact.whole_in(val(ie), 0, len(members) - 1):
+                raise self.err(index.pos, f"index {ie['v']} is outside `{name}[0 … {len(members) - 1}]`")
+            return self.engine_call(members[int(val(ie))], call, sc)
+        at = self.at(s.pos, sc)
+        # not reached for a member's index; its work is 1 only so that a loop around the call
+        # still lets time pass on every path (§10)
+        outside = [{"op": "run", "stage": {"base": members[0].index, "count": len(members), "index": ie},
+                    "mode": "plain", "work": num(1), "growing": None, "at": at}]
+        chain = outside
+        for k in reversed(range(len(members))):
+            arm = self.new_block_ir(self.engine_call(members[k], call, sc))
+            cond = {"k": "bin", "op": "==", "a": copy.deepcopy(ie), "b": num(k)}
+            chain = [{"op": "branch", "cond": cond, "then": arm, "else": self.new_block_ir(chain), "at": at}]
+        return chain
 
     def restamp(self, st: dict, at: list) -> dict:
         """A copy of a template statement carrying the call site's position."""
@@ -1133,7 +1265,8 @@ class Linker:
         if a.how == "poisson":
             if not (v > 0) or exact.is_inf(v):
                 raise self.err(a.expr.pos, f"`poisson(rate)` needs a positive finite rate, got {value_to_wire(v)}")
-            return {"kind": "poisson", "rate": value_to_wire(v)}
+            # where the rate is written: an engine that cannot represent it says so there
+            return {"kind": "poisson", "rate": value_to_wire(v), "at": self.at(a.expr.pos)}
         if not exact.whole_in(v, 0, 10 ** 6):
             raise self.err(a.expr.pos, f"`{a.how}(n)` needs a whole number n from 0 to 1000000, got {value_to_wire(v)}")
         return {"kind": a.how, "n": int(v)}
@@ -1190,7 +1323,7 @@ class Linker:
             sessions[-1].append(vals)
         if not sessions:
             raise self.err(t.pos, f"trace \"{t.path}\" has no data row")
-        return {"ordered": bool(t.ordered), "sessions": sessions}
+        return {"ordered": bool(t.ordered), "sessions": sessions, "at": self.at(t.pos)}
 
     def server(self, s: Node) -> None:
         """The `server { … }` block: no `turn;` or `end;` (§8)."""
@@ -1221,7 +1354,10 @@ class Linker:
             if self.stage_kind(ref) != "step":
                 raise self.err(cl.ref.pos, f"`{cl.form} iteration of {cl.ref.name}`: `{cl.ref.name}` is not an engine; "
                                            "only an engine has iterations (declare `engine NAME on DEVICE { … }`)")
-            stage = ref["base"]
+            if ref["index"] is not None and not is_num(ref["index"]):
+                raise self.err(cl.ref.pos, f"`{cl.form} iteration of {cl.ref.name}[…]`: the member of an engine "
+                                           "array a claim watches must be a constant index")
+            stage = ref["base"] + (int(val(ref["index"])) if ref["index"] is not None else 0)
             engine, ev = next(i for i in self.engines.values() if i.index == stage), frozenset(EV_EXECUTE)
         form = {"every": "`every iteration of …`", "some": "`some iteration of …`", "end": "`at end (…)`"}[cl.form]
         devfns = engine.devfns if engine is not None else {}   # the device's functions, as in `execute`
@@ -1337,6 +1473,11 @@ class Linker:
             body = self.block(s.body, sc)
             self.loops.append(("loop", body, s.pos))
             return [{"op": "loop", "body": body, "at": at}]
+        if k == "fork":
+            # §11.13: the body is a branch of the session; finish() checks what it may hold
+            return [{"op": "fork", "body": self.block(s.body, sc), "at": at}]
+        if k == "join":
+            return [{"op": "join", "at": at}]
         if k == "choose":
             name, npos, _ = self.target(s.name, s.name_pos, c)
             slot = self.assign(name, npos)
@@ -1404,6 +1545,15 @@ class Linker:
             for st in d.node.body:
                 out.extend(self.stmt(st, sc2))
             return out
+        index = s.f.get("index")
+        if index is not None:
+            if name not in self.engine_arrays:
+                raise self.err(s.fname_pos, f"`{name}[…] (…);` is a request to a member of an engine array, and `{name}` "
+                                            "is not one (declare `engine NAME[N] on D[j] { … }`)")
+            return self.array_call(name, index, s, sc)
+        if name in self.engine_arrays:
+            raise self.err(s.fname_pos, f"`{name}` is an array of {len(self.engine_arrays[name])} engines: "
+                                        f"write `{name}[i] (…);`")
         if name in self.engines:
             return self.engine_call(self.engines[name], s, sc)
         if name in self.defs:
@@ -1451,7 +1601,7 @@ class Linker:
         moment when the scope ends (0 = no lease, inf = until `release P` or the session's end).
         The key is present only on a hold with the clause, so other programs' IR is unchanged."""
         ref = self.ref(node.ref, "pool", c)
-        if not any(r["base"] == ref["base"] for r in refs):
+        if not any(r["base"] == ref["base"] and r.get("index") == ref.get("index") for r in refs):
             raise self.err(node.ref.pos, "`lease P (…)` names a pool the hold does not take; lease one of its pools")
         pool = self.pools[ref["base"]]
         name = pool["name"].split("[")[0]
@@ -1668,7 +1818,7 @@ class Linker:
                                       "no run (per-request keys are a resident's, docs/language.md §4.5)")
             if n == "admission":
                 raise self.err(e.pos, f"`admission` (a per-request key) cannot be read in {c.where}; it is readable in `advance … by (…)`, `only (…)` and preemption keys")
-        if n in self.pool_names or n in self.stage_names or n in self.devices or n == "tool":
+        if n in self.pool_names or n in self.stage_names or n in self.devices or n in self.device_arrays or n == "tool":
             raise self.err(e.pos, f"`{n}` is a pool, stage, device or engine, not a value")
         if n in c.defs or n in c.devfns:
             raise self.err(e.pos, f"`{n}` is a definition; call it as `{n}(…)`")
@@ -1742,20 +1892,38 @@ class Linker:
             if not obs_ok:
                 what = "a constant" if c.moment == "const" else c.where
                 raise self.err(e.pos, f"the observable `{f}(…)` cannot be read in {what}")
-            if len(e.args) != 1:
-                raise self.err(e.pos, f"`{f}` takes exactly 1 argument")
+            arity = ESTIMATORS.get(f, 1)
+            if len(e.args) != arity:
+                raise self.err(e.pos, f"`{f}` takes exactly {arity} argument{'s' if arity > 1 else ''}"
+                                      + (" (a stage, the service on a hit, the extra service on a miss)"
+                                         if f == "price" else ""))
             if f in STAGE_OBS:
                 ref = self.ref(e.args[0], "stage", c)
                 if f == "budget_left" and self.stage_kind(ref) != "step":
                     raise self.err(e.args[0].pos, "`budget_left` takes an engine")
+                if f in ESTIMATORS:
+                    return self.estimator(e, f, ref, c)
                 return {"k": "obs", "f": f, "stage": ref}
             return {"k": "obs", "f": f, "pool": self.ref(e.args[0], "pool", c)}
-        if f in self.engines:
+        if f in self.engines or f in self.engine_arrays:
             raise self.err(e.pos, f"a request to engine `{f}` is a statement (`{f} (…);` in the server), not a value")
         if f in self.defs:
             raise self.err(e.pos, f"`{f}` is defined after this use (a definition sees only earlier ones; no recursion)")
         known = sorted(FUNCS) + ["blocksize"] + sorted(STAGE_OBS | POOL_OBS)
         raise self.err(e.pos, f"unknown function `{f}` (known: {', '.join(known)}, and earlier `def`s)", about=f)
+
+    def estimator(self, e: Node, f: str, ref: dict, c: Ctx) -> dict:
+        """`est_lambda | est_rho | est_wait (s)`, `price(s, s_hit, ds)` (§4.4): the stages they read
+        keep their estimates (IR `"estimates": true`, every stage of an array read by index)."""
+        if self.stage_kind(ref) == "step":
+            raise self.err(e.args[0].pos, f"`{f}` reads a fifo, ps or delay stage; the online estimates of an "
+                                          "engine are not supported yet")
+        for b in range(ref["base"], ref["base"] + ref["count"]):
+            self.stages[b]["estimates"] = True
+        out = {"k": "obs", "f": f, "stage": ref}
+        if f == "price":
+            out["args"] = [self.cx(a, c) for a in e.args[1:]]
+        return out
 
     def aggregate(self, e: Node, c: Ctx) -> dict:
         """`sum | max | min j in N (e)`: expanded into N copies of e (§3)."""
@@ -1804,6 +1972,8 @@ class Linker:
                 return True
             if op == "loop" and self.passes_time(s["body"], seen):
                 return True
+            if op == "fork" and self.passes_time(s["body"], seen):
+                return True   # its `join;`, which must follow in this block, waits for the branch
             if op == "turn" and self.server_block is not None and self.server_block not in seen:
                 if self.passes_time(self.server_block, seen | {self.server_block}):
                     return True
@@ -1879,6 +2049,67 @@ class Linker:
             for r in self.tool_refs:
                 r["base"] = tool_index
                 del r["_tool"]
+        self.check_forks()
+
+    # ------------------------------------------------------------------ fork and join (§11.13)
+    def check_forks(self) -> None:
+        """Every `fork` is joined later in its block, every `join;` has a `fork` before it since the
+        previous `join;`; a branch, and its parent between the fork and the join, only compute,
+        observe and run on stages that are not engines; no `fork` inside a hold. (Run after the
+        tool stage is resolved: a `tool` run's stage kind is known only then.)"""
+        for blk in self.blocks:
+            unjoined = None
+            for st in blk:
+                if st["op"] == "fork":
+                    unjoined = unjoined or st
+                    self.check_branch_block(st["body"], "inside a `fork` block")
+                elif st["op"] == "join":
+                    if unjoined is None:
+                        raise self.err(tuple(st["at"]), "`join;` without a `fork` before it in this block (since the "
+                                                        "previous `join;`): there is no branch to wait for")
+                    unjoined = None
+                elif unjoined is not None:
+                    self.check_branch_stmt(st, "between a `fork` and its `join;`")
+            if unjoined is not None:
+                raise self.err(tuple(unjoined["at"]), "this `fork` is never joined: write `join;` after it in the "
+                                                      "same block (docs/language.md §11.13)")
+        for blk in self.blocks:
+            for st in blk:
+                if st["op"] == "hold":
+                    self.refuse_fork_in(st["body"])
+
+    def check_branch_block(self, block: int, where: str) -> None:
+        for st in self.blocks[block]:
+            self.check_branch_stmt(st, where)
+
+    def check_branch_stmt(self, st: dict, where: str) -> None:
+        """One statement of a branch (or of its parent before the join): §11.13's allowed forms."""
+        op = st["op"]
+        pos = tuple(st["at"])
+        if op in ("branch", "while", "loop", "fork"):
+            for key in ("then", "else", "body"):
+                if st.get(key) is not None:
+                    self.check_branch_block(st[key], where)
+        elif op == "run":
+            ref = st["stage"]
+            for i in range(ref["base"], ref["base"] + ref["count"]):
+                if self.stages[i].get("kind") == "step":
+                    raise self.err(pos, f"a run on engine `{self.stages[i]['name']}` is not allowed {where}: a "
+                                        "branch runs only on stages that are not engines (docs/language.md §11.13)")
+        elif op not in ("set", "observe", "choose", "join"):
+            what = "a `hold` or an engine call" if op == "hold" else f"`{op}`"
+            raise self.err(pos, f"{what} is not allowed {where}: a branch and its parent before the `join;` only "
+                                "compute, observe and run on stages that are not engines (docs/language.md §11.13)")
+
+    def refuse_fork_in(self, block: int) -> None:
+        """A `fork` inside a hold's body (at any depth) is refused: a waiting parent holding a pool
+        could be preempted while its branches run (docs/language.md §11.13)."""
+        for st in self.blocks[block]:
+            if st["op"] == "fork":
+                raise self.err(tuple(st["at"]), "`fork` inside a hold is not supported yet (docs/language.md §11.13)")
+            for key in ("then", "else", "body"):
+                if isinstance(st.get(key), int):
+                    self.refuse_fork_in(st[key])
 
     def check_eos(self, hold: dict, pos: tuple) -> None:
         """docs/async.md §1: `eos (…)` only on an engine request (every pool the hold's first pool

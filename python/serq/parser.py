@@ -39,23 +39,19 @@ lag eos
 # Reserved words the grammar does not use: constructs out of scope for now, with the message that
 # rejects them at their first token.
 UNSUPPORTED = {
-    "fork": "`fork` (parallel branches of a session) is not supported yet",
-    "join": "`join` (parallel branches of a session) is not supported yet",
     "transfer": "`transfer` (moving KV between pools, P/D disaggregation) is not supported yet",
     "spill": "`spill` (offloading evicted cache to another tier) is not supported yet",
     "step": "the K-dialect stage kind `step { … }` is not supported yet; declare an `engine NAME on DEVICE { … }`",
-    "via": "the K-dialect `admit via STAGE` is not supported yet; write `pool NAME on ENGINE { … }`",
 }
 # `share` is a keyword of the grammar (`share content;`, docs/content.md); its other uses are not.
 SHARE_UNSUPPORTED = "`share maxmin | bottleneck` (multi-stage flows) is not supported yet"
-ESTIMATORS = {"est_lambda", "est_rho", "est_wait", "price"}
 
 _GRAMMAR = pathlib.Path(__file__).with_name("grammar.lark")
 
 _EXPR_START = {"NUMBER", "NAME", "LPAR", "MINUS", "BANG", "TILDE", "MIN", "MAX", "SUM", "QUEUE", "TOOL",
                "RUNNING", "WAITING", "BATCH", "ADMISSION"}
 _STMT_START = {"TURN", "END", "SET", "OBSERVE", "BRANCH", "IF", "WHILE", "LOOP", "CHOOSE", "HOLD",
-               "GROW", "DROP", "RELEASE", "LOAD", "RUN", "TOOL"}
+               "GROW", "DROP", "RELEASE", "LOAD", "RUN", "TOOL", "FORK", "JOIN"}
 _ITEM_START = {"DEVICE", "ENGINE", "POOL", "STAGE", "WORKLOAD", "SERVER", "GAUGE", "CLAIM"}
 MAX_DEPTH = 200   # brackets: ( [ { open at once
 MAX_NESTING = 5_000   # syntax-tree depth: operands of a chain, `else if`s, unary operators
@@ -240,8 +236,6 @@ def _prescan_token(src: Source, tokens: list[Token], i: int, depth: int) -> int:
         v = str(tok.value)
         if v in UNSUPPORTED:
             raise src.error(UNSUPPORTED[v], tok.line, tok.column)
-        if v in ESTIMATORS and nxt is not None and nxt.type == "LPAR":
-            raise src.error(f"the online estimator `{v}(…)` is not supported yet", tok.line, tok.column)
         if v in ("pull", "push") and i > 0 and tokens[i - 1].type == "DOT":
             raise src.error(f"queue operations (`.{v}(…)`, P/D disaggregation) are not supported yet",
                             tok.line, tok.column)
@@ -485,7 +479,7 @@ class _ToAst(Transformer_NonRecursive):
 
     def engine_decl(self, meta, ch):
         return Node("engine", self.p(meta), name=str(ch[0]), dim=ch[1], device=str(ch[2]),
-                    device_pos=self.tp(ch[2]), items=list(ch[3:]))
+                    device_pos=self.tp(ch[2]), member=ch[3], items=list(ch[4:]))
 
     def eng_cap(self, meta, ch):
         return Node("cap", self.p(meta), name=str(ch[0]), expr=ch[1])
@@ -604,11 +598,11 @@ class _ToAst(Transformer_NonRecursive):
     # -- pools, stages
     def pool_free(self, meta, ch):
         return Node("pool", self.p(meta), name=str(ch[0]), dim=ch[1], owner=None, owner_dev=None,
-                    owner_pos=None, opts=list(ch[2:]))
+                    owner_pos=None, member=None, opts=list(ch[2:]))
 
     def pool_on(self, meta, ch):
-        return Node("pool", self.p(meta), name=str(ch[0]), dim=None, owner=str(ch[1]),
-                    owner_pos=self.tp(ch[1]), owner_dev=ch[2], opts=list(ch[3:]))
+        return Node("pool", self.p(meta), name=str(ch[0]), dim=ch[1], owner=str(ch[2]),
+                    owner_pos=self.tp(ch[2]), member=ch[3], owner_dev=ch[4], opts=list(ch[5:]))
 
     def owner_dev(self, meta, ch):
         return (str(ch[0]), self.tp(ch[0]))
@@ -651,6 +645,9 @@ class _ToAst(Transformer_NonRecursive):
 
     def p_share_content(self, meta, ch):
         return Node("p_share", self.p(meta))
+
+    def p_admit_via(self, meta, ch):
+        return Node("p_admit_via", self.p(meta), ref=ch[0])
 
     def prefix_decl(self, meta, ch):
         return Node("prefix", self.p(meta), name=None, key=ch[0], length=ch[1], after=ch[2])
@@ -765,6 +762,12 @@ class _ToAst(Transformer_NonRecursive):
     def loop_stmt(self, meta, ch):
         return Node("loop", self.p(meta), body=ch[0])
 
+    def fork_stmt(self, meta, ch):
+        return Node("fork", self.p(meta), body=ch[0])
+
+    def join_stmt(self, meta, ch):
+        return Node("join", self.p(meta))
+
     def choose_stmt(self, meta, ch):
         return Node("choose", self.p(meta), name=str(ch[0]), name_pos=self.tp(ch[0]), count=ch[1], keys=ch[2])
 
@@ -820,6 +823,10 @@ class _ToAst(Transformer_NonRecursive):
     def call_stmt(self, meta, ch):
         c = ch[0]
         return Node("callstmt", self.p(meta), fname=c.fname, args=c.args, fname_pos=c.pos)
+
+    def indexed_call_stmt(self, meta, ch):
+        return Node("callstmt", self.p(meta), fname=str(ch[0]), args=ch[2] or [], fname_pos=self.tp(ch[0]),
+                    index=ch[1])
 
     def pool_ref(self, meta, ch):
         return Node("ref", self.tp(ch[0]), name=str(ch[0]), index=ch[1])

@@ -18,6 +18,7 @@ Standard library only: the real-vLLM drivers load serq_vllm/compare.py, which us
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Callable
@@ -41,6 +42,23 @@ def _exact(a: Any, b: Any) -> bool:
     return a == b
 
 
+def _fraction(text: str) -> Fraction:
+    """`Fraction(text)`, whatever its number of digits: an exact mean of the online estimates, or
+    a time that depends on one, may have more digits than Python's default limit for text-to-int
+    conversion (4300), which is lifted for this conversion only (as serq_spec's `values.wire`)."""
+    try:
+        return Fraction(text)
+    except ValueError:
+        if not hasattr(sys, "set_int_max_str_digits") or not text.replace("/", "").lstrip("-").isdigit():
+            raise
+        old = sys.get_int_max_str_digits()
+        sys.set_int_max_str_digits(0)
+        try:
+            return Fraction(text)
+        finally:
+            sys.set_int_max_str_digits(old)
+
+
 def wire_number(x: Any) -> float | None:
     """A wire value as a float: `"inf"`, `"-inf"`, `"p"`, `"p/q"` or a JSON number; None for
     anything else (a name, a boolean). Beyond binary64 it is ±inf, as the fast engine's float is."""
@@ -50,7 +68,7 @@ def wire_number(x: Any) -> float | None:
         if x == "-inf":
             return -math.inf
         try:
-            q = Fraction(x)
+            q = _fraction(x)
         except (ValueError, ZeroDivisionError):
             return None
         try:

@@ -21,8 +21,8 @@ from serq_fast.expr import to_float
 SERIAL, TURN_NO, CACHED, COMPUTED, NEW, OUT, THINK, MORE, FORCED = range(9)
 
 # Session status. ENDING: the end of a lagged engine request is pending or due on `where`
-# (docs/async.md §3).
-READY, QUEUED, STAGE, GROWING, ENDED, ENDING = range(6)
+# (docs/async.md §3). JOINING: at a `join;`, waiting for its branches (docs/language.md §11.13).
+READY, QUEUED, STAGE, GROWING, ENDED, ENDING, JOINING = range(7)
 
 # Event kinds.
 EV_ARRIVE, EV_FINISH, EV_ITER_END, EV_WARMUP, EV_ENDS, EV_LEASE_END = range(6)

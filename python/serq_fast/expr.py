@@ -319,6 +319,9 @@ def _compile_obs(e: dict, sim: Any) -> Fn:
     f = e["f"]
     if "stage" in e and e["stage"] is not None:
         ref = compile_ref(e["stage"], sim, "stage")
+        if f == "price":   # price(s, s_hit, ds): the stage's estimates (serq_fast/estimates.py)
+            s_hit, ds = (compile_expr(a, sim) for a in e["args"])
+            return lambda cx: sim.stages[ref(cx)].est.price(s_hit(cx), ds(cx))
         return lambda cx: sim.stages[ref(cx)].observe(f, cx)
     if "pool" in e and e["pool"] is not None:
         ref = compile_ref(e["pool"], sim, "pool")

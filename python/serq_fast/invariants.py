@@ -11,8 +11,10 @@ admission order; a content pool's reference counts are the hold lists holding ea
 free queue is the blocks with no reference, once each, and the identity map agrees with the
 blocks' identities; a queued hold is its session's pending hold and every queued session is in
 its pool's queue; a grower is growing on its pool; an engine's residents are in admission
-order; no work left is negative; no live session is ready after settle (the ready list is
-empty then) or names a stage it is not on.
+order; no work left is negative; no live session or branch is ready after settle (the ready list
+is empty then) or names a stage it is not on; a joining thread is on no stage and waits for a
+branch, a thread's count of running branches is the number of live branches it forked, and a live
+branch has not ended (docs/language.md §11.13).
 
 serq_spec counterpart: `serq_spec/invariants.py` (`check_invariants`, checked after every step
 there, always).
@@ -20,7 +22,7 @@ there, always).
 
 from __future__ import annotations
 
-from serq_fast.defs import EPS, GROWING, QUEUED, READY, STAGE, TIE_EPS, ENDED
+from serq_fast.defs import EPS, GROWING, JOINING, QUEUED, READY, STAGE, TIE_EPS, ENDED
 from serq_fast.expr import RunError
 
 
@@ -148,15 +150,37 @@ def check_invariants(sim, previous_now: float) -> list[str]:
                 bad.append(f"engine {st.name}: residents are not in admission order {adm}")
     if sim.ready[sim.ready_head:]:
         bad.append("sessions are still ready after settle")
-    for s in sim.sessions.values():
+    for s in list(sim.sessions.values()) + list(sim.branches.values()):
         if s.status == READY:
-            bad.append(f"session {s.serial} is ready after settle, outside the ready list")
+            bad.append(f"session {s.tid} is ready after settle, outside the ready list")
         elif s.status == STAGE:
             if s.job is None or s.job.stage is not s.where or on_stage.get(id(s.job)) is not s.where:
-                bad.append(f"session {s.serial} is on stage {s.where.name} but not among its jobs")
+                bad.append(f"session {s.tid} is on stage {s.where.name} but not among its jobs")
         elif s.status == QUEUED:
             if s.pending is None or not any(h is s.pending for h in s.where.queue_list()):
-                bad.append(f"session {s.serial} is queued on {s.where.name} but not in its queue")
+                bad.append(f"session {s.tid} is queued on {s.where.name} but not in its queue")
+    if sim.branches or any(s.status == JOINING for s in sim.sessions.values()):
+        bad += _branch_invariants(sim, on_stage)
+    return bad
+
+
+def _branch_invariants(sim, on_stage: dict) -> list[str]:
+    """docs/language.md §11.13, as `serq_spec.invariants.branch_invariants`: a joining thread is on
+    no stage and in no queue, and waits for a branch; a thread's count of running branches is the number of live
+    branches it forked; a live branch has not ended. `on_stage`: id of a job -> its stage."""
+    bad = []
+    forked: dict = {}
+    for b in sim.branches.values():
+        forked[id(b.parent)] = forked.get(id(b.parent), 0) + 1
+        if b.status == ENDED:
+            bad.append(f"branch {b.tid} ended but is still listed")
+    for s in list(sim.sessions.values()) + list(sim.branches.values()):
+        if s.status == JOINING and ((s.job is not None and id(s.job) in on_stage) or s.pending is not None
+                                    or not s.live_branches):
+            bad.append(f"session {s.tid} is joining but is on a stage or in a queue, or has {s.live_branches} "
+                       "branch(es) running")
+        if s.live_branches != forked.get(id(s), 0):
+            bad.append(f"session {s.tid} counts {s.live_branches} running branch(es), {forked.get(id(s), 0)} are live")
     return bad
 
 

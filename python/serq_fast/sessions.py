@@ -1,15 +1,16 @@
 """The session interpreter (docs/language.md §11.3): statements compiled from the IR's blocks,
-a session's frame stack run until it blocks, spawn, `turn;`, runs on stages, the end of a
-session, and settle (ready sessions run in FIFO order, pools retry their growers and admit their
-heads, then idle engines start an iteration, docs/language.md §11.2).
+a session's frame stack run until it blocks, spawn, `turn;`, runs on stages, `fork` and `join;`
+(a branch is a `Session` object of its session, §11.13), the end of a session, and settle (ready
+sessions run in FIFO order, pools retry their growers and admit their heads, then idle engines
+start an iteration, docs/language.md §11.2).
 
 `SessionInterpreter` is a base class of `step.Sim`: these are hot methods (every statement of
 every session goes through `_interpret` or its generated block, `specialise.py`), and a method
 inherited from a base class costs no more to call than the Sim's own.
 
 serq_spec counterpart: `serq_spec/sessions.py` (spawn, run_session, exec_stmt, exec_turn,
-exec_run, end_session, settle); the hold statement's admission and the scope end are in
-`pools.py`, growth and preemption in `growth.py`, the async ends in `lag.py`.
+exec_run, exec_fork, branch_done, end_session, settle); the hold statement's admission and the
+scope end are in `pools.py`, growth and preemption in `growth.py`, the async ends in `lag.py`.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ import math
 
 from serq.sessionsfile import stream_name, unused_session_draws
 from serq_fast import pools as P
-from serq_fast.defs import (ENDED, ENDING, FORCED, GROWING, MAX_READY_PER_INSTANT, MAX_STATEMENTS, MORE, NEW, OUT,
-                            QUEUED, READY, SERIAL, STAGE, THINK, TURN_NO, Request)
+from serq_fast.defs import (ENDED, ENDING, FAULTS, FORCED, GROWING, JOINING, MAX_READY_PER_INSTANT, MAX_STATEMENTS, MORE,
+                            NEW, OUT, QUEUED, READY, SERIAL, STAGE, THINK, TURN_NO, Request)
 from serq_fast.expr import NOWHERE, RunError, at_text, compile_expr, compile_ref, located
 from serq_fast.growth import detach, grow, retry_growers
 from serq_fast.lag import lag_end
@@ -29,7 +30,8 @@ from serq_fast.sources import ListSource, LiveSource
 class Session:
     __slots__ = ("serial", "attrs", "frames", "status", "where", "holds", "pending", "adm_seq",
                  "prepos", "stuck", "trace", "tcursor", "src", "job", "ready_t", "ready_n",
-                 "growth", "turn_used", "turn_t", "turn_warm", "turn_called")
+                 "growth", "turn_used", "turn_t", "turn_warm", "turn_called",
+                 "tid", "parent", "live_branches", "forks")
 
     def __init__(self, serial: int, nattrs: int) -> None:
         self.serial = serial
@@ -57,6 +59,13 @@ class Session:
         self.turn_t = 0.0
         self.turn_warm = False
         self.turn_called = False
+        # docs/language.md §11.13: a thread's name (the serial, or "s.k" for the k-th branch of
+        # session s), a branch's parent thread, the branches this thread forked that still run,
+        # and (on the session) how many branches it has forked
+        self.tid = serial
+        self.parent = None
+        self.live_branches = 0
+        self.forks = 0
 
     def status_text(self) -> str:
         if self.status == READY:
@@ -69,6 +78,8 @@ class Session:
             return "growing:" + self.where.name
         if self.status == ENDING:
             return "ending:" + self.where.name
+        if self.status == JOINING:
+            return "joining"
         return "ended"
 
 
@@ -89,8 +100,11 @@ class SessionInterpreter:
             return ("set", st["slot"], c(st["expr"]), at)
         if op == "observe":
             return ("observe", st["name"], c(st["expr"]), at)
-        if op in ("turn", "end"):
+        if op in ("turn", "end", "join"):
             return (op, at)
+        if op == "fork":
+            self._check_branch_block(st["body"])
+            return ("fork", st["body"], at)
         if op == "branch":
             return ("branch", c(st["cond"]), st["then"], st.get("else"), at)
         if op == "while":
@@ -217,31 +231,36 @@ class SessionInterpreter:
         """Run ready sessions and pool admissions until nothing is ready, then start idle engines
         (docs/language.md §11.2). `started`: an engine has just started an iteration in this settle's
         place (a fast-forward that resumed a formation), so it goes on after the engine step."""
+        # every event ends here: the tests below skip the calls that would find nothing to do
+        # (no grower, an empty queue, no ps stage) rather than make them
+        pools = self.pools
         while True:
             if not started:
                 ready = self.ready
-                while self.ready_head < len(ready):
-                    s = ready[self.ready_head]
-                    self.ready_head += 1
-                    if s.status == READY:
-                        self.exec_session(s)
-                self.ready = []
-                self.ready_head = 0
-                for pool in self.pools:
-                    retry_growers(pool)
-                    if pool.admitted_by is None:
+                if ready:
+                    while self.ready_head < len(ready):
+                        s = ready[self.ready_head]
+                        self.ready_head += 1
+                        if s.status == READY:
+                            self.exec_session(s)
+                    self.ready = []
+                    self.ready_head = 0
+                for pool in pools:
+                    if pool.growers:
+                        retry_growers(pool)
+                    if pool.admitted_by is None and (pool.front or pool.queue_head < len(pool.queue)):
                         pool.admit_heads()
                 if self.ready:
                     continue
-                if self.fault_pending or not self.pending_now():
+                if self.engines and (self.fault_pending or not self.pending_now()):
                     for eng in self.engines:
                         if eng.iter is None and eng.has_work():
                             eng.start_iteration()
             started = False
             if not self.ready:
                 break
-        for st in self.stages:
-            if st.kind == "ps" and st.changed:
+        for st in self.ps_stages:
+            if st.changed:
                 st.reschedule()
         self.sample()
 
@@ -306,7 +325,10 @@ class SessionInterpreter:
             self._server_done(s)
         # while / loop: the parent's pc stays on the statement, re-read next
         if not frames:
-            self.end_session(s)
+            if s.parent is not None:
+                self._branch_done(s)
+            else:
+                self.end_session(s)
             return True
         return False
 
@@ -372,6 +394,14 @@ class SessionInterpreter:
             elif op == "end":
                 self.end_session(s)
                 return
+            elif op == "fork":
+                fr[1] = pc + 1
+                self._exec_fork(s, st)
+            elif op == "join":
+                fr[1] = pc + 1
+                if s.live_branches:
+                    s.status = JOINING  # made ready by its last branch's end (_branch_done)
+                    return
             elif op == "choose":
                 n = st[2](cx)
                 best, bestk = None, None
@@ -476,8 +506,79 @@ class SessionInterpreter:
         growing = st[4]
         stage.submit(s, w, mode, growing)
 
+    # ---------------------------------------------------------------- branches (§11.13)
+
+    def _exec_fork(self, s: Session, st: tuple) -> None:
+        """`fork { … }`: a new branch, ready behind the threads already ready; the forking thread
+        goes on. The branch shares its session's attributes and draw source."""
+        if s.holds:
+            raise RunError("a `fork` while the session holds a pool is not supported yet (docs/language.md §11.13)",
+                           st[-1])
+        root = self.sessions[s.serial]
+        root.forks += 1
+        b = Session.__new__(Session)
+        for name in Session.__slots__:
+            if hasattr(root, name):
+                setattr(b, name, getattr(root, name))
+        b.attrs, b.src = root.attrs, root.src  # the very objects: a branch's `set` and draws are the session's
+        b.frames = [[self.blocks[st[1]], 0, "fork", None]]
+        b.status, b.where, b.holds, b.pending, b.job, b.growth = READY, None, [], None, None, None
+        b.prepos, b.ready_t, b.ready_n, b.adm_seq = {}, -1.0, 0, -1   # a branch is never admitted
+        b.tid, b.parent, b.live_branches, b.forks = f"{s.serial}.{root.forks}", s, 0, 0
+        s.live_branches += 1
+        self.branches[b.tid] = b
+        self.make_ready(b)
+        if "fork_first" in FAULTS():
+            # seeded fault (docs/fast.md): the branch runs before the threads already ready
+            self.ready.insert(self.ready_head, self.ready.pop())
+
+    def _branch_done(self, b: Session) -> None:
+        """A branch reached the end of its block: it leaves, and a joining parent whose last
+        branch it was becomes ready."""
+        if b.live_branches:
+            self._unjoined(b)
+        b.status = ENDED
+        del self.branches[b.tid]
+        parent = b.parent
+        parent.live_branches -= 1
+        if parent.live_branches == 0 and parent.status == JOINING:
+            self.make_ready(parent)
+
+    def _unjoined(self, s: Session) -> None:
+        """A thread ends with branches running (the linker refuses it: a hand-written IR), located
+        at the `fork` of its first running branch, as serq_spec's `unjoined`."""
+        kind = "branch" if s.parent is not None else "session"
+        b = next((b for b in self.branches.values() if b.parent is s), None)
+        body = b.frames[0][0] if b is not None and b.frames else None   # a branch's bottom frame: its fork's body
+        at = next((st[-1] for blk in self.blocks for st in blk if st[0] == "fork" and self.blocks[st[1]] is body), None)
+        raise RunError(f"{kind} {s.tid} ended with {s.live_branches} branch(es) still running: every `fork` "
+                       "needs a `join;` later in its block (docs/language.md §11.13)", at)
+
+    def _check_branch_block(self, block: int) -> None:
+        """A fork's block may hold only what a branch can run (docs/language.md §11.13): the linker
+        refuses the rest; a hand-written IR is refused here, when the program is loaded."""
+        for st in self.ir["blocks"][block]:
+            op = st["op"]
+            at = st.get("at")
+            # the messages are serq_spec's, which refuses the same statements when they run
+            if op not in ("set", "observe", "branch", "while", "loop", "choose", "run", "fork", "join"):
+                raise RunError(f"`{op}` in a branch, or before the `join;` of a fork: the linker refuses this "
+                               "(docs/language.md §11.13)", at)
+            if op == "run":
+                ref = st["stage"]
+                engine = next((self.stages[i] for i in range(ref["base"], ref["base"] + ref.get("count", 1))
+                               if self.stages[i].kind == "step"), None)
+                if engine is not None:
+                    raise RunError(f"a run on engine {engine.name} in a branch, or before the `join;` of a fork: the "
+                                   "linker refuses this (docs/language.md §11.13)", at)
+            for key in ("then", "else", "body"):
+                if st.get(key) is not None:
+                    self._check_branch_block(st[key])
+
     def end_session(self, s: Session) -> None:
         """`end` (§11.3): release every hold with its cache clause, leave queues and stages."""
+        if s.live_branches:
+            self._unjoined(s)
         detach(self, s)
         while s.holds:
             h = s.holds.pop()

@@ -12,6 +12,7 @@ from collections import deque
 
 from serq.irfile import field_at
 from serq_fast.defs import (EV_FINISH, STAGE)
+from serq_fast.estimates import Estimates
 from serq_fast.expr import RunError, compile_expr, located
 from serq_fast.stats import TimeAverage
 
@@ -80,6 +81,8 @@ class Stage:
         self.ta_number = TimeAverage()
         self.ta_util = TimeAverage()
         self.changed = False
+        # the online estimates (serq_fast/estimates.py), on a stage the program reads them of
+        self.est = Estimates() if st.get("estimates") else None
 
     def link(self, sim) -> None:
         pass
@@ -93,9 +96,15 @@ class Stage:
         raise NotImplementedError
 
     def sample(self, now):
+        # TimeAverage.set changes nothing for an unchanged value: test before the call
         n = self.present()
-        self.ta_number.set(now, n)
-        self.ta_util.set(now, 1.0 if n > 0 else 0.0)
+        ta = self.ta_number
+        if ta.v != n:
+            ta.set(now, n)
+        u = 1.0 if n > 0 else 0.0
+        ta = self.ta_util
+        if ta.v != u:
+            ta.set(now, u)
 
     def event_valid(self, ev) -> bool:
         return not ev[4].dead
@@ -112,6 +121,8 @@ class Stage:
         s.status = STAGE
         s.where = self
         s.job = job
+        if self.est is not None:
+            self.est.estimate_start(self.sim.now, w)
         self._accept(job)
 
     def _zero(self, job):
@@ -120,7 +131,7 @@ class Stage:
         job.start = sim.now
         self._stats(job)
         if sim.rec is not None:
-            sim.rec["finished"].append([self.name, job.sess.serial])
+            sim.rec["finished"].append([self.name, job.sess.tid])
 
     def _stats(self, job):
         sim = self.sim
@@ -137,7 +148,7 @@ class Stage:
         s.job = None
         self._stats(job)
         if sim.rec is not None:
-            sim.rec["finished"].append([self.name, s.serial])
+            sim.rec["finished"].append([self.name, s.tid])
         sim.make_ready(s)
 
     def observe(self, f, cx):
@@ -147,6 +158,8 @@ class Stage:
             return float(self.busy())
         if f == "work":
             return self.work_left()
+        if f in ("est_lambda", "est_rho", "est_wait") and self.est is not None:
+            return getattr(self.est, f)()
         raise RunError(f"observable {f} of stage {self.name}")
 
     def summary_extra(self):
@@ -182,6 +195,8 @@ class FifoStage(Stage):
 
         sim = self.sim
         job.start = sim.now
+        if self.est is not None:
+            self.est.estimate_service(job.enq, sim.now)
         job.fin_t = sim.now + job.left
         self.active.append(job)
         sim.push(job.fin_t, EV_FINISH, self, job)
@@ -224,6 +239,8 @@ class DelayStage(Stage):
 
         sim = self.sim
         job.start = sim.now
+        if self.est is not None:
+            self.est.estimate_service(sim.now, sim.now)
         job.fin_t = sim.now + job.left
         self.active[job] = None
         sim.push(job.fin_t, EV_FINISH, self, job)
@@ -237,6 +254,18 @@ class DelayStage(Stage):
     def detach(self, job):
         job.dead = True
         self.active.pop(job, None)
+
+
+TAG_TIE = 1e-10  # relative, as defs.TIE_EPS for event times: finish tags this close are equal
+
+
+def next_departure(jobs: list):
+    """The ps job that leaves next: the least finish tag, equal tags in start order (docs/language.md
+    §11.2). Float sums split exact ties (1/3 + 1 + 1 against 7/3), so tags within TAG_TIE (relative)
+    of the least one count as equal, as serq_spec's exact tags are."""
+    least = min(j.tag for j in jobs)
+    lim = least + TAG_TIE * max(1.0, abs(least))
+    return min((j for j in jobs if j.tag <= lim), key=lambda x: x.ps_order)
 
 
 class PsStage(Stage):
@@ -274,6 +303,8 @@ class PsStage(Stage):
     def _accept(self, job):
         self._advance()
         job.start = self.sim.now
+        if self.est is not None:
+            self.est.estimate_service(job.start, job.start)
         job.tag = self.v + job.left
         self.order += 1
         job.ps_order = self.order
@@ -304,13 +335,13 @@ class PsStage(Stage):
             raise located(RunError(f"capacity must be positive and finite, got {phi!r}"), field_at(self.spec, "capacity"),
                           f"ps stage {self.name}")
         self.rate = phi / n
-        j = min(self.jobs, key=lambda x: (x.tag, x.ps_order))
+        j = next_departure(self.jobs)
         t = sim.now + max(0.0, j.tag - self.v) / self.rate
         self.pending = sim.push(t, EV_FINISH, self, j)
 
     def finish_event(self, ev):
         self._advance()
-        job = min(self.jobs, key=lambda x: (x.tag, x.ps_order))
+        job = next_departure(self.jobs)
         self.v = max(self.v, job.tag)
         self.jobs.remove(job)
         job.dead = True

@@ -80,6 +80,7 @@ class Sim(SessionInterpreter):
         self.cx = Ctx(self)
         self.rec = None  # per-step records (lockstep)
         self.sessions: dict = {}  # live sessions by serial (all sessions when states are kept)
+        self.branches: dict = {}  # live branches by name "s.k", in the order forked (docs/language.md §11.13)
         self.keep_all = states is not None
         self.statements = 0
         nattrs = len(ir["attrs"])
@@ -120,6 +121,7 @@ class Sim(SessionInterpreter):
         for st in self.stages:
             st.link(self)
         self.engines = [st for st in self.stages if st.kind == "step"]
+        self.ps_stages = [st for st in self.stages if st.kind == "ps"]  # rescheduled at settle
         self.blocks = [None] * len(ir["blocks"])
         for i, blk in enumerate(ir["blocks"]):
             self.blocks[i] = [self._compile_stmt(x) for x in blk]
@@ -132,7 +134,8 @@ class Sim(SessionInterpreter):
         self.arrival = wl["arrival"]
         self.trace = wl.get("trace")
         if self.trace is not None:
-            self.trace_rows = [[[num(v) for v in row] for row in sess] for sess in self.trace["sessions"]]
+            self.trace_rows = [[self.trace_row(i, j, row) for j, row in enumerate(sess)]
+                               for i, sess in enumerate(self.trace["sessions"])]
         kind = self.arrival["kind"]
         if self.arrival_limit_applies() is False and arrivals is not None:
             raise RunError(f"--arrivals applies to poisson or renewal arrivals, not `{kind}`")
@@ -144,12 +147,24 @@ class Sim(SessionInterpreter):
         self.gauge_fns = [compile_expr(g["expr"], self, g.get("at"), f"gauge {g['name']}") for g in ir.get("gauges", [])]
         self.gauge_end = self.horizon if arrivals is None and math.isfinite(self.horizon) else None
         self.gauges = [Gauge(0.0, self.gauge_end) for _ in self.gauge_fns]
+        self.gauge_pairs = list(zip(self.gauges, self.gauge_fns))
         self.claims = Claims(ir, self)   # docs/language.md §11.9 "Claims"
         if kind == "poisson":
-            self.arrival_mean = 1.0 / num(self.arrival["rate"])  # the mean gap, converted once
+            try:
+                self.arrival_mean = 1.0 / num(self.arrival["rate"])  # the mean gap, converted once
+            except RunError as exc:  # a rate beyond the floats' range (`--set lambda=1e400`): where it is
+                raise located(exc, self.arrival.get("at"), "`arrive poisson(…)`: the rate") from None
         if not os.environ.get("SERQ_FAST_NO_SPECIALISE"):
             fns = specialise(self, FAULTS())
             self.block_fns = {id(blk): fn for blk, fn in zip(self.blocks, fns) if fn is not None}
+
+    def trace_row(self, i: int, j: int, row: list) -> list:
+        """A trace row's values as floats; one beyond their range (a CSV value of 1e400) is an
+        error at the `trace` declaration, naming the row."""
+        try:
+            return [num(v) for v in row]
+        except RunError as exc:
+            raise located(exc, self.trace.get("at"), f"the trace's session {i + 1}, row {j + 1}") from None
 
     # ---------------------------------------------------------------- compile
 
@@ -233,10 +248,14 @@ class Sim(SessionInterpreter):
         drain = self.arrivals_limit is not None
         prog = self.progress
         next_prog = _time.monotonic() + 0.5 if prog else None
+        emit = self.states is not None
+        heap, valid, heappop = self.heap, self._valid, heapq.heappop
         while self.max_steps is None or step < self.max_steps:
-            top = self._top()
-            if top is None:
+            while heap and not valid(heap[0]):  # self._top(), inlined: it runs once per event
+                heappop(heap)
+            if not heap:
                 break
+            top = heap[0]
             if top[0] > self.horizon:
                 if drain:
                     raise RunError(f"--arrivals {self.arrivals_limit}: not drained by the horizon {self.horizon:g}")
@@ -277,7 +296,8 @@ class Sim(SessionInterpreter):
                     continue
             self._handle(ev)
             self.settle()
-            self._emit_state(step, ev)
+            if emit:
+                self._emit_state(step, ev)
             if check:
                 check_or_raise(self, step, last_now)
                 last_now = self.now
@@ -372,14 +392,25 @@ class Sim(SessionInterpreter):
         if not self.measuring:
             return
         now = self.now
-        self.ta_live.set(now, self.live)
+        ta = self.ta_live
+        if ta.v != self.live:
+            ta.set(now, self.live)
         for p in self.pools:
             p.sample(now)
         for st in self.stages:
             st.sample(now)
         if self.gauges:
-            for g, v in zip(self.gauges, self.gauge_values()):
-                g.set(now, v)
+            # gauge_values inlined (it runs after every event): each value set as it is read
+            cx = self.cx
+            saved = (cx.attrs, cx.sess, cx.draw, cx.eng, cx.var, cx.job)
+            cx.attrs, cx.sess, cx.draw, cx.eng, cx.var, cx.job = [], None, no_draw, None, {}, None
+            try:
+                for g, f in self.gauge_pairs:
+                    v = f(cx)
+                    if v != g.v:
+                        g.set(now, v)
+            finally:
+                cx.attrs, cx.sess, cx.draw, cx.eng, cx.var, cx.job = saved
 
     def gauge_values(self) -> list:
         """Every gauge's value now (Gauge moment, §5: no session, no engine, no draw)."""

@@ -42,7 +42,7 @@ def _event(ev):
     if kind == EV_ARRIVE:
         return {"kind": "arrive", "time": t, "seq": seq, "arg": a}
     if kind == EV_FINISH:
-        return {"kind": "finish", "time": t, "seq": seq, "arg": [a.name, b.sess.serial]}
+        return {"kind": "finish", "time": t, "seq": seq, "arg": [a.name, b.sess.tid]}
     if kind == EV_ITER_END:
         return {"kind": "iter_end", "time": t, "seq": seq, "arg": a.name}
     if kind == EV_ENDS:
@@ -110,13 +110,15 @@ def _stage(st, sim, lean: bool = False) -> dict:
     elif lean:
         pass
     elif st.kind == "fifo":
-        d["waiting"] = [[j.sess.serial, j.left] for j in st.waiting]
-        d["active"] = [[j.sess.serial, j.fin_t] for j in st.active]
+        d["waiting"] = [[j.sess.tid, j.left] for j in st.waiting]
+        d["active"] = [[j.sess.tid, j.fin_t] for j in st.active]
     elif st.kind == "delay":
-        d["active"] = [[j.sess.serial, j.fin_t] for j in st.active]
+        d["active"] = [[j.sess.tid, j.fin_t] for j in st.active]
     elif st.kind == "ps":
         v = st.v + st.rate * (sim.now - st.t_last)
-        d["active"] = [[j.sess.serial, j.tag - v] for j in st.jobs]
+        d["active"] = [[j.sess.tid, j.tag - v] for j in st.jobs]
+    if st.est is not None:   # only on a stage whose estimates the program reads (docs/state.md)
+        d["est"] = st.est.state()
     return d
 
 
@@ -140,6 +142,8 @@ def state_line(sim, step: int, ev) -> dict:
         "stages": [_stage(st, sim, lean) for st in sim.stages],
         "sessions": [[serial, s.status_text()] for serial, s in sorted(sim.sessions.items())
                      if not lean or s.status == ENDING],
+        # the live branches (docs/language.md §11.13), only while there are some
+        **({"branches": [[b.tid, b.status_text()] for b in sim.branches.values()]} if sim.branches else {}),
         "records": r,
         # iteration claims' tallies, only in programs that declare claims (docs/state.md)
         **({"claims": [t.counts() for t in sim.claims.tallies]} if sim.claims.tallies else {}),

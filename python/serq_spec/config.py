@@ -14,7 +14,7 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 from serq.claimreport import ClaimTally
 from serq.wire import Value, canonical_json, value_from_wire
@@ -26,9 +26,15 @@ if TYPE_CHECKING:   # the one import above this layer: a type only (docs/archite
     from .program import Program
 
 # Session statuses (docs/language.md §11.1): ("ready",), ("queued", pool), ("stage", stage),
-# ("growing", pool), ("ended",)
+# ("growing", pool), ("joining",) (waiting at `join;` for its branches, §11.13), ("ended",)
 READY = ("ready",)
 ENDED = ("ended",)
+JOINING = ("joining",)
+
+# A thread of execution (docs/language.md §11.13): a session, named by its serial, or a branch
+# of one, named "s.k" (the k-th branch session s forked). Ready queues, jobs and `finish` events
+# name threads.
+Tid = Union[int, str]
 
 
 @dataclass
@@ -120,8 +126,9 @@ class Request:
 
 @dataclass
 class Job:
-    """A run on a stage (docs/language.md §11.5, §11.6). `left` is work (tokens on a step engine)."""
-    serial: int
+    """A run on a stage (docs/language.md §11.5, §11.6). `left` is work (tokens on a step engine).
+    `serial` names the thread that runs it: a branch's id on a stage that is not an engine."""
+    serial: Tid
     stage: int
     mode: str                  # "plain" | "prefill" | "decode"
     left: Any                  # int on a step engine, an exact value elsewhere
@@ -159,9 +166,24 @@ class Session:
     request: Optional[Request] = None
     job: Optional[Job] = None
     growth: Optional[list] = None                   # [pool, target units] of a stalled growth
+    # docs/language.md §11.13. A branch is a Session object with its session's serial whose
+    # `attrs` and `cursors` are its session's very objects; it holds nothing and makes no turns.
+    branch: Optional[str] = None                    # a branch: its id "s.k"; None for the session
+    parent: Optional[Tid] = None                    # a branch: the thread that forked it
+    live_branches: int = 0                          # branches this thread forked that have not finished
+    forks: int = 0                                  # the session: branches forked so far (numbers them)
+
+    @property
+    def tid(self) -> Tid:
+        """The thread's name: the branch id, else the serial."""
+        return self.branch if self.branch is not None else self.serial
 
     def to_json(self) -> dict:
-        return {"serial": self.serial, "attrs": [wire(a) for a in self.attrs],
+        # the branch keys only when in use: a program without `fork` serialises as before
+        extra: dict[str, Any] = {k: v for k, v in (("live_branches", self.live_branches), ("forks", self.forks)) if v}
+        if self.branch is not None:
+            extra.update(branch=self.branch, parent=self.parent)
+        return {**extra, "serial": self.serial, "attrs": [wire(a) for a in self.attrs],
                 "frames": [f.to_json() for f in self.frames], "status": list(self.status),
                 "holds": [h.to_json() for h in self.holds],
                 "pending": None if self.pending is None else [self.pending[0], self.pending[1], list(self.pending[2])],
@@ -190,6 +212,11 @@ def hold_on(session: Session, p: int) -> HoldState:
     if h is None:
         raise SpecError(f"internal: session {session.serial} holds no pool {p}")
     return h
+
+
+def thread(cfg: "Config", tid: Tid) -> Session:
+    """The session or branch named `tid` (docs/language.md §11.13)."""
+    return cfg.branches[tid] if isinstance(tid, str) else cfg.sessions[tid]
 
 
 def job_of(session: Session) -> Job:
@@ -300,7 +327,7 @@ class PoolState:
 @dataclass
 class Assign:
     """One entry of an iteration's batch: tokens of a resident, its position before the chunk."""
-    serial: int
+    serial: Tid
     mode: str
     tokens: int
     pos_before: Optional[Amount]
@@ -321,12 +348,31 @@ class IterCtx:
         self.each: dict[int, Value] = {}   # id() of an `each at most` statement -> its cap
         self.granule: Optional[Value] = None
         self.left: Value = 0
-        self.served: set[int] = set()
+        self.served: set[Tid] = set()
         self.assign: list[Assign] = []
         self.preempted = 0
         self.admitted = 0
         self.stopped = False      # the budget is spent, or a grower preempted itself
         self.no_admit = False     # a granule rounded a prefill to 0
+
+
+@dataclass
+class Estimates:
+    """The online estimates of a stage the program reads them of (docs/language.md §4.4, IR
+    `"estimates": true`): exponentially weighted means (weight 1/100 on each new sample, the first
+    sample taken whole) of the gaps between successive starts, of the work of each started job,
+    and of each job's wait before its service. None = no sample yet."""
+    last: Optional[Value] = None      # the time of the latest start
+    gap: Optional[Value] = None       # mean gap between starts
+    service: Optional[Value] = None   # mean work of a started job
+    wait: Optional[Value] = None      # mean wait before service
+    joined: dict = field(default_factory=dict)   # fifo: serial -> join time, jobs still waiting
+
+    def to_json(self) -> dict:
+        def w(x: Optional[Value]) -> Optional[str]:
+            return None if x is None else wire(x)
+        return {"last": w(self.last), "gap": w(self.gap), "service": w(self.service), "wait": w(self.wait),
+                "joined": [[serial, wire(t)] for serial, t in self.joined.items()]}
 
 
 @dataclass
@@ -344,6 +390,7 @@ class StageState:
     next_start: int = 0
     pending: list = field(default_factory=list)   # step, lag 1: ends waiting for the next schedule
     due: list = field(default_factory=list)       # step, lag 1: ends the next `ends` event applies
+    est: Optional[Estimates] = None               # fifo/ps/delay whose estimates the program reads
 
     def to_json(self) -> dict:
         it = None
@@ -359,7 +406,9 @@ class StageState:
                 # async scheduling's lists (docs/async.md) only while in use: a program without
                 # `lag 1` serialises exactly as before
                 "next_start": self.next_start, **({"pending": self.pending, "due": self.due}
-                                                    if self.pending or self.due else {})}
+                                                    if self.pending or self.due else {}),
+                # only on a stage whose estimates are read: other programs serialise as before
+                **({"est": self.est.to_json()} if self.est is not None else {})}
 
 
 @dataclass
@@ -384,9 +433,11 @@ class Config:
         self.now: Value = Fraction(0)
         self.events: list[Event] = []
         self.sessions: list[Session] = []
-        self.ready: list[int] = []
+        self.branches: dict[str, Session] = {}   # live branches by id, in the order they were forked (§11.13)
+        self.ready: list[Tid] = []
         self.pools = [PoolState(content=program.new_content(p)) for p in range(len(program.pools))]
-        self.stages = [StageState(kind=st["kind"]) for st in program.stages]
+        self.stages = [StageState(kind=st["kind"], est=Estimates() if st.get("estimates") else None)
+                       for st in program.stages]
         self.counters = Counters()
         self.warm = False
         self.steps = 0
@@ -403,6 +454,7 @@ class Config:
     def to_json(self) -> dict:
         return {"now": wire(self.now), "events": [e.to_json() for e in self.events],
                 "sessions": [s.to_json() for s in self.sessions], "ready": self.ready,
+                **({"branches": [b.to_json() for b in self.branches.values()]} if self.branches else {}),
                 "pools": [p.to_json() for p in self.pools],
                 "stages": [s.to_json() for s in self.stages],
                 "counters": self.counters.to_json(), "warm": self.warm, "steps": self.steps,
@@ -436,6 +488,13 @@ def _job(d: dict) -> Job:
                d.get("pending", False))
 
 
+def _estimates(d: dict) -> Estimates:
+    def v(x: Optional[str]) -> Optional[Value]:
+        return None if x is None else _v(x)
+    return Estimates(v(d["last"]), v(d["gap"]), v(d["service"]), v(d["wait"]),
+                     {serial: _v(t) for serial, t in d["joined"]})
+
+
 def _hold(h: dict) -> HoldState:
     return HoldState(tuple(h["stmt"]), h["pools"], [amt_in(x) for x in h["alloc"]],
                      [amt_in(x) for x in h["position"]], h["advanced"],
@@ -465,6 +524,8 @@ def _session(d: dict) -> Session:
                             None if r["first"] is None else _v(r["first"]))
     s.job = None if d["job"] is None else _job(d["job"])
     s.growth = None if d["growth"] is None else [d["growth"][0], amt_in(d["growth"][1])]
+    s.branch, s.parent = d.get("branch"), d.get("parent")
+    s.live_branches, s.forks = d.get("live_branches", 0), d.get("forks", 0)
     return s
 
 
@@ -476,6 +537,11 @@ def from_json(program: Program, d: dict) -> Config:
                   for t, seq, kind, arg in d["events"]]
     cfg.sessions = [_session(s) for s in d["sessions"]]
     cfg.ready = list(d["ready"])
+    for b in d.get("branches", []):
+        branch = _session(b)
+        owner = cfg.sessions[branch.serial]
+        branch.attrs, branch.cursors = owner.attrs, owner.cursors   # shared, as when forked (§11.13)
+        cfg.branches[b["branch"]] = branch
     cfg.pools = []
     for p in d["pools"]:
         ps = PoolState(used=amt_in(p["used"]), holders=list(p["holders"]), growers=list(p["growers"]),
@@ -498,7 +564,8 @@ def from_json(program: Program, d: dict) -> Config:
                         tags={serial: _v(t) for serial, t in s["tags"]},
                         v=_v(s["v"]), t_last=_v(s["t_last"]), dirty=s["dirty"],
                         registers=[_v(r) for r in s["registers"]], next_start=s["next_start"],
-                        pending=list(s.get("pending", [])), due=list(s.get("due", [])))
+                        pending=list(s.get("pending", [])), due=list(s.get("due", [])),
+                        est=_estimates(s["est"]) if "est" in s else None)
         it = s["iteration"]
         if it is not None:
             st.iteration = {"end": _v(it["end"]), "seq": it["seq"],
@@ -508,7 +575,7 @@ def from_json(program: Program, d: dict) -> Config:
     # a session's job is the very object its stage holds
     for st in cfg.stages:
         for j in st.jobs + st.waiting:
-            cfg.sessions[j.serial].job = j
+            thread(cfg, j.serial).job = j
     c = d["counters"]
     cfg.counters = Counters(c["next_seq"], c["next_adm"], c["next_rel"], c["next_dead"], c["next_serial"], c["machine"])
     cfg.warm = d["warm"]

@@ -19,7 +19,7 @@ from serq.wire import Value
 
 from . import values as V
 from .claims import check_iteration
-from .config import Assign, Config, IterCtx, Job, hold_on
+from .config import Assign, Config, IterCtx, Job, hold_on, thread
 from .content import identify
 from .errors import At, SpecError
 from .events import schedule_event
@@ -114,7 +114,7 @@ def next_unserved(cfg: Config, ictx: IterCtx, order: Optional[dict], stmt_at: At
     keys = order["keys"] if order else []
 
     def key(c: tuple[int, Job]) -> tuple:
-        env = Env(cfg, cfg.sessions[c[1].serial], engine=e, ictx=ictx, job=c[1], at=stmt_at,
+        env = Env(cfg, thread(cfg, c[1].serial), engine=e, ictx=ictx, job=c[1], at=stmt_at,
                   what=f"engine {cfg.program.stages[e]['name']}: a serving-order key")
         return tuple(evaluate(k, env) for k in keys) + (c[0],)
     return min(cands, key=key)[1]
@@ -132,7 +132,7 @@ def serve_running(cfg: Config, ictx: IterCtx, stmt: dict) -> None:
 def serve(cfg: Config, ictx: IterCtx, job: Job, only: Optional[dict], cap: Value, at: At = None) -> None:
     """One resident's turn: want, tokens = min(want, left), growth, position, budget (§11.6)."""
     ictx.served.add(job.serial)
-    s = cfg.sessions[job.serial]
+    s = thread(cfg, job.serial)
     if only is not None:
         env = Env(cfg, s, engine=ictx.engine, ictx=ictx, job=job, at=at,
                   what=f"engine {cfg.program.stages[ictx.engine]['name']}: `only`")
@@ -200,7 +200,7 @@ def exclusive_prefill(cfg: Config, ictx: IterCtx, stmt: dict) -> None:
     cap = ictx.each.get(id(stmt), V.INF)
     ictx.no_admit = True
     def stalled(j: Job) -> bool:
-        return cfg.sessions[j.serial].status[0] == "growing"
+        return thread(cfg, j.serial).status[0] == "growing"
 
     prefill = next((j for j in cfg.stages[ictx.engine].jobs
                     if j.mode != "decode" and j.serial not in ictx.served and not stalled(j)), None)
@@ -263,7 +263,7 @@ def iteration_end(cfg: Config, e: int) -> None:
         job = byserial[a.serial]
         if job.left == 0:
             st.jobs.remove(job)
-            s = cfg.sessions[job.serial]
+            s = thread(cfg, job.serial)
             s.job = None
             cfg.records["finished"].append([cfg.program.stages[e]["name"], job.serial])
             if job.mode == "prefill":

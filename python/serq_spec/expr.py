@@ -22,7 +22,7 @@ from serq.irfile import field_at
 from serq.wire import Value
 
 from . import values as V
-from .config import Config, IterCtx, Job, Session, hold_of
+from .config import Config, Estimates, IterCtx, Job, Session, hold_of, thread
 from .errors import At, SpecError
 from .program import Program
 from .values import ZERO, ONE
@@ -175,6 +175,18 @@ def observable(e: dict, env: Env) -> Value:
         return Fraction(busy(cfg, s))
     if f == "work":
         return work(cfg, s)
+    if f in ("est_lambda", "est_rho", "est_wait", "price"):
+        est = cfg.stages[s].est
+        if est is None:   # the linker marks every stage an estimator reads
+            raise SpecError(f"{f}({cfg.program.stages[s]['name']}): the stage keeps no estimates", env.at,
+                            cfg.program.files)
+        if f == "est_lambda":
+            return est_lambda(est)
+        if f == "est_rho":
+            return est_rho(est)
+        if f == "est_wait":
+            return est_wait(est)
+        return price(est, evaluate(e["args"][0], env), evaluate(e["args"][1], env))
     if f == "budget_left":
         if env.admit_left is not None and env.admit_left[0] == s:
             left = env.admit_left[1]
@@ -185,6 +197,35 @@ def observable(e: dict, env: Env) -> Value:
                             "machine re-reads an expression (docs/language.md §4.3)", env.at, cfg.program.files)
         return budget_left_outside(cfg, s)
     raise SpecError(f"observable {f}() is not supported", env.at, cfg.program.files)
+
+
+RHO_CAP = Fraction(99, 100)
+
+
+def est_lambda(est: Estimates) -> Value:
+    """λ̂ = 1 / the mean gap between starts; 0 before a positive mean gap (no second start yet, or
+    every start so far at one instant)."""
+    return ZERO if est.gap is None or est.gap == 0 else V.div(ONE, est.gap)
+
+
+def est_rho(est: Estimates) -> Value:
+    """ρ̂ = min(λ̂ · Ŝ, 0.99), Ŝ the mean work of a started job (0 before the first start)."""
+    return V.min_v(V.mul(est_lambda(est), est.service if est.service is not None else ZERO), RHO_CAP)
+
+
+def est_wait(est: Estimates) -> Value:
+    """Ŵ = the mean wait before service (0 before the first job enters service)."""
+    return est.wait if est.wait is not None else ZERO
+
+
+def price(est: Estimates, s_hit: Value, ds: Value) -> Value:
+    """The cost of a miss that adds ds to a service of s_hit (docs/language.md §4.4):
+    ds + λ̂(s_m² − s_hit²)/(2(1 − ρ̂)) + λ̂·Ŵ·ds/(1 − ρ̂), s_m = s_hit + ds."""
+    lam, idle = est_lambda(est), V.sub(ONE, est_rho(est))
+    s_miss = V.add(s_hit, ds)
+    queueing = V.div(V.mul(lam, V.sub(V.mul(s_miss, s_miss), V.mul(s_hit, s_hit))), V.mul(Fraction(2), idle))
+    waiting = V.div(V.mul(V.mul(lam, est_wait(est)), ds), idle)
+    return V.add(V.add(ds, queueing), waiting)
 
 
 def has_draw(e: Any) -> bool:
@@ -212,7 +253,7 @@ def memory_alloc(cfg: Config, e: int, job: Job) -> V.Amount:
     mem = cfg.program.memory_of[e]
     if mem is None:
         return 0
-    h = hold_of(cfg.sessions[job.serial], mem)
+    h = hold_of(thread(cfg, job.serial), mem)
     return 0 if h is None else h.alloc[h.pools.index(mem)]
 
 

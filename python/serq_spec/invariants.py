@@ -10,7 +10,7 @@ from typing import Optional
 
 from serq.wire import Value
 
-from .config import Config
+from .config import Config, Tid
 from .content import block_pool
 from .errors import InvariantViolation
 from .trace import state_text
@@ -96,7 +96,7 @@ def check_invariants(cfg: Config, previous_now: Optional[Value] = None) -> list[
     # every session in exactly one place
     places: dict = {}
 
-    def put(serial: int, where: tuple) -> None:
+    def put(serial: Tid, where: tuple) -> None:
         places.setdefault(serial, []).append(where)
     for p, st in enumerate(cfg.pools):
         for q in st.queue:
@@ -108,8 +108,10 @@ def check_invariants(cfg: Config, previous_now: Optional[Value] = None) -> list[
             put(j.serial, ("stage", i))
     for serial in cfg.ready:
         put(serial, ("ready",))
-    for s in cfg.sessions:
-        where = places.get(s.serial, [])
+    for s in cfg.sessions + list(cfg.branches.values()):
+        where = places.get(s.tid, [])
+        if s.status[0] == "joining":
+            continue   # branch_invariants
         if s.status[0] == "ended":
             if where:
                 bad.append(f"session {s.serial} ended but is still in {where}")
@@ -128,6 +130,27 @@ def check_invariants(cfg: Config, previous_now: Optional[Value] = None) -> list[
                 bad.append(f"session {s.serial} is ending but is in {where}")
         elif where != [s.status]:
             bad.append(f"session {s.serial} has status {s.status} but is in {where}")
+    if cfg.branches or any(s.status[0] == "joining" for s in cfg.sessions):
+        bad += branch_invariants(cfg, places)
+    return bad
+
+
+def branch_invariants(cfg: Config, places: dict) -> list[str]:
+    """docs/language.md §11.13: a joining thread is listed nowhere and waits for a branch; a
+    thread's count of running branches is the number of live branches it forked; a live branch
+    has not ended. `places`: thread -> where check_invariants found it."""
+    bad: list[str] = []
+    forked: dict = {}
+    for b in cfg.branches.values():
+        forked[b.parent] = forked.get(b.parent, 0) + 1
+        if b.status[0] == "ended":
+            bad.append(f"branch {b.tid} ended but is still listed")
+    for s in cfg.sessions + list(cfg.branches.values()):
+        if s.status[0] == "joining" and (places.get(s.tid) or not s.live_branches):
+            bad.append(f"session {s.tid} is joining but is in {places.get(s.tid, [])} with {s.live_branches} "
+                       "branch(es) running")
+        if s.live_branches != forked.get(s.tid, 0):
+            bad.append(f"session {s.tid} counts {s.live_branches} running branch(es), {forked.get(s.tid, 0)} are live")
     return bad
 
 

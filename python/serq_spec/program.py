@@ -23,7 +23,8 @@ from .workload import Workload
 SERIAL, TURN_NO, CACHED, COMPUTED, NEW, OUT, THINK, MORE, FORCED = range(9)
 
 STAGE_KINDS = ("fifo", "ps", "delay", "step")
-SUPPORTED_OBS = ("queue", "busy", "work", "budget_left", "used", "free", "cachedin", "holders", "queued")
+SUPPORTED_OBS = ("queue", "busy", "work", "budget_left", "used", "free", "cachedin", "holders", "queued",
+                 "est_lambda", "est_rho", "est_wait", "price")
 
 
 def v(text: Any) -> Value:
@@ -211,7 +212,7 @@ class Program:
                 raise SpecError(f"`growing` needs an engine (a step stage), not stage "
                                 f"{self.stages[ref['base']]['name']}", at, self.files)
         if op not in ("set", "observe", "turn", "end", "branch", "while", "loop", "choose", "hold",
-                      "run", "grow", "load", "drop", "release"):
+                      "run", "grow", "load", "drop", "release", "fork", "join"):
             raise self.unsupported(f"statement {op}", at)
         if op == "hold" and st.get("lease") is not None:
             lease = st["lease"]

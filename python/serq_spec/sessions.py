@@ -15,7 +15,8 @@ from serq.wire import Value
 
 from . import content
 from . import values as V
-from .config import ENDED, READY, Config, Frame, HoldState, IterCtx, Job, Request, Session, hold_of, hold_on
+from .config import (ENDED, JOINING, READY, Config, Frame, HoldState, IterCtx, Job, Request, Session, hold_of, hold_on,
+                     thread)
 from .errors import At, SessionsFileError, SpecError
 from .expr import Env, evaluate, resolve_ref
 from .growth import grow
@@ -72,6 +73,8 @@ def spawn(cfg: Config) -> Session:
 
 def end_session(cfg: Config, s: Session) -> None:
     """`end` (§11.3): release every hold (caching per its clause); cache entries stay; closed respawns."""
+    if s.live_branches:
+        unjoined(cfg, s)
     for h in reversed(s.holds):
         release_hold(cfg, s, h, preempted=False)
     s.holds = []
@@ -85,6 +88,65 @@ def end_session(cfg: Config, s: Session) -> None:
     arrival = cfg.program.workload["arrival"]
     if arrival["kind"] == "closed" and cfg.counters.next_serial < cfg.program.workload_data.count:
         spawn(cfg)
+
+
+# -- branches: `fork` and `join` (§11.13) ---------------------------------------------------------
+
+def exec_fork(cfg: Config, s: Session, st: dict, stream: tuple) -> None:
+    """`fork { … }`: a new branch of the session, at the back of the ready queue; the forking
+    thread goes on at once. The branch shares the session's attributes and draw cursors."""
+    if s.holds:
+        raise SpecError("a `fork` while the session holds a pool is not supported yet (docs/language.md §11.13)",
+                        st.get("at"), cfg.program.files)
+    root = cfg.sessions[s.serial]
+    root.forks += 1
+    bid = f"{s.serial}.{root.forks}"
+    b = Session(serial=s.serial, attrs=root.attrs, frames=[Frame(st["body"], 0, "plain", None, stream)],
+                status=READY, cursors=root.cursors, branch=bid, parent=s.tid)
+    s.live_branches += 1
+    cfg.branches[bid] = b
+    cfg.ready.append(bid)
+
+
+def exec_join(s: Session) -> None:
+    """`join;`: wait while a branch this thread forked is running (status joining)."""
+    if s.live_branches:
+        s.status = JOINING
+
+
+def branch_done(cfg: Config, b: Session) -> None:
+    """A branch's block has ended: it leaves, and a joining parent whose last branch it was
+    becomes ready (at the back of the ready queue)."""
+    if b.live_branches:
+        unjoined(cfg, b)
+    b.status = ENDED
+    cfg.branches.pop(f"{b.tid}")
+    if b.parent is None:
+        raise SpecError(f"internal: branch {b.tid} has no parent")
+    parent = thread(cfg, b.parent)
+    parent.live_branches -= 1
+    if parent.live_branches == 0 and parent.status == JOINING:
+        parent.status = READY
+        cfg.ready.append(parent.tid)
+
+
+def unjoined(cfg: Config, s: Session) -> None:
+    """A thread ends with branches still running: the linker refuses such a program, so only a
+    hand-edited IR gets here. The error is located at the `fork` of its first running branch."""
+    raise SpecError(f"{'branch' if s.branch else 'session'} {s.tid} ended with {s.live_branches} branch(es) "
+                    "still running: every `fork` needs a `join;` later in its block (docs/language.md §11.13)",
+                    unjoined_at(cfg, s), cfg.program.files)
+
+
+def unjoined_at(cfg: Config, s: Session) -> At:
+    """The position of the `fork` statement whose body is the bottom frame of the first live
+    branch `s` forked (a branch's bottom frame is its fork's body until the branch ends)."""
+    b = next((b for b in cfg.branches.values() if b.parent == s.tid), None)
+    if b is None or not b.frames:
+        return None
+    body = b.frames[0].block
+    return next((st.get("at") for blk in cfg.program.blocks for st in blk
+                 if st["op"] == "fork" and st["body"] == body), None)
 
 
 # -- holds ---------------------------------------------------------------------------------------
@@ -422,7 +484,10 @@ def run_session(cfg: Config, s: Session) -> None:
     count = 0
     while s.status == READY:
         if not s.frames:
-            end_session(cfg, s)
+            if s.branch is not None:
+                branch_done(cfg, s)
+            else:
+                end_session(cfg, s)
             return
         f = s.frames[-1]
         block = cfg.program.blocks[f.block]
@@ -434,7 +499,7 @@ def run_session(cfg: Config, s: Session) -> None:
         f.pc += 1
         count += 1
         if count > STATEMENT_LIMIT:
-            raise SpecError(f"session {s.serial} ran {STATEMENT_LIMIT} statements without blocking",
+            raise SpecError(f"session {s.tid} ran {STATEMENT_LIMIT} statements without blocking",
                             st.get("at"), cfg.program.files)
         if exec_stmt(cfg, s, st, ref, f.stream) == "yield":
             return
@@ -472,6 +537,9 @@ def exec_stmt(cfg: Config, s: Session, st: dict, ref: tuple, stream: tuple) -> O
     op = st["op"]
     at = st.get("at")
     env = Env(cfg, s, stream, at)
+    if (s.branch is not None or s.live_branches) and op not in BRANCH_OPS:
+        raise SpecError(f"`{op}` in a branch, or before the `join;` of a fork: the linker refuses this "
+                        "(docs/language.md §11.13)", at, prog.files)
     if op == "set":
         s.attrs[st["slot"]] = evaluate(st["expr"], env)
     elif op == "observe":
@@ -520,9 +588,17 @@ def exec_stmt(cfg: Config, s: Session, st: dict, ref: tuple, stream: tuple) -> O
         drop_entry(cfg, resolve_ref(env, st["pool"]), s.serial)
     elif op == "release":
         release_pool_early(cfg, s, resolve_ref(env, st["pool"]), at)
+    elif op == "fork":
+        exec_fork(cfg, s, st, stream)
+    elif op == "join":
+        exec_join(s)
     else:
         raise prog.unsupported(f"statement {op}", at)
     return None
+
+
+# What a branch, and its parent between a fork and the join, may execute (docs/language.md §11.13).
+BRANCH_OPS = frozenset({"set", "observe", "branch", "while", "loop", "choose", "run", "fork", "join"})
 
 
 def exec_choose(cfg: Config, s: Session, st: dict, env: Env) -> None:
@@ -579,6 +655,9 @@ def exec_run(cfg: Config, s: Session, st: dict, env: Env) -> Optional[str]:
         raise SpecError(f"work {number_text(w)} is not finite", at, prog.files)
     mode = st["mode"]
     growing = st.get("growing")
+    if kind == "step" and (s.branch is not None or s.live_branches):
+        raise SpecError(f"a run on engine {prog.stages[stage]['name']} in a branch, or before the `join;` of a "
+                        "fork: the linker refuses this (docs/language.md §11.13)", at, prog.files)
     if kind == "step":
         if w.denominator != 1:
             # tokens are whole, like `tokens cap` and `each at most` (docs/spec.md)
@@ -589,12 +668,12 @@ def exec_run(cfg: Config, s: Session, st: dict, env: Env) -> Optional[str]:
             raise SpecError(f"a run growing pool {prog.pools[growing]['name']} outside a hold of it", at, prog.files)
     if w == 0:
         # zero work completes at once: no event, the session is ready again at the back (defect 4)
-        cfg.records["finished"].append([prog.stages[stage]["name"], s.serial])
+        cfg.records["finished"].append([prog.stages[stage]["name"], s.tid])
         if mode == "prefill":
             first_token(cfg, s)
-        cfg.ready.append(s.serial)
+        cfg.ready.append(s.tid)
         return "yield"
-    job = Job(serial=s.serial, stage=stage, mode=mode, left=w, growing=growing,
+    job = Job(serial=s.tid, stage=stage, mode=mode, left=w, growing=growing,
               admission=s.adm_seq if s.adm_seq is not None else -1)
     s.job = job
     s.status = ("stage", stage)
@@ -636,7 +715,7 @@ def settle(cfg: Config) -> None:
     while True:
         while cfg.ready:
             serial = cfg.ready.pop(0)
-            s = cfg.sessions[serial]
+            s = thread(cfg, serial)
             if s.status == READY:
                 readied[serial] = readied.get(serial, 0) + 1
                 if readied[serial] > READY_LIMIT:

@@ -13,8 +13,12 @@ Jobs join and leave their stages here, and a step engine's residents keep their 
 from __future__ import annotations
 
 from fractions import Fraction
+from typing import Optional
 
-from .config import READY, Config, Job
+from serq.wire import Value
+
+from . import values as V
+from .config import READY, Config, Estimates, Job, Tid, thread
 from .errors import SpecError
 from .events import schedule_event, withdraw_event
 from .expr import advance_virtual_clock, ps_rate
@@ -36,16 +40,24 @@ def start_job(cfg: Config, job: Job) -> None:
     spec = cfg.program.stages[s]
     job.start_order = st.next_start
     st.next_start += 1
+    if st.est is not None:
+        estimate_start(st.est, cfg.now, job)
     if st.kind == "delay":
+        if st.est is not None:
+            estimate_service(st.est, cfg.now, cfg.now)
         st.jobs.append(job)
         st.finish[job.serial] = cfg.now + job.left
         schedule_event(cfg, st.finish[job.serial], "finish", (s, job.serial))
     elif st.kind == "fifo":
+        if st.est is not None:
+            st.est.joined[job.serial] = cfg.now
         if len(st.jobs) < spec["servers"]:
             begin_fifo_service(cfg, s, job)
         else:
             st.waiting.append(job)
     elif st.kind == "ps":
+        if st.est is not None:
+            estimate_service(st.est, cfg.now, cfg.now)
         advance_virtual_clock(cfg, s)
         st.jobs.append(job)
         st.tags[job.serial] = st.v + job.left
@@ -54,16 +66,44 @@ def start_job(cfg: Config, job: Job) -> None:
         raise SpecError(f"start_job on a {st.kind} stage")
 
 
+# The online estimates (docs/language.md §4.4, docs/spec.md "Online estimates"): each mean takes
+# 1/100 of a new sample (the first sample whole). Exact: a mean's denominator grows about 100-fold
+# per sample, which bounds the runs the spec can take (docs/spec.md measures it); never rounded.
+EWMA_WEIGHT = Fraction(1, 100)
+
+
+def ewma(mean: Optional[Value], x: Value) -> Value:
+    """The mean after sample x: x itself for the first sample, else mean + (x − mean)/100."""
+    return x if mean is None else V.add(mean, V.mul(EWMA_WEIGHT, V.sub(x, mean)))
+
+
+def estimate_start(est: Estimates, now: Value, job: Job) -> None:
+    """A job joins the stage: a gap sample (from the latest start, if any) and a service sample
+    (its work, the time it needs at rate 1)."""
+    if est.last is not None:
+        est.gap = ewma(est.gap, V.sub(now, est.last))
+    est.last = now
+    est.service = ewma(est.service, job.left)
+
+
+def estimate_service(est: Estimates, joined: Value, now: Value) -> None:
+    """A job enters service (fifo: a server takes it; delay, ps: at once): a wait sample."""
+    est.wait = ewma(est.wait, V.sub(now, joined))
+
+
 def begin_fifo_service(cfg: Config, s: int, job: Job) -> None:
     """A fifo job enters service: its `finish` event is at now + work."""
     st = cfg.stages[s]
+    if st.est is not None:
+        estimate_service(st.est, st.est.joined.pop(job.serial), cfg.now)
     st.jobs.append(job)
     st.finish[job.serial] = cfg.now + job.left
     schedule_event(cfg, st.finish[job.serial], "finish", (s, job.serial))
 
 
-def finish_job(cfg: Config, s: int, serial: int) -> None:
-    """A `finish` event: the job leaves its stage and its session becomes ready (§11.5, oracle §12.1)."""
+def finish_job(cfg: Config, s: int, serial: Tid) -> None:
+    """A `finish` event: the job leaves its stage and its thread (session or branch, §11.13)
+    becomes ready (§11.5, oracle §12.1)."""
     st = cfg.stages[s]
     job = next((j for j in st.jobs if j.serial == serial), None)
     if job is None:
@@ -84,7 +124,7 @@ def finish_job(cfg: Config, s: int, serial: int) -> None:
         del st.finish[serial]
         if st.kind == "fifo" and st.waiting:
             begin_fifo_service(cfg, s, st.waiting.pop(0))
-    session = cfg.sessions[serial]
+    session = thread(cfg, serial)
     session.job = None
     cfg.records["finished"].append([cfg.program.stages[s]["name"], serial])
     if session.status == ("stage", s):
@@ -103,6 +143,8 @@ def withdraw_job(cfg: Config, job: Job) -> None:
     if st.kind == "fifo":
         if job in st.waiting:
             st.waiting.remove(job)
+            if st.est is not None:   # it never entered service: no wait sample
+                del st.est.joined[job.serial]
             return
         st.jobs.remove(job)
         del st.finish[job.serial]

@@ -30,7 +30,7 @@ def event_json(cfg: Config, ev: Optional[Event]) -> Optional[dict]:
 def status_json(cfg: Config, s: Session) -> str:
     """STATUS of docs/state.md."""
     st = s.status
-    if st[0] in ("ready", "ended"):
+    if st[0] in ("ready", "ended", "joining"):
         return st[0]
     if st[0] in ("queued", "growing"):
         return f"{st[0]}:{cfg.program.pools[st[1]]['name']}"
@@ -116,6 +116,8 @@ def stage_json(cfg: Config, i: int) -> dict:
         if st.jobs and cfg.now > st.t_last:
             v = v + ps_line_rate(cfg, i) * (cfg.now - st.t_last)
         out["active"] = [[j.serial, wire(st.tags[j.serial] - v)] for j in st.jobs]
+    if st.est is not None:   # only on a stage whose estimates the program reads (docs/state.md)
+        out["est"] = [None if x is None else wire(x) for x in (st.est.last, st.est.gap, st.est.service, st.est.wait)]
     return out
 
 
@@ -172,6 +174,8 @@ def state_line(cfg: Config, rec: dict, k: int) -> dict:
             "pools": [pool_json(cfg, p) for p in range(len(cfg.program.pools))],
             "stages": [stage_json(cfg, i) for i in range(len(cfg.program.stages))],
             "sessions": [[s.serial, status_json(cfg, s)] for s in cfg.sessions],
+            # the live branches (docs/language.md §11.13), only while there are some
+            **({"branches": [[b.tid, status_json(cfg, b)] for b in cfg.branches.values()]} if cfg.branches else {}),
             "records": records_json(rec),
             # iteration claims' tallies (docs/state.md), only in programs that declare claims
             **({"claims": [t.counts() for t in cfg.claims]} if cfg.claims else {})}

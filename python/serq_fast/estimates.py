@@ -1,0 +1,60 @@
+"""The online estimates of a stage (docs/language.md §4.4), in floats: the same rules as
+serq_spec's `stages.estimate_start` / `estimate_service` and `expr.est_lambda` … `price`
+(docs/spec.md "Online estimates"), held to them by lockstep through the state line's `est`.
+
+Only a stage the program reads them of (IR `"estimates": true`) keeps them. A float mean of this
+kind forgets an old rounding error by 1 − 1/100 per sample, so its error stays near 100 ulp
+however long the run (docs/fast.md).
+
+serq_spec counterpart: `serq_spec/config.py` (`Estimates`), `serq_spec/stages.py` (`ewma`,
+`estimate_start`, `estimate_service`) and `serq_spec/expr.py` (`est_lambda` … `price`).
+"""
+
+from __future__ import annotations
+
+EWMA_WEIGHT = 0.01
+RHO_CAP = 0.99
+
+
+def ewma(mean, x: float) -> float:
+    """The mean after sample x: x itself for the first sample, else mean + (x − mean)/100."""
+    return x if mean is None else mean + EWMA_WEIGHT * (x - mean)
+
+
+class Estimates:
+    __slots__ = ("last", "gap", "service", "wait")
+
+    def __init__(self):
+        self.last = None      # the time of the latest start
+        self.gap = None       # mean gap between starts
+        self.service = None   # mean work of a started job
+        self.wait = None      # mean wait before service
+
+    def estimate_start(self, now: float, work: float) -> None:
+        """A job joins the stage: a gap sample (from the latest start, if any) and its work."""
+        if self.last is not None:
+            self.gap = ewma(self.gap, now - self.last)
+        self.last = now
+        self.service = ewma(self.service, work)
+
+    def estimate_service(self, joined: float, now: float) -> None:
+        """A job enters service: a wait sample."""
+        self.wait = ewma(self.wait, now - joined)
+
+    def est_lambda(self) -> float:
+        return 0.0 if self.gap is None or self.gap == 0 else 1.0 / self.gap
+
+    def est_rho(self) -> float:
+        return min(self.est_lambda() * (self.service if self.service is not None else 0.0), RHO_CAP)
+
+    def est_wait(self) -> float:
+        return self.wait if self.wait is not None else 0.0
+
+    def price(self, s_hit: float, ds: float) -> float:
+        lam, idle = self.est_lambda(), 1.0 - self.est_rho()
+        s_miss = s_hit + ds
+        return ds + lam * (s_miss * s_miss - s_hit * s_hit) / (2.0 * idle) + lam * self.est_wait() * ds / idle
+
+    def state(self) -> list:
+        """The state line's `est` (docs/state.md STAGE)."""
+        return [self.last, self.gap, self.service, self.wait]

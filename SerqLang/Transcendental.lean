@@ -300,6 +300,8 @@ def expV (a : Value) : Res Value :=
   | .fin q =>
     if q == 0 then .ok Value.one
     else if q < -100000 then .ok Value.zero
+    -- e^710 > 1.8e308: beyond the doubles, an error before any series (values.py `_within_doubles`)
+    else if 710 < q then .error (Value.beyondDoubles s!"exp({a.toWire})")
     else
       match Transcendental.decOf q with
       | none => .error (Transcendental.rangeError "exp")
@@ -309,7 +311,7 @@ def expV (a : Value) : Res Value :=
         else
           match Transcendental.expDec (decide (q < 0)) n d Transcendental.DIGITS with
           | none => .error (Transcendental.precisionError "exp")
-          | some (r, e2) => .ok (.fin (Transcendental.ofDec false r e2))
+          | some (r, e2) => Value.withinDoubles s!"exp({a.toWire})" (.fin (Transcendental.ofDec false r e2))
 
 /-- values.py `ln_v`: `ln 0 = -inf`, `ln 1 = 0`, `ln inf = inf`, an error below 0, else
 correctly rounded at 40 digits (0 when the argument's 40-digit decimal is 1). -/
@@ -338,7 +340,10 @@ non-integer finite exponent goes through libmpdec's `_mpd_qpow_real` (`Transcend
 def powV (x y : Value) : Res Value :=
   match x, y with
   | .fin b, .fin e =>
-    if e.den != 1 && decide (0 < b) && b != 1 then Transcendental.powReal b e
+    if e.den != 1 && decide (0 < b) && b != 1 then
+      match Transcendental.powReal b e with
+      | .ok v => Value.withinDoubles s!"pow({x.toWire}, {y.toWire})" v
+      | err => err
     else Value.powV x y
   | _, _ => Value.powV x y
 

@@ -183,24 +183,45 @@ def isOddInt : Value → Bool
   | .fin q => q.den == 1 && q.num % 2 == 1
   | _ => false
 
-/-- values.py `pow_v` wherever its value is exact: an integer exponent (magnitude ≤ 4096) on a
-finite base (`0 ^ -k = inf`), a zero base, and with an infinite operand the value of IEEE 754
+/-- The least magnitude a double cannot hold: 2^1024 − 2^970, halfway between the largest double
+((2^53 − 1)·2^971) and 2^1024, where rounding to a double gives infinity (serq.exact
+`beyond_doubles`, Python's `float` of a Fraction). -/
+def doubleOverflow : Rat := 2 ^ 1024 - 2 ^ 970
+
+/-- serq.exact `function_beyond_doubles`, CALL written with wire values (values.py writes the
+arguments as the doubles nearest them, `2.0`, which this semantics does not print). -/
+def beyondDoubles (call : String) : String :=
+  s!"{call} is beyond the range of doubles (magnitudes up to about 1.8e308), where both engines keep a program's values"
+
+/-- values.py `_within_doubles`: an `exp` or `pow` result at or above `doubleOverflow` in
+magnitude is an error, as in serq_fast (docs/language.md §4.1); a smaller one is kept. -/
+def withinDoubles (call : String) (v : Value) : Res Value :=
+  match v with
+  | .fin q => if decide (doubleOverflow ≤ q) || decide (q ≤ -doubleOverflow) then .error (beyondDoubles call) else .ok v
+  | _ => .ok v
+
+/-- values.py `pow_v` wherever its value is exact: an integer exponent (magnitude ≤ 4096,
+`EXACT_EXPONENT`) on a finite base, its result within the doubles (`withinDoubles`), `0 ^ -k = inf`,
+a zero base, and with an infinite operand the value of IEEE 754
 `pow`: `x ^ 0 = 1` and `1 ^ y = 1` for every `x`, `y`; `x ^ ±inf` by whether `|x| > 1`
 (`(-1) ^ ±inf = 1`); `(±inf) ^ y` is `inf` for `y > 0` (`-inf` for `-inf` and an odd integer `y`)
 and 0 for `y < 0`. A finite non-integer exponent on a positive base has no exact value;
 values.py computes it at 40 decimal digits, which this semantics does not implement (an error
-says so). -/
+says so); so is an integer exponent above 4096 in magnitude, which values.py computes at 40
+digits too (libmpdec's integer power). -/
 def powV (x y : Value) : Res Value :=
   if y == zero || x == one then .ok one
   else
+    let call := s!"pow({x.toWire}, {y.toWire})"
     match x, y with
     | .fin b, .fin e =>
       if e.den == 1 then
-        if e.num.natAbs > 4096 then .error "an integer exponent above 4096 in magnitude"
-        else if e.num < 0 then
-          if b == 0 then .ok .posInf else .ok (.fin (1 / b ^ e.num.natAbs))
-        else .ok (.fin (b ^ e.num.natAbs))
-      else if b < 0 then .error "a negative number to a non-integer power"
+        if decide (e.num < 0) && b == 0 then .ok .posInf
+        else if e.num.natAbs > 4096 then
+          .error "pow with an integer exponent above 4096 in magnitude is computed at 40 digits, which the Lean semantics does not implement"
+        else if e.num < 0 then withinDoubles call (.fin (1 / b ^ e.num.natAbs))
+        else withinDoubles call (.fin (b ^ e.num.natAbs))
+      else if b < 0 then .error s!"{call}: a negative number to a non-integer power"
       else if b == 0 then (if 0 < e then .ok zero else .ok .posInf)
       else .error "pow with a non-integer exponent is not implemented in the Lean semantics (40-digit rounding)"
     | .fin b, _ =>

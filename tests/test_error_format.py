@@ -54,6 +54,38 @@ UNITS = """fn main() {
 }
 """
 
+DRAW = """fn main() {
+  stage s : fifo(1);
+  workload { arrive poisson(1); }
+  server { set w = ~uniform(-2, 1); run s (~exp(MEAN)); }
+}
+"""
+
+INDEX = """fn main() {
+  stage s[2] : fifo(1);
+  workload { arrive poisson(1); }
+  server { set w = ~uniform(0, 2); run s[INDEX] (1); }
+}
+"""
+
+PS = """fn main() {
+  stage s : ps(CAPACITY);
+  workload { arrive poisson(1); }
+  server { run s (1); }
+}
+"""
+
+# the engine with a cost of 0.01, its requests' prompt the placeholder
+PROMPT = ENGINE.replace("COST", "0.01").replace("server { eng (20, 3); }",
+                                        "server { set w = ~uniform(0, 1); eng (PROMPT, 3); }")
+
+RENEWAL = """fn main() {
+  stage s : fifo(1);
+  workload { arrive renewal(GAP); }
+  server { run s (1); }
+}
+"""
+
 # name: (program, placeholder, value without the fault, value with it, position, message)
 CASES = {
     "zero-by-zero": (ONE_STAGE, "WORK", "abs(w)", "abs(w) + 0 / (w - w)", "4:37", "0 / 0 is undefined"),
@@ -72,6 +104,40 @@ CASES = {
                        "engine eng: execute: iteration cost -inf is not a finite value >= 0"),
     "cost-nan": (ENGINE, "COST", "0.01", "0 * (1 / (batch.tokens - batch.tokens))", "16:14",
                  "engine eng: execute: 0 * inf is undefined"),
+    # issue 13's last disagreements, each a rule of docs/language.md §4.1 / §4.3 now: serq_spec
+    # refused an integer exponent above 4096, serq_fast said `pow(10.0, 10000000000.0): math
+    # range error`; serq_fast's exp(1000) was inf, serq_spec's a 435-digit number; serq_fast's
+    # pow(0, -1) was `math domain error`, serq_spec's inf; a negative number to a non-integer
+    # power was `math domain error` in serq_fast; replaying, neither engine checked a draw's
+    # arguments (the live sample in `serq lockstep` did); a constant beyond the doubles was
+    # refused by serq_fast where loaded, by serq_spec not at all.
+    "pow-beyond-doubles": (ONE_STAGE, "WORK", "abs(w)", "abs(w) + pow(10, 1e10)", "4:37",
+                           "pow(10.0, 10000000000.0) is beyond the range of doubles (magnitudes up to "
+                           "about 1.8e308), where both engines keep a program's values"),
+    "exp-beyond-doubles": (ONE_STAGE, "WORK", "abs(w)", "abs(w) + exp(1000)", "4:37",
+                           "exp(1000.0) is beyond the range of doubles (magnitudes up to about 1.8e308), "
+                           "where both engines keep a program's values"),
+    "zero-to-a-negative-power": (ONE_STAGE, "WORK", "abs(w)", "abs(w) + pow(w - w, -1)", "4:37",
+                                 "work inf is not finite"),
+    "negative-to-a-fraction": (ONE_STAGE, "WORK", "abs(w)", "pow(w, 0.5)", "4:37",
+                               "pow(-0.954488049296, 0.5): a negative number to a non-integer power"),
+    "draw-infinite-argument": (DRAW, "MEAN", "abs(w)", "-1 / (w - w)", "4:37",
+                               "~exp(-inf): arguments outside what the draw can sample (the arguments must "
+                               "be finite)"),
+    "draw-negative-mean": (DRAW, "MEAN", "abs(w)", "w", "4:37", "~exp needs a mean >= 0, got -0.954488049296"),
+    "constant-beyond-doubles": (ONE_STAGE, "WORK", "abs(w)", "abs(w) * 1e-400 * 1e400", "4:37",
+                                "a constant of about 1e-400 is beyond the range of doubles (about 1e-308 to "
+                                "1e308), where both engines keep a program's values"),
+    # found comparing the raise sites: serq_fast said `stage index 2 out of range 0..1`, `stage index
+    # 0.69… is not an integer` and `capacity 0.0 is not positive`, serq_spec `index 2 out of range
+    # 0..1`, `index 21781498973/31250000000 out of range 0..1` and `… got 0`
+    "index-out-of-range": (INDEX, "INDEX", "floor(w)", "floor(w) + 1", "4:36", "index 2.0 is not a whole number in 0..1"),
+    "index-not-whole": (INDEX, "INDEX", "floor(w)", "w", "4:36", "index 0.697007967136 is not a whole number in 0..1"),
+    "ps-capacity": (PS, "CAPACITY", "present", "present - 1", "2:16",
+                    "ps stage s: capacity must be positive and finite, got 0.0"),
+    # serq_fast printed the tokens to 6 digits (`20.001`), serq_spec as a double
+    "work-not-whole": (PROMPT, "PROMPT", "20", "20 + w * 0 + 1 / 1024", "20:36",
+                       "engine eng: run work must be a whole number of tokens, got 20.0009765625"),
     "cost-zero": (ENGINE, "COST", "0.01", "0.01 - 0.01", "16:14",
                   "engine eng: execute: an iteration with 16 tokens costs 0"),
 }
@@ -100,10 +166,100 @@ def test_both_engines_print_one_located_line(tmp_path, capsys, name):
     assert printed == {command: expected for command in printed}, printed
 
 
+TURNS = """fn main() {
+  stage s : fifo(1);
+  workload { arrive poisson(1); init { set a = ~uniform(0, 1); INIT } turn { set c = ~uniform(0, 1); TURN } }
+  server { run s (WORK); }
+}
+"""
+
+# A sessions file that does not fit (docs/sessions.md): sampled from the program with the first
+# replacements, replayed on the one with the second. name: (sampled, replayed, expected line with
+# FILE for the replayed program's path). serq_fast said `replay: session 0 (session stream) leaves
+# 1 unused draw(s) (the sessions file … does not fit the program: …)` at a position, serq_spec
+# `serq: error: the sessions file does not fit the program: session 0 ended with …`; serq_fast
+# checked the init and turn streams when their block ended, serq_spec when the session ended; a
+# missing draw was worded differently again (`needs more draws than the sessions file holds`).
+SAMPLED = {"INIT": "set b = ~uniform(0, 1);", "TURN": "set d = ~uniform(0, 1);", "WORK": "a"}
+FIT_CASES = {
+    "unused-init-draw": (SAMPLED, dict(SAMPLED, INIT=""), "serq: error: the sessions file does not fit the "
+                         "program: session 0 ended with init stream: used 1 of 2 (it was sampled from ok.sq, "
+                         "not bad.sq)"),
+    "unused-turn-draw": (SAMPLED, dict(SAMPLED, TURN=""), "serq: error: the sessions file does not fit the "
+                         "program: session 0 ended with turn 1 stream: used 1 of 2 (it was sampled from ok.sq, "
+                         "not bad.sq)"),
+    # the turn's unused draw is found when the session ends, after the server's fault: the fault
+    "unused-turn-draw-then-a-fault": (SAMPLED, dict(SAMPLED, TURN="", WORK="a * 0 - 1"),
+                                      "FILE:4:12: error: negative work -1.0"),
+    "unused-session-draw": (dict(SAMPLED, WORK="a + ~uniform(0, 1)"), SAMPLED,
+                            "serq: error: the sessions file does not fit the program: session 0 ended with "
+                            "session stream: used 0 of 1 (it was sampled from ok.sq, not bad.sq)"),
+    "missing-init-draw": (dict(SAMPLED, INIT=""), SAMPLED, "FILE:3:64: error: the sessions file does not fit "
+                          "the program: session 0's init stream needs draw #2 (~uniform) but the file has "
+                          "only 1 (it was sampled from ok.sq, not bad.sq)"),
+    "missing-session-draw": (SAMPLED, dict(SAMPLED, WORK="a + ~uniform(0, 1)"), "FILE:4:12: error: the "
+                             "sessions file does not fit the program: session 0's session stream needs draw "
+                             "#1 (~uniform) but the file has only 0 (it was sampled from ok.sq, not bad.sq)"),
+}
+
+
+def filled(text: str, holes: dict) -> str:
+    for hole, value in holes.items():
+        text = text.replace(hole, value)
+    return text
+
+
+@pytest.mark.parametrize("name", sorted(FIT_CASES))
+def test_a_sessions_file_that_does_not_fit_is_one_line_in_both_engines(tmp_path, capsys, name):
+    sampled, replayed, expected = FIT_CASES[name]
+    ok, bad, sessions = tmp_path / "ok.sq", tmp_path / "bad.sq", tmp_path / "ok.json"
+    ok.write_text(filled(TURNS, sampled))
+    bad.write_text(filled(TURNS, replayed))
+    rc, err = serq(capsys, "sample", ok, "--seed", "1", "--sessions", "3", "-o", sessions)
+    assert rc == 0, err
+    printed = {}
+    for argv in (["run", bad, "--replay", sessions], ["spec", bad, "--sessions", sessions]):
+        rc, err = serq(capsys, *argv)
+        assert rc == 2, (argv[0], err)
+        printed[argv[0]] = err.rstrip("\n")
+    line = expected.replace("FILE", str(bad))
+    assert printed == {"run": line, "spec": line}, printed
+
+
 def test_an_error_without_a_position_names_serq(capsys):
     """A run-time error that has no program position starts with `serq: error:`, as an option's."""
     rc, err = serq(capsys, "run", MM1, "--arrivals", "1000", "--horizon", "1")
     assert rc == 2 and err == "serq: error: --arrivals 1000: not drained by the horizon 1\n", err
+
+
+def test_a_setting_beyond_the_doubles_is_refused_where_the_program_is_loaded(tmp_path, capsys):
+    """`--set service=1e400` on mm1.sq: serq_fast refused the constant where it loaded the
+    program, serq_spec ran until a live `~exp` draw failed (`serq lockstep`, `serq sample`) or
+    replayed a file without noticing (`serq spec`). Every command refuses it where the program is
+    loaded now, with one line (docs/language.md §4.1)."""
+    sessions = tmp_path / "mm1.json"
+    rc, err = serq(capsys, "sample", MM1, "--seed", "1", "--sessions", "3", "-o", sessions)
+    assert rc == 0, err
+    expected = (f"{MM1}:37:5: error: a constant of about 1e400 is beyond the range of doubles (about "
+                "1e-308 to 1e308), where both engines keep a program's values")
+    for argv in (["run", MM1, "--replay", sessions], ["run", MM1, "--arrivals", "3"],
+                 ["spec", MM1, "--sessions", sessions], ["lockstep", MM1, "--seed", "1", "--sessions", "3"],
+                 ["sample", MM1, "--seed", "1", "--sessions", "3", "-o", tmp_path / "x.json"]):
+        rc, err = serq(capsys, *argv, "--set", "service=1e400")
+        assert (rc, err.rstrip("\n")) == (2, expected), argv
+
+
+def test_a_renewal_gap_that_is_not_positive_is_one_line(tmp_path, capsys):
+    """A renewal gap is drawn live only (a replay takes the arrival times from the file): serq
+    run said `got 0.0`, serq sample and serq lockstep (serq_spec sampling) `got 0`."""
+    bad = tmp_path / "bad.sq"
+    bad.write_text(RENEWAL.replace("GAP", "~uniform(0, 1) * 0"))
+    expected = (f"{bad}:3:29: error: `arrive renewal(…)`: a renewal gap must be positive and finite, "
+                "got 0.0")
+    for argv in (["run", bad, "--arrivals", "3"], ["lockstep", bad, "--seed", "1", "--sessions", "3"],
+                 ["sample", bad, "--seed", "1", "--sessions", "3", "-o", tmp_path / "x.json"]):
+        rc, err = serq(capsys, *argv)
+        assert (rc, err.rstrip("\n")) == (2, expected), argv
 
 
 # -- fork/join's guards for a hand-edited IR (docs/language.md §11.13) ------------------------------

@@ -68,7 +68,7 @@ fn main() {
   stage rep[2] : fifo(1);
   workload { arrive poisson(1); }
   server { run rep[serial] (1); }
-}""", "stage index 2 out of range"),
+}""", "index 2.0 is not a whole number in 0..1"),
     # a guard that is not 0/1
     "guard": ("""
 fn main() {

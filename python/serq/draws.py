@@ -260,14 +260,40 @@ def _exp(mean: float, u: float) -> float:
     return -mean * math.log1p(-u)  # = -m·ln(1 − U); log1p keeps precision for small U
 
 
-def draw_float(dist: str, args: Sequence[float], rng: Stream | BufferedStream) -> float:
-    """One draw of law `dist` with float arguments, consuming `U`s from `rng` (docs/language.md §4.3)."""
-    if dist != "det" and not all(math.isfinite(a) for a in args):
+def check_args(dist: str, args: Sequence[float]) -> None:
+    """A DrawError when the arguments (as doubles) are outside the law's domain: infinite, a
+    negative mean, too many Erlang phases. Both engines check every draw with it, a live one and
+    a replayed one alike (docs/language.md §4.3): a program's fault is the same fault whether its
+    values come from a stream or from a sessions file."""
+    if dist == "det":
+        if not math.isfinite(args[0]):
+            raise DrawError(f"~det needs a finite value, got {args[0]}")
+        return
+    if not all(math.isfinite(a) for a in args):
         raise _outside(dist, args, "the arguments must be finite")
     if dist in ("exp", "erlang", "h2"):
         mean = args[1] if dist == "erlang" else args[0]
         if mean < 0:
             raise DrawError(f"~{dist} needs a mean >= 0, got {mean}")
+    if dist == "erlang" and args[0] > MAX_ERLANG_PHASES:
+        raise _outside(dist, args, f"at most {MAX_ERLANG_PHASES} phases")
+
+
+def as_doubles(args: Sequence[Value]) -> list[float]:
+    """Exact arguments as the doubles the draws compute with; one above the largest double is
+    ±inf, which `check_args` refuses as serq_fast's own inf."""
+    out = []
+    for a in args:
+        try:
+            out.append(float(a))
+        except OverflowError:
+            out.append(math.inf if a > 0 else -math.inf)
+    return out
+
+
+def draw_float(dist: str, args: Sequence[float], rng: Stream | BufferedStream) -> float:
+    """One draw of law `dist` with float arguments, consuming `U`s from `rng` (docs/language.md §4.3)."""
+    check_args(dist, args)
     if dist == "exp":
         (m,) = args
         return _exp(m, rng.random())
@@ -279,8 +305,6 @@ def draw_float(dist: str, args: Sequence[float], rng: Stream | BufferedStream) -
         return lo + (hi - lo) * rng.random()
     if dist == "erlang":
         k, m = args
-        if k > MAX_ERLANG_PHASES:
-            raise _outside(dist, args, f"at most {MAX_ERLANG_PHASES} phases")
         n = max(int(k), 1)
         return sum(_exp(m / n, rng.random()) for _ in range(n))
     if dist == "h2":
@@ -303,13 +327,7 @@ def draw_exact(dist: str, args: Sequence[Value], rng: Stream | BufferedStream) -
         if not isinstance(x, Fraction):
             raise DrawError(f"~det needs a finite value, got {x}")
         return x
-    try:
-        fargs = [float(a) for a in args]
-    except OverflowError:
-        raise DrawError(f"~{dist}: an argument beyond the range of floats (about 1e308), which "
-                        "the draws compute with") from None
-    if any(math.isnan(a) for a in fargs):
-        raise DrawError(f"~{dist} with a NaN argument")
+    fargs = as_doubles(args)
     x = draw_float(dist, fargs, rng)
     if dist == "bernoulli":
         return Fraction(int(x))

@@ -3,6 +3,9 @@
 Each operation returns a value, or raises `NaNError` (0/0, inf - inf, 0 * inf, sqrt(-1), …) or
 `Inexact` (the result is irrational, e.g. sqrt(2), or too large to keep exactly); the linker turns
 the first into a located error and keeps the second as an unfolded expression.
+
+Both engines use it too: serq_spec for the ±inf rules of `+ − · /`, both for the doubles' range
+(the end of this module: the one rule and the one wording of a value neither can keep alike).
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
+from .errors import number_text
 from .wire import INF, Value, is_decimal, is_inf, parse_decimal
 
 MAX_BITS = 4096  # larger numerators/denominators are not folded
@@ -244,3 +248,89 @@ BINOPS = {
     "<": lambda a, b: b2v(a < b), "<=": lambda a, b: b2v(a <= b), ">": lambda a, b: b2v(a > b),
     ">=": lambda a, b: b2v(a >= b), "==": lambda a, b: b2v(a == b), "!=": lambda a, b: b2v(a != b),
 }
+
+
+# ---- the doubles' range: one rule for both engines (docs/language.md §4.1) --------------------
+#
+# serq_spec computes exactly and serq_fast in doubles (IEEE 754 binary64). Where a program's value
+# would leave the doubles' range the engines cannot agree, so both refuse it with the same words:
+# a constant beyond the range (a `--set` of 1e400) where the program is loaded, an `exp` or `pow`
+# beyond it where it is evaluated. These functions give the words.
+
+
+def beyond_doubles(v: Value) -> bool:
+    """Is V (exact) a finite value that a double cannot hold: above the largest double in
+    magnitude (it would round to ±inf), or not 0 and rounding to 0?"""
+    if is_inf(v):
+        return False
+    try:
+        x = float(v)
+    except OverflowError:
+        return True
+    return math.isinf(x) or (x == 0 and v != 0)
+
+
+def constant_beyond_doubles(v: Fraction, what: str = "a constant") -> str:
+    """The error for WHAT (an exact value beyond the doubles' range, `beyond_doubles`)."""
+    digits = len(str(abs(v.numerator))) - len(str(v.denominator))
+    return (f"{what} of about {'-' if v < 0 else ''}1e{digits} is beyond the range of doubles "
+            "(about 1e-308 to 1e308), where both engines keep a program's values")
+
+
+def function_beyond_doubles(call: str) -> str:
+    """The error for an `exp` or `pow` (CALL, its arguments as `number_text` shows them) whose
+    result is above the largest double (about 1.8e308) in magnitude."""
+    return (f"{call} is beyond the range of doubles (magnitudes up to about 1.8e308), where both "
+            "engines keep a program's values")
+
+
+def negative_to_fraction(call: str) -> str:
+    """The error for `pow` of a negative number to a non-integer power (CALL as above)."""
+    return f"{call}: a negative number to a non-integer power"
+
+
+def index_not_in_range(index: Value, count: int) -> str:
+    """The error for an array index (of a stage or pool array of COUNT) that is not a whole number
+    from 0 to COUNT − 1, in both engines' words (the index as `number_text` shows it)."""
+    return f"index {number_text(index)} is not a whole number in 0..{count - 1}"
+
+
+def first_constant_beyond_doubles(ir: dict) -> tuple[str, object] | None:
+    """The first `num` constant of IR (docs/ir.md) beyond the doubles' range, as (the error, the
+    IR position of the statement or declaration holding it), else the first such pool `cap` or
+    `block` or arrival `rate` (without a position), or None. Both engines call it where
+    they load a program, so a `--set service=1e400` is refused there, at the same place."""
+    def walk(node: object, at: object) -> tuple[str, object] | None:
+        if isinstance(node, dict):
+            if node.get("k") == "num" and isinstance(node.get("v"), str) and node["v"] not in ("inf", "-inf"):
+                v = Fraction(node["v"])
+                return (constant_beyond_doubles(v), at) if beyond_doubles(v) else None
+            here = node.get("at")
+            fields = here if isinstance(here, dict) else None   # a stage: {FIELD: position}
+            if isinstance(here, list):
+                at = here
+            for key, sub in node.items():
+                found = walk(sub, fields[key] if fields and key in fields else at)
+                if found:
+                    return found
+        elif isinstance(node, list):
+            for sub in node:
+                found = walk(sub, at)
+                if found:
+                    return found
+        return None
+
+    found = walk(ir, None)
+    if found:
+        return found
+    # the declarations' plain values: pool sizes (no position), the arrival rate (at the
+    # arrival's position when the IR gives one), in serq_fast's words for the rate
+    named = [(p.get(f), f"the {f} of pool {p.get('name')}", None) for p in ir.get("pools", []) for f in ("cap", "block")]
+    arrival = (ir.get("workload") or {}).get("arrival") or {}
+    named.append((arrival.get("rate"), None, arrival.get("at")))
+    for text, what, at in named:
+        if isinstance(text, str) and text not in ("inf", "-inf") and beyond_doubles(Fraction(text)):
+            if what is None:
+                return f"`arrive {arrival.get('kind')}(…)`: the rate: " + constant_beyond_doubles(Fraction(text)), at
+            return constant_beyond_doubles(Fraction(text), what), at
+    return None

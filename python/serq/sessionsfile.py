@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from .errors import SerqError
+from .exact import beyond_doubles, constant_beyond_doubles
 from .wire import INF, WireError, value_from_wire
 
 SESSIONS_FORMAT = "serq-sessions/1"
@@ -69,6 +70,8 @@ def _draw(x: Any, where: str):
         raise SessionsFileBad(where, str(exc)) from None
     if v in (INF, -INF):
         raise SessionsFileBad(where, "a draw cannot be infinite")
+    if beyond_doubles(v):   # refused for both engines, as a constant is (docs/language.md §4.1)
+        raise SessionsFileBad(where, constant_beyond_doubles(v, "a draw"))
     return v
 
 
@@ -155,13 +158,66 @@ def check_counts(data: dict, ir: dict) -> None:
                               "pick(s)")
 
 
+#: The head of every message about a sessions file that does not fit the program's run.
+DOES_NOT_FIT = "the sessions file does not fit the program"
+
+
+def stream_name(serial: int | None, turn: int | None = None) -> str:
+    """The words for a stream of a sessions file in both engines' messages: `the machine stream`
+    (SERIAL None), `session 3's init stream` (TURN 0), `session 3's turn 2 stream`, `session 3's
+    session stream` (TURN None)."""
+    if serial is None:
+        return "the machine stream"
+    if turn is None:
+        return f"session {serial}'s session stream"
+    return f"session {serial}'s init stream" if turn == 0 else f"session {serial}'s turn {turn} stream"
+
+
+def missing_draw(stream: str, number: int, dist: str, held: int) -> str:
+    """A replay needs draw NUMBER (from 1) of STREAM (`stream_name`) for a `~DIST`, and the file
+    holds only HELD: the message both engines stop with, at the draw (docs/sessions.md)."""
+    return f"{DOES_NOT_FIT}: {stream} needs draw #{number} (~{dist}) but the file has only {held}"
+
+
+def unused_session_draws(serial: int, init: tuple[int, int], ran: int, lists: int,
+                         turns: list[tuple[int, int, int]], session: tuple[int, int]) -> str | None:
+    """A session's lists when it ends (docs/sessions.md "Unused values"): INIT and SESSION as
+    (used, held), RAN turns against LISTS turn lists, TURNS as (turn, used, held) for each turn it
+    ran that the file has a list for. The message both engines stop with when a value is left or
+    the turn count differs, None when all fit."""
+    problems = []
+    if init[0] != init[1]:
+        problems.append(f"init stream: used {init[0]} of {init[1]}")
+    if ran != lists:
+        problems.append(f"ran {ran} turns, the file has {lists}")
+    problems += [f"turn {k} stream: used {used} of {held}" for k, used, held in turns if used != held]
+    if session[0] != session[1]:
+        problems.append(f"session stream: used {session[0]} of {session[1]}")
+    if not problems:
+        return None
+    return f"{DOES_NOT_FIT}: session {serial} ended with " + "; ".join(problems)
+
+
+def fit_hint(message: str, data: dict, ir: dict, program_name: str) -> str:
+    """What both engines add to a MESSAGE that says the sessions file does not fit: why, when the
+    file's header tells (`sampling_difference`), else for a missing draw the usual cause."""
+    if not message.startswith(DOES_NOT_FIT):
+        return ""
+    why = sampling_difference(data, ir, program_name)
+    if why is not None:
+        return f" ({why})"
+    if "needs draw" in message:
+        return " (was it sampled with --horizon T? replay with the same --horizon)"
+    return ""
+
+
 def unused_machine_draws(used: int, held: int) -> str | None:
     """A replay that ended because no event was left (not cut by a horizon or a step limit) must
     have used every value of the file's machine stream (docs/sessions.md "Unused values"): the
     message both engines stop with when it did not, None when it did."""
     if used >= held:
         return None
-    return (f"the sessions file does not fit the program: the run ended with {held - used} unused "
+    return (f"{DOES_NOT_FIT}: the run ended with {held - used} unused "
             f"draw(s) of the machine stream (it used {used} of {held})")
 
 

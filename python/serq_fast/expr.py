@@ -18,6 +18,9 @@ import re
 from fractions import Fraction
 from typing import Any, Callable
 
+from serq.exact import (beyond_doubles, constant_beyond_doubles, function_beyond_doubles, index_not_in_range,
+                        negative_to_fraction)
+
 INF = math.inf
 
 
@@ -46,6 +49,10 @@ class RunError(Exception):
 
         return SerqError.at_ir(self.message, self.at, files)
 
+
+#: The position of a RunError that has none by nature (it is about the sessions file, not a
+#: statement): `located` keeps it, and the commands print `serq: error: …`, as serq_spec does.
+NOWHERE: tuple = ()
 
 _POSITION = re.compile(r" at (?:(\d+):(\d+):(\d+)\b|\?$)")  # `at ?`: at_text of no position
 
@@ -83,18 +90,13 @@ def num(text: str) -> float:
 
 def to_float(q, what: str) -> float:
     """An exact value (a Fraction, or ±inf) as a float; a RunError naming `what` it is when it
-    is beyond the floats' range (float() raises OverflowError, or rounds a tiny one to 0)."""
+    is beyond the doubles' range (float() raises OverflowError, or rounds a tiny one to 0),
+    worded by serq.exact."""
     if isinstance(q, float):
         return q
-    try:
-        x = float(q)
-    except OverflowError:
-        x = INF
-    if math.isinf(x) or (x == 0 and q != 0):
-        digits = len(str(abs(q.numerator))) - len(str(q.denominator))
-        raise RunError(f"{what} of about {'-' if q < 0 else ''}1e{digits} is beyond the range of the "
-                       "fast simulator's floats (about 1e-308 to 1e308)")
-    return x
+    if beyond_doubles(q):
+        raise RunError(constant_beyond_doubles(q, what))
+    return float(q)
 
 
 def _div(a: float, b: float) -> float:
@@ -110,11 +112,19 @@ def _div(a: float, b: float) -> float:
 
 
 def _pow(a: float, b: float) -> float:
+    """a ^ b by the rule of serq_spec (values.pow_v) and SerqLang's `Value.pow`: IEEE 754 `pow`,
+    except that `0 ^ b` for b < 0 is inf (as `1 / 0`; a zero's own sign is ignored), and that a
+    negative number to a non-integer power and a result above the largest double are errors,
+    worded by serq.exact as serq_spec words them (math.pow raised `math domain error` or `math
+    range error` there)."""
+    if a == 0 and b < 0:
+        return INF
+    if a < 0 and math.isfinite(a) and math.isfinite(b) and b != math.floor(b):
+        raise RunError(negative_to_fraction(f"pow({a!r}, {b!r})"))
     try:
-        x = math.pow(a, b)
-    except (ValueError, OverflowError) as exc:
-        raise RunError(f"pow({a}, {b}): {exc}") from None
-    return x if x == x else _nan()
+        return math.pow(a, b)
+    except OverflowError:
+        raise RunError(function_beyond_doubles(f"pow({a!r}, {b!r})")) from None
 
 
 def _fn(name: str, args: list) -> float:
@@ -137,8 +147,8 @@ def _fn(name: str, args: list) -> float:
     if name == "exp":
         try:
             return math.exp(args[0])
-        except OverflowError:
-            return INF
+        except OverflowError:   # above the largest double: an error, as in serq_spec
+            raise RunError(function_beyond_doubles(f"exp({args[0]!r})")) from None
     if name == "ln":
         if args[0] < 0:
             raise RunError(f"ln of a negative value {args[0]}")
@@ -328,12 +338,9 @@ def compile_ref(ref: dict, sim: Any, what: str) -> Callable[[Ctx], int]:
 
     def resolve(cx: Ctx) -> int:
         x = idx(cx)
-        if x != int(x) if not math.isinf(x) else True:
-            raise RunError(f"{what} index {x} is not an integer")
-        i = int(x)
-        if not 0 <= i < count:
-            raise RunError(f"{what} index {i} out of range 0..{count - 1}")
-        return base + i
+        if math.isinf(x) or x != int(x) or not 0 <= x < count:   # serq_spec's words (serq.exact)
+            raise RunError(index_not_in_range(x, count))
+        return base + int(x)
 
     return resolve
 

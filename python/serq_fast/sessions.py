@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import math
 
+from serq.sessionsfile import stream_name, unused_session_draws
 from serq_fast import pools as P
 from serq_fast.defs import (ENDED, ENDING, FAULTS, FORCED, GROWING, JOINING, MAX_READY_PER_INSTANT, MAX_STATEMENTS, MORE,
                             NEW, OUT, QUEUED, READY, SERIAL, STAGE, THINK, TURN_NO, Request)
-from serq_fast.expr import RunError, at_text, compile_expr, compile_ref, located
+from serq_fast.expr import NOWHERE, RunError, at_text, compile_expr, compile_ref, located
 from serq_fast.growth import detach, grow, retry_growers
 from serq_fast.lag import lag_end
 from serq_fast.sources import ListSource, LiveSource
@@ -29,7 +30,7 @@ from serq_fast.sources import ListSource, LiveSource
 class Session:
     __slots__ = ("serial", "attrs", "frames", "status", "where", "holds", "pending", "adm_seq",
                  "prepos", "stuck", "trace", "tcursor", "src", "job", "ready_t", "ready_n",
-                 "growth", "turn_src", "turn_t", "turn_warm", "turn_called",
+                 "growth", "turn_used", "turn_t", "turn_warm", "turn_called",
                  "tid", "parent", "live_branches", "forks")
 
     def __init__(self, serial: int, nattrs: int) -> None:
@@ -51,6 +52,7 @@ class Session:
         self.ready_t = -1.0
         self.ready_n = 0
         self.growth = None  # (part, need, job or None) while stalled
+        self.turn_used: dict = {}  # replaying: turn number (0: init) -> draws its block used
         # the current turn (docs/report.md "client"): when `turn;` ran, whether that was after the
         # warm-up (the turn counts in `turns`, and so do its client metrics), whether its server
         # made an engine call (else the turn's own response is recorded when the server ends)
@@ -147,7 +149,7 @@ class SessionInterpreter:
             rs = self.replay_sessions.get(serial)
             if rs is None:
                 raise RunError(f"replay: the sessions file has no session {serial}")
-            s.src = ListSource(rs.get("session", []), f"session {serial} (session stream)")
+            s.src = ListSource(rs.get("session", []), stream_name(serial))
         if self.trace is not None:
             rows = self.trace_rows
             if self.trace["ordered"]:
@@ -172,7 +174,7 @@ class SessionInterpreter:
         else:
             turns = rs.get("turns", [])
             vals = turns[turn_no - 1] if turn_no - 1 < len(turns) else []
-        return ListSource(vals, f"session {s.serial} (turn stream {turn_no})")
+        return ListSource(vals, stream_name(s.serial, turn_no))
 
     def _run_wblock(self, s: Session, block: int, turn_no: int) -> None:
         """An `init` or `turn` block: `set` and `observe` only, drawn from the turn stream."""
@@ -182,16 +184,19 @@ class SessionInterpreter:
         cx.attrs, cx.sess, cx.draw = s.attrs, s, src
         try:
             for st in self.blocks[block]:
-                if st[0] == "set":
-                    s.attrs[st[1]] = st[2](cx)
-                elif st[0] == "observe":
-                    self.observe(st[1], st[2](cx), s)
-                else:
-                    raise RunError(f"`{st[0]}` in a workload init/turn block")
+                try:   # an error names the block's statement, as serq_spec's
+                    if st[0] == "set":
+                        s.attrs[st[1]] = st[2](cx)
+                    elif st[0] == "observe":
+                        self.observe(st[1], st[2](cx), s)
+                    else:
+                        raise RunError(f"`{st[0]}` in a workload init/turn block")
+                except RunError as exc:
+                    raise located(exc, st[-1]) from None
         finally:
             cx.draw = saved
-        if self.replay is not None and src.leftover():
-            raise RunError(f"replay: {src.what} leaves {src.leftover()} unused draw(s)")
+        if self.replay is not None:   # checked when the session ends (end_session), as serq_spec
+            s.turn_used[turn_no] = src.i
 
     def make_ready(self, s: Session) -> None:
         if s.ready_t == self.now:
@@ -496,7 +501,7 @@ class SessionInterpreter:
         if w != w or math.isinf(w):
             raise RunError(f"work {w} is not finite at {at_text(st[-1])}")
         if stage.kind == "step" and w != math.floor(w):
-            raise RunError(f"engine {stage.name}: run work must be a whole number of tokens, got {w:g} "
+            raise RunError(f"engine {stage.name}: run work must be a whole number of tokens, got {w!r} "
                            f"at {at_text(st[-1])}")
         growing = st[4]
         stage.submit(s, w, mode, growing)
@@ -588,14 +593,15 @@ class SessionInterpreter:
         if self.measuring:
             self.ended += 1
         if self.replay is not None:
-            if s.src.leftover():
-                raise RunError(f"replay: {s.src.what} leaves {s.src.leftover()} unused draw(s)")
-            # one turn list per turn the session ran (docs/sessions.md), as serq_spec checks: a
-            # list left over means the file was sampled from another program
-            lists, ran = len(self.replay_sessions[s.serial].get("turns", [])), int(s.attrs[TURN_NO])
-            if lists != ran:
-                raise RunError(f"replay: session {s.serial} ended after {ran} turn(s), the sessions file has "
-                               f"{lists} turn list(s) for it: the file does not fit the program")
+            # every value of its lists used, one turn list per turn it ran (docs/sessions.md
+            # "Unused values"): checked here, at the session's end, in serq_spec's words
+            rs, used, ran = self.replay_sessions[s.serial], s.turn_used, int(s.attrs[TURN_NO])
+            lists = rs.get("turns", [])
+            turns = [(k, used.get(k, 0), len(t)) for k, t in enumerate(lists, start=1) if k <= ran]
+            unused = unused_session_draws(s.serial, (used.get(0, 0), len(rs.get("init", []))), ran, len(lists),
+                                          turns, (s.src.i, len(s.src.values)))
+            if unused:
+                raise RunError(unused, NOWHERE)
         if not self.keep_all:
             self.sessions.pop(s.serial, None)
         if self.arrival["kind"] == "closed":

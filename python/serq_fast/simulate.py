@@ -97,15 +97,10 @@ def simulate(ir: dict, opts: RunOptions, *, file: str = "program", replay: dict 
         return sim.run()
     except RunError as exc:
         hint = ""
-        if replay is not None and exc.message.startswith("replay:"):
-            from serq.sessionsfile import sampling_difference
+        if replay is not None:
+            from serq.sessionsfile import fit_hint
 
-            hint = f" (the sessions file {replay_path} does not fit the program: "
-            why = sampling_difference(replay, ir, os.path.basename(file))
-            if why is not None:
-                hint += why + ")"
-            else:  # the file does not say how it was sampled
-                hint += "was it sampled with --horizon T? replay with the same --horizon)"
+            hint = fit_hint(exc.message, replay, ir, os.path.basename(file))
         err = exc.located(source_names(ir.get("files"), file))
         err.message += hint
         raise err from None

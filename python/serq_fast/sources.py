@@ -16,7 +16,8 @@ from fractions import Fraction
 from serq import draws
 from serq.wire import value_from_wire
 
-from serq_fast.expr import RunError, at_text, to_float
+from serq.sessionsfile import missing_draw
+from serq_fast.expr import RunError, to_float
 
 
 def _round12(x: float) -> float:
@@ -42,6 +43,8 @@ class LiveSource:
     def __call__(self, dist: str, args: list, at=None) -> float:
         if dist == "det":
             v = args[0]
+            if not math.isfinite(v):
+                raise RunError(f"~det needs a finite value, got {v}")   # as draws.check_args
             if self.log is not None:
                 self.log.append(_exact_det(v))
             return v
@@ -67,14 +70,18 @@ class ListSource:
     __slots__ = ("values", "i", "what")
 
     def __init__(self, values: list, what: str) -> None:
+        """VALUES of the stream WHAT (serq.sessionsfile.stream_name)."""
         self.values = [to_float(value_from_wire(v), f"the sessions file's draw of {what}") for v in values]
         self.i = 0
         self.what = what
 
     def __call__(self, dist: str, args: list, at=None) -> float:
+        try:   # the arguments are checked as a live draw checks them (docs/language.md §4.3)
+            draws.check_args(dist, args)
+        except draws.DrawError as exc:
+            raise RunError(str(exc)) from None
         if self.i >= len(self.values):
-            where = f" at {at_text(at)}" if at else ""
-            raise RunError(f"replay: {self.what} needs more draws than the sessions file holds{where}")
+            raise RunError(missing_draw(self.what, self.i + 1, dist, len(self.values)), at)
         v = self.values[self.i]
         self.i += 1
         return v

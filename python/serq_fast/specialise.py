@@ -74,7 +74,7 @@ def _bad_work(stage, w: float, where: str) -> None:
         raise RunError(f"negative work {w} at {where}")
     if w != w or math.isinf(w):
         raise RunError(f"work {w} is not finite at {where}")
-    raise RunError(f"engine {stage.name}: run work must be a whole number of tokens, got {w:g} "
+    raise RunError(f"engine {stage.name}: run work must be a whole number of tokens, got {w!r} "
                    f"at {where}")
 
 
@@ -244,14 +244,15 @@ class _BlockGen:
             e(2, "cx.draw = src")
             e(2, "try:")
             for st in stmts:
+                e(3, f"cx.at = {self.g.name(st.get('at'))}")   # errors name the block's statement
                 if st["op"] == "set":
                     e(3, f"attrs[{int(st['slot'])}] = {self.expr(st['expr'])}")
                 else:
                     e(3, f"sim.observe({int(st['name'])}, {self.expr(st['expr'])}, s)")
             e(2, "finally:")
             e(3, "cx.draw = s.src")
-            e(2, "if sim.replay is not None and src.leftover():")
-            e(3, "raise RunError(f'replay: {src.what} leaves {src.leftover()} unused draw(s)')")
+            e(2, "if sim.replay is not None:")
+            e(3, "s.turn_used[int(turn_no)] = src.i")
             e(2, "cx.attrs, cx.sess = attrs, s")
         if sim.wl_server is not None:
             e(2, f"frames.append([_blocks[{int(sim.wl_server)}], 0, 'server', None])")

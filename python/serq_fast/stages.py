@@ -7,6 +7,7 @@ virtual clock).
 
 from __future__ import annotations
 
+import math
 from collections import deque
 
 from serq.irfile import field_at
@@ -330,8 +331,8 @@ class PsStage(Stage):
             phi = self.cap_fn(cx)
         finally:
             cx.attrs, cx.sess, cx.var, cx.draw = saved
-        if not phi > 0:
-            raise located(RunError(f"capacity {phi} is not positive"), field_at(self.spec, "capacity"),
+        if not 0 < phi < math.inf:   # serq_spec's rule and words (expr.ps_rate)
+            raise located(RunError(f"capacity must be positive and finite, got {phi!r}"), field_at(self.spec, "capacity"),
                           f"ps stage {self.name}")
         self.rate = phi / n
         j = next_departure(self.jobs)

@@ -21,7 +21,8 @@ import os
 import time as _time
 from typing import Any
 
-from serq.sessionsfile import unused_machine_draws
+from serq.exact import first_constant_beyond_doubles
+from serq.sessionsfile import stream_name, unused_machine_draws
 from serq_fast import engine as E
 from serq_fast import fastforward as FF
 from serq_fast import pools as P
@@ -43,6 +44,9 @@ class Sim(SessionInterpreter):
                  arrivals: int | None = None, replay: dict | None = None, states: Any = None,
                  records: list | None = None, progress: Any = None, max_steps: int | None = None,
                  lean_states: bool = False, check: bool | None = None) -> None:
+        beyond = first_constant_beyond_doubles(ir)   # refused where loaded, as serq_spec does
+        if beyond is not None:
+            raise RunError(*beyond)
         self.ir = ir
         self.seed = int(seed)
         self.horizon = float(horizon)
@@ -99,7 +103,7 @@ class Sim(SessionInterpreter):
             except SessionsFileBad as bad:
                 raise RunError(str(bad)) from None
             self.arrival_src = no_draw
-            self.machine_src = ListSource(replay.get("machine", []), "the machine stream")
+            self.machine_src = ListSource(replay.get("machine", []), stream_name(None))
             self.replay_arrivals = [float(wire(v)) for v in replay.get("arrivals", [])]
             self.replay_picks = list(replay.get("trace_picks", []))
             self.replay_sessions = {s["serial"]: s for s in replay.get("sessions", [])}

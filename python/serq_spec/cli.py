@@ -16,7 +16,7 @@ from serq.errors import SerqError, print_error, source_names
 from serq import irfile
 from serq.irfile import add_program_args, integer_option
 from serq.outputfile import is_write_failure, write_text
-from serq.sessionsfile import read_sessions_file, sampling_difference
+from serq.sessionsfile import fit_hint, read_sessions_file
 from serq.wire import Value, WireError, canonical_json, parse_decimal
 
 from .claims import claim_results
@@ -156,9 +156,7 @@ def cmd_spec(args: argparse.Namespace) -> int:
         try:
             cfg = run(prog, max_steps=args.max_steps, on_step=emit, check=args.check)
         except SessionsFileError as exc:
-            why = sampling_difference(sessions, ir, os.path.basename(args.file))
-            if why is not None and "does not fit the program" in exc.message:
-                exc.message += f" ({why})"
+            exc.message += fit_hint(exc.message, sessions, ir, os.path.basename(args.file))
             raise
         if args.claims:
             out.write(canonical_json({"claims": claim_results(cfg)}) + "\n")

@@ -16,6 +16,8 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any, Callable, Iterator, Optional
 
+from serq.errors import number_text
+from serq.exact import index_not_in_range
 from serq.irfile import field_at
 from serq.wire import Value
 
@@ -55,7 +57,7 @@ def resolve_ref(env: Env, ref: dict) -> int:
         return ref["base"]
     i = evaluate(ref["index"], env)
     if V.is_inf(i) or i.denominator != 1 or not 0 <= i < ref["count"]:
-        raise SpecError(f"index {V.wire(i)} out of range 0..{ref['count'] - 1}", env.at, env.cfg.program.files)
+        raise SpecError(index_not_in_range(i, ref["count"]), env.at, env.cfg.program.files)
     return ref["base"] + int(i)
 
 
@@ -417,7 +419,7 @@ def ps_rate(cfg: Config, s: int, n: int) -> Fraction:
     phi = evaluate(cfg.program.stages[s]["capacity"], Env(cfg, ctx={"present": Fraction(n)}, at=at,
                                                                    what=f"ps stage {cfg.program.stages[s]['name']}: capacity"))
     if V.is_inf(phi) or phi <= 0:
-        raise SpecError(f"ps stage {cfg.program.stages[s]['name']}: capacity must be positive and finite, got {V.wire(phi)}",
+        raise SpecError(f"ps stage {cfg.program.stages[s]['name']}: capacity must be positive and finite, got {number_text(phi)}",
                         at, cfg.program.files)
     return phi / n
 

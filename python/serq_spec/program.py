@@ -11,6 +11,7 @@ from fractions import Fraction
 from typing import Any, Optional, Sequence
 
 from serq.errors import ir_location
+from serq.exact import first_constant_beyond_doubles
 from serq.wire import Value, WireError, value_from_wire
 
 from .config import ContentState
@@ -43,6 +44,9 @@ class Program:
         self.ir = ir
         self.name = name
         self.files = ir.get("files") or [name]
+        beyond = first_constant_beyond_doubles(ir)   # refused where loaded, as serq_fast does
+        if beyond is not None:
+            raise SpecError(beyond[0], beyond[1], self.files)  # type: ignore[arg-type]
         self.attrs = ir["attrs"]
         self.nslots = len(self.attrs)
         self.observes = ir.get("observes", [])

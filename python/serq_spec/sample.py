@@ -14,6 +14,7 @@ from fractions import Fraction
 from typing import Optional
 
 from serq import draws as live_draws
+from serq.errors import number_text
 from serq.wire import Value
 
 from .config import Config
@@ -21,7 +22,6 @@ from .errors import SpecError
 from .expr import Env, evaluate
 from .program import Program
 from .step import run
-from .values import wire
 from .workload import Workload
 
 
@@ -58,7 +58,7 @@ def arrival_times(prog: Program, w: Workload, seed: int, count: int) -> list:
     for _ in range(count):
         gap = evaluate(arrival["gap"], Env(cfg, stream=("arrival",), at=arrival.get("at"), what="`arrive renewal(…)`: the gap"))
         if isinstance(gap, float) or gap <= 0:
-            raise SpecError(f"`arrive renewal(…)`: a renewal gap must be positive and finite, got {wire(gap)}",
+            raise SpecError(f"`arrive renewal(…)`: a renewal gap must be positive and finite, got {number_text(gap)}",
                             arrival.get("at"), prog.files)
         t += gap
         times.append(t)

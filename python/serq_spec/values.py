@@ -9,7 +9,8 @@ Transcendental functions (`sqrt`, `exp`, `ln`, `pow` with a non-integer exponent
 rational value in general. The spec computes them with Python's `decimal` module at 40
 significant digits, rounding half-even, and takes the resulting decimal as an exact rational
 (`Fraction(Decimal)`). This is deterministic on every machine and within 1e-39 relative of the
-real value; a perfect square's `sqrt` and `pow` with an integer exponent are exact.
+real value; a perfect square's `sqrt` and `pow` with an integer exponent up to 4096 are exact.
+An `exp` or `pow` above the largest double is an error, as in serq_fast (docs/language.md §4.1).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import sys
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, Callable, Union, cast
 
+from serq.exact import function_beyond_doubles, negative_to_fraction
 from serq.exact import NaNError, ext_add, ext_div, ext_mul, ext_sub, neg  # noqa: F401  (neg re-exported)
 from serq.errors import number_text
 from serq.wire import INF, Value, value_from_wire, value_to_wire
@@ -40,6 +42,9 @@ Amount = Union[int, Fraction]
 ZERO = Fraction(0)
 ONE = Fraction(1)
 DIGITS = 40
+#: `pow` with an integer exponent up to this magnitude is exact; beyond it, 40 digits as a
+#: non-integer exponent (an exact x ** 10**10 would not fit in memory).
+EXACT_EXPONENT = 4096
 _CTX = decimal.Context(prec=DIGITS, rounding=decimal.ROUND_HALF_EVEN, Emax=999999, Emin=-999999)
 
 
@@ -118,16 +123,18 @@ def _frac(d: decimal.Decimal) -> Fraction:
     return Fraction(d)
 
 
-def _beyond(what: str, op: Callable[..., decimal.Decimal], *args: decimal.Decimal) -> Fraction:
-    """op(*args) in the 40-digit context as a Fraction; a result past its exponent range (e^x for
-    x above about 2.3e6) is an error naming WHAT, not decimal.Overflow (an internal error: found
-    by tools/fuzz_campaign.py with exp(1e10))."""
+def _within_doubles(call: Callable[[], str], compute: Callable[[], Fraction]) -> Fraction:
+    """compute() (an `exp` or `pow`), refused with serq.exact's words when it is above the largest
+    double in magnitude, as serq_fast refuses its overflow (docs/language.md §4.1). CALL names the
+    call, made only for the message. A result past the 40-digit context's exponent range
+    (decimal.Overflow, e.g. exp(1e10): found by tools/fuzz_campaign.py) is beyond it too; one
+    below the doubles' range is kept (exactly, or 0 below the context's range)."""
     try:
-        return _frac(op(*args))
-    except decimal.Overflow:
-        what = what if len(what) <= 60 else what[:57] + "..."
-        raise SpecError(f"{what} is beyond the range of the spec's exact arithmetic (magnitudes up to "
-                        "1e999999)") from None
+        r = compute()
+        float(r)   # OverflowError above the largest double
+    except (decimal.Overflow, OverflowError):
+        raise SpecError(function_beyond_doubles(call())) from None
+    return r
 
 
 def sqrt_v(a: Value) -> Value:
@@ -151,7 +158,7 @@ def exp_v(a: Value) -> Value:
         return ONE
     if a < -100000:
         return ZERO  # below 40 digits of anything representable: documented underflow
-    return _beyond(f"exp({value_to_wire(a)})", _CTX.exp, _dec(a))
+    return _within_doubles(lambda: f"exp({number_text(a)})", lambda: _frac(_CTX.exp(_dec(a))))
 
 
 def ln_v(a: Value) -> Value:
@@ -168,7 +175,9 @@ def ln_v(a: Value) -> Value:
 
 
 def pow_v(x: Value, y: Value) -> Value:
-    """x ^ y: exact for an integer exponent, else exp(y·ln x) at 40 digits.
+    """x ^ y: exact for an integer exponent up to EXACT_EXPONENT, else at 40 digits; a result
+    above the largest double is an error, as in serq_fast (`_within_doubles`); `0 ^ k` for k < 0
+    is inf, as `1 / 0`.
 
     With an infinite operand, the value of IEEE 754 `pow` (Python's float `**`): `x ^ 0 = 1` and
     `1 ^ y = 1` for every x, y (also ±inf); `x ^ ±inf` by whether |x| is above 1 (`(-1) ^ ±inf = 1`,
@@ -187,20 +196,22 @@ def pow_v(x: Value, y: Value) -> Value:
             return ZERO
         odd = y.denominator == 1 and y.numerator % 2 == 1
         return -INF if x < 0 and odd else INF
-    if y.denominator == 1:
-        k = int(y)
-        if abs(k) > 4096:
-            raise SpecError("an integer exponent above 4096 in magnitude")
-        if k < 0:
-            if x == 0:
-                return INF
-            return Fraction(1) / (x ** -k)
-        return x ** k
-    if x < 0:
-        raise SpecError("a negative number to a non-integer power")
-    if x == 0:
-        return ZERO if y > 0 else INF
-    return _beyond(f"pow({value_to_wire(x)}, {value_to_wire(y)})", _CTX.power, _dec(x), _dec(y))
+    base, exponent = x, y   # both finite here
+
+    def call() -> str:
+        return f"pow({number_text(base)}, {number_text(exponent)})"
+
+    if exponent.denominator == 1:
+        k = int(exponent)
+        if k < 0 and base == 0:
+            return INF   # as x / 0
+        if abs(k) <= EXACT_EXPONENT:
+            return _within_doubles(call, lambda: base ** k if k > 0 else Fraction(1) / (base ** -k))
+    elif base < 0:
+        raise SpecError(negative_to_fraction(call()))
+    elif base == 0:
+        return ZERO if exponent > 0 else INF
+    return _within_doubles(call, lambda: _frac(_CTX.power(_dec(base), _dec(exponent))))
 
 
 def min_v(a: Value, b: Value) -> Value:

@@ -13,7 +13,7 @@ from fractions import Fraction
 from typing import Any, Optional
 
 from serq import draws as live_draws
-from serq.sessionsfile import unused_machine_draws
+from serq.sessionsfile import missing_draw, stream_name, unused_machine_draws, unused_session_draws
 from serq.wire import Value, WireError, value_from_wire
 
 from .config import Config, Session
@@ -109,38 +109,48 @@ class Workload:
         if session is None:
             lst = self.machine
             i = cfg.counters.machine
-            key, where = ("machine", self.seed), "the machine stream"
+            key, where = ("machine", self.seed), stream_name(None)
             cfg.counters.machine += 1
         else:
             rec = self.sessions[session.serial]
             if stream[0] == "init":
                 lst, ckey, key = rec["init"], "init", ("turn", self.seed, session.serial, 0)
+                where = stream_name(session.serial, 0)
             elif stream[0] == "turn":
                 k = stream[1]
                 while self.live and len(rec["turns"]) < k:
                     rec["turns"].append([])
-                if k > len(rec["turns"]):
-                    raise SessionsFileError(
-                        f"the sessions file does not fit the program: session {session.serial} "
-                        f"starts turn {k} but the file has {len(rec['turns'])} turns "
-                        f"(draw at {cfg.program.loc(at)})")
-                lst, ckey, key = rec["turns"][k - 1], f"turn:{k}", ("turn", self.seed, session.serial, k)
+                # a turn the file has no list for: an empty one, whose first draw is missing
+                lst = rec["turns"][k - 1] if k <= len(rec["turns"]) else []
+                ckey, key = f"turn:{k}", ("turn", self.seed, session.serial, k)
+                where = stream_name(session.serial, k)
             else:
                 lst, ckey, key = rec["session"], "session", ("session", self.seed, session.serial)
+                where = stream_name(session.serial)
             i = session.cursors.get(ckey, 0)
             session.cursors[ckey] = i + 1
-            where = f"session {session.serial}'s {ckey} stream"
+        if not self.live:   # a replayed draw's arguments are checked as a live draw's (first, as serq_fast)
+            self._check_args(cfg, dist, args, at)
         if i < len(lst):
             return lst[i]
         if not self.live:
-            raise SessionsFileError(
-                f"the sessions file does not fit the program: {where} needs draw #{i + 1} "
-                f"(~{dist} at {cfg.program.loc(at)}) but the file has only {len(lst)}")
+            raise SessionsFileError(missing_draw(where, i + 1, dist, len(lst)), at, cfg.program.files)
         if key[0] == "machine":
             key = ("machine", self.seed)
         x = self._draw(cfg, dist, args, self.rng(*key), at)
         lst.append(x)
         return x
+
+    @staticmethod
+    def _check_args(cfg: Config, dist: str, args: list[Value], at: At) -> None:
+        """A replayed draw's arguments outside its law are the located error a live draw gives
+        (serq.draws.check_args; docs/language.md §4.3)."""
+        if dist == "det" and not isinstance(args[0], float):
+            return   # exact: any finite value
+        try:
+            live_draws.check_args(dist, live_draws.as_doubles(args))
+        except live_draws.DrawError as exc:
+            raise SpecError(str(exc), at, cfg.program.files) from None
 
     @staticmethod
     def _draw(cfg: Config, dist: str, args: list[Value], rng: Any, at: At) -> Fraction:
@@ -161,20 +171,11 @@ class Workload:
             return
         rec = self.sessions[session.serial]
         c = session.cursors
-        problems = []
-        if c.get("init", 0) != len(rec["init"]):
-            problems.append(f"init stream: used {c.get('init', 0)} of {len(rec['init'])}")
-        if session.turns != len(rec["turns"]):
-            problems.append(f"ran {session.turns} turns, the file has {len(rec['turns'])}")
-        for k, t in enumerate(rec["turns"], start=1):
-            if c.get(f"turn:{k}", 0) != len(t) and k <= session.turns:
-                problems.append(f"turn {k} stream: used {c.get(f'turn:{k}', 0)} of {len(t)}")
-        if c.get("session", 0) != len(rec["session"]):
-            problems.append(f"session stream: used {c.get('session', 0)} of {len(rec['session'])}")
-        if problems:
-            raise SessionsFileError(
-                f"the sessions file does not fit the program: session {session.serial} ended with "
-                + "; ".join(problems))
+        turns = [(k, c.get(f"turn:{k}", 0), len(t)) for k, t in enumerate(rec["turns"], start=1) if k <= session.turns]
+        unused = unused_session_draws(session.serial, (c.get("init", 0), len(rec["init"])), session.turns,
+                                      len(rec["turns"]), turns, (c.get("session", 0), len(rec["session"])))
+        if unused:
+            raise SessionsFileError(unused)
 
     def check_machine_consumed(self, cfg: Config) -> None:
         """At the end of a replay that no horizon or step limit cut, every value of the machine

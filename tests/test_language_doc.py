@@ -68,7 +68,7 @@ def test_a_broken_snippet_fails():
         check_snippet("serq", 1, ok.replace("run s", "run t"))
     with pytest.raises(AssertionError, match="accepts a program"):
         check_snippet("serq-refused", 1, "// refused: anything\n" + ok)
-    bad = "// refused: not this message\n" + ok.replace("run s (1);", "transfer kv from kv to kv (1);")
+    bad = "// refused: not this message\n" + ok.replace("run s (1);", "run s, s (1);")
     with pytest.raises(AssertionError, match="another message"):
         check_snippet("serq-refused", 1, bad)
     with pytest.raises(AssertionError, match="must start with"):

@@ -546,6 +546,9 @@ class SessionInterpreter:
                 raise RunError(f"transfer {role} pool {self.pools[i].name}: the session holds no allocation of it (a "
                                "hold or a lease); take it in a `hold` around the transfer, or keep it with `lease`",
                                st[-1])
+        if "transfer_early_release" in FAULTS():
+            # seeded fault (docs/fast.md): P is released as the copy starts, not when it ends
+            P.release_early(self, s, self.pools[p])
         self._exec_run(s, ("run", st[1], "plain", st[2], None, st[-1]))
 
     def _exec_transfer_end(self, s: Session, st: tuple) -> None:
@@ -567,7 +570,8 @@ class SessionInterpreter:
                            "hold at least the position plus n", st[-1])
         part.pos += n
         part.advanced = True
-        P.release_early(self, s, p)
+        if "transfer_early_release" not in FAULTS():
+            P.release_early(self, s, p)
 
     # ---------------------------------------------------------------- branches (§11.13)
 

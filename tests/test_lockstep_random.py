@@ -2,7 +2,7 @@
 
 Default profile: 200 derandomised programs (+20 every step, +50 of `scope_programs`, +50 `share content`,
 +50 `lag 1`, +50 under poisson, renewal and closed arrivals, +20 with claims, +50 with fork/join, +50 on
-engine arrays). Long profile (documented in docs/fast.md):
+engine arrays, +50 with `transfer`). Long profile (documented in docs/fast.md):
 `SERQ_LOCKSTEP_PROFILE=long python -m pytest tests/test_lockstep_random.py` runs 10,000 programs
 (set SERQ_LOCKSTEP_EXAMPLES to choose another count).
 """
@@ -180,4 +180,18 @@ def test_random_estimator_programs_agree(case):
     a hold header, gauges and branches: the state line's `est` (docs/state.md)
     and everything they steer agree at every step."""
     ir = compile_source(case.text, case.name, {})
+    lockstep(ir, case.seed, case.sessions, case.name)
+
+
+TRANSFER_EXAMPLES = max(20, EXAMPLES // 4)
+
+
+@settings(max_examples=TRANSFER_EXAMPLES, deadline=None, derandomize=not LONG, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(strategies.transfer_programs())
+def test_random_transfer_programs_agree(case):
+    """Prefill/decode disaggregation with `transfer` (docs/language.md §11.14): a lease or a hold of
+    the source, 1 or 2 prefill and decode engines, links of every kind, n = p or less."""
+    ir = compile_source(case.text, case.name, {})
+    assert any(st["op"] == "transfer" for b in ir["blocks"] for st in b)
     lockstep(ir, case.seed, case.sessions, case.name)

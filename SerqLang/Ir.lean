@@ -199,6 +199,11 @@ inductive Stmt where
   | load (pool : Ref) (units : Expr)
   | drop (pool : Ref)
   | release (pool : Ref)
+  /-- docs/language.md §11.14: the copy of `transfer S (w) from P to Q (n);` (a run of `work` on
+  the link `stage`, `src` and `dst` held) -/
+  | transfer (stage : Ref) (work : Expr) (src dst : Ref)
+  /-- its landing, the next statement: `load dst (units); release src;` -/
+  | transferEnd (src dst : Ref) (units : Expr)
   /-- docs/language.md §11.13: a branch of the session running block `body` -/
   | fork (body : Nat)
   | join
@@ -220,6 +225,8 @@ def Stmt.op : Stmt → String
   | .load .. => "load"
   | .drop .. => "drop"
   | .release .. => "release"
+  | .transfer .. => "transfer"
+  | .transferEnd .. => "transfer_end"
   | .fork .. => "fork"
   | .join => "join"
 
@@ -488,6 +495,9 @@ def stmtOf (j : Json) : Res Stmt := do
   | "load" => return .load (← field j "pool" refOf) (← field j "units" exprOf)
   | "drop" => return .drop (← field j "pool" refOf)
   | "release" => return .release (← field j "pool" refOf)
+  | "transfer" =>
+    return .transfer (← field j "stage" refOf) (← field j "work" exprOf) (← field j "from" refOf) (← field j "to" refOf)
+  | "transfer_end" => return .transferEnd (← field j "from" refOf) (← field j "to" refOf) (← field j "units" exprOf)
   | "fork" => return .fork (← field j "body" nat)
   | "join" => return .join
   | o => .error s!"unknown statement \"{o}\""

@@ -193,7 +193,27 @@ def checkStmt (ir : Ir) (contentBlocks : List (Option Nat)) (st : Located) : Res
   | .drop r =>
     if anyContent contentBlocks r then
       throw (located ir s!"`drop` on the `share content` pool {poolName r.base} (docs/content.md §1)" loc)
+  | .transfer s w _ _ => do
+    -- a transfer copies over a link, never an engine (docs/language.md §11.14)
+    if (List.range s.count).any (fun k => ((ir.stages[s.base + k]?).map StageDecl.isStep).getD false) then
+      let sname := ((ir.stages[s.base]?).map (·.name)).getD ""
+      throw (located ir s!"`transfer` over the engine {sname}: a transfer copies over a link (a fifo, ps or delay stage)" loc)
+    checkExpr ir w loc
+  | .transferEnd _ q u => do
+    checkExpr ir u loc
+    if anyContent contentBlocks q then
+      throw (located ir s!"`transfer … to` on the `share content` pool {poolName q.base} (docs/content.md §1)" loc)
   | _ => pure ()
+
+/-- program.py: statement k of a block is a `transfer` exactly when the next is a `transfer_end`,
+and a `transfer_end` exactly when the one before is a `transfer` (docs/ir.md: one source
+statement, always adjacent). -/
+def checkTransferPair (ir : Ir) (blk : List Located) (k : Nat) (st : Located) : Res Unit := do
+  let nxt := (blk[k + 1]?).map (·.stmt.op)
+  let prev := if k == 0 then none else (blk[k - 1]?).map (·.stmt.op)
+  let op := st.stmt.op
+  if (op == "transfer") != (nxt == some "transfer_end") || (op == "transfer_end") != (prev == some "transfer") then
+    throw (located ir "a `transfer` statement of the IR must be followed by its `transfer_end`" (some st.loc))
 
 /-- A positive finite block size, any rational (program.py since 84aea69); program.py's error
 otherwise. -/
@@ -288,7 +308,9 @@ def ofIr (ir : Ir) : Res Program := do
     | .ps c => checkExpr ir c none
     | _ => pure ()
   for blk in ir.blocks do
-    for st in blk do checkStmt ir contentBlocks st
+    for (st, k) in blk.zip (List.range blk.length) do
+      checkStmt ir contentBlocks st
+      checkTransferPair ir blk k st
   for g in ir.gauges do checkExpr ir g.expr none
   for cl in ir.claims do
     checkExpr ir cl.expr none

@@ -6,18 +6,22 @@ release P;`; and its errors, at parse, link and run time, located FILE:LINE:COLU
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 
 pytest.importorskip("serq_spec.step")
 
-from serq.errors import SerqError  # noqa: E402
-from serq.frontend import compile_source, load_program  # noqa: E402
-from serq_drt.lockstep import Divergence, lockstep, sample_sessions  # noqa: E402
-from serq_fast.simulate import RunOptions, simulate  # noqa: E402
-from serq_fast import report  # noqa: E402
-from serq_spec.errors import SpecError  # noqa: E402
+from serq.errors import SerqError
+from serq.frontend import compile_source, load_program
+from serq_drt.lockstep import Divergence, lockstep, sample_sessions
+from serq_fast import report
+from serq_fast.simulate import RunOptions, simulate
+from serq_spec.errors import SpecError
+from serq_spec.program import Program
+from serq_spec.step import run
+from serq_spec.workload import Workload
 
 ROOT = Path(__file__).resolve().parent.parent
 VECTOR = ROOT / "vectors" / "spec" / "transfer_kv_handoff" / "program.sq"
@@ -77,8 +81,6 @@ def test_seeded_early_release_is_caught(monkeypatch, name, ir, k):
 
 def three_statements(text: str) -> str:
     """The program with each `transfer S (w) from P to Q (n);` written as its three statements."""
-    import re
-
     pattern = re.compile(r"transfer (\S+(?: ?\[[^\]]*\])?) \((.*?)\) from (\S+) to (\S+) \((.*?)\);")
     out, count = pattern.subn(r"run \1 (\2); load \4 (\5); release \3;", text)
     assert count, "no transfer in the program"
@@ -103,10 +105,6 @@ def test_a_transfer_is_a_run_a_load_and_a_release(name, text, settings):
     assert any(st["op"] == "transfer" for b in one["blocks"] for st in b)
     assert not any(st["op"] == "transfer" for b in three["blocks"] for st in b)
     assert fast_report(one) == fast_report(three)
-    from serq_spec.program import Program
-    from serq_spec.step import run
-    from serq_spec.workload import Workload
-
     sessions = sample_sessions(one, 1, 3 if name != "vector" else 2, name)
     records = []
     for ir in (one, three):

@@ -1549,7 +1549,8 @@ class Linker:
             raise self.err(s.dst.pos, f"`transfer … to {name}`: pool `{name}` is `share content`; its position is "
                                       "the tokens its growing runs schedule, not loaded")
         if self.same_pool(src, dst):
-            name = self.pools[src["base"]]["name"].split("[")[0]
+            member = src["base"] + (int(val(src["index"])) if src["index"] is not None else 0)
+            name = self.pools[member]["name"]
             raise self.err(s.dst.pos, f"`transfer` from pool `{name}` to itself: name two pools (the KV's pool "
                                       "now and the pool it moves to)")
         work = self.cx(s.work, c)

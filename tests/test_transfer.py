@@ -88,7 +88,7 @@ def three_statements(text: str) -> str:
 
 
 def fast_report(ir: dict) -> dict:
-    sim = simulate(ir, RunOptions(seed=3, horizon=200, warmup=0), file="p.sq")
+    sim = simulate(ir, RunOptions(seed=3, horizon=60, warmup=0), file="p.sq")
     return json.loads(json.dumps(report.build(sim)))
 
 

@@ -15,7 +15,7 @@ pytest.importorskip("serq_spec.step")
 
 from serq.errors import SerqError
 from serq.frontend import compile_source, load_program
-from serq_drt.lockstep import Divergence, lockstep, sample_sessions
+from serq_drt.lockstep import Divergence, fast_lines, lockstep, sample_sessions
 from serq_fast import report
 from serq_fast.simulate import RunOptions, simulate
 from serq_spec.errors import SpecError
@@ -55,11 +55,33 @@ fn main() {
 }
 """
 
+# Holders of dk in the middle of their copies are preemption victims (dk is no engine's memory, the
+# link a ps stage): serial 0's growth preempts the later serials, whose copies are withdrawn and
+# start again when their holds of dk are admitted again (docs/spec.md "Transfers").
+PREEMPTED = """\
+fn main() {
+  pool pk { cap 40; }
+  pool dk { cap 8; preempt by (-serial); }
+  stage pre : fifo;
+  stage link : ps(1);
+  workload { arrive batch(4); session { turn; } }
+  server {
+    hold pk (2) { run pre (1/2); } lease pk (inf);
+    hold dk (2) {
+      transfer link (serial == 0 ? 1 : 3) from pk to dk (2);
+      grow dk (serial == 0 ? 4 : 0);
+      run pre (1/4);
+    }
+  }
+}
+"""
+
 
 def programs():
     yield "vector", load_program(str(VECTOR), {}), 2
     yield "pd-2p2d", compile_source(EXAMPLE.read_text(), str(EXAMPLE), {"R": "2", "lambda": "4"}), 5
     yield "drawn", compile_source(DRAWN, "drawn.sq", {}), 5
+    yield "preempted", compile_source(PREEMPTED, "preempted.sq", {}), 4
 
 
 CASES = list(programs())
@@ -69,6 +91,21 @@ CASES = list(programs())
 @pytest.mark.parametrize("seed", [1, 2])
 def test_transfer_programs_agree(name, ir, k, seed):
     assert lockstep(ir, seed, k, name) > 0
+
+
+def test_a_copy_is_preempted_and_starts_again():
+    """Not vacuous: in PREEMPTED serials 3 and 2 lose dk while their copies run on the link (only
+    serial 1's stays), start their copies again from the whole work when readmitted, and every
+    session releases dk once."""
+    _, ir, k = next(c for c in CASES if c[0] == "preempted")
+    lines = fast_lines(ir, sample_sessions(ir, 1, k, "preempted"))
+    at = next(i for i, line in enumerate(lines) if line["records"]["preempted"])
+    assert [r[0] for r in lines[at]["records"]["preempted"]] == [3, 2]
+    assert lines[at - 1]["stages"][1]["active"][2:] == [[2, pytest.approx(17 / 6)], [3, 3.0]]
+    assert lines[at]["stages"][1]["active"] == [[1, 2.5]]
+    assert lines[at + 1]["stages"][1]["active"][1:] == [[2, 3.0], [3, 3.0]]   # the copies again
+    released = [r[0] for line in lines for r in line["records"]["released"] if r[1] == "dk"]
+    assert sorted(released) == [0, 1, 2, 2, 3, 3]   # twice for the preempted: at preemption, at the end
 
 
 @pytest.mark.parametrize("name,ir,k", CASES, ids=[c[0] for c in CASES])
@@ -96,7 +133,8 @@ def fast_report(ir: dict) -> dict:
     ("vector", VECTOR.read_text(), {}),
     ("pd-1p1d", EXAMPLE.read_text(), {"lambda": "2"}),
     ("drawn", DRAWN, {}),
-], ids=["vector", "pd-1p1d", "drawn"])
+    ("preempted", PREEMPTED, {}),
+], ids=["vector", "pd-1p1d", "drawn", "preempted"])
 def test_a_transfer_is_a_run_a_load_and_a_release(name, text, settings):
     """The same report (serq_fast) and the same records of admissions, releases and evictions
     (serq_spec) as `run S (w); load Q (n); release P;`."""
@@ -105,7 +143,7 @@ def test_a_transfer_is_a_run_a_load_and_a_release(name, text, settings):
     assert any(st["op"] == "transfer" for b in one["blocks"] for st in b)
     assert not any(st["op"] == "transfer" for b in three["blocks"] for st in b)
     assert fast_report(one) == fast_report(three)
-    sessions = sample_sessions(one, 1, 3 if name != "vector" else 2, name)
+    sessions = sample_sessions(one, 1, {"vector": 2, "preempted": 4}.get(name, 3), name)
     records = []
     for ir in (one, three):
         cfg = run(Program(ir, "p.sq", workload=Workload.replay(sessions)), check=True)

@@ -1569,10 +1569,10 @@ class Linker:
         return is_num(a["index"]) and is_num(b["index"]) and val(a["index"]) == val(b["index"])
 
     def check_transfers(self) -> None:
-        """A transfer names pools the session can hold: each of P and Q (any member of an array)
-        is taken by some hold of the program (a `hold` statement, or an engine call's, which takes its
-        request's `taking` pools)
-        (docs/language.md §11.14). Whether it holds them when the transfer runs is a run-time check."""
+        """A transfer names pools the session can hold (docs/language.md §11.14): each of P and Q
+        (any member of an array) is taken by some hold of the program, a `hold` statement or an
+        engine call's (its `taking` pools). Whether the session holds them when the transfer runs
+        is a run-time check."""
         held: set[int] = set()
         for blk in self.blocks:
             for st in blk or []:

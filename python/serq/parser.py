@@ -43,8 +43,6 @@ UNSUPPORTED = {
     "spill": "`spill` (offloading evicted cache to another tier) is not supported yet",
     "step": "the K-dialect stage kind `step { … }` is not supported yet; declare an `engine NAME on DEVICE { … }`",
 }
-# `share` is a keyword of the grammar (`share content;`, docs/content.md); its other uses are not.
-SHARE_UNSUPPORTED = "`share maxmin | bottleneck` (multi-stage flows) is not supported yet"
 
 _GRAMMAR = pathlib.Path(__file__).with_name("grammar.lark")
 
@@ -249,10 +247,6 @@ def _prescan_token(src: Source, tokens: list[Token], i: int, depth: int) -> int:
     elif t == "QUEUE" and nxt is not None and nxt.type == "NAME":
         raise src.error("queue declarations (`queue NAME : ROLE { … }`, P/D disaggregation) are not "
                         "supported yet", tok.line, tok.column)
-    elif t == "RUN" and i + 2 < n and tokens[i + 1].type == "NAME" and tokens[i + 2].type == "COMMA":
-        raise src.error("a run over several stages (`run a, b (w);`) is not supported yet", tok.line, tok.column)
-    elif t == "SHARE" and (nxt is None or nxt.type != "CONTENT"):
-        raise src.error(SHARE_UNSUPPORTED, tok.line, tok.column)
     return depth
 
 
@@ -804,6 +798,16 @@ class _ToAst(Transformer_NonRecursive):
 
     def run_stmt(self, meta, ch):
         return Node("run", self.p(meta), ref=ch[0], mode=ch[1] or "plain", work=ch[2], growing=ch[3])
+
+    def flow_stmt(self, meta, ch):
+        # ch: the stage references, then the mode, the work and `growing` (None where absent)
+        return Node("flow", self.p(meta), refs=list(ch[:-3]), mode=ch[-3], work=ch[-2], growing=ch[-1])
+
+    def share_maxmin(self, meta, ch):
+        return Node("share", self.p(meta), policy="maxmin")
+
+    def share_bottleneck(self, meta, ch):
+        return Node("share", self.p(meta), policy="bottleneck")
 
     def mode_prefill(self, meta, ch):
         return "prefill"

@@ -564,6 +564,8 @@ def exec_stmt(cfg: Config, s: Session, st: dict, ref: tuple, stream: tuple) -> O
         exec_hold(cfg, s, st, ref, stream)
     elif op == "run":
         return exec_run(cfg, s, st, env)
+    elif op == "flow":
+        return exec_flow(cfg, s, st, env)
     elif op == "grow":
         p = resolve_ref(env, st["pool"])
         d = units_int(evaluate(st["units"], env), "grow amount", cfg, at, "negative growth {}")
@@ -598,7 +600,7 @@ def exec_stmt(cfg: Config, s: Session, st: dict, ref: tuple, stream: tuple) -> O
 
 
 # What a branch, and its parent between a fork and the join, may execute (docs/language.md §11.13).
-BRANCH_OPS = frozenset({"set", "observe", "branch", "while", "loop", "choose", "run", "fork", "join"})
+BRANCH_OPS = frozenset({"set", "observe", "branch", "while", "loop", "choose", "run", "fork", "join", "flow"})
 
 
 def exec_choose(cfg: Config, s: Session, st: dict, env: Env) -> None:
@@ -681,6 +683,33 @@ def exec_run(cfg: Config, s: Session, st: dict, env: Env) -> Optional[str]:
         add_resident(cfg, stage, job)
     else:
         start_job(cfg, job)
+    return None
+
+
+def exec_flow(cfg: Config, s: Session, st: dict, env: Env) -> Optional[str]:
+    """`run a, b, … (w)` (§11.14): one job present at all the stages at once; zero work completes
+    at once at every stage and yields, as `run` does."""
+    prog = cfg.program
+    at = st.get("at")
+    stages = [resolve_ref(env, ref) for ref in st["stages"]]
+    w = evaluate(st["work"], env)
+    if w < 0:
+        raise SpecError(f"negative work {number_text(w)}", at, prog.files)
+    if V.is_inf(w):
+        raise SpecError(f"work {number_text(w)} is not finite", at, prog.files)
+    if w == 0:
+        for x in stages:
+            cfg.records["finished"].append([prog.stages[x]["name"], s.tid])
+        cfg.ready.append(s.tid)
+        return "yield"
+    job = Job(serial=s.tid, stage=stages[0], mode="plain", left=w, growing=None,
+              admission=s.adm_seq if s.adm_seq is not None else -1, stages=stages)
+    try:
+        start_job(cfg, job)
+    except SpecError as exc:
+        raise SpecError(exc.message, at, prog.files) from None
+    s.job = job
+    s.status = ("stage", stages[0])
     return None
 
 

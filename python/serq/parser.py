@@ -402,6 +402,8 @@ def _token_error(src: Source, tokens: list[Token], tok: Token, expected: set[str
     hint = ""
     if tok.type == "EQUAL" and "__ANON_4" in raw:
         hint = " (to compare, write '==')"
+    elif tok.type in ("MAXMIN", "BOTTLENECK") and prev is not None and prev.type == "SHARE":
+        hint = f" (`share {tok.value};` is an item of `fn main`, docs/language.md §11.14; a pool shares only its content)"
     elif tok.type == "NAME" and str(tok.value) in _P_HINTS:
         hint = f" ({_P_HINTS[str(tok.value)]})"
     elif prev is not None and prev.type == "NAME" and str(prev.value) in _P_HINTS:

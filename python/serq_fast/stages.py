@@ -18,7 +18,7 @@ import math
 from collections import deque
 
 from serq.irfile import field_at
-from serq_fast.defs import (EV_FINISH, STAGE)
+from serq_fast.defs import (EV_FINISH, FAULTS, STAGE)
 from serq_fast.estimates import Estimates
 from serq_fast.expr import RunError, compile_expr, located
 from serq_fast.stats import TimeAverage
@@ -441,6 +441,10 @@ class Sharing:
         self.stages: list = []   # SharedPsStage, in index order (link)
         self.pending = None      # seq of the pending departure
         self.changed = False
+        faults = FAULTS()
+        if "flow_as_maxmin" in faults:   # seeded fault (docs/fast.md): bottleneck divided as maxmin
+            self.policy = "maxmin"
+        self.fault_one_stage = "flow_one_stage" in faults   # seeded fault: a flow leaves its first stage only
 
     def link(self, stages: list) -> None:
         self.stages = [st for st in stages if st.idx in self.indices]
@@ -468,7 +472,7 @@ class Sharing:
 
     def leave(self, job) -> None:
         job.dead = True
-        for st in (job.stages or (job.stage,)):
+        for st in (job.stages or (job.stage,))[:1 if self.fault_one_stage else None]:
             if job in st.jobs:
                 st.jobs.remove(job)
             st.changed = True

@@ -121,3 +121,16 @@ def test_seeded_fault_flow_left_at_one_stage_is_caught_by_random_programs(monkey
     caught.clear()
     _fault_on_random()
     assert len(caught) >= 5, len(caught)
+
+
+def test_example_flows_is_mm1_ps_on_the_slower_link():
+    """examples/single-turn/flows.sq at its defaults: every job crosses both links, so under
+    `share bottleneck` it is M/M/1-PS on the slower link, W = 1/(1 − 0.5) = 2 (its header),
+    within 2.5 half-widths of the run's own 95 % CI (tests/test_theory.py's rule)."""
+    from serq.frontend import load_program
+    from serq_fast.step import Sim
+
+    ir = load_program(str(VECTORS.parent.parent / "examples" / "single-turn" / "flows.sq"), {})
+    sim = Sim(ir, seed=11, horizon=12_000, warmup=1_200).run()
+    st = sim.obs_stats[sim.observe_names.index("sojourn")]
+    assert abs(st.mean - 2.0) <= 2.5 * st.ci(), (st.mean, st.ci())

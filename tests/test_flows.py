@@ -134,3 +134,16 @@ def test_example_flows_is_mm1_ps_on_the_slower_link():
     sim = Sim(ir, seed=11, horizon=12_000, warmup=1_200).run()
     st = sim.obs_stats[sim.observe_names.index("sojourn")]
     assert abs(st.mean - 2.0) <= 2.5 * st.ci(), (st.mean, st.ci())
+
+
+def test_an_ir_file_with_another_share_is_refused(tmp_path):
+    """docs/ir.md `share`: an IR file naming another policy is refused with its JSON path."""
+    from serq.errors import SerqError
+    from serq.irfile import read_ir_file
+
+    ir = compile_ok(program("run a, b (1);")[0])
+    f = tmp_path / "p.json"
+    f.write_text(json.dumps(dict(ir, share="fair")))
+    with pytest.raises(SerqError) as info:
+        read_ir_file(str(f))
+    assert "malformed IR: share: expected \"maxmin\" or \"bottleneck\", got \"fair\"" in info.value.message

@@ -615,23 +615,7 @@ def execFlow (th : Tid) (refs : List Ref) (workE : Expr) (env : EnvM) (loc : Opt
     | .negInf => specError s!"negative work {w.toWire}" loc
     | _ => specError s!"work {w.toWire} is not finite" loc
   if q < 0 then specError s!"negative work {w.toWire}" loc
-  if q == 0 then
-    for x in stages do
-      let n ← stageName x
-      modifyRec fun r => { r with finished := r.finished.push (.arr [.str n, th.toJson]) }
-    pushReady th
-    return true
-  let s ← thread th
-  let admission : Int := match s.admSeq with
-    | some a => (a : Int)
-    | none => -1
-  let first := stages.headD 0
-  let job : Job := { serial := th.owner, stage := first, mode := "plain", left := .value w, growing := none,
-                     admission, branch := s.branch, stages := some stages }
-  setSession { s with job := some job, status := .stage first }
-  startJob job
-  syncJob first th
-  return false
+  startFlow th stages w
 
 /-! ## Branches: `fork` and `join` (docs/language.md §11.13) -/
 

@@ -225,6 +225,29 @@ def withdrawJob (job : Job) : M Unit := do
                          dirty := true }
   else specError s!"withdraw_job on a {st.kind} stage"
 
+/-- stages.py `start_flow`: thread `th` runs one job of work `w` ≥ 0 over the distinct ps
+stages `stages` (docs/language.md §11.14), the entry of every statement that runs a job over
+several stages. Zero work completes at once at every stage and the thread is ready again at the
+back (true); otherwise it waits on the flow (false). -/
+def startFlow (th : Tid) (stages : List Nat) (w : Value) : M Bool := do
+  if w == .fin 0 then
+    for x in stages do
+      let n ← stageName x
+      modifyRec fun r => { r with finished := r.finished.push (.arr [.str n, th.toJson]) }
+    modifyCfg fun c => { c with ready := c.ready ++ [th] }
+    return true
+  let s ← thread th
+  let admission : Int := match s.admSeq with
+    | some a => (a : Int)
+    | none => -1
+  let first := stages.headD 0
+  let job : Job := { serial := th.owner, stage := first, mode := "plain", left := .value w, growing := none,
+                     admission, branch := s.branch, stages := some stages }
+  setSession { s with job := some job, status := .stage first }
+  startJob job
+  syncJob first th
+  return false
+
 /-- stages.py `reschedule_ps`: withdraw the stage's pending departure, schedule the next one. -/
 def reschedulePs (s : Nat) : M Unit := do
   modifyCfg fun c => { c with events := c.events.filter fun e =>

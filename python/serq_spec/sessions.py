@@ -25,7 +25,7 @@ from .pools import (add_units, caches_in, consume_own_prefix, drop_entry, end_le
                     lease_of, leave_queue, make_room, release_hold, release_pool_early, select_head, start_lease,
                     units_int)
 from .program import CACHED, COMPUTED, FORCED, MORE, NEW, OUT, SERIAL, THINK, TURN_NO, static_expr, zero_attrs
-from .stages import add_resident, start_job
+from .stages import add_resident, start_flow, start_job
 
 STATEMENT_LIMIT = 1_000_000   # §11.9: a session that runs this many statements without blocking
 READY_LIMIT = 1000            # §11.9: a session made ready this many times in one instant
@@ -697,20 +697,11 @@ def exec_flow(cfg: Config, s: Session, st: dict, env: Env) -> Optional[str]:
         raise SpecError(f"negative work {number_text(w)}", at, prog.files)
     if V.is_inf(w):
         raise SpecError(f"work {number_text(w)} is not finite", at, prog.files)
-    if w == 0:
-        for x in stages:
-            cfg.records["finished"].append([prog.stages[x]["name"], s.tid])
-        cfg.ready.append(s.tid)
-        return "yield"
-    job = Job(serial=s.tid, stage=stages[0], mode="plain", left=w, growing=None,
-              admission=s.adm_seq if s.adm_seq is not None else -1, stages=stages)
     try:
-        start_job(cfg, job)
+        done = start_flow(cfg, s, stages, w)
     except SpecError as exc:
         raise SpecError(exc.message, at, prog.files) from None
-    s.job = job
-    s.status = ("stage", stages[0])
-    return None
+    return "yield" if done else None
 
 
 # -- settle --------------------------------------------------------------------------------------

@@ -13,9 +13,10 @@ A run over several stages (a flow, docs/language.md §11.14) is one Job present 
 The ps stages some flow can cross (`Program.shared_stages`) keep no virtual clock: each job there
 keeps its remaining work `left` at time `since` and its `rate`; at the end of a step that changed
 one of them, the rates of the connected stages are divided again (`share_rates`, by the program's
-`share` policy) and one `finish` event names the next departure among all of them. `start_job`,
-`finish_job`, `withdraw_job` take a job with `stages` as a flow: any statement that runs a job
-over several stages creates such a Job and calls them.
+`share` policy) and one `finish` event names the next departure among all of them. `start_flow`
+is the entry of any statement that runs a job over several stages (the engines treat as such
+every stage a statement's `stages` list can name); `finish_job` and `withdraw_job` take a flow
+off all its stages.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import Optional
 from serq.wire import Value
 
 from . import values as V
-from .config import READY, Config, Estimates, Job, Tid, thread
+from .config import READY, Config, Estimates, Job, Session, Tid, thread
 from .errors import SpecError
 from .events import schedule_event, withdraw_event
 from .expr import advance_virtual_clock, ps_capacity, ps_rate, remaining
@@ -199,6 +200,24 @@ def reschedule_ps(cfg: Config, s: int) -> None:
 
 
 # -- stages a flow crosses (docs/language.md §11.14) ---------------------------------------------
+
+def start_flow(cfg: Config, s: Session, stages: list, w: Value) -> bool:
+    """Thread `s` runs one job of work w ≥ 0 over the distinct ps stages `stages` (§11.14): the
+    entry of every statement that runs a job over several stages. Zero work completes at once at
+    every stage and the thread is ready again at the back (True); otherwise the thread waits on
+    the flow (False) until its `finish` makes it ready."""
+    if w == 0:
+        for x in stages:
+            cfg.records["finished"].append([cfg.program.stages[x]["name"], s.tid])
+        cfg.ready.append(s.tid)
+        return True
+    job = Job(serial=s.tid, stage=stages[0], mode="plain", left=w, growing=None,
+              admission=s.adm_seq if s.adm_seq is not None else -1, stages=list(stages))
+    start_job(cfg, job)
+    s.job = job
+    s.status = ("stage", stages[0])
+    return False
+
 
 def start_shared(cfg: Config, job: Job) -> None:
     """A job joins each of its stages with its whole work and no rate yet: rates are divided at

@@ -147,3 +147,23 @@ def test_an_ir_file_with_another_share_is_refused(tmp_path):
     with pytest.raises(SerqError) as info:
         read_ir_file(str(f))
     assert "malformed IR: share: expected \"maxmin\" or \"bottleneck\", got \"fair\"" in info.value.message
+
+
+def test_a_stage_named_twice_at_run_time_is_an_error_at_the_statement_in_both_engines():
+    from serq_drt.lockstep import fast_lines, spec_lines
+    from serq_fast.expr import RunError
+    from serq_spec.errors import SpecError
+
+    text, line, col = program("@@run link[0], link[serial] (1);")
+    ir = compile_ok(text)
+    # two sessions that draw nothing (sampling them would run into the error too)
+    sessions = {"format": "serq-sessions/1", "program": "t.sq", "seed": 0, "inputs": {}, "arrivals": [],
+                "machine": [], "trace_picks": [],
+                "sessions": [{"serial": k, "init": [], "session": [], "turns": [[]]} for k in range(2)]}
+    with pytest.raises(SpecError) as spec:
+        spec_lines(ir, sessions, "t.sq")
+    with pytest.raises(RunError) as fast:
+        fast_lines(ir, sessions)
+    words = "a run over several stages names one stage twice (link[0], link[0]); a flow crosses distinct stages"
+    assert spec.value.message == fast.value.message == words
+    assert list(spec.value.at) == list(fast.value.at) == [0, line, col]

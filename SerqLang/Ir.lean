@@ -199,14 +199,17 @@ inductive Stmt where
   | load (pool : Ref) (units : Expr)
   | drop (pool : Ref)
   | release (pool : Ref)
-  /-- docs/language.md §11.14: the copy of `transfer S (w) from P to Q (n);` (a run of `work` on
-  the link `stage`, `src` and `dst` held) -/
-  | transfer (stage : Ref) (work : Expr) (src dst : Ref)
+  /-- docs/language.md §11.15: the copy of `transfer S (w) from P to Q (n);`, `src` and `dst`
+  held: a run of `work` on the link (`.inl`, the IR's `stage`), or a flow over several links
+  (`.inr`, the IR's `stages`) -/
+  | transfer (link : Ref ⊕ List Ref) (work : Expr) (src dst : Ref)
   /-- its landing, the next statement: `load dst (units); release src;` -/
   | transferEnd (src dst : Ref) (units : Expr)
   /-- docs/language.md §11.13: a branch of the session running block `body` -/
   | fork (body : Nat)
   | join
+  /-- docs/language.md §11.14: one job over several ps stages at once (a flow) -/
+  | flow (stages : List Ref) (work : Expr)
   deriving Inhabited
 
 /-- The IR `op` of a statement (docs/ir.md "Statements"). -/
@@ -229,11 +232,12 @@ def Stmt.op : Stmt → String
   | .transferEnd .. => "transfer_end"
   | .fork .. => "fork"
   | .join => "join"
+  | .flow .. => "flow"
 
 /-- sessions.py `BRANCH_OPS`: what a branch, and its parent between a fork and the join, may
 execute (docs/language.md §11.13). -/
 def branchMay (st : Stmt) : Bool :=
-  ["set", "observe", "branch", "while", "loop", "choose", "run", "fork", "join"].contains st.op
+  ["set", "observe", "branch", "while", "loop", "choose", "run", "fork", "join", "flow"].contains st.op
 
 /-- Source location `[FILE, LINE, COLUMN]` (file = index into `files`). -/
 structure Loc where
@@ -302,7 +306,17 @@ structure Ir where
   gauges : List Named
   /-- docs/ir.md: present only when the program declares a claim -/
   claims : List ClaimDecl := []
+  /-- docs/ir.md `share` (docs/language.md §11.14): `maxmin` when absent -/
+  share : String := "maxmin"
   deriving Inhabited
+
+/-- program.py `shared_stages`: the ps stages some run over several stages can name (every member
+of every reference of a `flow`, or of a `transfer` over several links), in the order met. -/
+def Ir.sharedStages (ir : Ir) : List Nat :=
+  ir.blocks.foldl (fun acc b => b.foldl (fun acc l =>
+    match l.stmt with
+    | .flow refs _ | .transfer (.inr refs) _ _ _ => refs.foldl (fun acc r => acc ++ (List.range r.count).map (r.base + ·)) acc
+    | _ => acc) acc) []
 
 /-! ## Decoding -/
 
@@ -495,11 +509,15 @@ def stmtOf (j : Json) : Res Stmt := do
   | "load" => return .load (← field j "pool" refOf) (← field j "units" exprOf)
   | "drop" => return .drop (← field j "pool" refOf)
   | "release" => return .release (← field j "pool" refOf)
-  | "transfer" =>
-    return .transfer (← field j "stage" refOf) (← field j "work" exprOf) (← field j "from" refOf) (← field j "to" refOf)
+  | "transfer" => do
+    let link : Ref ⊕ List Ref ← match (← fieldOpt j "stages" (list refOf)) with
+      | some refs => pure (.inr refs)
+      | none => pure (.inl (← field j "stage" refOf))
+    return .transfer link (← field j "work" exprOf) (← field j "from" refOf) (← field j "to" refOf)
   | "transfer_end" => return .transferEnd (← field j "from" refOf) (← field j "to" refOf) (← field j "units" exprOf)
   | "fork" => return .fork (← field j "body" nat)
   | "join" => return .join
+  | "flow" => return .flow (← field j "stages" (list refOf)) (← field j "work" exprOf)
   | o => .error s!"unknown statement \"{o}\""
 
 def locOf (j : Json) : Res Loc := do
@@ -557,7 +575,8 @@ def ofJson (j : Json) : Res Ir := do
     blocks := ← field j "blocks" (list (list locatedOf))
     workload := ← field j "workload" workloadOf
     gauges := ← field j "gauges" (list (namedOf "expr"))
-    claims := (← fieldOpt j "claims" (list claimOf)).getD [] }
+    claims := (← fieldOpt j "claims" (list claimOf)).getD []
+    share := (← fieldOpt j "share" str).getD "maxmin" }
 
 /-- Decode an IR from its JSON text. -/
 def parse (text : String) : Res Ir := do

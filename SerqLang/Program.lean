@@ -152,6 +152,21 @@ def allContent (contentBlocks : List (Option Nat)) (r : Ref) : Bool :=
 def anyContent (contentBlocks : List (Option Nat)) (r : Ref) : Bool :=
   (List.range r.count).any fun k => ((contentBlocks.getD (r.base + k) none).isSome)
 
+/-- program.py `check_stmt`'s test of the stages of a `flow` (and of a `transfer` over several
+links): the program's `share` is known, every stage a reference can name is ps (docs/language.md
+§11.14). -/
+def checkFlowStages (ir : Ir) (refs : List Ref) (loc : Option Loc) : Res Unit := do
+  if ir.share != "maxmin" && ir.share != "bottleneck" then
+    throw (unsupported ir s!"share {ir.share}" loc)
+  for r in refs do
+    for k in List.range r.count do
+      let isPs := match (ir.stages[r.base + k]?).map (·.kind) with
+        | some (.ps _) => true
+        | _ => false
+      if !isPs then
+        let sname := ((ir.stages[r.base + k]?).map (·.name)).getD ""
+        throw (located ir s!"a run over several stages needs ps stages, not stage {sname}" loc)
+
 /-- program.py `check_stmt`. -/
 def checkStmt (ir : Ir) (contentBlocks : List (Option Nat)) (st : Located) : Res Unit := do
   let loc := some st.loc
@@ -185,6 +200,9 @@ def checkStmt (ir : Ir) (contentBlocks : List (Option Nat)) (st : Located) : Res
         let sname := ((ir.stages[r.base]?).map (·.name)).getD ""
         throw (located ir s!"`growing` needs an engine (a step stage), not stage {sname}" loc)
     checkExpr ir w loc
+  | .flow refs w => do
+    checkFlowStages ir refs loc
+    checkExpr ir w loc
   | .grow _ u => checkExpr ir u loc
   | .load r u => do
     checkExpr ir u loc
@@ -193,11 +211,14 @@ def checkStmt (ir : Ir) (contentBlocks : List (Option Nat)) (st : Located) : Res
   | .drop r =>
     if anyContent contentBlocks r then
       throw (located ir s!"`drop` on the `share content` pool {poolName r.base} (docs/content.md §1)" loc)
-  | .transfer s w _ _ => do
-    -- a transfer copies over a link, never an engine (docs/language.md §11.14)
-    if (List.range s.count).any (fun k => ((ir.stages[s.base + k]?).map StageDecl.isStep).getD false) then
-      let sname := ((ir.stages[s.base]?).map (·.name)).getD ""
-      throw (located ir s!"`transfer` over the engine {sname}: a transfer copies over a link (a fifo, ps or delay stage)" loc)
+  | .transfer link w _ _ => do
+    match link with
+    | .inl s =>
+      -- a transfer copies over a link, never an engine (docs/language.md §11.15)
+      if (List.range s.count).any (fun k => ((ir.stages[s.base + k]?).map StageDecl.isStep).getD false) then
+        let sname := ((ir.stages[s.base]?).map (·.name)).getD ""
+        throw (located ir s!"`transfer` over the engine {sname}: a transfer copies over a link (a fifo, ps or delay stage)" loc)
+    | .inr refs => checkFlowStages ir refs loc   -- over several links: a flow's stages
     checkExpr ir w loc
   | .transferEnd _ q u => do
     checkExpr ir u loc

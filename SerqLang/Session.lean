@@ -602,7 +602,22 @@ def execRun (th : Tid) (sref : Ref) (mode : RunMode) (workE : Expr) (growing : O
   syncJob stg th
   return false
 
-/-! ## `transfer` (docs/language.md §11.14) -/
+/-- sessions.py `exec_flow`: `run a, b, … (w)` (docs/language.md §11.14): one job present at
+all the stages at once; zero work completes at once at every stage and yields. -/
+def execFlow (th : Tid) (refs : List Ref) (workE : Expr) (env : EnvM) (loc : Option Loc) : M Bool := do
+  let mut stages : List Nat := []
+  for r in refs do
+    let x ← resolveRef env r.base r.count r.index
+    stages := stages ++ [x]
+  let w ← evaluate env workE
+  let q ← match w with
+    | .fin q => pure q
+    | .negInf => specError s!"negative work {w.toWire}" loc
+    | _ => specError s!"work {w.toWire} is not finite" loc
+  if q < 0 then specError s!"negative work {w.toWire}" loc
+  startFlow th stages w
+
+/-! ## `transfer` (docs/language.md §11.15) -/
 
 /-- sessions.py `held_part`: the session's allocation of pool `p` that `load` advances, its
 innermost hold of `p`, else its lease of `p` (a leased allocation keeps its position, §11.4). -/
@@ -636,10 +651,11 @@ def loadUnits (serial p : Nat) (n : Rat) (missing : String) (beyond : Rat → Ra
       if x.pool == p && x.serial == serial then { x with part := h } else x) }
 
 /-- sessions.py `exec_transfer`: the copy of `transfer S (w) from P to Q (n);`. The session holds
-P and Q (a hold or a lease of each) and runs w on the link S as `run S (w);` does; the landing
+P and Q (a hold or a lease of each) and runs w on the link S as `run S (w);` does (on several
+links as `run a, b, … (w);`, `execFlow`); the landing
 is the next statement, run when the session resumes after the job. -/
-def execTransfer (th : Tid) (sref : Ref) (workE : Expr) (src dst : Ref) (env : EnvM) (loc : Option Loc) :
-    M Bool := do
+def execTransfer (th : Tid) (link : Ref ⊕ List Ref) (workE : Expr) (src dst : Ref) (env : EnvM)
+    (loc : Option Loc) : M Bool := do
   let serial := th.owner
   let p ← resolveRef env src.base src.count src.index
   let q ← resolveRef env dst.base dst.count dst.index
@@ -648,7 +664,9 @@ def execTransfer (th : Tid) (sref : Ref) (workE : Expr) (src dst : Ref) (env : E
   for (pool, role) in [(p, "from"), (q, "to")] do
     if (← heldPart serial pool).isNone then
       specError s!"transfer {role} pool {← poolName pool}: the session holds no allocation of it (a hold or a lease); take it in a `hold` around the transfer, or keep it with `lease`" loc
-  execRun th sref .plain workE none env loc
+  match link with
+  | .inl sref => execRun th sref .plain workE none env loc
+  | .inr refs => execFlow th refs workE env loc   -- over several links at once (§11.14)
 
 /-- sessions.py `exec_transfer_end`: the landing, once the copy's job has completed — Q's
 position + n exactly as `load Q (n);`, then P released exactly as `release P;`. (Serq_spec
@@ -729,6 +747,7 @@ def execStmt (th : Tid) (st : Located) (ref : Nat × Nat) (stream : DrawStream) 
   | .end_ => endSession serial
   | .hold h => execHold serial h ref stream loc
   | .run r mode w g => return (← execRun th r mode w g env loc)
+  | .flow refs w => return (← execFlow th refs w env loc)
   | .grow r u =>
     let p ← resolveRef env r.base r.count r.index
     let d ← unitsInt (← evaluate env u) "grow amount" loc "negative growth {}"

@@ -498,6 +498,70 @@ def fork_programs(draw) -> Case:
     return Case(text=text.replace("{arrival}", arrival), sessions=sessions, seed=draw(st.integers(0, 2 ** 16)))
 
 
+FLOWS = """\
+fn main() {{
+  stage link[3] : ps({cap});
+  stage solo : ps(1);
+  stage gate : delay;{share}
+  pool m {{ cap {mcap}; preempt {mpre}; }}
+  gauge g_work = work(link[1]);
+  workload {{
+    arrive {arrival};
+    session {{ turn; tool (~uniform(0, 2)); turn; }}
+  }}
+  server {{
+    run gate ({gap} * serial);
+    hold m (1) {{
+      tool (serial == 0 ? {late} : 0);
+      grow m (serial == 0 ? {g} : 0);
+      {first}
+    }}
+    {second}
+    observe q = queue(link[1]);
+    observe w = work(link[0]);
+  }}
+}}
+"""
+
+# the runs of a flow program: one stage, or a flow over two or three links (fixed or by serial)
+FLOW_RUNS = ["run link[{k}] ({w});", "run solo ({w});", "run link[0], link[1] ({w});",
+             "run link[1], link[2], link[0] ({w});", "run link[serial - 3 * floor(serial / 3)], solo ({w});",
+             "branch with (1/2) {{ run link[0], link[2] ({w}); }} else {{ run link[2] ({w}); }}"]
+FLOW_WORKS = ["~exp(1)", "1", "~uniform(0, 2)", "0", "1/2"]
+
+
+@st.composite
+def flow_runs(draw, n: int, fork: bool) -> str:
+    out = []
+    for _ in range(n):
+        form = draw(st.sampled_from(FLOW_RUNS))
+        out.append(form.format(k=draw(st.integers(0, 2)), w=draw(st.sampled_from(FLOW_WORKS))))
+    if fork and draw(st.booleans()):
+        return f"fork {{ {out[0]} }} {' '.join(out[1:])} join;"
+    return " ".join(out)
+
+
+@st.composite
+def flow_programs(draw) -> Case:
+    """Runs over several ps stages (docs/language.md §11.14) among one-stage runs on the same
+    stages, under `share maxmin`, `share bottleneck` or the default; capacities that read `present`;
+    a flow in a fork's branch; holders preempted inside a flow (serial 0 grows m late and the
+    victims go by `-serial`, so the grower fits alone); batch, open or closed arrivals. A separate
+    strategy, so the draws of the others stay as they were."""
+    sessions = draw(st.integers(1, 6))
+    g = draw(st.sampled_from([0, 1, 2]))
+    text = FLOWS.format(
+        cap=draw(st.sampled_from(["1", "2", "present > 1 ? 3/2 : 1", "1 + present / 4"])),
+        share=draw(st.sampled_from(["", "\n  share maxmin;", "\n  share bottleneck;"])),
+        mcap=1 + g + draw(st.sampled_from([0, 1, 3, 6])), mpre=draw(st.sampled_from(["none", "by (-serial)"])),
+        arrival="{arrival}", gap=draw(st.sampled_from(["0", "1/3", "1"])),
+        late=draw(st.sampled_from(["0", "1/2", "1"])), g=g,
+        first=draw(flow_runs(draw(st.integers(1, 2)), False)),
+        second=draw(flow_runs(draw(st.integers(1, 2)), True)))
+    arrival = draw(st.one_of(st.just(f"batch({sessions})"), arrival_processes(sessions)))
+    return Case(text=text.replace("{arrival}", arrival), sessions=sessions, seed=draw(st.integers(0, 2 ** 16)))
+
+
 TRANSFER = """\
 fn main() {{
   device pg[{P}] {{ pkv cap {pcap}; }}
@@ -540,6 +604,7 @@ fn main() {{
   pool side[{P}] {{ cap {pcap}; block {pb}; }}
   stage prep[{P}] : fifo;
   stage link[{D}] : {link};
+  stage send[{P}] : ps(1);
   workload {{
     arrive {arrival};
     hidden o;
@@ -563,14 +628,14 @@ TRANSFER_SOURCES = {
     pre[i] (p, 1);
     observe ttft = now;
     hold dkv[k] (p{extra}) {{
-      transfer link[k] ({work}) from pkv[i] to dkv[k] ({n});
+      transfer {links} ({work}) from pkv[i] to dkv[k] ({n});
       observe landed = now;
     }} cache ({cache});""",
     "hold": """\
     hold side[i] (p) {{
       run prep[i] ({work});
       hold dkv[k] (p{extra}) {{
-        transfer link[k] ({work}) from side[i] to dkv[k] ({n});
+        transfer {links} ({work}) from side[i] to dkv[k] ({n});
         observe landed = now;
       }} cache ({cache});
       observe settled = now;
@@ -580,10 +645,10 @@ TRANSFER_SOURCES = {
 
 @st.composite
 def transfer_programs(draw) -> Case:
-    """Prefill/decode disaggregation (docs/language.md §11.14): 1 or 2 prefill engines whose requests
+    """Prefill/decode disaggregation (docs/language.md §11.15): 1 or 2 prefill engines whose requests
     lease their KV, or a plain hold of a side pool; 1 or 2 decode engines chosen by a key; a landing
     hold of the decode pool around `transfer link[k] (w) from P to dkv[k] (n)` over a fifo, ps or
-    delay link, n = p or less, cached or not for the decode request, which reuses what landed; one
+    delay link, or over the prefill side's ps link and a ps `link[k]` at once, n = p or less, cached or not for the decode request, which reuses what landed; one
     or two turns, batch or open arrivals. Every request fits its pools alone, and nothing waits for
     a pool while holding one another waits for, so no run deadlocks."""
     sessions = draw(st.integers(1, 5))
@@ -592,8 +657,11 @@ def transfer_programs(draw) -> Case:
     maxp, maxo = draw(st.integers(1, 24)), draw(st.integers(1, 12))
     extra = draw(st.sampled_from(["", " + 1", " + 3"]))
     source = draw(st.sampled_from(sorted(TRANSFER_SOURCES)))
+    link = draw(st.sampled_from(["fifo", "fifo(2)", "ps(1)", "delay"]))
+    # over a ps link, the copy may also cross the prefill side's sending link (a flow, §11.14)
+    links = draw(st.sampled_from(["link[k]", "send[i], link[k]"])) if link == "ps(1)" else "link[k]"
     body = TRANSFER_SOURCES[source].format(
-        extra=extra, work=draw(st.sampled_from(["0", "1/2", "~exp(1)", "p / 4", "~uniform(0, 2)"])),
+        extra=extra, links=links, work=draw(st.sampled_from(["0", "1/2", "~exp(1)", "p / 4", "~uniform(0, 2)"])),
         n=draw(st.sampled_from(["p", "p", "p - 1", "floor(p / 2)"])),
         cache=draw(st.sampled_from(["inf", "p", "0"])))
     text = TRANSFER.format(
@@ -605,7 +673,7 @@ def transfer_programs(draw) -> Case:
         lease=draw(st.sampled_from(["inf", "inf", "1000"])),
         pcost=draw(st.sampled_from(["1", "1/2 + batch.tokens / 8", "1/10"])),
         dcost=draw(st.sampled_from(["1", "1/3 + batch.tokens / 16", "1/4"])),
-        link=draw(st.sampled_from(["fifo", "fifo(2)", "ps(1)", "delay"])),
+        link=link,
         arrival=draw(st.one_of(st.just(f"batch({sessions})"), st.just("poisson(1)"))),
         maxp=maxp, maxo=maxo, more=draw(st.sampled_from(["", " tool (~exp(1)); turn;"])),
         pkey=draw(st.sampled_from(["holders(preqs[i]) + queued(preqs[i])", "-i", "0"])),

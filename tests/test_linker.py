@@ -465,14 +465,12 @@ def test_library_with_main_is_refused(tmp_path):
 UNSUPPORTED = {
     "fork in a hold": server("hold live (1) { @@fork { run cpu (1); } join; }"),
     "spill": edit("pool live { cap 20; }", "pool live { cap 20; @@spill kv via cpu (1) when (1); }"),
-    "share": edit(SERVER, SERVER + "\n  @@share maxmin;"),
     "queue declarations": edit(SERVER, SERVER + "\n  @@queue P : prefill { }"),
     # the online estimators are supported on fifo, ps and delay stages; an engine's are not
     "est_lambda of an engine": edit(SERVER, SERVER + "\n  gauge g = est_lambda(@@eng);"),
     "price of an engine": server("set x = price(@@eng, 1, 2);"),
     ".pull": server("P.@@pull(1);"),
     "step": edit("stage cpu : fifo(1);", "stage cpu : @@step { budget 1; }"),
-    "several stages": server("@@run cpu, cpu (1);"),
     "queue pools": server("hold @@P.kv (1) { run cpu (1); }"),
     "queue values": server("set x = @@D.first_token;"),
 }

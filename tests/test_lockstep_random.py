@@ -183,6 +183,20 @@ def test_random_estimator_programs_agree(case):
     lockstep(ir, case.seed, case.sessions, case.name)
 
 
+FLOW_EXAMPLES = max(20, EXAMPLES // 4)
+
+
+@settings(max_examples=FLOW_EXAMPLES, deadline=None, derandomize=not LONG, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(strategies.flow_programs())
+def test_random_flow_programs_agree(case):
+    """Runs over several ps stages (docs/language.md §11.14) among one-stage runs, under `share
+    maxmin`, `share bottleneck` or the default, in a fork's branch, with holders preempted inside a
+    flow: the rates and remaining work of the state line (docs/state.md) agree at every step."""
+    ir = compile_source(case.text, case.name, {})
+    lockstep(ir, case.seed, case.sessions, case.name)
+
+
 TRANSFER_EXAMPLES = max(20, EXAMPLES // 4)
 
 
@@ -190,8 +204,9 @@ TRANSFER_EXAMPLES = max(20, EXAMPLES // 4)
           suppress_health_check=list(HealthCheck))
 @given(strategies.transfer_programs())
 def test_random_transfer_programs_agree(case):
-    """Prefill/decode disaggregation with `transfer` (docs/language.md §11.14): a lease or a hold of
-    the source, 1 or 2 prefill and decode engines, links of every kind, n = p or less."""
+    """Prefill/decode disaggregation with `transfer` (docs/language.md §11.15): a lease or a hold of
+    the source, 1 or 2 prefill and decode engines, links of every kind, a copy over two ps links at
+    once (a flow), n = p or less."""
     ir = compile_source(case.text, case.name, {})
     assert any(st["op"] == "transfer" for b in ir["blocks"] for st in b)
     lockstep(ir, case.seed, case.sessions, case.name)

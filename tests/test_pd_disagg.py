@@ -1,6 +1,6 @@
 """examples/single-turn/pd_disagg.sq: the check its header states. 1P1D and 2P2D disaggregated
 serving (a prefill engine, a `transfer` of the KV over the decode GPU's link, a decode engine,
-docs/language.md §11.14) against colocated engines on as many GPUs, on the same requests: at low
+docs/language.md §11.15) against colocated engines on as many GPUs, on the same requests: at low
 load the disaggregated TTFT is the prefill time, every transferred token is reused by the decode
 engine, and a request takes longer end to end by the transfer time."""
 

@@ -1,4 +1,4 @@
-"""`transfer S (w) from P to Q (n);` (docs/language.md §11.14): serq_spec and serq_fast in lockstep on
+"""`transfer S (w) from P to Q (n);` (docs/language.md §11.15): serq_spec and serq_fast in lockstep on
 the vector `transfer_kv_handoff`, the P/D example and a program with drawn amounts; the seeded fault
 `transfer_early_release` (docs/fast.md) caught; a transfer is the same run as `run S (w); load Q (n);
 release P;`; and its errors, at parse, link and run time, located FILE:LINE:COLUMN."""
@@ -76,12 +76,35 @@ fn main() {
 }
 """
 
+# A copy over the sender's and the receiver's links at once (docs/language.md §11.15: a flow,
+# §11.14), beside one-stage jobs on the receiving link, under `share maxmin`.
+TWO_LINKS = """\
+fn main() {
+  pool pk { cap 10; }
+  pool dk { cap 10; }
+  stage send : ps(1);
+  stage recv : ps(2);
+  stage work : fifo;
+  share maxmin;
+  workload { arrive poisson(1); }
+  server {
+    hold pk (4) { run work (~exp(4)); } lease pk (inf);
+    hold dk (4) {
+      transfer send, recv (~exp(1)) from pk to dk (3);
+      observe t = now;
+    }
+    branch with (1/2) { run recv (~exp(2)); }
+  }
+}
+"""
+
 
 def programs():
     yield "vector", load_program(str(VECTOR), {}), 2
     yield "pd-2p2d", compile_source(EXAMPLE.read_text(), str(EXAMPLE), {"R": "2", "lambda": "4"}), 5
     yield "drawn", compile_source(DRAWN, "drawn.sq", {}), 5
     yield "preempted", compile_source(PREEMPTED, "preempted.sq", {}), 4
+    yield "two-links", compile_source(TWO_LINKS, "two_links.sq", {}), 6
 
 
 CASES = list(programs())
@@ -118,7 +141,7 @@ def test_seeded_early_release_is_caught(monkeypatch, name, ir, k):
 
 def three_statements(text: str) -> str:
     """The program with each `transfer S (w) from P to Q (n);` written as its three statements."""
-    pattern = re.compile(r"transfer (\S+(?: ?\[[^\]]*\])?) \((.*?)\) from (\S+) to (\S+) \((.*?)\);")
+    pattern = re.compile(r"transfer ([^();]+?) \((.*?)\) from (\S+) to (\S+) \((.*?)\);")
     out, count = pattern.subn(r"run \1 (\2); load \4 (\5); release \3;", text)
     assert count, "no transfer in the program"
     return out
@@ -134,7 +157,8 @@ def fast_report(ir: dict) -> dict:
     ("pd-1p1d", EXAMPLE.read_text(), {"lambda": "2"}),
     ("drawn", DRAWN, {}),
     ("preempted", PREEMPTED, {}),
-], ids=["vector", "pd-1p1d", "drawn", "preempted"])
+    ("two-links", TWO_LINKS, {}),
+], ids=["vector", "pd-1p1d", "drawn", "preempted", "two-links"])
 def test_a_transfer_is_a_run_a_load_and_a_release(name, text, settings):
     """The same report (serq_fast) and the same records of admissions, releases and evictions
     (serq_spec) as `run S (w); load Q (n); release P;`."""
@@ -159,6 +183,7 @@ fn main() {
   pool dk { cap 8; }
   pool kv[2] { cap 8; }
   stage link : fifo;
+  stage link2 : ps(1);
   device d { mem cap 8; }
   engine eng on d { tokens cap 8; schedule { advance running; admit waiting; } execute (1); }
   workload { arrive batch(1); session { turn; } }
@@ -187,6 +212,9 @@ LINK_ERRORS = {
     "the same array member": ("hold dk (4) { transfer link (1) from kv[1] to @@kv[1] (3); }", "to itself"),
     "an unknown pool": ("hold dk (4) { transfer link (1) from @@pq to dk (3); }", "unknown pool `pq`"),
     "a pool no hold takes": ("hold dk (4) { transfer link (1) from pk to @@free (3); }", "no hold of this program takes"),
+    "a fifo among several links": ("hold dk (4) { transfer link2, @@link (1) from pk to dk (3); }",
+                                   "`link` is a fifo stage; a run over several stages needs ps stages"),
+    "a link named twice": ("hold dk (4) { transfer link2, @@link2 (1) from pk to dk (3); }", "is named twice"),
     "in a fork": ("fork { @@transfer link (1) from pk to dk (3); } join;", "is not allowed inside a `fork` block"),
 }
 

@@ -235,6 +235,11 @@ class Linker:
         self.claims: list[dict] = []
         self.claim_pos: dict[str, tuple] = {}
         self.gauge_pos: dict[str, tuple] = {}
+        # docs/language.md §11.14: `share maxmin | bottleneck;` (its position) and whether a run
+        # crosses several stages; the IR names the policy only then (a program without flows
+        # compiles to the IR it had before)
+        self.share: tuple[str, tuple] | None = None
+        self.has_flow = False
         self.workload: dict | None = None
         self.workload_parts: dict[str, Any] = {}
         self.server_block: int | None = None
@@ -436,13 +441,13 @@ class Linker:
                             self.new_attr(p, ppos, write=True)
         handlers = {"device": self.device, "engine": self.engine, "pool": self.pool, "stage": self.stage,
                     "prefix": self.prefix, "workload": self.workload_decl, "server": self.server,
-                    "gauge": self.gauge, "claim": self.claim}
+                    "gauge": self.gauge, "claim": self.claim, "share": self.share_decl}
         for it in m.items:
             k = it.kind
             if k in ("use", "let", "def"):
                 self.collect(self.header, it, it.pos[0], True, name=getattr(it, "name", None) if k != "use" else None)
             else:
-                self.collect(handlers[k], it, name=getattr(it, "name", None) if k not in ("workload", "server", "prefix") else None)
+                self.collect(handlers[k], it, name=getattr(it, "name", None) if k not in ("workload", "server", "prefix", "share") else None)
         for pool, o in self.admit_via:
             self.collect(self.resolve_admit_via, pool, o)
         for eng in self.engines.values():
@@ -1335,6 +1340,44 @@ class Linker:
                 raise self.err(st.pos, f"`{st.kind};` is not allowed in the server block")
         self.server_block = self.block(s.body, SCtx("server", self.session_ctx()))
 
+    def share_decl(self, n: Node) -> None:
+        """`share maxmin;` or `share bottleneck;` (docs/language.md §11.14): at most one."""
+        if self.share is not None:
+            raise self.err(n.pos, f"`share {self.share[0]};` is already declared at {self.where(self.share[1])}; "
+                                  "a program divides the rates of its flows one way: keep one `share`")
+        self.share = (n.policy, n.pos)
+
+    def flow(self, s: Node, c: Ctx, at: list) -> dict:
+        """`run a, b, … (w);`: one job over several distinct ps stages (docs/language.md §11.14)."""
+        if s.mode is not None:
+            raise self.err(s.pos, f"`run … {s.mode}` is not allowed on a run over several stages: a flow is a "
+                                  "plain job on ps stages; write the stages' run without `prefill`/`decode`")
+        if s.growing is not None:
+            raise self.err(s.pos, "`run … growing` is not allowed on a run over several stages: a growing run "
+                                  "advances by the tokens an engine serves (docs/language.md §11.6)")
+        refs = []
+        fixed: dict[int, tuple] = {}   # stages named without a run-time index -> where first named
+        for node in s.refs:
+            ref = self.ref(node, "stage", c)
+            if ref.get("base") is None:   # pragma: no cover - `tool` names no declared stage here
+                raise self.err(node.pos, "a run over several stages needs declared ps stages")
+            for i in range(ref["base"], ref["base"] + ref["count"]):
+                kind = self.stages[i]["kind"]
+                if kind != "ps":
+                    what = "an engine" if kind == "step" else f"a {kind} stage"
+                    raise self.err(node.pos, f"`{self.stages[i]['name']}` is {what}; a run over several stages "
+                                             "needs ps stages (declare each `stage NAME : ps(φ);`)")
+            index = ref.get("index")
+            one = ref["base"] if ref["count"] == 1 else (ref["base"] + int(val(index)) if is_num(index) else None)
+            if one is not None:
+                if one in fixed:
+                    raise self.err(node.pos, f"stage `{self.stages[one]['name']}` is named twice in this run (first "
+                                             f"at {self.where(fixed[one])}); a flow crosses distinct stages")
+                fixed[one] = node.pos
+            refs.append(ref)
+        self.has_flow = True
+        return {"op": "flow", "stages": refs, "work": self.cx(s.work, c), "at": at}
+
     def gauge(self, g: Node) -> None:
         """`gauge NAME = e;`, read in the Gauge moment (§5)."""
         if g.name in self.gauge_pos:
@@ -1513,6 +1556,8 @@ class Linker:
                      "at": at}]
         if k == "transfer":
             return self.transfer(s, c, at)
+        if k == "flow":
+            return [self.flow(s, c, at)]
         if k == "tool":
             work = self.cx(s.work, c)
             if s.where is not None and s.where[0] == "on":
@@ -1533,15 +1578,23 @@ class Linker:
         raise self.err(s.pos, f"unexpected statement `{k}`")  # pragma: no cover
 
     def transfer(self, s: Node, c: Ctx, at: list) -> list[dict]:
-        """`transfer S (w) from P to Q (n);` (docs/language.md §11.14): two IR statements, the copy
+        """`transfer S (w) from P to Q (n);` (docs/language.md §11.15): two IR statements, the copy
         (`transfer`: the holds of P and Q checked, a job of w on S) and its landing (`transfer_end`:
         Q's position + n, then P released), which the copy's job separates as it separates a `run`
-        from the statement after it. S is a link (fifo, ps or delay), P and Q two pools."""
-        stage = self.ref(s.stage, "stage", c)
-        for i in range(stage["base"], stage["base"] + stage["count"]):
-            if self.stages[i]["kind"] == "step":
-                raise self.err(s.stage.pos, f"`transfer` copies over a link (a fifo, ps or delay stage); "
-                                            f"`{self.stages[i]['name'].split('[')[0]}` is an engine")
+        from the statement after it. S is a link (fifo, ps or delay), or several ps links at once
+        (`transfer a, b (w) …`: the copy is a flow, §11.14); P and Q two pools."""
+        if len(s.stages) > 1:
+            # over several links at once (the sender's and the receiver's NIC): a flow's stages, with
+            # a flow's checks (distinct ps stages, docs/language.md §11.14)
+            flow = self.flow(Node("flow", s.pos, refs=s.stages, mode=None, work=s.work, growing=None), c, at)
+            link: dict = {"stages": flow["stages"]}
+        else:
+            stage = self.ref(s.stages[0], "stage", c)
+            for i in range(stage["base"], stage["base"] + stage["count"]):
+                if self.stages[i]["kind"] == "step":
+                    raise self.err(s.stages[0].pos, f"`transfer` copies over a link (a fifo, ps or delay stage); "
+                                                    f"`{self.stages[i]['name'].split('[')[0]}` is an engine")
+            link = {"stage": stage}
         src = self.ref(s.src, "pool", c)
         dst = self.ref(s.dst, "pool", c)
         if self.pools[dst["base"]].get("share") == "content":
@@ -1556,7 +1609,7 @@ class Linker:
         work = self.cx(s.work, c)
         units = self.cx(s.units, c)
         self.transfers.append((src, s.src.pos, dst, s.dst.pos))
-        return [{"op": "transfer", "stage": stage, "work": work, "from": src, "to": dst, "at": at},
+        return [{"op": "transfer", **link, "work": work, "from": src, "to": dst, "at": at},
                 {"op": "transfer_end", "from": src, "to": dst, "units": units, "at": at}]
 
     @staticmethod
@@ -1569,7 +1622,7 @@ class Linker:
         return is_num(a["index"]) and is_num(b["index"]) and val(a["index"]) == val(b["index"])
 
     def check_transfers(self) -> None:
-        """A transfer names pools the session can hold (docs/language.md §11.14): each of P and Q
+        """A transfer names pools the session can hold (docs/language.md §11.15): each of P and Q
         (any member of an array) is taken by some hold of the program, a `hold` statement or an
         engine call's (its `taking` pools). Whether the session holds them when the transfer runs
         is a run-time check."""
@@ -2023,7 +2076,7 @@ class Linker:
             op = s["op"]
             if op == "end":
                 return True
-            if op in ("run", "transfer") and not (is_num(s["work"]) and val(s["work"]) == 0):
+            if op in ("run", "flow", "transfer") and not (is_num(s["work"]) and val(s["work"]) == 0):
                 return True
             if op == "hold" and self.passes_time(s["body"], seen):
                 return True
@@ -2156,7 +2209,7 @@ class Linker:
                 if self.stages[i].get("kind") == "step":
                     raise self.err(pos, f"a run on engine `{self.stages[i]['name']}` is not allowed {where}: a "
                                         "branch runs only on stages that are not engines (docs/language.md §11.13)")
-        elif op not in ("set", "observe", "choose", "join"):
+        elif op not in ("set", "observe", "choose", "join", "flow"):   # a flow crosses ps stages only
             what = "a `hold` or an engine call" if op == "hold" else f"`{op}`"
             raise self.err(pos, f"{what} is not allowed {where}: a branch and its parent before the `join;` only "
                                 "compute, observe and run on stages that are not engines (docs/language.md §11.13)")
@@ -2205,4 +2258,6 @@ class Linker:
             "gauges": self.gauges,
             # only when there are claims: the IR of a program without claims is what it was before
             **({"claims": self.claims} if self.claims else {}),
+            # docs/ir.md `share`: only in a program with a flow or a `share` item
+            **({"share": self.share[0] if self.share else "maxmin"} if self.share or self.has_flow else {}),
         }

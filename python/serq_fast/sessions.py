@@ -25,6 +25,7 @@ from serq_fast.expr import NOWHERE, RunError, at_text, compile_expr, compile_ref
 from serq_fast.growth import detach, grow, retry_growers
 from serq_fast.lag import lag_end
 from serq_fast.sources import ListSource, LiveSource
+from serq_fast.stages import submit_flow
 
 
 class Session:
@@ -73,6 +74,8 @@ class Session:
         if self.status == QUEUED:
             return "queued:" + self.where.name
         if self.status == STAGE:
+            if self.job is not None and self.job.stages is not None:   # a flow: all its stages (§11.14)
+                return "stage:" + ",".join(st.name for st in self.job.stages)
             return "stage:" + self.where.name
         if self.status == GROWING:
             return "growing:" + self.where.name
@@ -115,6 +118,12 @@ class SessionInterpreter:
             return ("choose", st["slot"], c(st["count"]), [c(k) for k in st["keys"]], at)
         if op == "hold":
             return ("hold", P.HoldStmt(st, self), at)
+        if op == "flow":
+            for ref in st["stages"]:
+                for i in range(ref["base"], ref["base"] + ref.get("count", 1)):
+                    if not self.stages[i].shared:   # serq_spec.program's words
+                        raise RunError(f"a run over several stages needs ps stages, not stage {self.stages[i].name}", at)
+            return ("flow", [compile_ref(ref, self, "stage") for ref in st["stages"]], c(st["work"]), at)
         if op == "run":
             ref = st["stage"]
             if st.get("growing") is not None and any(
@@ -126,11 +135,15 @@ class SessionInterpreter:
             return ("run", compile_ref(st["stage"], self, "stage"), st["mode"], c(st["work"]),
                     st.get("growing"), at)
         if op == "transfer":
-            ref = st["stage"]
-            if any(self.stages[i].kind == "step" for i in range(ref["base"], ref["base"] + ref.get("count", 1))):
-                raise RunError(f"`transfer` over the engine {self.stages[ref['base']].name}: a transfer copies over "
-                               f"a link (a fifo, ps or delay stage) at {at_text(at)}")
-            return ("transfer", compile_ref(ref, self, "stage"), c(st["work"]), compile_ref(st["from"], self, "pool"),
+            if "stages" in st:   # over several links: compiled as a flow (a list of stage references)
+                link = self._compile_stmt_at({"op": "flow", "stages": st["stages"], "work": st["work"], "at": at})[1]
+            else:
+                ref = st["stage"]
+                if any(self.stages[i].kind == "step" for i in range(ref["base"], ref["base"] + ref.get("count", 1))):
+                    raise RunError(f"`transfer` over the engine {self.stages[ref['base']].name}: a transfer copies "
+                                   f"over a link (a fifo, ps or delay stage) at {at_text(at)}")
+                link = compile_ref(ref, self, "stage")
+            return ("transfer", link, c(st["work"]), compile_ref(st["from"], self, "pool"),
                     compile_ref(st["to"], self, "pool"), at)
         if op in ("drop", "load", "transfer_end"):
             ref = st["pool"] if op != "transfer_end" else st["to"]
@@ -273,6 +286,8 @@ class SessionInterpreter:
         for st in self.ps_stages:
             if st.changed:
                 st.reschedule()
+        if self.sharing.changed:
+            self.sharing.reschedule()
         self.sample()
 
     def exec_session(self, s: Session) -> None:
@@ -394,6 +409,12 @@ class SessionInterpreter:
                     self.make_ready(s)
                     return
                 fr[1] = pc + 1
+                return
+            elif op == "flow":
+                self._exec_flow(s, st)
+                fr[1] = pc + 1
+                if s.status == READY:  # zero work: completes at once, yields
+                    self.make_ready(s)
                 return
             elif op == "transfer":
                 self._exec_transfer(s, st)
@@ -524,6 +545,20 @@ class SessionInterpreter:
         growing = st[4]
         stage.submit(s, w, mode, growing)
 
+    def _exec_flow(self, s: Session, st: tuple) -> None:
+        """`run a, b, … (w)` (docs/language.md §11.14), as serq_spec.sessions.exec_flow."""
+        cx = self.cx
+        stages = [self.stages[f(cx)] for f in st[1]]
+        w = st[2](cx)
+        if w < 0:
+            raise RunError(f"negative work {w} at {at_text(st[-1])}")
+        if w != w or math.isinf(w):
+            raise RunError(f"work {w} is not finite at {at_text(st[-1])}")
+        try:
+            submit_flow(self, s, stages, w)
+        except RunError as exc:
+            raise RunError(exc.message, st[-1]) from None
+
     @staticmethod
     def _held_part(s: Session, pool):
         """The session's allocation of the pool that `load` advances: its innermost hold's part,
@@ -534,8 +569,9 @@ class SessionInterpreter:
         return part
 
     def _exec_transfer(self, s: Session, st: tuple) -> None:
-        """`transfer S (w) from P to Q (n);` (docs/language.md §11.14), the copy: P and Q held (a
-        hold or a lease of each), then a run of w on the link S (serq_spec `exec_transfer`)."""
+        """`transfer S (w) from P to Q (n);` (docs/language.md §11.15), the copy: P and Q held (a
+        hold or a lease of each), then a run of w on the link S, or a flow over several links
+        (serq_spec `exec_transfer`)."""
         cx = self.cx
         p, q = st[3](cx), st[4](cx)
         if p == q:
@@ -549,7 +585,10 @@ class SessionInterpreter:
         if "transfer_early_release" in FAULTS():
             # seeded fault (docs/fast.md): P is released as the copy starts, not when it ends
             P.release_early(self, s, self.pools[p])
-        self._exec_run(s, ("run", st[1], "plain", st[2], None, st[-1]))
+        if isinstance(st[1], list):   # over several links at once: a flow (§11.14)
+            self._exec_flow(s, ("flow", st[1], st[2], st[-1]))
+        else:
+            self._exec_run(s, ("run", st[1], "plain", st[2], None, st[-1]))
 
     def _exec_transfer_end(self, s: Session, st: tuple) -> None:
         """The landing, when the copy's job completed: `load Q (n);` then `release P;` (serq_spec
@@ -628,7 +667,7 @@ class SessionInterpreter:
             op = st["op"]
             at = st.get("at")
             # the messages are serq_spec's, which refuses the same statements when they run
-            if op not in ("set", "observe", "branch", "while", "loop", "choose", "run", "fork", "join"):
+            if op not in ("set", "observe", "branch", "while", "loop", "choose", "run", "fork", "join", "flow"):
                 raise RunError(f"`{op}` in a branch, or before the `join;` of a fork: the linker refuses this "
                                "(docs/language.md §11.13)", at)
             if op == "run":

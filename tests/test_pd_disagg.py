@@ -25,12 +25,13 @@ def observed(R: int, disagg: int, **settings) -> dict:
 
 @pytest.fixture(scope="module", params=[1, 2], ids=["1P1D", "2P2D"])
 def low_load(request):
-    """(disaggregated, colocated) reports at lambda = 0.05, where requests hardly ever overlap."""
-    return observed(request.param, 1, **{"lambda": 0.05}), observed(request.param, 0, **{"lambda": 0.05})
+    """R and the (disaggregated, colocated) reports at lambda = 0.05, where requests hardly ever
+    overlap."""
+    return request.param, observed(request.param, 1, **{"lambda": 0.05}), observed(request.param, 0, **{"lambda": 0.05})
 
 
 def test_disaggregated_ttft_is_the_prefill_time(low_load):
-    dis, _ = low_load
+    _, dis, _ = low_load
     obs = dis["observe"]
     assert obs["ttft"]["count"] == obs["e2e"]["count"] == 200
     prefill = C0 + C1 * obs["prompt"]["mean"]
@@ -39,17 +40,27 @@ def test_disaggregated_ttft_is_the_prefill_time(low_load):
 
 def test_every_transferred_token_is_reused(low_load):
     """The landing hold caches the p tokens the transfer loaded; the decode request reuses them all."""
-    obs = low_load[0]["observe"]
+    obs = low_load[1]["observe"]
     assert obs["reused"]["count"] == 200
     assert obs["reused"]["mean"] == obs["prompt"]["mean"]
 
 
 def test_end_to_end_exceeds_colocated_by_the_transfer_time(low_load):
-    dis, col = low_load
+    _, dis, col = low_load
     assert dis["observe"]["prompt"]["mean"] == col["observe"]["prompt"]["mean"]   # the same requests
     extra = dis["observe"]["e2e"]["mean"] - col["observe"]["e2e"]["mean"]
     transfer = X * dis["observe"]["prompt"]["mean"]
     assert abs(extra - transfer) <= 0.1 * transfer, (extra, transfer)
+
+
+def test_a_copy_over_both_nics_takes_the_link_time_at_low_load(low_load):
+    """`nics = 1`: the copy is one flow over the prefill GPU's sending NIC and the decode GPU's
+    receiving NIC (`transfer nic_out[i], nic_in[k] (…)`, docs/language.md §11.15); alone on them it
+    runs at rate 1, so at this load every request ends when it does over the fifo link."""
+    R, dis, _ = low_load
+    nics = observed(R, 1, nics=1, **{"lambda": 0.05})
+    assert nics["observe"]["e2e"] == dis["observe"]["e2e"]
+    assert nics["observe"]["ttft"] == dis["observe"]["ttft"]
 
 
 @pytest.mark.slow

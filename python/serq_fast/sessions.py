@@ -410,14 +410,8 @@ class SessionInterpreter:
                     return
                 fr[1] = pc + 1
                 return
-            elif op == "flow":
-                self._exec_flow(s, st)
-                fr[1] = pc + 1
-                if s.status == READY:  # zero work: completes at once, yields
-                    self.make_ready(s)
-                return
-            elif op == "transfer":
-                self._exec_transfer(s, st)
+            elif op == "flow" or op == "transfer":   # a transfer's copy is a run or a flow on its link
+                (self._exec_flow if op == "flow" else self._exec_transfer)(s, st)
                 fr[1] = pc + 1
                 if s.status == READY:  # zero work: completes at once, yields
                     self.make_ready(s)

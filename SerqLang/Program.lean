@@ -188,7 +188,7 @@ def checkStmt (ir : Ir) (contentBlocks : List (Option Nat)) (st : Located) : Res
   | .flow refs w => do
     -- docs/language.md §11.14: a flow crosses ps stages only
     if ir.share != "maxmin" && ir.share != "bottleneck" then
-      throw (unsupported ir s!"share {ir.share}" (some loc))
+      throw (unsupported ir s!"share {ir.share}" loc)
     for r in refs do
       for k in List.range r.count do
         let isPs := match (ir.stages[r.base + k]?).map (·.kind) with

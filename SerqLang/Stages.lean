@@ -91,8 +91,8 @@ def startShared (job : Job) : M Unit := do
   let prog ← getProg
   let stages := job.stagesOf
   if stages.any (fun x => (stages.filter (· == x)).length > 1) then
-    let names ← stages.mapM stageName
-    specError s!"a run over several stages names one stage twice ({", ".intercalate names}); a flow crosses distinct stages"
+    let names := ", ".intercalate (← stages.mapM stageName)
+    specError s!"a run over several stages names one stage twice ({names}); a flow crosses distinct stages"
   for x in stages do
     if !prog.ir.sharedStages.contains x then
       specError s!"stage {← stageName x} is not a ps stage a flow may cross"

@@ -181,3 +181,15 @@ def test_random_estimator_programs_agree(case):
     and everything they steer agree at every step."""
     ir = compile_source(case.text, case.name, {})
     lockstep(ir, case.seed, case.sessions, case.name)
+
+
+@settings(max_examples=ESTIMATE_EXAMPLES, deadline=None, derandomize=not LONG, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(strategies.engine_estimator_programs())
+def test_random_engine_estimator_programs_agree(case):
+    """The online estimates of an engine (docs/language.md §4.4) read in the server, gauges, the
+    admission guard and a queue key: the engine's `est` (docs/state.md) and everything it
+    steers agree at every step; the engine is never fast-forwarded (docs/fast.md)."""
+    ir = compile_source(case.text, case.name, {})
+    assert any(s["kind"] == "step" and s.get("estimates") for s in ir["stages"])
+    lockstep(ir, case.seed, case.sessions, case.name)

@@ -30,8 +30,8 @@ CTX_VARS = {"now", "waited", "size", "last", "age", "waiting", "present", "posit
             "demand", "served", "arrived"}
 JOB_KEYS = {"decoding", "admission", "remaining"}
 FUNCS = {"min": 2, "max": 2, "abs": 1, "floor": 1, "ceil": 1, "sqrt": 1, "exp": 1, "ln": 1, "pow": 2}
-# the online estimators of a stage (docs/language.md §4.4): `price(s, s_hit, ds)` takes two more
-# arguments; all four read a fifo, ps or delay stage and mark it `"estimates": true` in the IR
+# the online estimators of a stage or engine (docs/language.md §4.4): `price(s, s_hit, ds)` takes
+# two more arguments; all four mark the stage they read `"estimates": true` in the IR
 ESTIMATORS = {"est_lambda": 1, "est_rho": 1, "est_wait": 1, "price": 3}
 STAGE_OBS = {"queue", "busy", "work", "budget_left"} | set(ESTIMATORS)
 POOL_OBS = {"used", "free", "cachedin", "holders", "queued"}
@@ -1913,11 +1913,9 @@ class Linker:
         raise self.err(e.pos, f"unknown function `{f}` (known: {', '.join(known)}, and earlier `def`s)", about=f)
 
     def estimator(self, e: Node, f: str, ref: dict, c: Ctx) -> dict:
-        """`est_lambda | est_rho | est_wait (s)`, `price(s, s_hit, ds)` (§4.4): the stages they read
-        keep their estimates (IR `"estimates": true`, every stage of an array read by index)."""
-        if self.stage_kind(ref) == "step":
-            raise self.err(e.args[0].pos, f"`{f}` reads a fifo, ps or delay stage; the online estimates of an "
-                                          "engine are not supported yet")
+        """`est_lambda | est_rho | est_wait (s)`, `price(s, s_hit, ds)` (§4.4): the stages and
+        engines they read keep their estimates (IR `"estimates": true`, every stage of an array
+        read by index)."""
         for b in range(ref["base"], ref["base"] + ref["count"]):
             self.stages[b]["estimates"] = True
         out = {"k": "obs", "f": f, "stage": ref}

@@ -474,7 +474,7 @@ UNSUPPORTED = {
     "share": edit(SERVER, SERVER + "\n  @@share maxmin;"),
     "queue declarations": edit(SERVER, SERVER + "\n  @@queue P : prefill { }"),
     ".pull": server("P.@@pull(1);"),
-    "step": edit("stage cpu : fifo(1);", "stage cpu : @@step { budget 1; }"),
+    "K iteration block": edit("stage cpu : fifo(1);", "stage cpu : step { budget 1; @@iteration { } }"),
     "several stages": server("@@run cpu, cpu (1);"),
     "queue pools": server("hold @@P.kv (1) { run cpu (1); }"),
     "queue values": server("set x = @@D.first_token;"),

@@ -156,7 +156,16 @@ structure Job where
   pending : Bool := false
   /-- the job of branch k of its session (docs/language.md §11.13), on a stage that is no engine -/
   branch : Option Nat := none
+  /-- On a ps stage a flow crosses (docs/language.md §11.14): `left` is the work remaining at
+  `since`, served at `rate` since then; `stages` lists a flow's stages (none: one stage). -/
+  shared : Bool := false
+  rate : Rat := 0
+  since : Rat := 0
+  stages : Option (List Nat) := none
   deriving Inhabited
+
+/-- config.py `Job.stages_of`: the stages the job is present at. -/
+def Job.stagesOf (j : Job) : List Nat := j.stages.getD [j.stage]
 
 /-- The thread that runs the job. -/
 def Job.tid (j : Job) : Tid :=

@@ -250,6 +250,10 @@ def price (e : Estimates) (sHit ds : Value) : Res Value := do
   let waiting ← Value.div (← Value.mul (← Value.mul lam (.fin (estWait e))) ds) idle
   Value.add (← Value.add ds queueing) waiting
 
+/-- expr.py `remaining`: the work a job on a stage a flow crosses has left at `now`, served at
+its rate since `since` (docs/language.md §11.14). -/
+def remaining (now : Rat) (j : Job) : Rat := workLeft j - j.rate * (now - j.since)
+
 mutual
 
 /-- expr.py `evaluate`: the value of `e` in `env`. A plain `SpecError` raised without a
@@ -388,6 +392,11 @@ partial def budgetLeftOutsideChecked (env : EnvM) (s : Nat) : M Value := do
 
 /-- expr.py `ps_rate`: each of `n` present jobs gets φ(n)/n. -/
 partial def psRate (s n : Nat) : M Rat := do
+  return (← psCapacity s n) / (n : Rat)
+
+/-- expr.py `ps_capacity`: φ(n), the total rate of ps stage s with n jobs present (Ps moment: φ
+may read `present`). -/
+partial def psCapacity (s n : Nat) : M Rat := do
   let d ← stageDecl s
   let cap := match d.kind with
     | .ps c => c
@@ -396,7 +405,7 @@ partial def psRate (s n : Nat) : M Rat := do
   match phi with
   | .fin q =>
     if q ≤ 0 then specError s!"ps stage {d.name}: capacity must be positive and finite, got {phi.toWire}"
-    else return q / (n : Rat)
+    else return q
   | _ => specError s!"ps stage {d.name}: capacity must be positive and finite, got {phi.toWire}"
 
 /-- expr.py `current_rate`: the per-job rate in effect since `t_last`, the one the pending
@@ -431,6 +440,9 @@ partial def advanceVirtualClock (s : Nat) : M Unit := do
 partial def work (s : Nat) : M Value := do
   let st ← stage s
   if st.kind == "step" then return .fin (jobsLeftRat st.jobs)
+  else if (← getProg).ir.sharedStages.contains s then   -- a stage a flow crosses (§11.14)
+    let now := (← getCfg).now
+    return .fin (st.jobs.foldl (fun acc j => acc + remaining now j) (0 : Rat))
   else if st.kind == "ps" then
     advanceVirtualClock s
     let st ← stage s

@@ -85,7 +85,10 @@ def Job.toJson (j : Job) : CJ :=
         ("left", j.left.toJson), ("growing", CJ.opt CJ.nat j.growing),
         ("admission", .int j.admission), ("start_order", .nat j.startOrder)] ++
         -- present only on a pending resident (docs/async.md)
-        (if j.pending then [("pending", .bool true)] else []))
+        (if j.pending then [("pending", .bool true)] else []) ++
+        -- present only on a stage a flow crosses (docs/language.md §11.14)
+        (if j.shared then [("shared", .bool true), ("rate", ratJ j.rate), ("since", ratJ j.since),
+                           ("stages", CJ.opt CJ.nats j.stages)] else []))
 
 def Status.toJson : Status → CJ
   | .ready => .arr [.str "ready"]
@@ -384,7 +387,11 @@ def job (j : Json) : Res Job := do
     growing := ← fieldOpt j "growing" nat
     admission := ← field j "admission" int
     startOrder := ← field j "start_order" nat
-    pending := (← fieldOpt j "pending" bool).getD false }
+    pending := (← fieldOpt j "pending" bool).getD false
+    shared := (← fieldOpt j "shared" bool).getD false
+    rate := (← fieldOpt j "rate" rat).getD 0
+    since := (← fieldOpt j "since" rat).getD 0
+    stages := ← fieldOpt j "stages" (list nat) }
 
 def status (j : Json) : Res Status := do
   let a ← arr j

@@ -185,6 +185,19 @@ def checkStmt (ir : Ir) (contentBlocks : List (Option Nat)) (st : Located) : Res
         let sname := ((ir.stages[r.base]?).map (·.name)).getD ""
         throw (located ir s!"`growing` needs an engine (a step stage), not stage {sname}" loc)
     checkExpr ir w loc
+  | .flow refs w => do
+    -- docs/language.md §11.14: a flow crosses ps stages only
+    if ir.share != "maxmin" && ir.share != "bottleneck" then
+      throw (unsupported ir s!"share {ir.share}" (some loc))
+    for r in refs do
+      for k in List.range r.count do
+        let isPs := match (ir.stages[r.base + k]?).map (·.kind) with
+          | some (.ps _) => true
+          | _ => false
+        if !isPs then
+          let sname := ((ir.stages[r.base + k]?).map (·.name)).getD ""
+          throw (located ir s!"a run over several stages needs ps stages, not stage {sname}" loc)
+    checkExpr ir w loc
   | .grow _ u => checkExpr ir u loc
   | .load r u => do
     checkExpr ir u loc

@@ -471,11 +471,9 @@ UNSUPPORTED = {
     "fork in a hold": server("hold live (1) { @@fork { run cpu (1); } join; }"),
     "transfer": server("@@transfer kv from kv to kv (1);"),
     "spill": edit("pool live { cap 20; }", "pool live { cap 20; @@spill kv via cpu (1) when (1); }"),
-    "share": edit(SERVER, SERVER + "\n  @@share maxmin;"),
     "queue declarations": edit(SERVER, SERVER + "\n  @@queue P : prefill { }"),
     ".pull": server("P.@@pull(1);"),
     "K iteration block": edit("stage cpu : fifo(1);", "stage cpu : step { budget 1; @@iteration { } }"),
-    "several stages": server("@@run cpu, cpu (1);"),
     "queue pools": server("hold @@P.kv (1) { run cpu (1); }"),
     "queue values": server("set x = @@D.first_token;"),
 }

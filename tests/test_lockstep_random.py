@@ -193,3 +193,17 @@ def test_random_engine_estimator_programs_agree(case):
     ir = compile_source(case.text, case.name, {})
     assert any(s["kind"] == "step" and s.get("estimates") for s in ir["stages"])
     lockstep(ir, case.seed, case.sessions, case.name)
+
+
+FLOW_EXAMPLES = max(20, EXAMPLES // 4)
+
+
+@settings(max_examples=FLOW_EXAMPLES, deadline=None, derandomize=not LONG, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(strategies.flow_programs())
+def test_random_flow_programs_agree(case):
+    """Runs over several ps stages (docs/language.md §11.14) among one-stage runs, under `share
+    maxmin`, `share bottleneck` or the default, in a fork's branch, with holders preempted inside a
+    flow: the rates and remaining work of the state line (docs/state.md) agree at every step."""
+    ir = compile_source(case.text, case.name, {})
+    lockstep(ir, case.seed, case.sessions, case.name)

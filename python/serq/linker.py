@@ -236,6 +236,11 @@ class Linker:
         self.claims: list[dict] = []
         self.claim_pos: dict[str, tuple] = {}
         self.gauge_pos: dict[str, tuple] = {}
+        # docs/language.md §11.14: `share maxmin | bottleneck;` (its position) and whether a run
+        # crosses several stages; the IR names the policy only then (a program without flows
+        # compiles to the IR it had before)
+        self.share: tuple[str, tuple] | None = None
+        self.has_flow = False
         self.workload: dict | None = None
         self.workload_parts: dict[str, Any] = {}
         self.server_block: int | None = None
@@ -436,13 +441,13 @@ class Linker:
                             self.new_attr(p, ppos, write=True)
         handlers = {"device": self.device, "engine": self.engine, "pool": self.pool, "stage": self.stage,
                     "prefix": self.prefix, "workload": self.workload_decl, "server": self.server,
-                    "gauge": self.gauge, "claim": self.claim, "kstep": self.k_step_stage}
+                    "gauge": self.gauge, "claim": self.claim, "share": self.share_decl, "kstep": self.k_step_stage}
         for it in m.items:
             k = it.kind
             if k in ("use", "let", "def"):
                 self.collect(self.header, it, it.pos[0], True, name=getattr(it, "name", None) if k != "use" else None)
             else:
-                self.collect(handlers[k], it, name=getattr(it, "name", None) if k not in ("workload", "server", "prefix") else None)
+                self.collect(handlers[k], it, name=getattr(it, "name", None) if k not in ("workload", "server", "prefix", "share") else None)
         for pool, o in self.admit_via:
             self.collect(self.resolve_admit_via, pool, o)
         for name, ref in self.k_memory:
@@ -1373,6 +1378,44 @@ class Linker:
                 raise self.err(st.pos, f"`{st.kind};` is not allowed in the server block")
         self.server_block = self.block(s.body, SCtx("server", self.session_ctx()))
 
+    def share_decl(self, n: Node) -> None:
+        """`share maxmin;` or `share bottleneck;` (docs/language.md §11.14): at most one."""
+        if self.share is not None:
+            raise self.err(n.pos, f"`share {self.share[0]};` is already declared at {self.where(self.share[1])}; "
+                                  "a program divides the rates of its flows one way: keep one `share`")
+        self.share = (n.policy, n.pos)
+
+    def flow(self, s: Node, c: Ctx, at: list) -> dict:
+        """`run a, b, … (w);`: one job over several distinct ps stages (docs/language.md §11.14)."""
+        if s.mode is not None:
+            raise self.err(s.pos, f"`run … {s.mode}` is not allowed on a run over several stages: a flow is a "
+                                  "plain job on ps stages; write the stages' run without `prefill`/`decode`")
+        if s.growing is not None:
+            raise self.err(s.pos, "`run … growing` is not allowed on a run over several stages: a growing run "
+                                  "advances by the tokens an engine serves (docs/language.md §11.6)")
+        refs = []
+        fixed: dict[int, tuple] = {}   # stages named without a run-time index -> where first named
+        for node in s.refs:
+            ref = self.ref(node, "stage", c)
+            if ref.get("base") is None:   # pragma: no cover - `tool` names no declared stage here
+                raise self.err(node.pos, "a run over several stages needs declared ps stages")
+            for i in range(ref["base"], ref["base"] + ref["count"]):
+                kind = self.stages[i]["kind"]
+                if kind != "ps":
+                    what = "an engine" if kind == "step" else f"a {kind} stage"
+                    raise self.err(node.pos, f"`{self.stages[i]['name']}` is {what}; a run over several stages "
+                                             "needs ps stages (declare each `stage NAME : ps(φ);`)")
+            index = ref.get("index")
+            one = ref["base"] if ref["count"] == 1 else (ref["base"] + int(val(index)) if is_num(index) else None)
+            if one is not None:
+                if one in fixed:
+                    raise self.err(node.pos, f"stage `{self.stages[one]['name']}` is named twice in this run (first "
+                                             f"at {self.where(fixed[one])}); a flow crosses distinct stages")
+                fixed[one] = node.pos
+            refs.append(ref)
+        self.has_flow = True
+        return {"op": "flow", "stages": refs, "work": self.cx(s.work, c), "at": at}
+
     def gauge(self, g: Node) -> None:
         """`gauge NAME = e;`, read in the Gauge moment (§5)."""
         if g.name in self.gauge_pos:
@@ -1549,6 +1592,8 @@ class Linker:
             growing = self.pool_index(s.growing, c) if s.growing is not None else None
             return [{"op": "run", "stage": ref, "mode": s.mode, "work": self.cx(s.work, c), "growing": growing,
                      "at": at}]
+        if k == "flow":
+            return [self.flow(s, c, at)]
         if k == "tool":
             work = self.cx(s.work, c)
             if s.where is not None and s.where[0] == "on":
@@ -2009,7 +2054,7 @@ class Linker:
             op = s["op"]
             if op == "end":
                 return True
-            if op == "run" and not (is_num(s["work"]) and val(s["work"]) == 0):
+            if op in ("run", "flow") and not (is_num(s["work"]) and val(s["work"]) == 0):
                 return True
             if op == "hold" and self.passes_time(s["body"], seen):
                 return True
@@ -2141,7 +2186,7 @@ class Linker:
                 if self.stages[i].get("kind") == "step":
                     raise self.err(pos, f"a run on engine `{self.stages[i]['name']}` is not allowed {where}: a "
                                         "branch runs only on stages that are not engines (docs/language.md §11.13)")
-        elif op not in ("set", "observe", "choose", "join"):
+        elif op not in ("set", "observe", "choose", "join", "flow"):   # a flow crosses ps stages only
             what = "a `hold` or an engine call" if op == "hold" else f"`{op}`"
             raise self.err(pos, f"{what} is not allowed {where}: a branch and its parent before the `join;` only "
                                 "compute, observe and run on stages that are not engines (docs/language.md §11.13)")
@@ -2190,4 +2235,6 @@ class Linker:
             "gauges": self.gauges,
             # only when there are claims: the IR of a program without claims is what it was before
             **({"claims": self.claims} if self.claims else {}),
+            # docs/ir.md `share`: only in a program with a flow or a `share` item
+            **({"share": self.share[0] if self.share else "maxmin"} if self.share or self.has_flow else {}),
         }

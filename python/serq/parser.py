@@ -42,8 +42,6 @@ UNSUPPORTED = {
     "transfer": "`transfer` (moving KV between pools, P/D disaggregation) is not supported yet",
     "spill": "`spill` (offloading evicted cache to another tier) is not supported yet",
 }
-# `share` is a keyword of the grammar (`share content;`, docs/content.md); its other uses are not.
-SHARE_UNSUPPORTED = "`share maxmin | bottleneck` (multi-stage flows) is not supported yet"
 
 _GRAMMAR = pathlib.Path(__file__).with_name("grammar.lark")
 
@@ -249,10 +247,6 @@ def _prescan_token(src: Source, tokens: list[Token], i: int, depth: int) -> int:
     elif t == "QUEUE" and nxt is not None and nxt.type == "NAME":
         raise src.error("queue declarations (`queue NAME : ROLE { … }`, P/D disaggregation) are not "
                         "supported yet", tok.line, tok.column)
-    elif t == "RUN" and i + 2 < n and tokens[i + 1].type == "NAME" and tokens[i + 2].type == "COMMA":
-        raise src.error("a run over several stages (`run a, b (w);`) is not supported yet", tok.line, tok.column)
-    elif t == "SHARE" and (nxt is None or nxt.type != "CONTENT"):
-        raise src.error(SHARE_UNSUPPORTED, tok.line, tok.column)
     return depth
 
 
@@ -456,6 +450,8 @@ def _token_error(src: Source, tokens: list[Token], tok: Token, expected: set[str
     hint = ""
     if tok.type == "EQUAL" and "__ANON_4" in raw:
         hint = " (to compare, write '==')"
+    elif tok.type in ("MAXMIN", "BOTTLENECK") and prev is not None and prev.type == "SHARE":
+        hint = f" (`share {tok.value};` is an item of `fn main`, docs/language.md §11.14; a pool shares only its content)"
     elif tok.type == "NAME" and str(tok.value) in _P_HINTS:
         hint = f" ({_P_HINTS[str(tok.value)]})"
     elif prev is not None and prev.type == "NAME" and str(prev.value) in _P_HINTS:
@@ -877,6 +873,16 @@ class _ToAst(Transformer_NonRecursive):
 
     def run_stmt(self, meta, ch):
         return Node("run", self.p(meta), ref=ch[0], mode=ch[1] or "plain", work=ch[2], growing=ch[3])
+
+    def flow_stmt(self, meta, ch):
+        # ch: the stage references, then the mode, the work and `growing` (None where absent)
+        return Node("flow", self.p(meta), refs=list(ch[:-3]), mode=ch[-3], work=ch[-2], growing=ch[-1])
+
+    def share_maxmin(self, meta, ch):
+        return Node("share", self.p(meta), policy="maxmin")
+
+    def share_bottleneck(self, meta, ch):
+        return Node("share", self.p(meta), policy="bottleneck")
 
     def mode_prefill(self, meta, ch):
         return "prefill"

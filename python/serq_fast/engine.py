@@ -25,7 +25,7 @@ from serq_fast.expr import RunError, compile_expr, located
 from serq_fast.growth import grow
 from serq_fast.pools import REJECTED, WAIT, find_part
 from serq_fast.lag import make_due
-from serq_fast.stages import DelayStage, FifoStage, Iteration, Job, PsStage, Stage, _request_hold
+from serq_fast.stages import DelayStage, FifoStage, Iteration, Job, PsStage, SharedPsStage, Stage, _request_hold
 
 
 def inferred_memory(ir: dict, idx: int):
@@ -48,7 +48,7 @@ def make_stage(idx: int, st: dict, sim):
     if kind == "delay":
         return DelayStage(idx, st, sim)
     if kind == "ps":
-        return PsStage(idx, st, sim)
+        return SharedPsStage(idx, st, sim) if idx in sim.sharing.indices else PsStage(idx, st, sim)
     if kind == "step":
         return Engine(idx, st, sim)
     raise RunError(f"unknown stage kind {kind}")

@@ -136,6 +136,16 @@ class Job:
     admission: int             # the owner's admission number when the job was created
     start_order: int = 0       # stage-local start counter (ps ties, delay order)
     pending: bool = False      # a pending resident of a `lag 1` engine (docs/async.md)
+    # On a ps stage a flow crosses (docs/language.md §11.14): `left` is the work remaining at time
+    # `since`, served at `rate` since then; `stages` lists a flow's stages (None: one stage).
+    shared: bool = False
+    rate: Value = Fraction(0)
+    since: Value = Fraction(0)
+    stages: Optional[list] = None
+
+    def stages_of(self) -> list:
+        """The stages the job is present at: a flow's stages, else its one stage."""
+        return self.stages if self.stages is not None else [self.stage]
 
     def to_json(self) -> dict:
         d: dict[str, Any] = {"serial": self.serial, "stage": self.stage, "mode": self.mode,
@@ -143,6 +153,8 @@ class Job:
              "growing": self.growing, "admission": self.admission, "start_order": self.start_order}
         if self.pending:
             d["pending"] = True
+        if self.shared:   # only on a stage a flow crosses: other programs serialise as before
+            d.update(shared=True, rate=wire(self.rate), since=wire(self.since), stages=self.stages)
         return d
 
 
@@ -515,8 +527,11 @@ def _tup(x: Optional[list]) -> Optional[tuple]:
 
 def _job(d: dict) -> Job:
     left = d["left"] if isinstance(d["left"], int) else _v(d["left"])
-    return Job(d["serial"], d["stage"], d["mode"], left, d["growing"], d["admission"], d["start_order"],
-               d.get("pending", False))
+    job = Job(d["serial"], d["stage"], d["mode"], left, d["growing"], d["admission"], d["start_order"],
+              d.get("pending", False))
+    if d.get("shared"):
+        job.shared, job.rate, job.since, job.stages = True, _v(d["rate"]), _v(d["since"]), d["stages"]
+    return job
 
 
 def new_estimates(st: dict) -> Optional[Estimates | EngineEstimates]:
@@ -612,8 +627,11 @@ def from_json(program: Program, d: dict) -> Config:
                             "assign": [Assign(a[0], a[1], a[2], None if a[3] is None else amt_in(a[3]),
                                               len(a) > 4 and a[4]) for a in it["assign"]]}
         cfg.stages.append(st)
-    # a session's job is the very object its stage holds
+    # a session's job is the very object its stage holds (a flow's: one object at all its stages)
     for st in cfg.stages:
+        for k, j in enumerate(st.jobs):
+            if j.stages is not None and thread(cfg, j.serial).job is not None:
+                st.jobs[k] = thread(cfg, j.serial).job
         for j in st.jobs + st.waiting:
             thread(cfg, j.serial).job = j
     c = d["counters"]

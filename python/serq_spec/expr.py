@@ -413,6 +413,8 @@ def work(cfg: Config, s: int) -> Value:
     st = cfg.stages[s]
     if st.kind == "step":
         return Fraction(sum(j.left for j in st.jobs))
+    if s in cfg.program.shared_stages:   # a stage a flow crosses: remaining work per job (§11.14)
+        return sum((remaining(cfg, j) for j in st.jobs), Fraction(0))
     if st.kind == "ps":
         advance_virtual_clock(cfg, s)
         return sum((st.tags[j.serial] - st.v for j in st.jobs), Fraction(0))
@@ -422,13 +424,23 @@ def work(cfg: Config, s: int) -> Value:
 
 def ps_rate(cfg: Config, s: int, n: int) -> Fraction:
     """Each of n present jobs gets φ(n)/n (Ps moment: φ may read `present`)."""
+    return ps_capacity(cfg, s, n) / n
+
+
+def ps_capacity(cfg: Config, s: int, n: int) -> Fraction:
+    """φ(n), the total rate of ps stage s with n jobs present (Ps moment: φ may read `present`)."""
     at = field_at(cfg.program.stages[s], "capacity")
     phi = evaluate(cfg.program.stages[s]["capacity"], Env(cfg, ctx={"present": Fraction(n)}, at=at,
                                                                    what=f"ps stage {cfg.program.stages[s]['name']}: capacity"))
     if V.is_inf(phi) or phi <= 0:
         raise SpecError(f"ps stage {cfg.program.stages[s]['name']}: capacity must be positive and finite, got {number_text(phi)}",
                         at, cfg.program.files)
-    return phi / n
+    return phi
+
+
+def remaining(cfg: Config, job: Job) -> Value:
+    """The work a job on a stage a flow crosses has left now: served at its rate since `since`."""
+    return job.left - job.rate * (cfg.now - job.since)
 
 
 def current_rate(cfg: Config, s: int) -> Fraction:

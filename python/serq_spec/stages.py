@@ -260,9 +260,10 @@ def start_shared(cfg: Config, job: Job) -> None:
         if i == 0:
             job.start_order = st.next_start   # a flow's place in ties: its first stage's
         st.next_start += 1
-        if st.est is not None:
-            estimate_start(st.est, cfg.now, job)
-            estimate_service(st.est, cfg.now, cfg.now)
+        est = st.stage_est()
+        if est is not None:
+            estimate_start(est, cfg.now, job)
+            estimate_service(est, cfg.now, cfg.now)
         st.jobs.append(job)
         st.dirty = True
 

@@ -225,9 +225,15 @@ def estLambda (e : Estimates) : Rat :=
   | some g => if g == 0 then 0 else 1 / g
   | none => 0
 
-/-- expr.py `est_rho`: min(λ̂ · Ŝ, 99/100), Ŝ = 0 before the first start (values.py `min_v`). -/
+/-- expr.py `est_rho`: min(λ̂ · Ŝ, 99/100), Ŝ = 0 before the first start (values.py `min_v`); an
+engine's: min(mean busy / mean cycle, 99/100). -/
 def estRho (e : Estimates) : Rat :=
-  let r := estLambda e * e.service.getD 0
+  let r := match e.engine with
+    | none => estLambda e * e.service.getD 0
+    -- an engine's: mean busy / mean cycle, 0 before a cycle or while the mean cycle is 0
+    | some c => match c.cycle, c.busy with
+      | some cy, some b => if cy == 0 then 0 else b / cy
+      | _, _ => 0
   if decide (r ≤ rhoCap) then r else rhoCap
 
 /-- expr.py `est_wait`: the mean wait before service, 0 before the first. -/

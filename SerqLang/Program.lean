@@ -360,8 +360,13 @@ def Config.new (prog : Program) : Config :=
             -- a content pool's block is whole (`contentPool`)
             Content.CState.init ((prog.block.getD p none).getD 0).num.toNat B) } : PoolState))
     stages := prog.ir.stages.map fun s =>
-      ({ kind := stageKindName s.kind, est := if s.estimates then some {} else none } : StageState)
+      ({ kind := stageKindName s.kind, est := if s.estimates then some (newEstimates s.kind) else none } : StageState)
     claims := prog.ir.claims.map fun _ => ({} : ClaimTally) }
+
+/-- config.py `new_estimates`: an engine's carry its iteration cycles. -/
+def newEstimates : StageKind → Estimates
+  | .step _ => { engine := some {} }
+  | _ => {}
 
 /-! ## Events (events.py) -/
 

@@ -47,6 +47,26 @@ def estimateStart (e : Estimates) (now : Rat) (job : Job) : Estimates :=
     | none => e.gap
   { e with gap, last := some now, service := some (ewma e.service (jobTime job)) }
 
+/-- stages.py `estimate_admission`: an engine admits a request: a gap sample (from the latest
+admission, if any) and a wait sample, the time since the request last joined the queue. -/
+def estimateAdmission (e : Estimates) (joined now : Rat) : Estimates :=
+  let gap := match e.last with
+    | some l => some (ewma e.gap (now - l))
+    | none => e.gap
+  { e with gap, last := some now, wait := some (ewma e.wait (now - joined)) }
+
+/-- stages.py `estimate_iteration`: an engine starts an iteration of duration `cost`; the
+previous iteration's cycle is complete: a cycle sample (its length, idle time included) and a
+busy sample (the previous iteration's duration). The first iteration opens the first cycle. -/
+def estimateIteration (e : Estimates) (now cost : Rat) : Estimates :=
+  match e.engine with
+  | none => e
+  | some c =>
+    let c := match c.started, c.cost with
+      | some s, some k => { c with cycle := some (ewma c.cycle (now - s)), busy := some (ewma c.busy k) }
+      | _, _ => c
+    { e with engine := some { c with started := some now, cost := some cost } }
+
 /-- stages.py `estimate_service`: a job enters service: a wait sample. -/
 def estimateService (e : Estimates) (joined now : Rat) : Estimates :=
   { e with wait := some (ewma e.wait (now - joined)) }
@@ -91,8 +111,8 @@ def startShared (job : Job) : M Unit := do
   let prog ← getProg
   let stages := job.stagesOf
   if stages.any (fun x => (stages.filter (· == x)).length > 1) then
-    let names ← stages.mapM stageName
-    specError s!"a run over several stages names one stage twice ({", ".intercalate names}); a flow crosses distinct stages"
+    let names := ", ".intercalate (← stages.mapM stageName)
+    specError s!"a run over several stages names one stage twice ({names}); a flow crosses distinct stages"
   for x in stages do
     if !prog.ir.sharedStages.contains x then
       specError s!"stage {← stageName x} is not a ps stage a flow may cross"

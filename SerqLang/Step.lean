@@ -252,7 +252,10 @@ def stageJson (i : Nat) : M CJ := do
   -- the online estimates, only on a stage whose estimates are read (trace.py `stage_json`)
   let estKey : List (String × CJ) := match st.est with
     | none => []
-    | some e => [("est", .arr [CJ.opt ratJ e.last, CJ.opt ratJ e.gap, CJ.opt ratJ e.service, CJ.opt ratJ e.wait])]
+    | some e => [("est", .arr (match e.engine with
+        | some c => [CJ.opt ratJ e.last, CJ.opt ratJ e.gap, CJ.opt ratJ e.wait, CJ.opt ratJ c.started,
+                     CJ.opt ratJ c.cost, CJ.opt ratJ c.cycle, CJ.opt ratJ c.busy]
+        | none => [CJ.opt ratJ e.last, CJ.opt ratJ e.gap, CJ.opt ratJ e.service, CJ.opt ratJ e.wait]))]
   let base : List (String × CJ) := [("name", .str d.name), ("kind", .str st.kind)]
   match d.kind with
   | .step sd =>

@@ -498,6 +498,32 @@ def fork_programs(draw) -> Case:
     return Case(text=text.replace("{arrival}", arrival), sessions=sessions, seed=draw(st.integers(0, 2 ** 16)))
 
 
+@st.composite
+def engine_estimator_programs(draw) -> Case:
+    """The online estimates of an engine (docs/language.md §4.4): a `vllm_programs` program (with
+    its preemptions and head requeues, whose new join Ŵ measures from) that reads `est_lambda`,
+    `est_rho`, `est_wait` and `price` of its engine in the server (observations and a branch), and
+    by draw in gauges, the admission guard and the queue key. Never in a time (a run's work, the
+    budget, `execute`): in the exact engine that feedback makes the times' digits grow
+    exponentially (docs/spec.md "Online estimates"). Drawn after the vLLM program's own draws."""
+    case = draw(vllm_programs(arrivals=draw(st.booleans())))
+    text = case.text
+    thr = draw(st.sampled_from(["1/3", "3/4", "2"]))
+    reads = (f"\n    observe lam = est_lambda(eng);\n    observe rho = est_rho(eng);"
+             f"\n    observe w = est_wait(eng);\n    observe p = price(eng, 1, 2);"
+             f"\n    branch (est_wait(eng) > {thr}) {{ run gate (1/4); }}")
+    text = text.replace("\n    eng (prompt, o);", "\n    eng (prompt, o);" + reads, 1)
+    if draw(st.booleans()):   # gauges: the whole program runs without the decode fast-forward
+        text = text.replace("  stage gate : delay;", "  stage gate : delay;\n  gauge g_rho = est_rho(eng);"
+                            "\n  gauge g_price = price(eng, 1/2, 1);", 1)
+    if draw(st.booleans()):
+        guard = draw(st.sampled_from(["est_rho(eng) < 0.9", "est_lambda(eng) < 3", "est_wait(eng) <= 1"]))
+        text = text.replace("while (running.preempted == 0)", f"while (running.preempted == 0 && {guard})", 1)
+    if "queue by (prompt)" in text and draw(st.booleans()):
+        text = text.replace("queue by (prompt)", "queue by (est_wait(eng) > 1 ? -prompt : prompt, price(eng, 1, prompt))", 1)
+    return Case(text=text, sessions=case.sessions, seed=case.seed)
+
+
 FLOWS = """\
 fn main() {{
   stage link[3] : ps({cap});

@@ -167,3 +167,47 @@ def test_a_stage_named_twice_at_run_time_is_an_error_at_the_statement_in_both_en
     words = "a run over several stages names one stage twice (link[0], link[0]); a flow crosses distinct stages"
     assert spec.value.message == fast.value.message == words
     assert list(spec.value.at) == list(fast.value.at) == [0, line, col]
+
+
+PREEMPT = """fn main() {
+  stage a : ps(1);
+  stage b : ps(1);
+  stage gate : delay;
+  pool m { cap 2; preempt by (-serial); }
+  workload { arrive batch(2); }
+  server {
+    hold m (1) {
+      run gate (serial == 0 ? 1 : 0);
+      grow m (serial == 0 ? 1 : 0);
+      run a, b (serial == 1 ? 5 : 1);
+    }
+    observe done = now;
+    run a, b (0);
+    observe zero = now;
+  }
+}
+"""
+
+
+def test_a_holder_preempted_inside_a_flow_leaves_every_stage_and_zero_work_completes_at_once():
+    """Derived by hand: session 1 starts a flow of 5 over a, b at t = 0; at t = 1 session 0's
+    growth preempts it (`preempt by (-serial)`): it leaves both stages and waits at the head of m.
+    Session 0's flow of 1 runs alone at rate 1 until t = 2; its zero-work flow completes at once
+    (finished at both stages, `zero` = 2). Session 1 is admitted again at 2 and runs its 5 alone:
+    done at 7. Both engines agree on every step."""
+    from serq_drt.lockstep import spec_lines
+
+    ir = compile_ok(PREEMPT)
+    sessions = {"format": "serq-sessions/1", "program": "t.sq", "seed": 0, "inputs": {}, "arrivals": [],
+                "machine": [], "trace_picks": [],
+                "sessions": [{"serial": k, "init": [], "session": [], "turns": [[]]} for k in range(2)]}
+    lines = [json.loads(x) for x in spec_lines(ir, sessions, "t.sq")]
+    at1 = next(x for x in lines if x["now"] == "1")
+    assert at1["records"]["preempted"] == [[1, "m", 0]]
+    assert [st.get("active") for st in at1["stages"][:2]] == [[[0, "1"]], [[0, "1"]]]   # session 1 on neither
+    assert dict(at1["sessions"])[1] == "queued:m"
+    obs = [o for x in lines for o in x["records"]["observations"] if o[0] in ("done", "zero")]
+    assert [(o[0], o[1], o[3]) for o in obs] == [("done", 0, "2"), ("zero", 0, "2"), ("done", 1, "7"), ("zero", 1, "7")]
+    at2 = next(x for x in lines if x["now"] == "2")
+    assert at2["records"]["finished"][:4] == [["a", 0], ["b", 0], ["a", 0], ["b", 0]]   # the flow, then zero work
+    assert compare_runs(ir, sessions, "t.sq") == len(lines)

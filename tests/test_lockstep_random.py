@@ -2,7 +2,8 @@
 
 Default profile: 200 derandomised programs (+20 every step, +50 of `scope_programs`, +50 `share content`,
 +50 `lag 1`, +50 under poisson, renewal and closed arrivals, +20 with claims, +50 with fork/join, +50 on
-engine arrays, +50 with `transfer`). Long profile (documented in docs/fast.md):
+engine arrays, +50 with runs over several stages, +50 reading the online estimates of stages, +50 of engines, +50 with `transfer`).
+Long profile (documented in docs/fast.md):
 `SERQ_LOCKSTEP_PROFILE=long python -m pytest tests/test_lockstep_random.py` runs 10,000 programs
 (set SERQ_LOCKSTEP_EXAMPLES to choose another count).
 """
@@ -180,6 +181,18 @@ def test_random_estimator_programs_agree(case):
     a hold header, gauges and branches: the state line's `est` (docs/state.md)
     and everything they steer agree at every step."""
     ir = compile_source(case.text, case.name, {})
+    lockstep(ir, case.seed, case.sessions, case.name)
+
+
+@settings(max_examples=ESTIMATE_EXAMPLES, deadline=None, derandomize=not LONG, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(strategies.engine_estimator_programs())
+def test_random_engine_estimator_programs_agree(case):
+    """The online estimates of an engine (docs/language.md §4.4) read in the server, gauges, the
+    admission guard and a queue key: the engine's `est` (docs/state.md) and everything it
+    steers agree at every step; the engine is never fast-forwarded (docs/fast.md)."""
+    ir = compile_source(case.text, case.name, {})
+    assert any(s["kind"] == "step" and s.get("estimates") for s in ir["stages"])
     lockstep(ir, case.seed, case.sessions, case.name)
 
 

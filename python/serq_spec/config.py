@@ -388,6 +388,29 @@ class Estimates:
 
 
 @dataclass
+class EngineEstimates:
+    """The online estimates of an engine the program reads them of (docs/language.md §4.4, IR
+    `"estimates": true`), with the stages' rule (weight 1/100, the first sample whole): the gaps
+    between successive admissions and each admitted request's wait in the queue (from its latest
+    join, as `waited`), for λ̂ and Ŵ; and per cycle (an iteration's start to the next one's) the
+    cycle's length and the part of it the iteration ran, for ρ̂ = mean busy / mean cycle."""
+    last: Optional[Value] = None      # the time of the latest admission
+    gap: Optional[Value] = None       # mean gap between admissions
+    wait: Optional[Value] = None      # mean wait from joining the queue to admission
+    started: Optional[Value] = None   # the start of the latest iteration
+    cost: Optional[Value] = None      # its duration (`execute`)
+    cycle: Optional[Value] = None     # mean time from an iteration's start to the next one's
+    busy: Optional[Value] = None      # mean duration of the iteration that opens a cycle
+
+    def fields(self) -> tuple:
+        """The state line's `est` of an engine (docs/state.md STAGE), in this order."""
+        return (self.last, self.gap, self.wait, self.started, self.cost, self.cycle, self.busy)
+
+    def to_json(self) -> dict:
+        return {"engine": [None if x is None else wire(x) for x in self.fields()]}
+
+
+@dataclass
 class StageState:
     kind: str
     jobs: list = field(default_factory=list)      # step: residents (admission order); delay/ps/fifo: active
@@ -402,7 +425,15 @@ class StageState:
     next_start: int = 0
     pending: list = field(default_factory=list)   # step, lag 1: ends waiting for the next schedule
     due: list = field(default_factory=list)       # step, lag 1: ends the next `ends` event applies
-    est: Optional[Estimates] = None               # fifo/ps/delay whose estimates the program reads
+    est: Optional[Estimates | EngineEstimates] = None   # a stage or engine whose estimates are read
+
+    def stage_est(self) -> Optional[Estimates]:
+        """The estimates of a fifo, ps or delay stage whose estimates are read, else None."""
+        return self.est if isinstance(self.est, Estimates) else None
+
+    def engine_est(self) -> Optional[EngineEstimates]:
+        """The estimates of an engine whose estimates are read, else None."""
+        return self.est if isinstance(self.est, EngineEstimates) else None
 
     def to_json(self) -> dict:
         it = None
@@ -448,7 +479,7 @@ class Config:
         self.branches: dict[str, Session] = {}   # live branches by id, in the order they were forked (§11.13)
         self.ready: list[Tid] = []
         self.pools = [PoolState(content=program.new_content(p)) for p in range(len(program.pools))]
-        self.stages = [StageState(kind=st["kind"], est=Estimates() if st.get("estimates") else None)
+        self.stages = [StageState(kind=st["kind"], est=new_estimates(st))
                        for st in program.stages]
         self.counters = Counters()
         self.warm = False
@@ -503,7 +534,16 @@ def _job(d: dict) -> Job:
     return job
 
 
-def _estimates(d: dict) -> Estimates:
+def new_estimates(st: dict) -> Optional[Estimates | EngineEstimates]:
+    """A stage's estimates when the program reads them (IR `"estimates": true`), else None."""
+    if not st.get("estimates"):
+        return None
+    return EngineEstimates() if st["kind"] == "step" else Estimates()
+
+
+def _estimates(d: dict) -> Estimates | EngineEstimates:
+    if "engine" in d:
+        return EngineEstimates(*(None if x is None else _v(x) for x in d["engine"]))
     def v(x: Optional[str]) -> Optional[Value]:
         return None if x is None else _v(x)
     return Estimates(v(d["last"]), v(d["gap"]), v(d["service"]), v(d["wait"]),

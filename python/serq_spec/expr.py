@@ -22,7 +22,7 @@ from serq.irfile import field_at
 from serq.wire import Value
 
 from . import values as V
-from .config import Config, Estimates, IterCtx, Job, Session, hold_of, thread
+from .config import Config, EngineEstimates, Estimates, IterCtx, Job, Session, hold_of, thread
 from .errors import At, SpecError
 from .program import Program
 from .values import ZERO, ONE
@@ -202,23 +202,30 @@ def observable(e: dict, env: Env) -> Value:
 RHO_CAP = Fraction(99, 100)
 
 
-def est_lambda(est: Estimates) -> Value:
-    """λ̂ = 1 / the mean gap between starts; 0 before a positive mean gap (no second start yet, or
+def est_lambda(est: Estimates | EngineEstimates) -> Value:
+    """λ̂ = 1 / the mean gap between starts (of an engine: admissions); 0 before a positive mean gap (no second start yet, or
     every start so far at one instant)."""
     return ZERO if est.gap is None or est.gap == 0 else V.div(ONE, est.gap)
 
 
-def est_rho(est: Estimates) -> Value:
-    """ρ̂ = min(λ̂ · Ŝ, 0.99), Ŝ the mean work of a started job (0 before the first start)."""
+def est_rho(est: Estimates | EngineEstimates) -> Value:
+    """ρ̂ = min(λ̂ · Ŝ, 0.99), Ŝ the mean work of a started job (0 before the first start); of an
+    engine, min(mean busy / mean cycle, 0.99), the fraction of time its iterations run (0 before
+    a second iteration, or while the mean cycle is 0)."""
+    if isinstance(est, EngineEstimates):
+        if est.cycle is None or est.cycle == 0 or est.busy is None:
+            return ZERO
+        return V.min_v(V.div(est.busy, est.cycle), RHO_CAP)
     return V.min_v(V.mul(est_lambda(est), est.service if est.service is not None else ZERO), RHO_CAP)
 
 
-def est_wait(est: Estimates) -> Value:
-    """Ŵ = the mean wait before service (0 before the first job enters service)."""
+def est_wait(est: Estimates | EngineEstimates) -> Value:
+    """Ŵ = the mean wait before service (of an engine: in the queue before admission; 0 before
+    the first job enters service)."""
     return est.wait if est.wait is not None else ZERO
 
 
-def price(est: Estimates, s_hit: Value, ds: Value) -> Value:
+def price(est: Estimates | EngineEstimates, s_hit: Value, ds: Value) -> Value:
     """The cost of a miss that adds ds to a service of s_hit (docs/language.md §4.4):
     ds + λ̂(s_m² − s_hit²)/(2(1 − ρ̂)) + λ̂·Ŵ·ds/(1 − ρ̂), s_m = s_hit + ds."""
     lam, idle = est_lambda(est), V.sub(ONE, est_rho(est))

@@ -27,7 +27,7 @@ from typing import Optional
 from serq.wire import Value
 
 from . import values as V
-from .config import READY, Config, Estimates, Job, Session, Tid, thread
+from .config import READY, Config, EngineEstimates, Estimates, Job, Session, Tid, thread
 from .errors import SpecError
 from .events import schedule_event, withdraw_event
 from .expr import advance_virtual_clock, ps_capacity, ps_rate, remaining
@@ -50,26 +50,27 @@ def start_job(cfg: Config, job: Job) -> None:
     s = job.stage
     st = cfg.stages[s]
     spec = cfg.program.stages[s]
+    est = st.stage_est()
     job.start_order = st.next_start
     st.next_start += 1
-    if st.est is not None:
-        estimate_start(st.est, cfg.now, job)
+    if est is not None:
+        estimate_start(est, cfg.now, job)
     if st.kind == "delay":
-        if st.est is not None:
-            estimate_service(st.est, cfg.now, cfg.now)
+        if est is not None:
+            estimate_service(est, cfg.now, cfg.now)
         st.jobs.append(job)
         st.finish[job.serial] = cfg.now + job.left
         schedule_event(cfg, st.finish[job.serial], "finish", (s, job.serial))
     elif st.kind == "fifo":
-        if st.est is not None:
-            st.est.joined[job.serial] = cfg.now
+        if est is not None:
+            est.joined[job.serial] = cfg.now
         if len(st.jobs) < spec["servers"]:
             begin_fifo_service(cfg, s, job)
         else:
             st.waiting.append(job)
     elif st.kind == "ps":
-        if st.est is not None:
-            estimate_service(st.est, cfg.now, cfg.now)
+        if est is not None:
+            estimate_service(est, cfg.now, cfg.now)
         advance_virtual_clock(cfg, s)
         st.jobs.append(job)
         st.tags[job.serial] = st.v + job.left
@@ -103,11 +104,32 @@ def estimate_service(est: Estimates, joined: Value, now: Value) -> None:
     est.wait = ewma(est.wait, V.sub(now, joined))
 
 
+def estimate_admission(est: EngineEstimates, joined: Value, now: Value) -> None:
+    """An engine admits a request (§11.6 admit_one): a gap sample (from the latest admission, if
+    any) and a wait sample, the time since the request last joined the queue."""
+    if est.last is not None:
+        est.gap = ewma(est.gap, V.sub(now, est.last))
+    est.last = now
+    est.wait = ewma(est.wait, V.sub(now, joined))
+
+
+def estimate_iteration(est: EngineEstimates, now: Value, cost: Value) -> None:
+    """An engine starts an iteration of duration `cost`: the previous iteration's cycle (from its
+    start to now) is complete, so a cycle sample (its length, idle time included) and a busy
+    sample (the previous iteration's duration). The first iteration opens the first cycle."""
+    if est.started is not None and est.cost is not None:
+        est.cycle = ewma(est.cycle, V.sub(now, est.started))
+        est.busy = ewma(est.busy, est.cost)
+    est.started = now
+    est.cost = cost
+
+
 def begin_fifo_service(cfg: Config, s: int, job: Job) -> None:
     """A fifo job enters service: its `finish` event is at now + work."""
     st = cfg.stages[s]
-    if st.est is not None:
-        estimate_service(st.est, st.est.joined.pop(job.serial), cfg.now)
+    est = st.stage_est()
+    if est is not None:
+        estimate_service(est, est.joined.pop(job.serial), cfg.now)
     st.jobs.append(job)
     st.finish[job.serial] = cfg.now + job.left
     schedule_event(cfg, st.finish[job.serial], "finish", (s, job.serial))
@@ -168,8 +190,9 @@ def withdraw_job(cfg: Config, job: Job) -> None:
     if st.kind == "fifo":
         if job in st.waiting:
             st.waiting.remove(job)
-            if st.est is not None:   # it never entered service: no wait sample
-                del st.est.joined[job.serial]
+            est = st.stage_est()
+            if est is not None:   # it never entered service: no wait sample
+                del est.joined[job.serial]
             return
         st.jobs.remove(job)
         del st.finish[job.serial]
@@ -237,9 +260,10 @@ def start_shared(cfg: Config, job: Job) -> None:
         if i == 0:
             job.start_order = st.next_start   # a flow's place in ties: its first stage's
         st.next_start += 1
-        if st.est is not None:
-            estimate_start(st.est, cfg.now, job)
-            estimate_service(st.est, cfg.now, cfg.now)
+        est = st.stage_est()
+        if est is not None:
+            estimate_start(est, cfg.now, job)
+            estimate_service(est, cfg.now, cfg.now)
         st.jobs.append(job)
         st.dirty = True
 

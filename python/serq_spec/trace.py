@@ -6,7 +6,7 @@ from typing import Any, Optional
 
 from serq.wire import Value, canonical_json
 
-from .config import Config, Event, Session, hold_on
+from .config import Config, EngineEstimates, Event, Session, hold_on
 from .content import block_pool
 from .expr import ps_rate, remaining
 from .values import amount_wire as amt, wire
@@ -122,7 +122,9 @@ def stage_json(cfg: Config, i: int) -> dict:
             v = v + ps_line_rate(cfg, i) * (cfg.now - st.t_last)
         out["active"] = [[j.serial, wire(st.tags[j.serial] - v)] for j in st.jobs]
     if st.est is not None:   # only on a stage whose estimates the program reads (docs/state.md)
-        out["est"] = [None if x is None else wire(x) for x in (st.est.last, st.est.gap, st.est.service, st.est.wait)]
+        fields = (st.est.fields() if isinstance(st.est, EngineEstimates)
+                  else (st.est.last, st.est.gap, st.est.service, st.est.wait))
+        out["est"] = [None if x is None else wire(x) for x in fields]
     return out
 
 

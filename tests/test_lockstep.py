@@ -44,8 +44,6 @@ CASES = [
     # over a small cache
     ("multi-turn/replicas.sq", {}, 1, 2, math.inf),
     ("multi-turn/replicas.sq", {"policy": "0", "blocks": "300", "Lambda": "4"}, 2, 4, math.inf),
-    # one job over two ps links (docs/language.md §11.14), with cross traffic on them
-    ("single-turn/flows.sq", {"cross": "1", "lambda": "2"}, 1, 8, math.inf),
     # prefill/decode disaggregation with `transfer` (docs/language.md §11.15), and its colocated setting
     ("single-turn/pd_disagg.sq", {"lambda": "4"}, 1, 4, math.inf),
     ("single-turn/pd_disagg.sq", {"disagg": "0", "lambda": "4"}, 1, 3, math.inf),

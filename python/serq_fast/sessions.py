@@ -300,7 +300,8 @@ class SessionInterpreter:
         cx = self.cx
         cx.attrs, cx.sess, cx.draw = s.attrs, s, s.src
         cx.eng = None
-        cx.var = {}
+        if cx.var:  # no context variable in a session's moment; an empty dict is reused (nothing writes into one)
+            cx.var = {}
         fns = self.block_fns
         if fns is None:
             self._interpret(s, MAX_STATEMENTS)

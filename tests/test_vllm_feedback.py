@@ -36,6 +36,7 @@ NEUTRAL = {
     "call_order": lambda sc, join_call: {r.id: r.index for r in sc.requests},
     "async_call_keys": lambda plan, col: dict(col.join_call),
     "fanout_joins_siblings": lambda plan, col, keys: keys,
+    "idle_joins_after_ends": lambda col, keys: keys,
     "engine_instant": lambda col, t: t,
     "fanout_idle": lambda plan, col, thinks: set(),
     "seconds_idle_added": lambda plan, col, thinks, with_fanout: set(),

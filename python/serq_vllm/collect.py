@@ -56,6 +56,7 @@ class Collector:
         self.join_call: dict[str, int] = {}
         self.join_key: dict[str, int] = {}  # rid -> schedule() calls before it joined
         self.end_call: dict[str, int] = {}  # async: rid -> schedule() calls before its end
+        self.end_time: dict[str, Fraction] = {}  # async: rid -> the instant its end was applied
         self.calls = 0
         self.join_time: dict[str, Fraction] = {}
         self.assigned: dict[str, list[int]] = {}  # rid -> steps (unit clock) it got tokens in
@@ -115,6 +116,7 @@ class Collector:
                 rid = plan.sessions[serial][self.turn_of[serial]].rid
                 self.late[rid] = late
                 self.end_call[rid] = self.calls
+                self.end_time[rid] = _t(line["now"])
             self.due = []
         # the ends a schedule() made due, and whether that call had tokens (then vLLM's step
         # counter moved on before it processed them)

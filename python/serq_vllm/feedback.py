@@ -111,7 +111,28 @@ def async_call_keys(plan: Plan, col: Collector) -> dict[str, int]:
     so the requests of one step come in two rounds. With the iterations before each join counted
     instead, c21000_00498 (unit clock, step 28: vLLM admits r0.2.3 before r1.2) and c41000_00035
     (seconds clock) diverge."""
-    return fanout_joins_siblings(plan, col, dict(col.join_key))
+    return fanout_joins_siblings(plan, col, idle_joins_after_ends(col, dict(col.join_key)))
+
+
+def idle_joins_after_ends(col: Collector, keys: dict[str, int]) -> dict[str, int]:
+    """Async, seconds clock: a request vLLM adds to an idle scheduler (`col.idle_added`) joins
+    after every end applied up to its add instant: its call at joining is at least each of those
+    ends' calls (an end applied at that very instant by an empty call included).
+
+    Source rule: the driver's loop (`_Run.run`) counts idle steps or jumps the clock only once
+    `AsyncScheduler` has processed every output (the empty `schedule()` that applies the last
+    ends), and adds the requests that became ready after that, in scenario list order
+    (`_Run.add_ready`); serQ's gate of a request added then may fire before that empty call at
+    the same instant. Without it c51000_00051 diverges (step 23: vLLM admits `r3.2`, added with
+    `r0` after idle steps 21-22, before `r0`)."""
+    for rid in col.idle_added:
+        t = col.join_time.get(rid)
+        if rid not in keys or t is None:
+            continue
+        # the same instant up to serq_fast's binary64 rounding (steps are >= base_s apart)
+        ends = [c for x, c in col.end_call.items() if col.end_time[x] <= t + Fraction(1, 10**9)]
+        keys[rid] = max([keys[rid], *ends])
+    return keys
 
 
 def fanout_joins_siblings(plan: Plan, col: Collector, keys: dict[str, int]) -> dict[str, int]:

@@ -181,3 +181,18 @@ def test_random_estimator_programs_agree(case):
     and everything they steer agree at every step."""
     ir = compile_source(case.text, case.name, {})
     lockstep(ir, case.seed, case.sessions, case.name)
+
+
+SPILL_EXAMPLES = max(20, EXAMPLES // 4)
+
+
+@settings(max_examples=SPILL_EXAMPLES, deadline=None, derandomize=not LONG, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(st.booleans().flatmap(lambda arrivals: strategies.spill_programs(arrivals=arrivals)))
+def test_random_spill_programs_agree(case):
+    """Offload tiers (`spill`, docs/language.md §11.8.1): evicted KV blocks spilled to a host tier
+    (and on to a disk tier), copies queued on fifo, ps or delay links, hits loaded back before the
+    body, under batch, open and closed arrivals; every step compared (a program with `spill` is
+    never fast-forwarded)."""
+    ir = compile_source(case.text, case.name, {})
+    lockstep(ir, case.seed, case.sessions, case.name)

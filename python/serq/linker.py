@@ -609,8 +609,8 @@ class Linker:
                 if p.dim is not None:
                     raise self.err(o.pos, f"`spill` on the pool array `{p.name}` is not supported yet: declare "
                                           "one pool per tier")
-                if opts["share"] == "content" or "share" in seen:
-                    raise self.err(o.pos, f"`spill` on the `share content` pool `{p.name}` is not supported yet: "
+        if "spill" in seen and opts["share"] == "content":
+            raise self.err(seen["spill"], f"`spill` on the `share content` pool `{p.name}` is not supported yet: "
                                           "its cache is physical blocks shared by content, not per-session "
                                           "entries that a tier could hold (docs/content.md)")
         if cap is None:

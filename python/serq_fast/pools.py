@@ -262,6 +262,8 @@ class Pool:
             self.spill_work = compile_expr(sp["work"], sim, sp.get("at"), f"pool {name}: `spill`")
         # seeded faults, for showing that lockstep catches them (docs/fast.md "Seeded faults")
         self.fault_lru = "lru_tiebreak" in FAULTS()
+        self.fault_spill_lost = "spill_lost" in FAULTS()
+        self.fault_load_no_wait = "load_no_wait" in FAULTS()
         self.fault_victim = "victim_first" in FAULTS()
 
     # ------------------------------------------------------------ statistics
@@ -585,7 +587,7 @@ class Pool:
             w = self._link_work(cx)
         finally:
             cx.attrs, cx.sess, cx.var = saved
-        if w <= 0:
+        if w <= 0 or self.fault_load_no_wait:   # seeded fault (docs/fast.md): the body does not wait
             return False
         self.link_stage.submit(s, w, "plain", None)
         return True
@@ -593,7 +595,7 @@ class Pool:
     def _link_work(self, cx) -> float:
         w = self.spill_work(cx)
         if not (0.0 <= w < math.inf):
-            raise RunError(f"pool {self.name}: the work of `spill` must be finite and >= 0, got {w:g} at "
+            raise RunError(f"pool {self.name}: the work of `spill` must be finite and >= 0, got {w} at "
                            f"{at_text(self.spill.get('at'))}")
         return w
 
@@ -786,6 +788,13 @@ class Pool:
         finally:
             cx.attrs, cx.sess, cx.var = saved
         tier.make_room(take)
+        if self.fault_spill_lost:
+            # seeded fault (docs/fast.md): the tier makes room and the copy runs, but the chunk
+            # never arrives there
+            self.spills += 1
+            if w > 0:
+                self.link_stage.submit_copy(w)
+            return
         old = tier.entries.pop(e.owner, None)
         size = take
         if old is not None:

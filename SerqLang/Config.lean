@@ -30,6 +30,9 @@ branch its session forked (`"s.k"` on the wire). A serial is a thread wherever o
 inductive Tid where
   | session (serial : Nat)
   | branch (serial k : Nat)
+  /-- config.py `is_copy`: the n-th copy job of a spilled chunk, `"spill.n"` on the wire
+  (docs/language.md §11.8.1); no thread, so nothing resumes when it finishes -/
+  | copy (n : Nat)
   deriving Inhabited, DecidableEq
 
 instance : Coe Nat Tid := ⟨Tid.session⟩
@@ -38,11 +41,13 @@ instance : Coe Nat Tid := ⟨Tid.session⟩
 def Tid.owner : Tid → Nat
   | .session n => n
   | .branch n _ => n
+  | .copy _ => 0   -- never asked: a copy job is nobody's (`finishJob` stops before `thread`)
 
 /-- The thread's name in messages: the serial, or `s.k`. -/
 def Tid.text : Tid → String
   | .session n => toString n
   | .branch n k => s!"{n}.{k}"
+  | .copy n => s!"spill.{n}"
 
 /-- The argument of an event: arrive → serial; finish → [stage, thread]; iter_end → stage;
 lease_end → [pool, serial]; warmup_end → null. -/
@@ -279,6 +284,8 @@ structure Counters where
   nextDead : Nat := 1
   nextSerial : Nat := 0
   machine : Nat := 0
+  /-- spill copy jobs started (names them, docs/language.md §11.8.1) -/
+  nextCopy : Nat := 0
   deriving Inhabited
 
 /-- config.py `Config`: the dynamic state (the program is passed separately). -/

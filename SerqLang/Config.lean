@@ -161,13 +161,16 @@ structure Job where
   pending : Bool := false
   /-- the job of branch k of its session (docs/language.md §11.13), on a stage that is no engine -/
   branch : Option Nat := none
+  /-- the n-th copy of a spilled chunk (docs/language.md §11.8.1): a job of no thread -/
+  copy : Option Nat := none
   deriving Inhabited
 
 /-- The thread that runs the job. -/
 def Job.tid (j : Job) : Tid :=
-  match j.branch with
-  | some k => .branch j.serial k
-  | none => .session j.serial
+  match j.copy, j.branch with
+  | some n, _ => .copy n
+  | none, some k => .branch j.serial k
+  | none, none => .session j.serial
 
 /-- Session statuses (config.py): ready, queued in a pool, on a stage, growing in a pool, ended. -/
 inductive Status where

@@ -380,6 +380,9 @@ def job (j : Json) : Res Job := do
   return {
     serial := t.owner
     branch := branchNo t
+    copy := match t with
+      | .copy n => some n
+      | _ => none
     stage := ← field j "stage" nat
     mode := ← field j "mode" str
     left := ← field j "left" work

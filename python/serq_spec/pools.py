@@ -149,11 +149,9 @@ def spill_chunk(cfg: Config, p: int, owner: int, take: V.Amount, last: Value) ->
     copies = make_room(cfg, q, take)
     st = cfg.pools[q]
     e = entry_of(cfg, q, owner)
-    if e is None:
-        e = Entry(owner, 0, cfg.now, 0)
-        st.entries.append(e)
-    e.size = V.amount(e.size + take)
-    e.last, e.rel = cfg.now, cfg.counters.next_rel
+    size = take if e is None else V.amount(e.size + take)
+    st.entries = [x for x in st.entries if x.owner != owner]
+    st.entries.append(Entry(owner, size, cfg.now, cfg.counters.next_rel))
     cfg.counters.next_rel += 1
     cfg.pools[p].spills += 1
     return copies + [(spill["stage"], w)]

@@ -31,6 +31,20 @@ class Case:
 
 RATIONALS = ["1/2", "1/3", "5/7", "1", "2", "3/4"]
 
+# The sessions of the multi-turn templates below: a staggered start, then turns while `more`,
+# each extending the conversation `ctx` and calling a tool in between.
+SESSION_LOOP = """\
+    session {{
+      run gate (serial * {stagger});
+      turn;
+      while (more) {{
+        set ctx = ctx + n + o;
+        tool (~uniform(0, {think}));
+        turn;
+      }}
+    }}
+"""
+
 VLLM = """\
 def reusable(x, b) {{ floor((x - 1) / b) * b }}
 
@@ -73,16 +87,7 @@ fn main() {{
       set o = 1 + floor(~uniform(0, {maxo}));
       set more = turn_no < {turns} ? ~bernoulli(1/2) : 0;
     }}
-    session {{
-      run gate (serial * {stagger});
-      turn;
-      while (more) {{
-        set ctx = ctx + n + o;
-        tool (~uniform(0, {think}));
-        turn;
-      }}
-    }}
-  }}
+""" + SESSION_LOOP + """  }}
   server {{
     set prompt = {prompt};{release_before}
     eng (prompt, o);{release_after}
@@ -522,16 +527,7 @@ fn main() {{
       set o = {maxo} - floor(~uniform(0, {maxo} / 2));
       set more = turn_no < {turns} ? ~bernoulli({p}) : 0;
     }}
-    session {{
-      run gate (serial * {stagger});
-      turn;
-      while (more) {{
-        set ctx = ctx + n + o;
-        tool (~uniform(0, {think}));
-        turn;
-      }}
-    }}
-  }}
+""" + SESSION_LOOP + """  }}
   server {{
     set prompt = ctx + n;
     observe avail = cachedin(kv);{drop}

@@ -221,6 +221,8 @@ inductive Stmt where
   /-- docs/language.md §11.13: a branch of the session running block `body` -/
   | fork (body : Nat)
   | join
+  /-- docs/language.md §11.14: one job over several ps stages at once (a flow) -/
+  | flow (stages : List Ref) (work : Expr)
   deriving Inhabited
 
 /-- The IR `op` of a statement (docs/ir.md "Statements"). -/
@@ -241,11 +243,12 @@ def Stmt.op : Stmt → String
   | .release .. => "release"
   | .fork .. => "fork"
   | .join => "join"
+  | .flow .. => "flow"
 
 /-- sessions.py `BRANCH_OPS`: what a branch, and its parent between a fork and the join, may
 execute (docs/language.md §11.13). -/
 def branchMay (st : Stmt) : Bool :=
-  ["set", "observe", "branch", "while", "loop", "choose", "run", "fork", "join"].contains st.op
+  ["set", "observe", "branch", "while", "loop", "choose", "run", "fork", "join", "flow"].contains st.op
 
 /-- Source location `[FILE, LINE, COLUMN]` (file = index into `files`). -/
 structure Located where
@@ -308,7 +311,17 @@ structure Ir where
   gauges : List Named
   /-- docs/ir.md: present only when the program declares a claim -/
   claims : List ClaimDecl := []
+  /-- docs/ir.md `share` (docs/language.md §11.14): `maxmin` when absent -/
+  share : String := "maxmin"
   deriving Inhabited
+
+/-- program.py `shared_stages`: the ps stages some run over several stages can name (every member
+of every reference of a `flow`), in the order met. -/
+def Ir.sharedStages (ir : Ir) : List Nat :=
+  ir.blocks.foldl (fun acc b => b.foldl (fun acc l =>
+    match l.stmt with
+    | .flow refs _ => refs.foldl (fun acc r => acc ++ (List.range r.count).map (r.base + ·)) acc
+    | _ => acc) acc) []
 
 /-! ## Decoding -/
 
@@ -513,6 +526,7 @@ def stmtOf (j : Json) : Res Stmt := do
   | "release" => return .release (← field j "pool" refOf)
   | "fork" => return .fork (← field j "body" nat)
   | "join" => return .join
+  | "flow" => return .flow (← field j "stages" (list refOf)) (← field j "work" exprOf)
   | o => .error s!"unknown statement \"{o}\""
 
 def locatedOf (j : Json) : Res Located := do
@@ -565,7 +579,8 @@ def ofJson (j : Json) : Res Ir := do
     blocks := ← field j "blocks" (list (list locatedOf))
     workload := ← field j "workload" workloadOf
     gauges := ← field j "gauges" (list (namedOf "expr"))
-    claims := (← fieldOpt j "claims" (list claimOf)).getD [] }
+    claims := (← fieldOpt j "claims" (list claimOf)).getD []
+    share := (← fieldOpt j "share" str).getD "maxmin" }
 
 /-- Decode an IR from its JSON text. -/
 def parse (text : String) : Res Ir := do

@@ -64,6 +64,23 @@ inductive QueueRule where
   | keyed (keys : List Expr)
   deriving Inhabited
 
+structure Loc where
+  file : Nat
+  line : Nat
+  col : Nat
+  deriving Inhabited
+
+/-- A pool's `spill Q via S (w) when (c);` (docs/language.md §11.8.1, docs/ir.md `spill`): the
+tier Q, the link S (a fifo, ps or delay stage), the copy work w and the condition c, both read in
+the eviction-key moment, and the clause's position. -/
+structure SpillDecl where
+  tier : Nat
+  link : Nat
+  work : Expr
+  «when» : Expr
+  loc : Loc
+  deriving Inhabited
+
 structure PoolDecl where
   name : String
   cap : Value
@@ -75,6 +92,8 @@ structure PoolDecl where
   admittedBy : Option Nat
   /-- `share content;` (docs/content.md): physical blocks, a free queue, an identity map -/
   shareContent : Bool := false
+  /-- `spill …;` (docs/language.md §11.8.1); absent without the clause -/
+  spill : Option SpillDecl := none
   deriving Inhabited
 
 /-- `prefix KEY (LENGTH) [after PARENT];` (docs/content.md §1): a shared token sequence; `total`
@@ -240,12 +259,6 @@ def branchMay (st : Stmt) : Bool :=
   ["set", "observe", "branch", "while", "loop", "choose", "run", "fork", "join", "flow"].contains st.op
 
 /-- Source location `[FILE, LINE, COLUMN]` (file = index into `files`). -/
-structure Loc where
-  file : Nat
-  line : Nat
-  col : Nat
-  deriving Inhabited
-
 structure Located where
   stmt : Stmt
   loc : Loc
@@ -405,6 +418,15 @@ def contentOf (j : Json) : Res ContentDecl := do
   return { «prefix» := ← field j "prefix" exprOf, length := ← field j "length" exprOf,
            history := ← field j "history" exprOf }
 
+def locOf (j : Json) : Res Loc := do
+  match (← list nat j) with
+  | [f, l, c] => return { file := f, line := l, col := c }
+  | _ => .error "expected [FILE, LINE, COLUMN]"
+
+def spillOf (j : Json) : Res SpillDecl := do
+  return { tier := ← field j "pool" nat, link := ← field j "stage" nat, work := ← field j "work" exprOf,
+           «when» := ← field j "when" exprOf, loc := ← field j "at" locOf }
+
 def poolOf (j : Json) : Res PoolDecl := do
   return {
     name := ← field j "name" str
@@ -415,7 +437,8 @@ def poolOf (j : Json) : Res PoolDecl := do
     queue := ← field j "queue" queueOf
     reserveHeld := ← field j "reserve_held" bool
     admittedBy := ← fieldOpt j "admitted_by" nat
-    shareContent := ← shareOf (getOpt j "share") }
+    shareContent := ← shareOf (getOpt j "share")
+    spill := ← fieldOpt j "spill" spillOf }
 
 def orderOf (j : Json) : Res Order := do
   match (← kind j) with
@@ -519,11 +542,6 @@ def stmtOf (j : Json) : Res Stmt := do
   | "join" => return .join
   | "flow" => return .flow (← field j "stages" (list refOf)) (← field j "work" exprOf)
   | o => .error s!"unknown statement \"{o}\""
-
-def locOf (j : Json) : Res Loc := do
-  match (← list nat j) with
-  | [f, l, c] => return { file := f, line := l, col := c }
-  | _ => .error "expected [FILE, LINE, COLUMN]"
 
 def locatedOf (j : Json) : Res Located := do
   return { stmt := ← stmtOf j, loc := ← field j "at" locOf }

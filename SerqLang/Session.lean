@@ -207,6 +207,28 @@ def execHold (serial : Nat) (h : Hold) (ref : Nat × Nat) (stream : DrawStream) 
   modifySession serial fun s => { s with pending := some (ref.1, ref.2, stream) }
   enqueue first serial
 
+/-- sessions.py `load_back`: the part of an admitted prefix that came from pool `p`'s `spill`
+tiers is copied back over p's link before the body starts (docs/language.md §11.8.1): the
+session's own job on the link, of p's `spill` work read with `size` = the units loaded back,
+`last` = now, `age` = 0, `waiting` = 0. Zero work takes no time. -/
+def loadBack (serial p : Nat) (loaded : Rat) : M Unit := do
+  let some sp := (← poolDecl p).spill | return
+  let now := (← getCfg).now
+  let what := s!"pool {← poolName p}: `spill`"
+  let env : EnvM := { session := some serial, loc := some sp.loc, what,
+                      ctx := [("size", .fin loaded), ("last", .fin now), ("age", Value.zero),
+                              ("waiting", Value.zero)] }
+  let w ← linkWork p sp env
+  if !Value.nz w then return
+  let s ← session serial
+  let admission : Int := match s.admSeq with
+    | some a => (a : Int)
+    | none => -1
+  let job : Job := { serial, stage := sp.link, mode := "plain", left := .value w, growing := none, admission }
+  setSession { s with job := some job, status := .stage sp.link }
+  startJob job
+  syncJob sp.link serial
+
 /-- sessions.py `admit`: consume the own prefix, make room, allocate, number the admission,
 enter the body. -/
 def admit (serial : Nat) (h : Hold) (ref : Nat × Nat) (stream : DrawStream) (pools : List Nat)
@@ -225,6 +247,7 @@ def admit (serial : Nat) (h : Hold) (ref : Nat × Nat) (stream : DrawStream) (po
   let mut hold : HoldState := { stmt := ref, pools := [], alloc := [], position := [], advanced := [],
                                 admission := 0, depth, stream }
   let mut largest : Rat := 0
+  let mut load : Option (Nat × Rat) := none   -- (pool, units) of a prefix loaded back from a tier
   let mut j := 0
   for (p, u) in pools.zip units do
     let mut consumed : Rat := 0
@@ -246,9 +269,11 @@ def admit (serial : Nat) (h : Hold) (ref : Nat × Nat) (stream : DrawStream) (po
       consumed := ((r * b : Nat) : Rat)
       alloc := ((bl.length * b : Nat) : Rat)
     | none =>
-      consumed ← if hasCache && (← cachesIn p) then consumeOwnPrefix p serial reuse else pure 0
+      let (c, l) ← if hasCache && (← cachesIn p) then consumeOwnPrefix p serial reuse else pure (0, 0)
+      consumed := c
+      if l > 0 then load := some (p, l)
       alloc := roundupBlock u (← blockOf p)
-      makeRoom p alloc
+      startCopies (← makeRoom p alloc)
       let ps ← pool p
       setPool p { ps with used := ps.used + alloc }
     largest := max largest consumed
@@ -269,6 +294,7 @@ def admit (serial : Nat) (h : Hold) (ref : Nat × Nat) (stream : DrawStream) (po
         admSeq := some adm, holds := s.holds ++ [hold], pending := none,
         frames := s.frames ++ [{ block := h.body, pc := 0, kind := "hold", stmt := some ref, stream }],
         status := .ready }
+  if let some (p, l) := load then loadBack serial p l
 
 /-- The hold statement a session is queued with. -/
 def pendingHold (serial : Nat) : M (Hold × (Nat × Nat) × DrawStream × Option Loc) := do
@@ -837,7 +863,7 @@ def retryGrowers (p : Nat) : M Unit := do
     let i := h.slot p
     let need := target - h.alloc.getD i 0
     if Value.lt (← capOf p) (.fin (st.used + need)) then break
-    addUnits p serial k i need
+    startCopies (← addUnits p serial k i need)
     let st ← pool p
     setPool p { st with growers := st.growers.drop 1 }
     let s ← session serial

@@ -228,6 +228,7 @@ class Linker:
         self.devices: dict[str, dict] = {}           # a device array's members as `gpu[0]`, `gpu[1]`, …
         self.device_arrays: dict[str, int] = {}      # device array name -> its size
         self.admit_via: list[tuple] = []            # (pool index, `admit via E` node), resolved after `main`
+        self.spills: list[tuple] = []               # (pool index, pool node, `spill` node), resolved after `main`
         self.k_memory: list[tuple] = []             # (engine name, `memory P` pool ref) of K step stages
         self.engine_arrays: dict[str, list] = {}     # engine array name -> its members' names, `E[0]` …
         self.engines: dict[str, EngineInfo] = {}
@@ -451,6 +452,10 @@ class Linker:
                 self.collect(handlers[k], it, name=getattr(it, "name", None) if k not in ("workload", "server", "prefix", "share") else None)
         for pool, o in self.admit_via:
             self.collect(self.resolve_admit_via, pool, o)
+        for pool, node, o in self.spills:
+            self.collect(self.resolve_spill, pool, node, o, name=node.name)
+        if self.spills and not self.errors:
+            self.collect(self.check_tiers)
         for name, ref in self.k_memory:
             if name not in self.failed:
                 self.collect(self.check_k_memory, name, ref)
@@ -559,7 +564,7 @@ class Linker:
         for o in p.opts:
             key = {"p_cap": "cap", "p_block": "block", "p_evict": "evict", "p_preempt": "preempt",
                    "p_queue": "queue", "p_reserve_held": "reserve held", "p_share": "share",
-                   "p_admit_via": "admit via"}[o.kind]
+                   "p_admit_via": "admit via", "p_spill": "spill"}[o.kind]
             if key in seen:
                 raise self.err(o.pos, f"pool option `{key}` given twice (first at {self.where(seen[key])})")
             seen[key] = o.pos
@@ -607,6 +612,17 @@ class Linker:
                     raise self.err(o.pos, f"pool `{p.name}` on engine `{p.owner}` is admitted by it already; "
                                           "drop `admit via`")
                 admit_via = o
+            elif o.kind == "p_spill":
+                if o.word != "when":
+                    raise self.err(o.word_pos, f"expected `when` after `spill {o.tier.name} via {o.link.name} (…)`, "
+                                               f"found `{o.word}`: write `spill TIER via LINK (work) when (condition);`")
+                if p.dim is not None:
+                    raise self.err(o.pos, f"`spill` on the pool array `{p.name}` is not supported yet: declare "
+                                          "one pool per tier")
+        if "spill" in seen and opts["share"] == "content":
+            raise self.err(seen["spill"], f"`spill` on the `share content` pool `{p.name}` is not supported yet: "
+                                          "its cache is physical blocks shared by content, not per-session "
+                                          "entries that a tier could hold (docs/content.md)")
         if cap is None:
             raise self.err(p.pos, f"pool `{p.name}` has no capacity: write `cap …;` or declare it `on` a device or engine")
         owned = owned or [(cap, None)] * (count or 1)
@@ -622,6 +638,9 @@ class Linker:
                                "reserve_held": opts["reserve_held"], "admitted_by": admitted_by,
                                "share": opts["share"]})
         self.pool_names[p.name] = (base, len(owned), p.pos, p.dim is not None)
+        if "spill" in seen:
+            # resolved at the end of `main`: the tier, the link and the holds are known then
+            self.spills.append((base, p, next(o for o in p.opts if o.kind == "p_spill")))
         if admit_via is not None:
             # resolved at the end of `main`: in K the engine names this pool as its memory, so
             # it may be declared below it
@@ -669,6 +688,87 @@ class Linker:
             raise self.err(o.ref.pos, f"`admit via {o.ref.name}`: `{o.ref.name}` is not an engine; only an engine "
                                       "admits a pool (declare `engine NAME on DEVICE { … }`)")
         self.pools[pool]["admitted_by"] = ref["base"] + (int(val(ref["index"])) if ref["index"] is not None else 0)
+
+    def resolve_spill(self, pool: int, p: Node, o: Node) -> None:
+        """`spill Q via S (w) when (c);` (docs/language.md §11.8.1): Q a pool holding only cache
+        entries, S a fifo, ps or delay stage; w and c read per chunk in the eviction-key moment."""
+        c = Ctx("evict", "a `spill` clause", defs=self.defs, record=[])
+        tier = self.ref(o.tier, "pool", c)
+        if tier["index"] is not None:
+            raise self.err(o.tier.pos, f"the tier of `spill` must be a single pool, not the array `{o.tier.name}`")
+        q = tier["base"]
+        if q == pool:
+            raise self.err(o.tier.pos, f"pool `{p.name}` cannot spill to itself: name a lower tier (a pool that "
+                                       "only holds cache entries, e.g. host memory)")
+        if self.pools[q].get("share") == "content":
+            raise self.err(o.tier.pos, f"the tier `{o.tier.name}` is a `share content` pool: `spill` to it is not "
+                                       "supported yet (docs/content.md)")
+        if self.pools[q].get("admitted_by") is not None or self.pools[pool].get("admitted_by") is not None:
+            which = o.tier.name if self.pools[q].get("admitted_by") is not None else p.name
+            raise self.err(o.pos, f"pool `{which}` is admitted by an engine (it counts requests, not tokens, and "
+                                  "keeps no cache entries): `spill` needs token pools on devices or free-standing")
+        if self.pools[q]["block"] != self.pools[pool]["block"]:
+            raise self.err(o.tier.pos, f"the tier `{o.tier.name}` has block {self.pools[q]['block']}, pool "
+                                       f"`{p.name}` block {self.pools[pool]['block']}: a spilled chunk moves whole "
+                                       "blocks, so give both the same `block`")
+        link = self.ref(o.link, "stage", c)
+        if link["index"] is not None:
+            raise self.err(o.link.pos, f"the link of `spill` must be a single stage, not the array `{o.link.name}`")
+        if self.stage_kind(link) not in ("fifo", "ps", "delay"):
+            raise self.err(o.link.pos, f"the link of `spill` must be a `fifo`, `ps` or `delay` stage; "
+                                       f"`{o.link.name}` is an engine")
+        work = self.cx(o.work, c)
+        when = self.cx(o.when, c)
+        self.note_facing(c)
+        self.pools[pool]["spill"] = {"pool": q, "stage": link["base"], "work": work, "when": when,
+                                     "at": self.at(o.pos)}
+
+    def check_tiers(self) -> None:
+        """The tiers of `spill` form chains, not cycles, and a tier only holds cache entries: no
+        hold takes it; a hold takes at most one pool with `spill`, and not in an engine's
+        admission (the load-back wait before the body, docs/language.md §11.8.1)."""
+        for start, node, o in self.spills:
+            seen = [start]
+            q = self.pools[start].get("spill", {}).get("pool")
+            while q is not None:
+                if q in seen:
+                    raise self.err(o.pos, "the `spill` tiers form a cycle: " + " → ".join(
+                        self.pools[i]["name"] for i in seen + [q]) + "; a tier must be lower than its pool")
+                seen.append(q)
+                q = self.pools[q].get("spill", {}).get("pool")
+        tiers = {self.pools[i]["spill"]["pool"]: o for i, _, o in self.spills if "spill" in self.pools[i]}
+        links = {self.pools[i]["spill"]["stage"]: o for i, _, o in self.spills if "spill" in self.pools[i]}
+        for blk in self.blocks:
+            for st in blk:
+                for ref in st.get("stages") or []:   # a run over several stages (§11.14)
+                    for i in range(ref["base"], ref["base"] + ref.get("count", 1)):
+                        if i in links:
+                            raise self.err(links[i].pos, f"the link `{self.stages[i]['name']}` of `spill` is crossed "
+                                                         f"by a run over several stages (at {self.where(tuple(st['at']))}): "
+                                                         "copies on a shared stage are not supported yet")
+                if st["op"] not in ("hold", "grow", "load", "release"):
+                    continue
+                refs = [hp["pool"] for hp in st["pools"]] if st["op"] == "hold" else [st["pool"]]
+                spilling = []
+                for ref in refs:
+                    for i in range(ref["base"], ref["base"] + ref["count"]):
+                        if i in tiers:
+                            raise self.err(tuple(st["at"]), f"pool `{self.pools[i]['name']}` is the `spill` tier of "
+                                           f"another pool (at {self.where(tuple(tiers[i].pos))}); a tier holds only "
+                                           "cache entries, so no statement may hold it")
+                        if "spill" in self.pools[i]:
+                            spilling.append(i)
+                if st["op"] != "hold" or not spilling:
+                    continue
+                if len(spilling) > 1:
+                    raise self.err(tuple(st["at"]), "a hold of two pools with `spill` is not supported yet: "
+                                                    "their load-backs would need an order")
+                first = st["pools"][0]["pool"]
+                if any(self.pools[i].get("admitted_by") is not None
+                       for i in range(first["base"], first["base"] + first["count"])):
+                    raise self.err(tuple(st["at"]), f"pool `{self.pools[spilling[0]]['name']}` has `spill`, and "
+                                   "this hold is an engine's admission (`taking`): the load-back before the body is "
+                                   "not supported there yet; hold the pool outside the engine call")
 
     def owner_cap(self, p: Node, kind: str, owner: str, caps: dict):
         """The capacity a pool `on OWNER` takes: the owner's capacity of the pool's name (§6)."""

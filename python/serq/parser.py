@@ -39,7 +39,6 @@ lag eos
 # Reserved words the grammar does not use: constructs out of scope for now, with the message that
 # rejects them at their first token.
 UNSUPPORTED = {
-    "spill": "`spill` (offloading evicted cache to another tier) is not supported yet",
 }
 
 _GRAMMAR = pathlib.Path(__file__).with_name("grammar.lark")
@@ -691,6 +690,11 @@ class _ToAst(Transformer_NonRecursive):
 
     def p_admit_via(self, meta, ch):
         return Node("p_admit_via", self.p(meta), ref=ch[0])
+
+    def p_spill(self, meta, ch):
+        # `when` is parsed as a NAME (it is no reserved word); the linker checks the spelling
+        return Node("p_spill", self.p(meta), tier=ch[0], link=ch[1], work=ch[2], word=str(ch[3]),
+                    word_pos=self.tp(ch[3]), when=ch[4])
 
     def prefix_decl(self, meta, ch):
         return Node("prefix", self.p(meta), name=None, key=ch[0], length=ch[1], after=ch[2])

@@ -77,6 +77,7 @@ class Sim(SessionInterpreter):
         self.next_adm = 0
         self.next_rel = 0
         self.next_dead = -1
+        self.next_copy = 0   # spill copy jobs started (names them "spill.n", docs/language.md §11.8.1)
         self.measuring = self.warmup <= 0
         self.cx = Ctx(self)
         self.rec = None  # per-step records (lockstep)

@@ -22,10 +22,10 @@ from .expr import Env, evaluate, resolve_ref
 from .growth import grow
 from .lag import lag_engine
 from .pools import (add_units, caches_in, consume_own_prefix, drop_entry, end_lease, enqueue, held_reservations,
-                    lease_of, leave_queue, make_room, release_hold, release_pool_early, select_head, start_lease,
-                    units_int)
+                    lease_of, leave_queue, link_work, make_room, release_hold, release_pool_early, select_head,
+                    start_lease, units_int)
 from .program import CACHED, COMPUTED, FORCED, MORE, NEW, OUT, SERIAL, THINK, TURN_NO, static_expr, zero_attrs
-from .stages import add_resident, start_flow, start_job
+from .stages import add_resident, start_copies, start_flow, start_job
 
 STATEMENT_LIMIT = 1_000_000   # §11.9: a session that runs this many statements without blocking
 READY_LIMIT = 1000            # §11.9: a session made ready this many times in one instant
@@ -347,6 +347,7 @@ def admit(cfg: Config, s: Session, st: dict, ref: tuple, stream: tuple, pools: l
     hold = HoldState(stmt=tuple(ref), pools=[], alloc=[], position=[], advanced=[], admission=0,
                      depth=len(s.frames), stream=stream)
     largest: V.Amount = 0
+    load: Optional[tuple[int, V.Amount]] = None   # (pool, units) of a prefix loaded back from a tier
     for j, (p, u) in enumerate(zip(pools, units)):
         if plan is not None and plan[j] is not None:
             c, r = plan[j]
@@ -361,9 +362,11 @@ def admit(cfg: Config, s: Session, st: dict, ref: tuple, stream: tuple, pools: l
             consumed: V.Amount = r * b
             alloc: V.Amount = len(blocks) * b
         else:
-            consumed = consume_own_prefix(cfg, p, s, reuse) if has_cache and caches_in(cfg, p) else 0
+            consumed, loaded = consume_own_prefix(cfg, p, s, reuse) if has_cache and caches_in(cfg, p) else (0, 0)
+            if loaded > 0:
+                load = (p, loaded)
             alloc = V.roundup_block(u, prog.block[p])
-            make_room(cfg, p, alloc)
+            start_copies(cfg, make_room(cfg, p, alloc))
             cfg.pools[p].used += alloc
         largest = max(largest, consumed)
         cfg.pools[p].holders.append(s.serial)
@@ -382,6 +385,26 @@ def admit(cfg: Config, s: Session, st: dict, ref: tuple, stream: tuple, pools: l
     s.pending = None
     s.frames.append(Frame(st["body"], 0, "hold", tuple(ref), stream))
     s.status = READY
+    if load is not None:
+        load_back(cfg, s, *load)
+
+
+def load_back(cfg: Config, s: Session, p: int, loaded: V.Amount) -> None:
+    """The part of the admitted prefix that came from p's `spill` tiers is copied back over p's
+    link before the body starts (§11.8.1): the session's own job on the link, of p's `spill` work
+    read with `size` = the units loaded back, `last` = now, `age` = 0, `waiting` = 0. Zero work
+    takes no time."""
+    spill = cfg.program.pools[p]["spill"]
+    env = Env(cfg, s, at=spill.get("at"), what=f"pool {cfg.program.pools[p]['name']}: `spill`",
+              ctx={"size": Fraction(loaded), "last": cfg.now, "age": Fraction(0), "waiting": Fraction(0)})
+    w = link_work(cfg, p, env)
+    if w == 0:
+        return
+    job = Job(serial=s.tid, stage=spill["stage"], mode="plain", left=w, growing=None,
+              admission=s.adm_seq if s.adm_seq is not None else -1)
+    s.job = job
+    s.status = ("stage", spill["stage"])
+    start_job(cfg, job)
 
 
 def scope_end(cfg: Config, s: Session) -> None:
@@ -774,7 +797,7 @@ def retry_growers(cfg: Config, p: int) -> None:
         need = target - h.alloc[i]
         if st.used + need > prog.caps[p]:
             return
-        add_units(cfg, p, h, i, need)
+        start_copies(cfg, add_units(cfg, p, h, i, need))
         st.growers.pop(0)
         s.growth = None
         if s.job is not None:

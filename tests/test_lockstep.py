@@ -31,6 +31,7 @@ CASES = [
     ("multi-turn/routing.sq", {}, 8, 30, math.inf),
     ("multi-turn/agent_fork.sq", {}, 2, 12, math.inf),                    # fork/join, docs/language.md §11.13
     ("multi-turn/agent_fork.sq", {"parallel": "0", "Lambda": "1"}, 3, 12, math.inf),
+    ("multi-turn/agent_subagent.sq", {"Lambda": "1"}, 3, 6, math.inf),    # a sub-agent's own engine request
     ("multi-turn/vllm.sq", {}, 9, 3, math.inf),
     ("multi-turn/vllm.sq", {"blocks": "400", "Lambda": "3"}, 10, 8, math.inf),
     ("multi-turn/vllm.sq", {"blocks": "2500", "chunk_cap": "64", "Lambda": "3"}, 11, 5, math.inf),

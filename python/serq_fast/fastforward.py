@@ -72,8 +72,8 @@ def bulk(eng, t1: float, t_next: float, horizon: float, max_j: int) -> int:
             # its header reads nothing but attributes, this engine's budget_left and cachedin,
             # and its own cache entry in this pool is untouched (else: `advance.ff_resume`)
             if _pure_head(eng, head.stmt):
-                we = pool.entries.get(head.sess.serial)
-                watch = (head.sess.serial, we, we.size if we is not None else None)
+                we = pool.entries.get(head.sess.tid)
+                watch = (head.sess.tid, we, we.size if we is not None else None)
             else:
                 grow_ok = False
     # strictly before the next instant (with nothing pending, no bound: inf - inf would be NaN)

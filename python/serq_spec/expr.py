@@ -160,10 +160,10 @@ def observable(e: dict, env: Env) -> Value:
                 return ZERO
             if st.content is not None:   # the hit of this session's attempt, else 0 (docs/content.md §3)
                 att = cfg.attempt
-                if att is None or att[0] != env.session.serial:
+                if att is None or att[0] != env.session.tid:
                     return ZERO
                 return Fraction(att[1].get(p, 0))
-            return Fraction(sum(x.size for x in st.entries if x.owner == env.session.serial))
+            return Fraction(sum(x.size for x in st.entries if x.owner == env.session.tid))
         if f == "holders":
             return Fraction(len(st.holders))
         if f == "queued":

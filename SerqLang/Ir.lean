@@ -199,8 +199,9 @@ inductive Stmt where
   | load (pool : Ref) (units : Expr)
   | drop (pool : Ref)
   | release (pool : Ref)
-  /-- docs/language.md §11.13: a branch of the session running block `body` -/
-  | fork (body : Nat)
+  /-- docs/language.md §11.13: a branch of the session running block `body`; `own`: the block holds
+  a pool (a sub-agent, IR `"own"`), so the branch's attributes are a copy of the forking thread's -/
+  | fork (body : Nat) (own : Bool)
   | join
   deriving Inhabited
 
@@ -223,10 +224,14 @@ def Stmt.op : Stmt → String
   | .fork .. => "fork"
   | .join => "join"
 
-/-- sessions.py `BRANCH_OPS`: what a branch, and its parent between a fork and the join, may
-execute (docs/language.md §11.13). -/
+/-- sessions.py `BRANCH_OPS`: what a thread may execute between its `fork` and its `join;`
+(docs/language.md §11.13). -/
 def branchMay (st : Stmt) : Bool :=
   ["set", "observe", "branch", "while", "loop", "choose", "run", "fork", "join"].contains st.op
+
+/-- What a branch may execute (sessions.py `exec_stmt`): everything but `turn;` and `end;`. -/
+def branchBodyMay (st : Stmt) : Bool :=
+  !["turn", "end"].contains st.op
 
 /-- Source location `[FILE, LINE, COLUMN]` (file = index into `files`). -/
 structure Loc where
@@ -488,7 +493,7 @@ def stmtOf (j : Json) : Res Stmt := do
   | "load" => return .load (← field j "pool" refOf) (← field j "units" exprOf)
   | "drop" => return .drop (← field j "pool" refOf)
   | "release" => return .release (← field j "pool" refOf)
-  | "fork" => return .fork (← field j "body" nat)
+  | "fork" => return .fork (← field j "body" nat) ((← fieldOpt j "own" bool).getD false)
   | "join" => return .join
   | o => .error s!"unknown statement \"{o}\""
 

@@ -156,7 +156,16 @@ structure Job where
   pending : Bool := false
   /-- the job of branch k of its session (docs/language.md §11.13), on a stage that is no engine -/
   branch : Option Nat := none
+  /-- On a ps stage a flow crosses (docs/language.md §11.14): `left` is the work remaining at
+  `since`, served at `rate` since then; `stages` lists a flow's stages (none: one stage). -/
+  shared : Bool := false
+  rate : Rat := 0
+  since : Rat := 0
+  stages : Option (List Nat) := none
   deriving Inhabited
+
+/-- config.py `Job.stages_of`: the stages the job is present at. -/
+def Job.stagesOf (j : Job) : List Nat := j.stages.getD [j.stage]
 
 /-- The thread that runs the job. -/
 def Job.tid (j : Job) : Tid :=
@@ -241,19 +250,36 @@ structure Iteration where
   assign : List Assign
   deriving Inhabited
 
-/-- config.py `StageState`. `finish` and `tags` are association lists in insertion order (the
-order of Python's dicts). -/
+/-- The cycle half of config.py `EngineEstimates` (docs/spec.md "Online estimates"): an engine's
+iterations, each cycle running from one iteration's start to the next one's. -/
+structure EngineCycles where
+  /-- the start of the engine's latest iteration -/
+  started : Option Rat := none
+  /-- its duration (`execute`) -/
+  cost : Option Rat := none
+  /-- mean time from an iteration's start to the next one's -/
+  cycle : Option Rat := none
+  /-- mean duration of the iteration that opens a cycle -/
+  busy : Option Rat := none
+  deriving Inhabited
+
 /-- config.py `Estimates`: the online estimates of a stage the program reads them of
 (docs/spec.md "Online estimates"); `none` = no sample yet. `joined`: the join time of each fifo
-job still waiting (an insertion-ordered association list, as a Python dict). -/
+job still waiting (an insertion-ordered association list, as a Python dict).
+An engine's estimates (config.py `EngineEstimates`) are an `Estimates` whose `engine` is `some`:
+`last`, `gap` and `wait` are those of its admissions (the latest, the mean gap, the mean wait in
+the queue), `service` and `joined` stay empty, and `engine` holds its iteration cycles. -/
 structure Estimates where
   last : Option Rat := none
   gap : Option Rat := none
   service : Option Rat := none
   wait : Option Rat := none
   joined : List (Tid × Rat) := []
+  engine : Option EngineCycles := none
   deriving Inhabited
 
+/-- config.py `StageState`. `finish` and `tags` are association lists in insertion order (the
+order of Python's dicts). -/
 structure StageState where
   kind : String
   jobs : List Job := []
@@ -270,7 +296,7 @@ structure StageState where
   pending : List Nat := []
   /-- step, `lag 1`: the ends the next `ends` event applies -/
   due : List Nat := []
-  /-- fifo/ps/delay whose estimates the program reads (config.py `StageState.est`) -/
+  /-- a stage or engine whose estimates the program reads (config.py `StageState.est`) -/
   est : Option Estimates := none
   deriving Inhabited
 

@@ -203,6 +203,8 @@ inductive Stmt where
   a pool (a sub-agent, IR `"own"`), so the branch's attributes are a copy of the forking thread's -/
   | fork (body : Nat) (own : Bool)
   | join
+  /-- docs/language.md §11.14: one job over several ps stages at once (a flow) -/
+  | flow (stages : List Ref) (work : Expr)
   deriving Inhabited
 
 /-- The IR `op` of a statement (docs/ir.md "Statements"). -/
@@ -223,11 +225,12 @@ def Stmt.op : Stmt → String
   | .release .. => "release"
   | .fork .. => "fork"
   | .join => "join"
+  | .flow .. => "flow"
 
 /-- sessions.py `BRANCH_OPS`: what a thread may execute between its `fork` and its `join;`
 (docs/language.md §11.13). -/
 def branchMay (st : Stmt) : Bool :=
-  ["set", "observe", "branch", "while", "loop", "choose", "run", "fork", "join"].contains st.op
+  ["set", "observe", "branch", "while", "loop", "choose", "run", "fork", "join", "flow"].contains st.op
 
 /-- What a branch may execute (sessions.py `exec_stmt`): everything but `turn;` and `end;`. -/
 def branchBodyMay (st : Stmt) : Bool :=
@@ -300,7 +303,17 @@ structure Ir where
   gauges : List Named
   /-- docs/ir.md: present only when the program declares a claim -/
   claims : List ClaimDecl := []
+  /-- docs/ir.md `share` (docs/language.md §11.14): `maxmin` when absent -/
+  share : String := "maxmin"
   deriving Inhabited
+
+/-- program.py `shared_stages`: the ps stages some run over several stages can name (every member
+of every reference of a `flow`), in the order met. -/
+def Ir.sharedStages (ir : Ir) : List Nat :=
+  ir.blocks.foldl (fun acc b => b.foldl (fun acc l =>
+    match l.stmt with
+    | .flow refs _ => refs.foldl (fun acc r => acc ++ (List.range r.count).map (r.base + ·)) acc
+    | _ => acc) acc) []
 
 /-! ## Decoding -/
 
@@ -495,6 +508,7 @@ def stmtOf (j : Json) : Res Stmt := do
   | "release" => return .release (← field j "pool" refOf)
   | "fork" => return .fork (← field j "body" nat) ((← fieldOpt j "own" bool).getD false)
   | "join" => return .join
+  | "flow" => return .flow (← field j "stages" (list refOf)) (← field j "work" exprOf)
   | o => .error s!"unknown statement \"{o}\""
 
 def locOf (j : Json) : Res Loc := do
@@ -552,7 +566,8 @@ def ofJson (j : Json) : Res Ir := do
     blocks := ← field j "blocks" (list (list locatedOf))
     workload := ← field j "workload" workloadOf
     gauges := ← field j "gauges" (list (namedOf "expr"))
-    claims := (← fieldOpt j "claims" (list claimOf)).getD [] }
+    claims := (← fieldOpt j "claims" (list claimOf)).getD []
+    share := (← fieldOpt j "share" str).getD "maxmin" }
 
 /-- Decode an IR from its JSON text. -/
 def parse (text : String) : Res Ir := do

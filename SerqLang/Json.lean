@@ -85,7 +85,10 @@ def Job.toJson (j : Job) : CJ :=
         ("left", j.left.toJson), ("growing", CJ.opt CJ.nat j.growing),
         ("admission", .int j.admission), ("start_order", .nat j.startOrder)] ++
         -- present only on a pending resident (docs/async.md)
-        (if j.pending then [("pending", .bool true)] else []))
+        (if j.pending then [("pending", .bool true)] else []) ++
+        -- present only on a stage a flow crosses (docs/language.md §11.14)
+        (if j.shared then [("shared", .bool true), ("rate", ratJ j.rate), ("since", ratJ j.since),
+                           ("stages", CJ.opt CJ.nats j.stages)] else []))
 
 def Status.toJson : Status → CJ
   | .ready => .arr [.str "ready"]
@@ -157,9 +160,14 @@ def Assign.toJson (a : Assign) : CJ :=
 def Iteration.toJson (it : Iteration) : CJ :=
   .obj [("end", ratJ it.«end»), ("seq", .nat it.seq), ("assign", .arr (it.assign.map Assign.toJson))]
 
-/-- config.py `Estimates.to_json`. -/
+/-- config.py `Estimates.to_json`, and `EngineEstimates.to_json` for an engine's (its `fields`
+in order under the one key `engine`). -/
 def Estimates.toJson (e : Estimates) : CJ :=
-  .obj [("last", CJ.opt ratJ e.last), ("gap", CJ.opt ratJ e.gap), ("service", CJ.opt ratJ e.service),
+  match e.engine with
+  | some c => .obj [("engine", .arr [CJ.opt ratJ e.last, CJ.opt ratJ e.gap, CJ.opt ratJ e.wait,
+                                     CJ.opt ratJ c.started, CJ.opt ratJ c.cost, CJ.opt ratJ c.cycle,
+                                     CJ.opt ratJ c.busy])]
+  | none => .obj [("last", CJ.opt ratJ e.last), ("gap", CJ.opt ratJ e.gap), ("service", CJ.opt ratJ e.service),
         ("wait", CJ.opt ratJ e.wait), ("joined", .arr (e.joined.map fun (n, t) => CJ.arr [n.toJson, ratJ t]))]
 
 def StageState.toJson (s : StageState) : CJ :=
@@ -380,7 +388,11 @@ def job (j : Json) : Res Job := do
     growing := ← fieldOpt j "growing" nat
     admission := ← field j "admission" int
     startOrder := ← field j "start_order" nat
-    pending := (← fieldOpt j "pending" bool).getD false }
+    pending := (← fieldOpt j "pending" bool).getD false
+    shared := (← fieldOpt j "shared" bool).getD false
+    rate := (← fieldOpt j "rate" rat).getD 0
+    since := (← fieldOpt j "since" rat).getD 0
+    stages := ← fieldOpt j "stages" (list nat) }
 
 def status (j : Json) : Res Status := do
   let a ← arr j
@@ -530,7 +542,20 @@ def timed (j : Json) : Res (Tid × Rat) := do
   | [s, t] => return ((← tid s), (← rat t))
   | _ => throw "expected [serial, time]"
 
+/-- A rational or `null` (an estimate with no sample yet). -/
+def ratOpt (j : Json) : Res (Option Rat) :=
+  match j with
+  | Json.null => .ok none
+  | _ => (rat j).map some
+
+/-- config.py `_estimates`: an engine's under the key `engine` (config.py `EngineEstimates`),
+a stage's by field. -/
 def estimates (j : Json) : Res Estimates := do
+  match (← fieldOpt j "engine" (list ratOpt)) with
+  | some [last, gap, wait, started, cost, cycle, busy] =>
+    return { last, gap, wait, engine := some { started, cost, cycle, busy } }
+  | some _ => throw "an engine's estimates: expected 7 values"
+  | none => pure ()
   return {
     last := ← fieldOpt j "last" rat
     gap := ← fieldOpt j "gap" rat

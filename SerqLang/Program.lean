@@ -185,6 +185,19 @@ def checkStmt (ir : Ir) (contentBlocks : List (Option Nat)) (st : Located) : Res
         let sname := ((ir.stages[r.base]?).map (·.name)).getD ""
         throw (located ir s!"`growing` needs an engine (a step stage), not stage {sname}" loc)
     checkExpr ir w loc
+  | .flow refs w => do
+    -- docs/language.md §11.14: a flow crosses ps stages only
+    if ir.share != "maxmin" && ir.share != "bottleneck" then
+      throw (unsupported ir s!"share {ir.share}" loc)
+    for r in refs do
+      for k in List.range r.count do
+        let isPs := match (ir.stages[r.base + k]?).map (·.kind) with
+          | some (.ps _) => true
+          | _ => false
+        if !isPs then
+          let sname := ((ir.stages[r.base + k]?).map (·.name)).getD ""
+          throw (located ir s!"a run over several stages needs ps stages, not stage {sname}" loc)
+    checkExpr ir w loc
   | .grow _ u => checkExpr ir u loc
   | .load r u => do
     checkExpr ir u loc
@@ -317,8 +330,13 @@ def Config.new (prog : Program) : Config :=
             -- a content pool's block is whole (`contentPool`)
             Content.CState.init ((prog.block.getD p none).getD 0).num.toNat B) } : PoolState))
     stages := prog.ir.stages.map fun s =>
-      ({ kind := stageKindName s.kind, est := if s.estimates then some {} else none } : StageState)
+      ({ kind := stageKindName s.kind, est := if s.estimates then some (newEstimates s.kind) else none } : StageState)
     claims := prog.ir.claims.map fun _ => ({} : ClaimTally) }
+
+/-- config.py `new_estimates`: an engine's carry its iteration cycles. -/
+def newEstimates : StageKind → Estimates
+  | .step _ => { engine := some {} }
+  | _ => {}
 
 /-! ## Events (events.py) -/
 

@@ -602,6 +602,21 @@ def execRun (th : Tid) (sref : Ref) (mode : RunMode) (workE : Expr) (growing : O
   syncJob stg th
   return false
 
+/-- sessions.py `exec_flow`: `run a, b, … (w)` (docs/language.md §11.14): one job present at
+all the stages at once; zero work completes at once at every stage and yields. -/
+def execFlow (th : Tid) (refs : List Ref) (workE : Expr) (env : EnvM) (loc : Option Loc) : M Bool := do
+  let mut stages : List Nat := []
+  for r in refs do
+    let x ← resolveRef env r.base r.count r.index
+    stages := stages ++ [x]
+  let w ← evaluate env workE
+  let q ← match w with
+    | .fin q => pure q
+    | .negInf => specError s!"negative work {w.toWire}" loc
+    | _ => specError s!"work {w.toWire} is not finite" loc
+  if q < 0 then specError s!"negative work {w.toWire}" loc
+  startFlow th stages w
+
 /-! ## Branches: `fork` and `join` (docs/language.md §11.13) -/
 
 /-- sessions.py `exec_fork`: a new branch of the session, at the back of the ready queue; the
@@ -668,6 +683,7 @@ def execStmt (th : Tid) (st : Located) (ref : Nat × Nat) (stream : DrawStream) 
   | .end_ => endSession serial
   | .hold h => execHold serial h ref stream loc
   | .run r mode w g => return (← execRun th r mode w g env loc)
+  | .flow refs w => return (← execFlow th refs w env loc)
   | .grow r u =>
     let p ← resolveRef env r.base r.count r.index
     let d ← unitsInt (← evaluate env u) "grow amount" loc "negative growth {}"

@@ -521,3 +521,93 @@ def fork_programs(draw) -> Case:
                        body="\n".join(x for x in lines if x))
     arrival = draw(st.one_of(st.just(f"batch({sessions})"), arrival_processes(sessions)))
     return Case(text=text.replace("{arrival}", arrival), sessions=sessions, seed=draw(st.integers(0, 2 ** 16)))
+
+
+@st.composite
+def engine_estimator_programs(draw) -> Case:
+    """The online estimates of an engine (docs/language.md §4.4): a `vllm_programs` program (with
+    its preemptions and head requeues, whose new join Ŵ measures from) that reads `est_lambda`,
+    `est_rho`, `est_wait` and `price` of its engine in the server (observations and a branch), and
+    by draw in gauges, the admission guard and the queue key. Never in a time (a run's work, the
+    budget, `execute`): in the exact engine that feedback makes the times' digits grow
+    exponentially (docs/spec.md "Online estimates"). Drawn after the vLLM program's own draws."""
+    case = draw(vllm_programs(arrivals=draw(st.booleans())))
+    text = case.text
+    thr = draw(st.sampled_from(["1/3", "3/4", "2"]))
+    reads = (f"\n    observe lam = est_lambda(eng);\n    observe rho = est_rho(eng);"
+             f"\n    observe w = est_wait(eng);\n    observe p = price(eng, 1, 2);"
+             f"\n    branch (est_wait(eng) > {thr}) {{ run gate (1/4); }}")
+    text = text.replace("\n    eng (prompt, o);", "\n    eng (prompt, o);" + reads, 1)
+    if draw(st.booleans()):   # gauges: the whole program runs without the decode fast-forward
+        text = text.replace("  stage gate : delay;", "  stage gate : delay;\n  gauge g_rho = est_rho(eng);"
+                            "\n  gauge g_price = price(eng, 1/2, 1);", 1)
+    if draw(st.booleans()):
+        guard = draw(st.sampled_from(["est_rho(eng) < 0.9", "est_lambda(eng) < 3", "est_wait(eng) <= 1"]))
+        text = text.replace("while (running.preempted == 0)", f"while (running.preempted == 0 && {guard})", 1)
+    if "queue by (prompt)" in text and draw(st.booleans()):
+        text = text.replace("queue by (prompt)", "queue by (est_wait(eng) > 1 ? -prompt : prompt, price(eng, 1, prompt))", 1)
+    return Case(text=text, sessions=case.sessions, seed=case.seed)
+
+
+FLOWS = """\
+fn main() {{
+  stage link[3] : ps({cap});
+  stage solo : ps(1);
+  stage gate : delay;{share}
+  pool m {{ cap {mcap}; preempt {mpre}; }}
+  gauge g_work = work(link[1]);
+  workload {{
+    arrive {arrival};
+    session {{ turn; tool (~uniform(0, 2)); turn; }}
+  }}
+  server {{
+    run gate ({gap} * serial);
+    hold m (1) {{
+      tool (serial == 0 ? {late} : 0);
+      grow m (serial == 0 ? {g} : 0);
+      {first}
+    }}
+    {second}
+    observe q = queue(link[1]);
+    observe w = work(link[0]);
+  }}
+}}
+"""
+
+# the runs of a flow program: one stage, or a flow over two or three links (fixed or by serial)
+FLOW_RUNS = ["run link[{k}] ({w});", "run solo ({w});", "run link[0], link[1] ({w});",
+             "run link[1], link[2], link[0] ({w});", "run link[serial - 3 * floor(serial / 3)], solo ({w});",
+             "branch with (1/2) {{ run link[0], link[2] ({w}); }} else {{ run link[2] ({w}); }}"]
+FLOW_WORKS = ["~exp(1)", "1", "~uniform(0, 2)", "0", "1/2"]
+
+
+@st.composite
+def flow_runs(draw, n: int, fork: bool) -> str:
+    out = []
+    for _ in range(n):
+        form = draw(st.sampled_from(FLOW_RUNS))
+        out.append(form.format(k=draw(st.integers(0, 2)), w=draw(st.sampled_from(FLOW_WORKS))))
+    if fork and draw(st.booleans()):
+        return f"fork {{ {out[0]} }} {' '.join(out[1:])} join;"
+    return " ".join(out)
+
+
+@st.composite
+def flow_programs(draw) -> Case:
+    """Runs over several ps stages (docs/language.md §11.14) among one-stage runs on the same
+    stages, under `share maxmin`, `share bottleneck` or the default; capacities that read `present`;
+    a flow in a fork's branch; holders preempted inside a flow (serial 0 grows m late and the
+    victims go by `-serial`, so the grower fits alone); batch, open or closed arrivals. A separate
+    strategy, so the draws of the others stay as they were."""
+    sessions = draw(st.integers(1, 6))
+    g = draw(st.sampled_from([0, 1, 2]))
+    text = FLOWS.format(
+        cap=draw(st.sampled_from(["1", "2", "present > 1 ? 3/2 : 1", "1 + present / 4"])),
+        share=draw(st.sampled_from(["", "\n  share maxmin;", "\n  share bottleneck;"])),
+        mcap=1 + g + draw(st.sampled_from([0, 1, 3, 6])), mpre=draw(st.sampled_from(["none", "by (-serial)"])),
+        arrival="{arrival}", gap=draw(st.sampled_from(["0", "1/3", "1"])),
+        late=draw(st.sampled_from(["0", "1/2", "1"])), g=g,
+        first=draw(flow_runs(draw(st.integers(1, 2)), False)),
+        second=draw(flow_runs(draw(st.integers(1, 2)), True)))
+    arrival = draw(st.one_of(st.just(f"batch({sessions})"), arrival_processes(sessions)))
+    return Case(text=text.replace("{arrival}", arrival), sessions=sessions, seed=draw(st.integers(0, 2 ** 16)))

@@ -27,6 +27,9 @@ CASES = [
     ("single-turn/arguments.sq", {}, 5, 20, math.inf),
     ("single-turn/vllm_batch1.sq", {}, 6, 10, math.inf),
     ("single-turn/vllm_slo.sq", {}, 12, 6, math.inf),   # claims: their tallies in every line
+    # runs over two links (docs/language.md §11.14), alone and with downlink-only cross traffic
+    ("single-turn/flows.sq", {}, 14, 30, math.inf),
+    ("single-turn/flows.sq", {"cross": "1", "lambda": "1"}, 15, 30, math.inf),
     ("multi-turn/closed.sq", {}, 7, 12, 100.0),
     ("multi-turn/routing.sq", {}, 8, 30, math.inf),
     ("multi-turn/agent_fork.sq", {}, 2, 12, math.inf),                    # fork/join, docs/language.md §11.13

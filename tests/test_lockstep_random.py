@@ -2,7 +2,8 @@
 
 Default profile: 200 derandomised programs (+20 every step, +50 of `scope_programs`, +50 `share content`,
 +50 `lag 1`, +50 under poisson, renewal and closed arrivals, +20 with claims, +50 with fork/join, +50 on
-engine arrays). Long profile (documented in docs/fast.md):
+engine arrays, +50 with runs over several stages, +50 reading the online estimates of stages, +50 of engines).
+Long profile (documented in docs/fast.md):
 `SERQ_LOCKSTEP_PROFILE=long python -m pytest tests/test_lockstep_random.py` runs 10,000 programs
 (set SERQ_LOCKSTEP_EXAMPLES to choose another count).
 """
@@ -179,5 +180,31 @@ def test_random_estimator_programs_agree(case):
     """The online estimators (docs/language.md §4.4) on fifo, ps and delay stages, read in keys,
     a hold header, gauges and branches: the state line's `est` (docs/state.md)
     and everything they steer agree at every step."""
+    ir = compile_source(case.text, case.name, {})
+    lockstep(ir, case.seed, case.sessions, case.name)
+
+
+@settings(max_examples=ESTIMATE_EXAMPLES, deadline=None, derandomize=not LONG, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(strategies.engine_estimator_programs())
+def test_random_engine_estimator_programs_agree(case):
+    """The online estimates of an engine (docs/language.md §4.4) read in the server, gauges, the
+    admission guard and a queue key: the engine's `est` (docs/state.md) and everything it
+    steers agree at every step; the engine is never fast-forwarded (docs/fast.md)."""
+    ir = compile_source(case.text, case.name, {})
+    assert any(s["kind"] == "step" and s.get("estimates") for s in ir["stages"])
+    lockstep(ir, case.seed, case.sessions, case.name)
+
+
+FLOW_EXAMPLES = max(20, EXAMPLES // 4)
+
+
+@settings(max_examples=FLOW_EXAMPLES, deadline=None, derandomize=not LONG, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(strategies.flow_programs())
+def test_random_flow_programs_agree(case):
+    """Runs over several ps stages (docs/language.md §11.14) among one-stage runs, under `share
+    maxmin`, `share bottleneck` or the default, in a fork's branch, with holders preempted inside a
+    flow: the rates and remaining work of the state line (docs/state.md) agree at every step."""
     ir = compile_source(case.text, case.name, {})
     lockstep(ir, case.seed, case.sessions, case.name)

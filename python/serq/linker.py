@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any, Callable
 
-from . import exact
+from . import exact, kstep
 from .ast import Node, substitute, walk
 from .draws import ARITY
 from .errors import SerqError, location_text
@@ -30,8 +30,8 @@ CTX_VARS = {"now", "waited", "size", "last", "age", "waiting", "present", "posit
             "demand", "served", "arrived"}
 JOB_KEYS = {"decoding", "admission", "remaining"}
 FUNCS = {"min": 2, "max": 2, "abs": 1, "floor": 1, "ceil": 1, "sqrt": 1, "exp": 1, "ln": 1, "pow": 2}
-# the online estimators of a stage (docs/language.md §4.4): `price(s, s_hit, ds)` takes two more
-# arguments; all four read a fifo, ps or delay stage and mark it `"estimates": true` in the IR
+# the online estimators of a stage or engine (docs/language.md §4.4): `price(s, s_hit, ds)` takes
+# two more arguments; all four mark the stage they read `"estimates": true` in the IR
 ESTIMATORS = {"est_lambda": 1, "est_rho": 1, "est_wait": 1, "price": 3}
 STAGE_OBS = {"queue", "busy", "work", "budget_left"} | set(ESTIMATORS)
 POOL_OBS = {"used", "free", "cachedin", "holders", "queued"}
@@ -228,6 +228,7 @@ class Linker:
         self.devices: dict[str, dict] = {}           # a device array's members as `gpu[0]`, `gpu[1]`, …
         self.device_arrays: dict[str, int] = {}      # device array name -> its size
         self.admit_via: list[tuple] = []            # (pool index, `admit via E` node), resolved after `main`
+        self.k_memory: list[tuple] = []             # (engine name, `memory P` pool ref) of K step stages
         self.engine_arrays: dict[str, list] = {}     # engine array name -> its members' names, `E[0]` …
         self.engines: dict[str, EngineInfo] = {}
         self.blocks: list[Any] = []
@@ -235,6 +236,11 @@ class Linker:
         self.claims: list[dict] = []
         self.claim_pos: dict[str, tuple] = {}
         self.gauge_pos: dict[str, tuple] = {}
+        # docs/language.md §11.14: `share maxmin | bottleneck;` (its position) and whether a run
+        # crosses several stages; the IR names the policy only then (a program without flows
+        # compiles to the IR it had before)
+        self.share: tuple[str, tuple] | None = None
+        self.has_flow = False
         self.workload: dict | None = None
         self.workload_parts: dict[str, Any] = {}
         self.server_block: int | None = None
@@ -435,15 +441,18 @@ class Linker:
                             self.new_attr(p, ppos, write=True)
         handlers = {"device": self.device, "engine": self.engine, "pool": self.pool, "stage": self.stage,
                     "prefix": self.prefix, "workload": self.workload_decl, "server": self.server,
-                    "gauge": self.gauge, "claim": self.claim}
+                    "gauge": self.gauge, "claim": self.claim, "share": self.share_decl, "kstep": self.k_step_stage}
         for it in m.items:
             k = it.kind
             if k in ("use", "let", "def"):
                 self.collect(self.header, it, it.pos[0], True, name=getattr(it, "name", None) if k != "use" else None)
             else:
-                self.collect(handlers[k], it, name=getattr(it, "name", None) if k not in ("workload", "server", "prefix") else None)
+                self.collect(handlers[k], it, name=getattr(it, "name", None) if k not in ("workload", "server", "prefix", "share") else None)
         for pool, o in self.admit_via:
             self.collect(self.resolve_admit_via, pool, o)
+        for name, ref in self.k_memory:
+            if name not in self.failed:
+                self.collect(self.check_k_memory, name, ref)
         for eng in self.engines.values():
             if eng.name.split("[")[0] not in self.failed:
                 self.collect(self.engine_taking, eng, name=eng.name)
@@ -616,6 +625,41 @@ class Linker:
             # resolved at the end of `main`: in K the engine names this pool as its memory, so
             # it may be declared below it
             self.admit_via.append((base, admit_via))
+
+    def k_step_stage(self, k: Node) -> None:
+        """K's `stage E : step { … }` (§16): the S engine it spells, on a device of its own."""
+        engine, memory = kstep.engine_of(k, self.err, self.where)
+        self.devices[engine.device] = {"fns": {}, "caps": {}, "pos": k.pos}
+        self.engine(engine)
+        if memory is not None:
+            self.k_memory.append((k.name, memory))
+
+    def check_k_memory(self, name: str, ref: Node) -> None:
+        """K's `memory P;` (§16): P is a pool, and every run on the stage that grows a pool grows P
+        (the engine's memory is the pool its runs grow, as S infers it)."""
+        p = self.ref(ref, "pool", Ctx("const", "the pool of `memory`", defs=self.defs))
+        memory = p["base"] + (int(val(p["index"])) if p["index"] is not None else 0)
+        engine = self.engines[name].index
+        for block in self.blocks:
+            for st in block:
+                if st.get("op") != "run" or st.get("growing") in (None, memory):
+                    continue
+                s = st["stage"]
+                if s["base"] <= engine < s["base"] + s["count"]:
+                    raise self.err(tuple(st["at"]), f"this run grows `{self.pools[st['growing']]['name']}`, but step stage "
+                                                    f"`{name}`'s memory is `{ref.name}` (`memory` at {self.where(ref.pos)})")
+
+    def k_name_conflict(self, n: str, c: Ctx) -> str | None:
+        """What else `n`, one of K's bare engine values in a step stage's `cost`, names there."""
+        if n in c.params or n in c.locals or (c.engine is not None and n in c.engine.regs):
+            return "a parameter, `let` or register"
+        if n in self.consts:
+            return f"a constant (defined at {self.where(self.consts[n][1])})"
+        if n in self.pool_names or n in self.stage_names or n in self.devices or n in self.device_arrays:
+            return "a pool, stage or device"
+        if n in c.defs or n in c.devfns:
+            return "a definition"
+        return None
 
     def resolve_admit_via(self, pool: int, o: Node) -> None:
         """`admit via E;` (§16): E must be an engine; the pool is admitted by it."""
@@ -1334,6 +1378,44 @@ class Linker:
                 raise self.err(st.pos, f"`{st.kind};` is not allowed in the server block")
         self.server_block = self.block(s.body, SCtx("server", self.session_ctx()))
 
+    def share_decl(self, n: Node) -> None:
+        """`share maxmin;` or `share bottleneck;` (docs/language.md §11.14): at most one."""
+        if self.share is not None:
+            raise self.err(n.pos, f"`share {self.share[0]};` is already declared at {self.where(self.share[1])}; "
+                                  "a program divides the rates of its flows one way: keep one `share`")
+        self.share = (n.policy, n.pos)
+
+    def flow(self, s: Node, c: Ctx, at: list) -> dict:
+        """`run a, b, … (w);`: one job over several distinct ps stages (docs/language.md §11.14)."""
+        if s.mode is not None:
+            raise self.err(s.pos, f"`run … {s.mode}` is not allowed on a run over several stages: a flow is a "
+                                  "plain job on ps stages; write the stages' run without `prefill`/`decode`")
+        if s.growing is not None:
+            raise self.err(s.pos, "`run … growing` is not allowed on a run over several stages: a growing run "
+                                  "advances by the tokens an engine serves (docs/language.md §11.6)")
+        refs = []
+        fixed: dict[int, tuple] = {}   # stages named without a run-time index -> where first named
+        for node in s.refs:
+            ref = self.ref(node, "stage", c)
+            if ref.get("base") is None:   # pragma: no cover - `tool` names no declared stage here
+                raise self.err(node.pos, "a run over several stages needs declared ps stages")
+            for i in range(ref["base"], ref["base"] + ref["count"]):
+                kind = self.stages[i]["kind"]
+                if kind != "ps":
+                    what = "an engine" if kind == "step" else f"a {kind} stage"
+                    raise self.err(node.pos, f"`{self.stages[i]['name']}` is {what}; a run over several stages "
+                                             "needs ps stages (declare each `stage NAME : ps(φ);`)")
+            index = ref.get("index")
+            one = ref["base"] if ref["count"] == 1 else (ref["base"] + int(val(index)) if is_num(index) else None)
+            if one is not None:
+                if one in fixed:
+                    raise self.err(node.pos, f"stage `{self.stages[one]['name']}` is named twice in this run (first "
+                                             f"at {self.where(fixed[one])}); a flow crosses distinct stages")
+                fixed[one] = node.pos
+            refs.append(ref)
+        self.has_flow = True
+        return {"op": "flow", "stages": refs, "work": self.cx(s.work, c), "at": at}
+
     def gauge(self, g: Node) -> None:
         """`gauge NAME = e;`, read in the Gauge moment (§5)."""
         if g.name in self.gauge_pos:
@@ -1510,6 +1592,8 @@ class Linker:
             growing = self.pool_index(s.growing, c) if s.growing is not None else None
             return [{"op": "run", "stage": ref, "mode": s.mode, "work": self.cx(s.work, c), "growing": growing,
                      "at": at}]
+        if k == "flow":
+            return [self.flow(s, c, at)]
         if k == "tool":
             work = self.cx(s.work, c)
             if s.where is not None and s.where[0] == "on":
@@ -1761,6 +1845,14 @@ class Linker:
                 homes = [w for w, s in (("tokens cap", EV_TOKENS_CAP), ("the schedule", EV_SCHEDULE), ("execute", EV_EXECUTE)) if e.name in s]
                 raise self.err(e.pos, f"`{e.name}` cannot be read in {c.where} (readable in {', '.join(homes)})")
             return {"k": "eng", "name": e.name}
+        if k == "kengval":
+            # K's bare engine value in a step stage's `cost` (§16): the S value, unless the word also
+            # names something in scope there, which would be hidden
+            other = self.k_name_conflict(e.id, c)
+            if other is not None:
+                raise self.err(e.pos, f"`{e.id}` in a K step stage's `cost` is the engine value `{e.name}`, but it "
+                                      f"also names {other} here: rename that, or write `{e.name}` in an S engine")
+            return self.cx(Node("engval", e.pos, name=e.name), c)
         if k == "agg":
             return self.aggregate(e, c)
         if k == "indexed":
@@ -1913,11 +2005,9 @@ class Linker:
         raise self.err(e.pos, f"unknown function `{f}` (known: {', '.join(known)}, and earlier `def`s)", about=f)
 
     def estimator(self, e: Node, f: str, ref: dict, c: Ctx) -> dict:
-        """`est_lambda | est_rho | est_wait (s)`, `price(s, s_hit, ds)` (§4.4): the stages they read
-        keep their estimates (IR `"estimates": true`, every stage of an array read by index)."""
-        if self.stage_kind(ref) == "step":
-            raise self.err(e.args[0].pos, f"`{f}` reads a fifo, ps or delay stage; the online estimates of an "
-                                          "engine are not supported yet")
+        """`est_lambda | est_rho | est_wait (s)`, `price(s, s_hit, ds)` (§4.4): the stages and
+        engines they read keep their estimates (IR `"estimates": true`, every stage of an array
+        read by index)."""
         for b in range(ref["base"], ref["base"] + ref["count"]):
             self.stages[b]["estimates"] = True
         out = {"k": "obs", "f": f, "stage": ref}
@@ -1964,7 +2054,7 @@ class Linker:
             op = s["op"]
             if op == "end":
                 return True
-            if op == "run" and not (is_num(s["work"]) and val(s["work"]) == 0):
+            if op in ("run", "flow") and not (is_num(s["work"]) and val(s["work"]) == 0):
                 return True
             if op == "hold" and self.passes_time(s["body"], seen):
                 return True
@@ -2110,7 +2200,7 @@ class Linker:
                     raise self.err(pos, f"a run on engine `{self.stages[i]['name']}` is not allowed {where}: the "
                                         "thread that forked runs only on stages that are not engines until its "
                                         "`join;` (docs/language.md §11.13)")
-        elif op not in ("set", "observe", "choose", "join", "fork"):
+        elif op not in ("set", "observe", "choose", "join", "fork", "flow"):   # a flow crosses ps stages only
             what = "a `hold` or an engine call" if op == "hold" else f"`{op}`"
             raise self.err(pos, f"{what} is not allowed {where}: the thread that forked only computes, observes, "
                                 "runs on stages that are not engines and forks until its `join;`; put it inside a "
@@ -2150,4 +2240,6 @@ class Linker:
             "gauges": self.gauges,
             # only when there are claims: the IR of a program without claims is what it was before
             **({"claims": self.claims} if self.claims else {}),
+            # docs/ir.md `share`: only in a program with a flow or a `share` item
+            **({"share": self.share[0] if self.share else "maxmin"} if self.share or self.has_flow else {}),
         }

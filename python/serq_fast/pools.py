@@ -69,7 +69,7 @@ class Lease:
 
 class Hold:
     __slots__ = ("stmt", "sess", "depth", "pools", "parts", "request", "join_t", "join_seq",
-                 "admitted", "adm")
+                 "queued_t", "admitted", "adm")
 
     def __init__(self, stmt, sess, depth, pools):
         self.stmt = stmt
@@ -80,6 +80,9 @@ class Hold:
         self.request = None
         self.join_t = 0.0
         self.join_seq = 0
+        # the latest join, requeues included (serq_spec's QueueItem.joined): an engine's Ŵ reads
+        # it; join_t stays the first join, which the report's queue wait reads
+        self.queued_t = 0.0
         self.admitted = False
         self.adm = -1  # its admission number (a lagged end's pending resident takes it)
 
@@ -307,6 +310,7 @@ class Pool:
         s.status = QUEUED
         s.where = self
         s.pending = h
+        h.queued_t = self.sim.now
         if front:
             self.front.insert(0, h)
         else:

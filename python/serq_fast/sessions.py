@@ -25,6 +25,7 @@ from serq_fast.expr import NOWHERE, RunError, at_text, compile_expr, compile_ref
 from serq_fast.growth import detach, grow, retry_growers
 from serq_fast.lag import lag_end
 from serq_fast.sources import ListSource, LiveSource
+from serq_fast.stages import submit_flow
 
 
 class Session:
@@ -73,6 +74,8 @@ class Session:
         if self.status == QUEUED:
             return "queued:" + self.where.name
         if self.status == STAGE:
+            if self.job is not None and self.job.stages is not None:   # a flow: all its stages (§11.14)
+                return "stage:" + ",".join(st.name for st in self.job.stages)
             return "stage:" + self.where.name
         if self.status == GROWING:
             return "growing:" + self.where.name
@@ -115,6 +118,12 @@ class SessionInterpreter:
             return ("choose", st["slot"], c(st["count"]), [c(k) for k in st["keys"]], at)
         if op == "hold":
             return ("hold", P.HoldStmt(st, self), at)
+        if op == "flow":
+            for ref in st["stages"]:
+                for i in range(ref["base"], ref["base"] + ref.get("count", 1)):
+                    if not self.stages[i].shared:   # serq_spec.program's words
+                        raise RunError(f"a run over several stages needs ps stages, not stage {self.stages[i].name}", at)
+            return ("flow", [compile_ref(ref, self, "stage") for ref in st["stages"]], c(st["work"]), at)
         if op == "run":
             ref = st["stage"]
             if st.get("growing") is not None and any(
@@ -262,6 +271,8 @@ class SessionInterpreter:
         for st in self.ps_stages:
             if st.changed:
                 st.reschedule()
+        if self.sharing.changed:
+            self.sharing.reschedule()
         self.sample()
 
     def exec_session(self, s: Session) -> None:
@@ -380,6 +391,12 @@ class SessionInterpreter:
                     self.make_ready(s)
                     return
                 fr[1] = pc + 1
+                return
+            elif op == "flow":
+                self._exec_flow(s, st)
+                fr[1] = pc + 1
+                if s.status == READY:  # zero work: completes at once, yields
+                    self.make_ready(s)
                 return
             elif op == "hold":
                 st[1].execute(s)  # leaves pc on the hold until its scope ends
@@ -502,6 +519,20 @@ class SessionInterpreter:
                            f"at {at_text(st[-1])}")
         growing = st[4]
         stage.submit(s, w, mode, growing)
+
+    def _exec_flow(self, s: Session, st: tuple) -> None:
+        """`run a, b, … (w)` (docs/language.md §11.14), as serq_spec.sessions.exec_flow."""
+        cx = self.cx
+        stages = [self.stages[f(cx)] for f in st[1]]
+        w = st[2](cx)
+        if w < 0:
+            raise RunError(f"negative work {w} at {at_text(st[-1])}")
+        if w != w or math.isinf(w):
+            raise RunError(f"work {w} is not finite at {at_text(st[-1])}")
+        try:
+            submit_flow(self, s, stages, w)
+        except RunError as exc:
+            raise RunError(exc.message, st[-1]) from None
 
     # ---------------------------------------------------------------- branches (§11.13)
 

@@ -35,6 +35,7 @@ from serq_fast.lag import apply_ends
 from serq_fast.sessions import SessionInterpreter
 from serq_fast.sources import ListSource, LiveSource, no_draw
 from serq_fast.specialise import specialise
+from serq_fast.stages import Sharing
 from serq_fast.stats import Gauge, Sample, TimeAverage
 from serq_fast.trace import state_line
 
@@ -115,13 +116,15 @@ class Sim(SessionInterpreter):
         self.prefixes = Prefixes(ir.get("prefixes") or [])  # docs/content.md
         self.pools = [P.Pool(i, p, self) for i, p in enumerate(ir["pools"])]
         self.has_content = any(p.content for p in self.pools)  # skips the content paths otherwise
+        self.sharing = Sharing(ir, self)   # the stages flows cross (docs/language.md §11.14)
         self.stages = [E.make_stage(i, st, self) for i, st in enumerate(ir["stages"])]
+        self.sharing.link(self.stages)
         for pool in self.pools:
             pool.link(self)
         for st in self.stages:
             st.link(self)
         self.engines = [st for st in self.stages if st.kind == "step"]
-        self.ps_stages = [st for st in self.stages if st.kind == "ps"]  # rescheduled at settle
+        self.ps_stages = [st for st in self.stages if st.kind == "ps" and not st.shared]  # rescheduled at settle
         self.blocks = [None] * len(ir["blocks"])
         for i, blk in enumerate(ir["blocks"]):
             self.blocks[i] = [self._compile_stmt(x) for x in blk]

@@ -136,6 +136,16 @@ class Job:
     admission: int             # the owner's admission number when the job was created
     start_order: int = 0       # stage-local start counter (ps ties, delay order)
     pending: bool = False      # a pending resident of a `lag 1` engine (docs/async.md)
+    # On a ps stage a flow crosses (docs/language.md §11.14): `left` is the work remaining at time
+    # `since`, served at `rate` since then; `stages` lists a flow's stages (None: one stage).
+    shared: bool = False
+    rate: Value = Fraction(0)
+    since: Value = Fraction(0)
+    stages: Optional[list] = None
+
+    def stages_of(self) -> list:
+        """The stages the job is present at: a flow's stages, else its one stage."""
+        return self.stages if self.stages is not None else [self.stage]
 
     def to_json(self) -> dict:
         d: dict[str, Any] = {"serial": self.serial, "stage": self.stage, "mode": self.mode,
@@ -143,6 +153,8 @@ class Job:
              "growing": self.growing, "admission": self.admission, "start_order": self.start_order}
         if self.pending:
             d["pending"] = True
+        if self.shared:   # only on a stage a flow crosses: other programs serialise as before
+            d.update(shared=True, rate=wire(self.rate), since=wire(self.since), stages=self.stages)
         return d
 
 
@@ -379,6 +391,29 @@ class Estimates:
 
 
 @dataclass
+class EngineEstimates:
+    """The online estimates of an engine the program reads them of (docs/language.md §4.4, IR
+    `"estimates": true`), with the stages' rule (weight 1/100, the first sample whole): the gaps
+    between successive admissions and each admitted request's wait in the queue (from its latest
+    join, as `waited`), for λ̂ and Ŵ; and per cycle (an iteration's start to the next one's) the
+    cycle's length and the part of it the iteration ran, for ρ̂ = mean busy / mean cycle."""
+    last: Optional[Value] = None      # the time of the latest admission
+    gap: Optional[Value] = None       # mean gap between admissions
+    wait: Optional[Value] = None      # mean wait from joining the queue to admission
+    started: Optional[Value] = None   # the start of the latest iteration
+    cost: Optional[Value] = None      # its duration (`execute`)
+    cycle: Optional[Value] = None     # mean time from an iteration's start to the next one's
+    busy: Optional[Value] = None      # mean duration of the iteration that opens a cycle
+
+    def fields(self) -> tuple:
+        """The state line's `est` of an engine (docs/state.md STAGE), in this order."""
+        return (self.last, self.gap, self.wait, self.started, self.cost, self.cycle, self.busy)
+
+    def to_json(self) -> dict:
+        return {"engine": [None if x is None else wire(x) for x in self.fields()]}
+
+
+@dataclass
 class StageState:
     kind: str
     jobs: list = field(default_factory=list)      # step: residents (admission order); delay/ps/fifo: active
@@ -393,7 +428,15 @@ class StageState:
     next_start: int = 0
     pending: list = field(default_factory=list)   # step, lag 1: ends waiting for the next schedule
     due: list = field(default_factory=list)       # step, lag 1: ends the next `ends` event applies
-    est: Optional[Estimates] = None               # fifo/ps/delay whose estimates the program reads
+    est: Optional[Estimates | EngineEstimates] = None   # a stage or engine whose estimates are read
+
+    def stage_est(self) -> Optional[Estimates]:
+        """The estimates of a fifo, ps or delay stage whose estimates are read, else None."""
+        return self.est if isinstance(self.est, Estimates) else None
+
+    def engine_est(self) -> Optional[EngineEstimates]:
+        """The estimates of an engine whose estimates are read, else None."""
+        return self.est if isinstance(self.est, EngineEstimates) else None
 
     def to_json(self) -> dict:
         it = None
@@ -439,7 +482,7 @@ class Config:
         self.branches: dict[str, Session] = {}   # live branches by id, in the order they were forked (§11.13)
         self.ready: list[Tid] = []
         self.pools = [PoolState(content=program.new_content(p)) for p in range(len(program.pools))]
-        self.stages = [StageState(kind=st["kind"], est=Estimates() if st.get("estimates") else None)
+        self.stages = [StageState(kind=st["kind"], est=new_estimates(st))
                        for st in program.stages]
         self.counters = Counters()
         self.warm = False
@@ -487,11 +530,23 @@ def _tup(x: Optional[list]) -> Optional[tuple]:
 
 def _job(d: dict) -> Job:
     left = d["left"] if isinstance(d["left"], int) else _v(d["left"])
-    return Job(d["serial"], d["stage"], d["mode"], left, d["growing"], d["admission"], d["start_order"],
-               d.get("pending", False))
+    job = Job(d["serial"], d["stage"], d["mode"], left, d["growing"], d["admission"], d["start_order"],
+              d.get("pending", False))
+    if d.get("shared"):
+        job.shared, job.rate, job.since, job.stages = True, _v(d["rate"]), _v(d["since"]), d["stages"]
+    return job
 
 
-def _estimates(d: dict) -> Estimates:
+def new_estimates(st: dict) -> Optional[Estimates | EngineEstimates]:
+    """A stage's estimates when the program reads them (IR `"estimates": true`), else None."""
+    if not st.get("estimates"):
+        return None
+    return EngineEstimates() if st["kind"] == "step" else Estimates()
+
+
+def _estimates(d: dict) -> Estimates | EngineEstimates:
+    if "engine" in d:
+        return EngineEstimates(*(None if x is None else _v(x) for x in d["engine"]))
     def v(x: Optional[str]) -> Optional[Value]:
         return None if x is None else _v(x)
     return Estimates(v(d["last"]), v(d["gap"]), v(d["service"]), v(d["wait"]),
@@ -576,8 +631,11 @@ def from_json(program: Program, d: dict) -> Config:
                             "assign": [Assign(a[0], a[1], a[2], None if a[3] is None else amt_in(a[3]),
                                               len(a) > 4 and a[4]) for a in it["assign"]]}
         cfg.stages.append(st)
-    # a session's job is the very object its stage holds
+    # a session's job is the very object its stage holds (a flow's: one object at all its stages)
     for st in cfg.stages:
+        for k, j in enumerate(st.jobs):
+            if j.stages is not None and thread(cfg, j.serial).job is not None:
+                st.jobs[k] = thread(cfg, j.serial).job
         for j in st.jobs + st.waiting:
             thread(cfg, j.serial).job = j
     c = d["counters"]

@@ -85,6 +85,12 @@ class Program:
         self.content_blocks = [self.content_pool(i) for i in range(len(self.pools))]
         self.memory_of = {i: s.get("memory") for i, s in enumerate(self.stages) if s["kind"] == "step"}
         self.infer_memory()
+        # docs/language.md §11.14: the policy that divides rates, and the ps stages some run over
+        # several stages can name; these keep each job's remaining work (stages.py), the others
+        # their virtual clock
+        self.share: str = ir.get("share") or "maxmin"
+        self.shared_stages = frozenset(i for b in self.blocks for st in b for ref in st.get("stages") or []
+                                       for i in range(ref["base"], ref["base"] + ref.get("count", 1)))
         self.check_supported()
 
     def content_pool(self, i: int) -> Optional[int]:
@@ -212,8 +218,16 @@ class Program:
                 raise SpecError(f"`growing` needs an engine (a step stage), not stage "
                                 f"{self.stages[ref['base']]['name']}", at, self.files)
         if op not in ("set", "observe", "turn", "end", "branch", "while", "loop", "choose", "hold",
-                      "run", "grow", "load", "drop", "release", "fork", "join"):
+                      "run", "grow", "load", "drop", "release", "fork", "join", "flow"):
             raise self.unsupported(f"statement {op}", at)
+        if op == "flow":
+            if self.share not in ("maxmin", "bottleneck"):
+                raise self.unsupported(f"share {self.share}", at)
+            for ref in st["stages"]:
+                for i in range(ref["base"], ref["base"] + ref.get("count", 1)):
+                    if self.stages[i]["kind"] != "ps":
+                        raise SpecError(f"a run over several stages needs ps stages, not stage "
+                                        f"{self.stages[i]['name']}", at, self.files)
         if op == "hold" and st.get("lease") is not None:
             lease = st["lease"]
             ref = lease["pool"]

@@ -25,7 +25,7 @@ from .pools import (add_units, caches_in, consume_own_prefix, drop_entry, end_le
                     lease_of, leave_queue, make_room, release_hold, release_pool_early, select_head, start_lease,
                     units_int)
 from .program import CACHED, COMPUTED, FORCED, MORE, NEW, OUT, SERIAL, THINK, TURN_NO, static_expr, zero_attrs
-from .stages import add_resident, start_job
+from .stages import add_resident, start_flow, start_job
 
 STATEMENT_LIMIT = 1_000_000   # §11.9: a session that runs this many statements without blocking
 READY_LIMIT = 1000            # §11.9: a session made ready this many times in one instant
@@ -565,6 +565,8 @@ def exec_stmt(cfg: Config, s: Session, st: dict, ref: tuple, stream: tuple) -> O
         exec_hold(cfg, s, st, ref, stream)
     elif op == "run":
         return exec_run(cfg, s, st, env)
+    elif op == "flow":
+        return exec_flow(cfg, s, st, env)
     elif op == "grow":
         p = resolve_ref(env, st["pool"])
         d = units_int(evaluate(st["units"], env), "grow amount", cfg, at, "negative growth {}")
@@ -600,7 +602,7 @@ def exec_stmt(cfg: Config, s: Session, st: dict, ref: tuple, stream: tuple) -> O
 
 # What a thread may execute between a `fork` and its `join;` (docs/language.md §11.13); a branch
 # itself may execute everything but `turn;` and `end;`.
-BRANCH_OPS = frozenset({"set", "observe", "branch", "while", "loop", "choose", "run", "fork", "join"})
+BRANCH_OPS = frozenset({"set", "observe", "branch", "while", "loop", "choose", "run", "fork", "join", "flow"})
 
 
 def exec_choose(cfg: Config, s: Session, st: dict, env: Env) -> None:
@@ -684,6 +686,24 @@ def exec_run(cfg: Config, s: Session, st: dict, env: Env) -> Optional[str]:
     else:
         start_job(cfg, job)
     return None
+
+
+def exec_flow(cfg: Config, s: Session, st: dict, env: Env) -> Optional[str]:
+    """`run a, b, … (w)` (§11.14): one job present at all the stages at once; zero work completes
+    at once at every stage and yields, as `run` does."""
+    prog = cfg.program
+    at = st.get("at")
+    stages = [resolve_ref(env, ref) for ref in st["stages"]]
+    w = evaluate(st["work"], env)
+    if w < 0:
+        raise SpecError(f"negative work {number_text(w)}", at, prog.files)
+    if V.is_inf(w):
+        raise SpecError(f"work {number_text(w)} is not finite", at, prog.files)
+    try:
+        done = start_flow(cfg, s, stages, w)
+    except SpecError as exc:
+        raise SpecError(exc.message, at, prog.files) from None
+    return "yield" if done else None
 
 
 # -- settle --------------------------------------------------------------------------------------

@@ -44,6 +44,11 @@ def bulk(eng, t1: float, t_next: float, horizon: float, max_j: int) -> int:
     it = eng.iter
     if it.ev0 != sim.events - 1:
         return 0  # another event was handled while the template was in flight
+    if it.seq != sim.seq - 1:
+        # another event was scheduled after the template's end (a ps stage rescheduled in the
+        # settle that started it): the skipped ends' sequence numbers would not follow the
+        # template's, which the fast-forward's arithmetic assumes
+        return 0
     for other in sim.engines:
         if other is not eng and other.iter is None and other.has_work():
             return 0

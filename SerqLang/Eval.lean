@@ -352,7 +352,12 @@ partial def observable (env : EnvM) (f : String) (onPool : Bool) (base count : N
             else return Value.zero
           | none => return Value.zero
         else
-          return .fin (sumRat ((st.entries.filter (·.owner == (serial : Int))).map (·.size)))
+          -- the session's prefix on p and, contiguous with it, the rest on p's `spill` tiers
+          -- (docs/language.md §11.8.1)
+          let mut total : Rat := 0
+          for q in p :: (← getProg).tiersBelow p do
+            total := total + sumRat (((← pool q).entries.filter (·.owner == (serial : Int))).map (·.size))
+          return .fin total
     else if f == "holders" then return Value.ofNat st.holders.length
     else if f == "queued" then return Value.ofNat st.queue.length
     else specError s!"observable {f}() is not supported" env.loc

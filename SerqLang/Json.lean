@@ -33,6 +33,7 @@ def DrawStream.toJson : DrawStream → CJ
 def Tid.toJson : Tid → CJ
   | .session n => .nat n
   | .branch n k => .str s!"{n}.{k}"
+  | .copy n => .str s!"spill.{n}"
 
 def EventArg.toJson : EventArg → CJ
   | .none => .null
@@ -143,6 +144,8 @@ def PoolState.toJson (p : PoolState) (leases : List Lease := []) : CJ :=
         ("growers", CJ.nats p.growers), ("admissions", .nat p.admissions),
         ("preemptions", .nat p.preemptions), ("rejected", .nat p.rejected),
         ("stuck", .nat p.stuck), ("evicted_units", CJ.amt p.evictedUnits)] ++
+        -- only once a chunk spilled (config.py): a program without `spill` serialises as before
+        (if p.spills > 0 then [("spills", .nat p.spills)] else []) ++
         (match p.content with
          | some cs => [("content", cs.toJson)]
          | none => []) ++
@@ -190,7 +193,9 @@ def StageState.toJson (s : StageState) : CJ :=
 def Counters.toJson (c : Counters) : CJ :=
   .obj [("next_seq", .nat c.nextSeq), ("next_adm", .nat c.nextAdm), ("next_rel", .nat c.nextRel),
         ("next_dead", .nat c.nextDead), ("next_serial", .nat c.nextSerial),
-        ("machine", .nat c.machine)]
+        ("machine", .nat c.machine)] ++
+        -- only once a copy started (config.py)
+        (if c.nextCopy > 0 then [("next_copy", .nat c.nextCopy)] else [])
 
 /-- config.py `Config.to_json`'s claims row: the four counts, then the first times (or null). -/
 def ClaimTally.toJson (t : ClaimTally) : CJ :=
@@ -270,6 +275,7 @@ def tid (j : Json) : Res Tid :=
     | [a, b] =>
       match a.toNat?, b.toNat? with
       | some n, some k => .ok (.branch n k)
+      | _, some n => if a == "spill" then .ok (.copy n) else .error s!"expected a thread \"s.k\", got {t}"
       | _, _ => .error s!"expected a thread \"s.k\", got {t}"
     | _ => .error s!"expected a thread \"s.k\", got {t}"
   | _ => (nat j).map Tid.session
@@ -278,6 +284,7 @@ def tid (j : Json) : Res Tid :=
 def branchNo : Tid → Option Nat
   | .branch _ k => some k
   | .session _ => none
+  | .copy _ => none
 
 def eventArg (j : Json) : Res EventArg := do
   match j with
@@ -382,6 +389,9 @@ def job (j : Json) : Res Job := do
   return {
     serial := t.owner
     branch := branchNo t
+    copy := match t with
+      | .copy n => some n
+      | _ => none
     stage := ← field j "stage" nat
     mode := ← field j "mode" str
     left := ← field j "left" work
@@ -509,7 +519,8 @@ def pool (i : Nat) (j : Json) : Res (PoolState × List Lease) := do
     rejected := ← field j "rejected" nat
     stuck := ← field j "stuck" nat
     evictedUnits := ← field j "evicted_units" amt
-    content := ← fieldOpt j "content" contentState }
+    content := ← fieldOpt j "content" contentState
+    spills := (← fieldOpt j "spills" nat).getD 0 }
   return (st, leases)
 
 /-- The pools of a configuration, pool `i` first. -/
@@ -587,7 +598,8 @@ def counters (j : Json) : Res Counters := do
     nextRel := ← field j "next_rel" nat
     nextDead := ← field j "next_dead" nat
     nextSerial := ← field j "next_serial" nat
-    machine := ← field j "machine" nat }
+    machine := ← field j "machine" nat
+    nextCopy := (← fieldOpt j "next_copy" nat).getD 0 }
 
 /-- A claims row of config.py `Config.to_json`: four counts, two times or null. -/
 def claimTally (j : Json) : Res ClaimTally := do

@@ -474,8 +474,9 @@ def test_library_with_main_is_refused(tmp_path):
 
 
 UNSUPPORTED = {
-    "transfer": server("@@transfer kv from kv to kv (1);"),
-    "spill": edit("pool live { cap 20; }", "pool live { cap 20; @@spill kv via cpu (1) when (1); }"),
+    # `spill` is supported (tests/test_spill.py), but not on a `share content` pool
+    "spill on a content pool": edit("pool live { cap 20; }",
+                                    "pool live { cap 20; block 4; @@spill kv via cpu (1) when (1); share content; }"),
     "queue declarations": edit(SERVER, SERVER + "\n  @@queue P : prefill { }"),
     ".pull": server("P.@@pull(1);"),
     "K iteration block": edit("stage cpu : fifo(1);", "stage cpu : step { budget 1; @@iteration { } }"),

@@ -228,6 +228,7 @@ class Linker:
         self.devices: dict[str, dict] = {}           # a device array's members as `gpu[0]`, `gpu[1]`, …
         self.device_arrays: dict[str, int] = {}      # device array name -> its size
         self.admit_via: list[tuple] = []            # (pool index, `admit via E` node), resolved after `main`
+        self.spills: list[tuple] = []               # (pool index, pool node, `spill` node), resolved after `main`
         self.k_memory: list[tuple] = []             # (engine name, `memory P` pool ref) of K step stages
         self.engine_arrays: dict[str, list] = {}     # engine array name -> its members' names, `E[0]` …
         self.engines: dict[str, EngineInfo] = {}
@@ -248,6 +249,7 @@ class Linker:
         self.hidden_params: dict[int, tuple] = {}  # request parameter slot -> (hidden attr, pos) passed to it
         self.copies: list[tuple] = []            # (slot, slots its `set` reads, pos): live state passes through
         self.eos_holds: list[tuple] = []         # (hold IR, pos) of every `eos (…)`: checked in finish
+        self.transfers: list[tuple] = []         # (from ref, pos, to ref, pos) of every `transfer`: checked in finish
         self.header_reads: list[tuple] = []      # (slot, pos) read in hold headers / taking
         self.facing_reads: list[tuple] = []      # (slot, pos, where) read by scheduler-facing exprs
         self.loops: list[tuple] = []             # (kind, block index, pos)
@@ -450,6 +452,10 @@ class Linker:
                 self.collect(handlers[k], it, name=getattr(it, "name", None) if k not in ("workload", "server", "prefix", "share") else None)
         for pool, o in self.admit_via:
             self.collect(self.resolve_admit_via, pool, o)
+        for pool, node, o in self.spills:
+            self.collect(self.resolve_spill, pool, node, o, name=node.name)
+        if self.spills and not self.errors:
+            self.collect(self.check_tiers)
         for name, ref in self.k_memory:
             if name not in self.failed:
                 self.collect(self.check_k_memory, name, ref)
@@ -558,7 +564,7 @@ class Linker:
         for o in p.opts:
             key = {"p_cap": "cap", "p_block": "block", "p_evict": "evict", "p_preempt": "preempt",
                    "p_queue": "queue", "p_reserve_held": "reserve held", "p_share": "share",
-                   "p_admit_via": "admit via"}[o.kind]
+                   "p_admit_via": "admit via", "p_spill": "spill"}[o.kind]
             if key in seen:
                 raise self.err(o.pos, f"pool option `{key}` given twice (first at {self.where(seen[key])})")
             seen[key] = o.pos
@@ -606,6 +612,17 @@ class Linker:
                     raise self.err(o.pos, f"pool `{p.name}` on engine `{p.owner}` is admitted by it already; "
                                           "drop `admit via`")
                 admit_via = o
+            elif o.kind == "p_spill":
+                if o.word != "when":
+                    raise self.err(o.word_pos, f"expected `when` after `spill {o.tier.name} via {o.link.name} (…)`, "
+                                               f"found `{o.word}`: write `spill TIER via LINK (work) when (condition);`")
+                if p.dim is not None:
+                    raise self.err(o.pos, f"`spill` on the pool array `{p.name}` is not supported yet: declare "
+                                          "one pool per tier")
+        if "spill" in seen and opts["share"] == "content":
+            raise self.err(seen["spill"], f"`spill` on the `share content` pool `{p.name}` is not supported yet: "
+                                          "its cache is physical blocks shared by content, not per-session "
+                                          "entries that a tier could hold (docs/content.md)")
         if cap is None:
             raise self.err(p.pos, f"pool `{p.name}` has no capacity: write `cap …;` or declare it `on` a device or engine")
         owned = owned or [(cap, None)] * (count or 1)
@@ -621,6 +638,9 @@ class Linker:
                                "reserve_held": opts["reserve_held"], "admitted_by": admitted_by,
                                "share": opts["share"]})
         self.pool_names[p.name] = (base, len(owned), p.pos, p.dim is not None)
+        if "spill" in seen:
+            # resolved at the end of `main`: the tier, the link and the holds are known then
+            self.spills.append((base, p, next(o for o in p.opts if o.kind == "p_spill")))
         if admit_via is not None:
             # resolved at the end of `main`: in K the engine names this pool as its memory, so
             # it may be declared below it
@@ -668,6 +688,87 @@ class Linker:
             raise self.err(o.ref.pos, f"`admit via {o.ref.name}`: `{o.ref.name}` is not an engine; only an engine "
                                       "admits a pool (declare `engine NAME on DEVICE { … }`)")
         self.pools[pool]["admitted_by"] = ref["base"] + (int(val(ref["index"])) if ref["index"] is not None else 0)
+
+    def resolve_spill(self, pool: int, p: Node, o: Node) -> None:
+        """`spill Q via S (w) when (c);` (docs/language.md §11.8.1): Q a pool holding only cache
+        entries, S a fifo, ps or delay stage; w and c read per chunk in the eviction-key moment."""
+        c = Ctx("evict", "a `spill` clause", defs=self.defs, record=[])
+        tier = self.ref(o.tier, "pool", c)
+        if tier["index"] is not None:
+            raise self.err(o.tier.pos, f"the tier of `spill` must be a single pool, not the array `{o.tier.name}`")
+        q = tier["base"]
+        if q == pool:
+            raise self.err(o.tier.pos, f"pool `{p.name}` cannot spill to itself: name a lower tier (a pool that "
+                                       "only holds cache entries, e.g. host memory)")
+        if self.pools[q].get("share") == "content":
+            raise self.err(o.tier.pos, f"the tier `{o.tier.name}` is a `share content` pool: `spill` to it is not "
+                                       "supported yet (docs/content.md)")
+        if self.pools[q].get("admitted_by") is not None or self.pools[pool].get("admitted_by") is not None:
+            which = o.tier.name if self.pools[q].get("admitted_by") is not None else p.name
+            raise self.err(o.pos, f"pool `{which}` is admitted by an engine (it counts requests, not tokens, and "
+                                  "keeps no cache entries): `spill` needs token pools on devices or free-standing")
+        if self.pools[q]["block"] != self.pools[pool]["block"]:
+            raise self.err(o.tier.pos, f"the tier `{o.tier.name}` has block {self.pools[q]['block']}, pool "
+                                       f"`{p.name}` block {self.pools[pool]['block']}: a spilled chunk moves whole "
+                                       "blocks, so give both the same `block`")
+        link = self.ref(o.link, "stage", c)
+        if link["index"] is not None:
+            raise self.err(o.link.pos, f"the link of `spill` must be a single stage, not the array `{o.link.name}`")
+        if self.stage_kind(link) not in ("fifo", "ps", "delay"):
+            raise self.err(o.link.pos, f"the link of `spill` must be a `fifo`, `ps` or `delay` stage; "
+                                       f"`{o.link.name}` is an engine")
+        work = self.cx(o.work, c)
+        when = self.cx(o.when, c)
+        self.note_facing(c)
+        self.pools[pool]["spill"] = {"pool": q, "stage": link["base"], "work": work, "when": when,
+                                     "at": self.at(o.pos)}
+
+    def check_tiers(self) -> None:
+        """The tiers of `spill` form chains, not cycles, and a tier only holds cache entries: no
+        hold takes it; a hold takes at most one pool with `spill`, and not in an engine's
+        admission (the load-back wait before the body, docs/language.md §11.8.1)."""
+        for start, node, o in self.spills:
+            seen = [start]
+            q = self.pools[start].get("spill", {}).get("pool")
+            while q is not None:
+                if q in seen:
+                    raise self.err(o.pos, "the `spill` tiers form a cycle: " + " → ".join(
+                        self.pools[i]["name"] for i in seen + [q]) + "; a tier must be lower than its pool")
+                seen.append(q)
+                q = self.pools[q].get("spill", {}).get("pool")
+        tiers = {self.pools[i]["spill"]["pool"]: o for i, _, o in self.spills if "spill" in self.pools[i]}
+        links = {self.pools[i]["spill"]["stage"]: o for i, _, o in self.spills if "spill" in self.pools[i]}
+        for blk in self.blocks:
+            for st in blk:
+                for ref in st.get("stages") or []:   # a run over several stages (§11.14)
+                    for i in range(ref["base"], ref["base"] + ref.get("count", 1)):
+                        if i in links:
+                            raise self.err(links[i].pos, f"the link `{self.stages[i]['name']}` of `spill` is crossed "
+                                                         f"by a run over several stages (at {self.where(tuple(st['at']))}): "
+                                                         "copies on a shared stage are not supported yet")
+                if st["op"] not in ("hold", "grow", "load", "release"):
+                    continue
+                refs = [hp["pool"] for hp in st["pools"]] if st["op"] == "hold" else [st["pool"]]
+                spilling = []
+                for ref in refs:
+                    for i in range(ref["base"], ref["base"] + ref["count"]):
+                        if i in tiers:
+                            raise self.err(tuple(st["at"]), f"pool `{self.pools[i]['name']}` is the `spill` tier of "
+                                           f"another pool (at {self.where(tuple(tiers[i].pos))}); a tier holds only "
+                                           "cache entries, so no statement may hold it")
+                        if "spill" in self.pools[i]:
+                            spilling.append(i)
+                if st["op"] != "hold" or not spilling:
+                    continue
+                if len(spilling) > 1:
+                    raise self.err(tuple(st["at"]), "a hold of two pools with `spill` is not supported yet: "
+                                                    "their load-backs would need an order")
+                first = st["pools"][0]["pool"]
+                if any(self.pools[i].get("admitted_by") is not None
+                       for i in range(first["base"], first["base"] + first["count"])):
+                    raise self.err(tuple(st["at"]), f"pool `{self.pools[spilling[0]]['name']}` has `spill`, and "
+                                   "this hold is an engine's admission (`taking`): the load-back before the body is "
+                                   "not supported there yet; hold the pool outside the engine call")
 
     def owner_cap(self, p: Node, kind: str, owner: str, caps: dict):
         """The capacity a pool `on OWNER` takes: the owner's capacity of the pool's name (§6)."""
@@ -1592,6 +1693,8 @@ class Linker:
             growing = self.pool_index(s.growing, c) if s.growing is not None else None
             return [{"op": "run", "stage": ref, "mode": s.mode, "work": self.cx(s.work, c), "growing": growing,
                      "at": at}]
+        if k == "transfer":
+            return self.transfer(s, c, at)
         if k == "flow":
             return [self.flow(s, c, at)]
         if k == "tool":
@@ -1612,6 +1715,70 @@ class Linker:
         if k in ("req_run", "req_cache", "req_lease", "at_admission"):  # pragma: no cover - grammar keeps them in request blocks
             raise self.err(s.pos, "only inside an engine's request block")
         raise self.err(s.pos, f"unexpected statement `{k}`")  # pragma: no cover
+
+    def transfer(self, s: Node, c: Ctx, at: list) -> list[dict]:
+        """`transfer S (w) from P to Q (n);` (docs/language.md §11.15): two IR statements, the copy
+        (`transfer`: the holds of P and Q checked, a job of w on S) and its landing (`transfer_end`:
+        Q's position + n, then P released), which the copy's job separates as it separates a `run`
+        from the statement after it. S is a link (fifo, ps or delay), or several ps links at once
+        (`transfer a, b (w) …`: the copy is a flow, §11.14); P and Q two pools."""
+        if len(s.stages) > 1:
+            # over several links at once (the sender's and the receiver's NIC): a flow's stages, with
+            # a flow's checks (distinct ps stages, docs/language.md §11.14)
+            flow = self.flow(Node("flow", s.pos, refs=s.stages, mode=None, work=s.work, growing=None), c, at)
+            link: dict = {"stages": flow["stages"]}
+        else:
+            stage = self.ref(s.stages[0], "stage", c)
+            for i in range(stage["base"], stage["base"] + stage["count"]):
+                if self.stages[i]["kind"] == "step":
+                    raise self.err(s.stages[0].pos, f"`transfer` copies over a link (a fifo, ps or delay stage); "
+                                                    f"`{self.stages[i]['name'].split('[')[0]}` is an engine")
+            link = {"stage": stage}
+        src = self.ref(s.src, "pool", c)
+        dst = self.ref(s.dst, "pool", c)
+        if self.pools[dst["base"]].get("share") == "content":
+            name = self.pools[dst["base"]]["name"].split("[")[0]
+            raise self.err(s.dst.pos, f"`transfer … to {name}`: pool `{name}` is `share content`; its position is "
+                                      "the tokens its growing runs schedule, not loaded")
+        if self.same_pool(src, dst):
+            member = src["base"] + (int(val(src["index"])) if src["index"] is not None else 0)
+            name = self.pools[member]["name"]
+            raise self.err(s.dst.pos, f"`transfer` from pool `{name}` to itself: name two pools (the KV's pool "
+                                      "now and the pool it moves to)")
+        work = self.cx(s.work, c)
+        units = self.cx(s.units, c)
+        self.transfers.append((src, s.src.pos, dst, s.dst.pos))
+        return [{"op": "transfer", **link, "work": work, "from": src, "to": dst, "at": at},
+                {"op": "transfer_end", "from": src, "to": dst, "units": units, "at": at}]
+
+    @staticmethod
+    def same_pool(a: dict, b: dict) -> bool:
+        """Two pool references that name one pool whatever their indices read."""
+        if a["base"] != b["base"]:
+            return False
+        if a["index"] is None:
+            return True
+        return is_num(a["index"]) and is_num(b["index"]) and val(a["index"]) == val(b["index"])
+
+    def check_transfers(self) -> None:
+        """A transfer names pools the session can hold (docs/language.md §11.15): each of P and Q
+        (any member of an array) is taken by some hold of the program, a `hold` statement or an
+        engine call's (its `taking` pools). Whether the session holds them when the transfer runs
+        is a run-time check."""
+        held: set[int] = set()
+        for blk in self.blocks:
+            for st in blk or []:
+                if st["op"] == "hold":
+                    for hp in st["pools"]:
+                        r = hp["pool"]
+                        held.update(range(r["base"], r["base"] + r["count"]))
+        for src, spos, dst, dpos in self.transfers:
+            for ref, pos, role in ((src, spos, "from"), (dst, dpos, "to")):
+                if not held & set(range(ref["base"], ref["base"] + ref["count"])):
+                    name = self.pools[ref["base"]]["name"].split("[")[0]
+                    raise self.err(pos, f"`transfer … {role} {name}`: no hold of this program takes pool `{name}`, so "
+                                        "no session can hold it here; take it in a `hold` (with `lease` to keep it "
+                                        "past the scope) before the transfer")
 
     def call_stmt(self, s: Node, sc: SCtx) -> list[dict]:
         """`NAME (…);`: a statement definition expanded in place, or an engine call."""
@@ -2054,7 +2221,7 @@ class Linker:
             op = s["op"]
             if op == "end":
                 return True
-            if op in ("run", "flow") and not (is_num(s["work"]) and val(s["work"]) == 0):
+            if op in ("run", "flow", "transfer") and not (is_num(s["work"]) and val(s["work"]) == 0):
                 return True
             if op == "hold" and self.passes_time(s["body"], seen):
                 return True
@@ -2139,6 +2306,7 @@ class Linker:
             for r in self.tool_refs:
                 r["base"] = tool_index
                 del r["_tool"]
+        self.check_transfers()
         self.check_forks()
 
     # ------------------------------------------------------------------ fork and join (§11.13)

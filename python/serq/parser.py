@@ -39,8 +39,6 @@ lag eos
 # Reserved words the grammar does not use: constructs out of scope for now, with the message that
 # rejects them at their first token.
 UNSUPPORTED = {
-    "transfer": "`transfer` (moving KV between pools, P/D disaggregation) is not supported yet",
-    "spill": "`spill` (offloading evicted cache to another tier) is not supported yet",
 }
 
 _GRAMMAR = pathlib.Path(__file__).with_name("grammar.lark")
@@ -48,7 +46,7 @@ _GRAMMAR = pathlib.Path(__file__).with_name("grammar.lark")
 _EXPR_START = {"NUMBER", "NAME", "LPAR", "MINUS", "BANG", "TILDE", "MIN", "MAX", "SUM", "QUEUE", "TOOL",
                "RUNNING", "WAITING", "BATCH", "ADMISSION"}
 _STMT_START = {"TURN", "END", "SET", "OBSERVE", "BRANCH", "IF", "WHILE", "LOOP", "CHOOSE", "HOLD",
-               "GROW", "DROP", "RELEASE", "LOAD", "RUN", "TOOL", "FORK", "JOIN"}
+               "GROW", "DROP", "RELEASE", "LOAD", "RUN", "TOOL", "FORK", "JOIN", "TRANSFER"}
 _ITEM_START = {"DEVICE", "ENGINE", "POOL", "STAGE", "WORKLOAD", "SERVER", "GAUGE", "CLAIM"}
 MAX_DEPTH = 200   # brackets: ( [ { open at once
 MAX_NESTING = 5_000   # syntax-tree depth: operands of a chain, `else if`s, unary operators
@@ -693,6 +691,11 @@ class _ToAst(Transformer_NonRecursive):
     def p_admit_via(self, meta, ch):
         return Node("p_admit_via", self.p(meta), ref=ch[0])
 
+    def p_spill(self, meta, ch):
+        # `when` is parsed as a NAME (it is no reserved word); the linker checks the spelling
+        return Node("p_spill", self.p(meta), tier=ch[0], link=ch[1], work=ch[2], word=str(ch[3]),
+                    word_pos=self.tp(ch[3]), when=ch[4])
+
     def prefix_decl(self, meta, ch):
         return Node("prefix", self.p(meta), name=None, key=ch[0], length=ch[1], after=ch[2])
 
@@ -873,6 +876,10 @@ class _ToAst(Transformer_NonRecursive):
 
     def run_stmt(self, meta, ch):
         return Node("run", self.p(meta), ref=ch[0], mode=ch[1] or "plain", work=ch[2], growing=ch[3])
+
+    def transfer_stmt(self, meta, ch):
+        # ch: the link's stage references, then the work, the two pools and the amount
+        return Node("transfer", self.p(meta), stages=list(ch[:-4]), work=ch[-4], src=ch[-3], dst=ch[-2], units=ch[-1])
 
     def flow_stmt(self, meta, ch):
         # ch: the stage references, then the mode, the work and `growing` (None where absent)

@@ -715,6 +715,8 @@ def _fast_forward_eligible(st: dict, sim, idx: int) -> bool:
             return False
     if st.get("registers"):
         return False
+    if any(p.get("spill") is not None for p in sim.ir["pools"]):
+        return False   # a spilled chunk's copy is a job on its link, an event inside the forwarded span
     if _reads([st["budget"], st["cost"], st.get("lets", []), sched], bad):
         return False
     # the heads the engine would try to admit: their header must not change with time alone

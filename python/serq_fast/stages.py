@@ -66,6 +66,17 @@ class Job:
         raise RunError(f"unknown per-request key {name}")
 
 
+class Copier:
+    """The owner of a spilled chunk's copy job (docs/language.md §11.8.1): no session; named
+    "spill.n", the n-th copy of the run, as serq_spec names it."""
+    __slots__ = ("tid",)
+    adm_seq = -1
+    copy = True
+
+    def __init__(self, n: int):
+        self.tid = f"spill.{n}"
+
+
 def _request_hold(s):
     for h in reversed(s.holds):
         if h.request is not None:
@@ -136,6 +147,15 @@ class Stage:
             self.est.estimate_start(self.sim.now, w)
         self._accept(job)
 
+    def submit_copy(self, w: float) -> None:
+        """A copy job of positive work w, owned by no session, joins the stage."""
+        sim = self.sim
+        job = self._new_job(Copier(sim.next_copy), w, "plain")
+        sim.next_copy += 1
+        if self.est is not None:
+            self.est.estimate_start(sim.now, w)
+        self._accept(job)
+
     def _zero(self, job):
         """A zero-work run completes at once (§11.5): no event, the session stays ready."""
         sim = self.sim
@@ -156,10 +176,12 @@ class Stage:
     def complete(self, job):
         sim = self.sim
         s = job.sess
-        s.job = None
         self._stats(job)
         if sim.rec is not None:
             sim.rec["finished"].append([self.name, s.tid])
+        if s.copy:
+            return   # a spill copy: nobody waits for it
+        s.job = None
         sim.make_ready(s)
 
     def observe(self, f, cx):

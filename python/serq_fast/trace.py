@@ -73,6 +73,7 @@ def _pool(p, content: bool = True) -> dict:
         "entries": [[e.owner, _int(e.size), e.last, e.rel] for e in entries],
         "preemptions": p.preemptions,
         **({"rejected": p.rejected} if p.rejected else {}),
+        **({"spills": p.spills} if p.spill is not None else {}),
         **({"leases": [[serial, _int(x.part.alloc), x.ends_at] for serial, x in p.leases.items()]}
            if p.leases else {}),
         **(_content(p) if p.content and content else {}),

@@ -36,6 +36,15 @@ JOINING = ("joining",)
 # name threads.
 Tid = Union[int, str]
 
+# A spilled chunk's copy over its link is a job of no session (docs/language.md §11.8.1), named
+# "spill.n" (the n-th copy of the run): no thread resumes when it finishes.
+COPY_PREFIX = "spill."
+
+
+def is_copy(tid: Tid) -> bool:
+    """Is `tid` the name of a spill copy job rather than of a thread?"""
+    return isinstance(tid, str) and tid.startswith(COPY_PREFIX)
+
 
 @dataclass
 class Event:
@@ -319,6 +328,7 @@ class PoolState:
     evicted_units: Amount = 0
     content: Optional[ContentState] = None   # a `share content` pool's blocks (docs/content.md)
     leases: list = field(default_factory=list)   # Lease, in the order they began
+    spills: int = 0                          # chunks this pool's evictions moved to its `spill` tier
 
     def cached(self) -> Amount:
         if self.content is not None:   # b × identified blocks that nobody references
@@ -336,6 +346,8 @@ class PoolState:
             d["content"] = self.content.to_json()
         if self.leases:   # only while a lease is held: a program without leases serialises as before
             d["leases"] = [x.to_json() for x in self.leases]
+        if self.spills:   # only once a chunk spilled: a program without `spill` serialises as before
+            d["spills"] = self.spills
         return d
 
 
@@ -465,10 +477,13 @@ class Counters:
     next_dead: int = 1         # dead entries get owner −next_dead
     next_serial: int = 0       # sessions spawned
     machine: int = 0           # machine-stream draws consumed
+    next_copy: int = 0         # spill copy jobs started (names them, docs/language.md §11.8.1)
 
     def to_json(self) -> dict:
         return {"next_seq": self.next_seq, "next_adm": self.next_adm, "next_rel": self.next_rel,
-                "next_dead": self.next_dead, "next_serial": self.next_serial, "machine": self.machine}
+                "next_dead": self.next_dead, "next_serial": self.next_serial, "machine": self.machine,
+                # only once a copy started: a program without `spill` serialises as before
+                **({"next_copy": self.next_copy} if self.next_copy else {})}
 
 
 class Config:
@@ -605,7 +620,7 @@ def from_json(program: Program, d: dict) -> Config:
     for p in d["pools"]:
         ps = PoolState(used=amt_in(p["used"]), holders=list(p["holders"]), growers=list(p["growers"]),
                        admissions=p["admissions"], preemptions=p["preemptions"], rejected=p["rejected"],
-                       stuck=p["stuck"], evicted_units=amt_in(p["evicted_units"]))
+                       stuck=p["stuck"], evicted_units=amt_in(p["evicted_units"]), spills=p.get("spills", 0))
         ps.entries = [Entry(o, amt_in(size), _v(last), rel) for o, size, last, rel in p["entries"]]
         ps.queue = [QueueItem(serial, _v(joined), head) for serial, joined, head in p["queue"]]
         ps.leases = [Lease(serial, _hold(h), None if until is None else _v(until))
@@ -637,9 +652,11 @@ def from_json(program: Program, d: dict) -> Config:
             if j.stages is not None and thread(cfg, j.serial).job is not None:
                 st.jobs[k] = thread(cfg, j.serial).job
         for j in st.jobs + st.waiting:
-            thread(cfg, j.serial).job = j
+            if not is_copy(j.serial):
+                thread(cfg, j.serial).job = j
     c = d["counters"]
-    cfg.counters = Counters(c["next_seq"], c["next_adm"], c["next_rel"], c["next_dead"], c["next_serial"], c["machine"])
+    cfg.counters = Counters(c["next_seq"], c["next_adm"], c["next_rel"], c["next_dead"], c["next_serial"], c["machine"],
+                            c.get("next_copy", 0))
     cfg.warm = d["warm"]
     for t, row in zip(cfg.claims, d.get("claims", [])):
         t.iterations, t.checked, t.held, t.violated = row[:4]

@@ -51,6 +51,8 @@ def pool_json(cfg: Config, p: int) -> dict:
            "preemptions": st.preemptions}
     if st.rejected:   # present once the pool has rejected a hold (docs/state.md POOL)
         out["rejected"] = st.rejected
+    if cfg.program.pools[p].get("spill") is not None:   # a pool with `spill` (docs/state.md POOL)
+        out["spills"] = st.spills
     if st.leases:     # present while a lease is held (docs/state.md POOL)
         out["leases"] = [[x.serial, amt(x.part.alloc[0]), None if x.ends_at is None else wire(x.ends_at)]
                          for x in st.leases]

@@ -777,7 +777,8 @@ class Pool:
             if e.size <= EPS:
                 del self.entries[e.owner]
                 self.evicted_entries += 1
-            if self.spill is not None and e.owner is not None and e.owner >= 0:
+            # a live entry spills (a session's or a branch's, §11.13); a dead one (negative) does not
+            if self.spill is not None and e.owner is not None and (isinstance(e.owner, str) or e.owner >= 0):
                 self._spill_chunk(e, take)
 
     def _spill_chunk(self, e: Entry, take: float) -> None:

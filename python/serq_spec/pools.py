@@ -70,6 +70,11 @@ def leave_queue(cfg: Config, p: int, serial: Tid) -> None:
 
 # -- eviction ----------------------------------------------------------------------------------
 
+def is_dead(owner: Tid) -> bool:
+    """Is this the owner of a dead entry (nobody's: a negative number)? A branch's name is not."""
+    return isinstance(owner, int) and owner < 0
+
+
 def entry_owner(cfg: Config, owner: Tid) -> Optional[Session]:
     """The thread an entry belongs to: a session (ended ones included), a live branch; None for a
     dead entry (a negative owner) or the entry of a branch that has finished (docs/language.md
@@ -126,7 +131,7 @@ def make_room(cfg: Config, p: int, need: V.Amount) -> list[Copy]:
             st.entries.remove(e)
         st.evicted_units += take
         cfg.records["evicted"].append([e.owner, cfg.program.pools[p]["name"], take])
-        if cfg.program.pools[p].get("spill") is not None and e.owner >= 0:
+        if cfg.program.pools[p].get("spill") is not None and not is_dead(e.owner):
             copies += spill_chunk(cfg, p, e.owner, take, e.last)
     return copies
 
@@ -141,7 +146,7 @@ def link_work(cfg: Config, p: int, env: Env) -> Value:
     return w
 
 
-def spill_chunk(cfg: Config, p: int, owner: int, take: V.Amount, last: Value) -> list[Copy]:
+def spill_chunk(cfg: Config, p: int, owner: Tid, take: V.Amount, last: Value) -> list[Copy]:
     """A chunk of `take` units just evicted from the tail of `owner`'s entry on p (§11.8.1): when
     the `when` condition holds and the chunk fits the tier Q at all, Q makes room by its own
     policy (its chunks may spill further), the chunk joins the front of owner's entry on Q (which
@@ -182,7 +187,7 @@ def add_units(cfg: Config, p: int, hold: HoldState, i: int, need: V.Amount) -> l
     return copies
 
 
-def insert_entry(cfg: Config, p: int, owner: int, size: V.Amount) -> None:
+def insert_entry(cfg: Config, p: int, owner: Tid, size: V.Amount) -> None:
     """Replace `owner`'s entry with a fresh one (last = now, next release order). Its entries on
     p's `spill` tiers continued the old prefix, not this one: they go (§11.8.1)."""
     drop_entry(cfg, p, owner)
@@ -190,7 +195,7 @@ def insert_entry(cfg: Config, p: int, owner: int, size: V.Amount) -> None:
     cfg.counters.next_rel += 1
 
 
-def drop_entry(cfg: Config, p: int, owner: int) -> None:
+def drop_entry(cfg: Config, p: int, owner: Tid) -> None:
     """`drop P;` removes this session's own entry now (§11.3), and the rest of it on P's tiers."""
     for q in [p] + cfg.program.tiers_below(p):
         st = cfg.pools[q]
@@ -218,7 +223,7 @@ def consume_own_prefix(cfg: Config, p: int, session: Session, reuse_limit: Optio
     return V.amount(consumed + loaded), loaded
 
 
-def consume_entry(cfg: Config, p: int, owner: int, limit: Optional[V.Amount]) -> V.Amount:
+def consume_entry(cfg: Config, p: int, owner: Tid, limit: Optional[V.Amount]) -> V.Amount:
     """Remove `owner`'s entry from p; keep at most `limit` of it (None: all), the rest becomes a
     dead entry with the entry's age. Returns what was kept."""
     st = cfg.pools[p]

@@ -20,7 +20,7 @@ from serq.claimreport import ClaimTally
 from serq.wire import Value, canonical_json, value_from_wire
 
 from .errors import SpecError
-from .values import Amount, amount_from_wire as amt_in, amount_wire as amt, wire
+from .values import INF as V_INF, Amount, amount_from_wire as amt_in, amount_wire as amt, wire
 
 if TYPE_CHECKING:   # the one import above this layer: a type only (docs/architecture.md)
     from .program import Program
@@ -136,6 +136,7 @@ class Job:
     admission: int             # the owner's admission number when the job was created
     start_order: int = 0       # stage-local start counter (ps ties, delay order)
     pending: bool = False      # a pending resident of a `lag 1` engine (docs/async.md)
+    drafts: int = 0            # a speculative decode's k (docs/language.md §7.3); 0: one token a step
 
     def to_json(self) -> dict:
         d: dict[str, Any] = {"serial": self.serial, "stage": self.stage, "mode": self.mode,
@@ -143,6 +144,8 @@ class Job:
              "growing": self.growing, "admission": self.admission, "start_order": self.start_order}
         if self.pending:
             d["pending"] = True
+        if self.drafts:
+            d["drafts"] = self.drafts
         return d
 
 
@@ -172,6 +175,7 @@ class Session:
     parent: Optional[Tid] = None                    # a branch: the thread that forked it
     live_branches: int = 0                          # branches this thread forked that have not finished
     forks: int = 0                                  # the session: branches forked so far (numbers them)
+    accept: Optional[list] = None                   # the turn's acceptance counts by output (§7.3)
 
     @property
     def tid(self) -> Tid:
@@ -183,6 +187,8 @@ class Session:
         extra: dict[str, Any] = {k: v for k, v in (("live_branches", self.live_branches), ("forks", self.forks)) if v}
         if self.branch is not None:
             extra.update(branch=self.branch, parent=self.parent)
+        if self.accept is not None:
+            extra["accept"] = list(self.accept)
         return {**extra, "serial": self.serial, "attrs": [wire(a) for a in self.attrs],
                 "frames": [f.to_json() for f in self.frames], "status": list(self.status),
                 "holds": [h.to_json() for h in self.holds],
@@ -354,6 +360,9 @@ class IterCtx:
         self.admitted = 0
         self.stopped = False      # the budget is spent, or a grower preempted itself
         self.no_admit = False     # a granule rounded a prefill to 0
+        self.slots = 0            # drafting slots each served request costs (docs/language.md §7.3)
+        self.lookahead = 0        # units every growth reserves past its chunk (§7.3)
+        self.limit: Value = V_INF  # positions a chunk leaves below it, room for the sampled token (§7.3)
 
 
 @dataclass
@@ -485,7 +494,7 @@ def _tup(x: Optional[list]) -> Optional[tuple]:
 def _job(d: dict) -> Job:
     left = d["left"] if isinstance(d["left"], int) else _v(d["left"])
     return Job(d["serial"], d["stage"], d["mode"], left, d["growing"], d["admission"], d["start_order"],
-               d.get("pending", False))
+               d.get("pending", False), d.get("drafts", 0))
 
 
 def _estimates(d: dict) -> Estimates:
@@ -526,6 +535,7 @@ def _session(d: dict) -> Session:
     s.growth = None if d["growth"] is None else [d["growth"][0], amt_in(d["growth"][1])]
     s.branch, s.parent = d.get("branch"), d.get("parent")
     s.live_branches, s.forks = d.get("live_branches", 0), d.get("forks", 0)
+    s.accept = d.get("accept")
     return s
 
 

@@ -139,8 +139,15 @@ def serve(cfg: Config, ictx: IterCtx, job: Job, only: Optional[dict], cap: Value
         if not V.nz(evaluate(only, env)):
             return
     decoding = job.mode == "decode"
-    want = min(1, job.left) if decoding else (job.left if V.is_inf(cap) else min(job.left, cap))
-    tokens = want if V.is_inf(ictx.left) else min(want, ictx.left)
+    want = wanted(job, cap)
+    if job.drafts and job.growing is not None and not V.is_inf(ictx.limit):
+        # a step's positions stay below the limit, room for the token it samples (§7.3)
+        gh = hold_on(s, job.growing)
+        want = min(want, ictx.limit - 1 - gh.position[gh.pools.index(job.growing)])
+    if ictx.slots and not V.is_inf(ictx.left) and ictx.left <= ictx.slots:
+        ictx.stopped = True   # no budget left beyond the drafting slots: the iteration is full
+        return
+    tokens = want if V.is_inf(ictx.left) else min(want, ictx.left - ictx.slots)
     if not decoding and ictx.granule and tokens < job.left:
         tokens = (tokens // ictx.granule) * ictx.granule
         if tokens == 0:
@@ -153,7 +160,9 @@ def serve(cfg: Config, ictx: IterCtx, job: Job, only: Optional[dict], cap: Value
             return   # a stalled resident gets no tokens until its growth succeeds
         h = hold_on(s, job.growing)
         i = h.pools.index(job.growing)
-        need = h.position[i] + tokens - h.alloc[i]
+        # the lookahead units past the chunk, never past the limit (§7.3)
+        reach = h.position[i] + tokens + ictx.lookahead
+        need = (reach if V.is_inf(ictx.limit) else min(reach, max(ictx.limit, h.position[i] + tokens))) - h.alloc[i]
         if need > 0 and not grow(cfg, s, job.growing, need, ictx):
             if s.status[0] == "queued" or (job.pending and s.job is not job):
                 ictx.stopped = True   # a grower that preempts itself ends the running loop
@@ -163,13 +172,40 @@ def serve(cfg: Config, ictx: IterCtx, job: Job, only: Optional[dict], cap: Value
         h.advanced[i] = True
         if cfg.pools[job.growing].content is not None and identifies(job):
             # the blocks these tokens fill are identified as they are scheduled (vLLM's
-            # cache_blocks(request, num_computed + num_new) at every step; docs/content.md §3)
-            identify(cfg, job.growing, h.content_of(i), h.blocks_of(i), h.position[i])
+            # cache_blocks(request, num_computed + num_new) at every step; docs/content.md §3);
+            # a speculative step's drafts are not verified yet: only its first token counts (§7.3)
+            upto = pos_before + 1 if job.drafts and decoding else h.position[i]
+            identify(cfg, job.growing, h.content_of(i), h.blocks_of(i), upto)
     ictx.assign.append(Assign(job.serial, job.mode, tokens, pos_before, job.pending))
     if not V.is_inf(ictx.left):
-        ictx.left -= tokens
-        if ictx.left <= 0:
+        ictx.left -= tokens + ictx.slots
+        if ictx.left <= ictx.slots:
             ictx.stopped = True
+
+
+def wanted(job: Job, cap: Value) -> Value:
+    """What a resident asks of one iteration: a decode one token (1 + k with k drafts, §7.3, cut by
+    the per-run cap like a chunk), a prefill its work left up to the per-run cap."""
+    if job.mode == "decode":
+        if job.drafts and job.left > 0:
+            return 1 + job.drafts if V.is_inf(cap) else min(1 + job.drafts, cap)
+        return min(1, job.left)
+    return job.left if V.is_inf(cap) else min(job.left, cap)
+
+
+def verified(cfg: Config, job: Job, a: Assign) -> int:
+    """After a speculative step (§7.3): the drafts accepted of the a.tokens − 1 verified, the
+    turn's acceptance count at the job's output number (its count minus the outputs left), capped
+    by the drafts scheduled; the rejected ones give their positions back."""
+    drafts = a.tokens - 1
+    s = thread(cfg, job.serial)
+    counts = s.accept or []
+    k = len(counts) - job.left
+    accepted = min(counts[k], drafts) if 0 <= k < len(counts) else 0
+    if drafts > accepted and job.growing is not None:
+        h = hold_on(s, job.growing)
+        h.position[h.pools.index(job.growing)] -= drafts - accepted
+    return min(1 + accepted, job.left)
 
 
 def admit_waiting(cfg: Config, ictx: IterCtx, stmt: dict) -> None:
@@ -177,7 +213,7 @@ def admit_waiting(cfg: Config, ictx: IterCtx, stmt: dict) -> None:
     cap = ictx.each.get(id(stmt), V.INF)
     only = stmt.get("only")
     while not ictx.stopped:
-        if ictx.left <= 0 or ictx.preempted > 0 or ictx.no_admit:
+        if ictx.left <= ictx.slots or ictx.preempted > 0 or ictx.no_admit:
             return
         if stmt.get("while") is not None:
             c = evaluate(stmt["while"], Env(cfg, engine=ictx.engine, ictx=ictx, at=stmt.get("at")))
@@ -258,7 +294,8 @@ def iteration_end(cfg: Config, e: int) -> None:
     # a pending resident's EOS token is discarded: its end was applied before this IterEnd
     assign = [a for a in it["assign"] if not a.pending]
     for a in assign:
-        byserial[a.serial].left -= a.tokens
+        job = byserial[a.serial]
+        job.left -= verified(cfg, job, a) if job.drafts and a.mode == "decode" else a.tokens
     for a in assign:
         job = byserial[a.serial]
         if job.left == 0:

@@ -363,6 +363,17 @@ def budget_moment(cfg: Config, ictx: IterCtx) -> None:
     if not V.is_inf(b) and b < 0:
         raise SpecError(f"engine {name}: tokens cap is negative ({V.wire(b)})", at, cfg.program.files)
     ictx.left = b
+    sp = spec.get("speculate")
+    if sp is not None:
+        env.at = sp.get("at")
+        for key in ("slots", "lookahead", "limit"):
+            env.what = f"engine {name}: speculate {key}"
+            v = whole_or_inf(evaluate(sp[key], env), env.what, cfg, env.at)
+            if v < 0 or (key != "limit" and V.is_inf(v)):
+                raise SpecError(f"engine {name}: speculate {key} must be a whole number >= 0"
+                                f"{' or inf' if key == 'limit' else ''}, got {V.wire(v)}", env.at, cfg.program.files)
+            setattr(ictx, key, v)
+        env.what = f"engine {name}: tokens cap"
     for let in spec.get("lets", []):
         env.at, env.what = let.get("at"), f"engine {name}: schedule `let {let.get('name')}`"
         ictx.locals.append(evaluate(let["expr"], env))

@@ -20,7 +20,8 @@ from serq_vllm import feedback
 from serq_vllm.collect import Collector, build_trace
 from serq_vllm.encode import ir_for, program_path
 from serq_vllm.engine import ModelError, run_engine
-from serq_vllm.plan import Plan, plan_scenario, refuse_mixed_cache_victims, refuse_unplaced_fanout
+from serq_vllm.plan import (Plan, plan_scenario, refuse_mixed_cache_victims, refuse_spec_padding,
+                            refuse_unplaced_fanout)
 from serq_vllm.scenario import ResolvedScenario, load_scenario
 
 __all__ = ["run_scenario", "run_scenario_file"]
@@ -111,6 +112,7 @@ def run_scenario(sc: ResolvedScenario, engine: str = "auto",
                          f"settle after {limit} runs")
     refuse_unplaced_fanout(plan, trace["requests"])
     refuse_mixed_cache_victims(plan, col.decode_preemptions, force)
+    refuse_spec_padding(plan, col.one_left_admissions, force)
     if plan.forced:
         trace["model_forced"] = plan.forced
     trace["timing"] = {"model_s": round(time.perf_counter() - t0, 4), "engine": engine,

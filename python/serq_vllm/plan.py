@@ -32,6 +32,11 @@ FEATURES = {
                           "scheduled it in the preempting call (its cache cap is per request)",
     "spec-decode": "speculative decoding (a decode step of 1 + k tokens whose rejected drafts "
                    "give their computed positions back; docs/vllm-model.md §5.6)",
+    "spec-async": "speculative decoding under async scheduling (AsyncScheduler's placeholder "
+                  "drafts and output placeholders: rejected positions given back one step late; "
+                  "docs/vllm-model.md §5.6)",
+    "spec-pad": "speculative decoding: a request admitted with one token left to compute, which "
+                "vLLM may pad with 1 + k placeholder drafts (pad_spec_decode; docs/vllm-model.md §5.6)",
 }
 
 
@@ -97,6 +102,8 @@ class Plan:
     # priority, mixed arrivals: id -> tk = 1 + arrival_time * tscale, vLLM's arrival time of a
     # request its arrival_step adds, which the program takes from the data instead of `now`
     tkeys: dict = field(default_factory=dict)
+    # speculative decoding modelled: each trace row carries its request's acceptance counts
+    speculative: bool = False
 
 
 #: The gate delay of a request whose add time the fixpoint has not derived (yet): a fan-out child
@@ -253,7 +260,7 @@ def _content_code(cplan: ContentPlan, rid: str, bs: int) -> tuple[int, int, int]
 #: with decode preemptions of both kinds given the readmission cap its run derived, speculative
 #: decoding ignored (one token per decode step, no drafts: what the refusal guards). A forced
 #: async scenario with a missing feature runs synchronously (plan_scenario).
-FORCEABLE = {"extra-knob", "priority-clock", "async-cache-victim", "spec-decode"}
+FORCEABLE = {"extra-knob", "priority-clock", "async-cache-victim", "spec-decode", "spec-async", "spec-pad"}
 
 
 def plan_scenario(sc: ResolvedScenario, force: bool = False) -> Plan:
@@ -269,10 +276,12 @@ def plan_scenario(sc: ResolvedScenario, force: bool = False) -> Plan:
         if all(f != feature for f, _ in needs):
             needs.append((feature, detail))
 
-    if sc.speculative is not None:
+    if sc.speculative is not None and cfg["async_scheduling"]:
+        # async speculative decoding: the placeholder drafts and output placeholders of
+        # AsyncScheduler (the positions given back one step late) are not modelled
         spec = sc.speculative
-        need("spec-decode", f"speculative.num_speculative_tokens = {spec.num_speculative_tokens} "
-             f"({spec.method})")
+        need("spec-async", f"speculative.num_speculative_tokens = {spec.num_speculative_tokens} "
+             f"({spec.method}) with config.async_scheduling")
     if cfg["policy"] == "priority" and sc.step_base_exact <= 0 and not any(
             r.arrival_kind == "time" for r in sc.requests):
         need("priority-clock", "config.step_time.base_s = 0: vLLM's arrival clock never moves")
@@ -447,6 +456,15 @@ def plan_scenario(sc: ResolvedScenario, force: bool = False) -> Plan:
                 t.extra = 0
     if watermark_blocks:
         settings["watermark"] = str(watermark_blocks * bs)
+    if sc.speculative is not None and not (force and needs):
+        # speculative decoding (docs/vllm-model.md §5.6): the engine's `speculate (slots,
+        # lookahead, max_model_len)` and the decode's k; the acceptance counts are trace data
+        spec = sc.speculative
+        settings["drafts"] = str(spec.num_speculative_tokens)
+        settings["draft_slots"] = str(spec.draft_slots)
+        settings["lookahead"] = str(spec.lookahead_tokens)
+        settings["max_len"] = str(mml)
+        plan.speculative = True
     plan.use_hold = (plan.asynchronous or bool(watermark_blocks)) and not plan.priority
     return plan
 
@@ -485,3 +503,18 @@ def refuse_mixed_cache_victims(plan: Plan, decode_preemptions: list, force: bool
                                   f"scheduled it in the preempting call")
             plan.forced.append("async-cache-victim")
             return
+
+
+def refuse_spec_padding(plan: Plan, one_left_admissions: list, force: bool) -> None:
+    """Speculative decoding: vLLM pads a request it admits with one token left to compute to
+    1 + k tokens of placeholder drafts (`pad_spec_decode`, when no running prefill chunk was
+    scheduled before it and some running request was, or it has a prefix hit), or leaves it
+    waiting when 1 + k do not fit the budget left; the model does neither, so a run with such an
+    admission is refused (`spec-pad`). `one_left_admissions` is the collector's (step, id) list.
+    With `force` the run stands and the plan says so."""
+    if not plan.speculative or not one_left_admissions:
+        return
+    step, rid = one_left_admissions[0]
+    if not force:
+        raise Unsupported("spec-pad", f"step {step}: {rid!r} is admitted with one token to compute")
+    plan.forced.append("spec-pad")

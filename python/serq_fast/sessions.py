@@ -31,7 +31,7 @@ class Session:
     __slots__ = ("serial", "attrs", "frames", "status", "where", "holds", "pending", "adm_seq",
                  "prepos", "stuck", "trace", "tcursor", "src", "job", "ready_t", "ready_n",
                  "growth", "turn_used", "turn_t", "turn_warm", "turn_called",
-                 "tid", "parent", "live_branches", "forks")
+                 "tid", "parent", "live_branches", "forks", "accept")
 
     def __init__(self, serial: int, nattrs: int) -> None:
         self.serial = serial
@@ -47,6 +47,7 @@ class Session:
         self.stuck = False
         self.trace = None
         self.tcursor = 0
+        self.accept = None  # the turn's acceptance counts by output number (docs/language.md §7.3)
         self.src = None  # the session stream
         self.job = None
         self.ready_t = -1.0
@@ -81,6 +82,13 @@ class Session:
         if self.status == JOINING:
             return "joining"
         return "ended"
+
+
+def speculate_drafts(k: float, at) -> int:
+    """A decode's `speculate (k)`: a whole number >= 0 of drafts per step (docs/language.md §7.3)."""
+    if k != k or k < 0 or math.isinf(k) or k != math.floor(k):
+        raise RunError(f"speculate: the drafts per step must be a whole number >= 0, got {k!r} at {at_text(at)}")
+    return int(k)
 
 
 class SessionInterpreter:
@@ -123,8 +131,9 @@ class SessionInterpreter:
                 # non-step stage has none (docs/spec.md, as serq_spec.program)
                 raise RunError(f"`growing` needs an engine (a step stage), not stage "
                                f"{self.stages[ref['base']].name} at {at_text(at)}")
+            sp = st.get("speculate")
             return ("run", compile_ref(st["stage"], self, "stage"), st["mode"], c(st["work"]),
-                    st.get("growing"), at)
+                    st.get("growing"), None if sp is None else c(sp["drafts"]), at)
         if op in ("drop", "load"):
             ref = st["pool"]
             for pool in self.pools[ref["base"]:ref["base"] + ref.get("count", 1)]:
@@ -478,8 +487,10 @@ class SessionInterpreter:
         if s.trace is not None:
             k = s.tcursor
             if k < len(s.trace):
-                new, out, think, forced = s.trace[k]
-                attrs[NEW], attrs[OUT], attrs[THINK], attrs[FORCED] = new, out, think, forced
+                row = s.trace[k]
+                attrs[NEW], attrs[OUT], attrs[THINK], attrs[FORCED] = row[0], row[1], row[2], row[3]
+                # speculative decoding's acceptance counts, when the row has them (§7.3)
+                s.accept = row[4] if len(row) > 4 else None
                 attrs[MORE] = 1.0 if k + 1 < len(s.trace) else 0.0
             else:
                 attrs[MORE] = 0.0
@@ -504,7 +515,10 @@ class SessionInterpreter:
             raise RunError(f"engine {stage.name}: run work must be a whole number of tokens, got {w!r} "
                            f"at {at_text(st[-1])}")
         growing = st[4]
-        stage.submit(s, w, mode, growing)
+        if st[5] is None:
+            stage.submit(s, w, mode, growing)
+        else:
+            stage.submit(s, w, mode, growing, speculate_drafts(st[5](cx), st[-1]))
 
     # ---------------------------------------------------------------- branches (§11.13)
 

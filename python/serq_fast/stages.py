@@ -20,7 +20,7 @@ from serq_fast.stats import TimeAverage
 
 class Job:
     __slots__ = ("sess", "stage", "left", "mode", "growpart", "hold", "enq", "start", "stalled",
-                 "resident", "fin_t", "tag", "dead", "work", "ps_order")
+                 "resident", "fin_t", "tag", "dead", "work", "ps_order", "drafts")
 
     def __init__(self, sess, stage, work, mode):
         self.sess = sess
@@ -38,6 +38,7 @@ class Job:
         self.tag = 0.0
         self.dead = False
         self.ps_order = 0
+        self.drafts = 0  # a speculative decode's k (docs/language.md §7.3)
 
     lagged = False  # a pending resident (PendingJob, docs/async.md §3)
 
@@ -359,10 +360,15 @@ class PsStage(Stage):
 
 class Iteration:
     __slots__ = ("assign", "left", "budget", "pre0", "admitted", "served", "end", "seq", "no_admit",
-                 "start", "stopped", "grew", "cost", "template", "ev0")
+                 "start", "stopped", "grew", "cost", "template", "ev0", "slots", "look", "limit")
 
     def __init__(self, pre0):
         self.assign: list = []  # [job, tokens, attention, position before]
+        # speculative decoding (docs/language.md §7.3): drafting slots per served request, the
+        # lookahead units past every growth, the positions' limit
+        self.slots = 0.0
+        self.look = 0.0
+        self.limit = math.inf
         self.left = 0.0
         self.budget = 0.0
         self.pre0 = pre0

@@ -33,7 +33,8 @@ FUNCS = {"min": 2, "max": 2, "abs": 1, "floor": 1, "ceil": 1, "sqrt": 1, "exp": 
 # the online estimators of a stage (docs/language.md §4.4): `price(s, s_hit, ds)` takes two more
 # arguments; all four read a fifo, ps or delay stage and mark it `"estimates": true` in the IR
 ESTIMATORS = {"est_lambda": 1, "est_rho": 1, "est_wait": 1, "price": 3}
-STAGE_OBS = {"queue", "busy", "work", "budget_left"} | set(ESTIMATORS)
+# running_served / running_chunks: docs/language.md §7.3 (an engine's schedule so far)
+STAGE_OBS = {"queue", "busy", "work", "budget_left", "running_served", "running_chunks"} | set(ESTIMATORS)
 POOL_OBS = {"used", "free", "cachedin", "holders", "queued"}
 BUILTIN_FUNCS = set(FUNCS) | STAGE_OBS | POOL_OBS | {"blocksize"}
 LIVE_OBS = STAGE_OBS | POOL_OBS  # "live state" of §10
@@ -1535,9 +1536,9 @@ class Linker:
             growing = self.pool_index(s.growing, c) if s.growing is not None else None
             run = {"op": "run", "stage": ref, "mode": s.mode, "work": self.cx(s.work, c), "growing": growing, "at": at}
             if s.speculate is not None:
-                if s.mode != "decode":
-                    raise self.err(s.speculate.pos, "`speculate` goes on a decode run (`run E decode (n) growing P "
-                                                    "speculate (k)`, docs/language.md §7.3)")
+                if s.mode == "plain":
+                    raise self.err(s.speculate.pos, "`speculate` goes on a prefill or decode run (`run E decode (n) "
+                                                    "growing P speculate (k)`, docs/language.md §7.3)")
                 run["speculate"] = self.speculate_ir(s.speculate, s.growing, c)
             return [run]
         if k == "tool":
@@ -1727,10 +1728,10 @@ class Linker:
         return {"base": base, "count": count, "index": ie}
 
     def speculate_ir(self, node: Node, growing: Any, c: Ctx) -> dict:
-        """`speculate (k)` on a decode (docs/language.md §7.3): read once, when the run starts, like its
-        work; it needs a growing pool (the positions the rejected drafts give back are that pool's)."""
+        """`speculate (k)` on a prefill or decode (docs/language.md §7.3): read once, when the run starts,
+        like its work; it needs a growing pool (the positions the rejected drafts give back are that pool's)."""
         if growing is None:
-            raise self.err(node.pos, "`speculate` needs a growing decode (`decode (n) growing P speculate (k)`): "
+            raise self.err(node.pos, "`speculate` needs a growing run (`decode (n) growing P speculate (k)`): "
                                      "the drafts' positions are the pool's (docs/language.md §7.3)")
         return {"drafts": self.cx(node.drafts, c), "at": self.at(node.pos)}
 
@@ -1937,8 +1938,8 @@ class Linker:
                                          if f == "price" else ""))
             if f in STAGE_OBS:
                 ref = self.ref(e.args[0], "stage", c)
-                if f == "budget_left" and self.stage_kind(ref) != "step":
-                    raise self.err(e.args[0].pos, "`budget_left` takes an engine")
+                if f in ("budget_left", "running_served", "running_chunks") and self.stage_kind(ref) != "step":
+                    raise self.err(e.args[0].pos, f"`{f}` takes an engine")
                 if f in ESTIMATORS:
                     return self.estimator(e, f, ref, c)
                 return {"k": "obs", "f": f, "stage": ref}

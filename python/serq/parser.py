@@ -524,7 +524,7 @@ class _ToAst(Transformer_NonRecursive):
     hbind = binding
 
     def req_prefill(self, meta, ch):
-        return Node("req_run", self.p(meta), mode="prefill", work=ch[0], growing=ch[1], speculate=None)
+        return Node("req_run", self.p(meta), mode="prefill", work=ch[0], growing=ch[1], speculate=ch[2])
 
     def req_decode(self, meta, ch):
         return Node("req_run", self.p(meta), mode="decode", work=ch[0], growing=ch[1], speculate=ch[2])

@@ -66,6 +66,7 @@ class Engine(Stage):
         self.residents: list = []
         self.adm_keys: list = []
         self.iter = None  # the iteration in flight
+        self.forming = False  # the schedule of `cur` is running (running_served reads it)
         self.cur = None  # the iteration being formed, then in flight (engine values)
         self.registers: list = []
         self.locals: list = []
@@ -176,6 +177,14 @@ class Engine(Stage):
         return sum(j.left for j in self.residents)
 
     def observe(self, f, cx):
+        if f in ("running_served", "running_chunks"):
+            # docs/language.md §7.3 (serq_spec.expr.running_served): 0 outside the schedule
+            it = self.cur
+            if it is None or not self.forming:
+                return 0.0
+            chunks = f == "running_chunks"
+            return float(sum(1 for a in it.assign
+                             if a[0].sess not in it.fresh and (not chunks or a[0].mode != "decode")))
         if f == "budget_left":
             al = cx.admit_left
             if al is not None and al[0] == self.idx:
@@ -332,7 +341,7 @@ class Engine(Stage):
             job = a[0]
             if not job.resident:
                 continue  # an EOS token whose end was applied meanwhile (docs/async.md §3 item 6)
-            job.left -= self._verified(job, a) if job.drafts and job.mode == "decode" else a[1]
+            job.left -= self._verified(job, a) if job.drafts else a[1]
             if job.left <= EPS:
                 done.append(job)
         for job in done:
@@ -344,16 +353,21 @@ class Engine(Stage):
 
     @staticmethod
     def _verified(job, a):
-        """After a speculative step (§7.3, serq_spec.engine.verified): the drafts accepted, the
-        turn's count at the job's output number capped by the drafts scheduled; the rejected ones
-        give their positions back; the outputs it advances by."""
-        drafts = a[1] - 1
-        counts = job.sess.accept or ()
-        k = len(counts) - int(job.left)
-        accepted = min(counts[k], drafts) if 0 <= k < len(counts) else 0
+        """After a step of a run with drafts (§7.3, serq_spec.engine.verified): the work it did; the
+        rejected drafts give their positions back. A decode accepts the turn's count at its output
+        number, capped by the drafts scheduled; a prefill's drafts are placeholders, none accepted."""
+        if job.mode == "decode":
+            drafts = a[1] - 1
+            counts = job.sess.accept or ()
+            k = len(counts) - int(job.left)
+            accepted = min(counts[k], drafts) if 0 <= k < len(counts) else 0
+            done = min(1 + accepted, job.left)
+        else:
+            done = min(a[1], job.left)
+            drafts, accepted = a[1] - done, 0
         if drafts > accepted and job.growpart is not None:
             job.growpart.pos -= drafts - accepted
-        return min(1 + accepted, job.left)
+        return done
 
     # ------------------------------------------------------------ lag 1 (docs/async.md)
 
@@ -391,13 +405,14 @@ class Engine(Stage):
             if v == 0:
                 return "skip"
         if job.mode != "decode":
-            want = min(job.left, cap)
+            # a prefill's placeholder drafts ride on its last step (§7.3)
+            want = min(job.left + job.drafts, cap)
         elif job.drafts and job.left > 0:
             want = min(1.0 + job.drafts, cap)   # a speculative step: 1 + k tokens (§7.3)
-            if job.growpart is not None and it.limit < INF:
-                want = min(want, it.limit - 1 - job.growpart.pos)   # room for the sampled token
         else:
             want = min(1.0, job.left)
+        if job.drafts and job.growpart is not None and it.limit < INF:
+            want = min(want, it.limit - 1 - job.growpart.pos)   # room for the sampled token
         tokens = min(want, it.left - it.slots)
         if self.granule_fn is not None and job.mode != "decode" and tokens < job.left:
             g = self.granule_fn(cx)
@@ -432,7 +447,8 @@ class Engine(Stage):
                 # blocks full once scheduled (docs/content.md §3); an EOS token's output is never
                 # processed, so it identifies none (docs/async.md §3 item 2); a speculative step's
                 # drafts are not verified yet: only its first token counts (§7.3)
-                part.pool.identify(part, pos0 + 1 if job.drafts and job.mode == "decode" else part.pos)
+                part.pool.identify(part, part.pos if not job.drafts else
+                                   pos0 + min(tokens, 1.0 if job.mode == "decode" else job.left))
         elif job.mode != "decode":
             att = tokens * tokens / 2.0
         it.assign.append([job, tokens, att, pos0])
@@ -581,6 +597,7 @@ class Engine(Stage):
                 return None
             it.admitted += 1
             s = h.sess
+            it.fresh.add(s)
             if sim.ready and sim.ready[-1] is s:
                 sim.ready.pop()
             saved = (cx.attrs, cx.sess, cx.draw, cx.eng, cx.var, cx.job, cx.at)
@@ -609,6 +626,7 @@ class Engine(Stage):
         saved = (cx.attrs, cx.sess, cx.draw, cx.eng, cx.var, cx.job)
         cx.attrs, cx.sess, cx.draw, cx.eng, cx.var, cx.job = [], None, sim.machine_src, self, {}, None
         regs = list(self.registers)
+        self.forming = True
         try:
             if resume_at is None:
                 b = self.budget_fn(cx)
@@ -634,6 +652,7 @@ class Engine(Stage):
             sim.claims.iteration(self.idx, cx, sim.now)   # iteration claims read what `execute` reads
         finally:
             cx.attrs, cx.sess, cx.draw, cx.eng, cx.var, cx.job = saved
+            self.forming = False
         tokens = sum(a[1] for a in it.assign)
         if cost != cost or cost < 0 or math.isinf(cost):
             raise located(RunError(f"iteration cost {cost} is not a finite value >= 0"), self.cost_at,
@@ -664,8 +683,9 @@ class Engine(Stage):
 
 def _speculates(ir: dict, idx: int) -> bool:
     """Does the engine speculate (docs/language.md §7.3): drafting slots or lookahead that are not
-    the constant 0, or a decode run on it with drafts that are not? Such an engine's iterations
-    are formed one by one (no decode fast-forward: a step's tokens and positions depend on drafts)."""
+    the constant 0, or a decode run with drafts that are not? Such an engine's iterations are formed
+    one by one (no decode fast-forward: a step's tokens and positions depend on drafts). A prefill's
+    placeholder drafts need no such care: a batch with a prefill is never fast-forwarded."""
     def zero(e) -> bool:
         return e.get("k") == "num" and float(e.get("v")) == 0.0
     sp = ir["stages"][idx].get("speculate")
@@ -673,7 +693,8 @@ def _speculates(ir: dict, idx: int) -> bool:
         return True
     for block in ir["blocks"]:
         for st in block:
-            if st.get("op") == "run" and st.get("speculate") is not None and not zero(st["speculate"]["drafts"]):
+            if st.get("op") == "run" and st.get("mode") == "decode" and st.get("speculate") is not None \
+                    and not zero(st["speculate"]["drafts"]):
                 return True
     return False
 

@@ -360,13 +360,14 @@ class PsStage(Stage):
 
 class Iteration:
     __slots__ = ("assign", "left", "budget", "pre0", "admitted", "served", "end", "seq", "no_admit",
-                 "start", "stopped", "grew", "cost", "template", "ev0", "slots", "look", "limit")
+                 "start", "stopped", "grew", "cost", "template", "ev0", "slots", "look", "limit", "fresh")
 
     def __init__(self, pre0):
         self.assign: list = []  # [job, tokens, attention, position before]
         # speculative decoding (docs/language.md §7.3): drafting slots per served request, the
         # lookahead units past every growth, the positions' limit
         self.slots = 0.0
+        self.fresh: set = set()  # the sessions admitted in this iteration (running_served)
         self.look = 0.0
         self.limit = math.inf
         self.left = 0.0

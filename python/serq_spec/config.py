@@ -360,6 +360,7 @@ class IterCtx:
         self.admitted = 0
         self.stopped = False      # the budget is spent, or a grower preempted itself
         self.no_admit = False     # a granule rounded a prefill to 0
+        self.fresh: set[Tid] = set()   # the requests admitted in this iteration
         self.slots = 0            # drafting slots each served request costs (docs/language.md §7.3)
         self.lookahead = 0        # units every growth reserves past its chunk (§7.3)
         self.limit: Value = V_INF  # positions a chunk leaves below it, room for the sampled token (§7.3)
@@ -399,6 +400,9 @@ class StageState:
     next_start: int = 0
     pending: list = field(default_factory=list)   # step, lag 1: ends waiting for the next schedule
     due: list = field(default_factory=list)       # step, lag 1: ends the next `ends` event applies
+    # step: the iteration whose schedule is running (running_served reads it; never serialised:
+    # no state line falls inside a schedule)
+    forming: Optional[IterCtx] = None
     est: Optional[Estimates] = None               # fifo/ps/delay whose estimates the program reads
 
     def to_json(self) -> dict:

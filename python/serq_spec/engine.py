@@ -46,7 +46,11 @@ def start_iteration(cfg: Config, e: int) -> bool:
     registers_before = list(st.registers)
     ictx = IterCtx(e)
     budget_moment(cfg, ictx)
-    run_schedule(cfg, ictx, spec["schedule"])
+    st.forming = ictx
+    try:
+        run_schedule(cfg, ictx, spec["schedule"])
+    finally:
+        st.forming = None
     lagged = spec.get("lag", 0) == 1
     if not ictx.assign and ictx.preempted == 0:
         st.registers = registers_before   # no iteration: this attempt's register updates are undone
@@ -174,7 +178,7 @@ def serve(cfg: Config, ictx: IterCtx, job: Job, only: Optional[dict], cap: Value
             # the blocks these tokens fill are identified as they are scheduled (vLLM's
             # cache_blocks(request, num_computed + num_new) at every step; docs/content.md §3);
             # a speculative step's drafts are not verified yet: only its first token counts (§7.3)
-            upto = pos_before + 1 if job.drafts and decoding else h.position[i]
+            upto = h.position[i] if not job.drafts else pos_before + min(tokens, 1 if decoding else job.left)
             identify(cfg, job.growing, h.content_of(i), h.blocks_of(i), upto)
     ictx.assign.append(Assign(job.serial, job.mode, tokens, pos_before, job.pending))
     if not V.is_inf(ictx.left):
@@ -190,22 +194,30 @@ def wanted(job: Job, cap: Value) -> Value:
         if job.drafts and job.left > 0:
             return 1 + job.drafts if V.is_inf(cap) else min(1 + job.drafts, cap)
         return min(1, job.left)
-    return job.left if V.is_inf(cap) else min(job.left, cap)
+    want = job.left + job.drafts   # a prefill's placeholder drafts ride on its last step (§7.3)
+    return want if V.is_inf(cap) else min(want, cap)
 
 
 def verified(cfg: Config, job: Job, a: Assign) -> int:
-    """After a speculative step (§7.3): the drafts accepted of the a.tokens − 1 verified, the
-    turn's acceptance count at the job's output number (its count minus the outputs left), capped
-    by the drafts scheduled; the rejected ones give their positions back."""
-    drafts = a.tokens - 1
+    """After a step of a run with drafts (§7.3), the work it did; the rejected drafts give their
+    positions back. A decode verifies a.tokens − 1 drafts and accepts the turn's acceptance count
+    at its output number (the count's length minus the outputs left), capped by the drafts
+    scheduled: it did 1 + accepted outputs. A prefill's drafts past its work are placeholders,
+    none accepted."""
     s = thread(cfg, job.serial)
-    counts = s.accept or []
-    k = len(counts) - job.left
-    accepted = min(counts[k], drafts) if 0 <= k < len(counts) else 0
+    if job.mode == "decode":
+        drafts = a.tokens - 1
+        counts = s.accept or []
+        k = len(counts) - job.left
+        accepted = min(counts[k], drafts) if 0 <= k < len(counts) else 0
+        done = min(1 + accepted, job.left)
+    else:
+        done = min(a.tokens, job.left)
+        drafts, accepted = a.tokens - done, 0
     if drafts > accepted and job.growing is not None:
         h = hold_on(s, job.growing)
         h.position[h.pools.index(job.growing)] -= drafts - accepted
-    return min(1 + accepted, job.left)
+    return done
 
 
 def admit_waiting(cfg: Config, ictx: IterCtx, stmt: dict) -> None:
@@ -278,6 +290,7 @@ def admit_one(cfg: Config, ictx: IterCtx, only: Optional[dict] = None, at: At = 
                 continue
             if outcome == BLOCKED:
                 return False   # head-of-line: admission stops for this iteration
+            ictx.fresh.add(s.serial)
             run_session(cfg, s)
             return True
     return False
@@ -295,7 +308,7 @@ def iteration_end(cfg: Config, e: int) -> None:
     assign = [a for a in it["assign"] if not a.pending]
     for a in assign:
         job = byserial[a.serial]
-        job.left -= verified(cfg, job, a) if job.drafts and a.mode == "decode" else a.tokens
+        job.left -= verified(cfg, job, a) if job.drafts else a.tokens
     for a in assign:
         job = byserial[a.serial]
         if job.left == 0:

@@ -196,7 +196,21 @@ def observable(e: dict, env: Env) -> Value:
                             "engine's `tokens cap` and `let`s, which draw: draws are forbidden where the "
                             "machine re-reads an expression (docs/language.md §4.3)", env.at, cfg.program.files)
         return budget_left_outside(cfg, s)
+    if f in ("running_served", "running_chunks"):
+        return running_served(env, s, f == "running_chunks")
     raise SpecError(f"observable {f}() is not supported", env.at, cfg.program.files)
+
+
+def running_served(env: Env, e: int, chunks: bool) -> Value:
+    """`running_served(E)` / `running_chunks(E)` (docs/language.md §7.3): the batch entries of E's
+    iteration being formed whose request it did not admit (its running requests served so far),
+    or of those the ones serving a prefill (plain) run; 0 outside E's schedule (its admissions and
+    the statements the admitted sessions run then included)."""
+    ictx = env.cfg.stages[e].forming
+    if ictx is None:
+        return Fraction(0)
+    return Fraction(sum(1 for a in ictx.assign
+                        if a.serial not in ictx.fresh and (not chunks or a.mode != "decode")))
 
 
 RHO_CAP = Fraction(99, 100)

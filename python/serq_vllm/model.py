@@ -112,7 +112,6 @@ def run_scenario(sc: ResolvedScenario, engine: str = "auto",
                          f"settle after {limit} runs")
     refuse_unplaced_fanout(plan, trace["requests"])
     refuse_mixed_cache_victims(plan, col.decode_preemptions, force)
-    refuse_spec_padding(plan, col.one_left_admissions, force)
     if plan.forced:
         trace["model_forced"] = plan.forced
     trace["timing"] = {"model_s": round(time.perf_counter() - t0, 4), "engine": engine,

@@ -178,13 +178,20 @@ def serve(cfg: Config, ictx: IterCtx, job: Job, only: Optional[dict], cap: Value
             # the blocks these tokens fill are identified as they are scheduled (vLLM's
             # cache_blocks(request, num_computed + num_new) at every step; docs/content.md §3);
             # a speculative step's drafts are not verified yet: only its first token counts (§7.3)
-            upto = h.position[i] if not job.drafts else pos_before + min(tokens, 1 if decoding else job.left)
-            identify(cfg, job.growing, h.content_of(i), h.blocks_of(i), upto)
+            identify(cfg, job.growing, h.content_of(i), h.blocks_of(i), verified_upto(job, pos_before, tokens))
     ictx.assign.append(Assign(job.serial, job.mode, tokens, pos_before, job.pending))
     if not V.is_inf(ictx.left):
         ictx.left -= tokens + ictx.slots
         if ictx.left <= ictx.slots:
             ictx.stopped = True
+
+
+def verified_upto(job: Job, pos_before: V.Amount, tokens: int) -> V.Amount:
+    """The position up to which a step's tokens are verified (§7.3): all of them without drafts;
+    a decode's own token; a prefill's work (its placeholder drafts are not)."""
+    if not job.drafts:
+        return pos_before + tokens
+    return pos_before + min(tokens, 1 if job.mode == "decode" else job.left)
 
 
 def wanted(job: Job, cap: Value) -> Value:

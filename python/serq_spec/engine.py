@@ -147,13 +147,13 @@ def serve(cfg: Config, ictx: IterCtx, job: Job, only: Optional[dict], cap: Value
     if job.drafts and job.growing is not None and not V.is_inf(ictx.limit):
         # a step's positions stay below the limit, room for the token it samples (§7.3)
         gh = hold_on(s, job.growing)
-        want = min(want, ictx.limit - 1 - gh.position[gh.pools.index(job.growing)])
+        want = min(want, int(ictx.limit) - 1 - int(gh.position[gh.pools.index(job.growing)]))
     if ictx.slots and not V.is_inf(ictx.left) and ictx.left <= ictx.slots:
         ictx.stopped = True   # no budget left beyond the drafting slots: the iteration is full
         return
-    tokens = want if V.is_inf(ictx.left) else min(want, ictx.left - ictx.slots)
+    tokens = want if V.is_inf(ictx.left) else min(want, int(ictx.left) - int(ictx.slots))
     if not decoding and ictx.granule and tokens < job.left:
-        tokens = (tokens // ictx.granule) * ictx.granule
+        tokens = int(tokens // ictx.granule) * int(ictx.granule)
         if tokens == 0:
             ictx.no_admit = True
     if tokens <= 0:
@@ -194,15 +194,15 @@ def verified_upto(job: Job, pos_before: V.Amount, tokens: int) -> V.Amount:
     return pos_before + min(tokens, 1 if job.mode == "decode" else job.left)
 
 
-def wanted(job: Job, cap: Value) -> Value:
+def wanted(job: Job, cap: Value) -> int:
     """What a resident asks of one iteration: a decode one token (1 + k with k drafts, §7.3, cut by
     the per-run cap like a chunk), a prefill its work left up to the per-run cap."""
     if job.mode == "decode":
         if job.drafts and job.left > 0:
-            return 1 + job.drafts if V.is_inf(cap) else min(1 + job.drafts, cap)
+            return 1 + job.drafts if V.is_inf(cap) else min(1 + job.drafts, int(cap))
         return min(1, job.left)
     want = job.left + job.drafts   # a prefill's placeholder drafts ride on its last step (§7.3)
-    return want if V.is_inf(cap) else min(want, cap)
+    return want if V.is_inf(cap) else min(want, int(cap))
 
 
 def verified(cfg: Config, job: Job, a: Assign) -> int:

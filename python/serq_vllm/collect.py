@@ -80,8 +80,6 @@ class Collector:
         # (step, victim, scheduled earlier in that call, at a block boundary) of every
         # preemption in decode (async: Plan.cache_victims, run_scenario)
         self.decode_preemptions: list[tuple[int, str, bool, bool]] = []
-        # speculative decoding: (step, id) of an admission with one token left (plan.refuse_spec_padding)
-        self.one_left_admissions: list[tuple[int, str]] = []
         # async (docs/async.md): rid -> 1 if its end was applied after a schedule() that had
         # tokens (vLLM's step counter moved before the output was processed), else 0
         self.late: dict[str, int] = {}
@@ -172,9 +170,6 @@ class Collector:
                 self.maxpos[rid] = max(self.maxpos.get(rid, 0), pos)
                 self.assigned.setdefault(rid, []).append(step)
                 assign.append((rid, tokens, pos - tokens, kind))
-                if kind != "running" and mode == "prefill" and residents[serial]["remaining"] == 1:
-                    # admitted with one token left to compute (vLLM's pad_spec_decode case)
-                    self.one_left_admissions.append((step, rid))
             pre = []
             for serial, pool, position in rec["preempted"]:
                 if (self.names[pool] if isinstance(pool, int) else pool) == "kv":

@@ -20,8 +20,7 @@ from serq_vllm import feedback
 from serq_vllm.collect import Collector, build_trace
 from serq_vllm.encode import ir_for, program_path
 from serq_vllm.engine import ModelError, run_engine
-from serq_vllm.plan import (Plan, plan_scenario, refuse_mixed_cache_victims, refuse_spec_padding,
-                            refuse_unplaced_fanout)
+from serq_vllm.plan import Plan, plan_scenario, refuse_mixed_cache_victims, refuse_unplaced_fanout
 from serq_vllm.scenario import ResolvedScenario, load_scenario
 
 __all__ = ["run_scenario", "run_scenario_file"]

@@ -30,13 +30,9 @@ FEATURES = {
     "priority": "the priority policy",
     "async-cache-victim": "async: a request preempted in decode both after and before vLLM "
                           "scheduled it in the preempting call (its cache cap is per request)",
-    "spec-decode": "speculative decoding (a decode step of 1 + k tokens whose rejected drafts "
-                   "give their computed positions back; docs/vllm-model.md §5.6)",
     "spec-async": "speculative decoding under async scheduling (AsyncScheduler's placeholder "
                   "drafts and output placeholders: rejected positions given back one step late; "
                   "docs/vllm-model.md §5.6)",
-    "spec-pad": "speculative decoding: a request admitted with one token left to compute, which "
-                "vLLM may pad with 1 + k placeholder drafts (pad_spec_decode; docs/vllm-model.md §5.6)",
 }
 
 
@@ -257,10 +253,11 @@ def _content_code(cplan: ContentPlan, rid: str, bs: int) -> tuple[int, int, int]
 
 #: Missing features `force` can approximate (for measuring what a refusal protects against):
 #: unknown knobs ignored, priority ties on a frozen clock keyed by step instead, and a request
-#: with decode preemptions of both kinds given the readmission cap its run derived, speculative
-#: decoding ignored (one token per decode step, no drafts: what the refusal guards). A forced
-#: async scenario with a missing feature runs synchronously (plan_scenario).
-FORCEABLE = {"extra-knob", "priority-clock", "async-cache-victim", "spec-decode", "spec-async", "spec-pad"}
+#: with decode preemptions of both kinds given the readmission cap its run derived, async
+#: speculative decoding run synchronously with its drafts ignored (one token per decode step:
+#: what the refusal guards). A forced async scenario with a missing feature runs synchronously
+#: (plan_scenario).
+FORCEABLE = {"extra-knob", "priority-clock", "async-cache-victim", "spec-async"}
 
 
 def plan_scenario(sc: ResolvedScenario, force: bool = False) -> Plan:
@@ -504,17 +501,3 @@ def refuse_mixed_cache_victims(plan: Plan, decode_preemptions: list, force: bool
             plan.forced.append("async-cache-victim")
             return
 
-
-def refuse_spec_padding(plan: Plan, one_left_admissions: list, force: bool) -> None:
-    """Speculative decoding: vLLM pads a request it admits with one token left to compute to
-    1 + k tokens of placeholder drafts (`pad_spec_decode`, when no running prefill chunk was
-    scheduled before it and some running request was, or it has a prefix hit), or leaves it
-    waiting when 1 + k do not fit the budget left; the model does neither, so a run with such an
-    admission is refused (`spec-pad`). `one_left_admissions` is the collector's (step, id) list.
-    With `force` the run stands and the plan says so."""
-    if not plan.speculative or not one_left_admissions:
-        return
-    step, rid = one_left_admissions[0]
-    if not force:
-        raise Unsupported("spec-pad", f"step {step}: {rid!r} is admitted with one token to compute")
-    plan.forced.append("spec-pad")

@@ -396,7 +396,10 @@ def tryAdmit (serial : Nat) (ictx : Option IterCtx := none) : M Attempt := do
   let (h, ref, stream, loc) ← pendingHold serial
   let env : EnvM := match ictx with
     | some ic => { session := some serial, stream, loc, engine := some ic.engine, ictx := some ic,
-                   admitLeft := some (ic.engine, ic.left) }
+                   -- the budget left minus the drafting slots (docs/language.md §7.3)
+                   admitLeft := some (ic.engine, match ic.left with
+                     | .inf => .inf
+                     | .n l => .n (l - ic.slots)) }
     | none => { session := some serial, stream, loc }
   -- `cachedin` of a content pool reads this attempt's hits (config.py `Config.attempt`)
   modify fun st => { st with attempt := some (serial, []) }
@@ -548,6 +551,8 @@ def execTurn (serial : Nat) : M Unit := do
       match rows[k]? with
       | some row =>
         s := s.setAttr NEW row.new |>.setAttr OUT row.out |>.setAttr THINK row.think |>.setAttr FORCED row.forced
+        -- speculative decoding's acceptance counts, when the row has them (docs/language.md §7.3)
+        s := { s with accept := row.accept }
         s := s.setAttr MORE (Value.ofBool (decide (k + 1 < rows.length)))
         s := { s with trace := some (pick, k + 1) }
       | none => s := s.setAttr MORE Value.zero
@@ -561,7 +566,7 @@ def execTurn (serial : Nat) : M Unit := do
 /-- sessions.py `exec_run`: a job on the stage; zero work completes at once and yields. `th` is
 the thread that runs it (a branch runs on stages that are not engines). -/
 def execRun (th : Tid) (sref : Ref) (mode : RunMode) (workE : Expr) (growing : Option Nat)
-    (env : EnvM) (loc : Option Loc) : M Bool := do
+    (draftsE : Option Expr) (env : EnvM) (loc : Option Loc) : M Bool := do
   let serial := th.owner
   let stg ← resolveRef env sref.base sref.count sref.index
   let d ← stageDecl stg
@@ -596,7 +601,15 @@ def execRun (th : Tid) (sref : Ref) (mode : RunMode) (workE : Expr) (growing : O
   let admission : Int := match s.admSeq with
     | some a => (a : Int)
     | none => -1
-  let job : Job := { serial, stage := stg, mode := modeStr, left, growing, admission, branch := s.branch }
+  -- sessions.py exec_run: `speculate (k)`, a whole number >= 0 (docs/language.md §7.3)
+  let mut drafts : Nat := 0
+  if let some de := draftsE then
+    match (← evaluate env de) with
+    | .fin k =>
+      if k < 0 || k.den != 1 then specError s!"speculate: the drafts per step must be a whole number >= 0, got {(Value.fin k).toWire}" loc
+      drafts := k.num.toNat
+    | v => specError s!"speculate: the drafts per step must be a whole number >= 0, got {v.toWire}" loc
+  let job : Job := { serial, stage := stg, mode := modeStr, left, growing, admission, branch := s.branch, drafts }
   setSession { s with job := some job, status := .stage stg }
   if isStep then addResident stg job else startJob job
   syncJob stg th
@@ -666,7 +679,7 @@ def execStmt (th : Tid) (st : Located) (ref : Nat × Nat) (stream : DrawStream) 
   | .turn => execTurn serial
   | .end_ => endSession serial
   | .hold h => execHold serial h ref stream loc
-  | .run r mode w g => return (← execRun th r mode w g env loc)
+  | .run r mode w g k => return (← execRun th r mode w g k env loc)
   | .grow r u =>
     let p ← resolveRef env r.base r.count r.index
     let d ← unitsInt (← evaluate env u) "grow amount" loc "negative growth {}"

@@ -25,6 +25,7 @@ from serq_fast.expr import NOWHERE, RunError, at_text, compile_expr, compile_ref
 from serq_fast.growth import detach, grow, retry_growers
 from serq_fast.lag import lag_end
 from serq_fast.sources import ListSource, LiveSource
+from serq_fast.stages import speculate_drafts
 
 
 class Session:
@@ -82,13 +83,6 @@ class Session:
         if self.status == JOINING:
             return "joining"
         return "ended"
-
-
-def speculate_drafts(k: float, at) -> int:
-    """A decode's `speculate (k)`: a whole number >= 0 of drafts per step (docs/language.md §7.3)."""
-    if k != k or k < 0 or math.isinf(k) or k != math.floor(k):
-        raise RunError(f"speculate: the drafts per step must be a whole number >= 0, got {k!r} at {at_text(at)}")
-    return int(k)
 
 
 class SessionInterpreter:

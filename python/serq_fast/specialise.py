@@ -47,7 +47,7 @@ import math
 from serq_fast.expr import RunError, _Gen, at_text
 from serq_fast.growth import grow
 from serq_fast.pools import find_part, release_early
-from serq_fast.sessions import speculate_drafts
+from serq_fast.stages import speculate_drafts
 
 COVERED = frozenset({"set", "observe", "branch", "while", "loop", "run", "hold", "turn", "end", "choose",
                      "release", "grow", "load", "drop"})

@@ -13,9 +13,16 @@ from collections import deque
 from serq.irfile import field_at
 from serq_fast.defs import (EV_FINISH, STAGE)
 from serq_fast.estimates import Estimates
-from serq_fast.expr import RunError, compile_expr, located
+from serq_fast.expr import RunError, at_text, compile_expr, located
 from serq_fast.stats import TimeAverage
 
+
+
+def speculate_drafts(k: float, at) -> int:
+    """A decode's `speculate (k)` (a prefill's too): a whole number >= 0 of drafts per step (docs/language.md §7.3)."""
+    if k != k or k < 0 or math.isinf(k) or k != math.floor(k):
+        raise RunError(f"speculate: the drafts per step must be a whole number >= 0, got {k!r} at {at_text(at)}")
+    return int(k)
 
 
 class Job:

@@ -85,7 +85,9 @@ def Job.toJson (j : Job) : CJ :=
         ("left", j.left.toJson), ("growing", CJ.opt CJ.nat j.growing),
         ("admission", .int j.admission), ("start_order", .nat j.startOrder)] ++
         -- present only on a pending resident (docs/async.md)
-        (if j.pending then [("pending", .bool true)] else []))
+        (if j.pending then [("pending", .bool true)] else []) ++
+        -- present only on a run with drafts (docs/language.md §7.3)
+        (if j.drafts > 0 then [("drafts", .nat j.drafts)] else []))
 
 def Status.toJson : Status → CJ
   | .ready => .arr [.str "ready"]
@@ -102,6 +104,10 @@ def Session.toJson (s : Session) : CJ :=
         (if s.forks > 0 then [("forks", CJ.nat s.forks)] else []) ++
         (match s.branch with
          | some _ => [("branch", s.tid.toJson), ("parent", (s.parent.getD (.session s.serial)).toJson)]
+         | none => []) ++
+        -- the turn's acceptance counts, only when the trace row has them (docs/language.md §7.3)
+        (match s.accept with
+         | some a => [("accept", .arr (a.map CJ.nat))]
          | none => []) ++
         [("serial", .nat s.serial), ("attrs", .arr (s.attrs.map CJ.val)),
         ("frames", .arr (s.frames.map Frame.toJson)), ("status", s.status.toJson),
@@ -379,7 +385,8 @@ def job (j : Json) : Res Job := do
     growing := ← fieldOpt j "growing" nat
     admission := ← field j "admission" int
     startOrder := ← field j "start_order" nat
-    pending := (← fieldOpt j "pending" bool).getD false }
+    pending := (← fieldOpt j "pending" bool).getD false
+    drafts := (← fieldOpt j "drafts" nat).getD 0 }
 
 def status (j : Json) : Res Status := do
   let a ← arr j
@@ -451,7 +458,8 @@ def session (j : Json) : Res Session := do
     branch := (← fieldOpt j "branch" tid).bind branchNo
     parent := ← fieldOpt j "parent" tid
     liveBranches := (← fieldOpt j "live_branches" nat).getD 0
-    forks := (← fieldOpt j "forks" nat).getD 0 }
+    forks := (← fieldOpt j "forks" nat).getD 0
+    accept := ← fieldOpt j "accept" (list nat) }
 
 def entry (j : Json) : Res Entry := do
   let a ← arr j

@@ -332,9 +332,9 @@ def test_seeded_fault_seed_allocation_diverges_on_caps():
     """The seed's admission amount `min(known, reused + budget_left)` (docs/language.md §7.1)
     over-allocates when the threshold binds: caps diverges in free_blocks_after_schedule."""
     text = program_path(False).read_text()
-    good = "kv (min(known, avail + min(lim, budget_left(vllm)))"
+    good = "kv (min(min(known + pad, avail + min(lim, budget_left(vllm)))"
     assert good in text
-    faulty = text.replace(good, "kv (min(known, avail + budget_left(vllm))")
+    faulty = text.replace(good, "kv (min(min(known + pad, avail + budget_left(vllm))")
     trace = _run("caps", sources={"vllm_scenario.sq": faulty})
     diffs = _diffs("caps", trace)
     assert diffs, "the seeded fault went unnoticed"

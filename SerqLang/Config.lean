@@ -30,6 +30,9 @@ branch its session forked (`"s.k"` on the wire). A serial is a thread wherever o
 inductive Tid where
   | session (serial : Nat)
   | branch (serial k : Nat)
+  /-- config.py `is_copy`: the n-th copy job of a spilled chunk, `"spill.n"` on the wire
+  (docs/language.md §11.8.1); no thread, so nothing resumes when it finishes -/
+  | copy (n : Nat)
   deriving Inhabited, DecidableEq
 
 instance : Coe Nat Tid := ⟨Tid.session⟩
@@ -38,11 +41,13 @@ instance : Coe Nat Tid := ⟨Tid.session⟩
 def Tid.owner : Tid → Nat
   | .session n => n
   | .branch n _ => n
+  | .copy _ => 0   -- never asked: a copy job is nobody's (`finishJob` stops before `thread`)
 
 /-- The thread's name in messages: the serial, or `s.k`. -/
 def Tid.text : Tid → String
   | .session n => toString n
   | .branch n k => s!"{n}.{k}"
+  | .copy n => s!"spill.{n}"
 
 /-- The argument of an event: arrive → serial; finish → [stage, thread]; iter_end → stage;
 lease_end → [pool, serial]; warmup_end → null. -/
@@ -158,13 +163,25 @@ structure Job where
   drafts : Nat := 0
   /-- the job of branch k of its session (docs/language.md §11.13), on a stage that is no engine -/
   branch : Option Nat := none
+  /-- the n-th copy of a spilled chunk (docs/language.md §11.8.1): a job of no thread -/
+  copy : Option Nat := none
+  /-- On a ps stage a flow crosses (docs/language.md §11.14): `left` is the work remaining at
+  `since`, served at `rate` since then; `stages` lists a flow's stages (none: one stage). -/
+  shared : Bool := false
+  rate : Rat := 0
+  since : Rat := 0
+  stages : Option (List Nat) := none
   deriving Inhabited
+
+/-- config.py `Job.stages_of`: the stages the job is present at. -/
+def Job.stagesOf (j : Job) : List Nat := j.stages.getD [j.stage]
 
 /-- The thread that runs the job. -/
 def Job.tid (j : Job) : Tid :=
-  match j.branch with
-  | some k => .branch j.serial k
-  | none => .session j.serial
+  match j.copy, j.branch with
+  | some n, _ => .copy n
+  | none, some k => .branch j.serial k
+  | none, none => .session j.serial
 
 /-- Session statuses (config.py): ready, queued in a pool, on a stage, growing in a pool, ended. -/
 inductive Status where
@@ -242,19 +259,36 @@ structure Iteration where
   assign : List Assign
   deriving Inhabited
 
-/-- config.py `StageState`. `finish` and `tags` are association lists in insertion order (the
-order of Python's dicts). -/
+/-- The cycle half of config.py `EngineEstimates` (docs/spec.md "Online estimates"): an engine's
+iterations, each cycle running from one iteration's start to the next one's. -/
+structure EngineCycles where
+  /-- the start of the engine's latest iteration -/
+  started : Option Rat := none
+  /-- its duration (`execute`) -/
+  cost : Option Rat := none
+  /-- mean time from an iteration's start to the next one's -/
+  cycle : Option Rat := none
+  /-- mean duration of the iteration that opens a cycle -/
+  busy : Option Rat := none
+  deriving Inhabited
+
 /-- config.py `Estimates`: the online estimates of a stage the program reads them of
 (docs/spec.md "Online estimates"); `none` = no sample yet. `joined`: the join time of each fifo
-job still waiting (an insertion-ordered association list, as a Python dict). -/
+job still waiting (an insertion-ordered association list, as a Python dict).
+An engine's estimates (config.py `EngineEstimates`) are an `Estimates` whose `engine` is `some`:
+`last`, `gap` and `wait` are those of its admissions (the latest, the mean gap, the mean wait in
+the queue), `service` and `joined` stay empty, and `engine` holds its iteration cycles. -/
 structure Estimates where
   last : Option Rat := none
   gap : Option Rat := none
   service : Option Rat := none
   wait : Option Rat := none
   joined : List (Tid × Rat) := []
+  engine : Option EngineCycles := none
   deriving Inhabited
 
+/-- config.py `StageState`. `finish` and `tags` are association lists in insertion order (the
+order of Python's dicts). -/
 structure StageState where
   kind : String
   jobs : List Job := []
@@ -271,7 +305,7 @@ structure StageState where
   pending : List Nat := []
   /-- step, `lag 1`: the ends the next `ends` event applies -/
   due : List Nat := []
-  /-- fifo/ps/delay whose estimates the program reads (config.py `StageState.est`) -/
+  /-- a stage or engine whose estimates the program reads (config.py `StageState.est`) -/
   est : Option Estimates := none
   deriving Inhabited
 
@@ -283,6 +317,8 @@ structure Counters where
   nextDead : Nat := 1
   nextSerial : Nat := 0
   machine : Nat := 0
+  /-- spill copy jobs started (names them, docs/language.md §11.8.1) -/
+  nextCopy : Nat := 0
   deriving Inhabited
 
 /-- config.py `Config`: the dynamic state (the program is passed separately). -/

@@ -184,6 +184,10 @@ def admitOne (ic : IterCtx) (only : Option Expr := none) : M Bool := do
         | .blocked => return false   -- head-of-line: admission stops for this iteration
         | .admitted =>
           modify fun st => { st with fresh := st.fresh ++ [head.serial] }
+          -- before the session runs on (engine.py): what it reads includes this admission
+          let st ← stage ic.engine
+          let now := (← getCfg).now
+          setStage ic.engine { st with est := st.est.map (estimateAdmission · head.joined now) }
           runSession head.serial
           modify fun st => { st with forming := none }
           return true
@@ -309,6 +313,9 @@ def startIteration (e : Nat) : M Bool := do
     | _ => specError s!"engine {d.name}: iteration cost {cost.toWire}"
   if decide (tokens > 0) && c == 0 then specError s!"engine {d.name}: an iteration with {tokens} tokens costs 0"
   let now := (← getCfg).now
+  -- the iteration is formed: its cycle opens (stages.py `estimate_iteration`)
+  let st ← stage e
+  setStage e { st with est := st.est.map (estimateIteration · now c) }
   -- scheduled before iter_end: the ends are handled first (docs/async.md §3 item 4)
   if lagged then makeDue e (now + c)
   let (cfg, ev) ← liftRes (scheduleEvent (← getCfg) (now + c) "iter_end" (.stage e))

@@ -225,9 +225,15 @@ def estLambda (e : Estimates) : Rat :=
   | some g => if g == 0 then 0 else 1 / g
   | none => 0
 
-/-- expr.py `est_rho`: min(λ̂ · Ŝ, 99/100), Ŝ = 0 before the first start (values.py `min_v`). -/
+/-- expr.py `est_rho`: min(λ̂ · Ŝ, 99/100), Ŝ = 0 before the first start (values.py `min_v`); an
+engine's: min(mean busy / mean cycle, 99/100). -/
 def estRho (e : Estimates) : Rat :=
-  let r := estLambda e * e.service.getD 0
+  let r := match e.engine with
+    | none => estLambda e * e.service.getD 0
+    -- an engine's: mean busy / mean cycle, 0 before a cycle or while the mean cycle is 0
+    | some c => match c.cycle, c.busy with
+      | some cy, some b => if cy == 0 then 0 else b / cy
+      | _, _ => 0
   if decide (r ≤ rhoCap) then r else rhoCap
 
 /-- expr.py `est_wait`: the mean wait before service, 0 before the first. -/
@@ -243,6 +249,10 @@ def price (e : Estimates) (sHit ds : Value) : Res Value := do
   let queueing ← Value.div (← Value.mul lam spread) (← Value.mul (.fin 2) idle)
   let waiting ← Value.div (← Value.mul (← Value.mul lam (.fin (estWait e))) ds) idle
   Value.add (← Value.add ds queueing) waiting
+
+/-- expr.py `remaining`: the work a job on a stage a flow crosses has left at `now`, served at
+its rate since `since` (docs/language.md §11.14). -/
+def remaining (now : Rat) (j : Job) : Rat := workLeft j - j.rate * (now - j.since)
 
 mutual
 
@@ -342,7 +352,12 @@ partial def observable (env : EnvM) (f : String) (onPool : Bool) (base count : N
             else return Value.zero
           | none => return Value.zero
         else
-          return .fin (sumRat ((st.entries.filter (·.owner == (serial : Int))).map (·.size)))
+          -- the session's prefix on p and, contiguous with it, the rest on p's `spill` tiers
+          -- (docs/language.md §11.8.1)
+          let mut total : Rat := 0
+          for q in p :: (← getProg).tiersBelow p do
+            total := total + sumRat (((← pool q).entries.filter (·.owner == (serial : Int))).map (·.size))
+          return .fin total
     else if f == "holders" then return Value.ofNat st.holders.length
     else if f == "queued" then return Value.ofNat st.queue.length
     else specError s!"observable {f}() is not supported" env.loc
@@ -389,6 +404,11 @@ partial def budgetLeftOutsideChecked (env : EnvM) (s : Nat) : M Value := do
 
 /-- expr.py `ps_rate`: each of `n` present jobs gets φ(n)/n. -/
 partial def psRate (s n : Nat) : M Rat := do
+  return (← psCapacity s n) / (n : Rat)
+
+/-- expr.py `ps_capacity`: φ(n), the total rate of ps stage s with n jobs present (Ps moment: φ
+may read `present`). -/
+partial def psCapacity (s n : Nat) : M Rat := do
   let d ← stageDecl s
   let cap := match d.kind with
     | .ps c => c
@@ -397,7 +417,7 @@ partial def psRate (s n : Nat) : M Rat := do
   match phi with
   | .fin q =>
     if q ≤ 0 then specError s!"ps stage {d.name}: capacity must be positive and finite, got {phi.toWire}"
-    else return q / (n : Rat)
+    else return q
   | _ => specError s!"ps stage {d.name}: capacity must be positive and finite, got {phi.toWire}"
 
 /-- expr.py `current_rate`: the per-job rate in effect since `t_last`, the one the pending
@@ -432,6 +452,9 @@ partial def advanceVirtualClock (s : Nat) : M Unit := do
 partial def work (s : Nat) : M Value := do
   let st ← stage s
   if st.kind == "step" then return .fin (jobsLeftRat st.jobs)
+  else if (← getProg).ir.sharedStages.contains s then   -- a stage a flow crosses (§11.14)
+    let now := (← getCfg).now
+    return .fin (st.jobs.foldl (fun acc j => acc + remaining now j) (0 : Rat))
   else if st.kind == "ps" then
     advanceVirtualClock s
     let st ← stage s

@@ -259,7 +259,7 @@ where
     let need := target - h.alloc.getD i 0
     let st ← pool p
     if Value.le (.fin (st.used + need)) (← capOf p) then
-      addUnits p serial k i need
+      startCopies (← addUnits p serial k i need)
       return (true, ictx)
     match (← chooseVictim p) with
     | none =>

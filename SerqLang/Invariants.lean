@@ -122,7 +122,9 @@ def placesOf (cfg : Config) (serial : Tid) : List Status :=
     (st.queue.filter (fun q => Tid.session q.serial == serial)).map (fun _ => Status.queued p)
       ++ (st.growers.filter (fun g => Tid.session g == serial)).map (fun _ => Status.growing p)
   let stages := (List.range cfg.stages.length).zip cfg.stages |>.flatMap fun (i, st) =>
-    ((st.jobs ++ st.waiting).filter (·.tid == serial)).map (fun _ => Status.stage i)
+    -- a flow is placed once, at its first stage (docs/language.md §11.14)
+    ((st.jobs ++ st.waiting).filter (fun j => j.tid == serial && (j.stages.isNone || j.stage == i))).map
+      (fun _ => Status.stage i)
   let ready := (cfg.ready.filter (· == serial)).map (fun _ => Status.ready)
   pools ++ stages ++ ready
 
@@ -141,6 +143,26 @@ def branchInvariants (cfg : Config) : List String := Id.run do
     let forked := (cfg.branches.filter (·.parent == some s.tid)).length
     if s.liveBranches != forked then
       bad := bad ++ [s!"session {s.tid.text} counts {s.liveBranches} running branch(es), {forked} are live"]
+  return bad
+
+/-- invariants.py `shared_invariants` (docs/language.md §11.14): a job on a stage a flow crosses
+is present at exactly its stages, with its remaining work never negative and, once the step is
+over, a positive rate. -/
+def sharedInvariants (prog : Program) (cfg : Config) : List String := Id.run do
+  let mut bad : List String := []
+  let n := cfg.stages.length
+  for i in (List.range n).filter (prog.ir.sharedStages.contains ·) do
+    let st := cfg.stages.getD i default
+    for j in st.jobs do
+      let name := ((prog.ir.stages[i]?).map (·.name)).getD ""
+      let here := (List.range n).filter fun x => ((cfg.stages[x]?).map (·.jobs.any (·.tid == j.tid))).getD false
+      let want := (List.range n).filter (j.stagesOf.contains ·)
+      if here != want then
+        bad := bad ++ [s!"stage {name}: the job of {j.tid.text} is present at stages {here}, not at its stages {j.stagesOf}"]
+      if !j.shared || decide (remaining cfg.now j < 0) then
+        bad := bad ++ [s!"stage {name}: the job of {j.tid.text} has negative work left or no remaining-work form"]
+      if decide (j.rate ≤ 0) && !st.dirty then
+        bad := bad ++ [s!"stage {name}: the job of {j.tid.text} has no rate"]
   return bad
 
 /-- invariants.py `check_invariants`: the violated invariants of `cfg` (empty when all hold);
@@ -233,6 +255,7 @@ def checkInvariants (prog : Program) (cfg : Config) (previousNow : Option Rat) :
     for j in st.jobs ++ st.waiting do
       if workNegative j.left then
         bad := bad ++ [s!"stage {name}: session {j.serial} has negative work left"]
+  bad := bad ++ sharedInvariants prog cfg
   -- every session in exactly one place
   for s in cfg.sessions ++ cfg.branches do
     let here := placesOf cfg s.tid

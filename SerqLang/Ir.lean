@@ -64,6 +64,23 @@ inductive QueueRule where
   | keyed (keys : List Expr)
   deriving Inhabited
 
+structure Loc where
+  file : Nat
+  line : Nat
+  col : Nat
+  deriving Inhabited
+
+/-- A pool's `spill Q via S (w) when (c);` (docs/language.md §11.8.1, docs/ir.md `spill`): the
+tier Q, the link S (a fifo, ps or delay stage), the copy work w and the condition c, both read in
+the eviction-key moment, and the clause's position. -/
+structure SpillDecl where
+  tier : Nat
+  link : Nat
+  work : Expr
+  «when» : Expr
+  loc : Loc
+  deriving Inhabited
+
 structure PoolDecl where
   name : String
   cap : Value
@@ -75,6 +92,8 @@ structure PoolDecl where
   admittedBy : Option Nat
   /-- `share content;` (docs/content.md): physical blocks, a free queue, an identity map -/
   shareContent : Bool := false
+  /-- `spill …;` (docs/language.md §11.8.1); absent without the clause -/
+  spill : Option SpillDecl := none
   deriving Inhabited
 
 /-- `prefix KEY (LENGTH) [after PARENT];` (docs/content.md §1): a shared token sequence; `total`
@@ -208,9 +227,17 @@ inductive Stmt where
   | load (pool : Ref) (units : Expr)
   | drop (pool : Ref)
   | release (pool : Ref)
+  /-- docs/language.md §11.15: the copy of `transfer S (w) from P to Q (n);`, `src` and `dst`
+  held: a run of `work` on the link (`.inl`, the IR's `stage`), or a flow over several links
+  (`.inr`, the IR's `stages`) -/
+  | transfer (link : Ref ⊕ List Ref) (work : Expr) (src dst : Ref)
+  /-- its landing, the next statement: `load dst (units); release src;` -/
+  | transferEnd (src dst : Ref) (units : Expr)
   /-- docs/language.md §11.13: a branch of the session running block `body` -/
   | fork (body : Nat)
   | join
+  /-- docs/language.md §11.14: one job over several ps stages at once (a flow) -/
+  | flow (stages : List Ref) (work : Expr)
   deriving Inhabited
 
 /-- The IR `op` of a statement (docs/ir.md "Statements"). -/
@@ -229,21 +256,18 @@ def Stmt.op : Stmt → String
   | .load .. => "load"
   | .drop .. => "drop"
   | .release .. => "release"
+  | .transfer .. => "transfer"
+  | .transferEnd .. => "transfer_end"
   | .fork .. => "fork"
   | .join => "join"
+  | .flow .. => "flow"
 
 /-- sessions.py `BRANCH_OPS`: what a branch, and its parent between a fork and the join, may
 execute (docs/language.md §11.13). -/
 def branchMay (st : Stmt) : Bool :=
-  ["set", "observe", "branch", "while", "loop", "choose", "run", "fork", "join"].contains st.op
+  ["set", "observe", "branch", "while", "loop", "choose", "run", "fork", "join", "flow"].contains st.op
 
 /-- Source location `[FILE, LINE, COLUMN]` (file = index into `files`). -/
-structure Loc where
-  file : Nat
-  line : Nat
-  col : Nat
-  deriving Inhabited
-
 structure Located where
   stmt : Stmt
   loc : Loc
@@ -306,7 +330,17 @@ structure Ir where
   gauges : List Named
   /-- docs/ir.md: present only when the program declares a claim -/
   claims : List ClaimDecl := []
+  /-- docs/ir.md `share` (docs/language.md §11.14): `maxmin` when absent -/
+  share : String := "maxmin"
   deriving Inhabited
+
+/-- program.py `shared_stages`: the ps stages some run over several stages can name (every member
+of every reference of a `flow`, or of a `transfer` over several links), in the order met. -/
+def Ir.sharedStages (ir : Ir) : List Nat :=
+  ir.blocks.foldl (fun acc b => b.foldl (fun acc l =>
+    match l.stmt with
+    | .flow refs _ | .transfer (.inr refs) _ _ _ => refs.foldl (fun acc r => acc ++ (List.range r.count).map (r.base + ·)) acc
+    | _ => acc) acc) []
 
 /-! ## Decoding -/
 
@@ -395,6 +429,15 @@ def contentOf (j : Json) : Res ContentDecl := do
   return { «prefix» := ← field j "prefix" exprOf, length := ← field j "length" exprOf,
            history := ← field j "history" exprOf }
 
+def locOf (j : Json) : Res Loc := do
+  match (← list nat j) with
+  | [f, l, c] => return { file := f, line := l, col := c }
+  | _ => .error "expected [FILE, LINE, COLUMN]"
+
+def spillOf (j : Json) : Res SpillDecl := do
+  return { tier := ← field j "pool" nat, link := ← field j "stage" nat, work := ← field j "work" exprOf,
+           «when» := ← field j "when" exprOf, loc := ← field j "at" locOf }
+
 def poolOf (j : Json) : Res PoolDecl := do
   return {
     name := ← field j "name" str
@@ -405,7 +448,8 @@ def poolOf (j : Json) : Res PoolDecl := do
     queue := ← field j "queue" queueOf
     reserveHeld := ← field j "reserve_held" bool
     admittedBy := ← fieldOpt j "admitted_by" nat
-    shareContent := ← shareOf (getOpt j "share") }
+    shareContent := ← shareOf (getOpt j "share")
+    spill := ← fieldOpt j "spill" spillOf }
 
 def orderOf (j : Json) : Res Order := do
   match (← kind j) with
@@ -502,14 +546,16 @@ def stmtOf (j : Json) : Res Stmt := do
   | "load" => return .load (← field j "pool" refOf) (← field j "units" exprOf)
   | "drop" => return .drop (← field j "pool" refOf)
   | "release" => return .release (← field j "pool" refOf)
+  | "transfer" => do
+    let link : Ref ⊕ List Ref ← match (← fieldOpt j "stages" (list refOf)) with
+      | some refs => pure (.inr refs)
+      | none => pure (.inl (← field j "stage" refOf))
+    return .transfer link (← field j "work" exprOf) (← field j "from" refOf) (← field j "to" refOf)
+  | "transfer_end" => return .transferEnd (← field j "from" refOf) (← field j "to" refOf) (← field j "units" exprOf)
   | "fork" => return .fork (← field j "body" nat)
   | "join" => return .join
+  | "flow" => return .flow (← field j "stages" (list refOf)) (← field j "work" exprOf)
   | o => .error s!"unknown statement \"{o}\""
-
-def locOf (j : Json) : Res Loc := do
-  match (← list nat j) with
-  | [f, l, c] => return { file := f, line := l, col := c }
-  | _ => .error "expected [FILE, LINE, COLUMN]"
 
 def locatedOf (j : Json) : Res Located := do
   return { stmt := ← stmtOf j, loc := ← field j "at" locOf }
@@ -565,7 +611,8 @@ def ofJson (j : Json) : Res Ir := do
     blocks := ← field j "blocks" (list (list locatedOf))
     workload := ← field j "workload" workloadOf
     gauges := ← field j "gauges" (list (namedOf "expr"))
-    claims := (← fieldOpt j "claims" (list claimOf)).getD [] }
+    claims := (← fieldOpt j "claims" (list claimOf)).getD []
+    share := (← fieldOpt j "share" str).getD "maxmin" }
 
 /-- Decode an IR from its JSON text. -/
 def parse (text : String) : Res Ir := do

@@ -33,6 +33,7 @@ def DrawStream.toJson : DrawStream → CJ
 def Tid.toJson : Tid → CJ
   | .session n => .nat n
   | .branch n k => .str s!"{n}.{k}"
+  | .copy n => .str s!"spill.{n}"
 
 def EventArg.toJson : EventArg → CJ
   | .none => .null
@@ -87,7 +88,10 @@ def Job.toJson (j : Job) : CJ :=
         -- present only on a pending resident (docs/async.md)
         (if j.pending then [("pending", .bool true)] else []) ++
         -- present only on a run with drafts (docs/language.md §7.3)
-        (if j.drafts > 0 then [("drafts", .nat j.drafts)] else []))
+        (if j.drafts > 0 then [("drafts", .nat j.drafts)] else []) ++
+        -- present only on a stage a flow crosses (docs/language.md §11.14)
+        (if j.shared then [("shared", .bool true), ("rate", ratJ j.rate), ("since", ratJ j.since),
+                           ("stages", CJ.opt CJ.nats j.stages)] else []))
 
 def Status.toJson : Status → CJ
   | .ready => .arr [.str "ready"]
@@ -145,6 +149,8 @@ def PoolState.toJson (p : PoolState) (leases : List Lease := []) : CJ :=
         ("growers", CJ.nats p.growers), ("admissions", .nat p.admissions),
         ("preemptions", .nat p.preemptions), ("rejected", .nat p.rejected),
         ("stuck", .nat p.stuck), ("evicted_units", CJ.amt p.evictedUnits)] ++
+        -- only once a chunk spilled (config.py): a program without `spill` serialises as before
+        (if p.spills > 0 then [("spills", .nat p.spills)] else []) ++
         (match p.content with
          | some cs => [("content", cs.toJson)]
          | none => []) ++
@@ -162,9 +168,14 @@ def Assign.toJson (a : Assign) : CJ :=
 def Iteration.toJson (it : Iteration) : CJ :=
   .obj [("end", ratJ it.«end»), ("seq", .nat it.seq), ("assign", .arr (it.assign.map Assign.toJson))]
 
-/-- config.py `Estimates.to_json`. -/
+/-- config.py `Estimates.to_json`, and `EngineEstimates.to_json` for an engine's (its `fields`
+in order under the one key `engine`). -/
 def Estimates.toJson (e : Estimates) : CJ :=
-  .obj [("last", CJ.opt ratJ e.last), ("gap", CJ.opt ratJ e.gap), ("service", CJ.opt ratJ e.service),
+  match e.engine with
+  | some c => .obj [("engine", .arr [CJ.opt ratJ e.last, CJ.opt ratJ e.gap, CJ.opt ratJ e.wait,
+                                     CJ.opt ratJ c.started, CJ.opt ratJ c.cost, CJ.opt ratJ c.cycle,
+                                     CJ.opt ratJ c.busy])]
+  | none => .obj [("last", CJ.opt ratJ e.last), ("gap", CJ.opt ratJ e.gap), ("service", CJ.opt ratJ e.service),
         ("wait", CJ.opt ratJ e.wait), ("joined", .arr (e.joined.map fun (n, t) => CJ.arr [n.toJson, ratJ t]))]
 
 def StageState.toJson (s : StageState) : CJ :=
@@ -187,7 +198,9 @@ def StageState.toJson (s : StageState) : CJ :=
 def Counters.toJson (c : Counters) : CJ :=
   .obj [("next_seq", .nat c.nextSeq), ("next_adm", .nat c.nextAdm), ("next_rel", .nat c.nextRel),
         ("next_dead", .nat c.nextDead), ("next_serial", .nat c.nextSerial),
-        ("machine", .nat c.machine)]
+        ("machine", .nat c.machine)] ++
+        -- only once a copy started (config.py)
+        (if c.nextCopy > 0 then [("next_copy", .nat c.nextCopy)] else [])
 
 /-- config.py `Config.to_json`'s claims row: the four counts, then the first times (or null). -/
 def ClaimTally.toJson (t : ClaimTally) : CJ :=
@@ -267,6 +280,7 @@ def tid (j : Json) : Res Tid :=
     | [a, b] =>
       match a.toNat?, b.toNat? with
       | some n, some k => .ok (.branch n k)
+      | _, some n => if a == "spill" then .ok (.copy n) else .error s!"expected a thread \"s.k\", got {t}"
       | _, _ => .error s!"expected a thread \"s.k\", got {t}"
     | _ => .error s!"expected a thread \"s.k\", got {t}"
   | _ => (nat j).map Tid.session
@@ -275,6 +289,7 @@ def tid (j : Json) : Res Tid :=
 def branchNo : Tid → Option Nat
   | .branch _ k => some k
   | .session _ => none
+  | .copy _ => none
 
 def eventArg (j : Json) : Res EventArg := do
   match j with
@@ -379,6 +394,9 @@ def job (j : Json) : Res Job := do
   return {
     serial := t.owner
     branch := branchNo t
+    copy := match t with
+      | .copy n => some n
+      | _ => none
     stage := ← field j "stage" nat
     mode := ← field j "mode" str
     left := ← field j "left" work
@@ -386,7 +404,11 @@ def job (j : Json) : Res Job := do
     admission := ← field j "admission" int
     startOrder := ← field j "start_order" nat
     pending := (← fieldOpt j "pending" bool).getD false
-    drafts := (← fieldOpt j "drafts" nat).getD 0 }
+    drafts := (← fieldOpt j "drafts" nat).getD 0
+    shared := (← fieldOpt j "shared" bool).getD false
+    rate := (← fieldOpt j "rate" rat).getD 0
+    since := (← fieldOpt j "since" rat).getD 0
+    stages := ← fieldOpt j "stages" (list nat) }
 
 def status (j : Json) : Res Status := do
   let a ← arr j
@@ -503,7 +525,8 @@ def pool (i : Nat) (j : Json) : Res (PoolState × List Lease) := do
     rejected := ← field j "rejected" nat
     stuck := ← field j "stuck" nat
     evictedUnits := ← field j "evicted_units" amt
-    content := ← fieldOpt j "content" contentState }
+    content := ← fieldOpt j "content" contentState
+    spills := (← fieldOpt j "spills" nat).getD 0 }
   return (st, leases)
 
 /-- The pools of a configuration, pool `i` first. -/
@@ -536,7 +559,20 @@ def timed (j : Json) : Res (Tid × Rat) := do
   | [s, t] => return ((← tid s), (← rat t))
   | _ => throw "expected [serial, time]"
 
+/-- A rational or `null` (an estimate with no sample yet). -/
+def ratOpt (j : Json) : Res (Option Rat) :=
+  match j with
+  | Json.null => .ok none
+  | _ => (rat j).map some
+
+/-- config.py `_estimates`: an engine's under the key `engine` (config.py `EngineEstimates`),
+a stage's by field. -/
 def estimates (j : Json) : Res Estimates := do
+  match (← fieldOpt j "engine" (list ratOpt)) with
+  | some [last, gap, wait, started, cost, cycle, busy] =>
+    return { last, gap, wait, engine := some { started, cost, cycle, busy } }
+  | some _ => throw "an engine's estimates: expected 7 values"
+  | none => pure ()
   return {
     last := ← fieldOpt j "last" rat
     gap := ← fieldOpt j "gap" rat
@@ -568,7 +604,8 @@ def counters (j : Json) : Res Counters := do
     nextRel := ← field j "next_rel" nat
     nextDead := ← field j "next_dead" nat
     nextSerial := ← field j "next_serial" nat
-    machine := ← field j "machine" nat }
+    machine := ← field j "machine" nat
+    nextCopy := (← fieldOpt j "next_copy" nat).getD 0 }
 
 /-- A claims row of config.py `Config.to_json`: four counts, two times or null. -/
 def claimTally (j : Json) : Res ClaimTally := do

@@ -161,6 +161,7 @@ def thread (t : Tid) : M Session := do
     match (← getCfg).branches.find? (·.tid == t) with
     | some b => return b
     | none => internalError s!"internal: no branch {t.text}"
+  | .copy _ => internalError s!"internal: {t.text} is a copy job, no thread"
 
 /-- Store a session, or a branch (by its name), back into the configuration. -/
 def setSession (s : Session) : M Unit :=

@@ -45,9 +45,11 @@ def afterEvent : M Unit := do
       done := true
       break
   if !done then specError "settle did not reach a fixed point"
+  let shared := (← getProg).ir.sharedStages
   for i in List.range (← getCfg).stages.length do
     let st ← stage i
-    if st.kind == "ps" && st.dirty then reschedulePs i
+    if st.kind == "ps" && st.dirty && !shared.contains i then reschedulePs i
+  rescheduleShared   -- the stages flows cross, after the others (docs/language.md §11.14)
 
 /-- step.py `initial` (step 0): warm-up event, first arrival or the closed/batch sessions, settle. -/
 def initialM : M Unit := do
@@ -164,7 +166,10 @@ def statusJson (prog : Program) (s : Session) : String :=
   | .ended => "ended"
   | .queued p => s!"queued:{pname p}"
   | .growing p => s!"growing:{pname p}"
-  | .stage i => s!"stage:{sname i}"
+  | .stage i =>
+    match s.job.bind (·.stages) with   -- a flow: all its stages (docs/language.md §11.14)
+    | some xs => "stage:" ++ ",".intercalate (xs.map sname)
+    | none => s!"stage:{sname i}"
   | .ending i => s!"ending:{sname i}"   -- docs/async.md §5
   | .joining => "joining"               -- docs/language.md §11.13
 
@@ -209,6 +214,8 @@ def poolJson (prog : Program) (cfg : Config) (p : Nat) (st : PoolState) : CJ :=
          ("entries", .arr ((sortEntries st.entries).map Entry.toJson)),
          ("preemptions", .nat st.preemptions)]
         ++ (if st.rejected > 0 then [("rejected", .nat st.rejected)] else [])
+        -- trace.py: on a pool with `spill` (docs/language.md §11.8.1)
+        ++ (if ((prog.ir.pools[p]?).bind (·.spill)).isSome then [("spills", .nat st.spills)] else [])
         -- trace.py: present while a lease is held, `[serial, allocation, ends_at | null]`
         ++ (let mine := cfg.leases.filter (·.pool == p)
             if mine.isEmpty then []
@@ -247,7 +254,10 @@ def stageJson (i : Nat) : M CJ := do
   -- the online estimates, only on a stage whose estimates are read (trace.py `stage_json`)
   let estKey : List (String × CJ) := match st.est with
     | none => []
-    | some e => [("est", .arr [CJ.opt ratJ e.last, CJ.opt ratJ e.gap, CJ.opt ratJ e.service, CJ.opt ratJ e.wait])]
+    | some e => [("est", .arr (match e.engine with
+        | some c => [CJ.opt ratJ e.last, CJ.opt ratJ e.gap, CJ.opt ratJ e.wait, CJ.opt ratJ c.started,
+                     CJ.opt ratJ c.cost, CJ.opt ratJ c.cycle, CJ.opt ratJ c.busy]
+        | none => [CJ.opt ratJ e.last, CJ.opt ratJ e.gap, CJ.opt ratJ e.service, CJ.opt ratJ e.wait]))]
   let base : List (String × CJ) := [("name", .str d.name), ("kind", .str st.kind)]
   match d.kind with
   | .step sd =>
@@ -282,6 +292,9 @@ def stageJson (i : Nat) : M CJ := do
     return .obj (base ++ [("active", .arr (st.jobs.map fun j =>
         CJ.arr [j.tid.toJson, ratJ ((List.lookup j.tid st.finish).getD 0)]))] ++ estKey)
   | .ps _ =>
+    if (← getProg).ir.sharedStages.contains i then   -- a stage a flow crosses: remaining work and rates
+      return .obj (base ++ [("active", .arr (st.jobs.map fun j => CJ.arr [j.tid.toJson, ratJ (remaining cfg.now j)])),
+                            ("rates", .arr (st.jobs.map fun j => CJ.arr [j.tid.toJson, ratJ j.rate]))] ++ estKey)
     let mut v := st.v
     if !st.jobs.isEmpty && decide (cfg.now > st.tLast) then
       v := v + (← psLineRate i) * (cfg.now - st.tLast)

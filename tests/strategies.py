@@ -31,6 +31,20 @@ class Case:
 
 RATIONALS = ["1/2", "1/3", "5/7", "1", "2", "3/4"]
 
+# The sessions of the multi-turn templates below: a staggered start, then turns while `more`,
+# each extending the conversation `ctx` and calling a tool in between.
+SESSION_LOOP = """\
+    session {{
+      run gate (serial * {stagger});
+      turn;
+      while (more) {{
+        set ctx = ctx + n + o;
+        tool (~uniform(0, {think}));
+        turn;
+      }}
+    }}
+"""
+
 VLLM = """\
 def reusable(x, b) {{ floor((x - 1) / b) * b }}
 
@@ -73,16 +87,7 @@ fn main() {{
       set o = 1 + floor(~uniform(0, {maxo}));
       set more = turn_no < {turns} ? ~bernoulli(1/2) : 0;
     }}
-    session {{
-      run gate (serial * {stagger});
-      turn;
-      while (more) {{
-        set ctx = ctx + n + o;
-        tool (~uniform(0, {think}));
-        turn;
-      }}
-    }}
-  }}
+""" + SESSION_LOOP + """  }}
   server {{
     set prompt = {prompt};{release_before}
     eng (prompt, o);{release_after}
@@ -512,3 +517,293 @@ def fork_programs(draw) -> Case:
                        body="\n".join(x for x in lines if x))
     arrival = draw(st.one_of(st.just(f"batch({sessions})"), arrival_processes(sessions)))
     return Case(text=text.replace("{arrival}", arrival), sessions=sessions, seed=draw(st.integers(0, 2 ** 16)))
+
+
+@st.composite
+def engine_estimator_programs(draw) -> Case:
+    """The online estimates of an engine (docs/language.md §4.4): a `vllm_programs` program (with
+    its preemptions and head requeues, whose new join Ŵ measures from) that reads `est_lambda`,
+    `est_rho`, `est_wait` and `price` of its engine in the server (observations and a branch), and
+    by draw in gauges, the admission guard and the queue key. Never in a time (a run's work, the
+    budget, `execute`): in the exact engine that feedback makes the times' digits grow
+    exponentially (docs/spec.md "Online estimates"). Drawn after the vLLM program's own draws."""
+    case = draw(vllm_programs(arrivals=draw(st.booleans())))
+    text = case.text
+    thr = draw(st.sampled_from(["1/3", "3/4", "2"]))
+    reads = (f"\n    observe lam = est_lambda(eng);\n    observe rho = est_rho(eng);"
+             f"\n    observe w = est_wait(eng);\n    observe p = price(eng, 1, 2);"
+             f"\n    branch (est_wait(eng) > {thr}) {{ run gate (1/4); }}")
+    text = text.replace("\n    eng (prompt, o);", "\n    eng (prompt, o);" + reads, 1)
+    if draw(st.booleans()):   # gauges: the whole program runs without the decode fast-forward
+        text = text.replace("  stage gate : delay;", "  stage gate : delay;\n  gauge g_rho = est_rho(eng);"
+                            "\n  gauge g_price = price(eng, 1/2, 1);", 1)
+    if draw(st.booleans()):
+        guard = draw(st.sampled_from(["est_rho(eng) < 0.9", "est_lambda(eng) < 3", "est_wait(eng) <= 1"]))
+        text = text.replace("while (running.preempted == 0)", f"while (running.preempted == 0 && {guard})", 1)
+    if "queue by (prompt)" in text and draw(st.booleans()):
+        text = text.replace("queue by (prompt)", "queue by (est_wait(eng) > 1 ? -prompt : prompt, price(eng, 1, prompt))", 1)
+    return Case(text=text, sessions=case.sessions, seed=case.seed)
+
+
+FLOWS = """\
+fn main() {{
+  stage link[3] : ps({cap});
+  stage solo : ps(1);
+  stage gate : delay;{share}
+  pool m {{ cap {mcap}; preempt {mpre}; }}
+  gauge g_work = work(link[1]);
+  workload {{
+    arrive {arrival};
+    session {{ turn; tool (~uniform(0, 2)); turn; }}
+  }}
+  server {{
+    run gate ({gap} * serial);
+    hold m (1) {{
+      tool (serial == 0 ? {late} : 0);
+      grow m (serial == 0 ? {g} : 0);
+      {first}
+    }}
+    {second}
+    observe q = queue(link[1]);
+    observe w = work(link[0]);
+  }}
+}}
+"""
+
+# the runs of a flow program: one stage, or a flow over two or three links (fixed or by serial)
+FLOW_RUNS = ["run link[{k}] ({w});", "run solo ({w});", "run link[0], link[1] ({w});",
+             "run link[1], link[2], link[0] ({w});", "run link[serial - 3 * floor(serial / 3)], solo ({w});",
+             "branch with (1/2) {{ run link[0], link[2] ({w}); }} else {{ run link[2] ({w}); }}"]
+FLOW_WORKS = ["~exp(1)", "1", "~uniform(0, 2)", "0", "1/2"]
+
+
+@st.composite
+def flow_runs(draw, n: int, fork: bool) -> str:
+    out = []
+    for _ in range(n):
+        form = draw(st.sampled_from(FLOW_RUNS))
+        out.append(form.format(k=draw(st.integers(0, 2)), w=draw(st.sampled_from(FLOW_WORKS))))
+    if fork and draw(st.booleans()):
+        return f"fork {{ {out[0]} }} {' '.join(out[1:])} join;"
+    return " ".join(out)
+
+
+@st.composite
+def flow_programs(draw) -> Case:
+    """Runs over several ps stages (docs/language.md §11.14) among one-stage runs on the same
+    stages, under `share maxmin`, `share bottleneck` or the default; capacities that read `present`;
+    a flow in a fork's branch; holders preempted inside a flow (serial 0 grows m late and the
+    victims go by `-serial`, so the grower fits alone); batch, open or closed arrivals. A separate
+    strategy, so the draws of the others stay as they were."""
+    sessions = draw(st.integers(1, 6))
+    g = draw(st.sampled_from([0, 1, 2]))
+    text = FLOWS.format(
+        cap=draw(st.sampled_from(["1", "2", "present > 1 ? 3/2 : 1", "1 + present / 4"])),
+        share=draw(st.sampled_from(["", "\n  share maxmin;", "\n  share bottleneck;"])),
+        mcap=1 + g + draw(st.sampled_from([0, 1, 3, 6])), mpre=draw(st.sampled_from(["none", "by (-serial)"])),
+        arrival="{arrival}", gap=draw(st.sampled_from(["0", "1/3", "1"])),
+        late=draw(st.sampled_from(["0", "1/2", "1"])), g=g,
+        first=draw(flow_runs(draw(st.integers(1, 2)), False)),
+        second=draw(flow_runs(draw(st.integers(1, 2)), True)))
+    arrival = draw(st.one_of(st.just(f"batch({sessions})"), arrival_processes(sessions)))
+    return Case(text=text.replace("{arrival}", arrival), sessions=sessions, seed=draw(st.integers(0, 2 ** 16)))
+
+
+TRANSFER = """\
+fn main() {{
+  device pg[{P}] {{ pkv cap {pcap}; }}
+  device dg[{D}] {{ dkv cap {dcap}; }}
+  pool pkv[{P}] on pg[j] {{ block {pb}; }}
+  pool dkv[{D}] on dg[j] {{ block {db}; evict lru; preempt lifo; }}
+  engine pre[{P}] on pg[j] {{
+    preqs cap {slots};
+    tokens cap {budget};
+    request (p, o) {{
+      at admission {{ need = p; }}
+      prefill (p) growing pkv[j];
+      lease pkv[j] ({lease});
+    }}
+    schedule {{
+      advance running;
+      admit waiting taking preqs[j] (1), pkv[j] (min(need, budget_left(pre[j]))) reserve (need);
+    }}
+    execute ({pcost});
+  }}
+  pool preqs[{P}] on pre[j] {{ queue fifo; }}
+  engine dec[{D}] on dg[j] {{
+    dreqs cap {slots};
+    tokens cap {budget};
+    request (p, o) {{
+      at admission {{ need = p + 1; hit = min(cachedin(dkv[j]), p); }}
+      set took = min(cached, p);
+      observe reused = took;
+      prefill (need - took) growing dkv[j];
+      decode (o - 1) growing dkv[j];
+      cache (0);
+    }}
+    schedule {{
+      advance running;
+      admit waiting taking dreqs[j] (1), dkv[j] (min(need, hit + budget_left(dec[j]))) reserve (need);
+    }}
+    execute ({dcost});
+  }}
+  pool dreqs[{D}] on dec[j] {{ queue fifo; }}
+  pool side[{P}] {{ cap {pcap}; block {pb}; }}
+  stage prep[{P}] : fifo;
+  stage link[{D}] : {link};
+  stage send[{P}] : ps(1);
+  workload {{
+    arrive {arrival};
+    hidden o;
+    turn {{ set p = 1 + floor(~uniform(0, {maxp})); set o = 1 + floor(~uniform(0, {maxo})); }}
+    session {{ turn;{more} }}
+  }}
+  server {{
+    choose i in {P} by ({pkey});
+    choose k in {D} by ({dkey});
+{body}
+    dec[k] (p, o);
+    observe done = now;
+  }}
+}}
+"""
+
+# Where the KV is when the transfer starts: leased on the prefill engine's pool after its request,
+# or held by a plain hold of a side pool around the copy (the transfer then releases a hold's part)
+TRANSFER_SOURCES = {
+    "lease": """\
+    pre[i] (p, 1);
+    observe ttft = now;
+    hold dkv[k] (p{extra}) {{
+      transfer {links} ({work}) from pkv[i] to dkv[k] ({n});
+      observe landed = now;
+    }} cache ({cache});""",
+    "hold": """\
+    hold side[i] (p) {{
+      run prep[i] ({work});
+      hold dkv[k] (p{extra}) {{
+        transfer {links} ({work}) from side[i] to dkv[k] ({n});
+        observe landed = now;
+      }} cache ({cache});
+      observe settled = now;
+    }} cache ({cache});""",
+}
+
+
+@st.composite
+def transfer_programs(draw) -> Case:
+    """Prefill/decode disaggregation (docs/language.md §11.15): 1 or 2 prefill engines whose requests
+    lease their KV, or a plain hold of a side pool; 1 or 2 decode engines chosen by a key; a landing
+    hold of the decode pool around `transfer link[k] (w) from P to dkv[k] (n)` over a fifo, ps or
+    delay link, or over the prefill side's ps link and a ps `link[k]` at once, n = p or less, cached or not for the decode request, which reuses what landed; one
+    or two turns, batch or open arrivals. Every request fits its pools alone, and nothing waits for
+    a pool while holding one another waits for, so no run deadlocks."""
+    sessions = draw(st.integers(1, 5))
+    P, D = draw(st.integers(1, 2)), draw(st.integers(1, 2))
+    pb, db = draw(st.sampled_from([1, 2, 4])), draw(st.sampled_from([1, 4, 2]))
+    maxp, maxo = draw(st.integers(1, 24)), draw(st.integers(1, 12))
+    extra = draw(st.sampled_from(["", " + 1", " + 3"]))
+    source = draw(st.sampled_from(sorted(TRANSFER_SOURCES)))
+    link = draw(st.sampled_from(["fifo", "fifo(2)", "ps(1)", "delay"]))
+    # over a ps link, the copy may also cross the prefill side's sending link (a flow, §11.14)
+    links = draw(st.sampled_from(["link[k]", "send[i], link[k]"])) if link == "ps(1)" else "link[k]"
+    body = TRANSFER_SOURCES[source].format(
+        extra=extra, links=links, work=draw(st.sampled_from(["0", "1/2", "~exp(1)", "p / 4", "~uniform(0, 2)"])),
+        n=draw(st.sampled_from(["p", "p", "p - 1", "floor(p / 2)"])),
+        cache=draw(st.sampled_from(["inf", "p", "0"])))
+    text = TRANSFER.format(
+        P=P, D=D, pb=pb, db=db,
+        pcap=ceil(maxp / pb) * pb + pb * draw(st.sampled_from([0, 1, 8])),
+        # a landing (p + 3) and a decode (p + o + 1) each fit alone; tight or roomy
+        dcap=ceil((maxp + maxo + 4) / db) * db + db * draw(st.sampled_from([0, 2, 20])),
+        slots=draw(st.integers(1, 3)), budget=draw(st.sampled_from([4, 16, 64])),
+        lease=draw(st.sampled_from(["inf", "inf", "1000"])),
+        pcost=draw(st.sampled_from(["1", "1/2 + batch.tokens / 8", "1/10"])),
+        dcost=draw(st.sampled_from(["1", "1/3 + batch.tokens / 16", "1/4"])),
+        link=link,
+        arrival=draw(st.one_of(st.just(f"batch({sessions})"), st.just("poisson(1)"))),
+        maxp=maxp, maxo=maxo, more=draw(st.sampled_from(["", " tool (~exp(1)); turn;"])),
+        pkey=draw(st.sampled_from(["holders(preqs[i]) + queued(preqs[i])", "-i", "0"])),
+        dkey=draw(st.sampled_from(["holders(dreqs[k]) + queued(dreqs[k])", "cachedin(dkv[k]), k", "0"])),
+        body=body)
+    return Case(text=text, sessions=sessions, seed=draw(st.integers(0, 2 ** 16)))
+
+
+SPILL = """\
+def reusable(x, b) {{ floor((x - 1) / b) * b }}
+
+fn main() {{
+  device acc {{ kv cap {blocks} * {bs}; }}
+  pool kv on acc {{ block {bs}; evict {evict}; preempt {preempt}; spill host via link ({work}) when ({when}); }}
+  pool host {{ cap {hostcap}; block {bs}; evict {hostevict};{hostspill} }}{disk}
+  stage link : {link};
+  stage slow : delay;
+  engine eng on acc {{
+    tokens cap {budget};
+    schedule {{ advance running each at most ({chunk}); }}
+    execute ({cost});
+  }}
+  stage gate : delay;
+  workload {{
+    arrive {arrival};
+    hidden o;
+    init {{ set ctx = 0; }}
+    turn {{
+      set n = {maxp} - floor(~uniform(0, {maxp} / 4));
+      set o = {maxo} - floor(~uniform(0, {maxo} / 2));
+      set more = turn_no < {turns} ? ~bernoulli({p}) : 0;
+    }}
+""" + SESSION_LOOP + """  }}
+  server {{
+    set prompt = ctx + n;
+    observe avail = cachedin(kv);{drop}
+    hold kv ({units}){reuse} {{
+      set c = min(cached, reusable(prompt, {bs}));
+      observe hit = c;
+      run eng prefill (prompt - c) growing kv;
+      run eng decode (o - 1) growing kv;
+    }} cache ({cache});
+  }}
+}}
+"""
+
+
+@st.composite
+def spill_programs(draw, arrivals: bool = False) -> Case:
+    """Offload tiers (`spill`, docs/language.md §11.8.1): multi-turn sessions whose KV pool (an
+    engine's memory, grown by its prefill and decode runs) spills evicted blocks to a host tier
+    over a fifo, ps or delay link, the host tier sometimes spilling on to a disk tier; conditions
+    and copy work read the chunk's size, age and owner; the hit taken by the units or not, with or
+    without `reuse`; an occasional `drop kv;`. The KV pool fits one session's longest sequence,
+    so a request never preempts itself forever."""
+    sessions = draw(st.sampled_from([4, 3, 5, 2]))
+    bs = draw(st.sampled_from([4, 1, 2]))
+    maxp = draw(st.integers(1, 24))
+    maxo = draw(st.integers(1, 8))
+    turns = draw(st.sampled_from([3, 2, 4]))
+    longest = turns * (maxp + maxo)
+    blocks = ceil(longest / bs) + 1 + draw(st.sampled_from([0, 0, 1, 4]))   # tight: others' entries go
+    chain = draw(st.booleans())
+    text = SPILL.format(
+        bs=bs, blocks=blocks,
+        evict=draw(st.sampled_from(["lru", "lru", "by (-size)", "by (last, size)"])),
+        preempt=draw(st.sampled_from(["lifo", "none", "by (-admission)"])),
+        work=draw(st.sampled_from(["size / 8", "1/4", "0", "size / 16 + 1/8", "serial + 1/2"])),
+        when=draw(st.sampled_from(["1", "size >= 2", "1", "age < 3", "waiting == 0", "serial - 2 * floor(serial / 2) == 0", "0"])),
+        hostcap=draw(st.sampled_from([16, 4, 64, 1, 0])) * bs,
+        hostevict=draw(st.sampled_from(["lru", "by (-size)"])),
+        hostspill=" spill disk via slow (size / 4) when (1);" if chain else "",
+        disk=f"\n  pool disk {{ cap {draw(st.sampled_from([2, 8]))} * {bs}; block {bs}; }}" if chain else "",
+        link=draw(st.sampled_from(["fifo", "fifo", "fifo(2)", "ps(1)", "delay"])),
+        budget=draw(st.sampled_from([8, 16, 4, 32])),
+        chunk=draw(st.sampled_from(["inf", "4", "7"])),
+        cost=draw(st.sampled_from(["1", "1/2 + 1/16 * batch.tokens"])),
+        arrival="{arrival}", maxp=maxp, maxo=maxo, turns=turns, p=draw(st.sampled_from(["1", "3/4"])),
+        stagger=draw(st.sampled_from(["0", "1/2", "2"])), think=draw(st.sampled_from(["8", "5/2", "0"])),
+        drop=draw(st.sampled_from(["", "", "\n    branch (turn_no == 3) { drop kv; }"])),
+        units=draw(st.sampled_from([f"min(cachedin(kv), reusable(prompt, {bs}))", "0", "1"])),
+        reuse=draw(st.sampled_from(["", f" reuse (reusable(prompt, {bs}))", " reuse (2)"])),
+        cache=draw(st.sampled_from(["prompt + o", "prompt + o - 1", "prompt"])))
+    seed = draw(st.integers(0, 2 ** 16))
+    arrival = draw(arrival_processes(sessions)) if arrivals else f"batch({sessions})"
+    return Case(text=text.replace("{arrival}", arrival), sessions=sessions, seed=seed)

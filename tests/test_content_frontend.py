@@ -102,9 +102,9 @@ def test_the_new_keywords_are_reserved(word):
     assert f"`{word}` is a reserved word" in e.message
 
 
-def test_share_other_than_content_is_still_unsupported():
-    marked = edit("block bsz; share content;", "block bsz; @@share maxmin;", CONTENT)
-    expect(marked, "`share maxmin | bottleneck` (multi-stage flows) is not supported yet")
+def test_share_maxmin_on_a_pool_points_to_the_program_item():
+    marked = edit("block bsz; share content;", "block bsz; share @@maxmin;", CONTENT)
+    expect(marked, "`share maxmin;` is an item of `fn main`")
 
 
 def test_drop_and_load_stay_allowed_on_other_pools():

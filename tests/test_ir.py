@@ -225,7 +225,8 @@ def test_docs_ir_names_every_field_the_front_end_writes(tmp_path):
     for path in programs:
         ir = load_program(str(path), {})
         top = set(re.findall(r"^\| `([a-z_]+)` \|", doc[doc.index("## Top level"):doc.index("### Slots")], re.M))
-        assert set(ir) | {"claims"} == top   # `claims` only in a program that declares one
+        # `claims` only in a program that declares one, `share` in one with a flow or a `share` item
+        assert set(ir) | {"claims", "share"} == top
         stack = [ir["blocks"], [s.get("schedule", []) for s in ir["stages"]], ir["stages"], ir["pools"], ir["gauges"],
                  ir.get("claims", [])]
         while stack:

@@ -19,7 +19,7 @@ PY = REPO / "python" / "serq_spec" / "invariants.py"
 LEAN = REPO / "SerqLang" / "Invariants.lean"
 
 PAIRS = [("check_invariants", "checkInvariants"), ("content_invariants", "contentInvariants"),
-         ("branch_invariants", "branchInvariants")]
+         ("branch_invariants", "branchInvariants"), ("shared_invariants", "sharedInvariants")]
 
 
 def shape(node: ast.AST) -> str:

@@ -330,6 +330,11 @@ CASES = {
     "function-arity": (server("set x = @@floor(1, 2);"), "takes exactly 1"),
     "blocksize-arity": (server("set x = @@blocksize(kv, kv);"), "exactly 1 argument"),
     "second-workload": (edit(SERVER, SERVER + "\n  @@workload { arrive none; }"), "second `workload`"),
+    # ---- docs/language.md §4.4: an engine's online estimates take the stage forms' arguments
+    "price-engine-arity": (server("set x = @@price(eng, 1);"), "takes exactly 3 arguments"),
+    "est-engine-arity": (server("set x = @@est_wait(eng, 1);"), "takes exactly 1 argument"),
+    "est-of-a-pool": (server("set x = est_rho(@@kv);"), "`kv` is a pool, not a stage"),
+    "est-in-a-constant": (edit("let bsz = 16;", "let bsz = @@est_rho(eng);"), "cannot be read in a constant"),
     # ---- docs/language.md §11.4 `lease P (t)`
     "lease-other-pool": (server("hold live (1) { run cpu (1); } lease @@kv (3);"), "does not take"),
     "lease-negative-time": (server("hold live (1) { run cpu (1); } lease live (@@-1);"), "must be >= 0"),
@@ -464,16 +469,12 @@ def test_library_with_main_is_refused(tmp_path):
 
 UNSUPPORTED = {
     "fork in a hold": server("hold live (1) { @@fork { run cpu (1); } join; }"),
-    "transfer": server("@@transfer kv from kv to kv (1);"),
-    "spill": edit("pool live { cap 20; }", "pool live { cap 20; @@spill kv via cpu (1) when (1); }"),
-    "share": edit(SERVER, SERVER + "\n  @@share maxmin;"),
+    # `spill` is supported (tests/test_spill.py), but not on a `share content` pool
+    "spill on a content pool": edit("pool live { cap 20; }",
+                                    "pool live { cap 20; block 4; @@spill kv via cpu (1) when (1); share content; }"),
     "queue declarations": edit(SERVER, SERVER + "\n  @@queue P : prefill { }"),
-    # the online estimators are supported on fifo, ps and delay stages; an engine's are not
-    "est_lambda of an engine": edit(SERVER, SERVER + "\n  gauge g = est_lambda(@@eng);"),
-    "price of an engine": server("set x = price(@@eng, 1, 2);"),
     ".pull": server("P.@@pull(1);"),
-    "step": edit("stage cpu : fifo(1);", "stage cpu : @@step { budget 1; }"),
-    "several stages": server("@@run cpu, cpu (1);"),
+    "K iteration block": edit("stage cpu : fifo(1);", "stage cpu : step { budget 1; @@iteration { } }"),
     "queue pools": server("hold @@P.kv (1) { run cpu (1); }"),
     "queue values": server("set x = @@D.first_token;"),
 }
@@ -485,6 +486,14 @@ def test_out_of_scope_is_rejected_at_its_location(what):
     e = compile_err(text)
     assert "not supported yet" in e.message, e.message
     assert (e.line, e.column) == (line, col), (e.line, e.column, e.message)
+
+
+def test_engine_estimates_mark_only_the_engine():
+    """docs/language.md §4.4 "An engine's estimates": reading them of an engine is accepted and
+    marks that engine `"estimates": true` in the IR (only it: the fifo stage keeps none)."""
+    ir = compile_ok(server("observe r = est_rho(eng); observe m = price(eng, 1, 2);"))
+    marked = {s["name"]: s.get("estimates", False) for s in ir["stages"]}
+    assert marked == {"eng": True, "cpu": False}, marked
 
 
 def test_several_errors_in_one_pass_without_cascades():

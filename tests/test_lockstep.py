@@ -27,6 +27,9 @@ CASES = [
     ("single-turn/arguments.sq", {}, 5, 20, math.inf),
     ("single-turn/vllm_batch1.sq", {}, 6, 10, math.inf),
     ("single-turn/vllm_slo.sq", {}, 12, 6, math.inf),   # claims: their tallies in every line
+    # runs over two links (docs/language.md §11.14), alone and with downlink-only cross traffic
+    ("single-turn/flows.sq", {}, 14, 30, math.inf),
+    ("single-turn/flows.sq", {"cross": "1", "lambda": "1"}, 15, 30, math.inf),
     ("multi-turn/closed.sq", {}, 7, 12, 100.0),
     ("multi-turn/routing.sq", {}, 8, 30, math.inf),
     ("multi-turn/agent_fork.sq", {}, 2, 12, math.inf),                    # fork/join, docs/language.md §11.13
@@ -41,6 +44,10 @@ CASES = [
     # over a small cache
     ("multi-turn/replicas.sq", {}, 1, 2, math.inf),
     ("multi-turn/replicas.sq", {"policy": "0", "blocks": "300", "Lambda": "4"}, 2, 4, math.inf),
+    # prefill/decode disaggregation with `transfer` (docs/language.md §11.15), and its colocated setting
+    ("single-turn/pd_disagg.sq", {"lambda": "4"}, 1, 4, math.inf),
+    ("single-turn/pd_disagg.sq", {"disagg": "0", "lambda": "4"}, 1, 3, math.inf),
+    ("single-turn/pd_disagg.sq", {"nics": "1", "R": "2", "lambda": "4", "x": "1e-4"}, 1, 6, math.inf),
     ("oracle/vllm_request.sq", {}, 1, 2, math.inf),
     ("../python/serq_vllm/programs/vllm_scenario.sq", {}, 1, 2, math.inf),
     ("../python/serq_vllm/programs/vllm_scenario_priority.sq", {}, 1, 2, math.inf),
@@ -49,6 +56,9 @@ CASES = [
     # evictions keyed by the price of a miss (the online estimates, docs/language.md §4.4), and LRU
     ("multi-turn/priced_eviction.sq", {"room": "1500", "lambda": "2", "z": "2"}, 13, 20, math.inf),
     ("multi-turn/priced_eviction.sq", {"room": "1500", "lambda": "2", "z": "2", "policy": "0"}, 13, 20, math.inf),
+    # offload tiers (`spill`, docs/language.md §11.8.1): 300 GPU blocks over a 100-block host tier
+    # (its own evictions), to 30 s: 435 blocks spilled, 2 turns loading their prefix back
+    ("multi-turn/offload.sq", {"N": "3", "blocks": "300", "host_blocks": "100"}, 1, 4, 30.0),
     # 400 blocks: the spec's state line lists every block of the free queue at every step
     ("multi-turn/shared_prompt.sq", {"blocks": "400"}, 1, 3, math.inf),
     ("multi-turn/shared_prompt.sq", {"blocks": "150", "Lambda": "3"}, 2, 4, math.inf),

@@ -2,7 +2,8 @@
 
 Default profile: 200 derandomised programs (+20 every step, +50 of `scope_programs`, +50 `share content`,
 +20 speculating (docs/language.md §7.3), +50 `lag 1`, +50 under poisson, renewal and closed arrivals, +20 with claims, +50 with fork/join, +50 on
-engine arrays). Long profile (documented in docs/fast.md):
+engine arrays, +50 with runs over several stages, +50 reading the online estimates of stages, +50 of engines, +50 with `transfer`).
+Long profile (documented in docs/fast.md):
 `SERQ_LOCKSTEP_PROFILE=long python -m pytest tests/test_lockstep_random.py` runs 10,000 programs
 (set SERQ_LOCKSTEP_EXAMPLES to choose another count).
 """
@@ -193,5 +194,61 @@ def test_random_estimator_programs_agree(case):
     """The online estimators (docs/language.md §4.4) on fifo, ps and delay stages, read in keys,
     a hold header, gauges and branches: the state line's `est` (docs/state.md)
     and everything they steer agree at every step."""
+    ir = compile_source(case.text, case.name, {})
+    lockstep(ir, case.seed, case.sessions, case.name)
+
+
+@settings(max_examples=ESTIMATE_EXAMPLES, deadline=None, derandomize=not LONG, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(strategies.engine_estimator_programs())
+def test_random_engine_estimator_programs_agree(case):
+    """The online estimates of an engine (docs/language.md §4.4) read in the server, gauges, the
+    admission guard and a queue key: the engine's `est` (docs/state.md) and everything it
+    steers agree at every step; the engine is never fast-forwarded (docs/fast.md)."""
+    ir = compile_source(case.text, case.name, {})
+    assert any(s["kind"] == "step" and s.get("estimates") for s in ir["stages"])
+    lockstep(ir, case.seed, case.sessions, case.name)
+
+
+FLOW_EXAMPLES = max(20, EXAMPLES // 4)
+
+
+@settings(max_examples=FLOW_EXAMPLES, deadline=None, derandomize=not LONG, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(strategies.flow_programs())
+def test_random_flow_programs_agree(case):
+    """Runs over several ps stages (docs/language.md §11.14) among one-stage runs, under `share
+    maxmin`, `share bottleneck` or the default, in a fork's branch, with holders preempted inside a
+    flow: the rates and remaining work of the state line (docs/state.md) agree at every step."""
+    ir = compile_source(case.text, case.name, {})
+    lockstep(ir, case.seed, case.sessions, case.name)
+
+
+TRANSFER_EXAMPLES = max(20, EXAMPLES // 4)
+
+
+@settings(max_examples=TRANSFER_EXAMPLES, deadline=None, derandomize=not LONG, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(strategies.transfer_programs())
+def test_random_transfer_programs_agree(case):
+    """Prefill/decode disaggregation with `transfer` (docs/language.md §11.15): a lease or a hold of
+    the source, 1 or 2 prefill and decode engines, links of every kind, a copy over two ps links at
+    once (a flow), n = p or less."""
+    ir = compile_source(case.text, case.name, {})
+    assert any(st["op"] == "transfer" for b in ir["blocks"] for st in b)
+    lockstep(ir, case.seed, case.sessions, case.name)
+
+
+SPILL_EXAMPLES = max(20, EXAMPLES // 4)
+
+
+@settings(max_examples=SPILL_EXAMPLES, deadline=None, derandomize=not LONG, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(st.booleans().flatmap(lambda arrivals: strategies.spill_programs(arrivals=arrivals)))
+def test_random_spill_programs_agree(case):
+    """Offload tiers (`spill`, docs/language.md §11.8.1): evicted KV blocks spilled to a host tier
+    (and on to a disk tier), copies queued on fifo, ps or delay links, hits loaded back before the
+    body, under batch, open and closed arrivals; every step compared (a program with `spill` is
+    never fast-forwarded)."""
     ir = compile_source(case.text, case.name, {})
     lockstep(ir, case.seed, case.sessions, case.name)

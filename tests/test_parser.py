@@ -96,6 +96,7 @@ fn main() {
       loop { run cpu (1); end; }
     }
   }
+  stage link[2] : ps(1);
   server {
     set prompt = K + n;
     choose r in 3 by (queue(rep[r]) + busy(rep[r]) + work(rep[r]), r);
@@ -104,6 +105,7 @@ fn main() {
     branch with (0.5) { run cpu (local_def(1)); } else { run cpu (2 ^ 3 ^ 1); }
     if (prompt > 100) { set big = 1; } else if (prompt > 50) { set big = 2; } else { set big = 0; }
     branch (big == 1) { run shared (abs(-1) + sqrt(4) + exp(0) + ln(1) + pow(2, 3) + ceil(0.5)); }
+    run shared, link[r - 2 * floor(r / 2)] (1 / 4);
     hold live (1), tier[0] (5) reserve (10) at admission (w = used(live) + free(live) + holders(live) + queued(live)) {
       grow tier[0] (1);
       load tier[0] (1);
@@ -122,6 +124,7 @@ fn main() {
   claim within given (waiting.count > 0) : every iteration of vllm (batch.tokens <= 1000 && now >= 0);
   claim busy : some iteration of vllm (batch.decoding > 0);
   claim drained : at end (used(kv) == 0);
+  share bottleneck;
 }
 """
 
@@ -140,7 +143,8 @@ def test_every_construct_parses_and_links(tmp_path):
     ir = load_program(str(write_all(tmp_path)), {})
     assert [p["name"] for p in ir["pools"]] == ["kv", "live", "tier[0]", "tier[1]", "reqs"]
     assert [s["name"] for s in ir["stages"]] == ["vllm", "cpu", "cpu1", "shared", "rep[0]", "rep[1]", "rep[2]",
-                                                 "think", "tool"]
+                                                 "think", "link[0]", "link[1]", "tool"]
+    assert ir["share"] == "bottleneck"
     assert ir["files"] == ["all.sq", "lib/util.sq"]
     kv = ir["pools"][0]
     assert kv["preempt"]["requeue"] == "tail" and kv["reserve_held"] is True and kv["evict"]["kind"] == "by"

@@ -12,6 +12,7 @@ are checked by the engines as they load them ("not supported yet: statement …"
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import re
 from typing import Any, Mapping
@@ -154,6 +155,8 @@ def check_ir(ir: Any) -> None:
             raise _Bad(key, "missing")
         if not isinstance(ir[key], kind):
             raise _Bad(key, f"must be a JSON {'list' if kind is list else 'object'}")
+    if ir.get("share", "maxmin") not in ("maxmin", "bottleneck"):   # docs/ir.md `share`
+        raise _Bad("share", f"expected \"maxmin\" or \"bottleneck\", got {json.dumps(ir['share'])}")
     pools, stages = ir["pools"], ir["stages"]
     for i, p in enumerate(pools):
         _pool(p, f"pools[{i}]", len(stages))

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any, Callable
 
-from . import exact
+from . import exact, kstep
 from .ast import Node, substitute, walk
 from .draws import ARITY
 from .errors import SerqError, location_text
@@ -30,8 +30,8 @@ CTX_VARS = {"now", "waited", "size", "last", "age", "waiting", "present", "posit
             "demand", "served", "arrived"}
 JOB_KEYS = {"decoding", "admission", "remaining"}
 FUNCS = {"min": 2, "max": 2, "abs": 1, "floor": 1, "ceil": 1, "sqrt": 1, "exp": 1, "ln": 1, "pow": 2}
-# the online estimators of a stage (docs/language.md §4.4): `price(s, s_hit, ds)` takes two more
-# arguments; all four read a fifo, ps or delay stage and mark it `"estimates": true` in the IR
+# the online estimators of a stage or engine (docs/language.md §4.4): `price(s, s_hit, ds)` takes
+# two more arguments; all four mark the stage they read `"estimates": true` in the IR
 ESTIMATORS = {"est_lambda": 1, "est_rho": 1, "est_wait": 1, "price": 3}
 # running_served / running_chunks: docs/language.md §7.3 (an engine's schedule so far)
 STAGE_OBS = {"queue", "busy", "work", "budget_left", "running_served", "running_chunks"} | set(ESTIMATORS)
@@ -229,6 +229,8 @@ class Linker:
         self.devices: dict[str, dict] = {}           # a device array's members as `gpu[0]`, `gpu[1]`, …
         self.device_arrays: dict[str, int] = {}      # device array name -> its size
         self.admit_via: list[tuple] = []            # (pool index, `admit via E` node), resolved after `main`
+        self.spills: list[tuple] = []               # (pool index, pool node, `spill` node), resolved after `main`
+        self.k_memory: list[tuple] = []             # (engine name, `memory P` pool ref) of K step stages
         self.engine_arrays: dict[str, list] = {}     # engine array name -> its members' names, `E[0]` …
         self.engines: dict[str, EngineInfo] = {}
         self.blocks: list[Any] = []
@@ -236,6 +238,11 @@ class Linker:
         self.claims: list[dict] = []
         self.claim_pos: dict[str, tuple] = {}
         self.gauge_pos: dict[str, tuple] = {}
+        # docs/language.md §11.14: `share maxmin | bottleneck;` (its position) and whether a run
+        # crosses several stages; the IR names the policy only then (a program without flows
+        # compiles to the IR it had before)
+        self.share: tuple[str, tuple] | None = None
+        self.has_flow = False
         self.workload: dict | None = None
         self.workload_parts: dict[str, Any] = {}
         self.server_block: int | None = None
@@ -243,6 +250,7 @@ class Linker:
         self.hidden_params: dict[int, tuple] = {}  # request parameter slot -> (hidden attr, pos) passed to it
         self.copies: list[tuple] = []            # (slot, slots its `set` reads, pos): live state passes through
         self.eos_holds: list[tuple] = []         # (hold IR, pos) of every `eos (…)`: checked in finish
+        self.transfers: list[tuple] = []         # (from ref, pos, to ref, pos) of every `transfer`: checked in finish
         self.header_reads: list[tuple] = []      # (slot, pos) read in hold headers / taking
         self.facing_reads: list[tuple] = []      # (slot, pos, where) read by scheduler-facing exprs
         self.loops: list[tuple] = []             # (kind, block index, pos)
@@ -436,15 +444,22 @@ class Linker:
                             self.new_attr(p, ppos, write=True)
         handlers = {"device": self.device, "engine": self.engine, "pool": self.pool, "stage": self.stage,
                     "prefix": self.prefix, "workload": self.workload_decl, "server": self.server,
-                    "gauge": self.gauge, "claim": self.claim}
+                    "gauge": self.gauge, "claim": self.claim, "share": self.share_decl, "kstep": self.k_step_stage}
         for it in m.items:
             k = it.kind
             if k in ("use", "let", "def"):
                 self.collect(self.header, it, it.pos[0], True, name=getattr(it, "name", None) if k != "use" else None)
             else:
-                self.collect(handlers[k], it, name=getattr(it, "name", None) if k not in ("workload", "server", "prefix") else None)
+                self.collect(handlers[k], it, name=getattr(it, "name", None) if k not in ("workload", "server", "prefix", "share") else None)
         for pool, o in self.admit_via:
             self.collect(self.resolve_admit_via, pool, o)
+        for pool, node, o in self.spills:
+            self.collect(self.resolve_spill, pool, node, o, name=node.name)
+        if self.spills and not self.errors:
+            self.collect(self.check_tiers)
+        for name, ref in self.k_memory:
+            if name not in self.failed:
+                self.collect(self.check_k_memory, name, ref)
         for eng in self.engines.values():
             if eng.name.split("[")[0] not in self.failed:
                 self.collect(self.engine_taking, eng, name=eng.name)
@@ -550,7 +565,7 @@ class Linker:
         for o in p.opts:
             key = {"p_cap": "cap", "p_block": "block", "p_evict": "evict", "p_preempt": "preempt",
                    "p_queue": "queue", "p_reserve_held": "reserve held", "p_share": "share",
-                   "p_admit_via": "admit via"}[o.kind]
+                   "p_admit_via": "admit via", "p_spill": "spill"}[o.kind]
             if key in seen:
                 raise self.err(o.pos, f"pool option `{key}` given twice (first at {self.where(seen[key])})")
             seen[key] = o.pos
@@ -598,6 +613,17 @@ class Linker:
                     raise self.err(o.pos, f"pool `{p.name}` on engine `{p.owner}` is admitted by it already; "
                                           "drop `admit via`")
                 admit_via = o
+            elif o.kind == "p_spill":
+                if o.word != "when":
+                    raise self.err(o.word_pos, f"expected `when` after `spill {o.tier.name} via {o.link.name} (…)`, "
+                                               f"found `{o.word}`: write `spill TIER via LINK (work) when (condition);`")
+                if p.dim is not None:
+                    raise self.err(o.pos, f"`spill` on the pool array `{p.name}` is not supported yet: declare "
+                                          "one pool per tier")
+        if "spill" in seen and opts["share"] == "content":
+            raise self.err(seen["spill"], f"`spill` on the `share content` pool `{p.name}` is not supported yet: "
+                                          "its cache is physical blocks shared by content, not per-session "
+                                          "entries that a tier could hold (docs/content.md)")
         if cap is None:
             raise self.err(p.pos, f"pool `{p.name}` has no capacity: write `cap …;` or declare it `on` a device or engine")
         owned = owned or [(cap, None)] * (count or 1)
@@ -613,10 +639,48 @@ class Linker:
                                "reserve_held": opts["reserve_held"], "admitted_by": admitted_by,
                                "share": opts["share"]})
         self.pool_names[p.name] = (base, len(owned), p.pos, p.dim is not None)
+        if "spill" in seen:
+            # resolved at the end of `main`: the tier, the link and the holds are known then
+            self.spills.append((base, p, next(o for o in p.opts if o.kind == "p_spill")))
         if admit_via is not None:
             # resolved at the end of `main`: in K the engine names this pool as its memory, so
             # it may be declared below it
             self.admit_via.append((base, admit_via))
+
+    def k_step_stage(self, k: Node) -> None:
+        """K's `stage E : step { … }` (§16): the S engine it spells, on a device of its own."""
+        engine, memory = kstep.engine_of(k, self.err, self.where)
+        self.devices[engine.device] = {"fns": {}, "caps": {}, "pos": k.pos}
+        self.engine(engine)
+        if memory is not None:
+            self.k_memory.append((k.name, memory))
+
+    def check_k_memory(self, name: str, ref: Node) -> None:
+        """K's `memory P;` (§16): P is a pool, and every run on the stage that grows a pool grows P
+        (the engine's memory is the pool its runs grow, as S infers it)."""
+        p = self.ref(ref, "pool", Ctx("const", "the pool of `memory`", defs=self.defs))
+        memory = p["base"] + (int(val(p["index"])) if p["index"] is not None else 0)
+        engine = self.engines[name].index
+        for block in self.blocks:
+            for st in block:
+                if st.get("op") != "run" or st.get("growing") in (None, memory):
+                    continue
+                s = st["stage"]
+                if s["base"] <= engine < s["base"] + s["count"]:
+                    raise self.err(tuple(st["at"]), f"this run grows `{self.pools[st['growing']]['name']}`, but step stage "
+                                                    f"`{name}`'s memory is `{ref.name}` (`memory` at {self.where(ref.pos)})")
+
+    def k_name_conflict(self, n: str, c: Ctx) -> str | None:
+        """What else `n`, one of K's bare engine values in a step stage's `cost`, names there."""
+        if n in c.params or n in c.locals or (c.engine is not None and n in c.engine.regs):
+            return "a parameter, `let` or register"
+        if n in self.consts:
+            return f"a constant (defined at {self.where(self.consts[n][1])})"
+        if n in self.pool_names or n in self.stage_names or n in self.devices or n in self.device_arrays:
+            return "a pool, stage or device"
+        if n in c.defs or n in c.devfns:
+            return "a definition"
+        return None
 
     def resolve_admit_via(self, pool: int, o: Node) -> None:
         """`admit via E;` (§16): E must be an engine; the pool is admitted by it."""
@@ -625,6 +689,87 @@ class Linker:
             raise self.err(o.ref.pos, f"`admit via {o.ref.name}`: `{o.ref.name}` is not an engine; only an engine "
                                       "admits a pool (declare `engine NAME on DEVICE { … }`)")
         self.pools[pool]["admitted_by"] = ref["base"] + (int(val(ref["index"])) if ref["index"] is not None else 0)
+
+    def resolve_spill(self, pool: int, p: Node, o: Node) -> None:
+        """`spill Q via S (w) when (c);` (docs/language.md §11.8.1): Q a pool holding only cache
+        entries, S a fifo, ps or delay stage; w and c read per chunk in the eviction-key moment."""
+        c = Ctx("evict", "a `spill` clause", defs=self.defs, record=[])
+        tier = self.ref(o.tier, "pool", c)
+        if tier["index"] is not None:
+            raise self.err(o.tier.pos, f"the tier of `spill` must be a single pool, not the array `{o.tier.name}`")
+        q = tier["base"]
+        if q == pool:
+            raise self.err(o.tier.pos, f"pool `{p.name}` cannot spill to itself: name a lower tier (a pool that "
+                                       "only holds cache entries, e.g. host memory)")
+        if self.pools[q].get("share") == "content":
+            raise self.err(o.tier.pos, f"the tier `{o.tier.name}` is a `share content` pool: `spill` to it is not "
+                                       "supported yet (docs/content.md)")
+        if self.pools[q].get("admitted_by") is not None or self.pools[pool].get("admitted_by") is not None:
+            which = o.tier.name if self.pools[q].get("admitted_by") is not None else p.name
+            raise self.err(o.pos, f"pool `{which}` is admitted by an engine (it counts requests, not tokens, and "
+                                  "keeps no cache entries): `spill` needs token pools on devices or free-standing")
+        if self.pools[q]["block"] != self.pools[pool]["block"]:
+            raise self.err(o.tier.pos, f"the tier `{o.tier.name}` has block {self.pools[q]['block']}, pool "
+                                       f"`{p.name}` block {self.pools[pool]['block']}: a spilled chunk moves whole "
+                                       "blocks, so give both the same `block`")
+        link = self.ref(o.link, "stage", c)
+        if link["index"] is not None:
+            raise self.err(o.link.pos, f"the link of `spill` must be a single stage, not the array `{o.link.name}`")
+        if self.stage_kind(link) not in ("fifo", "ps", "delay"):
+            raise self.err(o.link.pos, f"the link of `spill` must be a `fifo`, `ps` or `delay` stage; "
+                                       f"`{o.link.name}` is an engine")
+        work = self.cx(o.work, c)
+        when = self.cx(o.when, c)
+        self.note_facing(c)
+        self.pools[pool]["spill"] = {"pool": q, "stage": link["base"], "work": work, "when": when,
+                                     "at": self.at(o.pos)}
+
+    def check_tiers(self) -> None:
+        """The tiers of `spill` form chains, not cycles, and a tier only holds cache entries: no
+        hold takes it; a hold takes at most one pool with `spill`, and not in an engine's
+        admission (the load-back wait before the body, docs/language.md §11.8.1)."""
+        for start, node, o in self.spills:
+            seen = [start]
+            q = self.pools[start].get("spill", {}).get("pool")
+            while q is not None:
+                if q in seen:
+                    raise self.err(o.pos, "the `spill` tiers form a cycle: " + " → ".join(
+                        self.pools[i]["name"] for i in seen + [q]) + "; a tier must be lower than its pool")
+                seen.append(q)
+                q = self.pools[q].get("spill", {}).get("pool")
+        tiers = {self.pools[i]["spill"]["pool"]: o for i, _, o in self.spills if "spill" in self.pools[i]}
+        links = {self.pools[i]["spill"]["stage"]: o for i, _, o in self.spills if "spill" in self.pools[i]}
+        for blk in self.blocks:
+            for st in blk:
+                for ref in st.get("stages") or []:   # a run over several stages (§11.14)
+                    for i in range(ref["base"], ref["base"] + ref.get("count", 1)):
+                        if i in links:
+                            raise self.err(links[i].pos, f"the link `{self.stages[i]['name']}` of `spill` is crossed "
+                                                         f"by a run over several stages (at {self.where(tuple(st['at']))}): "
+                                                         "copies on a shared stage are not supported yet")
+                if st["op"] not in ("hold", "grow", "load", "release"):
+                    continue
+                refs = [hp["pool"] for hp in st["pools"]] if st["op"] == "hold" else [st["pool"]]
+                spilling = []
+                for ref in refs:
+                    for i in range(ref["base"], ref["base"] + ref["count"]):
+                        if i in tiers:
+                            raise self.err(tuple(st["at"]), f"pool `{self.pools[i]['name']}` is the `spill` tier of "
+                                           f"another pool (at {self.where(tuple(tiers[i].pos))}); a tier holds only "
+                                           "cache entries, so no statement may hold it")
+                        if "spill" in self.pools[i]:
+                            spilling.append(i)
+                if st["op"] != "hold" or not spilling:
+                    continue
+                if len(spilling) > 1:
+                    raise self.err(tuple(st["at"]), "a hold of two pools with `spill` is not supported yet: "
+                                                    "their load-backs would need an order")
+                first = st["pools"][0]["pool"]
+                if any(self.pools[i].get("admitted_by") is not None
+                       for i in range(first["base"], first["base"] + first["count"])):
+                    raise self.err(tuple(st["at"]), f"pool `{self.pools[spilling[0]]['name']}` has `spill`, and "
+                                   "this hold is an engine's admission (`taking`): the load-back before the body is "
+                                   "not supported there yet; hold the pool outside the engine call")
 
     def owner_cap(self, p: Node, kind: str, owner: str, caps: dict):
         """The capacity a pool `on OWNER` takes: the owner's capacity of the pool's name (§6)."""
@@ -1360,6 +1505,44 @@ class Linker:
                 raise self.err(st.pos, f"`{st.kind};` is not allowed in the server block")
         self.server_block = self.block(s.body, SCtx("server", self.session_ctx()))
 
+    def share_decl(self, n: Node) -> None:
+        """`share maxmin;` or `share bottleneck;` (docs/language.md §11.14): at most one."""
+        if self.share is not None:
+            raise self.err(n.pos, f"`share {self.share[0]};` is already declared at {self.where(self.share[1])}; "
+                                  "a program divides the rates of its flows one way: keep one `share`")
+        self.share = (n.policy, n.pos)
+
+    def flow(self, s: Node, c: Ctx, at: list) -> dict:
+        """`run a, b, … (w);`: one job over several distinct ps stages (docs/language.md §11.14)."""
+        if s.mode is not None:
+            raise self.err(s.pos, f"`run … {s.mode}` is not allowed on a run over several stages: a flow is a "
+                                  "plain job on ps stages; write the stages' run without `prefill`/`decode`")
+        if s.growing is not None:
+            raise self.err(s.pos, "`run … growing` is not allowed on a run over several stages: a growing run "
+                                  "advances by the tokens an engine serves (docs/language.md §11.6)")
+        refs = []
+        fixed: dict[int, tuple] = {}   # stages named without a run-time index -> where first named
+        for node in s.refs:
+            ref = self.ref(node, "stage", c)
+            if ref.get("base") is None:   # pragma: no cover - `tool` names no declared stage here
+                raise self.err(node.pos, "a run over several stages needs declared ps stages")
+            for i in range(ref["base"], ref["base"] + ref["count"]):
+                kind = self.stages[i]["kind"]
+                if kind != "ps":
+                    what = "an engine" if kind == "step" else f"a {kind} stage"
+                    raise self.err(node.pos, f"`{self.stages[i]['name']}` is {what}; a run over several stages "
+                                             "needs ps stages (declare each `stage NAME : ps(φ);`)")
+            index = ref.get("index")
+            one = ref["base"] if ref["count"] == 1 else (ref["base"] + int(val(index)) if is_num(index) else None)
+            if one is not None:
+                if one in fixed:
+                    raise self.err(node.pos, f"stage `{self.stages[one]['name']}` is named twice in this run (first "
+                                             f"at {self.where(fixed[one])}); a flow crosses distinct stages")
+                fixed[one] = node.pos
+            refs.append(ref)
+        self.has_flow = True
+        return {"op": "flow", "stages": refs, "work": self.cx(s.work, c), "at": at}
+
     def gauge(self, g: Node) -> None:
         """`gauge NAME = e;`, read in the Gauge moment (§5)."""
         if g.name in self.gauge_pos:
@@ -1541,6 +1724,10 @@ class Linker:
                                                     "growing P speculate (k)`, docs/language.md §7.3)")
                 run["speculate"] = self.speculate_ir(s.speculate, s.growing, c)
             return [run]
+        if k == "transfer":
+            return self.transfer(s, c, at)
+        if k == "flow":
+            return [self.flow(s, c, at)]
         if k == "tool":
             work = self.cx(s.work, c)
             if s.where is not None and s.where[0] == "on":
@@ -1559,6 +1746,70 @@ class Linker:
         if k in ("req_run", "req_cache", "req_lease", "at_admission"):  # pragma: no cover - grammar keeps them in request blocks
             raise self.err(s.pos, "only inside an engine's request block")
         raise self.err(s.pos, f"unexpected statement `{k}`")  # pragma: no cover
+
+    def transfer(self, s: Node, c: Ctx, at: list) -> list[dict]:
+        """`transfer S (w) from P to Q (n);` (docs/language.md §11.15): two IR statements, the copy
+        (`transfer`: the holds of P and Q checked, a job of w on S) and its landing (`transfer_end`:
+        Q's position + n, then P released), which the copy's job separates as it separates a `run`
+        from the statement after it. S is a link (fifo, ps or delay), or several ps links at once
+        (`transfer a, b (w) …`: the copy is a flow, §11.14); P and Q two pools."""
+        if len(s.stages) > 1:
+            # over several links at once (the sender's and the receiver's NIC): a flow's stages, with
+            # a flow's checks (distinct ps stages, docs/language.md §11.14)
+            flow = self.flow(Node("flow", s.pos, refs=s.stages, mode=None, work=s.work, growing=None), c, at)
+            link: dict = {"stages": flow["stages"]}
+        else:
+            stage = self.ref(s.stages[0], "stage", c)
+            for i in range(stage["base"], stage["base"] + stage["count"]):
+                if self.stages[i]["kind"] == "step":
+                    raise self.err(s.stages[0].pos, f"`transfer` copies over a link (a fifo, ps or delay stage); "
+                                                    f"`{self.stages[i]['name'].split('[')[0]}` is an engine")
+            link = {"stage": stage}
+        src = self.ref(s.src, "pool", c)
+        dst = self.ref(s.dst, "pool", c)
+        if self.pools[dst["base"]].get("share") == "content":
+            name = self.pools[dst["base"]]["name"].split("[")[0]
+            raise self.err(s.dst.pos, f"`transfer … to {name}`: pool `{name}` is `share content`; its position is "
+                                      "the tokens its growing runs schedule, not loaded")
+        if self.same_pool(src, dst):
+            member = src["base"] + (int(val(src["index"])) if src["index"] is not None else 0)
+            name = self.pools[member]["name"]
+            raise self.err(s.dst.pos, f"`transfer` from pool `{name}` to itself: name two pools (the KV's pool "
+                                      "now and the pool it moves to)")
+        work = self.cx(s.work, c)
+        units = self.cx(s.units, c)
+        self.transfers.append((src, s.src.pos, dst, s.dst.pos))
+        return [{"op": "transfer", **link, "work": work, "from": src, "to": dst, "at": at},
+                {"op": "transfer_end", "from": src, "to": dst, "units": units, "at": at}]
+
+    @staticmethod
+    def same_pool(a: dict, b: dict) -> bool:
+        """Two pool references that name one pool whatever their indices read."""
+        if a["base"] != b["base"]:
+            return False
+        if a["index"] is None:
+            return True
+        return is_num(a["index"]) and is_num(b["index"]) and val(a["index"]) == val(b["index"])
+
+    def check_transfers(self) -> None:
+        """A transfer names pools the session can hold (docs/language.md §11.15): each of P and Q
+        (any member of an array) is taken by some hold of the program, a `hold` statement or an
+        engine call's (its `taking` pools). Whether the session holds them when the transfer runs
+        is a run-time check."""
+        held: set[int] = set()
+        for blk in self.blocks:
+            for st in blk or []:
+                if st["op"] == "hold":
+                    for hp in st["pools"]:
+                        r = hp["pool"]
+                        held.update(range(r["base"], r["base"] + r["count"]))
+        for src, spos, dst, dpos in self.transfers:
+            for ref, pos, role in ((src, spos, "from"), (dst, dpos, "to")):
+                if not held & set(range(ref["base"], ref["base"] + ref["count"])):
+                    name = self.pools[ref["base"]]["name"].split("[")[0]
+                    raise self.err(pos, f"`transfer … {role} {name}`: no hold of this program takes pool `{name}`, so "
+                                        "no session can hold it here; take it in a `hold` (with `lease` to keep it "
+                                        "past the scope) before the transfer")
 
     def call_stmt(self, s: Node, sc: SCtx) -> list[dict]:
         """`NAME (…);`: a statement definition expanded in place, or an engine call."""
@@ -1800,6 +2051,14 @@ class Linker:
                 homes = [w for w, s in (("tokens cap", EV_TOKENS_CAP), ("the schedule", EV_SCHEDULE), ("execute", EV_EXECUTE)) if e.name in s]
                 raise self.err(e.pos, f"`{e.name}` cannot be read in {c.where} (readable in {', '.join(homes)})")
             return {"k": "eng", "name": e.name}
+        if k == "kengval":
+            # K's bare engine value in a step stage's `cost` (§16): the S value, unless the word also
+            # names something in scope there, which would be hidden
+            other = self.k_name_conflict(e.id, c)
+            if other is not None:
+                raise self.err(e.pos, f"`{e.id}` in a K step stage's `cost` is the engine value `{e.name}`, but it "
+                                      f"also names {other} here: rename that, or write `{e.name}` in an S engine")
+            return self.cx(Node("engval", e.pos, name=e.name), c)
         if k == "agg":
             return self.aggregate(e, c)
         if k == "indexed":
@@ -1952,11 +2211,9 @@ class Linker:
         raise self.err(e.pos, f"unknown function `{f}` (known: {', '.join(known)}, and earlier `def`s)", about=f)
 
     def estimator(self, e: Node, f: str, ref: dict, c: Ctx) -> dict:
-        """`est_lambda | est_rho | est_wait (s)`, `price(s, s_hit, ds)` (§4.4): the stages they read
-        keep their estimates (IR `"estimates": true`, every stage of an array read by index)."""
-        if self.stage_kind(ref) == "step":
-            raise self.err(e.args[0].pos, f"`{f}` reads a fifo, ps or delay stage; the online estimates of an "
-                                          "engine are not supported yet")
+        """`est_lambda | est_rho | est_wait (s)`, `price(s, s_hit, ds)` (§4.4): the stages and
+        engines they read keep their estimates (IR `"estimates": true`, every stage of an array
+        read by index)."""
         for b in range(ref["base"], ref["base"] + ref["count"]):
             self.stages[b]["estimates"] = True
         out = {"k": "obs", "f": f, "stage": ref}
@@ -2003,7 +2260,7 @@ class Linker:
             op = s["op"]
             if op == "end":
                 return True
-            if op == "run" and not (is_num(s["work"]) and val(s["work"]) == 0):
+            if op in ("run", "flow", "transfer") and not (is_num(s["work"]) and val(s["work"]) == 0):
                 return True
             if op == "hold" and self.passes_time(s["body"], seen):
                 return True
@@ -2088,6 +2345,7 @@ class Linker:
             for r in self.tool_refs:
                 r["base"] = tool_index
                 del r["_tool"]
+        self.check_transfers()
         self.check_forks()
 
     # ------------------------------------------------------------------ fork and join (§11.13)
@@ -2135,7 +2393,7 @@ class Linker:
                 if self.stages[i].get("kind") == "step":
                     raise self.err(pos, f"a run on engine `{self.stages[i]['name']}` is not allowed {where}: a "
                                         "branch runs only on stages that are not engines (docs/language.md §11.13)")
-        elif op not in ("set", "observe", "choose", "join"):
+        elif op not in ("set", "observe", "choose", "join", "flow"):   # a flow crosses ps stages only
             what = "a `hold` or an engine call" if op == "hold" else f"`{op}`"
             raise self.err(pos, f"{what} is not allowed {where}: a branch and its parent before the `join;` only "
                                 "compute, observe and run on stages that are not engines (docs/language.md §11.13)")
@@ -2184,4 +2442,6 @@ class Linker:
             "gauges": self.gauges,
             # only when there are claims: the IR of a program without claims is what it was before
             **({"claims": self.claims} if self.claims else {}),
+            # docs/ir.md `share`: only in a program with a flow or a `share` item
+            **({"share": self.share[0] if self.share else "maxmin"} if self.share or self.has_flow else {}),
         }

@@ -41,19 +41,14 @@ speculate
 # Reserved words the grammar does not use: constructs out of scope for now, with the message that
 # rejects them at their first token.
 UNSUPPORTED = {
-    "transfer": "`transfer` (moving KV between pools, P/D disaggregation) is not supported yet",
-    "spill": "`spill` (offloading evicted cache to another tier) is not supported yet",
-    "step": "the K-dialect stage kind `step { … }` is not supported yet; declare an `engine NAME on DEVICE { … }`",
 }
-# `share` is a keyword of the grammar (`share content;`, docs/content.md); its other uses are not.
-SHARE_UNSUPPORTED = "`share maxmin | bottleneck` (multi-stage flows) is not supported yet"
 
 _GRAMMAR = pathlib.Path(__file__).with_name("grammar.lark")
 
 _EXPR_START = {"NUMBER", "NAME", "LPAR", "MINUS", "BANG", "TILDE", "MIN", "MAX", "SUM", "QUEUE", "TOOL",
                "RUNNING", "WAITING", "BATCH", "ADMISSION"}
 _STMT_START = {"TURN", "END", "SET", "OBSERVE", "BRANCH", "IF", "WHILE", "LOOP", "CHOOSE", "HOLD",
-               "GROW", "DROP", "RELEASE", "LOAD", "RUN", "TOOL", "FORK", "JOIN"}
+               "GROW", "DROP", "RELEASE", "LOAD", "RUN", "TOOL", "FORK", "JOIN", "TRANSFER"}
 _ITEM_START = {"DEVICE", "ENGINE", "POOL", "STAGE", "WORKLOAD", "SERVER", "GAUGE", "CLAIM"}
 MAX_DEPTH = 200   # brackets: ( [ { open at once
 MAX_NESTING = 5_000   # syntax-tree depth: operands of a chain, `else if`s, unary operators
@@ -132,6 +127,7 @@ def _operators() -> frozenset[str]:
 
 def _terminal_display() -> dict[str, str]:
     out = {"NAME": "a name", "NUMBER": "a number", "STRING": "a string", "$END": "end of file"}
+    out.update({terminal: f"'{word}'" for word, terminal in K_STEP_WORDS.items()})
     for t in _lark().terminals:
         if t.pattern.type == "str":
             out[t.name] = f"'{t.pattern.value}'"
@@ -251,10 +247,6 @@ def _prescan_token(src: Source, tokens: list[Token], i: int, depth: int) -> int:
     elif t == "QUEUE" and nxt is not None and nxt.type == "NAME":
         raise src.error("queue declarations (`queue NAME : ROLE { … }`, P/D disaggregation) are not "
                         "supported yet", tok.line, tok.column)
-    elif t == "RUN" and i + 2 < n and tokens[i + 1].type == "NAME" and tokens[i + 2].type == "COMMA":
-        raise src.error("a run over several stages (`run a, b (w);`) is not supported yet", tok.line, tok.column)
-    elif t == "SHARE" and (nxt is None or nxt.type != "CONTENT"):
-        raise src.error(SHARE_UNSUPPORTED, tok.line, tok.column)
     return depth
 
 
@@ -291,6 +283,52 @@ def _line_col(text: str, i: int) -> tuple[int, int]:
     return text.count("\n", 0, i) + 1, i - (text.rfind("\n", 0, i) + 1) + 1
 
 
+# K's step stage (docs/language.md §16 "The K spellings"): the words that start its items. Each is
+# a name everywhere else, so the grammar declares a terminal for it that the lexer never produces.
+K_STEP_WORDS = {"budget": "K_BUDGET", "chunk": "K_CHUNK", "cost": "K_COST", "memory": "K_MEMORY",
+                "serve": "K_SERVE"}
+K_ITERATION = ("K's `iteration { … }` block of a step stage is not supported yet: the language's "
+               "description does not say when its statements run or what they may read; write the "
+               "engine in S (`engine NAME on DEVICE { … schedule { … } … }`, docs/language.md §16)")
+
+
+class KStepWords:
+    """Inside the braces of `stage E : step { … }`, a NAME that starts an item and is one of
+    K_STEP_WORDS becomes that word's terminal, and in the `cost` item the keyword `tokens` becomes
+    a NAME (K's bare engine value, read by the linker as `batch.tokens`). Outside the block every
+    token passes unchanged, so `budget` stays an ordinary name there."""
+
+    def __init__(self, src: Source) -> None:
+        self.src = src
+        self.braces = 0          # braces open inside the step block; 0: outside any
+        self.item_start = False  # the next token starts an item
+        self.in_cost = False     # inside the `cost` item, up to its `;`
+
+    def rewrite(self, tokens: list[Token], i: int) -> Token:
+        tok = tokens[i]
+        t = tok.type
+        if self.braces == 0:
+            if t == "LBRACE" and i > 0 and tokens[i - 1].type == "STEP":
+                self.braces, self.item_start = 1, True
+            return tok
+        start, self.item_start = self.item_start, False
+        if t == "LBRACE":
+            self.braces += 1
+        elif t == "RBRACE":
+            self.braces -= 1
+            self.item_start = self.braces == 1
+        elif t == "SEMICOLON" and self.braces == 1:
+            self.item_start, self.in_cost = True, False
+        elif start and t == "ITERATION":
+            raise self.src.error(K_ITERATION, tok.line, tok.column)
+        elif start and t == "NAME" and str(tok.value) in K_STEP_WORDS:
+            self.in_cost = tok.value == "cost"
+            return Token.new_borrow_pos(K_STEP_WORDS[str(tok.value)], tok.value, tok)
+        elif self.in_cost and t == "TOKENS":
+            return Token.new_borrow_pos("NAME", tok.value, tok)
+        return tok
+
+
 # Tokens lexed ahead of the parser: the pre-scan of a token looks at the two after it.
 _LOOKAHEAD = 2
 # Tokens after a syntax error still pre-scanned (an out-of-scope keyword just after it wins).
@@ -312,6 +350,7 @@ def parse(text: str, file_id: int, src: Source) -> list[Node]:
     depth = 0
     # the parser's own lexer (`Lark.lex` builds a new scanner per call: 11 ms per file)
     lexed = ip.lexer_thread.lex(ip.parser_state)
+    k_step = KStepWords(src)
 
     def syntax_error(e: UnexpectedToken) -> SerqError:
         """The error at token `fed`, unless the pre-scan refuses one of the next tokens: an
@@ -332,6 +371,7 @@ def parse(text: str, file_id: int, src: Source) -> list[Node]:
         nonlocal fed, depth
         while fed < upto:
             depth = _prescan_token(src, tokens, fed, depth)
+            tokens[fed] = k_step.rewrite(tokens, fed)
             try:
                 ip.feed_token(tokens[fed])
             except UnexpectedToken as e:
@@ -410,6 +450,8 @@ def _token_error(src: Source, tokens: list[Token], tok: Token, expected: set[str
     hint = ""
     if tok.type == "EQUAL" and "__ANON_4" in raw:
         hint = " (to compare, write '==')"
+    elif tok.type in ("MAXMIN", "BOTTLENECK") and prev is not None and prev.type == "SHARE":
+        hint = f" (`share {tok.value};` is an item of `fn main`, docs/language.md §11.14; a pool shares only its content)"
     elif tok.type == "NAME" and str(tok.value) in _P_HINTS:
         hint = f" ({_P_HINTS[str(tok.value)]})"
     elif prev is not None and prev.type == "NAME" and str(prev.value) in _P_HINTS:
@@ -657,6 +699,11 @@ class _ToAst(Transformer_NonRecursive):
     def p_admit_via(self, meta, ch):
         return Node("p_admit_via", self.p(meta), ref=ch[0])
 
+    def p_spill(self, meta, ch):
+        # `when` is parsed as a NAME (it is no reserved word); the linker checks the spelling
+        return Node("p_spill", self.p(meta), tier=ch[0], link=ch[1], work=ch[2], word=str(ch[3]),
+                    word_pos=self.tp(ch[3]), when=ch[4])
+
     def prefix_decl(self, meta, ch):
         return Node("prefix", self.p(meta), name=None, key=ch[0], length=ch[1], after=ch[2])
 
@@ -665,6 +712,31 @@ class _ToAst(Transformer_NonRecursive):
 
     def stage_decl(self, meta, ch):
         return Node("stage", self.p(meta), name=str(ch[0]), dim=ch[1], skind=ch[2])
+
+    # K's step stage (docs/language.md §16): its items as written; serq/kstep.py reads them as S
+    def stage_step(self, meta, ch):
+        return Node("kstep", self.p(meta), name=str(ch[0]), dim=ch[1], items=list(ch[2:]))
+
+    def _k_item(word):
+        def f(self, meta, ch):
+            return Node("k_item", self.p(meta), word=word, expr=ch[1])
+        return f
+
+    k_budget = _k_item("budget")
+    k_chunk = _k_item("chunk")
+    k_cost = _k_item("cost")
+    k_memory = _k_item("memory")
+
+    def k_granule(self, meta, ch):
+        return Node("k_item", self.p(meta), word="granule", expr=ch[0])
+
+    k_state = eng_state   # `state r = v;`: the engine's register, as written in S
+
+    def k_serve(self, meta, ch):
+        return Node("k_item", self.p(meta), word="serve", only=ch[1], order=ch[2], exclusive=False)
+
+    def k_serve_exclusive(self, meta, ch):
+        return Node("k_item", self.p(meta), word="serve", only=None, order=None, exclusive=True)
 
     def kind_fifo(self, meta, ch):
         return Node("kind", self.p(meta), how="fifo", expr=ch[0])
@@ -813,6 +885,20 @@ class _ToAst(Transformer_NonRecursive):
     def run_stmt(self, meta, ch):
         return Node("run", self.p(meta), ref=ch[0], mode=ch[1] or "plain", work=ch[2], growing=ch[3],
                     speculate=ch[4])
+
+    def transfer_stmt(self, meta, ch):
+        # ch: the link's stage references, then the work, the two pools and the amount
+        return Node("transfer", self.p(meta), stages=list(ch[:-4]), work=ch[-4], src=ch[-3], dst=ch[-2], units=ch[-1])
+
+    def flow_stmt(self, meta, ch):
+        # ch: the stage references, then the mode, the work and `growing` (None where absent)
+        return Node("flow", self.p(meta), refs=list(ch[:-3]), mode=ch[-3], work=ch[-2], growing=ch[-1])
+
+    def share_maxmin(self, meta, ch):
+        return Node("share", self.p(meta), policy="maxmin")
+
+    def share_bottleneck(self, meta, ch):
+        return Node("share", self.p(meta), policy="bottleneck")
 
     def mode_prefill(self, meta, ch):
         return "prefill"

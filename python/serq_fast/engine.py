@@ -20,11 +20,12 @@ import sys
 from serq.irfile import field_at
 from serq_fast import advance
 from serq_fast.defs import (EPS, EV_ITER_END, FAULTS, INF, STAGE, TURN_NO)
+from serq_fast.estimates import EngineEstimates
 from serq_fast.expr import RunError, compile_expr, located
 from serq_fast.growth import grow
 from serq_fast.pools import REJECTED, WAIT, find_part
 from serq_fast.lag import make_due
-from serq_fast.stages import DelayStage, FifoStage, Iteration, Job, PsStage, Stage, _request_hold
+from serq_fast.stages import DelayStage, FifoStage, Iteration, Job, PsStage, SharedPsStage, Stage, _request_hold
 
 
 def inferred_memory(ir: dict, idx: int):
@@ -47,7 +48,7 @@ def make_stage(idx: int, st: dict, sim):
     if kind == "delay":
         return DelayStage(idx, st, sim)
     if kind == "ps":
-        return PsStage(idx, st, sim)
+        return SharedPsStage(idx, st, sim) if idx in sim.sharing.indices else PsStage(idx, st, sim)
     if kind == "step":
         return Engine(idx, st, sim)
     raise RunError(f"unknown stage kind {kind}")
@@ -76,6 +77,8 @@ class Engine(Stage):
         self.lag = int(st.get("lag", 0) or 0)
         self.pending: list = []
         self.due: list = []
+        # the online estimates of an engine (serq_fast/estimates.py), when the program reads them
+        self.est = EngineEstimates() if st.get("estimates") else None
 
     def link(self, sim):
         st = self.spec
@@ -103,7 +106,9 @@ class Engine(Stage):
         self._cost_names = _pure_eng_names(st["cost"])
         self.schedule = [self._compile_s(x, sim) for x in st["schedule"]]
         # a lag engine's iterations are formed one by one (pending residents, `ends` events)
-        self.ff_ok = not self.lag and _fast_forward_eligible(st, sim, self.idx) and not _speculates(sim.ir, self.idx)
+        # an engine whose estimates are read: each iteration is a cycle sample of ρ̂ (docs/fast.md)
+        self.ff_ok = not self.lag and self.est is None and _fast_forward_eligible(st, sim, self.idx) \
+            and not _speculates(sim.ir, self.idx)
         # the fast-forward as one advance across block boundaries (serq_fast/advance.py)
         self.advance_ok = self.ff_ok and advance.enabled()
         # growth inside a fast-forward needs a budget that the growth cannot change
@@ -596,6 +601,8 @@ class Engine(Stage):
             if res == WAIT:
                 return None
             it.admitted += 1
+            if self.est is not None:   # before the session runs on, as serq_spec's admit_one
+                self.est.estimate_admission(h.queued_t, sim.now)
             s = h.sess
             it.fresh.add(s)
             if sim.ready and sim.ready[-1] is s:
@@ -662,6 +669,8 @@ class Engine(Stage):
                           f"engine {self.name}: execute")
         it.cost = cost
         it.end = sim.now + cost
+        if self.est is not None:   # the iteration is formed: its cycle opens
+            self.est.estimate_iteration(sim.now, cost)
         if self.pending:
             make_due(self, it.end)  # scheduled before `iter_end`, so handled first
         it.seq = sim.push(it.end, EV_ITER_END, self)
@@ -780,6 +789,8 @@ def _fast_forward_eligible(st: dict, sim, idx: int) -> bool:
             return False
     if st.get("registers"):
         return False
+    if any(p.get("spill") is not None for p in sim.ir["pools"]):
+        return False   # a spilled chunk's copy is a job on its link, an event inside the forwarded span
     if _reads([st["budget"], st["cost"], st.get("lets", []), sched], bad):
         return False
     # the heads the engine would try to admit: their header must not change with time alone

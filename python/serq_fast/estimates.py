@@ -1,13 +1,15 @@
-"""The online estimates of a stage (docs/language.md §4.4), in floats: the same rules as
-serq_spec's `stages.estimate_start` / `estimate_service` and `expr.est_lambda` … `price`
+"""The online estimates of a stage or engine (docs/language.md §4.4), in floats: the same rules as
+serq_spec's `stages.estimate_start` / `estimate_service` / `estimate_admission` /
+`estimate_iteration` and `expr.est_lambda` … `price`
 (docs/spec.md "Online estimates"), held to them by lockstep through the state line's `est`.
 
 Only a stage the program reads them of (IR `"estimates": true`) keeps them. A float mean of this
 kind forgets an old rounding error by 1 − 1/100 per sample, so its error stays near 100 ulp
 however long the run (docs/fast.md).
 
-serq_spec counterpart: `serq_spec/config.py` (`Estimates`), `serq_spec/stages.py` (`ewma`,
-`estimate_start`, `estimate_service`) and `serq_spec/expr.py` (`est_lambda` … `price`).
+serq_spec counterpart: `serq_spec/config.py` (`Estimates`, `EngineEstimates`),
+`serq_spec/stages.py` (`ewma`, `estimate_start`, `estimate_service`, `estimate_admission`,
+`estimate_iteration`) and `serq_spec/expr.py` (`est_lambda` … `price`).
 """
 
 from __future__ import annotations
@@ -58,3 +60,42 @@ class Estimates:
     def state(self) -> list:
         """The state line's `est` (docs/state.md STAGE)."""
         return [self.last, self.gap, self.service, self.wait]
+
+
+class EngineEstimates(Estimates):
+    """An engine's estimates: λ̂ and Ŵ over its admissions (the gap since the previous one; the
+    wait since the request last joined the queue), ρ̂ the fraction of time its iterations run,
+    from the cycles between successive iteration starts (serq_spec's `EngineEstimates`)."""
+    __slots__ = ("started", "cost", "cycle", "busy")
+
+    def __init__(self):
+        super().__init__()
+        self.started = None   # the start of the latest iteration
+        self.cost = None      # its duration
+        self.cycle = None     # mean time from an iteration's start to the next one's
+        self.busy = None      # mean duration of the iteration that opens a cycle
+
+    def estimate_admission(self, joined: float, now: float) -> None:
+        """The engine admits a request: a gap sample (from the latest admission) and its wait."""
+        if self.last is not None:
+            self.gap = ewma(self.gap, now - self.last)
+        self.last = now
+        self.wait = ewma(self.wait, now - joined)
+
+    def estimate_iteration(self, now: float, cost: float) -> None:
+        """An iteration of duration `cost` starts: the previous one's cycle is complete (its length,
+        idle time included, and the previous iteration's duration)."""
+        if self.started is not None:
+            self.cycle = ewma(self.cycle, now - self.started)
+            self.busy = ewma(self.busy, self.cost)
+        self.started = now
+        self.cost = cost
+
+    def est_rho(self) -> float:
+        if self.cycle is None or self.cycle == 0:
+            return 0.0
+        return min(self.busy / self.cycle, RHO_CAP)
+
+    def state(self) -> list:
+        """The state line's `est` of an engine (docs/state.md STAGE)."""
+        return [self.last, self.gap, self.wait, self.started, self.cost, self.cycle, self.busy]

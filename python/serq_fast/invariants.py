@@ -141,7 +141,10 @@ def check_invariants(sim, previous_now: float) -> list[str]:
     for st in sim.stages:
         jobs = _stage_jobs(st)
         for j in jobs:
-            on_stage[id(j)] = st
+            if getattr(j, "stages", None) is None or j.stage is st:   # a flow: at its first stage
+                on_stage[id(j)] = st
+            elif not all(any(k is j for k in y.jobs) for y in j.stages):
+                bad.append(f"stage {st.name}: the flow of session {j.sess.tid} is missing from one of its stages")
             if j.left < -EPS:
                 bad.append(f"stage {st.name}: session {j.sess.serial} has negative work left {j.left}")
         if st.kind == "step":

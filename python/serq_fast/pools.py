@@ -69,7 +69,7 @@ class Lease:
 
 class Hold:
     __slots__ = ("stmt", "sess", "depth", "pools", "parts", "request", "join_t", "join_seq",
-                 "admitted", "adm")
+                 "queued_t", "admitted", "adm")
 
     def __init__(self, stmt, sess, depth, pools):
         self.stmt = stmt
@@ -80,6 +80,9 @@ class Hold:
         self.request = None
         self.join_t = 0.0
         self.join_seq = 0
+        # the latest join, requeues included (serq_spec's QueueItem.joined): an engine's Ŵ reads
+        # it; join_t stays the first join, which the report's queue wait reads
+        self.queued_t = 0.0
         self.admitted = False
         self.adm = -1  # its admission number (a lagged end's pending resident takes it)
 
@@ -213,6 +216,8 @@ class Pool:
                 raise RunError(f"not supported: `reserve held` on the `share content` pool {self.name}")
             self.bsize = int(self.block)
             self.bp = BlockPool(int(round(self.cap / self.block)), "content_queue_head" in FAULTS())
+        self.spill = p.get("spill")   # `spill Q via S (w) when (c)` (docs/language.md §11.8.1), linked below
+        self.spills = 0
         self.admissions = 0
         self.evicted_units = 0.0
         self.evicted_entries = 0
@@ -246,8 +251,22 @@ class Pool:
         # pool this is ends lagged (docs/async.md §2)
         eng = sim.stages[self.admitted_by] if self.admitted_by is not None else None
         self.lag_eng = eng if eng is not None and getattr(eng, "lag", 0) else None
+        # the tiers under this pool, nearest first (the linker refuses cycles), and the `spill` clause
+        self.tiers = []
+        q = p.get("spill")
+        while q is not None:
+            self.tiers.append(sim.pools[q["pool"]])
+            q = sim.ir["pools"][q["pool"]].get("spill")
+        if self.spill is not None:
+            sp = self.spill
+            self.tier = sim.pools[sp["pool"]]
+            self.link_stage = sim.stages[sp["stage"]]
+            self.spill_when = compile_expr(sp["when"], sim, sp.get("at"), f"pool {name}: `spill`")
+            self.spill_work = compile_expr(sp["work"], sim, sp.get("at"), f"pool {name}: `spill`")
         # seeded faults, for showing that lockstep catches them (docs/fast.md "Seeded faults")
         self.fault_lru = "lru_tiebreak" in FAULTS()
+        self.fault_spill_lost = "spill_lost" in FAULTS()
+        self.fault_load_no_wait = "load_no_wait" in FAULTS()
         self.fault_victim = "victim_first" in FAULTS()
 
     # ------------------------------------------------------------ statistics
@@ -291,7 +310,12 @@ class Pool:
                 a = self.attempt
                 return a[1] * self.block if a is not None and a[0] is s else 0.0
             e = self.entries.get(s.serial)
-            return e.size if e is not None else 0.0
+            size = e.size if e is not None else 0.0
+            for q in self.tiers:   # the rest of the prefix, on the `spill` tiers (§11.8.1)
+                e = q.entries.get(s.serial)
+                if e is not None:
+                    size += e.size
+            return size
         if f == "holders":
             return float(len(self.holders))
         if f == "queued":
@@ -306,6 +330,7 @@ class Pool:
         s.status = QUEUED
         s.where = self
         s.pending = h
+        h.queued_t = self.sim.now
         if front:
             self.front.insert(0, h)
         else:
@@ -500,9 +525,11 @@ class Pool:
         consumed_max = 0.0
         has_cache = h.stmt.cache is not None
         h.parts = []
+        load = None   # (pool, units) of a prefix loaded back from a `spill` tier
         rec = sim.rec
         for pool, (units, reserve, content, nreuse, u) in zip(h.pools, amounts):
             consumed = 0.0
+            loaded = 0.0
             if pool.content:
                 part = pool._admit_blocks(h, u, content, nreuse)
                 consumed = part.pos
@@ -515,17 +542,15 @@ class Pool:
                     rec["admitted"].append([s.serial, pool.name, part.alloc, consumed])
                 continue
             if has_cache and pool.admitted_by is None:
-                e = pool.entries.pop(s.serial, None)
-                if e is not None:
-                    pool.cached -= e.size
-                    consumed = e.size
-                    if reuse is not None:
-                        keep = rounddown(max(reuse, 0.0), pool.block)
-                        if consumed > keep:
-                            dead = Entry(sim.next_dead, consumed - keep, e.last, e.rel, e.attrs)
-                            sim.next_dead -= 1
-                            pool._insert(dead)
-                            consumed = keep
+                limit = None if reuse is None else rounddown(max(reuse, 0.0), pool.block)
+                consumed = pool.consume_entry(s.serial, limit)
+                if pool.tiers:
+                    # the prefix goes on into the session's entries on the `spill` tiers (§11.8.1)
+                    for q in pool.tiers:
+                        loaded += q.consume_entry(s.serial, None if limit is None else limit - consumed - loaded)
+                    if loaded > EPS:
+                        load = (pool, loaded)
+                    consumed += loaded
             consumed_max = max(consumed_max, consumed)
             pool.make_room(units)
             pool.used += units
@@ -550,7 +575,47 @@ class Pool:
         h.admitted = True
         s.holds.append(h)
         s.frames.append([sim.blocks[h.stmt.body], 0, "hold", h])
-        sim.make_ready(s)
+        if load is None or not load[0].load_back(s, load[1]):
+            sim.make_ready(s)
+
+    def load_back(self, s, loaded: float) -> bool:
+        """The part of the admitted prefix from this pool's tiers comes back over the link before
+        the body starts (§11.8.1): the session's job of `spill` work read with `size` = loaded,
+        `last` = now, `age` = 0, `waiting` = 0. False when the work is 0 (no time passes)."""
+        sim = self.sim
+        cx = sim.cx
+        saved = (cx.attrs, cx.sess, cx.var)
+        cx.attrs, cx.sess = s.attrs, s
+        cx.var = {"size": loaded, "last": sim.now, "age": 0.0, "waiting": 0.0}
+        try:
+            w = self._link_work(cx)
+        finally:
+            cx.attrs, cx.sess, cx.var = saved
+        if w <= 0 or self.fault_load_no_wait:   # seeded fault (docs/fast.md): the body does not wait
+            return False
+        self.link_stage.submit(s, w, "plain", None)
+        return True
+
+    def _link_work(self, cx) -> float:
+        w = self.spill_work(cx)
+        if not (0.0 <= w < math.inf):
+            raise RunError(f"pool {self.name}: the work of `spill` must be finite and >= 0, got {w} at "
+                           f"{at_text(self.spill.get('at'))}")
+        return w
+
+    def consume_entry(self, serial: int, limit):
+        """Remove the session's entry; keep at most `limit` (None: all), the rest a dead entry
+        with its age (§11.4 step 1). Returns what was kept."""
+        e = self.entries.pop(serial, None)
+        if e is None:
+            return 0.0
+        self.cached -= e.size
+        if limit is None or e.size <= limit:
+            return e.size
+        sim = self.sim
+        self._insert(Entry(sim.next_dead, e.size - limit, e.last, e.rel, e.attrs))
+        sim.next_dead -= 1
+        return limit
 
     # ------------------------------------------------------------ content blocks (docs/content.md)
 
@@ -627,17 +692,20 @@ class Pool:
     def put_entry(self, serial: int, size: float, attrs) -> None:
         """Replace the session's entry with a fresh one (release with a `cache` clause)."""
         sim = self.sim
-        old = self.entries.pop(serial, None)
-        if old is not None:
-            self.cached -= old.size
+        self.drop_entry(serial)   # with the rest on the tiers: it continued the old prefix (§11.8.1)
         e = Entry(serial, size, sim.now, sim.next_rel, list(attrs))
         sim.next_rel += 1
         self._insert(e)
 
     def drop_entry(self, serial: int) -> None:
+        """`drop P;`: the session's entry and its rest on P's tiers (§11.8.1)."""
         e = self.entries.pop(serial, None)
         if e is not None:
             self.cached -= e.size
+        for q in self.tiers:
+            e = q.entries.pop(serial, None)
+            if e is not None:
+                q.cached -= e.size
 
     def _victim_entry(self):
         if self.evict_keys is None:
@@ -678,7 +746,7 @@ class Pool:
                 take = e.size
             else:
                 b = self.block
-                if self.evict_keys is None:
+                if self.evict_keys is None and self.spill is None:
                     # labelled speed trick: the LRU entry stays first while it shrinks
                     nblk = math.ceil(over / b - EPS)
                     take = min(e.size, nblk * b)
@@ -699,6 +767,48 @@ class Pool:
             if e.size <= EPS:
                 del self.entries[e.owner]
                 self.evicted_entries += 1
+            if self.spill is not None and e.owner is not None and e.owner >= 0:
+                self._spill_chunk(e, take)
+
+    def _spill_chunk(self, e: Entry, take: float) -> None:
+        """A chunk just evicted from the tail of a session's entry (§11.8.1): with `when` ≠ 0 and
+        room for it on the tier at all, the tier makes room, the chunk joins the front of the
+        session's entry there (release time now), and its copy runs on the link as a job of no
+        session. Otherwise it is dropped."""
+        sim = self.sim
+        cx = sim.cx
+        sess = sim.sessions.get(e.owner)
+        saved = (cx.attrs, cx.sess, cx.var)
+        cx.attrs, cx.sess = e.attrs, sess
+        cx.var = {"size": take, "last": e.last, "age": sim.now - e.last,
+                  "waiting": 1.0 if (sess is not None and sess.pending is not None) else 0.0}
+        try:
+            if self.spill_when(cx) == 0:
+                return
+            tier = self.tier
+            if take > tier.cap + EPS:
+                return
+            w = self._link_work(cx)
+        finally:
+            cx.attrs, cx.sess, cx.var = saved
+        tier.make_room(take)
+        if self.fault_spill_lost:
+            # seeded fault (docs/fast.md): the tier makes room and the copy runs, but the chunk
+            # never arrives there
+            self.spills += 1
+            if w > 0:
+                self.link_stage.submit_copy(w)
+            return
+        old = tier.entries.pop(e.owner, None)
+        size = take
+        if old is not None:
+            tier.cached -= old.size
+            size += old.size
+        tier._insert(Entry(e.owner, size, sim.now, sim.next_rel, e.attrs))
+        sim.next_rel += 1
+        self.spills += 1
+        if w > 0:
+            self.link_stage.submit_copy(w)
 
 def find_part(s, pool: Pool):
     for h in reversed(s.holds):

@@ -25,7 +25,7 @@ from serq_fast.expr import NOWHERE, RunError, at_text, compile_expr, compile_ref
 from serq_fast.growth import detach, grow, retry_growers
 from serq_fast.lag import lag_end
 from serq_fast.sources import ListSource, LiveSource
-from serq_fast.stages import speculate_drafts
+from serq_fast.stages import speculate_drafts, submit_flow
 
 
 class Session:
@@ -33,6 +33,7 @@ class Session:
                  "prepos", "stuck", "trace", "tcursor", "src", "job", "ready_t", "ready_n",
                  "growth", "turn_used", "turn_t", "turn_warm", "turn_called",
                  "tid", "parent", "live_branches", "forks", "accept")
+    copy = False   # a thread, not a spill copy's owner (stages.Copier)
 
     def __init__(self, serial: int, nattrs: int) -> None:
         self.serial = serial
@@ -75,6 +76,8 @@ class Session:
         if self.status == QUEUED:
             return "queued:" + self.where.name
         if self.status == STAGE:
+            if self.job is not None and self.job.stages is not None:   # a flow: all its stages (§11.14)
+                return "stage:" + ",".join(st.name for st in self.job.stages)
             return "stage:" + self.where.name
         if self.status == GROWING:
             return "growing:" + self.where.name
@@ -117,6 +120,12 @@ class SessionInterpreter:
             return ("choose", st["slot"], c(st["count"]), [c(k) for k in st["keys"]], at)
         if op == "hold":
             return ("hold", P.HoldStmt(st, self), at)
+        if op == "flow":
+            for ref in st["stages"]:
+                for i in range(ref["base"], ref["base"] + ref.get("count", 1)):
+                    if not self.stages[i].shared:   # serq_spec.program's words
+                        raise RunError(f"a run over several stages needs ps stages, not stage {self.stages[i].name}", at)
+            return ("flow", [compile_ref(ref, self, "stage") for ref in st["stages"]], c(st["work"]), at)
         if op == "run":
             ref = st["stage"]
             if st.get("growing") is not None and any(
@@ -128,11 +137,26 @@ class SessionInterpreter:
             sp = st.get("speculate")
             return ("run", compile_ref(st["stage"], self, "stage"), st["mode"], c(st["work"]),
                     st.get("growing"), None if sp is None else c(sp["drafts"]), at)
-        if op in ("drop", "load"):
-            ref = st["pool"]
+        if op == "transfer":
+            if "stages" in st:   # over several links: compiled as a flow (a list of stage references)
+                link = self._compile_stmt_at({"op": "flow", "stages": st["stages"], "work": st["work"], "at": at})[1]
+            else:
+                ref = st["stage"]
+                if any(self.stages[i].kind == "step" for i in range(ref["base"], ref["base"] + ref.get("count", 1))):
+                    raise RunError(f"`transfer` over the engine {self.stages[ref['base']].name}: a transfer copies "
+                                   f"over a link (a fifo, ps or delay stage) at {at_text(at)}")
+                link = compile_ref(ref, self, "stage")
+            return ("transfer", link, c(st["work"]), compile_ref(st["from"], self, "pool"),
+                    compile_ref(st["to"], self, "pool"), at)
+        if op in ("drop", "load", "transfer_end"):
+            ref = st["pool"] if op != "transfer_end" else st["to"]
             for pool in self.pools[ref["base"]:ref["base"] + ref.get("count", 1)]:
                 if pool.content:
-                    raise RunError(f"`{op}` on the `share content` pool {pool.name} (docs/content.md §1) at {at_text(at)}")
+                    what = "transfer … to" if op == "transfer_end" else op
+                    raise RunError(f"`{what}` on the `share content` pool {pool.name} (docs/content.md §1) at {at_text(at)}")
+        if op == "transfer_end":
+            return ("transfer_end", compile_ref(st["from"], self, "pool"), compile_ref(st["to"], self, "pool"),
+                    c(st["units"]), at)
         if op in ("grow", "load"):
             return (op, compile_ref(st["pool"], self, "pool"), c(st["units"]), at)
         if op in ("drop", "release"):
@@ -265,6 +289,8 @@ class SessionInterpreter:
         for st in self.ps_stages:
             if st.changed:
                 st.reschedule()
+        if self.sharing.changed:
+            self.sharing.reschedule()
         self.sample()
 
     def exec_session(self, s: Session) -> None:
@@ -277,7 +303,8 @@ class SessionInterpreter:
         cx = self.cx
         cx.attrs, cx.sess, cx.draw = s.attrs, s, s.src
         cx.eng = None
-        cx.var = {}
+        if cx.var:  # no context variable in a session's moment; an empty dict is reused (nothing writes into one)
+            cx.var = {}
         fns = self.block_fns
         if fns is None:
             self._interpret(s, MAX_STATEMENTS)
@@ -387,6 +414,15 @@ class SessionInterpreter:
                     return
                 fr[1] = pc + 1
                 return
+            elif op == "flow" or op == "transfer":   # a transfer's copy is a run or a flow on its link
+                (self._exec_flow if op == "flow" else self._exec_transfer)(s, st)
+                fr[1] = pc + 1
+                if s.status == READY:  # zero work: completes at once, yields
+                    self.make_ready(s)
+                return
+            elif op == "transfer_end":
+                fr[1] = pc + 1
+                self._exec_transfer_end(s, st)
             elif op == "hold":
                 st[1].execute(s)  # leaves pc on the hold until its scope ends
                 if s.status == ENDED:
@@ -438,9 +474,7 @@ class SessionInterpreter:
                 n = st[2](cx)
                 if n < 0:
                     raise RunError(f"negative load {n} at {at_text(st[-1])}")
-                part = P.find_part(s, pool)
-                if part is None and s.serial in pool.leases:
-                    part = pool.leases[s.serial].part  # a leased allocation keeps its position
+                part = self._held_part(s, pool)
                 if part is None:
                     raise RunError(f"load {pool.name}: the session holds no {pool.name}")
                 if part.pos + n > part.alloc + 1e-9:
@@ -514,6 +548,73 @@ class SessionInterpreter:
         else:
             stage.submit(s, w, mode, growing, speculate_drafts(st[5](cx), st[-1]))
 
+    def _exec_flow(self, s: Session, st: tuple) -> None:
+        """`run a, b, … (w)` (docs/language.md §11.14), as serq_spec.sessions.exec_flow."""
+        cx = self.cx
+        stages = [self.stages[f(cx)] for f in st[1]]
+        w = st[2](cx)
+        if w < 0:
+            raise RunError(f"negative work {w} at {at_text(st[-1])}")
+        if w != w or math.isinf(w):
+            raise RunError(f"work {w} is not finite at {at_text(st[-1])}")
+        try:
+            submit_flow(self, s, stages, w)
+        except RunError as exc:
+            raise RunError(exc.message, st[-1]) from None
+
+    @staticmethod
+    def _held_part(s: Session, pool):
+        """The session's allocation of the pool that `load` advances: its innermost hold's part,
+        else its lease's (a leased allocation keeps its position, §11.4), else None."""
+        part = P.find_part(s, pool)
+        if part is None and s.serial in pool.leases:
+            part = pool.leases[s.serial].part
+        return part
+
+    def _exec_transfer(self, s: Session, st: tuple) -> None:
+        """`transfer S (w) from P to Q (n);` (docs/language.md §11.15), the copy: P and Q held (a
+        hold or a lease of each), then a run of w on the link S, or a flow over several links
+        (serq_spec `exec_transfer`)."""
+        cx = self.cx
+        p, q = st[3](cx), st[4](cx)
+        if p == q:
+            raise RunError(f"transfer from pool {self.pools[p].name} to itself: the two pool indices name one pool; "
+                           "name the KV's pool and another", st[-1])
+        for i, role in ((p, "from"), (q, "to")):
+            if self._held_part(s, self.pools[i]) is None:
+                raise RunError(f"transfer {role} pool {self.pools[i].name}: the session holds no allocation of it (a "
+                               "hold or a lease); take it in a `hold` around the transfer, or keep it with `lease`",
+                               st[-1])
+        if "transfer_early_release" in FAULTS():
+            # seeded fault (docs/fast.md): P is released as the copy starts, not when it ends
+            P.release_early(self, s, self.pools[p])
+        if isinstance(st[1], list):   # over several links at once: a flow (§11.14)
+            self._exec_flow(s, ("flow", st[1], st[2], st[-1]))
+        else:
+            self._exec_run(s, ("run", st[1], "plain", st[2], None, None, st[-1]))
+
+    def _exec_transfer_end(self, s: Session, st: tuple) -> None:
+        """The landing, when the copy's job completed: `load Q (n);` then `release P;` (serq_spec
+        `exec_transfer_end`)."""
+        cx = self.cx
+        p, q = self.pools[st[1](cx)], self.pools[st[2](cx)]
+        n = st[3](cx)
+        if n < 0:
+            raise RunError(f"negative transfer amount {n}", st[-1])
+        if math.isinf(n):
+            raise RunError("transfer amount is infinite", st[-1])
+        part = self._held_part(s, q)
+        if part is None:
+            raise RunError(f"transfer to pool {q.name}: the session no longer holds it when the copy ends (its lease "
+                           "ran out during the copy); lease it for longer", st[-1])
+        if part.pos + n > part.alloc + 1e-9:
+            raise RunError(f"transfer to pool {q.name}: position {part.pos + n} beyond the allocation {part.alloc}; "
+                           "hold at least the position plus n", st[-1])
+        part.pos += n
+        part.advanced = True
+        if "transfer_early_release" not in FAULTS():
+            P.release_early(self, s, p)
+
     # ---------------------------------------------------------------- branches (§11.13)
 
     def _exec_fork(self, s: Session, st: tuple) -> None:
@@ -569,7 +670,7 @@ class SessionInterpreter:
             op = st["op"]
             at = st.get("at")
             # the messages are serq_spec's, which refuses the same statements when they run
-            if op not in ("set", "observe", "branch", "while", "loop", "choose", "run", "fork", "join"):
+            if op not in ("set", "observe", "branch", "while", "loop", "choose", "run", "fork", "join", "flow"):
                 raise RunError(f"`{op}` in a branch, or before the `join;` of a fork: the linker refuses this "
                                "(docs/language.md §11.13)", at)
             if op == "run":

@@ -2,7 +2,14 @@
 class every stage shares (the step engine, §11.6, is `engine.Engine`).
 
 serq_spec counterpart: `serq_spec/stages.py` (jobs on stages, the residents' order, the ps
-virtual clock).
+virtual clock, the stages a flow crosses).
+
+A run over several stages (a flow, docs/language.md §11.14) is one Job present at all its stages
+(`job.stages`). The ps stages some flow can cross are `SharedPsStage`s: no virtual clock, each
+job keeps its remaining work `left` at time `since` and its `rate`; one `Sharing` per simulator
+divides the rates of the connected stages again at the end of a step that changed one of them
+(`share_rates`) and keeps the one pending departure among all of them. `submit_flow` starts a job
+over several stages: any statement that runs a job over several stages calls it.
 """
 
 from __future__ import annotations
@@ -11,7 +18,7 @@ import math
 from collections import deque
 
 from serq.irfile import field_at
-from serq_fast.defs import (EV_FINISH, STAGE)
+from serq_fast.defs import (EV_FINISH, FAULTS, STAGE)
 from serq_fast.estimates import Estimates
 from serq_fast.expr import RunError, at_text, compile_expr, located
 from serq_fast.stats import TimeAverage
@@ -27,7 +34,7 @@ def speculate_drafts(k: float, at) -> int:
 
 class Job:
     __slots__ = ("sess", "stage", "left", "mode", "growpart", "hold", "enq", "start", "stalled",
-                 "resident", "fin_t", "tag", "dead", "work", "ps_order", "drafts")
+                 "resident", "fin_t", "tag", "dead", "work", "ps_order", "stages", "rate", "since", "drafts")
 
     def __init__(self, sess, stage, work, mode):
         self.sess = sess
@@ -45,6 +52,9 @@ class Job:
         self.tag = 0.0
         self.dead = False
         self.ps_order = 0
+        self.stages = None   # a flow's stages (§11.14); None: its one stage
+        self.rate = 0.0      # on a SharedPsStage: served at `rate` since `since`
+        self.since = 0.0
         self.drafts = 0  # a speculative decode's k (docs/language.md §7.3)
 
     lagged = False  # a pending resident (PendingJob, docs/async.md §3)
@@ -64,6 +74,17 @@ class Job:
         raise RunError(f"unknown per-request key {name}")
 
 
+class Copier:
+    """The owner of a spilled chunk's copy job (docs/language.md §11.8.1): no session; named
+    "spill.n", the n-th copy of the run, as serq_spec names it."""
+    __slots__ = ("tid",)
+    adm_seq = -1
+    copy = True
+
+    def __init__(self, n: int):
+        self.tid = f"spill.{n}"
+
+
 def _request_hold(s):
     for h in reversed(s.holds):
         if h.request is not None:
@@ -74,6 +95,7 @@ def _request_hold(s):
 class Stage:
     kind = "?"
     memory = None
+    shared = False   # a ps stage a flow can cross (SharedPsStage)
 
     def __init__(self, idx, st, sim):
         self.idx = idx
@@ -133,6 +155,15 @@ class Stage:
             self.est.estimate_start(self.sim.now, w)
         self._accept(job)
 
+    def submit_copy(self, w: float) -> None:
+        """A copy job of positive work w, owned by no session, joins the stage."""
+        sim = self.sim
+        job = self._new_job(Copier(sim.next_copy), w, "plain")
+        sim.next_copy += 1
+        if self.est is not None:
+            self.est.estimate_start(sim.now, w)
+        self._accept(job)
+
     def _zero(self, job):
         """A zero-work run completes at once (§11.5): no event, the session stays ready."""
         sim = self.sim
@@ -153,10 +184,12 @@ class Stage:
     def complete(self, job):
         sim = self.sim
         s = job.sess
-        s.job = None
         self._stats(job)
         if sim.rec is not None:
             sim.rec["finished"].append([self.name, s.tid])
+        if s.copy:
+            return   # a spill copy: nobody waits for it
+        s.job = None
         sim.make_ready(s)
 
     def observe(self, f, cx):
@@ -332,9 +365,16 @@ class PsStage(Stage):
             self.pending = None
             self.rate = 0.0
             return
-        cx = sim.cx
+        self.rate = self.capacity(n) / n
+        j = next_departure(self.jobs)
+        t = sim.now + max(0.0, j.tag - self.v) / self.rate
+        self.pending = sim.push(t, EV_FINISH, self, j)
+
+    def capacity(self, n: int) -> float:
+        """φ(n) (serq_spec expr.ps_capacity): the capacity read with `present` = n."""
+        cx = self.sim.cx
         saved = (cx.attrs, cx.sess, cx.var, cx.draw)
-        cx.attrs, cx.sess, cx.var, cx.draw = [], None, {"present": float(n)}, sim.machine_src
+        cx.attrs, cx.sess, cx.var, cx.draw = [], None, {"present": float(n)}, self.sim.machine_src
         try:
             phi = self.cap_fn(cx)
         finally:
@@ -342,10 +382,7 @@ class PsStage(Stage):
         if not 0 < phi < math.inf:   # serq_spec's rule and words (expr.ps_rate)
             raise located(RunError(f"capacity must be positive and finite, got {phi!r}"), field_at(self.spec, "capacity"),
                           f"ps stage {self.name}")
-        self.rate = phi / n
-        j = next_departure(self.jobs)
-        t = sim.now + max(0.0, j.tag - self.v) / self.rate
-        self.pending = sim.push(t, EV_FINISH, self, j)
+        return phi
 
     def finish_event(self, ev):
         self._advance()
@@ -363,6 +400,196 @@ class PsStage(Stage):
         if job in self.jobs:
             self.jobs.remove(job)
         self.changed = True
+
+
+def shared_stage_indices(ir: dict) -> frozenset:
+    """The ps stages some run over several stages can name (serq_spec `Program.shared_stages`)."""
+    return frozenset(i for b in ir["blocks"] for st in b for ref in st.get("stages") or []
+                     for i in range(ref["base"], ref["base"] + ref.get("count", 1)))
+
+
+class SharedPsStage(PsStage):
+    """A ps stage a flow can cross (§11.14): each job's remaining work and rate; departures and
+    rates are the simulator's `Sharing`'s."""
+
+    shared = True
+
+    def work_left(self):
+        now = self.sim.now
+        return sum(j.left - j.rate * (now - j.since) for j in self.jobs)
+
+    def _accept(self, job):
+        self.sim.sharing.join(job, [self])
+
+    def reschedule(self):   # pragma: no cover - never in ps_stages; Sharing reschedules
+        raise RunError(f"internal: stage {self.name} is rescheduled by its flows")
+
+    def detach(self, job):
+        self.sim.sharing.leave(job)
+
+
+TIE_LEVEL = 1e-12   # relative: maxmin levels this close are one level (exact in serq_spec)
+
+
+def share_rates(policy: str, members: dict, capacity: dict) -> dict:
+    """The rate of every job present at the stages of `members` (stage index -> its jobs), given
+    each stage's capacity; serq_spec.stages.share_rates, in floats: bottleneck gives a job the
+    least of C_s/n_s over its stages; maxmin fills progressively, a stage being full when its level
+    is within TIE_LEVEL of the least one. Keyed by id(job)."""
+    rates: dict = {}
+    if policy == "bottleneck":
+        for x, jobs in members.items():
+            share = capacity[x] / len(jobs)
+            for j in jobs:
+                k = id(j)
+                r = rates.get(k)
+                rates[k] = share if r is None or share < r else r
+        return rates
+    free = dict(capacity)
+    unfixed = {x: list(jobs) for x, jobs in members.items()}
+    while any(unfixed.values()):
+        level = min(free[x] / len(js) for x, js in unfixed.items() if js)
+        lim = level + TIE_LEVEL * abs(level)
+        full = [x for x, js in unfixed.items() if js and free[x] / len(js) <= lim]
+        for x in full:
+            for j in list(unfixed[x]):
+                rates[id(j)] = level
+                for y in (j.stages or (j.stage,)):
+                    free[y.idx] -= level
+                    unfixed[y.idx].remove(j)
+    return rates
+
+
+class Sharing:
+    """The stages flows cross, together (serq_spec.stages: start_shared, leave_shared,
+    reschedule_shared): the rates and the one pending departure (at most one `finish` event)."""
+
+    def __init__(self, ir: dict, sim):
+        self.sim = sim
+        self.indices = shared_stage_indices(ir)
+        self.policy = ir.get("share") or "maxmin"
+        self.stages: list = []   # SharedPsStage, in index order (link)
+        self.pending = None      # seq of the pending departure
+        self.changed = False
+        faults = FAULTS()
+        if "flow_as_maxmin" in faults:   # seeded fault (docs/fast.md): bottleneck divided as maxmin
+            self.policy = "maxmin"
+        self.fault_one_stage = "flow_one_stage" in faults   # seeded fault: a flow leaves its first stage only
+
+    def link(self, stages: list) -> None:
+        self.stages = [st for st in stages if st.idx in self.indices]
+        for st in self.stages:
+            if st.kind != "ps":
+                raise RunError(f"a run over several stages needs ps stages, not stage {st.name}")
+
+    def join(self, job, stages: list) -> None:
+        """The job joins each stage with its whole work and no rate yet (rates are divided at the
+        end of the step); each stage counts a start and takes its estimates' samples (wait 0)."""
+        sim = self.sim
+        now = sim.now
+        job.start = now
+        job.rate = 0.0
+        job.since = now
+        for i, st in enumerate(stages):
+            st.order += 1
+            if i == 0:
+                job.ps_order = st.order
+            if st.est is not None:
+                st.est.estimate_service(now, now)
+            st.jobs.append(job)
+            st.changed = True
+        self.changed = True
+
+    def leave(self, job) -> None:
+        job.dead = True
+        for st in (job.stages or (job.stage,))[:1 if self.fault_one_stage else None]:
+            if job in st.jobs:
+                st.jobs.remove(job)
+            st.changed = True
+        self.changed = True
+
+    def event_valid(self, ev) -> bool:
+        return ev[1] == self.pending
+
+    def finish_event(self, ev) -> None:
+        """The departure: the job leaves all its stages, each recording its end (service = end −
+        start, wait 0), and its thread becomes ready."""
+        job = ev[4]
+        self.pending = None
+        self.leave(job)
+        sim = self.sim
+        s = job.sess
+        s.job = None
+        for st in (job.stages or (job.stage,)):
+            st._stats(job)
+            if sim.rec is not None:
+                sim.rec["finished"].append([st.name, s.tid])
+        sim.make_ready(s)
+
+    def reschedule(self) -> None:
+        sim = self.sim
+        now = sim.now
+        self.changed = False
+        dirty = [st for st in self.stages if st.changed]
+        seen = {st.idx: st for st in dirty}
+        todo = list(dirty)
+        while todo:
+            st = todo.pop()
+            for j in st.jobs:
+                for y in (j.stages or (j.stage,)):
+                    if y.idx not in seen:
+                        seen[y.idx] = y
+                        todo.append(y)
+        members = {}
+        for x in sorted(seen):
+            st = seen[x]
+            st.changed = False
+            if st.jobs:
+                members[x] = st.jobs
+                for j in st.jobs:
+                    if j.since != now:
+                        j.left -= j.rate * (now - j.since)
+                        j.since = now
+        capacity = {x: seen[x].capacity(len(jobs)) for x, jobs in members.items()}
+        rates = share_rates(self.policy, members, capacity)
+        for jobs in members.values():
+            for j in jobs:
+                j.rate = rates[id(j)]
+        best = None
+        for st in self.stages:
+            for j in st.jobs:
+                if j.stage is st:
+                    t = j.since + max(j.left, 0.0) / j.rate
+                    if best is None or t < best[0] - TAG_TIE * max(1.0, abs(best[0])):
+                        best = (t, j)
+        self.pending = None if best is None else sim.push(best[0], EV_FINISH, self, best[1])
+
+
+def submit_flow(sim, s, stages: list, w: float) -> None:
+    """A job of work w over several distinct shared ps stages (§11.14); zero work completes at once
+    at every stage (the session stays ready), as `Stage.submit`."""
+    if len(set(stages)) != len(stages):
+        names = ", ".join(st.name for st in stages)
+        raise RunError(f"a run over several stages names one stage twice ({names}); a flow crosses distinct stages")
+    for st in stages:
+        if not getattr(st, "shared", False):
+            raise RunError(f"stage {st.name} is not a ps stage a flow may cross")
+    job = Job(s, stages[0], w, "plain")
+    job.stages = stages
+    if w <= 0:
+        job.start = sim.now
+        for st in stages:
+            st._stats(job)
+            if sim.rec is not None:
+                sim.rec["finished"].append([st.name, s.tid])
+        return
+    s.status = STAGE
+    s.where = stages[0]
+    s.job = job
+    for st in stages:
+        if st.est is not None:
+            st.est.estimate_start(sim.now, w)
+    sim.sharing.join(job, stages)
 
 
 class Iteration:

@@ -33,8 +33,9 @@ from serq_fast.expr import Ctx, RunError, compile_expr, located, num
 from serq_fast.invariants import check_or_raise
 from serq_fast.lag import apply_ends
 from serq_fast.sessions import SessionInterpreter
-from serq_fast.sources import ListSource, LiveSource, no_draw
+from serq_fast.sources import ListSource, LiveSource, no_draw, plant_faults
 from serq_fast.specialise import specialise
+from serq_fast.stages import Sharing
 from serq_fast.stats import Gauge, Sample, TimeAverage
 from serq_fast.trace import state_line
 
@@ -76,6 +77,7 @@ class Sim(SessionInterpreter):
         self.next_adm = 0
         self.next_rel = 0
         self.next_dead = -1
+        self.next_copy = 0   # spill copy jobs started (names them "spill.n", docs/language.md §11.8.1)
         self.measuring = self.warmup <= 0
         self.cx = Ctx(self)
         self.rec = None  # per-step records (lockstep)
@@ -111,17 +113,20 @@ class Sim(SessionInterpreter):
         self.npreempt = 0
         self.trace_iter = bool(os.environ.get("SERQ_TRACE_ITER"))  # docs/language.md §14 debug line
         self.fault_pending = "ignore_pending" in FAULTS()
+        plant_faults(FAULTS())  # the draws' fast path (sources.py)
         # static structure
         self.prefixes = Prefixes(ir.get("prefixes") or [])  # docs/content.md
         self.pools = [P.Pool(i, p, self) for i, p in enumerate(ir["pools"])]
         self.has_content = any(p.content for p in self.pools)  # skips the content paths otherwise
+        self.sharing = Sharing(ir, self)   # the stages flows cross (docs/language.md §11.14)
         self.stages = [E.make_stage(i, st, self) for i, st in enumerate(ir["stages"])]
+        self.sharing.link(self.stages)
         for pool in self.pools:
             pool.link(self)
         for st in self.stages:
             st.link(self)
         self.engines = [st for st in self.stages if st.kind == "step"]
-        self.ps_stages = [st for st in self.stages if st.kind == "ps"]  # rescheduled at settle
+        self.ps_stages = [st for st in self.stages if st.kind == "ps" and not st.shared]  # rescheduled at settle
         self.blocks = [None] * len(ir["blocks"])
         for i, blk in enumerate(ir["blocks"]):
             self.blocks[i] = [self._compile_stmt(x) for x in blk]
@@ -250,7 +255,7 @@ class Sim(SessionInterpreter):
         prog = self.progress
         next_prog = _time.monotonic() + 0.5 if prog else None
         emit = self.states is not None
-        heap, valid, heappop = self.heap, self._valid, heapq.heappop
+        heap, valid, heappop, heappush = self.heap, self._valid, heapq.heappop, heapq.heappush
         while self.max_steps is None or step < self.max_steps:
             while heap and not valid(heap[0]):  # self._top(), inlined: it runs once per event
                 heappop(heap)
@@ -261,7 +266,11 @@ class Sim(SessionInterpreter):
                 if drain:
                     raise RunError(f"--arrivals {self.arrivals_limit}: not drained by the horizon {self.horizon:g}")
                 break
-            ev = self._pop()
+            # self._pop(), its common case inlined: no other event within TIE_EPS of this one
+            ev = heappop(heap)
+            if heap and heap[0][0] <= ev[0] + TIE_EPS * (ev[0] if ev[0] > 1.0 else -ev[0] if ev[0] < -1.0 else 1.0):
+                heappush(heap, ev)
+                ev = self._pop()
             if ev[0] > self.now:
                 self.now = ev[0]
             self.events += 1

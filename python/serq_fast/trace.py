@@ -42,7 +42,8 @@ def _event(ev):
     if kind == EV_ARRIVE:
         return {"kind": "arrive", "time": t, "seq": seq, "arg": a}
     if kind == EV_FINISH:
-        return {"kind": "finish", "time": t, "seq": seq, "arg": [a.name, b.sess.tid]}
+        # a departure of the stages flows cross (stages.Sharing) names the job's first stage
+        return {"kind": "finish", "time": t, "seq": seq, "arg": [b.stage.name, b.sess.tid]}
     if kind == EV_ITER_END:
         return {"kind": "iter_end", "time": t, "seq": seq, "arg": a.name}
     if kind == EV_ENDS:
@@ -72,6 +73,7 @@ def _pool(p, content: bool = True) -> dict:
         "entries": [[e.owner, _int(e.size), e.last, e.rel] for e in entries],
         "preemptions": p.preemptions,
         **({"rejected": p.rejected} if p.rejected else {}),
+        **({"spills": p.spills} if p.spill is not None else {}),
         **({"leases": [[serial, _int(x.part.alloc), x.ends_at] for serial, x in p.leases.items()]}
            if p.leases else {}),
         **(_content(p) if p.content and content else {}),
@@ -114,6 +116,10 @@ def _stage(st, sim, lean: bool = False) -> dict:
         d["active"] = [[j.sess.tid, j.fin_t] for j in st.active]
     elif st.kind == "delay":
         d["active"] = [[j.sess.tid, j.fin_t] for j in st.active]
+    elif st.shared:   # a stage a flow crosses (docs/language.md §11.14): remaining work now, rates
+        now = sim.now
+        d["active"] = [[j.sess.tid, j.left - j.rate * (now - j.since)] for j in st.jobs]
+        d["rates"] = [[j.sess.tid, j.rate] for j in st.jobs]
     elif st.kind == "ps":
         v = st.v + st.rate * (sim.now - st.t_last)
         d["active"] = [[j.sess.tid, j.tag - v] for j in st.jobs]

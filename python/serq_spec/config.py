@@ -36,6 +36,15 @@ JOINING = ("joining",)
 # name threads.
 Tid = Union[int, str]
 
+# A spilled chunk's copy over its link is a job of no session (docs/language.md §11.8.1), named
+# "spill.n" (the n-th copy of the run): no thread resumes when it finishes.
+COPY_PREFIX = "spill."
+
+
+def is_copy(tid: Tid) -> bool:
+    """Is `tid` the name of a spill copy job rather than of a thread?"""
+    return isinstance(tid, str) and tid.startswith(COPY_PREFIX)
+
 
 @dataclass
 class Event:
@@ -137,6 +146,16 @@ class Job:
     start_order: int = 0       # stage-local start counter (ps ties, delay order)
     pending: bool = False      # a pending resident of a `lag 1` engine (docs/async.md)
     drafts: int = 0            # a speculative decode's k (docs/language.md §7.3); 0: one token a step
+    # On a ps stage a flow crosses (docs/language.md §11.14): `left` is the work remaining at time
+    # `since`, served at `rate` since then; `stages` lists a flow's stages (None: one stage).
+    shared: bool = False
+    rate: Value = Fraction(0)
+    since: Value = Fraction(0)
+    stages: Optional[list] = None
+
+    def stages_of(self) -> list:
+        """The stages the job is present at: a flow's stages, else its one stage."""
+        return self.stages if self.stages is not None else [self.stage]
 
     def to_json(self) -> dict:
         d: dict[str, Any] = {"serial": self.serial, "stage": self.stage, "mode": self.mode,
@@ -146,6 +165,8 @@ class Job:
             d["pending"] = True
         if self.drafts:
             d["drafts"] = self.drafts
+        if self.shared:   # only on a stage a flow crosses: other programs serialise as before
+            d.update(shared=True, rate=wire(self.rate), since=wire(self.since), stages=self.stages)
         return d
 
 
@@ -310,6 +331,7 @@ class PoolState:
     evicted_units: Amount = 0
     content: Optional[ContentState] = None   # a `share content` pool's blocks (docs/content.md)
     leases: list = field(default_factory=list)   # Lease, in the order they began
+    spills: int = 0                          # chunks this pool's evictions moved to its `spill` tier
 
     def cached(self) -> Amount:
         if self.content is not None:   # b × identified blocks that nobody references
@@ -327,6 +349,8 @@ class PoolState:
             d["content"] = self.content.to_json()
         if self.leases:   # only while a lease is held: a program without leases serialises as before
             d["leases"] = [x.to_json() for x in self.leases]
+        if self.spills:   # only once a chunk spilled: a program without `spill` serialises as before
+            d["spills"] = self.spills
         return d
 
 
@@ -386,6 +410,29 @@ class Estimates:
 
 
 @dataclass
+class EngineEstimates:
+    """The online estimates of an engine the program reads them of (docs/language.md §4.4, IR
+    `"estimates": true`), with the stages' rule (weight 1/100, the first sample whole): the gaps
+    between successive admissions and each admitted request's wait in the queue (from its latest
+    join, as `waited`), for λ̂ and Ŵ; and per cycle (an iteration's start to the next one's) the
+    cycle's length and the part of it the iteration ran, for ρ̂ = mean busy / mean cycle."""
+    last: Optional[Value] = None      # the time of the latest admission
+    gap: Optional[Value] = None       # mean gap between admissions
+    wait: Optional[Value] = None      # mean wait from joining the queue to admission
+    started: Optional[Value] = None   # the start of the latest iteration
+    cost: Optional[Value] = None      # its duration (`execute`)
+    cycle: Optional[Value] = None     # mean time from an iteration's start to the next one's
+    busy: Optional[Value] = None      # mean duration of the iteration that opens a cycle
+
+    def fields(self) -> tuple:
+        """The state line's `est` of an engine (docs/state.md STAGE), in this order."""
+        return (self.last, self.gap, self.wait, self.started, self.cost, self.cycle, self.busy)
+
+    def to_json(self) -> dict:
+        return {"engine": [None if x is None else wire(x) for x in self.fields()]}
+
+
+@dataclass
 class StageState:
     kind: str
     jobs: list = field(default_factory=list)      # step: residents (admission order); delay/ps/fifo: active
@@ -403,7 +450,15 @@ class StageState:
     # step: the iteration whose schedule is running (running_served reads it; never serialised:
     # no state line falls inside a schedule)
     forming: Optional[IterCtx] = None
-    est: Optional[Estimates] = None               # fifo/ps/delay whose estimates the program reads
+    est: Optional[Estimates | EngineEstimates] = None   # a stage or engine whose estimates are read
+
+    def stage_est(self) -> Optional[Estimates]:
+        """The estimates of a fifo, ps or delay stage whose estimates are read, else None."""
+        return self.est if isinstance(self.est, Estimates) else None
+
+    def engine_est(self) -> Optional[EngineEstimates]:
+        """The estimates of an engine whose estimates are read, else None."""
+        return self.est if isinstance(self.est, EngineEstimates) else None
 
     def to_json(self) -> dict:
         it = None
@@ -432,10 +487,13 @@ class Counters:
     next_dead: int = 1         # dead entries get owner −next_dead
     next_serial: int = 0       # sessions spawned
     machine: int = 0           # machine-stream draws consumed
+    next_copy: int = 0         # spill copy jobs started (names them, docs/language.md §11.8.1)
 
     def to_json(self) -> dict:
         return {"next_seq": self.next_seq, "next_adm": self.next_adm, "next_rel": self.next_rel,
-                "next_dead": self.next_dead, "next_serial": self.next_serial, "machine": self.machine}
+                "next_dead": self.next_dead, "next_serial": self.next_serial, "machine": self.machine,
+                # only once a copy started: a program without `spill` serialises as before
+                **({"next_copy": self.next_copy} if self.next_copy else {})}
 
 
 class Config:
@@ -449,7 +507,7 @@ class Config:
         self.branches: dict[str, Session] = {}   # live branches by id, in the order they were forked (§11.13)
         self.ready: list[Tid] = []
         self.pools = [PoolState(content=program.new_content(p)) for p in range(len(program.pools))]
-        self.stages = [StageState(kind=st["kind"], est=Estimates() if st.get("estimates") else None)
+        self.stages = [StageState(kind=st["kind"], est=new_estimates(st))
                        for st in program.stages]
         self.counters = Counters()
         self.warm = False
@@ -497,11 +555,23 @@ def _tup(x: Optional[list]) -> Optional[tuple]:
 
 def _job(d: dict) -> Job:
     left = d["left"] if isinstance(d["left"], int) else _v(d["left"])
-    return Job(d["serial"], d["stage"], d["mode"], left, d["growing"], d["admission"], d["start_order"],
-               d.get("pending", False), d.get("drafts", 0))
+    job = Job(d["serial"], d["stage"], d["mode"], left, d["growing"], d["admission"], d["start_order"],
+              d.get("pending", False), d.get("drafts", 0))
+    if d.get("shared"):
+        job.shared, job.rate, job.since, job.stages = True, _v(d["rate"]), _v(d["since"]), d["stages"]
+    return job
 
 
-def _estimates(d: dict) -> Estimates:
+def new_estimates(st: dict) -> Optional[Estimates | EngineEstimates]:
+    """A stage's estimates when the program reads them (IR `"estimates": true`), else None."""
+    if not st.get("estimates"):
+        return None
+    return EngineEstimates() if st["kind"] == "step" else Estimates()
+
+
+def _estimates(d: dict) -> Estimates | EngineEstimates:
+    if "engine" in d:
+        return EngineEstimates(*(None if x is None else _v(x) for x in d["engine"]))
     def v(x: Optional[str]) -> Optional[Value]:
         return None if x is None else _v(x)
     return Estimates(v(d["last"]), v(d["gap"]), v(d["service"]), v(d["wait"]),
@@ -560,7 +630,7 @@ def from_json(program: Program, d: dict) -> Config:
     for p in d["pools"]:
         ps = PoolState(used=amt_in(p["used"]), holders=list(p["holders"]), growers=list(p["growers"]),
                        admissions=p["admissions"], preemptions=p["preemptions"], rejected=p["rejected"],
-                       stuck=p["stuck"], evicted_units=amt_in(p["evicted_units"]))
+                       stuck=p["stuck"], evicted_units=amt_in(p["evicted_units"]), spills=p.get("spills", 0))
         ps.entries = [Entry(o, amt_in(size), _v(last), rel) for o, size, last, rel in p["entries"]]
         ps.queue = [QueueItem(serial, _v(joined), head) for serial, joined, head in p["queue"]]
         ps.leases = [Lease(serial, _hold(h), None if until is None else _v(until))
@@ -586,12 +656,17 @@ def from_json(program: Program, d: dict) -> Config:
                             "assign": [Assign(a[0], a[1], a[2], None if a[3] is None else amt_in(a[3]),
                                               len(a) > 4 and a[4]) for a in it["assign"]]}
         cfg.stages.append(st)
-    # a session's job is the very object its stage holds
+    # a session's job is the very object its stage holds (a flow's: one object at all its stages)
     for st in cfg.stages:
+        for k, j in enumerate(st.jobs):
+            if j.stages is not None and thread(cfg, j.serial).job is not None:
+                st.jobs[k] = thread(cfg, j.serial).job
         for j in st.jobs + st.waiting:
-            thread(cfg, j.serial).job = j
+            if not is_copy(j.serial):
+                thread(cfg, j.serial).job = j
     c = d["counters"]
-    cfg.counters = Counters(c["next_seq"], c["next_adm"], c["next_rel"], c["next_dead"], c["next_serial"], c["machine"])
+    cfg.counters = Counters(c["next_seq"], c["next_adm"], c["next_rel"], c["next_dead"], c["next_serial"], c["machine"],
+                            c.get("next_copy", 0))
     cfg.warm = d["warm"]
     for t, row in zip(cfg.claims, d.get("claims", [])):
         t.iterations, t.checked, t.held, t.violated = row[:4]

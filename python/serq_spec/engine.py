@@ -28,6 +28,7 @@ from .growth import grow
 from .lag import identifies, make_due
 from .pools import select_head
 from .sessions import BLOCKED, REJECTED, first_token, run_session, try_admit
+from .stages import estimate_admission, estimate_iteration
 
 
 # -- the iteration -------------------------------------------------------------------------------
@@ -68,6 +69,9 @@ def start_iteration(cfg: Config, e: int) -> bool:
     if tokens > 0 and cost == 0:
         raise SpecError(f"engine {spec['name']}: execute: an iteration with {tokens} tokens costs 0", at,
                         cfg.program.files)
+    est = st.engine_est()
+    if est is not None:   # the iteration is formed: its cycle opens (docs/spec.md "Online estimates")
+        estimate_iteration(est, cfg.now, cost)
     if lagged:
         make_due(cfg, e, cfg.now + cost)   # scheduled before iter_end: it is handled first
     ev = schedule_event(cfg, cfg.now + cost, "iter_end", e)
@@ -298,6 +302,9 @@ def admit_one(cfg: Config, ictx: IterCtx, only: Optional[dict] = None, at: At = 
             if outcome == BLOCKED:
                 return False   # head-of-line: admission stops for this iteration
             ictx.fresh.add(s.serial)
+            est = cfg.stages[ictx.engine].engine_est()
+            if est is not None:   # before the session runs on: what it reads includes this admission
+                estimate_admission(est, head.joined, cfg.now)
             run_session(cfg, s)
             return True
     return False

@@ -22,7 +22,7 @@ from serq.irfile import field_at
 from serq.wire import Value
 
 from . import values as V
-from .config import Config, Estimates, IterCtx, Job, Session, hold_of, thread
+from .config import Config, EngineEstimates, Estimates, IterCtx, Job, Session, hold_of, thread
 from .errors import At, SpecError
 from .program import Program
 from .values import ZERO, ONE
@@ -163,7 +163,9 @@ def observable(e: dict, env: Env) -> Value:
                 if att is None or att[0] != env.session.serial:
                     return ZERO
                 return Fraction(att[1].get(p, 0))
-            return Fraction(sum(x.size for x in st.entries if x.owner == env.session.serial))
+            # the session's prefix on p and, contiguous with it, the rest on p's `spill` tiers (§11.8.1)
+            return Fraction(sum(x.size for q in [p] + cfg.program.tiers_below(p) for x in cfg.pools[q].entries
+                                if x.owner == env.session.serial))
         if f == "holders":
             return Fraction(len(st.holders))
         if f == "queued":
@@ -216,23 +218,30 @@ def running_served(env: Env, e: int, chunks: bool) -> Value:
 RHO_CAP = Fraction(99, 100)
 
 
-def est_lambda(est: Estimates) -> Value:
-    """λ̂ = 1 / the mean gap between starts; 0 before a positive mean gap (no second start yet, or
+def est_lambda(est: Estimates | EngineEstimates) -> Value:
+    """λ̂ = 1 / the mean gap between starts (of an engine: admissions); 0 before a positive mean gap (no second start yet, or
     every start so far at one instant)."""
     return ZERO if est.gap is None or est.gap == 0 else V.div(ONE, est.gap)
 
 
-def est_rho(est: Estimates) -> Value:
-    """ρ̂ = min(λ̂ · Ŝ, 0.99), Ŝ the mean work of a started job (0 before the first start)."""
+def est_rho(est: Estimates | EngineEstimates) -> Value:
+    """ρ̂ = min(λ̂ · Ŝ, 0.99), Ŝ the mean work of a started job (0 before the first start); of an
+    engine, min(mean busy / mean cycle, 0.99), the fraction of time its iterations run (0 before
+    a second iteration, or while the mean cycle is 0)."""
+    if isinstance(est, EngineEstimates):
+        if est.cycle is None or est.cycle == 0 or est.busy is None:
+            return ZERO
+        return V.min_v(V.div(est.busy, est.cycle), RHO_CAP)
     return V.min_v(V.mul(est_lambda(est), est.service if est.service is not None else ZERO), RHO_CAP)
 
 
-def est_wait(est: Estimates) -> Value:
-    """Ŵ = the mean wait before service (0 before the first job enters service)."""
+def est_wait(est: Estimates | EngineEstimates) -> Value:
+    """Ŵ = the mean wait before service (of an engine: in the queue before admission; 0 before
+    the first job enters service)."""
     return est.wait if est.wait is not None else ZERO
 
 
-def price(est: Estimates, s_hit: Value, ds: Value) -> Value:
+def price(est: Estimates | EngineEstimates, s_hit: Value, ds: Value) -> Value:
     """The cost of a miss that adds ds to a service of s_hit (docs/language.md §4.4):
     ds + λ̂(s_m² − s_hit²)/(2(1 − ρ̂)) + λ̂·Ŵ·ds/(1 − ρ̂), s_m = s_hit + ds."""
     lam, idle = est_lambda(est), V.sub(ONE, est_rho(est))
@@ -431,6 +440,8 @@ def work(cfg: Config, s: int) -> Value:
     st = cfg.stages[s]
     if st.kind == "step":
         return Fraction(sum(j.left for j in st.jobs))
+    if s in cfg.program.shared_stages:   # a stage a flow crosses: remaining work per job (§11.14)
+        return sum((remaining(cfg, j) for j in st.jobs), Fraction(0))
     if st.kind == "ps":
         advance_virtual_clock(cfg, s)
         return sum((st.tags[j.serial] - st.v for j in st.jobs), Fraction(0))
@@ -440,13 +451,23 @@ def work(cfg: Config, s: int) -> Value:
 
 def ps_rate(cfg: Config, s: int, n: int) -> Fraction:
     """Each of n present jobs gets φ(n)/n (Ps moment: φ may read `present`)."""
+    return ps_capacity(cfg, s, n) / n
+
+
+def ps_capacity(cfg: Config, s: int, n: int) -> Fraction:
+    """φ(n), the total rate of ps stage s with n jobs present (Ps moment: φ may read `present`)."""
     at = field_at(cfg.program.stages[s], "capacity")
     phi = evaluate(cfg.program.stages[s]["capacity"], Env(cfg, ctx={"present": Fraction(n)}, at=at,
                                                                    what=f"ps stage {cfg.program.stages[s]['name']}: capacity"))
     if V.is_inf(phi) or phi <= 0:
         raise SpecError(f"ps stage {cfg.program.stages[s]['name']}: capacity must be positive and finite, got {number_text(phi)}",
                         at, cfg.program.files)
-    return phi / n
+    return phi
+
+
+def remaining(cfg: Config, job: Job) -> Value:
+    """The work a job on a stage a flow crosses has left now: served at its rate since `since`."""
+    return job.left - job.rate * (cfg.now - job.since)
 
 
 def current_rate(cfg: Config, s: int) -> Fraction:

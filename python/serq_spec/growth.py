@@ -17,7 +17,7 @@ from .expr import Env, evaluate, resolve_ref
 from .lag import is_candidate
 from .pools import add_units, enqueue, leave_queue, release_hold
 from .program import COMPUTED
-from .stages import withdraw_job
+from .stages import start_copies, withdraw_job
 
 
 def grow(cfg: Config, s: Session, p: int, d: V.Amount, ictx: Optional[IterCtx]) -> bool:
@@ -30,7 +30,7 @@ def grow(cfg: Config, s: Session, p: int, d: V.Amount, ictx: Optional[IterCtx]) 
     while True:
         need = target - h.alloc[i]
         if st.used + need <= prog.caps[p]:
-            add_units(cfg, p, h, i, need)
+            start_copies(cfg, add_units(cfg, p, h, i, need))
             return True
         victim = choose_victim(cfg, p)
         if victim is None:

@@ -105,7 +105,9 @@ def check_invariants(cfg: Config, previous_now: Optional[Value] = None) -> list[
             put(g, ("growing", p))
     for i, stage in enumerate(cfg.stages):
         for j in stage.jobs + stage.waiting:
-            put(j.serial, ("stage", i))
+            if j.stages is None or j.stage == i:   # a flow is placed once, at its first stage
+                put(j.serial, ("stage", i))
+    bad += shared_invariants(cfg)
     for serial in cfg.ready:
         put(serial, ("ready",))
     for s in cfg.sessions + list(cfg.branches.values()):
@@ -132,6 +134,25 @@ def check_invariants(cfg: Config, previous_now: Optional[Value] = None) -> list[
             bad.append(f"session {s.serial} has status {s.status} but is in {where}")
     if cfg.branches or any(s.status[0] == "joining" for s in cfg.sessions):
         bad += branch_invariants(cfg, places)
+    return bad
+
+
+def shared_invariants(cfg: Config) -> list[str]:
+    """docs/language.md §11.14: a job on a stage a flow crosses is one object present at exactly
+    its stages, with its remaining work never negative and, once the step is over, a positive
+    rate."""
+    bad: list[str] = []
+    prog = cfg.program
+    for i in sorted(prog.shared_stages):
+        for j in cfg.stages[i].jobs:
+            name = prog.stages[i]["name"]
+            at = [x for x in range(len(cfg.stages)) if any(k is j for k in cfg.stages[x].jobs)]
+            if at != sorted(j.stages_of()):
+                bad.append(f"stage {name}: the job of {j.serial} is present at stages {at}, not at its stages {j.stages_of()}")
+            if not j.shared or j.left - j.rate * (cfg.now - j.since) < 0:
+                bad.append(f"stage {name}: the job of {j.serial} has negative work left or no remaining-work form")
+            if j.rate <= 0 and not cfg.stages[i].dirty:
+                bad.append(f"stage {name}: the job of {j.serial} has no rate")
     return bad
 
 

@@ -22,10 +22,10 @@ from .expr import Env, evaluate, resolve_ref
 from .growth import grow
 from .lag import lag_engine
 from .pools import (add_units, caches_in, consume_own_prefix, drop_entry, end_lease, enqueue, held_reservations,
-                    lease_of, leave_queue, make_room, release_hold, release_pool_early, select_head, start_lease,
-                    units_int)
+                    lease_of, leave_queue, link_work, make_room, release_hold, release_pool_early, select_head,
+                    start_lease, units_int)
 from .program import CACHED, COMPUTED, FORCED, MORE, NEW, OUT, SERIAL, THINK, TURN_NO, static_expr, zero_attrs
-from .stages import add_resident, start_job
+from .stages import add_resident, start_copies, start_flow, start_job
 
 STATEMENT_LIMIT = 1_000_000   # §11.9: a session that runs this many statements without blocking
 READY_LIMIT = 1000            # §11.9: a session made ready this many times in one instant
@@ -347,6 +347,7 @@ def admit(cfg: Config, s: Session, st: dict, ref: tuple, stream: tuple, pools: l
     hold = HoldState(stmt=tuple(ref), pools=[], alloc=[], position=[], advanced=[], admission=0,
                      depth=len(s.frames), stream=stream)
     largest: V.Amount = 0
+    load: Optional[tuple[int, V.Amount]] = None   # (pool, units) of a prefix loaded back from a tier
     for j, (p, u) in enumerate(zip(pools, units)):
         if plan is not None and plan[j] is not None:
             c, r = plan[j]
@@ -361,9 +362,11 @@ def admit(cfg: Config, s: Session, st: dict, ref: tuple, stream: tuple, pools: l
             consumed: V.Amount = r * b
             alloc: V.Amount = len(blocks) * b
         else:
-            consumed = consume_own_prefix(cfg, p, s, reuse) if has_cache and caches_in(cfg, p) else 0
+            consumed, loaded = consume_own_prefix(cfg, p, s, reuse) if has_cache and caches_in(cfg, p) else (0, 0)
+            if loaded > 0:
+                load = (p, loaded)
             alloc = V.roundup_block(u, prog.block[p])
-            make_room(cfg, p, alloc)
+            start_copies(cfg, make_room(cfg, p, alloc))
             cfg.pools[p].used += alloc
         largest = max(largest, consumed)
         cfg.pools[p].holders.append(s.serial)
@@ -382,6 +385,26 @@ def admit(cfg: Config, s: Session, st: dict, ref: tuple, stream: tuple, pools: l
     s.pending = None
     s.frames.append(Frame(st["body"], 0, "hold", tuple(ref), stream))
     s.status = READY
+    if load is not None:
+        load_back(cfg, s, *load)
+
+
+def load_back(cfg: Config, s: Session, p: int, loaded: V.Amount) -> None:
+    """The part of the admitted prefix that came from p's `spill` tiers is copied back over p's
+    link before the body starts (§11.8.1): the session's own job on the link, of p's `spill` work
+    read with `size` = the units loaded back, `last` = now, `age` = 0, `waiting` = 0. Zero work
+    takes no time."""
+    spill = cfg.program.pools[p]["spill"]
+    env = Env(cfg, s, at=spill.get("at"), what=f"pool {cfg.program.pools[p]['name']}: `spill`",
+              ctx={"size": Fraction(loaded), "last": cfg.now, "age": Fraction(0), "waiting": Fraction(0)})
+    w = link_work(cfg, p, env)
+    if w == 0:
+        return
+    job = Job(serial=s.tid, stage=spill["stage"], mode="plain", left=w, growing=None,
+              admission=s.adm_seq if s.adm_seq is not None else -1)
+    s.job = job
+    s.status = ("stage", spill["stage"])
+    start_job(cfg, job)
 
 
 def scope_end(cfg: Config, s: Session) -> None:
@@ -564,6 +587,8 @@ def exec_stmt(cfg: Config, s: Session, st: dict, ref: tuple, stream: tuple) -> O
         exec_hold(cfg, s, st, ref, stream)
     elif op == "run":
         return exec_run(cfg, s, st, env)
+    elif op == "flow":
+        return exec_flow(cfg, s, st, env)
     elif op == "grow":
         p = resolve_ref(env, st["pool"])
         d = units_int(evaluate(st["units"], env), "grow amount", cfg, at, "negative growth {}")
@@ -573,10 +598,7 @@ def exec_stmt(cfg: Config, s: Session, st: dict, ref: tuple, stream: tuple) -> O
     elif op == "load":
         p = resolve_ref(env, st["pool"])
         n = units_int(evaluate(st["units"], env), "load amount", cfg, at, "negative load {}")
-        h = hold_of(s, p)
-        lease = lease_of(cfg, p, s.serial)
-        if h is None and lease is not None:
-            h = lease.part   # a leased allocation keeps its position (§11.4)
+        h = held_part(cfg, s, p)
         if h is None:
             raise SpecError(f"load of pool {prog.pools[p]['name']} outside a hold or lease of it", at, prog.files)
         i = h.pools.index(p)
@@ -588,6 +610,10 @@ def exec_stmt(cfg: Config, s: Session, st: dict, ref: tuple, stream: tuple) -> O
         drop_entry(cfg, resolve_ref(env, st["pool"]), s.serial)
     elif op == "release":
         release_pool_early(cfg, s, resolve_ref(env, st["pool"]), at)
+    elif op == "transfer":
+        return exec_transfer(cfg, s, st, env)
+    elif op == "transfer_end":
+        exec_transfer_end(cfg, s, st, env)
     elif op == "fork":
         exec_fork(cfg, s, st, stream)
     elif op == "join":
@@ -598,7 +624,7 @@ def exec_stmt(cfg: Config, s: Session, st: dict, ref: tuple, stream: tuple) -> O
 
 
 # What a branch, and its parent between a fork and the join, may execute (docs/language.md §11.13).
-BRANCH_OPS = frozenset({"set", "observe", "branch", "while", "loop", "choose", "run", "fork", "join"})
+BRANCH_OPS = frozenset({"set", "observe", "branch", "while", "loop", "choose", "run", "fork", "join", "flow"})
 
 
 def exec_choose(cfg: Config, s: Session, st: dict, env: Env) -> None:
@@ -694,6 +720,79 @@ def exec_run(cfg: Config, s: Session, st: dict, env: Env) -> Optional[str]:
     return None
 
 
+def exec_flow(cfg: Config, s: Session, st: dict, env: Env) -> Optional[str]:
+    """`run a, b, … (w)` (§11.14): one job present at all the stages at once; zero work completes
+    at once at every stage and yields, as `run` does."""
+    prog = cfg.program
+    at = st.get("at")
+    stages = [resolve_ref(env, ref) for ref in st["stages"]]
+    w = evaluate(st["work"], env)
+    if w < 0:
+        raise SpecError(f"negative work {number_text(w)}", at, prog.files)
+    if V.is_inf(w):
+        raise SpecError(f"work {number_text(w)} is not finite", at, prog.files)
+    try:
+        done = start_flow(cfg, s, stages, w)
+    except SpecError as exc:
+        raise SpecError(exc.message, at, prog.files) from None
+    return "yield" if done else None
+
+
+def held_part(cfg: Config, s: Session, p: int) -> Optional[HoldState]:
+    """The session's allocation of pool p that `load` advances: its innermost hold of p, else its
+    lease of p (a leased allocation keeps its position, §11.4), else None."""
+    h = hold_of(s, p)
+    if h is None:
+        lease = lease_of(cfg, p, s.serial)
+        if lease is not None:
+            h = lease.part
+    return h
+
+
+def exec_transfer(cfg: Config, s: Session, st: dict, env: Env) -> Optional[str]:
+    """`transfer S (w) from P to Q (n);` (§11.15), the copy: the session holds P (the KV being
+    copied) and Q (where it lands), each by a hold or a lease, and runs w on the link S as
+    `run S (w);` does (on links a, b, … as `run a, b, … (w);`). The landing (`exec_transfer_end`) is the next statement, run when the
+    session resumes after the job, so a transfer is `run S (w); load Q (n); release P;`."""
+    prog = cfg.program
+    at = st.get("at")
+    p, q = resolve_ref(env, st["from"]), resolve_ref(env, st["to"])
+    if p == q:
+        raise SpecError(f"transfer from pool {prog.pools[p]['name']} to itself: the two pool indices name one "
+                        "pool; name the KV's pool and another", at, prog.files)
+    for pool, role in ((p, "from"), (q, "to")):
+        if held_part(cfg, s, pool) is None:
+            raise SpecError(f"transfer {role} pool {prog.pools[pool]['name']}: the session holds no allocation of it "
+                            "(a hold or a lease); take it in a `hold` around the transfer, or keep it with "
+                            "`lease`", at, prog.files)
+    if "stages" in st:   # over several links at once: a flow (§11.14), the sender's and the receiver's
+        return exec_flow(cfg, s, {"stages": st["stages"], "work": st["work"], "at": at}, env)
+    return exec_run(cfg, s, {"stage": st["stage"], "mode": "plain", "work": st["work"], "growing": None, "at": at},
+                    env)
+
+
+def exec_transfer_end(cfg: Config, s: Session, st: dict, env: Env) -> None:
+    """The landing of a transfer, when its copy's job has completed: Q's position advances by n
+    exactly as `load Q (n);`, then P is released exactly as `release P;` (the lease of P ends, or
+    the hold's allocation of P goes, its `cache` clause read now)."""
+    prog = cfg.program
+    at = st.get("at")
+    p, q = resolve_ref(env, st["from"]), resolve_ref(env, st["to"])
+    n = units_int(evaluate(st["units"], env), "transfer amount", cfg, at, "negative transfer amount {}")
+    h = held_part(cfg, s, q)
+    if h is None:
+        raise SpecError(f"transfer to pool {prog.pools[q]['name']}: the session no longer holds it when the copy "
+                        "ends (its lease ran out during the copy); lease it for longer", at, prog.files)
+    i = h.pools.index(q)
+    if h.position[i] + n > h.alloc[i]:
+        raise SpecError(f"transfer to pool {prog.pools[q]['name']}: position {number_text(h.position[i] + n)} beyond "
+                        f"the allocation {number_text(h.alloc[i])}; hold at least the position plus n", at,
+                        prog.files)
+    h.position[i] += n
+    h.advanced[i] = True
+    release_pool_early(cfg, s, p, at)
+
+
 # -- settle --------------------------------------------------------------------------------------
 
 def retry_growers(cfg: Config, p: int) -> None:
@@ -708,7 +807,7 @@ def retry_growers(cfg: Config, p: int) -> None:
         need = target - h.alloc[i]
         if st.used + need > prog.caps[p]:
             return
-        add_units(cfg, p, h, i, need)
+        start_copies(cfg, add_units(cfg, p, h, i, need))
         st.growers.pop(0)
         s.growth = None
         if s.job is not None:

@@ -26,7 +26,7 @@ from .invariants import check_or_raise
 from .pools import end_lease
 from .program import Program
 from .sessions import apply_ends, settle, spawn
-from .stages import finish_job, reschedule_ps
+from .stages import finish_job, reschedule_ps, reschedule_shared
 
 SETTLE_ROUNDS = 100_000
 
@@ -78,8 +78,9 @@ def after_event(cfg: Config) -> None:
     else:
         raise SpecError("settle did not reach a fixed point")
     for i, st in enumerate(cfg.stages):
-        if st.kind == "ps" and st.dirty:
+        if st.kind == "ps" and st.dirty and i not in cfg.program.shared_stages:
             reschedule_ps(cfg, i)
+    reschedule_shared(cfg)   # the stages flows cross, after the others (docs/language.md §11.14)
 
 
 def sample_gauges(cfg: Config) -> None:

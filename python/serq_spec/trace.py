@@ -6,9 +6,9 @@ from typing import Any, Optional
 
 from serq.wire import Value, canonical_json
 
-from .config import Config, Event, Session, hold_on
+from .config import Config, EngineEstimates, Event, Session, hold_on
 from .content import block_pool
-from .expr import ps_rate
+from .expr import ps_rate, remaining
 from .values import amount_wire as amt, wire
 
 
@@ -36,6 +36,8 @@ def status_json(cfg: Config, s: Session) -> str:
         return f"{st[0]}:{cfg.program.pools[st[1]]['name']}"
     if st[0] == "ending":   # docs/async.md §5
         return f"ending:{cfg.program.stages[st[1]]['name']}"
+    if s.job is not None and s.job.stages is not None:   # a flow: all its stages (§11.14)
+        return "stage:" + ",".join(cfg.program.stages[x]["name"] for x in s.job.stages)
     return f"stage:{cfg.program.stages[st[1]]['name']}"
 
 
@@ -49,6 +51,8 @@ def pool_json(cfg: Config, p: int) -> dict:
            "preemptions": st.preemptions}
     if st.rejected:   # present once the pool has rejected a hold (docs/state.md POOL)
         out["rejected"] = st.rejected
+    if cfg.program.pools[p].get("spill") is not None:   # a pool with `spill` (docs/state.md POOL)
+        out["spills"] = st.spills
     if st.leases:     # present while a lease is held (docs/state.md POOL)
         out["leases"] = [[x.serial, amt(x.part.alloc[0]), None if x.ends_at is None else wire(x.ends_at)]
                          for x in st.leases]
@@ -111,13 +115,18 @@ def stage_json(cfg: Config, i: int) -> dict:
         out["active"] = [[j.serial, wire(st.finish[j.serial])] for j in st.jobs]
     elif st.kind == "delay":
         out["active"] = [[j.serial, wire(st.finish[j.serial])] for j in st.jobs]
+    elif i in cfg.program.shared_stages:   # a stage a flow crosses: remaining work now and rates
+        out["active"] = [[j.serial, wire(remaining(cfg, j))] for j in st.jobs]
+        out["rates"] = [[j.serial, wire(j.rate)] for j in st.jobs]
     else:  # ps: remaining work at now, the clock advanced to now (without changing the state)
         v: Value = st.v
         if st.jobs and cfg.now > st.t_last:
             v = v + ps_line_rate(cfg, i) * (cfg.now - st.t_last)
         out["active"] = [[j.serial, wire(st.tags[j.serial] - v)] for j in st.jobs]
     if st.est is not None:   # only on a stage whose estimates the program reads (docs/state.md)
-        out["est"] = [None if x is None else wire(x) for x in (st.est.last, st.est.gap, st.est.service, st.est.wait)]
+        fields = (st.est.fields() if isinstance(st.est, EngineEstimates)
+                  else (st.est.last, st.est.gap, st.est.service, st.est.wait))
+        out["est"] = [None if x is None else wire(x) for x in fields]
     return out
 
 

@@ -1,0 +1,91 @@
+"""K's step stage read as the S engine it spells (docs/language.md §16 "The K spellings").
+
+`stage E : step { budget b; chunk c; granule g; cost e; memory P; state r = v; serve ORDER; }`
+becomes the node that S's
+
+    engine E on D { tokens cap b; granule g; state r = v;
+                    schedule { advance running ORDER each at most (c); admit waiting each at most (c); }
+                    execute (e); }
+
+(`serve exclusive prefill;`: `exclusive prefill each at most (c);` in the advance's place, as
+vectors/spec/exclusive_prefill writes it) parses to, so the linker compiles it by the engine's own rules and the IR is the S spelling's
+(tests/test_k_dialect.py). D is a device of the stage's own that no declaration can name
+(`implicit_device`): it has no capacities and no time functions, and the stage's pools are
+free-standing (`pool kv { cap …; }`, `pool slots { cap …; admit via E; }`), as in K.
+
+The parser (`KStepWords`) has already told the item words from names; here each item is checked
+once, and the bare engine values of `cost` become `kengval` nodes, which the linker reads as the S
+values of K_ENGINE_VALUES unless a name in scope has the same word.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from .ast import Node
+
+# K's bare names of the engine values `execute` reads (the reference's §4.5 kernel column)
+K_ENGINE_VALUES = {"residents": "running.count", "decoders": "batch.decoding", "tokens": "batch.tokens",
+                   "prefilled": "batch.prefilled", "kv_decode": "batch.kv_decode",
+                   "kv_prefill": "batch.kv_prefill", "attention": "batch.attention"}
+ITEM_WORDS = ("budget", "chunk", "granule", "cost", "memory", "serve")
+
+
+def implicit_device(stage: str) -> str:
+    """The device the sugar places engine `stage` on: a name with a space, which no program can write."""
+    return f"{stage} (the device of step stage {stage})"
+
+
+def engine_of(k: Node, err: Callable[[tuple, str], Exception], where: Callable[[tuple], str]) -> tuple[Node, Node | None]:
+    """The S `engine` node of the K step stage `k`, and the pool reference of its `memory` item
+    (None without one). `err(pos, message)` makes the error raised at a position."""
+    if k.dim is not None:
+        raise err(k.dim.pos, f"a K step stage array (`stage {k.name}[…] : step`) is not supported; declare "
+                             f"`engine {k.name}[N] on D[j] {{ … }}` (docs/language.md §6.1)")
+    first: dict[str, Node] = {}
+    states: list[Node] = []
+    for it in k.items:
+        if it.kind == "state":
+            states.append(it)
+            continue
+        if it.word in first:
+            raise err(it.pos, f"`{it.word}` given twice in step stage `{k.name}` (first at {where(first[it.word].pos)})")
+        first[it.word] = it
+    for word, spelled in (("budget", "`budget …;` (S: `tokens cap …;`)"), ("cost", "`cost …;` (S: `execute (…);`)")):
+        if word not in first:
+            raise err(k.pos, f"step stage `{k.name}` needs {spelled}")
+    chunk = first["chunk"].expr if "chunk" in first else None
+    serve = first.get("serve")
+    at = serve.pos if serve is not None else k.pos
+    if serve is not None and serve.exclusive:
+        # S writes `exclusive prefill; admit waiting;` (vectors/spec/exclusive_prefill): a schedule
+        # must reach an admission, though nothing is admitted after `exclusive prefill`
+        first_stmt = Node("exclusive", at, each=chunk)
+    else:
+        first_stmt = Node("advance", at, only=serve.only if serve else None, order=serve.order if serve else None,
+                          each=chunk)
+    # K admits only while no preemption happened in the iteration: the rule of every `admit
+    # waiting` (docs/language.md §11.6), so no `while (running.preempted == 0)` is written here
+    stmts = [first_stmt, Node("admit", at, only=None, cond=None, each=chunk, taking=None)]
+    items = [Node("tokens", first["budget"].pos, expr=first["budget"].expr)]
+    if "granule" in first:
+        items.append(Node("granule", first["granule"].pos, expr=first["granule"].expr))
+    items += states
+    items.append(Node("schedule", stmts[0].pos, lets=[], stmts=stmts))
+    items.append(Node("execute", first["cost"].pos, expr=bare_values(first["cost"].expr)))
+    engine = Node("engine", k.pos, name=k.name, dim=None, device=implicit_device(k.name), device_pos=k.pos,
+                  member=None, items=items)
+    return engine, first["memory"].expr if "memory" in first else None
+
+
+def bare_values(e):
+    """`e` with every name of K_ENGINE_VALUES made a `kengval` node (K's bare engine value)."""
+    if isinstance(e, Node):
+        if e.kind == "name" and e.id in K_ENGINE_VALUES:
+            return Node("kengval", e.pos, id=e.id, name=K_ENGINE_VALUES[e.id])
+        return Node(e.kind, e.pos, **{key: bare_values(v) for key, v in e.f.items()})
+    if isinstance(e, list):
+        return [bare_values(x) for x in e]
+    if isinstance(e, tuple):
+        return tuple(bare_values(x) for x in e)
+    return e

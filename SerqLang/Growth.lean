@@ -152,7 +152,7 @@ def detachResident (v : Nat) (job : Job) (ictx : Option IterCtx) : M (Option Ite
     if ic.engine == job.stage then
       let (rest, a?) ← leaveBatch v job ic.assign.toList
       let left := match a?, ic.left with
-        | some a, .n l => Tok.n (l + a.tokens)
+        | some a, .n l => Tok.n (l + a.tokens + ic.slots)   -- and its drafting slots (§7.3)
         | _, l => l
       return some { ic with assign := rest.toArray, left }
   | none => pure ()

@@ -422,7 +422,10 @@ def tryAdmit (serial : Nat) (ictx : Option IterCtx := none) : M Attempt := do
   let (h, ref, stream, loc) ← pendingHold serial
   let env : EnvM := match ictx with
     | some ic => { session := some serial, stream, loc, engine := some ic.engine, ictx := some ic,
-                   admitLeft := some (ic.engine, ic.left) }
+                   -- the budget left minus the drafting slots (docs/language.md §7.3)
+                   admitLeft := some (ic.engine, match ic.left with
+                     | .inf => .inf
+                     | .n l => .n (l - ic.slots)) }
     | none => { session := some serial, stream, loc }
   -- `cachedin` of a content pool reads this attempt's hits (config.py `Config.attempt`)
   modify fun st => { st with attempt := some (serial, []) }
@@ -574,6 +577,8 @@ def execTurn (serial : Nat) : M Unit := do
       match rows[k]? with
       | some row =>
         s := s.setAttr NEW row.new |>.setAttr OUT row.out |>.setAttr THINK row.think |>.setAttr FORCED row.forced
+        -- speculative decoding's acceptance counts, when the row has them (docs/language.md §7.3)
+        s := { s with accept := row.accept }
         s := s.setAttr MORE (Value.ofBool (decide (k + 1 < rows.length)))
         s := { s with trace := some (pick, k + 1) }
       | none => s := s.setAttr MORE Value.zero
@@ -587,7 +592,7 @@ def execTurn (serial : Nat) : M Unit := do
 /-- sessions.py `exec_run`: a job on the stage; zero work completes at once and yields. `th` is
 the thread that runs it (a branch runs on stages that are not engines). -/
 def execRun (th : Tid) (sref : Ref) (mode : RunMode) (workE : Expr) (growing : Option Nat)
-    (env : EnvM) (loc : Option Loc) : M Bool := do
+    (draftsE : Option Expr) (env : EnvM) (loc : Option Loc) : M Bool := do
   let serial := th.owner
   let stg ← resolveRef env sref.base sref.count sref.index
   let d ← stageDecl stg
@@ -622,7 +627,15 @@ def execRun (th : Tid) (sref : Ref) (mode : RunMode) (workE : Expr) (growing : O
   let admission : Int := match s.admSeq with
     | some a => (a : Int)
     | none => -1
-  let job : Job := { serial, stage := stg, mode := modeStr, left, growing, admission, branch := s.branch }
+  -- sessions.py exec_run: `speculate (k)`, a whole number >= 0 (docs/language.md §7.3)
+  let mut drafts : Nat := 0
+  if let some de := draftsE then
+    match (← evaluate env de) with
+    | .fin k =>
+      if k < 0 || k.den != 1 then specError s!"speculate: the drafts per step must be a whole number >= 0, got {(Value.fin k).toWire}" loc
+      drafts := k.num.toNat
+    | v => specError s!"speculate: the drafts per step must be a whole number >= 0, got {v.toWire}" loc
+  let job : Job := { serial, stage := stg, mode := modeStr, left, growing, admission, branch := s.branch, drafts }
   setSession { s with job := some job, status := .stage stg }
   if isStep then addResident stg job else startJob job
   syncJob stg th
@@ -691,7 +704,7 @@ def execTransfer (th : Tid) (link : Ref ⊕ List Ref) (workE : Expr) (src dst : 
     if (← heldPart serial pool).isNone then
       specError s!"transfer {role} pool {← poolName pool}: the session holds no allocation of it (a hold or a lease); take it in a `hold` around the transfer, or keep it with `lease`" loc
   match link with
-  | .inl sref => execRun th sref .plain workE none env loc
+  | .inl sref => execRun th sref .plain workE none none env loc
   | .inr refs => execFlow th refs workE env loc   -- over several links at once (§11.14)
 
 /-- sessions.py `exec_transfer_end`: the landing, once the copy's job has completed — Q's
@@ -773,7 +786,7 @@ def execStmt (th : Tid) (st : Located) (ref : Nat × Nat) (stream : DrawStream) 
   | .turn => execTurn serial
   | .end_ => endSession serial
   | .hold h => execHold serial h ref stream loc
-  | .run r mode w g => return (← execRun th r mode w g env loc)
+  | .run r mode w g k => return (← execRun th r mode w g k env loc)
   | .flow refs w => return (← execFlow th refs w env loc)
   | .grow r u =>
     let p ← resolveRef env r.base r.count r.index

@@ -98,7 +98,8 @@ fn main() {{
 
 @st.composite
 def vllm_programs(draw, content: bool = False, lag: bool = False, arrivals: bool = False,
-                  lease: bool = False, claims: bool = False, replicas: bool = False) -> Case:
+                  lease: bool = False, claims: bool = False, replicas: bool = False,
+                  speculate: bool = False) -> Case:
     """With `content` the KV pool is `share content` (docs/content.md): a prefix tree of one or two
     shared system prompts, sessions 0 and 1 on the first, the others on the second (its child), the
     rest of each prompt the session's own history. With `lag` the engine is `lag 1` (docs/async.md)
@@ -109,8 +110,11 @@ def vllm_programs(draw, content: bool = False, lag: bool = False, arrivals: bool
     releases it before its next call (a pinned waiting prefix) or right after the call (drawn after
     everything else). With `claims` (drawn last) the program declares one or two iteration
     claims on the engine (`every` / `some`, with or without `given`) and an `at end` claim
-    (docs/language.md §11.9 "Claims"). Without them the draws and the text are exactly those of
-    before (the lockstep tests replay them)."""
+    (docs/language.md §11.9 "Claims"). With `speculate` (drawn last) the engine speculates
+    (docs/language.md §7.3: `speculate (slots, lookahead, limit)`, the decode's k drafts, a
+    one-token prefill's placeholder drafts while some running request was served); with no trace
+    every draft is rejected. Without them the draws and the text are exactly those of before (the
+    lockstep tests replay them)."""
     sessions = draw(st.sampled_from([4, 3, 2, 1]))
     bs = draw(st.sampled_from([16, 4, 1]))
     maxp = draw(st.integers(1, 100))
@@ -177,6 +181,18 @@ def vllm_programs(draw, content: bool = False, lag: bool = False, arrivals: bool
         text = text[:text.rindex("}")] + draw(claim_decls()) + "}\n"
     if replicas:
         text = draw(replicated(text))
+    if speculate:
+        k = draw(st.integers(1, 4))
+        slots = draw(st.sampled_from([0, 1])) if budget > 1 else 0
+        look = draw(st.sampled_from([0, k, k + 1]))
+        # a limit below a request's length starves its decode (the same in both engines)
+        limit = draw(st.sampled_from(["inf", str(maxp + maxo + 2), str(max(3, (maxp + maxo) // 2))]))
+        text = text.replace(f"tokens cap {budget};", f"tokens cap {budget};\n    speculate ({slots}, {look}, {limit});", 1)
+        text = text.replace("decode (output - 1 - (known - prompt)) growing kv;",
+                            f"decode (output - 1 - (known - prompt)) growing kv speculate ({k});")
+        text = text.replace("prefill (known - c) growing kv;",
+                            f"prefill (known - c) growing kv speculate (known - c == 1 && running_served(eng) > "
+                            f"running_chunks(eng) ? {k} : 0);")
     return Case(text=text.replace("{arrival}", arrival), sessions=sessions, seed=seed)
 
 

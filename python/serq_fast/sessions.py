@@ -25,14 +25,14 @@ from serq_fast.expr import NOWHERE, RunError, at_text, compile_expr, compile_ref
 from serq_fast.growth import detach, grow, retry_growers
 from serq_fast.lag import lag_end
 from serq_fast.sources import ListSource, LiveSource
-from serq_fast.stages import submit_flow
+from serq_fast.stages import speculate_drafts, submit_flow
 
 
 class Session:
     __slots__ = ("serial", "attrs", "frames", "status", "where", "holds", "pending", "adm_seq",
                  "prepos", "stuck", "trace", "tcursor", "src", "job", "ready_t", "ready_n",
                  "growth", "turn_used", "turn_t", "turn_warm", "turn_called",
-                 "tid", "parent", "live_branches", "forks")
+                 "tid", "parent", "live_branches", "forks", "accept")
     copy = False   # a thread, not a spill copy's owner (stages.Copier)
 
     def __init__(self, serial: int, nattrs: int) -> None:
@@ -49,6 +49,7 @@ class Session:
         self.stuck = False
         self.trace = None
         self.tcursor = 0
+        self.accept = None  # the turn's acceptance counts by output number (docs/language.md §7.3)
         self.src = None  # the session stream
         self.job = None
         self.ready_t = -1.0
@@ -133,8 +134,9 @@ class SessionInterpreter:
                 # non-step stage has none (docs/spec.md, as serq_spec.program)
                 raise RunError(f"`growing` needs an engine (a step stage), not stage "
                                f"{self.stages[ref['base']].name} at {at_text(at)}")
+            sp = st.get("speculate")
             return ("run", compile_ref(st["stage"], self, "stage"), st["mode"], c(st["work"]),
-                    st.get("growing"), at)
+                    st.get("growing"), None if sp is None else c(sp["drafts"]), at)
         if op == "transfer":
             if "stages" in st:   # over several links: compiled as a flow (a list of stage references)
                 link = self._compile_stmt_at({"op": "flow", "stages": st["stages"], "work": st["work"], "at": at})[1]
@@ -510,8 +512,10 @@ class SessionInterpreter:
         if s.trace is not None:
             k = s.tcursor
             if k < len(s.trace):
-                new, out, think, forced = s.trace[k]
-                attrs[NEW], attrs[OUT], attrs[THINK], attrs[FORCED] = new, out, think, forced
+                row = s.trace[k]
+                attrs[NEW], attrs[OUT], attrs[THINK], attrs[FORCED] = row[0], row[1], row[2], row[3]
+                # speculative decoding's acceptance counts, when the row has them (§7.3)
+                s.accept = row[4] if len(row) > 4 else None
                 attrs[MORE] = 1.0 if k + 1 < len(s.trace) else 0.0
             else:
                 attrs[MORE] = 0.0
@@ -536,7 +540,10 @@ class SessionInterpreter:
             raise RunError(f"engine {stage.name}: run work must be a whole number of tokens, got {w!r} "
                            f"at {at_text(st[-1])}")
         growing = st[4]
-        stage.submit(s, w, mode, growing)
+        if st[5] is None:
+            stage.submit(s, w, mode, growing)
+        else:
+            stage.submit(s, w, mode, growing, speculate_drafts(st[5](cx), st[-1]))
 
     def _exec_flow(self, s: Session, st: tuple) -> None:
         """`run a, b, … (w)` (docs/language.md §11.14), as serq_spec.sessions.exec_flow."""
@@ -581,7 +588,7 @@ class SessionInterpreter:
         if isinstance(st[1], list):   # over several links at once: a flow (§11.14)
             self._exec_flow(s, ("flow", st[1], st[2], st[-1]))
         else:
-            self._exec_run(s, ("run", st[1], "plain", st[2], None, st[-1]))
+            self._exec_run(s, ("run", st[1], "plain", st[2], None, None, st[-1]))
 
     def _exec_transfer_end(self, s: Session, st: tuple) -> None:
         """The landing, when the copy's job completed: `load Q (n);` then `release P;` (serq_spec

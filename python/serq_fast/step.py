@@ -167,7 +167,8 @@ class Sim(SessionInterpreter):
         """A trace row's values as floats; one beyond their range (a CSV value of 1e400) is an
         error at the `trace` declaration, naming the row."""
         try:
-            return [num(v) for v in row]
+            # a 5th field: speculative decoding's acceptance counts, whole numbers (§7.3)
+            return [num(v) for v in row[:4]] + ([tuple(int(x) for x in row[4])] if len(row) > 4 else [])
         except RunError as exc:
             raise located(exc, self.trace.get("at"), f"the trace's session {i + 1}, row {j + 1}") from None
 

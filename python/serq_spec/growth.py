@@ -197,7 +197,7 @@ def detach_resident(cfg: Config, v: Session, ictx: Optional[IterCtx]) -> None:
     if ictx is not None and ictx.engine == job.stage:
         a = leave_batch(v, job, ictx.assign)
         if a is not None:
-            ictx.left = ictx.left if V.is_inf(ictx.left) else ictx.left + a.tokens
+            ictx.left = ictx.left if V.is_inf(ictx.left) else ictx.left + a.tokens + ictx.slots
     elif in_flight is not None:
         leave_batch(v, job, in_flight["assign"])
 

@@ -237,7 +237,7 @@ def try_admit(cfg: Config, s: Session, ictx: Optional[IterCtx] = None) -> str:
     st = prog.blocks[bi][pc]
     at = st.get("at")
     if ictx is not None:
-        env = Env(cfg, s, stream, at, engine=ictx.engine, ictx=ictx, admit_left=(ictx.engine, ictx.left))
+        env = Env(cfg, s, stream, at, engine=ictx.engine, ictx=ictx, admit_left=(ictx.engine, ictx.left if V.is_inf(ictx.left) else ictx.left - ictx.slots))
     else:
         env = Env(cfg, s, stream, at)
     cfg.attempt = (s.tid, {})
@@ -658,7 +658,9 @@ def exec_turn(cfg: Config, s: Session) -> None:
         rows = trace["sessions"][s.trace[0]]
         k = s.trace[1]
         if k < len(rows):
-            new, out, think, forced = (V.value_from_wire(x) for x in rows[k])
+            new, out, think, forced = (V.value_from_wire(x) for x in rows[k][:4])
+            # speculative decoding's acceptance counts by output number, when the row has them (§7.3)
+            s.accept = list(rows[k][4]) if len(rows[k]) > 4 else None
             s.attrs[NEW], s.attrs[OUT], s.attrs[THINK], s.attrs[FORCED] = new, out, think, forced
             s.attrs[MORE] = Fraction(1 if k + 1 < len(rows) else 0)
             s.trace[1] = k + 1
@@ -701,8 +703,16 @@ def exec_run(cfg: Config, s: Session, st: dict, env: Env) -> Optional[str]:
             first_token(cfg, s)
         cfg.ready.append(s.tid)
         return "yield"
+    drafts = 0
+    if st.get("speculate") is not None:
+        sat = st["speculate"].get("at") or at
+        k = evaluate(st["speculate"]["drafts"], Env(cfg, s, env.stream, sat))
+        if V.is_inf(k) or k < 0 or k.denominator != 1:
+            raise SpecError(f"speculate: the drafts per step must be a whole number >= 0, got {number_text(k)}",
+                            sat, prog.files)
+        drafts = int(k)
     job = Job(serial=s.tid, stage=stage, mode=mode, left=w, growing=growing,
-              admission=s.adm_seq if s.adm_seq is not None else -1)
+              admission=s.adm_seq if s.adm_seq is not None else -1, drafts=drafts)
     s.job = job
     s.status = ("stage", stage)
     if kind == "step":

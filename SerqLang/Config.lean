@@ -230,6 +230,9 @@ structure Session where
   branch : Option Nat := none
   /-- a branch: the thread that forked it -/
   parent : Option Tid := none
+  /-- a branch whose fork's block holds a pool (a sub-agent): its attributes are its own, a copy
+  of the forking thread's (config.py `Session.own`) -/
+  own : Bool := false
   /-- branches this thread forked that have not finished -/
   liveBranches : Nat := 0
   /-- the session: branches forked so far (they are numbered from 1) -/

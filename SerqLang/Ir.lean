@@ -233,8 +233,9 @@ inductive Stmt where
   | transfer (link : Ref ⊕ List Ref) (work : Expr) (src dst : Ref)
   /-- its landing, the next statement: `load dst (units); release src;` -/
   | transferEnd (src dst : Ref) (units : Expr)
-  /-- docs/language.md §11.13: a branch of the session running block `body` -/
-  | fork (body : Nat)
+  /-- docs/language.md §11.13: a branch of the session running block `body`; `own`: the block holds
+  a pool (a sub-agent, IR `"own"`), so the branch's attributes are a copy of the forking thread's -/
+  | fork (body : Nat) (own : Bool)
   | join
   /-- docs/language.md §11.14: one job over several ps stages at once (a flow) -/
   | flow (stages : List Ref) (work : Expr)
@@ -262,10 +263,14 @@ def Stmt.op : Stmt → String
   | .join => "join"
   | .flow .. => "flow"
 
-/-- sessions.py `BRANCH_OPS`: what a branch, and its parent between a fork and the join, may
-execute (docs/language.md §11.13). -/
+/-- sessions.py `BRANCH_OPS`: what a thread may execute between its `fork` and its `join;`
+(docs/language.md §11.13). -/
 def branchMay (st : Stmt) : Bool :=
   ["set", "observe", "branch", "while", "loop", "choose", "run", "fork", "join", "flow"].contains st.op
+
+/-- What a branch may execute (sessions.py `exec_stmt`): everything but `turn;` and `end;`. -/
+def branchBodyMay (st : Stmt) : Bool :=
+  !["turn", "end"].contains st.op
 
 /-- Source location `[FILE, LINE, COLUMN]` (file = index into `files`). -/
 structure Located where
@@ -552,7 +557,7 @@ def stmtOf (j : Json) : Res Stmt := do
       | none => pure (.inl (← field j "stage" refOf))
     return .transfer link (← field j "work" exprOf) (← field j "from" refOf) (← field j "to" refOf)
   | "transfer_end" => return .transferEnd (← field j "from" refOf) (← field j "to" refOf) (← field j "units" exprOf)
-  | "fork" => return .fork (← field j "body" nat)
+  | "fork" => return .fork (← field j "body" nat) ((← fieldOpt j "own" bool).getD false)
   | "join" => return .join
   | "flow" => return .flow (← field j "stages" (list refOf)) (← field j "work" exprOf)
   | o => .error s!"unknown statement \"{o}\""

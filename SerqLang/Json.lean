@@ -107,7 +107,8 @@ def Session.toJson (s : Session) : CJ :=
   .obj ((if s.liveBranches > 0 then [("live_branches", CJ.nat s.liveBranches)] else []) ++
         (if s.forks > 0 then [("forks", CJ.nat s.forks)] else []) ++
         (match s.branch with
-         | some _ => [("branch", s.tid.toJson), ("parent", (s.parent.getD (.session s.serial)).toJson)]
+         | some _ => [("branch", s.tid.toJson), ("parent", (s.parent.getD (.session s.serial)).toJson)] ++
+                     (if s.own then [("own", CJ.bool true)] else [])
          | none => []) ++
         -- the turn's acceptance counts, only when the trace row has them (docs/language.md §7.3)
         (match s.accept with
@@ -211,7 +212,7 @@ def ClaimTally.toJson (t : ClaimTally) : CJ :=
 objects, in Python). -/
 def Config.branchView (c : Config) (b : Session) : Session :=
   match c.sessions[b.serial]? with
-  | some s => { b with attrs := s.attrs, cursors := s.cursors }
+  | some s => { b with attrs := if b.own then b.attrs else s.attrs, cursors := s.cursors }
   | none => b
 
 def Config.toJson (c : Config) : CJ :=
@@ -479,6 +480,7 @@ def session (j : Json) : Res Session := do
     growth := ← fieldOpt j "growth" poolAmt
     branch := (← fieldOpt j "branch" tid).bind branchNo
     parent := ← fieldOpt j "parent" tid
+    own := (← fieldOpt j "own" bool).getD false
     liveBranches := (← fieldOpt j "live_branches" nat).getD 0
     forks := (← fieldOpt j "forks" nat).getD 0
     accept := ← fieldOpt j "accept" (list nat) }

@@ -51,7 +51,7 @@ def unjoinedAt (s : Session) : M (Option Loc) := do
   let some f := b.frames.head? | return none
   return prog.blocks.findSome? fun blk =>
     (blk.find? fun st => match st.stmt with
-      | .fork body => body == f.block
+      | .fork body _ => body == f.block
       | _ => false).map (·.loc)
 
 /-- sessions.py `unjoined`: a thread ends with branches still running (only a hand-edited IR
@@ -609,8 +609,8 @@ def execRun (th : Tid) (sref : Ref) (mode : RunMode) (workE : Expr) (growing : O
   let isStep := d.isStep
   let mut left : Work := .value w
   let me ← thread th
-  if isStep && (me.branch.isSome || me.liveBranches != 0) then
-    specError s!"a run on engine {d.name} in a branch, or before the `join;` of a fork: the linker refuses this (docs/language.md §11.13)" loc
+  if isStep && me.liveBranches != 0 then
+    specError s!"a run on engine {d.name} before the `join;` of a fork: the linker refuses this (docs/language.md §11.13)" loc
   if isStep then
     -- tokens are whole, like `tokens cap` and `each at most`
     if q.den != 1 then specError s!"engine {d.name}: run work must be a whole number of tokens, got {w.toWire}" loc
@@ -724,16 +724,17 @@ def execTransferEnd (serial : Nat) (src dst : Ref) (unitsE : Expr) (env : EnvM) 
 /-! ## Branches: `fork` and `join` (docs/language.md §11.13) -/
 
 /-- sessions.py `exec_fork`: a new branch of the session, at the back of the ready queue; the
-forking thread goes on at once. (Its attributes and draws are read and written on its session:
-SerqLang evaluates a branch's expressions with its session's serial.) -/
-def execFork (th : Tid) (body : Nat) (stream : DrawStream) (loc : Option Loc) : M Unit := do
+forking thread goes on at once; a fork inside a hold is allowed (the parent keeps its holds).
+(Its attributes and draws are read and written on its session: SerqLang evaluates a branch's
+expressions with its session's serial. A sub-agent's (`own`) copy of the attributes is kept in
+`attrs`, and marked, but SerqLang does not read it yet: docs/lean.md "branches that hold pools".) -/
+def execFork (th : Tid) (body : Nat) (own : Bool) (stream : DrawStream) (_loc : Option Loc) : M Unit := do
   let s ← thread th
-  if !s.holds.isEmpty then
-    specError "a `fork` while the session holds a pool is not supported yet (docs/language.md §11.13)" loc
   let root ← session th.owner
   let k := root.forks + 1
   setSession { root with forks := k }
-  let b : Session := { serial := th.owner, attrs := [], status := .ready, branch := some k, parent := some th,
+  let b : Session := { serial := th.owner, attrs := if own then s.attrs else [], status := .ready,
+                       branch := some k, parent := some th, own,
                        frames := [{ block := body, pc := 0, kind := "plain", stmt := none, stream }] }
   modifyThread th fun s => { s with liveBranches := s.liveBranches + 1 }
   modifyCfg fun c => { c with branches := c.branches ++ [b] }
@@ -765,7 +766,7 @@ def execStmt (th : Tid) (st : Located) (ref : Nat × Nat) (stream : DrawStream) 
   let loc := some st.loc
   let env : EnvM := { session := some serial, stream, loc }
   let me ← thread th
-  if (me.branch.isSome || me.liveBranches != 0) && !branchMay st.stmt then
+  if (me.liveBranches != 0 && !branchMay st.stmt) || (me.branch.isSome && !branchBodyMay st.stmt) then
     specError s!"`{st.stmt.op}` in a branch, or before the `join;` of a fork: the linker refuses this (docs/language.md §11.13)" loc
   match st.stmt with
   | .set slot e => setAttr serial slot (← evaluate env e)
@@ -806,7 +807,7 @@ def execStmt (th : Tid) (st : Located) (ref : Nat × Nat) (stream : DrawStream) 
     releasePoolEarly serial p loc
   | .transfer s w src dst => return (← execTransfer th s w src dst env loc)
   | .transferEnd src dst u => execTransferEnd serial src dst u env loc
-  | .fork body => execFork th body stream loc
+  | .fork body own => execFork th body own stream loc
   | .join => execJoin th
   return false
 

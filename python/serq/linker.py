@@ -2351,62 +2351,67 @@ class Linker:
     # ------------------------------------------------------------------ fork and join (§11.13)
     def check_forks(self) -> None:
         """Every `fork` is joined later in its block, every `join;` has a `fork` before it since the
-        previous `join;`; a branch, and its parent between the fork and the join, only compute,
-        observe and run on stages that are not engines; no `fork` inside a hold. (Run after the
-        tool stage is resolved: a `tool` run's stage kind is known only then.)"""
+        previous `join;`; a branch does anything but `turn;` and `end;`; the thread that forked only
+        computes, observes and runs on stages that are not engines until its `join;`. A fork whose
+        block holds a pool (a sub-agent) is marked `"own"`: its attributes are its own (§11.13).
+        (Run after the tool stage is resolved: a `tool` run's stage kind is known only then.)"""
         for blk in self.blocks:
             unjoined = None
             for st in blk:
                 if st["op"] == "fork":
                     unjoined = unjoined or st
-                    self.check_branch_block(st["body"], "inside a `fork` block")
+                    self.check_branch_body(st["body"])
+                    if self.holds_in(st["body"]):
+                        st["own"] = True
                 elif st["op"] == "join":
                     if unjoined is None:
                         raise self.err(tuple(st["at"]), "`join;` without a `fork` before it in this block (since the "
                                                         "previous `join;`): there is no branch to wait for")
                     unjoined = None
                 elif unjoined is not None:
-                    self.check_branch_stmt(st, "between a `fork` and its `join;`")
+                    self.check_waiting_stmt(st)
             if unjoined is not None:
                 raise self.err(tuple(unjoined["at"]), "this `fork` is never joined: write `join;` after it in the "
                                                       "same block (docs/language.md §11.13)")
-        for blk in self.blocks:
-            for st in blk:
-                if st["op"] == "hold":
-                    self.refuse_fork_in(st["body"])
 
-    def check_branch_block(self, block: int, where: str) -> None:
+    def check_branch_body(self, block: int) -> None:
+        """A branch may do anything a session does but `turn;` and `end;`, at any depth (§11.13)."""
         for st in self.blocks[block]:
-            self.check_branch_stmt(st, where)
+            if st["op"] in ("turn", "end"):
+                raise self.err(tuple(st["at"]), f"`{st['op']};` is not allowed inside a `fork` block: a branch "
+                                                "ends at the end of its block (docs/language.md §11.13)")
+            for key in ("then", "else", "body"):
+                if isinstance(st.get(key), int):
+                    self.check_branch_body(st[key])
 
-    def check_branch_stmt(self, st: dict, where: str) -> None:
-        """One statement of a branch (or of its parent before the join): §11.13's allowed forms."""
+    def holds_in(self, block: int) -> bool:
+        """Does the block hold a pool (a `hold` or an engine call) at any depth?"""
+        return any(st["op"] == "hold" or any(isinstance(st.get(key), int) and self.holds_in(st[key])
+                                             for key in ("then", "else", "body"))
+                   for st in self.blocks[block])
+
+    def check_waiting_stmt(self, st: dict) -> None:
+        """One statement of a thread between its `fork` and its `join;`: §11.13's list."""
         op = st["op"]
         pos = tuple(st["at"])
-        if op in ("branch", "while", "loop", "fork"):
+        where = "between a `fork` and its `join;`"
+        if op in ("branch", "while", "loop"):
             for key in ("then", "else", "body"):
                 if st.get(key) is not None:
-                    self.check_branch_block(st[key], where)
+                    for inner in self.blocks[st[key]]:
+                        self.check_waiting_stmt(inner)
         elif op == "run":
             ref = st["stage"]
             for i in range(ref["base"], ref["base"] + ref["count"]):
                 if self.stages[i].get("kind") == "step":
-                    raise self.err(pos, f"a run on engine `{self.stages[i]['name']}` is not allowed {where}: a "
-                                        "branch runs only on stages that are not engines (docs/language.md §11.13)")
-        elif op not in ("set", "observe", "choose", "join", "flow"):   # a flow crosses ps stages only
+                    raise self.err(pos, f"a run on engine `{self.stages[i]['name']}` is not allowed {where}: the "
+                                        "thread that forked runs only on stages that are not engines until its "
+                                        "`join;` (docs/language.md §11.13)")
+        elif op not in ("set", "observe", "choose", "join", "fork", "flow"):   # a flow crosses ps stages only
             what = "a `hold` or an engine call" if op == "hold" else f"`{op}`"
-            raise self.err(pos, f"{what} is not allowed {where}: a branch and its parent before the `join;` only "
-                                "compute, observe and run on stages that are not engines (docs/language.md §11.13)")
-
-    def refuse_fork_in(self, block: int) -> None:
-        """A `fork` inside a hold's body (at any depth) is refused: a waiting parent holding a pool
-        could be preempted while its branches run (docs/language.md §11.13)."""
-        for st in self.blocks[block]:
-            if st["op"] == "fork":
-                raise self.err(tuple(st["at"]), "`fork` inside a hold is not supported yet (docs/language.md §11.13)")
-            for key in ("then", "else", "body"):
-                if isinstance(st.get(key), int):
-                    self.refuse_fork_in(st[key])
+            raise self.err(pos, f"{what} is not allowed {where}: the thread that forked only computes, observes, "
+                                "runs on stages that are not engines and forks until its `join;`; put it inside a "
+                                "`fork` block (docs/language.md §11.13)")
 
     def check_eos(self, hold: dict, pos: tuple) -> None:
         """docs/async.md §1: `eos (…)` only on an engine request (every pool the hold's first pool

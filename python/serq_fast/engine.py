@@ -559,7 +559,7 @@ class Engine(Stage):
 
     def _trace_line(self, it) -> None:
         """The `SERQ_TRACE_ITER` debug line of docs/language.md §14 (one per iteration, stderr)."""
-        parts = [f"{a[0].sess.serial}:{int(a[0].sess.attrs[TURN_NO])}:{'d' if a[0].mode == 'decode' else 'p'}{a[1]:g}"
+        parts = [f"{a[0].sess.tid}:{int(a[0].sess.attrs[TURN_NO])}:{'d' if a[0].mode == 'decode' else 'p'}{a[1]:g}"
                  for a in it.assign]
         tail = ""
         if self.memory is not None:
@@ -686,7 +686,7 @@ class Engine(Stage):
         if sim.rec is not None:
             sim.rec["iterations"].append({
                 "stage": self.name, "start": sim.now, "end": it.end,
-                "assign": [[a[0].sess.serial, a[0].mode, a[1]] for a in it.assign],
+                "assign": [[a[0].sess.tid, a[0].mode, a[1]] for a in it.assign],
                 "preempted": preempted, "admitted": it.admitted})
 
 

@@ -211,8 +211,8 @@ class _BlockGen:
             e(2, f"n = {self.expr(st['units'])}")
             e(2, f"if n < 0: raise RunError(f'negative load {{n}} at ' + {where})")
             e(2, "part = _find_part(s, pool)")
-            e(2, "if part is None and s.serial in pool.leases:")
-            e(3, "part = pool.leases[s.serial].part  # a leased allocation keeps its position")
+            e(2, "if part is None and s.tid in pool.leases:")
+            e(3, "part = pool.leases[s.tid].part  # a leased allocation keeps its position")
             e(2, "if part is None:")
             e(3, "raise RunError(f'load {pool.name}: the session holds no {pool.name}')")
             e(2, "if part.pos + n > part.alloc + 1e-9:")
@@ -220,7 +220,7 @@ class _BlockGen:
             e(2, "part.pos += n")
             e(2, "part.advanced = True")
         elif op == "drop":
-            e(2, f"sim.pools[{self.g.name(cst[1])}(cx)].drop_entry(s.serial)")
+            e(2, f"sim.pools[{self.g.name(cst[1])}(cx)].drop_entry(s.tid)")
         elif op == "end":
             e(2, "sim.end_session(s)")
             e(2, f"return {ran} + 1")

@@ -296,7 +296,7 @@ class Sim(SessionInterpreter):
                         if self.rec is not None:
                             self.rec["iterations"].append({
                                 "stage": eng.name, "start": it.start, "end": it.end,
-                                "assign": [[a[0].sess.serial, a[0].mode, a[1]] for a in it.assign],
+                                "assign": [[a[0].sess.tid, a[0].mode, a[1]] for a in it.assign],
                                 "preempted": 0, "admitted": 0})
                         self.sample()
                     self._emit_state(step, (self.now, eng._ff_ev_seq, EV_ITER_END, eng, None))

@@ -191,9 +191,12 @@ class Session:
     job: Optional[Job] = None
     growth: Optional[list] = None                   # [pool, target units] of a stalled growth
     # docs/language.md §11.13. A branch is a Session object with its session's serial whose
-    # `attrs` and `cursors` are its session's very objects; it holds nothing and makes no turns.
+    # `cursors` are its session's very object, and whose `attrs` are the forking thread's very
+    # object — or, for a fork whose block holds a pool (`own`), a copy of them. A branch makes no
+    # turns; its holds, queue places, cache entries and leases are its own, named by its id.
     branch: Optional[str] = None                    # a branch: its id "s.k"; None for the session
     parent: Optional[Tid] = None                    # a branch: the thread that forked it
+    own: bool = False                               # a branch: its attributes are its own (a sub-agent)
     live_branches: int = 0                          # branches this thread forked that have not finished
     forks: int = 0                                  # the session: branches forked so far (numbers them)
     accept: Optional[list] = None                   # the turn's acceptance counts by output (§7.3)
@@ -207,7 +210,7 @@ class Session:
         # the branch keys only when in use: a program without `fork` serialises as before
         extra: dict[str, Any] = {k: v for k, v in (("live_branches", self.live_branches), ("forks", self.forks)) if v}
         if self.branch is not None:
-            extra.update(branch=self.branch, parent=self.parent)
+            extra.update(branch=self.branch, parent=self.parent, **({"own": True} if self.own else {}))
         if self.accept is not None:
             extra["accept"] = list(self.accept)
         return {**extra, "serial": self.serial, "attrs": [wire(a) for a in self.attrs],
@@ -237,7 +240,7 @@ def hold_on(session: Session, p: int) -> HoldState:
     of p): a missing hold is a defect of the spec, said as one."""
     h = hold_of(session, p)
     if h is None:
-        raise SpecError(f"internal: session {session.serial} holds no pool {p}")
+        raise SpecError(f"internal: thread {session.tid} holds no pool {p}")
     return h
 
 
@@ -262,8 +265,8 @@ def admission_of(session: Session) -> int:
 
 @dataclass
 class Entry:
-    """A cache entry: owner serial (negative for a dead entry), size, release time, release order."""
-    owner: int
+    """A cache entry: owner thread (negative for a dead entry), size, release time, release order."""
+    owner: Tid
     size: Amount
     last: Value
     rel: int
@@ -274,7 +277,7 @@ class Entry:
 
 @dataclass
 class QueueItem:
-    serial: int
+    serial: Tid                # the thread whose hold waits
     joined: Value
     head: bool                 # requeued at the head after a preemption
 
@@ -287,7 +290,7 @@ class Lease:
     """`lease P (t)` (docs/language.md §11.4): the part on P of a hold whose scope ended, kept by its
     session — counted in P's `used`, not a holder (so never a preemption victim), not a cache
     entry (so never evicted) — until `release P`, its `lease_end` event (`ends_at`) or `end`."""
-    serial: int
+    serial: Tid
     part: HoldState            # the hold reduced to the leased pool (its stmt and stream read `cache`)
     ends_at: Optional[Value] # the time of its `lease_end` event; None for t = inf
 
@@ -514,7 +517,7 @@ class Config:
         self.steps = 0
         self.records = new_records()
         self.claims = [ClaimTally() for _ in program.claims]   # docs/language.md "Claims"
-        self.attempt: Optional[tuple[int, dict[int, int]]] = None   # (serial, {pool: cachedin}) during an admission attempt; not state
+        self.attempt: Optional[tuple[Tid, dict[int, int]]] = None   # (thread, {pool: cachedin}) during an admission attempt; not state
 
     def __deepcopy__(self, memo: dict) -> Config:
         other = Config.__new__(Config)
@@ -607,7 +610,7 @@ def _session(d: dict) -> Session:
                             None if r["first"] is None else _v(r["first"]))
     s.job = None if d["job"] is None else _job(d["job"])
     s.growth = None if d["growth"] is None else [d["growth"][0], amt_in(d["growth"][1])]
-    s.branch, s.parent = d.get("branch"), d.get("parent")
+    s.branch, s.parent, s.own = d.get("branch"), d.get("parent"), d.get("own", False)
     s.live_branches, s.forks = d.get("live_branches", 0), d.get("forks", 0)
     s.accept = d.get("accept")
     return s
@@ -623,8 +626,9 @@ def from_json(program: Program, d: dict) -> Config:
     cfg.ready = list(d["ready"])
     for b in d.get("branches", []):
         branch = _session(b)
-        owner = cfg.sessions[branch.serial]
-        branch.attrs, branch.cursors = owner.attrs, owner.cursors   # shared, as when forked (§11.13)
+        branch.cursors = cfg.sessions[branch.serial].cursors   # shared, as when forked (§11.13)
+        if not branch.own:   # the forking thread's, which was forked before it (listed earlier)
+            branch.attrs = thread(cfg, branch.parent).attrs if branch.parent is not None else branch.attrs
         cfg.branches[b["branch"]] = branch
     cfg.pools = []
     for p in d["pools"]:

@@ -290,7 +290,7 @@ def admit_one(cfg: Config, ictx: IterCtx, only: Optional[dict] = None, at: At = 
     admission like a head that does not fit (head of line; docs/spec.md "Ambiguities resolved")."""
     for p in cfg.program.admitted_pools.get(ictx.engine, []):
         while (head := select_head(cfg, p)) is not None:
-            s = cfg.sessions[head.serial]
+            s = thread(cfg, head.serial)
             if only is not None:
                 env = Env(cfg, s, engine=ictx.engine, ictx=ictx, at=at,
                           what=f"engine {cfg.program.stages[ictx.engine]['name']}: `admit waiting only`")
@@ -334,4 +334,4 @@ def iteration_end(cfg: Config, e: int) -> None:
                 first_token(cfg, s)
             if s.status == ("stage", e):
                 s.status = ("ready",)
-                cfg.ready.append(s.serial)
+                cfg.ready.append(s.tid)

@@ -160,12 +160,12 @@ def observable(e: dict, env: Env) -> Value:
                 return ZERO
             if st.content is not None:   # the hit of this session's attempt, else 0 (docs/content.md §3)
                 att = cfg.attempt
-                if att is None or att[0] != env.session.serial:
+                if att is None or att[0] != env.session.tid:
                     return ZERO
                 return Fraction(att[1].get(p, 0))
             # the session's prefix on p and, contiguous with it, the rest on p's `spill` tiers (§11.8.1)
             return Fraction(sum(x.size for q in [p] + cfg.program.tiers_below(p) for x in cfg.pools[q].entries
-                                if x.owner == env.session.serial))
+                                if x.owner == env.session.tid))
         if f == "holders":
             return Fraction(len(st.holders))
         if f == "queued":

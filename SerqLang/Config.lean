@@ -159,6 +159,8 @@ structure Job where
   startOrder : Nat := 0
   /-- a pending resident of a `lag 1` engine (docs/async.md §3) -/
   pending : Bool := false
+  /-- a speculative run's drafts per step (docs/language.md §7.3); 0: one token a step -/
+  drafts : Nat := 0
   /-- the job of branch k of its session (docs/language.md §11.13), on a stage that is no engine -/
   branch : Option Nat := none
   /-- the n-th copy of a spilled chunk (docs/language.md §11.8.1): a job of no thread -/
@@ -218,6 +220,8 @@ structure Session where
   /-- its server made an engine call -/
   turnCalled : Bool := false
   request : Option Request := none
+  /-- the turn's acceptance counts by output number (docs/language.md §7.3) -/
+  accept : Option (List Nat) := none
   job : Option Job := none
   /-- `[pool, target units]` of a stalled growth. -/
   growth : Option (Nat × Rat) := none
@@ -226,6 +230,9 @@ structure Session where
   branch : Option Nat := none
   /-- a branch: the thread that forked it -/
   parent : Option Tid := none
+  /-- a branch whose fork's block holds a pool (a sub-agent): its attributes are its own, a copy
+  of the forking thread's (config.py `Session.own`) -/
+  own : Bool := false
   /-- branches this thread forked that have not finished -/
   liveBranches : Nat := 0
   /-- the session: branches forked so far (they are numbered from 1) -/

@@ -87,6 +87,8 @@ def Job.toJson (j : Job) : CJ :=
         ("admission", .int j.admission), ("start_order", .nat j.startOrder)] ++
         -- present only on a pending resident (docs/async.md)
         (if j.pending then [("pending", .bool true)] else []) ++
+        -- present only on a run with drafts (docs/language.md §7.3)
+        (if j.drafts > 0 then [("drafts", .nat j.drafts)] else []) ++
         -- present only on a stage a flow crosses (docs/language.md §11.14)
         (if j.shared then [("shared", .bool true), ("rate", ratJ j.rate), ("since", ratJ j.since),
                            ("stages", CJ.opt CJ.nats j.stages)] else []))
@@ -105,7 +107,12 @@ def Session.toJson (s : Session) : CJ :=
   .obj ((if s.liveBranches > 0 then [("live_branches", CJ.nat s.liveBranches)] else []) ++
         (if s.forks > 0 then [("forks", CJ.nat s.forks)] else []) ++
         (match s.branch with
-         | some _ => [("branch", s.tid.toJson), ("parent", (s.parent.getD (.session s.serial)).toJson)]
+         | some _ => [("branch", s.tid.toJson), ("parent", (s.parent.getD (.session s.serial)).toJson)] ++
+                     (if s.own then [("own", CJ.bool true)] else [])
+         | none => []) ++
+        -- the turn's acceptance counts, only when the trace row has them (docs/language.md §7.3)
+        (match s.accept with
+         | some a => [("accept", .arr (a.map CJ.nat))]
          | none => []) ++
         [("serial", .nat s.serial), ("attrs", .arr (s.attrs.map CJ.val)),
         ("frames", .arr (s.frames.map Frame.toJson)), ("status", s.status.toJson),
@@ -205,7 +212,7 @@ def ClaimTally.toJson (t : ClaimTally) : CJ :=
 objects, in Python). -/
 def Config.branchView (c : Config) (b : Session) : Session :=
   match c.sessions[b.serial]? with
-  | some s => { b with attrs := s.attrs, cursors := s.cursors }
+  | some s => { b with attrs := if b.own then b.attrs else s.attrs, cursors := s.cursors }
   | none => b
 
 def Config.toJson (c : Config) : CJ :=
@@ -398,6 +405,7 @@ def job (j : Json) : Res Job := do
     admission := ← field j "admission" int
     startOrder := ← field j "start_order" nat
     pending := (← fieldOpt j "pending" bool).getD false
+    drafts := (← fieldOpt j "drafts" nat).getD 0
     shared := (← fieldOpt j "shared" bool).getD false
     rate := (← fieldOpt j "rate" rat).getD 0
     since := (← fieldOpt j "since" rat).getD 0
@@ -472,8 +480,10 @@ def session (j : Json) : Res Session := do
     growth := ← fieldOpt j "growth" poolAmt
     branch := (← fieldOpt j "branch" tid).bind branchNo
     parent := ← fieldOpt j "parent" tid
+    own := (← fieldOpt j "own" bool).getD false
     liveBranches := (← fieldOpt j "live_branches" nat).getD 0
-    forks := (← fieldOpt j "forks" nat).getD 0 }
+    forks := (← fieldOpt j "forks" nat).getD 0
+    accept := ← fieldOpt j "accept" (list nat) }
 
 def entry (j : Json) : Res Entry := do
   let a ← arr j

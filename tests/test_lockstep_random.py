@@ -1,9 +1,8 @@
 """Lockstep of serq_spec and serq_fast on random small programs (tests/strategies.py).
 
 Default profile: 200 derandomised programs (+20 every step, +50 of `scope_programs`, +50 `share content`,
-+50 `lag 1`, +50 under poisson, renewal and closed arrivals, +20 with claims, +50 with fork/join, +50 on
-engine arrays, +50 with runs over several stages, +50 reading the online estimates of stages, +50 of engines,
-+50 with `transfer`, +50 with offload tiers, `spill`).
++20 speculating (docs/language.md §7.3), +50 `lag 1`, +50 under poisson, renewal and closed arrivals, +20 with claims, +50 with fork/join, +50 on
+engine arrays, +50 with runs over several stages, +50 reading the online estimates of stages, +50 of engines, +50 with `transfer`).
 Long profile (documented in docs/fast.md):
 `SERQ_LOCKSTEP_PROFILE=long python -m pytest tests/test_lockstep_random.py` runs 10,000 programs
 (set SERQ_LOCKSTEP_EXAMPLES to choose another count).
@@ -79,6 +78,20 @@ def test_random_content_programs_agree(case, every_step):
         lockstep(ir, case.seed, case.sessions, case.name)
     finally:
         os.environ.pop("SERQ_FAST_NO_FF", None)
+
+
+SPECULATE_EXAMPLES = max(20, EXAMPLES // 10)
+
+
+@settings(max_examples=SPECULATE_EXAMPLES, deadline=None, derandomize=not LONG, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(st.booleans().flatmap(lambda content: strategies.vllm_programs(content=content, speculate=True)))
+def test_random_speculating_programs_agree(case):
+    """Speculating engines (docs/language.md §7.3: drafting slots, lookahead, a limit, decode
+    drafts, a prefill's placeholder drafts), with and without `share content`. Such an engine is
+    never fast-forwarded, so every step is compared."""
+    ir = compile_source(case.text, case.name, {})
+    lockstep(ir, case.seed, case.sessions, case.name)
 
 
 LAG_EXAMPLES = max(20, EXAMPLES // 4)

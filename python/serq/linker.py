@@ -33,7 +33,8 @@ FUNCS = {"min": 2, "max": 2, "abs": 1, "floor": 1, "ceil": 1, "sqrt": 1, "exp": 
 # the online estimators of a stage or engine (docs/language.md §4.4): `price(s, s_hit, ds)` takes
 # two more arguments; all four mark the stage they read `"estimates": true` in the IR
 ESTIMATORS = {"est_lambda": 1, "est_rho": 1, "est_wait": 1, "price": 3}
-STAGE_OBS = {"queue", "busy", "work", "budget_left"} | set(ESTIMATORS)
+# running_served / running_chunks: docs/language.md §7.3 (an engine's schedule so far)
+STAGE_OBS = {"queue", "busy", "work", "budget_left", "running_served", "running_chunks"} | set(ESTIMATORS)
 POOL_OBS = {"used", "free", "cachedin", "holders", "queued"}
 BUILTIN_FUNCS = set(FUNCS) | STAGE_OBS | POOL_OBS | {"blocksize"}
 LIVE_OBS = STAGE_OBS | POOL_OBS  # "live state" of §10
@@ -975,7 +976,7 @@ class Linker:
         self.engines[name] = info
         once: dict[str, tuple] = {}
         for it in e.items:
-            if it.kind in ("tokens", "granule", "lag", "request", "schedule", "execute"):
+            if it.kind in ("tokens", "granule", "lag", "eng_speculate", "request", "schedule", "execute"):
                 if it.kind in once:
                     raise self.err(it.pos, f"`{it.kind}` given twice in engine `{e.name}` (first at {self.where(once[it.kind])})")
                 once[it.kind] = it.pos
@@ -1006,6 +1007,11 @@ class Linker:
                     raise self.err(it.expr.pos, f"`tokens cap` must be positive, got {b['v']}")
                 stage["budget"] = b
                 stage["at"]["budget"] = self.at(it.expr.pos)
+            elif it.kind == "eng_speculate":
+                # docs/language.md §7.3: read with the budget, once per iteration
+                sc_ = ectx("tokens", "`speculate (slots, look, limit)`", frozenset(EV_TOKENS_CAP))
+                stage["speculate"] = {"slots": self.cx(it.slots, sc_), "lookahead": self.cx(it.lookahead, sc_),
+                                      "limit": self.cx(it.limit, sc_), "at": self.at(it.pos)}
             elif it.kind == "granule":
                 g = self.cx(it.expr, ectx("budget", "`granule`", frozenset(EV_TOKENS_CAP)))
                 if is_num(g) and not (val(g) == INF or exact.whole_in(val(g), 1, INF)):
@@ -1213,6 +1219,8 @@ class Linker:
             if it.kind == "req_run":
                 run = {"op": "run", "stage": {"base": info.index, "count": 1, "index": None}, "mode": it.mode,
                        "work": self.cx(it.work, body_ctx.c), "growing": None, "at": None}
+                if it.speculate is not None:
+                    run["speculate"] = self.speculate_ir(it.speculate, it.growing, body_ctx.c)
                 if it.growing is not None:
                     # resolved with the `taking` pools: `pool kv on E.D` can only follow the engine
                     info.pending_growing.append((run, it.growing, body_ctx.c))
@@ -1443,8 +1451,13 @@ class Linker:
                 fields = next(csv.reader(io.StringIO(s)))
             except (csv.Error, StopIteration):
                 raise tsrc.error("cannot read this CSV row", lineno, 1) from None
-            if len(fields) not in (5, 6):
-                raise tsrc.error(f"a trace row has 5 or 6 fields (session,turn,new,out,think[,forced]), this one has {len(fields)}", lineno, 1)
+            if len(fields) not in (5, 6, 7):
+                raise tsrc.error("a trace row has 5 to 7 fields (session,turn,new,out,think[,forced[,accept]]), "
+                                 f"this one has {len(fields)}", lineno, 1)
+            accept = None
+            if len(fields) == 7:
+                # speculative decoding's acceptance counts by output number (docs/language.md §7.3)
+                accept = self.accept_field(fields.pop(), tsrc, lineno, line)
             vals = []
             col = 1
             offsets = []
@@ -1461,6 +1474,8 @@ class Linker:
                 vals.append(value_to_wire(v))
             if len(vals) == 3:
                 vals.append("0")
+            if accept is not None:
+                vals.append(accept)
             sid = fields[0].strip()
             if sid != last_id or not sessions:
                 sessions.append([])
@@ -1469,6 +1484,17 @@ class Linker:
         if not sessions:
             raise self.err(t.pos, f"trace \"{t.path}\" has no data row")
         return {"ordered": bool(t.ordered), "sessions": sessions, "at": self.at(t.pos)}
+
+    @staticmethod
+    def accept_field(text: str, tsrc: Source, lineno: int, line: str) -> list[int]:
+        """A trace row's `accept` field: whole numbers >= 0 separated by spaces, one per output number."""
+        counts = []
+        for word in text.split():
+            if not word.isdigit() or len(word) > 6:
+                raise tsrc.error(f"the accept field lists whole numbers of accepted drafts (0 to 999999) "
+                                 f"separated by spaces, got {word!r}", lineno, max(1, line.rfind(word) + 1))
+            counts.append(int(word))
+        return counts
 
     def server(self, s: Node) -> None:
         """The `server { … }` block: no `turn;` or `end;` (§8)."""
@@ -1691,8 +1717,13 @@ class Linker:
                 raise self.err(s.pos, "`run … growing` needs an engine (a step stage): a growing run "
                                       "advances by the tokens an engine serves (docs/language.md §11.6)")
             growing = self.pool_index(s.growing, c) if s.growing is not None else None
-            return [{"op": "run", "stage": ref, "mode": s.mode, "work": self.cx(s.work, c), "growing": growing,
-                     "at": at}]
+            run = {"op": "run", "stage": ref, "mode": s.mode, "work": self.cx(s.work, c), "growing": growing, "at": at}
+            if s.speculate is not None:
+                if s.mode == "plain":
+                    raise self.err(s.speculate.pos, "`speculate` goes on a prefill or decode run (`run E decode (n) "
+                                                    "growing P speculate (k)`, docs/language.md §7.3)")
+                run["speculate"] = self.speculate_ir(s.speculate, s.growing, c)
+            return [run]
         if k == "transfer":
             return self.transfer(s, c, at)
         if k == "flow":
@@ -1947,6 +1978,14 @@ class Linker:
                 raise self.err(index.pos, f"index {ie['v']} is outside `{name}[0 … {count - 1}]`")
         return {"base": base, "count": count, "index": ie}
 
+    def speculate_ir(self, node: Node, growing: Any, c: Ctx) -> dict:
+        """`speculate (k)` on a prefill or decode (docs/language.md §7.3): read once, when the run starts,
+        like its work; it needs a growing pool (the positions the rejected drafts give back are that pool's)."""
+        if growing is None:
+            raise self.err(node.pos, "`speculate` needs a growing run (`decode (n) growing P speculate (k)`): "
+                                     "the drafts' positions are the pool's (docs/language.md §7.3)")
+        return {"drafts": self.cx(node.drafts, c), "at": self.at(node.pos)}
+
     def pool_index(self, node: Node, c: Ctx) -> int:
         """The index of a pool named without a run-time index (a `growing` pool)."""
         r = self.ref(node, "pool", c)
@@ -2158,8 +2197,8 @@ class Linker:
                                          if f == "price" else ""))
             if f in STAGE_OBS:
                 ref = self.ref(e.args[0], "stage", c)
-                if f == "budget_left" and self.stage_kind(ref) != "step":
-                    raise self.err(e.args[0].pos, "`budget_left` takes an engine")
+                if f in ("budget_left", "running_served", "running_chunks") and self.stage_kind(ref) != "step":
+                    raise self.err(e.args[0].pos, f"`{f}` takes an engine")
                 if f in ESTIMATORS:
                     return self.estimator(e, f, ref, c)
                 return {"k": "obs", "f": f, "stage": ref}
@@ -2312,62 +2351,67 @@ class Linker:
     # ------------------------------------------------------------------ fork and join (§11.13)
     def check_forks(self) -> None:
         """Every `fork` is joined later in its block, every `join;` has a `fork` before it since the
-        previous `join;`; a branch, and its parent between the fork and the join, only compute,
-        observe and run on stages that are not engines; no `fork` inside a hold. (Run after the
-        tool stage is resolved: a `tool` run's stage kind is known only then.)"""
+        previous `join;`; a branch does anything but `turn;` and `end;`; the thread that forked only
+        computes, observes and runs on stages that are not engines until its `join;`. A fork whose
+        block holds a pool (a sub-agent) is marked `"own"`: its attributes are its own (§11.13).
+        (Run after the tool stage is resolved: a `tool` run's stage kind is known only then.)"""
         for blk in self.blocks:
             unjoined = None
             for st in blk:
                 if st["op"] == "fork":
                     unjoined = unjoined or st
-                    self.check_branch_block(st["body"], "inside a `fork` block")
+                    self.check_branch_body(st["body"])
+                    if self.holds_in(st["body"]):
+                        st["own"] = True
                 elif st["op"] == "join":
                     if unjoined is None:
                         raise self.err(tuple(st["at"]), "`join;` without a `fork` before it in this block (since the "
                                                         "previous `join;`): there is no branch to wait for")
                     unjoined = None
                 elif unjoined is not None:
-                    self.check_branch_stmt(st, "between a `fork` and its `join;`")
+                    self.check_waiting_stmt(st)
             if unjoined is not None:
                 raise self.err(tuple(unjoined["at"]), "this `fork` is never joined: write `join;` after it in the "
                                                       "same block (docs/language.md §11.13)")
-        for blk in self.blocks:
-            for st in blk:
-                if st["op"] == "hold":
-                    self.refuse_fork_in(st["body"])
 
-    def check_branch_block(self, block: int, where: str) -> None:
+    def check_branch_body(self, block: int) -> None:
+        """A branch may do anything a session does but `turn;` and `end;`, at any depth (§11.13)."""
         for st in self.blocks[block]:
-            self.check_branch_stmt(st, where)
+            if st["op"] in ("turn", "end"):
+                raise self.err(tuple(st["at"]), f"`{st['op']};` is not allowed inside a `fork` block: a branch "
+                                                "ends at the end of its block (docs/language.md §11.13)")
+            for key in ("then", "else", "body"):
+                if isinstance(st.get(key), int):
+                    self.check_branch_body(st[key])
 
-    def check_branch_stmt(self, st: dict, where: str) -> None:
-        """One statement of a branch (or of its parent before the join): §11.13's allowed forms."""
+    def holds_in(self, block: int) -> bool:
+        """Does the block hold a pool (a `hold` or an engine call) at any depth?"""
+        return any(st["op"] == "hold" or any(isinstance(st.get(key), int) and self.holds_in(st[key])
+                                             for key in ("then", "else", "body"))
+                   for st in self.blocks[block])
+
+    def check_waiting_stmt(self, st: dict) -> None:
+        """One statement of a thread between its `fork` and its `join;`: §11.13's list."""
         op = st["op"]
         pos = tuple(st["at"])
-        if op in ("branch", "while", "loop", "fork"):
+        where = "between a `fork` and its `join;`"
+        if op in ("branch", "while", "loop"):
             for key in ("then", "else", "body"):
                 if st.get(key) is not None:
-                    self.check_branch_block(st[key], where)
+                    for inner in self.blocks[st[key]]:
+                        self.check_waiting_stmt(inner)
         elif op == "run":
             ref = st["stage"]
             for i in range(ref["base"], ref["base"] + ref["count"]):
                 if self.stages[i].get("kind") == "step":
-                    raise self.err(pos, f"a run on engine `{self.stages[i]['name']}` is not allowed {where}: a "
-                                        "branch runs only on stages that are not engines (docs/language.md §11.13)")
-        elif op not in ("set", "observe", "choose", "join", "flow"):   # a flow crosses ps stages only
+                    raise self.err(pos, f"a run on engine `{self.stages[i]['name']}` is not allowed {where}: the "
+                                        "thread that forked runs only on stages that are not engines until its "
+                                        "`join;` (docs/language.md §11.13)")
+        elif op not in ("set", "observe", "choose", "join", "fork", "flow"):   # a flow crosses ps stages only
             what = "a `hold` or an engine call" if op == "hold" else f"`{op}`"
-            raise self.err(pos, f"{what} is not allowed {where}: a branch and its parent before the `join;` only "
-                                "compute, observe and run on stages that are not engines (docs/language.md §11.13)")
-
-    def refuse_fork_in(self, block: int) -> None:
-        """A `fork` inside a hold's body (at any depth) is refused: a waiting parent holding a pool
-        could be preempted while its branches run (docs/language.md §11.13)."""
-        for st in self.blocks[block]:
-            if st["op"] == "fork":
-                raise self.err(tuple(st["at"]), "`fork` inside a hold is not supported yet (docs/language.md §11.13)")
-            for key in ("then", "else", "body"):
-                if isinstance(st.get(key), int):
-                    self.refuse_fork_in(st[key])
+            raise self.err(pos, f"{what} is not allowed {where}: the thread that forked only computes, observes, "
+                                "runs on stages that are not engines and forks until its `join;`; put it inside a "
+                                "`fork` block (docs/language.md §11.13)")
 
     def check_eos(self, hold: dict, pos: tuple) -> None:
         """docs/async.md §1: `eos (…)` only on an engine request (every pool the hold's first pool

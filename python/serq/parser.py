@@ -34,7 +34,9 @@ advance running admit waiting only each at most exclusive first order taking tok
 lru preempt lifo requeue head tail fifo ps delay step spill via share maxmin bottleneck sum min max
 prefix content after
 lag eos
-""".split())  # the last two lines: the extensions of docs/content.md and docs/async.md
+speculate
+""".split())  # the last three lines: the extensions of docs/content.md, docs/async.md and
+# speculative decoding (docs/language.md §7.3)
 
 # Reserved words the grammar does not use: constructs out of scope for now, with the message that
 # rejects them at their first token.
@@ -529,6 +531,12 @@ class _ToAst(Transformer_NonRecursive):
     def eng_tokens(self, meta, ch):
         return Node("tokens", self.p(meta), expr=ch[0])
 
+    def eng_speculate(self, meta, ch):
+        return Node("eng_speculate", self.p(meta), slots=ch[0], lookahead=ch[1], limit=ch[2])
+
+    def speculate(self, meta, ch):
+        return Node("speculate", self.p(meta), drafts=ch[0])
+
     def eng_granule(self, meta, ch):
         return Node("granule", self.p(meta), expr=ch[0])
 
@@ -558,10 +566,10 @@ class _ToAst(Transformer_NonRecursive):
     hbind = binding
 
     def req_prefill(self, meta, ch):
-        return Node("req_run", self.p(meta), mode="prefill", work=ch[0], growing=ch[1])
+        return Node("req_run", self.p(meta), mode="prefill", work=ch[0], growing=ch[1], speculate=ch[2])
 
     def req_decode(self, meta, ch):
-        return Node("req_run", self.p(meta), mode="decode", work=ch[0], growing=ch[1])
+        return Node("req_run", self.p(meta), mode="decode", work=ch[0], growing=ch[1], speculate=ch[2])
 
     def req_cache(self, meta, ch):
         return Node("req_cache", self.p(meta), expr=ch[0])
@@ -875,7 +883,8 @@ class _ToAst(Transformer_NonRecursive):
         return Node("load", self.p(meta), ref=ch[0], units=ch[1])
 
     def run_stmt(self, meta, ch):
-        return Node("run", self.p(meta), ref=ch[0], mode=ch[1] or "plain", work=ch[2], growing=ch[3])
+        return Node("run", self.p(meta), ref=ch[0], mode=ch[1] or "plain", work=ch[2], growing=ch[3],
+                    speculate=ch[4])
 
     def transfer_stmt(self, meta, ch):
         # ch: the link's stage references, then the work, the two pools and the amount

@@ -152,7 +152,7 @@ class HoldStmt:
         if self.req_engine is not None:
 
             h.request = Request(s.serial, int(s.attrs[TURN_NO]), self.req_prompt(cx), self.req_output(cx), sim.now)
-            s.turn_called = True
+            sim.sessions[s.serial].turn_called = True   # a branch's request is its session's turn's (§11.13)
         # rejection: static units (block-rounded) or reserves above the cap
         if any(u is not None or r is not None for u, r in self.static):
             saved = cx.attrs
@@ -171,7 +171,7 @@ class HoldStmt:
                         cx.attrs = saved
                         pool.rejected += 1
                         if sim.rec is not None:
-                            sim.rec.setdefault("rejected", []).append([s.serial, pool.name])
+                            sim.rec.setdefault("rejected", []).append([s.tid, pool.name])
                         s.pending = None
                         sim.end_session(s)
                         return
@@ -268,6 +268,7 @@ class Pool:
         self.fault_spill_lost = "spill_lost" in FAULTS()
         self.fault_load_no_wait = "load_no_wait" in FAULTS()
         self.fault_victim = "victim_first" in FAULTS()
+        self.fault_branch_key = "branch_key" in FAULTS()
 
     # ------------------------------------------------------------ statistics
 
@@ -309,10 +310,10 @@ class Pool:
                 # the hit of the admission attempt of this session on this pool, else 0
                 a = self.attempt
                 return a[1] * self.block if a is not None and a[0] is s else 0.0
-            e = self.entries.get(s.serial)
+            e = self.entries.get(self.entry_key(s))
             size = e.size if e is not None else 0.0
             for q in self.tiers:   # the rest of the prefix, on the `spill` tiers (§11.8.1)
-                e = q.entries.get(s.serial)
+                e = q.entries.get(q.entry_key(s))
                 if e is not None:
                     size += e.size
             return size
@@ -409,7 +410,7 @@ class Pool:
                         s.attrs[slot] = v
                     pool.rejected += 1
                     if sim.rec is not None:
-                        sim.rec.setdefault("rejected", []).append([s.serial, pool.name])
+                        sim.rec.setdefault("rejected", []).append([s.tid, pool.name])
                     cx.attrs, cx.sess, cx.draw, cx.var = saved
                     sim.end_session(s)
                     return REJECTED
@@ -514,7 +515,7 @@ class Pool:
         for pool, u, r in evals:
             need = roundup(max(u, r) if r is not None else u, pool.block)
             if need > pool.cap + EPS:
-                out.append((pool, s.serial, need))
+                out.append((pool, s.tid, need))
         return out
 
     def _admit(self, h: Hold, amounts: list, reuse) -> None:
@@ -539,15 +540,15 @@ class Pool:
                 pool.admissions += 1
                 h.parts.append(part)
                 if rec is not None:
-                    rec["admitted"].append([s.serial, pool.name, part.alloc, consumed])
+                    rec["admitted"].append([s.tid, pool.name, part.alloc, consumed])
                 continue
             if has_cache and pool.admitted_by is None:
                 limit = None if reuse is None else rounddown(max(reuse, 0.0), pool.block)
-                consumed = pool.consume_entry(s.serial, limit)
+                consumed = pool.consume_entry(pool.entry_key(s), limit)
                 if pool.tiers:
                     # the prefix goes on into the session's entries on the `spill` tiers (§11.8.1)
                     for q in pool.tiers:
-                        loaded += q.consume_entry(s.serial, None if limit is None else limit - consumed - loaded)
+                        loaded += q.consume_entry(q.entry_key(s), None if limit is None else limit - consumed - loaded)
                     if loaded > EPS:
                         load = (pool, loaded)
                     consumed += loaded
@@ -563,7 +564,7 @@ class Pool:
             pool.admissions += 1
             h.parts.append(part)
             if rec is not None:
-                rec["admitted"].append([s.serial, pool.name, units, consumed])
+                rec["admitted"].append([s.tid, pool.name, units, consumed])
 
         s.attrs[CACHED] = consumed_max if (has_cache or h.stmt.has_content) else 0.0
         if h.request is not None and h.request.hit is None:
@@ -689,7 +690,13 @@ class Pool:
                 self.lru = [(x.last, -x.rel if self.fault_lru else x.rel, x.owner) for x in self.entries.values()]
                 heapq.heapify(self.lru)
 
-    def put_entry(self, serial: int, size: float, attrs) -> None:
+    def entry_key(self, s) -> int | str:
+        """The key of a thread's cache entry: its name, so a sub-agent's context is its own
+        (docs/language.md §11.13). Seeded fault `branch_key`: its session's serial, as if every
+        branch were its session."""
+        return s.serial if self.fault_branch_key else s.tid
+
+    def put_entry(self, serial: int | str, size: float, attrs) -> None:
         """Replace the session's entry with a fresh one (release with a `cache` clause)."""
         sim = self.sim
         self.drop_entry(serial)   # with the rest on the tiers: it continued the old prefix (§11.8.1)
@@ -697,7 +704,7 @@ class Pool:
         sim.next_rel += 1
         self._insert(e)
 
-    def drop_entry(self, serial: int) -> None:
+    def drop_entry(self, serial: int | str) -> None:
         """`drop P;`: the session's entry and its rest on P's tiers (§11.8.1)."""
         e = self.entries.pop(serial, None)
         if e is not None:
@@ -723,9 +730,12 @@ class Pool:
         best, bestk = None, None
         try:
             for e in self.entries.values():
-                sess = sim.sessions.get(e.owner)
+                sess = sim.branches.get(e.owner) if isinstance(e.owner, str) else sim.sessions.get(e.owner)
                 waiting = 1.0 if (sess is not None and sess.pending is not None) else 0.0
-                cx.attrs, cx.sess = e.attrs, sess
+                # a finished branch's entry is nobody's, read as serq_spec reads a dead entry:
+                # attributes 0 (docs/language.md §11.13)
+                gone = sess is None and isinstance(e.owner, str)
+                cx.attrs, cx.sess = ([0.0] * len(e.attrs) if gone else e.attrs), sess
                 cx.var = {"size": e.size, "last": e.last, "age": sim.now - e.last, "waiting": waiting}
                 k = tuple(f(cx) for f in self.evict_keys) + (e.rel,)
                 if bestk is None or k < bestk:
@@ -767,7 +777,8 @@ class Pool:
             if e.size <= EPS:
                 del self.entries[e.owner]
                 self.evicted_entries += 1
-            if self.spill is not None and e.owner is not None and e.owner >= 0:
+            # a live entry spills (a session's or a branch's, §11.13); a dead one (negative) does not
+            if self.spill is not None and e.owner is not None and (isinstance(e.owner, str) or e.owner >= 0):
                 self._spill_chunk(e, take)
 
     def _spill_chunk(self, e: Entry, take: float) -> None:
@@ -845,14 +856,14 @@ def start_lease(sim, s, h: Hold, pool: Pool, until) -> None:
     """The part of `h` on `pool` outlives the scope: it leaves the hold and the holders, its units
     stay in `used`; a finite lease schedules its end event."""
 
-    if s.serial in pool.leases:
-        raise RunError(f"session {s.serial} leases pool {pool.name} while its earlier lease of it is held; "
+    if s.tid in pool.leases:
+        raise RunError(f"session {s.tid} leases pool {pool.name} while its earlier lease of it is held; "
                        f"`release` the first before the second scope ends at {at_text(h.stmt.at)}")
     part = next(q for q in h.parts if q.pool is pool)
     h.parts.remove(part)
     pool.holders.remove(part)
     lease = Lease(part, h, until)
-    pool.leases[s.serial] = lease
+    pool.leases[s.tid] = lease
     if until is not None:
         sim.push(until, EV_LEASE_END, pool, lease)
     if "lease_evictable" in FAULTS():
@@ -862,20 +873,20 @@ def start_lease(sim, s, h: Hold, pool: Pool, until) -> None:
         kept = rounddown(part.alloc, pool.block)
         part.alloc = 0.0
         if kept > EPS:
-            pool.put_entry(s.serial, kept, s.attrs)
+            pool.put_entry(pool.entry_key(s), kept, s.attrs)
 
 
 def end_lease(sim, s, pool: Pool) -> None:
     """The lease ends (`release P`, its end event, the session's end): the units leave `used`
     and the hold's `cache` clause applies now. A pending end event becomes stale (event_valid)."""
-    lease = pool.leases.pop(s.serial)
+    lease = pool.leases.pop(s.tid)
     release_part(sim, lease.part, _cache_amount(sim, lease.hold), holder=False)
 
 
 def lease_valid(ev: tuple) -> bool:
     """Is a lease-end event still the end of a lease held? (lazy deletion, as for ps departures)"""
     pool, lease = ev[3], ev[4]
-    return pool.leases.get(lease.hold.sess.serial) is lease
+    return pool.leases.get(lease.hold.sess.tid) is lease
 
 
 def _cache_amount(sim, h: Hold):
@@ -914,7 +925,7 @@ def release_part(sim, part: Part, ell, holder: bool = True) -> None:
         comp = min(part.pos, part.alloc) if part.advanced else part.alloc
         kept = rounddown(min(ell, comp), pool.block)
         if kept > EPS:
-            pool.put_entry(s.serial, kept, s.attrs)
+            pool.put_entry(pool.entry_key(s), kept, s.attrs)
         else:
             kept = 0.0
     if s.growth is not None and s.growth[0] is part:
@@ -922,7 +933,7 @@ def release_part(sim, part: Part, ell, holder: bool = True) -> None:
             pool.growers.remove(s)
         s.growth = None
     if sim.rec is not None:
-        sim.rec["released"].append([s.serial, pool.name, kept])
+        sim.rec["released"].append([s.tid, pool.name, kept])
 
 
 def release_hold(sim, h: Hold, cache: bool = True) -> None:
@@ -935,7 +946,7 @@ def release_hold(sim, h: Hold, cache: bool = True) -> None:
 def release_early(sim, s, pool: Pool) -> None:
     """`release P;`: the session's lease of P ends, if it has one; else the innermost hold's
     allocation of P goes now, caching per its clause; else nothing (a lease may have run out)."""
-    if s.serial in pool.leases:
+    if s.tid in pool.leases:
         end_lease(sim, s, pool)
         return
     for h in reversed(s.holds):

@@ -10,13 +10,13 @@ from serq.wire import Value
 
 from . import content
 from . import values as V
-from .config import Config, Entry, HoldState, Lease, QueueItem, Session, hold_of
+from .config import Config, Entry, HoldState, Lease, QueueItem, Session, Tid, hold_of, thread
 from .errors import At, SpecError
 from .events import schedule_event, withdraw_event
 from .expr import Env, evaluate
 
 
-def entry_of(cfg: Config, p: int, owner: int) -> Optional[Entry]:
+def entry_of(cfg: Config, p: int, owner: Tid) -> Optional[Entry]:
     """The cache entry of `owner` in pool p, or None."""
     for e in cfg.pools[p].entries:
         if e.owner == owner:
@@ -33,7 +33,7 @@ def cached_units(cfg: Config, p: int) -> V.Amount:
 
 def enqueue(cfg: Config, p: int, session: Session, head: bool = False) -> None:
     """Join p's admission queue: at the tail, or at the head after a preemption (§11.2 ties)."""
-    item = QueueItem(session.serial, cfg.now, head)
+    item = QueueItem(session.tid, cfg.now, head)
     if head:
         cfg.pools[p].queue.insert(0, item)
     else:
@@ -54,7 +54,7 @@ def select_head(cfg: Config, p: int) -> Optional[QueueItem]:
     best: Optional[QueueItem] = None
     best_key: Optional[tuple] = None
     for item in q:
-        s = cfg.sessions[item.serial]
+        s = thread(cfg, item.serial)
         env = Env(cfg, s, ctx={"waited": cfg.now - item.joined}, at=spec.get("at"),
                   what=f"pool {cfg.program.pools[p]['name']}: a queue key")
         key = tuple(evaluate(k, env) for k in spec["keys"])
@@ -63,18 +63,32 @@ def select_head(cfg: Config, p: int) -> Optional[QueueItem]:
     return best
 
 
-def leave_queue(cfg: Config, p: int, serial: int) -> None:
-    """Remove the session from p's admission queue."""
+def leave_queue(cfg: Config, p: int, serial: Tid) -> None:
+    """Remove the thread from p's admission queue."""
     cfg.pools[p].queue = [q for q in cfg.pools[p].queue if q.serial != serial]
 
 
 # -- eviction ----------------------------------------------------------------------------------
 
-def eviction_env(cfg: Config, owner: int, size: V.Amount, last: Value, at: At, what: str) -> Env:
+def is_dead(owner: Tid) -> bool:
+    """Is this the owner of a dead entry (nobody's: a negative number)? A branch's name is not."""
+    return isinstance(owner, int) and owner < 0
+
+
+def entry_owner(cfg: Config, owner: Tid) -> Optional[Session]:
+    """The thread an entry belongs to: a session (ended ones included), a live branch; None for a
+    dead entry (a negative owner) or the entry of a branch that has finished (docs/language.md
+    §11.13: its context is nobody's now, as a dead entry's)."""
+    if isinstance(owner, str):
+        return cfg.branches.get(owner)
+    return cfg.sessions[owner] if owner >= 0 else None
+
+
+def eviction_env(cfg: Config, owner: Tid, size: V.Amount, last: Value, at: At, what: str) -> Env:
     """The eviction-key moment (§4.6) of a chunk of `owner`'s entry: `size`, `last`, `age`,
     `waiting` and the owner's attributes (none for a dead entry). Eviction keys and `spill`
     clauses read it."""
-    session = cfg.sessions[owner] if owner >= 0 else None
+    session = entry_owner(cfg, owner)
     waiting = session is not None and session.status[0] == "queued"
     return Env(cfg, session, at=at, what=what, ctx={"size": Fraction(size), "last": last, "age": cfg.now - last,
                                                     "waiting": Fraction(int(waiting))})
@@ -117,7 +131,7 @@ def make_room(cfg: Config, p: int, need: V.Amount) -> list[Copy]:
             st.entries.remove(e)
         st.evicted_units += take
         cfg.records["evicted"].append([e.owner, cfg.program.pools[p]["name"], take])
-        if cfg.program.pools[p].get("spill") is not None and e.owner >= 0:
+        if cfg.program.pools[p].get("spill") is not None and not is_dead(e.owner):
             copies += spill_chunk(cfg, p, e.owner, take, e.last)
     return copies
 
@@ -132,7 +146,7 @@ def link_work(cfg: Config, p: int, env: Env) -> Value:
     return w
 
 
-def spill_chunk(cfg: Config, p: int, owner: int, take: V.Amount, last: Value) -> list[Copy]:
+def spill_chunk(cfg: Config, p: int, owner: Tid, take: V.Amount, last: Value) -> list[Copy]:
     """A chunk of `take` units just evicted from the tail of `owner`'s entry on p (§11.8.1): when
     the `when` condition holds and the chunk fits the tier Q at all, Q makes room by its own
     policy (its chunks may spill further), the chunk joins the front of owner's entry on Q (which
@@ -173,7 +187,7 @@ def add_units(cfg: Config, p: int, hold: HoldState, i: int, need: V.Amount) -> l
     return copies
 
 
-def insert_entry(cfg: Config, p: int, owner: int, size: V.Amount) -> None:
+def insert_entry(cfg: Config, p: int, owner: Tid, size: V.Amount) -> None:
     """Replace `owner`'s entry with a fresh one (last = now, next release order). Its entries on
     p's `spill` tiers continued the old prefix, not this one: they go (§11.8.1)."""
     drop_entry(cfg, p, owner)
@@ -181,7 +195,7 @@ def insert_entry(cfg: Config, p: int, owner: int, size: V.Amount) -> None:
     cfg.counters.next_rel += 1
 
 
-def drop_entry(cfg: Config, p: int, owner: int) -> None:
+def drop_entry(cfg: Config, p: int, owner: Tid) -> None:
     """`drop P;` removes this session's own entry now (§11.3), and the rest of it on P's tiers."""
     for q in [p] + cfg.program.tiers_below(p):
         st = cfg.pools[q]
@@ -201,15 +215,15 @@ def consume_own_prefix(cfg: Config, p: int, session: Session, reuse_limit: Optio
             limit = None if reuse_limit > 0 else 0
         else:
             limit = V.rounddown_block(max(Fraction(0), reuse_limit), cfg.program.block[p])
-    consumed = consume_entry(cfg, p, session.serial, limit)
+    consumed = consume_entry(cfg, p, session.tid, limit)
     loaded: V.Amount = 0
     for q in cfg.program.tiers_below(p):
         left = None if limit is None else V.amount(limit - consumed - loaded)
-        loaded = V.amount(loaded + consume_entry(cfg, q, session.serial, left))
+        loaded = V.amount(loaded + consume_entry(cfg, q, session.tid, left))
     return V.amount(consumed + loaded), loaded
 
 
-def consume_entry(cfg: Config, p: int, owner: int, limit: Optional[V.Amount]) -> V.Amount:
+def consume_entry(cfg: Config, p: int, owner: Tid, limit: Optional[V.Amount]) -> V.Amount:
     """Remove `owner`'s entry from p; keep at most `limit` of it (None: all), the rest becomes a
     dead entry with the entry's age. Returns what was kept."""
     st = cfg.pools[p]
@@ -270,7 +284,7 @@ def release_pool_early(cfg: Config, session: Session, p: int, at: At = None) -> 
     hold's allocation on P is released now, caching per the hold's `cache` clause, and the rest of
     the hold stays until its scope ends. With neither it does nothing: a lease of t seconds may
     have ended before the program releases it (docs/spec.md "Leases")."""
-    if lease_of(cfg, p, session.serial) is not None:
+    if lease_of(cfg, p, session.tid) is not None:
         end_lease(cfg, session, p)
         return
     hold = hold_of(session, p)
@@ -282,7 +296,7 @@ def release_pool_early(cfg: Config, session: Session, p: int, at: At = None) -> 
 
 # -- leases (§11.4 `lease P (t)`) ---------------------------------------------------------------
 
-def lease_of(cfg: Config, p: int, serial: int) -> Optional[Lease]:
+def lease_of(cfg: Config, p: int, serial: Tid) -> Optional[Lease]:
     """The session's lease on pool p, or None (a session holds at most one lease per pool)."""
     for x in cfg.pools[p].leases:
         if x.serial == serial:
@@ -294,25 +308,25 @@ def start_lease(cfg: Config, session: Session, hold: HoldState, p: int, until: O
     """The scope of `hold` ends with `lease P (t)`, t > 0: its part on p leaves the hold and p's
     holders but stays in p's `used` (not a victim, not evictable); `lease_end` is scheduled at
     `until` (None: t = inf, no event)."""
-    if lease_of(cfg, p, session.serial) is not None:
-        raise SpecError(f"session {session.serial} leases pool {cfg.program.pools[p]['name']} while its earlier "
+    if lease_of(cfg, p, session.tid) is not None:
+        raise SpecError(f"session {session.tid} leases pool {cfg.program.pools[p]['name']} while its earlier "
                         "lease of it is held; `release` the first before the second scope ends", at, cfg.program.files)
     part = split_part(hold, hold.pools.index(p))
-    cfg.pools[p].holders.remove(session.serial)
-    cfg.pools[p].leases.append(Lease(session.serial, part, until))
+    cfg.pools[p].holders.remove(session.tid)
+    cfg.pools[p].leases.append(Lease(session.tid, part, until))
     if until is not None:
-        schedule_event(cfg, until, "lease_end", (p, session.serial))
+        schedule_event(cfg, until, "lease_end", (p, session.tid))
 
 
 def end_lease(cfg: Config, session: Session, p: int) -> None:
     """The lease on p ends (`release P`, its `lease_end` event, the session's end): the units
     leave `used` and the hold's `cache` clause applies now (ℓ read now, Session moment)."""
-    x = lease_of(cfg, p, session.serial)
+    x = lease_of(cfg, p, session.tid)
     if x is None:
-        raise SpecError(f"internal: session {session.serial} has no lease of pool {cfg.program.pools[p]['name']} to end")
+        raise SpecError(f"internal: session {session.tid} has no lease of pool {cfg.program.pools[p]['name']} to end")
     cfg.pools[p].leases.remove(x)
     if x.ends_at is not None:
-        withdraw_event(cfg, "lease_end", (p, session.serial))   # pending unless this is its event
+        withdraw_event(cfg, "lease_end", (p, session.tid))   # pending unless this is its event
     release_slots(cfg, session, x.part, cache_amount(cfg, session, x.part), preempted=False)
 
 
@@ -321,7 +335,7 @@ def held_reservations(cfg: Config, p: int) -> V.Amount:
     reserve the holder was admitted with."""
     total = 0
     for serial in cfg.pools[p].holders:
-        h = hold_of(cfg.sessions[serial], p)
+        h = hold_of(thread(cfg, serial), p)
         if h is not None:
             i = h.pools.index(p)
             total += max(0, h.held(i) - h.alloc[i])
@@ -340,7 +354,7 @@ def release_hold(cfg: Config, session: Session, hold: HoldState, preempted: bool
     """Release every pool of `hold`, caching per its `cache` clause (§11.4 Release, §11.8)."""
     ell = cache_amount(cfg, session, hold)
     for p in hold.pools:
-        cfg.pools[p].holders.remove(session.serial)
+        cfg.pools[p].holders.remove(session.tid)
     release_slots(cfg, session, hold, ell, preempted)
 
 
@@ -362,5 +376,5 @@ def release_slots(cfg: Config, session: Session, hold: HoldState, ell: Optional[
             amount = V.min_v(ell, Fraction(computed))   # −inf when ℓ is −inf: nothing kept
             kept = 0 if amount <= 0 else V.rounddown_block(cast(Fraction, amount), cfg.program.block[p])   # ≤ computed
             if kept > 0:
-                insert_entry(cfg, p, session.serial, kept)
-        cfg.records["released"].append([session.serial, cfg.program.pools[p]["name"], kept])
+                insert_entry(cfg, p, session.tid, kept)
+        cfg.records["released"].append([session.tid, cfg.program.pools[p]["name"], kept])

@@ -23,7 +23,7 @@ from .workload import Workload
 SERIAL, TURN_NO, CACHED, COMPUTED, NEW, OUT, THINK, MORE, FORCED = range(9)
 
 STAGE_KINDS = ("fifo", "ps", "delay", "step")
-SUPPORTED_OBS = ("queue", "busy", "work", "budget_left", "used", "free", "cachedin", "holders", "queued",
+SUPPORTED_OBS = ("queue", "busy", "work", "budget_left", "running_served", "running_chunks", "used", "free", "cachedin", "holders", "queued",
                  "est_lambda", "est_rho", "est_wait", "price")
 
 

@@ -263,7 +263,12 @@ def admit (serial : Nat) (h : Hold) (ref : Nat × Nat) (stream : DrawStream) (po
         | none => pure bl
       -- `max(0, roundup_block(u, b) // b − R)`: Nat subtraction
       let bl ← ContentPool.allocate p ((roundupBlock u (some (b : Rat)) / (b : Rat)).floor.toNat - r) bl
-      ContentPool.identify p c bl u
+      -- an engine that speculates counts its lookahead (and a pad's placeholder drafts) in u:
+      -- the run's first step identifies its verified tokens instead (docs/language.md §7.3)
+      let speculates := match env.ictx with
+        | some ic => ic.slots != 0 || ic.lookahead != 0
+        | none => false
+      if !speculates then ContentPool.identify p c bl u
       hold := { (h1.setBlocks j bl) with
                 content := h1.content ++ List.replicate (j - h1.content.length) none ++ [c] }
       consumed := ((r * b : Nat) : Rat)

@@ -634,7 +634,12 @@ class Pool:
         part.nid = nreuse
         part.alloc = float(len(blocks) * b)
         part.pos = float(nreuse * b)
-        self.identify(part, units)
+        # an engine that speculates counts its lookahead (and a pad's placeholder drafts) in
+        # `units`: the run's first step identifies its verified tokens instead (docs/language.md §7.3)
+        eng = self.sim.cx.eng
+        it = eng.cur if eng is not None else None
+        if it is None or eng.spec_fns is None or not (it.slots or it.look):
+            self.identify(part, units)
         self._sync()
         return part
 

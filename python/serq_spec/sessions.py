@@ -359,7 +359,10 @@ def admit(cfg: Config, s: Session, st: dict, ref: tuple, stream: tuple, pools: l
             b = prog.content_block(p)
             content.touch(cfg, p, c, r, blocks)
             content.allocate(cfg, p, max(0, V.roundup_block(u, b) // b - r), blocks)
-            content.identify(cfg, p, c, blocks, u)
+            # an engine that speculates counts its lookahead (and a pad's placeholder drafts) in
+            # u: the run's first step identifies its verified tokens instead (docs/language.md §7.3)
+            if env.ictx is None or not (env.ictx.slots or env.ictx.lookahead):
+                content.identify(cfg, p, c, blocks, u)
             while len(hold.content) < j:
                 hold.content.append(None)
             hold.content.append(c)

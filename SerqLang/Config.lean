@@ -131,7 +131,7 @@ structure Request where
   stmt : Nat × Nat
   engine : Nat
   submit : Rat
-  output : Value
+  output : Option Value
   first : Option Rat := none
   deriving Inhabited
 

@@ -58,3 +58,25 @@ def test_request_block_without_an_output_parameter(tmp_path, capsys, params, arg
     assert rc == 0, err
     client = json.loads(out)["client"]
     assert client["ttft"]["count"] > 0 and client["tpot"]["count"] == 0, client
+
+
+# -- closed(n) whose sessions take no time: time never advances ------------------------------------
+
+def test_closed_workload_of_sessions_that_take_no_time(tmp_path):
+    """Found by the `constructs` fuzz target (`observe o = price(f, 1, 2);` as the whole server
+    under `closed(2)`): `serq run` never returned, replacing ended sessions at t = 0 forever. Now a
+    located run-time error (§11.9). Run as a process with a timeout, so that the hang of the
+    code before the fix fails the test instead of stopping the suite."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    prog = tmp_path / "p.sq"
+    prog.write_text("fn main() {\n  stage f : fifo;\n  workload { arrive closed(2); }\n"
+                    "  server { observe o = price(f, 1, 2); }\n}\n")
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1] / "python"))
+    p = subprocess.run([sys.executable, "-m", "serq.cli", "run", str(prog), "--horizon", "3"], env=env,
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode == 2, p.stderr
+    assert p.stderr.startswith(f"{prog}:3:3: error: `arrive closed(2)`: ") and "never advances" in p.stderr, p.stderr

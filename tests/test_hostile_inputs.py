@@ -80,3 +80,43 @@ def test_closed_workload_of_sessions_that_take_no_time(tmp_path):
                        capture_output=True, text=True, timeout=30)
     assert p.returncode == 2, p.stderr
     assert p.stderr.startswith(f"{prog}:3:3: error: `arrive closed(2)`: ") and "never advances" in p.stderr, p.stderr
+
+
+# -- issue 18's words where they do not belong: the error says where they do ----------------------
+
+HOSTILE_BASE = """\
+fn main() {
+  stage a : ps(1);
+  pool kv { cap 1024; block 16; }
+  stage eng : step { budget 32; cost 0.01 + 0.0001 * tokens; memory kv; }
+  pool slots { cap 2; admit via eng; }
+  workload { arrive poisson(1); }
+  server {
+    hold slots (1), kv (20) { run eng prefill (20) growing kv; }
+  }
+}
+"""
+
+
+@pytest.mark.parametrize("old, new, message, at", [
+    # `share` in a block read as a reserved word used as a name
+    ("  server {\n", "  server {\n    share maxmin;\n",
+     "`share …;` is an item of `fn main` (docs/language.md §11.14), not a statement", (8, 5)),
+    # K's item words outside a step stage: a bare syntax error, now with where they belong
+    ("  server {\n", "  server {\n    budget 3;\n", "`budget …;` is an item of a K step stage", (8, 12)),
+    ("  workload {", "  cost 1;\n  workload {", "`cost …;` is an item of a K step stage", (6, 3)),
+    # a bare engine value outside a step stage's `cost`: an unknown name, now with what it is
+    ("  server {\n", "  server {\n    observe x = residents;\n",
+     "`residents` is the engine value `running.count` only in a K step stage's `cost`", (8, 17)),
+])
+def test_misplaced_words_of_issue_18_say_where_they_belong(old, new, message, at):
+    from serq.errors import SerqError
+    from serq.frontend import compile_source
+
+    text = HOSTILE_BASE.replace(old, new, 1)
+    assert text != HOSTILE_BASE
+    with pytest.raises(SerqError) as info:
+        compile_source(text, "t.sq", {})
+    assert message in info.value.message, info.value.message
+    assert (info.value.file, info.value.line, info.value.column) == ("t.sq",) + at, (
+        info.value.line, info.value.column, info.value.message)

@@ -10,16 +10,19 @@ benchmarks/peer/pyserq_peer.py and the ratios are printed.
 
 Then, for the seed and M/M/1 (issue 15 item 7; `--no-rss`, `--no-phases` leave them out):
 
-Peak RSS per 10^6 requests, measured, not extrapolated from one run: each workload runs in a
+RSS per 10^6 requests, measured, not extrapolated from one run: each workload runs once in a
 fresh child process (this script with `--rss-child`, records off, as `serq run` without
-`--records`) at two horizons (`--rss-horizons`, `--mm1-rss-horizons`). The child's own peak
-resident set is its `VmHWM` (/proc/self/status, read by the child after its run); where /proc
-is absent, `ru_maxrss` of the child's rusage (`os.wait4`). Not `getrusage(RUSAGE_CHILDREN)` nor the
-child's `ru_maxrss` on Linux: both carry the parent's peak across fork and exec (measured: all
-four points read 81.6 MiB, this process's own size after its timed runs). The line through the
-two points gives the slope (MiB per 10^6 requests) and the base (the intercept at 0 requests:
-interpreter, imports, compiled program). Both points are printed, so a slope near 0 (statistics
-exact up to 65 536 samples, then streaming; bounded caches) can be told from a growth.
+`--records`) to a horizon (`--rss-horizon`, `--mm1-rss-horizon`); the child reads its own
+resident set (VmRSS, /proc/self/status) at half the horizon and at the end, and its peak (VmHWM)
+at the end. The slope through the two VmRSS points is the memory a run keeps per request (MiB
+per 10^6 requests); the peak adds what was held once and given back. Both points lie beyond the
+one-time steps of a run: the exact samples' switch to streaming statistics (at 65 536 samples;
+docs/report.md) and numpy's import by the run's buffered streams (at the arrival stream's 8 193rd
+draw; serq/draws.py `BufferedStream`), which two runs of different horizons place at different
+points of their peaks (docs/fast.md "Memory"). Where /proc is absent the child prints nulls and
+the line says so. Not `getrusage(RUSAGE_CHILDREN)` nor the child's `ru_maxrss` on Linux: both
+carry the parent's peak across fork and exec (measured: all four points read 81.6 MiB, this
+process's own size after its timed runs).
 
 CPU per request by phase: a separate run under cProfile (`--profile-horizon`,
 `--mm1-profile-horizon`), never the timed run. Each function's own time (tottime) goes to the
@@ -158,39 +161,44 @@ def profiled_phases(path: str, sets: dict, horizon: float, seed: int) -> dict:
     return phase_shares(prof)
 
 
-def rss_child(path: str, horizon: float, seed: int) -> None:
-    """The child of a peak-RSS point: one run, records off; prints its request count."""
-    ir = load_program(str(ROOT / path), {})
-    sim = Sim(ir, seed=seed, horizon=horizon, warmup=horizon / 10).run()
-    hwm = None
+def _proc_status_kib(key: str):
+    """A field of /proc/self/status in KiB (VmRSS:, VmHWM:), or None where /proc is absent."""
     try:
         with open("/proc/self/status") as f:
-            hwm = next((int(line.split()[1]) for line in f if line.startswith("VmHWM:")), None)  # KiB
+            return next((int(line.split()[1]) for line in f if line.startswith(key)), None)
     except OSError:
-        pass
-    print(json.dumps({"requests": sim.client["response"].n, "hwm_kib": hwm}))
+        return None
 
 
-def rss_point(path: str, horizon: float, seed: int) -> tuple[int, float]:
-    """(requests, peak RSS in MiB) of one run in a fresh child process."""
-    child = subprocess.Popen([sys.executable, __file__, "--rss-child", path, str(horizon), str(seed)],
-                             stdout=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(ROOT / "python")})
-    out = child.stdout.read()  # type: ignore[union-attr]
-    _, status, usage = os.wait4(child.pid, 0)
-    child.returncode = os.waitstatus_to_exitcode(status)
-    if child.returncode != 0:
-        raise RuntimeError(f"the RSS child for {path} at horizon {horizon:g} failed")
-    got = json.loads(out)
-    kib = got["hwm_kib"] if got["hwm_kib"] is not None else usage.ru_maxrss  # both KiB on Linux
-    return got["requests"], kib / 1024.0
+def rss_child(path: str, horizon: float, seed: int) -> None:
+    """The child of the RSS points: one run, records off; prints (requests, VmRSS) at half the
+    horizon and at the end, and VmHWM at the end."""
+    ir = load_program(str(ROOT / path), {})
+    half: list = []
+
+    def at_half(now: float, _horizon: float) -> None:
+        if not half and now >= horizon / 2:
+            half.append((sim.client["response"].n, _proc_status_kib("VmRSS:")))
+
+    sim = Sim(ir, seed=seed, horizon=horizon, warmup=horizon / 10, progress=at_half)
+    sim.run()
+    print(json.dumps({"half": half[0] if half else None,
+                      "end": (sim.client["response"].n, _proc_status_kib("VmRSS:")),
+                      "hwm_kib": _proc_status_kib("VmHWM:")}))
 
 
-def print_rss(label: str, path: str, horizons: list, seed: int) -> None:
-    (n1, r1), (n2, r2) = (rss_point(path, h, seed) for h in horizons)
+def print_rss(label: str, path: str, horizon: float, seed: int) -> None:
+    child = subprocess.run([sys.executable, __file__, "--rss-child", path, str(horizon), str(seed)],
+                           stdout=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(ROOT / "python")}, check=True)
+    got = json.loads(child.stdout)
+    if got["half"] is None or got["half"][1] is None or got["end"][1] is None:
+        print(f"{label:<34} RSS: not measured (no /proc/self/status, or the run was too short)")
+        return
+    (n1, k1), (n2, k2) = got["half"], got["end"]
+    r1, r2 = k1 / 1024.0, k2 / 1024.0
     slope = (r2 - r1) / (n2 - n1) * 1e6 if n2 != n1 else float("nan")
-    base = r1 - slope * n1 / 1e6
-    print(f"{label:<34} peak RSS {r1:.1f} MiB at {n1} requests (horizon {horizons[0]:g}), "
-          f"{r2:.1f} MiB at {n2} (horizon {horizons[1]:g}): {slope:+.1f} MiB per 10^6 requests, base {base:.1f} MiB")
+    print(f"{label:<34} RSS {r1:.1f} MiB at {n1} requests (t = {horizon / 2:g} s), {r2:.1f} MiB at {n2} "
+          f"(t = {horizon:g} s): {slope:+.1f} MiB per 10^6 requests; peak (VmHWM) {got['hwm_kib'] / 1024.0:.1f} MiB")
 
 
 def print_phases(label: str, path: str, horizon: float, seed: int, us_per_request: float) -> None:
@@ -225,8 +233,9 @@ def main(argv=None) -> int:
     ap.add_argument("--no-pyserq", action="store_true")
     ap.add_argument("--no-rss", action="store_true", help="leave out the peak-RSS points")
     ap.add_argument("--no-phases", action="store_true", help="leave out the profiled run by phase")
-    ap.add_argument("--rss-horizons", default="30000,60000", help="the seed's two RSS points, s (both beyond the 65 536 exact samples)")
-    ap.add_argument("--mm1-rss-horizons", default="100000,400000", help="M/M/1's two RSS points, s")
+    ap.add_argument("--rss-horizon", type=float, default=80000.0,
+                    help="the seed's RSS run, s (points at half of it and at the end, both beyond the one-time steps)")
+    ap.add_argument("--mm1-rss-horizon", type=float, default=400000.0, help="M/M/1's RSS run, s")
     ap.add_argument("--profile-horizon", type=float, default=4000.0, help="the seed's profiled run, s")
     ap.add_argument("--mm1-profile-horizon", type=float, default=40000.0, help="M/M/1's profiled run, s")
     ap.add_argument("--rss-child", nargs=3, metavar=("PATH", "HORIZON", "SEED"), help=argparse.SUPPRESS)
@@ -275,8 +284,8 @@ def main(argv=None) -> int:
                      us_per_request["vllm.sq Lambda=0.3"])
         print_phases("mm1.sq", mm1_path, args.mm1_profile_horizon, args.seed, 1e6 * m["cpu"] / max(1, m["requests"]))
     if not args.no_rss:
-        print_rss("vllm.sq Lambda=0.3", vllm_path, [float(h) for h in args.rss_horizons.split(",")], args.seed)
-        print_rss("mm1.sq", mm1_path, [float(h) for h in args.mm1_rss_horizons.split(",")], args.seed)
+        print_rss("vllm.sq Lambda=0.3", vllm_path, args.rss_horizon, args.seed)
+        print_rss("mm1.sq", mm1_path, args.mm1_rss_horizon, args.seed)
     return 0
 
 

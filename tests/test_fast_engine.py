@@ -121,9 +121,8 @@ def test_advance_agrees_with_every_step(monkeypatch, settings):
     assert _close_reports(json.loads(report.to_json(a)), json.loads(report.to_json(b))) is None
 
 
-def test_live_run_equals_replay_of_its_sample():
-    """docs/sessions.md: a live fast run and the replay of the sample of the same seed agree
-    (the same streams, the same 12-digit values)."""
+def _live_and_replay(k: int = 12):
+    """The seed program (exp, uniform and bernoulli draws) run live and replaying its sample."""
     sample = pytest.importorskip("serq_spec.sample")
     from pathlib import Path
 
@@ -131,15 +130,32 @@ def test_live_run_equals_replay_of_its_sample():
 
     ir = load_program(str(Path(__file__).resolve().parents[1] / "examples" / "multi-turn" / "vllm.sq"),
                       {"blocks": "2500", "Lambda": "2"})
-    k = 12
     data = sample.sample(ir, 7, k, "vllm.sq")
     live = Sim(ir, seed=7, horizon=float("inf"), warmup=0.0, arrivals=k).run()
     replay = Sim(ir, seed=7, horizon=float("inf"), warmup=0.0, replay=data).run()
+    return live, replay
+
+
+def test_live_run_equals_replay_of_its_sample():
+    """docs/sessions.md: a live fast run and the replay of the sample of the same seed agree
+    (the same streams, the same 12-digit values); the live draws go through the fast path of
+    `sources.LiveSource`, the sample through `serq.draws.draw_float`."""
+    k = 12
+    live, replay = _live_and_replay(k)
     for name in ("ttft", "response", "tpot"):
         a, b = live.client[name].exact, replay.client[name].exact
         assert len(a) == len(b) > 0
         assert a == pytest.approx(b, rel=1e-9)
     assert live.narrivals == replay.narrivals == k
+
+
+def test_draws_fast_path_fault_is_caught(monkeypatch):
+    """The seeded fault `draw_fast_uniform` (a uniform draw of the fast path mirrored, hi − (hi − lo)·U)
+    makes the live run differ from the replay of its sample."""
+    monkeypatch.setenv("SERQ_FAST_FAULT", "draw_fast_uniform")
+    live, replay = _live_and_replay()
+    monkeypatch.delenv("SERQ_FAST_FAULT")
+    assert live.client["response"].exact != pytest.approx(replay.client["response"].exact, rel=1e-9)
 
 
 def test_reuse_inf_keeps_the_whole_entry():

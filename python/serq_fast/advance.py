@@ -252,17 +252,16 @@ def run(eng, it, jobs, parts, pool, grow_ok: bool, watch, cap_steps: int, t1: fl
 def _stair_costs(eng, it, nres: int):
     """The memo of the cost by KV held (a dict) for the engine values fixed in this advance
     (`advance.ff_begin`); a second level of `advance.ff_cost`'s memo, so that a lookup hashes
-    one float. Bounded like it."""
+    one float. Bounded like it: 65 536 costs in all, over every fixed-values key (each key's dict
+    had its own bound, and there could be 4 096 keys: no bound in practice)."""
     fixed = ff_begin(eng, it, nres)
     eng._ff_fixed_key = fixed
     memo = eng._stair_memo
+    if sum(map(len, memo.values())) + len(memo) > 65536:
+        memo.clear()
     d = memo.get(fixed)
     if d is None:
-        if len(memo) > 4096:
-            memo.clear()
         d = memo[fixed] = {}
-    elif len(d) > 65536:
-        d.clear()
     return d
 
 

@@ -235,6 +235,7 @@ class _Gen:
         self.ns: dict = {"_nan": _nan, "_div": _div, "_pow": _pow, "_fn": _fn, "_sim": sim,
                          "_ctx_missing": _ctx_missing, "_no_job": _no_job, "_INF": INF}
         self.n = 0
+        self.attrs_local = False  # True: attributes read from the local `attrs` (a session block)
 
     def name(self, value: Any) -> str:
         self.n += 1
@@ -256,6 +257,10 @@ class _Gen:
             return repr(v) if math.isfinite(v) else ("_INF" if v > 0 else "(-_INF)")
         if k == "attr":
             slot = int(e["slot"])
+            if self.attrs_local and 0 <= slot < self.sim.nattrs:
+                # a session block (specialise.py): `attrs` is the running session's list, the one
+                # cx.attrs names, of the program's full length
+                return f"attrs[{slot}]"
             a = self.tmp()
             # engine moments read attributes from an empty list: 0
             return f"({a}[{slot}] if {slot} < len({a} := cx.attrs) else 0.0)"

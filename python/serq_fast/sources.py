@@ -20,6 +20,25 @@ from serq.sessionsfile import missing_draw
 from serq_fast.expr import RunError, to_float
 
 
+_INF = math.inf
+_log1p = math.log1p
+
+
+class _Faults:
+    """The seeded fault of the draws' fast path (docs/fast.md "Seeded faults"), set by each
+    `step.Sim` from SERQ_FAST_FAULT (`plant_faults`), so that a session's source need not read
+    the environment when it opens."""
+
+    uniform_mirror = False
+
+
+_FAULTS = _Faults()
+
+
+def plant_faults(faults: set) -> None:
+    _FAULTS.uniform_mirror = "draw_fast_uniform" in faults
+
+
 def _round12(x: float) -> float:
     if not math.isfinite(x):
         raise RunError(f"a draw produced {x!r}")
@@ -41,6 +60,25 @@ class LiveSource:
         self.log = log
 
     def __call__(self, dist: str, args: list, at=None) -> float:
+        if self.log is None:
+            # labelled speed trick (docs/fast.md "Per-session work"): the three laws of the common
+            # workloads drawn here, with `draws.check_args`'s tests and `draws.draw_float`'s
+            # formulas inline (three calls fewer per draw); anything else, or an argument outside
+            # the law's domain, takes the general path below, which raises its error
+            if dist == "exp":
+                m = args[0]
+                if 0.0 <= m < _INF:
+                    return _round12(-m * _log1p(-self.rng.random()))
+            elif dist == "uniform":
+                lo, hi = args
+                if -_INF < lo < _INF and -_INF < hi < _INF:
+                    if _FAULTS.uniform_mirror:  # seeded fault `draw_fast_uniform` (docs/fast.md)
+                        return _round12(hi - (hi - lo) * self.rng.random())
+                    return _round12(lo + (hi - lo) * self.rng.random())
+            elif dist == "bernoulli":
+                p = args[0]
+                if -_INF < p < _INF:
+                    return 1.0 if self.rng.random() < p else 0.0
         if dist == "det":
             v = args[0]
             if not math.isfinite(v):

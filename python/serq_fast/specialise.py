@@ -85,6 +85,7 @@ class _BlockGen:
         self.sim = sim
         self.index = index
         self.g = _Gen(sim)
+        self.g.attrs_local = True
         self.g.ns.update({"RunError": RunError, "_bad_guard": _bad_guard, "_bad_work": _bad_work,
                           "_floor": math.floor, "_blocks": sim.blocks,
                           "_release_early": release_early, "_find_part": find_part, "_grow": grow})

@@ -15,6 +15,7 @@ engine's).
 from __future__ import annotations
 
 import math
+from array import array
 
 T_20 = 2.093  # Student t, 19 degrees of freedom, 95 % two-sided
 N_BATCHES = 20
@@ -35,13 +36,16 @@ def _ci_of_means(means: list) -> float:
 
 
 class Sample:
-    __slots__ = ("n", "mean", "m2", "exact", "bsum", "bsize", "bfill", "sketch", "zero", "neg")
+    __slots__ = ("n", "mean", "m2", "xs", "bsum", "bsize", "bfill", "sketch", "zero", "neg")
 
     def __init__(self) -> None:
         self.n = 0
         self.mean = 0.0
         self.m2 = 0.0
-        self.exact: list | None = []
+        # the exact samples as C doubles (8 bytes each, where a list of floats takes 32): up to
+        # 65 536 of them per statistic, a few per request, so a run below the limit holds 4× less
+        # and the peak before streaming is 0.5 MiB per statistic, not 2 (docs/fast.md "Memory")
+        self.xs: array | None = array("d")
         self.bsum: list = []  # closed batch sums (streaming mode)
         self.bsize = 0
         self.bfill = [0, 0.0]  # samples and sum of the open batch
@@ -54,15 +58,21 @@ class Sample:
         d = x - self.mean
         self.mean += d / self.n
         self.m2 += d * (x - self.mean)
-        if self.exact is not None:
-            self.exact.append(x)
-            if len(self.exact) > EXACT_LIMIT:
+        xs = self.xs
+        if xs is not None:
+            xs.append(x)
+            if len(xs) > EXACT_LIMIT:
                 self._go_streaming()
         else:
             self._stream(x)
 
+    @property
+    def exact(self) -> list | None:
+        """The exact samples in recording order (a list), or None once streaming."""
+        return self.xs.tolist() if self.xs is not None else None
+
     def _go_streaming(self) -> None:
-        xs, self.exact = self.exact, None
+        xs, self.xs = self.xs, None
         self.bsize = max(1, len(xs) // 40)
         self.bsum = []
         self.bfill = [0, 0.0]
@@ -99,9 +109,9 @@ class Sample:
     def ci(self) -> float | None:
         if self.n < MIN_CI_SAMPLES:
             return None
-        if self.exact is not None:
+        if self.xs is not None:
             b = self.n // N_BATCHES
-            xs = self.exact
+            xs = self.xs
             means = [sum(xs[i * b:(i + 1) * b]) / b for i in range(N_BATCHES)]
         else:
             k = len(self.bsum)  # 20 <= k < 40 closed batches of bsize samples
@@ -113,8 +123,8 @@ class Sample:
         if self.n == 0:
             return None
         r = _rank(q, self.n)
-        if self.exact is not None:
-            return sorted(self.exact)[r - 1]
+        if self.xs is not None:
+            return sorted(self.xs)[r - 1]
         # walk the sketch: negatives (largest magnitude first), zeros, positives
         seen = 0
         for i in sorted(self.neg, reverse=True):

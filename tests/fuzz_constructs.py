@@ -16,7 +16,9 @@ A program is assembled from parts, each drawn well-formed most of the time and m
 - an engine's and a stage's estimates `est_lambda/est_rho/est_wait(X)` and `price(X, a, b)` in
   gauges and observations, X a ps/fifo stage, the step engine, an array member, a pool, a number,
   an unknown name, with the wrong number of arguments;
-- a request block with 0, 1 or 2 parameters on an S engine (a defect this target found, fixed).
+- a request block with 0, 1 or 2 parameters on an S engine (the defect of issue 18's brief);
+- `transfer S (w) from P to Q (n);` (§11.15) over one link or several, leased or held, with the
+  wrong links, pools, amounts and places of §11.15's errors.
 
 Then up to two byte edits that insert construct words (`,`, `share maxmin;`, `step`, `budget`…)
 anywhere, as the `programs` target does for mm1.sq.
@@ -118,6 +120,25 @@ def _k_step(draw) -> list[str]:
                 "pool slots { cap 2; admit via eng; admit via eng; }"])]
 
 
+def _transfer(draw, ps_names) -> tuple[list[str], str]:
+    """`transfer S (w) from P to Q (n);` (§11.15): P's KV leased past its hold (or a hold of both
+    around the copy), copied over a link — a fifo, delay or ps stage, an array member, several ps
+    stages at once — and landed in Q; wrong: an engine or unknown link, one pool twice, a P no hold
+    takes or a lease that runs out, n negative, infinite or beyond Q's allocation, a fork around it."""
+    links = _one(draw, ["f", "link[0]", "link[1]", "d", ", ".join(ps_names[:2]) or "link[0], link[1]",
+                        "link[0], link[1]"], ["eng", "nobody", "link", "f, d", "a, a", "kv"])
+    work = _one(draw, ["16 * 1e-3", "1", "0", "~exp(1)"], ["-1", "inf", "1e300"])
+    n = _one(draw, ["16", "8", "0"], ["-1", "inf", "100", "16 + serial"])
+    lease = _one(draw, [" lease pk (inf)", " lease pk (5)"], ["", " lease pk (0.001)", " lease dk (inf)"])
+    dest = _one(draw, ["dk"], ["pk", "nowhere", "a"])
+    copy = f"transfer {links} ({work}) from pk to {dest} ({n});"
+    body = _one(draw, [f"{copy} run f (1);"], [f"fork {{ {copy} }} join;", "run f (1);"])
+    pools = ["pool pk { cap 64; }", _one(draw, ["pool dk { cap 64; evict lru; }"],
+                                          ["pool dk { cap 64; share content; }", "pool dk[2] { cap 64; }"])]
+    first = _one(draw, ["hold pk (16) { run f (0.5); }"], ["run f (0.5);", "hold pk (16) { run f (0.5); }"])
+    return pools, f"{first}{lease} hold dk (16) {{ {body} }} cache (16);"
+
+
 def _s_engine(draw) -> tuple[list[str], str]:
     """An S engine with a request block of 0, 1 or 2 parameters, and its call."""
     n = draw(st.integers(0, 2))
@@ -144,8 +165,8 @@ def construct_programs(draw) -> str:
     decls += [_one(draw, ["share maxmin;", "share bottleneck;"], ["share fifo;", "share;"])
               for _ in range(_one(draw, [0, 1], [2]))]
     server = []
-    engine = draw(st.sampled_from(["none", "k", "k", "s"]))
-    draw.names = names + (["eng"] if engine != "none" else [])
+    engine = draw(st.sampled_from(["none", "k", "k", "s", "transfer", "transfer"]))
+    draw.names = names + (["eng"] if engine in ("k", "s") else [])
     if engine == "k":
         decls += _k_step(draw)
         server.append(_one(draw, [
@@ -158,6 +179,10 @@ def construct_programs(draw) -> str:
         lines, call = _s_engine(draw)
         decls += lines
         server.append(call)
+    elif engine == "transfer":
+        lines, copy = _transfer(draw, ps_names)
+        decls += lines
+        server.append(copy)
     if draw.faulty and not draw(st.integers(0, 5)):   # a K word among main's declarations
         decls.append(draw(st.sampled_from(K_WORDS_OUTSIDE[:5])))
     for _ in range(draw(st.integers(0, 2))):

@@ -105,6 +105,10 @@ fn main() {
     # K's item words outside a step stage: a bare syntax error, now with where they belong
     ("  server {\n", "  server {\n    budget 3;\n", "`budget …;` is an item of a K step stage", (8, 12)),
     ("  workload {", "  cost 1;\n  workload {", "`cost …;` is an item of a K step stage", (6, 3)),
+    # a lease after a statement that is not a hold (the generator's transfer programs met it)
+    ("    hold slots (1), kv (20) { run eng prefill (20) growing kv; }\n",
+     "    hold slots (1), kv (20) { run eng prefill (20) growing kv; }\n    run a (1); lease kv (inf);\n",
+     "`lease P (t)` follows the block of a hold of P", (9, 16)),
     # a bare engine value outside a step stage's `cost`: an unknown name, now with what it is
     ("  server {\n", "  server {\n    observe x = residents;\n",
      "`residents` is the engine value `running.count` only in a K step stage's `cost`", (8, 17)),

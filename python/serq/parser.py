@@ -458,6 +458,10 @@ def _token_error(src: Source, tokens: list[Token], tok: Token, expected: set[str
     if tok.type == "SHARE" and "a statement" in items:
         return src.error("`share …;` is an item of `fn main` (docs/language.md §11.14), not a statement: "
                          "write it beside the stages", line, col)
+    if tok.type == "LEASE" and "a statement" in items:
+        return src.error("`lease P (t)` follows the block of a hold of P (`hold P (u) { … } lease P (t);`, "
+                         "docs/language.md §11.4) or is an item of an engine's request block; it is not a "
+                         "statement", line, col)
     if tok.type != "NAME" and str(tok.value) in RESERVED and ("NAME" in expected or "a name" in items):
         return src.error(f"`{tok.value}` is a reserved word and cannot be used as a name", line, col)
     hint = ""

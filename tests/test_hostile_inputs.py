@@ -124,3 +124,31 @@ def test_misplaced_words_of_issue_18_say_where_they_belong(old, new, message, at
     assert message in info.value.message, info.value.message
     assert (info.value.file, info.value.line, info.value.column) == ("t.sq",) + at, (
         info.value.line, info.value.column, info.value.message)
+
+
+# -- open: the decode fast-forward and a ps stage disagree on event numbers -----------------------
+
+FF_PS = """\
+fn main() {
+  device acc { }
+  pool kv { cap 64 * 16; block 16; preempt lifo; }
+  engine eng on acc { slots cap 2; tokens cap 32; schedule { advance running; admit waiting; } execute (1); }
+  pool slots on eng { }
+  workload { arrive poisson(3); }
+  stage a : ps(0.5);
+  server {
+    hold slots (1), kv (20) { run eng prefill (20) growing kv; run eng decode (4) growing kv; }
+    run a (1);
+  }
+}
+"""
+
+
+@pytest.mark.xfail(strict=True, reason="open (issue 18 fuzz campaign, seeds 19004/19005/19007): with the decode "
+                   "fast-forward on, an engine beside a busy ps stage numbers its iteration end one higher than "
+                   "serq_spec (step 10: .event.seq 10 vs 11); SERQ_FAST_NO_FF=1 agrees; present since a5a9774")
+def test_fast_forward_beside_a_ps_stage_agrees_in_lockstep(tmp_path, capsys):
+    prog = tmp_path / "p.sq"
+    prog.write_text(FF_PS)
+    rc, out, err = run(capsys, "lockstep", prog, "--seed", "1", "--sessions", "3")
+    assert rc == 0 and "agree" in out, out + err

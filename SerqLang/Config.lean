@@ -30,6 +30,9 @@ branch its session forked (`"s.k"` on the wire). A serial is a thread wherever o
 inductive Tid where
   | session (serial : Nat)
   | branch (serial k : Nat)
+  /-- config.py `is_copy`: the n-th copy job of a spilled chunk, `"spill.n"` on the wire
+  (docs/language.md §11.8.1); no thread, so nothing resumes when it finishes -/
+  | copy (n : Nat)
   deriving Inhabited, DecidableEq
 
 instance : Coe Nat Tid := ⟨Tid.session⟩
@@ -38,11 +41,13 @@ instance : Coe Nat Tid := ⟨Tid.session⟩
 def Tid.owner : Tid → Nat
   | .session n => n
   | .branch n _ => n
+  | .copy _ => 0   -- never asked: a copy job is nobody's (`finishJob` stops before `thread`)
 
 /-- The thread's name in messages: the serial, or `s.k`. -/
 def Tid.text : Tid → String
   | .session n => toString n
   | .branch n k => s!"{n}.{k}"
+  | .copy n => s!"spill.{n}"
 
 /-- The argument of an event: arrive → serial; finish → [stage, thread]; iter_end → stage;
 lease_end → [pool, serial]; warmup_end → null. -/
@@ -154,8 +159,12 @@ structure Job where
   startOrder : Nat := 0
   /-- a pending resident of a `lag 1` engine (docs/async.md §3) -/
   pending : Bool := false
+  /-- a speculative run's drafts per step (docs/language.md §7.3); 0: one token a step -/
+  drafts : Nat := 0
   /-- the job of branch k of its session (docs/language.md §11.13), on a stage that is no engine -/
   branch : Option Nat := none
+  /-- the n-th copy of a spilled chunk (docs/language.md §11.8.1): a job of no thread -/
+  copy : Option Nat := none
   /-- On a ps stage a flow crosses (docs/language.md §11.14): `left` is the work remaining at
   `since`, served at `rate` since then; `stages` lists a flow's stages (none: one stage). -/
   shared : Bool := false
@@ -169,9 +178,10 @@ def Job.stagesOf (j : Job) : List Nat := j.stages.getD [j.stage]
 
 /-- The thread that runs the job. -/
 def Job.tid (j : Job) : Tid :=
-  match j.branch with
-  | some k => .branch j.serial k
-  | none => .session j.serial
+  match j.copy, j.branch with
+  | some n, _ => .copy n
+  | none, some k => .branch j.serial k
+  | none, none => .session j.serial
 
 /-- Session statuses (config.py): ready, queued in a pool, on a stage, growing in a pool, ended. -/
 inductive Status where
@@ -210,6 +220,8 @@ structure Session where
   /-- its server made an engine call -/
   turnCalled : Bool := false
   request : Option Request := none
+  /-- the turn's acceptance counts by output number (docs/language.md §7.3) -/
+  accept : Option (List Nat) := none
   job : Option Job := none
   /-- `[pool, target units]` of a stalled growth. -/
   growth : Option (Nat × Rat) := none
@@ -218,6 +230,9 @@ structure Session where
   branch : Option Nat := none
   /-- a branch: the thread that forked it -/
   parent : Option Tid := none
+  /-- a branch whose fork's block holds a pool (a sub-agent): its attributes are its own, a copy
+  of the forking thread's (config.py `Session.own`) -/
+  own : Bool := false
   /-- branches this thread forked that have not finished -/
   liveBranches : Nat := 0
   /-- the session: branches forked so far (they are numbered from 1) -/
@@ -305,6 +320,8 @@ structure Counters where
   nextDead : Nat := 1
   nextSerial : Nat := 0
   machine : Nat := 0
+  /-- spill copy jobs started (names them, docs/language.md §11.8.1) -/
+  nextCopy : Nat := 0
   deriving Inhabited
 
 /-- config.py `Config`: the dynamic state (the program is passed separately). -/

@@ -60,6 +60,23 @@ def nextUnserved (ic : IterCtx) (order : Option Order) : M (Option Job) := do
         | some (_, bk) => if lexLt key bk then best := some (j, key)
       return best.map (·.1)
 
+/-- engine.py `wanted`: what a resident asks of one iteration — a decode one token (1 + k with k
+drafts, cut by the per-run cap like a chunk), a prefill its work left, with its placeholder drafts,
+up to the per-run cap (docs/language.md §7.3). -/
+def wanted (job : Job) (cap : Tok) : Nat :=
+  let left := tokensLeft job
+  let capped (w : Nat) : Nat := match cap with
+    | .inf => w
+    | .n c => min w c
+  if job.mode == "decode" then
+    if job.drafts > 0 && left > 0 then capped (1 + job.drafts) else min 1 left
+  else capped (left + job.drafts)
+
+/-- engine.py `verified_upto`: the position up to which a step's tokens are verified (§7.3). -/
+def verifiedUpto (job : Job) (posBefore : Rat) (tokens : Nat) : Rat :=
+  if job.drafts == 0 then posBefore + (tokens : Rat)
+  else posBefore + ((min tokens (if job.mode == "decode" then 1 else tokensLeft job) : Nat) : Rat)
+
 /-- engine.py `serve`: one resident's turn. -/
 def serve (ic : IterCtx) (job : Job) (only : Option Expr) (cap : Tok) : M IterCtx := do
   let mut ic := { ic with served := ic.served ++ [job.serial] }
@@ -70,13 +87,20 @@ def serve (ic : IterCtx) (job : Job) (only : Option Expr) (cap : Tok) : M IterCt
     if !Value.nz (← evaluate env o) then return ic
   let decoding := job.mode == "decode"
   let left := tokensLeft job
-  let want : Nat := if decoding then min 1 left else
-    match cap with
-    | .inf => left
-    | .n c => min left c
+  let mut want : Nat := wanted job cap
+  if job.drafts > 0 then
+    if let (some gp, .n lim) := (job.growing, ic.limit) then
+      -- a step's positions stay below the limit, room for the token it samples (§7.3)
+      if let some h := holdOf s gp then
+        let pos := h.position.getD (h.slot gp) 0
+        want := min want ((lim : Int) - 1 - pos.floor).toNat
+  if ic.slots > 0 then
+    if let .n l := ic.left then
+      -- no budget left beyond the drafting slots: the iteration is full (§7.3)
+      if l ≤ ic.slots then return { ic with stopped := true }
   let mut tokens : Nat := match ic.left with
     | .inf => want
-    | .n l => min want l
+    | .n l => min want (l - ic.slots)
   if !decoding && tokens < left then
     if let some g := ic.granule then
       if g > 0 then
@@ -88,7 +112,12 @@ def serve (ic : IterCtx) (job : Job) (only : Option Expr) (cap : Tok) : M IterCt
     if let .growing _ := s.status then return ic
     let some h := holdOf s gp | specError s!"internal: resident {job.serial} holds no pool {gp}"
     let i := h.slot gp
-    let need : Rat := h.position.getD i 0 + (tokens : Rat) - h.alloc.getD i 0
+    -- the lookahead units past the chunk, never past the limit (§7.3)
+    let chunkEnd : Rat := h.position.getD i 0 + (tokens : Rat)
+    let reach : Rat := match ic.limit with
+      | .inf => chunkEnd + (ic.lookahead : Rat)
+      | .n lim => min (chunkEnd + (ic.lookahead : Rat)) (max (lim : Rat) chunkEnd)
+    let need : Rat := reach - h.alloc.getD i 0
     if need > 0 then
       let (ok, ic') ← grow job.serial gp need (some ic)
       ic := ic'.getD ic
@@ -111,14 +140,15 @@ def serve (ic : IterCtx) (job : Job) (only : Option Expr) (cap : Tok) : M IterCt
     if (← pool gp).content.isSome && identifies job then
       -- the blocks these tokens fill are identified as they are scheduled (vLLM's
       -- cache_blocks(request, num_computed + num_new); docs/content.md §3)
-      ContentPool.identify gp (h.contentOf i) (h.blocksOf i).2 (pos + (tokens : Rat))
+      -- a speculative step's drafts are not verified yet (§7.3)
+      ContentPool.identify gp (h.contentOf i) (h.blocksOf i).2 (verifiedUpto job pos tokens)
   ic := { ic with assign := ic.assign.push { serial := job.serial, mode := job.mode, tokens, posBefore,
                                               pending := job.pending } }
   match ic.left with
   | .inf => pure ()
   | .n l =>
-    ic := { ic with left := .n (l - tokens) }
-    if l - tokens == 0 then ic := { ic with stopped := true }
+    ic := { ic with left := .n (l - tokens - ic.slots) }
+    if l - tokens - ic.slots ≤ ic.slots then ic := { ic with stopped := true }
   return ic
 
 /-- engine.py `serve_running`: serve every resident once, in serving order, while budget is left. -/
@@ -144,15 +174,22 @@ def admitOne (ic : IterCtx) (only : Option Expr := none) : M Bool := do
           let env : EnvM := { session := some head.serial, engine := some ic.engine, ictx := some ic,
                               what := some s!"engine {← stageName ic.engine}: `admit waiting only`" }
           if !Value.nz (← evaluate env o) then return false   -- excluded head: head-of-line
+        -- running_served / running_chunks read the batch so far (docs/language.md §7.3)
+        let fresh := (← get).fresh
+        let running := ic.assign.toList.filter (!fresh.contains ·.serial)
+        modify fun st => { st with forming := some (ic.engine, running.length,
+                                                     (running.filter (·.mode != "decode")).length) }
         match (← tryAdmit head.serial (some ic)) with
         | .rejected => pure ()
         | .blocked => return false   -- head-of-line: admission stops for this iteration
         | .admitted =>
+          modify fun st => { st with fresh := st.fresh ++ [head.serial] }
           -- before the session runs on (engine.py): what it reads includes this admission
           let st ← stage ic.engine
           let now := (← getCfg).now
           setStage ic.engine { st with est := st.est.map (estimateAdmission · head.joined now) }
           runSession head.serial
+          modify fun st => { st with forming := none }
           return true
   return false
 
@@ -255,7 +292,9 @@ def startIteration (e : Nat) : M Bool := do
   let .step sd := d.kind | specError s!"start_iteration on a non-engine stage {d.name}"
   let registersBefore := st.registers
   let ic ← budgetMoment { engine := e }
+  modify fun st => { st with fresh := [], forming := none }
   let ic ← runSchedule ic sd.schedule 0
+  modify fun st => { st with fresh := [], forming := none }
   let lagged := sd.lag == 1
   if ic.assign.isEmpty && ic.preempted == 0 then
     let st ← stage e
@@ -289,17 +328,44 @@ def startIteration (e : Nat) : M Bool := do
     ("preempted", .nat ic.preempted), ("admitted", .nat ic.admitted)]) }
   return true
 
+/-- engine.py `verified`: after a step of a run with drafts, the work it did; the rejected drafts
+give their positions back. A decode accepts the turn's count at its output number (the count's
+length minus the outputs left), capped by the drafts scheduled; a prefill's drafts past its work
+are placeholders, none accepted (docs/language.md §7.3). -/
+def verified (job : Job) (a : Assign) : M Nat := do
+  let s ← session job.serial
+  let left := tokensLeft job
+  let (done, drafts, accepted) :=
+    if job.mode == "decode" then
+      let counts := s.accept.getD []
+      let acc := if left ≤ counts.length && left > 0 then min (counts.getD (counts.length - left) 0) (a.tokens - 1) else 0
+      (min (1 + acc) left, a.tokens - 1, acc)
+    else
+      let d := min a.tokens left
+      (d, a.tokens - d, 0)
+  if drafts > accepted then
+    if let some gp := job.growing then
+      if let some k := holdIndex s gp then
+        let h := s.holds.getD k default
+        let i := h.slot gp
+        let h := { h with position := h.position.set i (h.position.getD i 0 - ((drafts - accepted : Nat) : Rat)) }
+        setSession { s with holds := s.holds.set k h }
+  return done
+
 /-- engine.py `iteration_end`: assigned jobs lose their tokens; finished ones leave in
 assignment order and their sessions become ready. -/
 def iterationEnd (e : Nat) : M Unit := do
   let st ← stage e
   let some it := st.iteration | specError s!"internal: iteration end of {e} with no iteration"
-  let dec (jobs : List Job) (a : Assign) : List Job :=
-    jobs.map fun j => if j.serial == a.serial then { j with left := .tokens (tokensLeft j - a.tokens) } else j
   -- a pending resident's EOS token is discarded: its end was applied before this IterEnd
   let assign := it.assign.filter (!·.pending)
-  let jobs := assign.foldl dec st.jobs
-  setStage e { st with iteration := none, jobs }
+  let mut jobs := st.jobs
+  for a in assign do
+    let some j := jobs.find? (·.serial == a.serial) | continue
+    -- a run with drafts did the work `verified` says and gave the rejected positions back (§7.3)
+    let done ← if j.drafts > 0 then verified j a else pure a.tokens
+    jobs := jobs.map fun x => if x.serial == a.serial then { x with left := .tokens (tokensLeft x - done) } else x
+  setStage e { (← stage e) with iteration := none, jobs }
   for j in jobs do syncJob e j.tid
   let name ← stageName e
   for a in assign do

@@ -352,7 +352,12 @@ partial def observable (env : EnvM) (f : String) (onPool : Bool) (base count : N
             else return Value.zero
           | none => return Value.zero
         else
-          return .fin (sumRat ((st.entries.filter (·.owner == (serial : Int))).map (·.size)))
+          -- the session's prefix on p and, contiguous with it, the rest on p's `spill` tiers
+          -- (docs/language.md §11.8.1)
+          let mut total : Rat := 0
+          for q in p :: (← getProg).tiersBelow p do
+            total := total + sumRat (((← pool q).entries.filter (·.owner == (serial : Int))).map (·.size))
+          return .fin total
     else if f == "holders" then return Value.ofNat st.holders.length
     else if f == "queued" then return Value.ofNat st.queue.length
     else specError s!"observable {f}() is not supported" env.loc
@@ -377,6 +382,13 @@ partial def observable (env : EnvM) (f : String) (onPool : Bool) (base count : N
       | some (e, left) =>
         if e == s then return left.toValue else budgetLeftOutsideChecked env s
       | none => budgetLeftOutsideChecked env s
+    else if f == "running_served" || f == "running_chunks" then
+      -- expr.py `running_served` (docs/language.md §7.3): 0 outside E's schedule
+      match (← get).forming with
+      | some (e, served, chunks) =>
+        if e == s then return Value.ofNat (if f == "running_served" then served else chunks)
+        else return Value.zero
+      | none => return Value.zero
     else specError s!"observable {f}() is not supported" env.loc
 
 /-- expr.py `observable` for `budget_left(E)` outside E's admission: refused when E's Budget
@@ -492,6 +504,20 @@ partial def budgetMoment (ictx : IterCtx) : M IterCtx := do
       -- a run-time guard (§11.9): a granule is a positive number of tokens (inf: none)
       if k ≤ 0 then specError s!"engine {name}: granule must be positive, got {k}"
       ic := { ic with granule := some k.toNat }
+  -- docs/language.md §7.3: `speculate (slots, lookahead, limit)`, whole numbers >= 0 (limit: or inf)
+  if let some sp := sd.speculate then
+    let whole (e : Expr) (key : String) : M (Option Int) := do
+      let v ← wholeOrInf (← evaluate (envOf ic) e) s!"engine {name}: speculate {key}"
+      if let some k := v then
+        if k < 0 then specError s!"engine {name}: speculate {key} must be a whole number >= 0, got {k}"
+      return v
+    let some sl ← whole sp.slots "slots" | specError s!"engine {name}: speculate slots must be a whole number >= 0, got inf"
+    let some lk ← whole sp.lookahead "lookahead" | specError s!"engine {name}: speculate lookahead must be a whole number >= 0, got inf"
+    let lim ← whole sp.limit "limit"
+    ic := { ic with slots := sl.toNat, lookahead := lk.toNat,
+                    limit := match lim with
+                      | none => .inf
+                      | some k => .n k.toNat }
   return ic
 
 /-- expr.py `budget_left_outside`: B − Σ want over residents, floored at 0. -/

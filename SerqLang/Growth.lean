@@ -50,12 +50,14 @@ def inDelay (s : Session) : M Bool := do
 
 /-- growth.py `preemption_candidates`: holders of p that are residents of an engine whose
 memory is p; for a pool that is no engine's memory, every holder of p except one sitting in a
-delay stage; an ending session only by `isCandidate` (docs/async.md §3 item 3). -/
+delay stage; an ending session only by `isCandidate` (docs/async.md §3 item 3). A thread with
+branches running is none: its hold cannot go back to its statement under them (§11.13). -/
 def preemptionCandidates (p : Nat) : M (List Session) := do
   let engines ← enginesOf p
   let mut out : List Session := []
   for serial in (← pool p).holders do
     let s ← session serial
+    if s.liveBranches != 0 then continue
     let excluded := match s.status with
       | .ending _ => !isCandidate s p
       | _ => false
@@ -150,7 +152,7 @@ def detachResident (v : Nat) (job : Job) (ictx : Option IterCtx) : M (Option Ite
     if ic.engine == job.stage then
       let (rest, a?) ← leaveBatch v job ic.assign.toList
       let left := match a?, ic.left with
-        | some a, .n l => Tok.n (l + a.tokens)
+        | some a, .n l => Tok.n (l + a.tokens + ic.slots)   -- and its drafting slots (§7.3)
         | _, l => l
       return some { ic with assign := rest.toArray, left }
   | none => pure ()
@@ -259,7 +261,7 @@ where
     let need := target - h.alloc.getD i 0
     let st ← pool p
     if Value.le (.fin (st.used + need)) (← capOf p) then
-      addUnits p serial k i need
+      startCopies (← addUnits p serial k i need)
       return (true, ictx)
     match (← chooseVictim p) with
     | none =>

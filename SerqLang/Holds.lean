@@ -9,7 +9,8 @@ import SerqLang.ContentPool
 The functions of pools.py that read or write the configuration: queues (with `queue by` keys),
 `make_room` (with `evict by` keys; the `lru` case is `Pool.makeRoom`, whose invariant is proved),
 `insert_entry`, `drop_entry`, `consume_own_prefix` (advancing `next_rel` / `next_dead`),
-`units_int`, `caches_in`, `release_hold`.
+`units_int`, `caches_in`, `release_hold`; offload tiers (`spill`, docs/language.md §11.8.1):
+`spill_chunk`, `link_work`, `consume_entry`, and `make_room` returning the copies to start.
 -/
 
 namespace SerqLang
@@ -80,19 +81,50 @@ def keyedVictim (p : Nat) (keys : List Expr) (entries : List Entry) : M (Option 
     i := i + 1
   return best.map (·.1)
 
+/-- pools.py `eviction_env`: the eviction-key moment (docs/language.md §4.6) of a chunk of
+`owner`'s entry — `size`, `last`, `age`, `waiting` and the owner's attributes (none for a dead
+entry). Eviction keys and `spill` clauses read it. -/
+def evictionEnv (owner : Int) (size last : Rat) (loc : Option Loc) (what : String) : M EnvM := do
+  let now := (← getCfg).now
+  let owner? : Option Nat := if owner ≥ 0 then some owner.toNat else none
+  let waiting ← match owner? with
+    | none => pure false
+    | some o => do
+      match (← session o).status with
+      | .queued _ => pure true
+      | _ => pure false
+  return { session := owner?, loc, what,
+           ctx := [("size", .fin size), ("last", .fin last), ("age", .fin (now - last)),
+                   ("waiting", Value.ofBool waiting)] }
+
+/-- pools.py `link_work`: the work of pool `p`'s `spill` clause in `env`, finite and ≥ 0. -/
+def linkWork (p : Nat) (sp : SpillDecl) (env : EnvM) : M Value := do
+  let w ← evaluate env sp.work
+  match w with
+  | .fin q =>
+    if q < 0 then specError s!"pool {← poolName p}: the work of `spill` must be finite and >= 0, got {w.toWire}" (some sp.loc)
+    return w
+  | _ => specError s!"pool {← poolName p}: the work of `spill` must be finite and >= 0, got {w.toWire}" (some sp.loc)
+
+mutual
+
 /-- pools.py `make_room`: evict until `used + cached + need ≤ cap`, one tail block at a time; the
-evictions go to the step's records. -/
-partial def makeRoom (p : Nat) (need : Rat) : M Unit := do
+evictions go to the step's records. A pool with `spill` evicts through `makeRoomSpilling`; the
+others as before. Returns the copies of spilled chunks (link stage, work), in order, for the
+caller to start (`startCopies`). -/
+partial def makeRoom (p : Nat) (need : Rat) : M (List (Nat × Value)) := do
   let name ← poolName p
   let cap ← capOf p
   let block ← blockOf p
+  if let some sp := (← poolDecl p).spill then
+    return (← makeRoomSpilling p sp need)
   match (← poolDecl p).evict with
   | .lru =>
     -- `Pool.makeRoom` is over a rational cap (its proofs, Thm/Pool.lean, are); an infinite cap
     -- is settled here as pools.py's loop settles it: `+inf` never needs room, and under `-inf`
     -- the loop empties the cache and raises (the evictions die with the run)
     match cap with
-    | .posInf => return
+    | .posInf => return []
     | .negInf => specError s!"make_room in pool {name}: no room even with an empty cache"
     | .fin capR =>
       match Pool.makeRoom capR block (← pool p) need with
@@ -101,9 +133,10 @@ partial def makeRoom (p : Nat) (need : Rat) : M Unit := do
         setPool p st
         modifyRec fun r => { r with evicted := evs.foldl (fun acc ev =>
           acc.push (.arr [.int ev.owner, .str name, CJ.amt ev.units])) r.evicted }
+        return []
   | .keyed keys =>
     let st ← pool p
-    if Value.le (.fin (st.used + st.cached + need)) cap then return
+    if Value.le (.fin (st.used + st.cached + need)) cap then return []
     if st.entries.isEmpty then
       specError s!"make_room in pool {name}: no room even with an empty cache"
     let some i ← keyedVictim p keys st.entries | specError s!"make_room in pool {name}: no victim"
@@ -113,25 +146,84 @@ partial def makeRoom (p : Nat) (need : Rat) : M Unit := do
     modifyRec fun r => { r with evicted := r.evicted.push (.arr [.int e.owner, .str name, CJ.amt k]) }
     makeRoom p need
 
-/-- pools.py `insert_entry`: a fresh entry with the next release order. -/
+/-- `make_room` on a pool with `spill` (docs/language.md §11.8.1): the same evictions, block by
+block (LRU or `evict by` keys), each chunk of a session's entry handed to `spillChunk`. -/
+partial def makeRoomSpilling (p : Nat) (sp : SpillDecl) (need : Rat) : M (List (Nat × Value)) := do
+  let name ← poolName p
+  let st ← pool p
+  if Value.le (.fin (st.used + st.cached + need)) (← capOf p) then return []
+  if st.entries.isEmpty then
+    specError s!"make_room in pool {name}: no room even with an empty cache"
+  let i? ← match (← poolDecl p).evict with
+    | .lru => pure ((Pool.lruPick st.entries).map (·.1))
+    | .keyed keys => keyedVictim p keys st.entries
+  let some i := i? | specError s!"make_room in pool {name}: no victim"
+  let e := st.entries.getD i default
+  let k := Pool.evictAmount (← blockOf p) e.size
+  setPool p { st with entries := Pool.shrinkAt k i st.entries, evictedUnits := st.evictedUnits + k }
+  modifyRec fun r => { r with evicted := r.evicted.push (.arr [.int e.owner, .str name, CJ.amt k]) }
+  let copies ← if e.owner ≥ 0 then spillChunk p sp e.owner k e.last else pure []
+  return copies ++ (← makeRoomSpilling p sp need)
+
+/-- pools.py `spill_chunk`: a chunk of `take` units just evicted from the tail of `owner`'s entry
+on `p`. When `when` holds and the chunk fits the tier at all, the tier makes room by its own
+policy, the chunk joins the front of owner's entry there (release time now, next release
+order) and its copy is returned; otherwise the chunk is dropped. -/
+partial def spillChunk (p : Nat) (sp : SpillDecl) (owner : Int) (take last : Rat) : M (List (Nat × Value)) := do
+  let env ← evictionEnv owner take last (some sp.loc) s!"pool {← poolName p}: `spill`"
+  if !Value.nz (← evaluate env sp.«when») then return []
+  let q := sp.tier
+  if !Value.le (.fin take) (← capOf q) then return []
+  let w ← linkWork p sp env
+  let copies ← makeRoom q take
+  let cfg ← getCfg
+  let st ← pool q
+  let size := take + ((st.entries.find? (·.owner == owner)).map (·.size)).getD 0
+  setPool q { st with entries := Pool.removeOwner owner st.entries ++ [⟨owner, size, cfg.now, cfg.counters.nextRel⟩] }
+  modifyCfg fun c => { c with counters := { c.counters with nextRel := c.counters.nextRel + 1 } }
+  let ps ← pool p
+  setPool p { ps with spills := ps.spills + 1 }
+  return copies ++ [(sp.link, w)]
+
+end
+
+/-- pools.py `drop_entry`: `drop P;` removes the session's own entry now, and its rest on P's
+`spill` tiers (docs/language.md §11.8.1). -/
+def dropEntry (p : Nat) (owner : Int) : M Unit := do
+  for q in p :: (← getProg).tiersBelow p do
+    setPool q (Pool.dropEntry (← pool q) owner)
+
+/-- pools.py `insert_entry`: a fresh entry with the next release order; the owner's entries on
+the tiers continued the old prefix, not this one: they go. -/
 def insertEntry (p : Nat) (owner : Int) (size : Rat) : M Unit := do
+  dropEntry p owner
   let cfg ← getCfg
   setPool p (Pool.insertEntry (← pool p) owner size cfg.now cfg.counters.nextRel)
   modifyCfg fun c => { c with counters := { c.counters with nextRel := c.counters.nextRel + 1 } }
 
-/-- pools.py `drop_entry`. -/
-def dropEntry (p : Nat) (owner : Int) : M Unit := do
-  setPool p (Pool.dropEntry (← pool p) owner)
-
-/-- pools.py `consume_own_prefix`. -/
-def consumeOwnPrefix (p serial : Nat) (reuseLimit : Option Value) : M Rat := do
+/-- pools.py `consume_entry`: remove `owner`'s entry from `p`, keep at most `limit` of it (none:
+all), the rest a dead entry with the entry's age; the units kept. -/
+def consumeEntry (p serial : Nat) (limit : Option Rat) : M Rat := do
   let cfg ← getCfg
-  let (st, consumed, dead) :=
-    Pool.consumeOwnPrefix (← blockOf p) (← pool p) serial reuseLimit cfg.counters.nextDead
-  setPool p st
-  if dead then
-    modifyCfg fun c => { c with counters := { c.counters with nextDead := c.counters.nextDead + 1 } }
-  return consumed
+  match Pool.entryOf (← pool p) serial with
+  | none => return 0
+  | some e =>
+    let (entries, kept, dead) := Pool.consumeWith serial cfg.counters.nextDead (← pool p).entries e limit
+    setPool p { (← pool p) with entries }
+    if dead then
+      modifyCfg fun c => { c with counters := { c.counters with nextDead := c.counters.nextDead + 1 } }
+    return kept
+
+/-- pools.py `consume_own_prefix`: the session's prefix on `p`, then its rest on p's `spill`
+tiers in order, `reuse (ρ)` limiting the whole. Returns (consumed, the part loaded back from
+the tiers). -/
+def consumeOwnPrefix (p serial : Nat) (reuseLimit : Option Value) : M (Rat × Rat) := do
+  let limit := Pool.reuseUnits (← blockOf p) reuseLimit
+  let consumed ← consumeEntry p serial limit
+  let mut loaded : Rat := 0
+  for q in (← getProg).tiersBelow p do
+    loaded := loaded + (← consumeEntry q serial (limit.map (· - consumed - loaded)))
+  return (consumed + loaded, loaded)
 
 /-- program.py `is_content`: is pool `p` a `share content` pool? -/
 def isContent (p : Nat) : M Bool := do
@@ -144,8 +236,10 @@ def cachesIn (p : Nat) : M Bool := do
 
 /-- pools.py `add_units`: grow slot `i` of the session's hold `k` (on pool `p`) by `need` units
 that fit: on a `share content` pool `need / b` blocks from the free queue, elsewhere `make_room`
-and `used += need`; the slot's allocation grows by `need`. -/
-def addUnits (p serial k i : Nat) (need : Rat) : M Unit := do
+and `used += need`; the slot's allocation grows by `need`. Returns the copies of chunks the
+room-making spilled. -/
+def addUnits (p serial k i : Nat) (need : Rat) : M (List (Nat × Value)) := do
+  let mut copies : List (Nat × Value) := []
   match (← pool p).content with
   | some cs =>
     let s ← session serial
@@ -155,12 +249,13 @@ def addUnits (p serial k i : Nat) (need : Rat) : M Unit := do
     let s ← session serial
     setSession { s with holds := s.holds.set k (h.setBlocks i bl) }
   | none =>
-    makeRoom p need
+    copies ← makeRoom p need
     let st ← pool p
     setPool p { st with used := st.used + need }
   let s ← session serial
   let h := s.holds.getD k default
   setSession { s with holds := s.holds.set k { h with alloc := h.alloc.set i (h.alloc.getD i 0 + need) } }
+  return copies
 
 /-- pools.py `units_int`. -/
 def unitsInt (v : Value) (what : String) (loc : Option Loc) (negative : String := "") : M Rat := do

@@ -198,7 +198,7 @@ def checkInvariants (prog : Program) (cfg : Config) (previousNow : Option Rat) :
           held := held + h.alloc.getD i 0
           order := order ++ [(h.admission, s.serial)]
           if decide (h.alloc.getD i 0 < 0) || decide (h.position.getD i 0 < 0) then
-            bad := bad ++ [s!"pool {name}: session {s.serial} has a negative allocation or position"]
+            bad := bad ++ [s!"pool {name}: thread {s.tid.text} has a negative allocation or position"]
     -- a lease (§11.4): its units stay in `used`; its session is live and no holder
     let mine := cfg.leases.filter (·.pool == p)
     let mut leased : Rat := 0

@@ -64,6 +64,23 @@ inductive QueueRule where
   | keyed (keys : List Expr)
   deriving Inhabited
 
+structure Loc where
+  file : Nat
+  line : Nat
+  col : Nat
+  deriving Inhabited
+
+/-- A pool's `spill Q via S (w) when (c);` (docs/language.md §11.8.1, docs/ir.md `spill`): the
+tier Q, the link S (a fifo, ps or delay stage), the copy work w and the condition c, both read in
+the eviction-key moment, and the clause's position. -/
+structure SpillDecl where
+  tier : Nat
+  link : Nat
+  work : Expr
+  «when» : Expr
+  loc : Loc
+  deriving Inhabited
+
 structure PoolDecl where
   name : String
   cap : Value
@@ -75,6 +92,8 @@ structure PoolDecl where
   admittedBy : Option Nat
   /-- `share content;` (docs/content.md): physical blocks, a free queue, an identity map -/
   shareContent : Bool := false
+  /-- `spill …;` (docs/language.md §11.8.1); absent without the clause -/
+  spill : Option SpillDecl := none
   deriving Inhabited
 
 /-- `prefix KEY (LENGTH) [after PARENT];` (docs/content.md §1): a shared token sequence; `total`
@@ -107,6 +126,13 @@ structure Named where
   expr : Expr
   deriving Inhabited
 
+/-- docs/language.md §7.3: an engine's `speculate (slots, lookahead, limit)`. -/
+structure SpecDecl where
+  slots : Expr
+  lookahead : Expr
+  limit : Expr
+  deriving Inhabited
+
 structure StepDecl where
   budget : Expr
   granule : Option Expr
@@ -117,6 +143,8 @@ structure StepDecl where
   schedule : List Sched
   /-- docs/async.md §4: `lag 1` (async scheduling) or 0, the default (absent in older IR) -/
   lag : Nat := 0
+  /-- docs/language.md §7.3: speculative decoding (absent: no slots, no lookahead, no limit) -/
+  speculate : Option SpecDecl := none
   deriving Inhabited
 
 inductive StageKind where
@@ -195,7 +223,7 @@ inductive Stmt where
   | loop (body : Nat)
   | choose (slot : Nat) (count : Expr) (keys : List Expr)
   | hold (h : Hold)
-  | run (stage : Ref) (mode : RunMode) (work : Expr) (growing : Option Nat)
+  | run (stage : Ref) (mode : RunMode) (work : Expr) (growing : Option Nat) (drafts : Option Expr)
   | grow (pool : Ref) (units : Expr)
   | load (pool : Ref) (units : Expr)
   | drop (pool : Ref)
@@ -206,8 +234,9 @@ inductive Stmt where
   | transfer (link : Ref ⊕ List Ref) (work : Expr) (src dst : Ref)
   /-- its landing, the next statement: `load dst (units); release src;` -/
   | transferEnd (src dst : Ref) (units : Expr)
-  /-- docs/language.md §11.13: a branch of the session running block `body` -/
-  | fork (body : Nat)
+  /-- docs/language.md §11.13: a branch of the session running block `body`; `own`: the block holds
+  a pool (a sub-agent, IR `"own"`), so the branch's attributes are a copy of the forking thread's -/
+  | fork (body : Nat) (own : Bool)
   | join
   /-- docs/language.md §11.14: one job over several ps stages at once (a flow) -/
   | flow (stages : List Ref) (work : Expr)
@@ -235,18 +264,16 @@ def Stmt.op : Stmt → String
   | .join => "join"
   | .flow .. => "flow"
 
-/-- sessions.py `BRANCH_OPS`: what a branch, and its parent between a fork and the join, may
-execute (docs/language.md §11.13). -/
+/-- sessions.py `BRANCH_OPS`: what a thread may execute between its `fork` and its `join;`
+(docs/language.md §11.13). -/
 def branchMay (st : Stmt) : Bool :=
   ["set", "observe", "branch", "while", "loop", "choose", "run", "fork", "join", "flow"].contains st.op
 
-/-- Source location `[FILE, LINE, COLUMN]` (file = index into `files`). -/
-structure Loc where
-  file : Nat
-  line : Nat
-  col : Nat
-  deriving Inhabited
+/-- What a branch may execute (sessions.py `exec_stmt`): everything but `turn;` and `end;`. -/
+def branchBodyMay (st : Stmt) : Bool :=
+  !["turn", "end"].contains st.op
 
+/-- Source location `[FILE, LINE, COLUMN]` (file = index into `files`). -/
 structure Located where
   stmt : Stmt
   loc : Loc
@@ -271,12 +298,14 @@ inductive Arrival where
   | none
   deriving Inhabited
 
-/-- One trace turn: `[new, out, think, forced]`. -/
+/-- One trace turn: `[new, out, think, forced]`, and optionally speculative decoding's acceptance
+counts by output number (docs/language.md §7.3). -/
 structure TraceTurn where
   new : Value
   out : Value
   think : Value
   forced : Value
+  accept : Option (List Nat) := none
   deriving Inhabited
 
 structure Trace where
@@ -406,6 +435,15 @@ def contentOf (j : Json) : Res ContentDecl := do
   return { «prefix» := ← field j "prefix" exprOf, length := ← field j "length" exprOf,
            history := ← field j "history" exprOf }
 
+def locOf (j : Json) : Res Loc := do
+  match (← list nat j) with
+  | [f, l, c] => return { file := f, line := l, col := c }
+  | _ => .error "expected [FILE, LINE, COLUMN]"
+
+def spillOf (j : Json) : Res SpillDecl := do
+  return { tier := ← field j "pool" nat, link := ← field j "stage" nat, work := ← field j "work" exprOf,
+           «when» := ← field j "when" exprOf, loc := ← field j "at" locOf }
+
 def poolOf (j : Json) : Res PoolDecl := do
   return {
     name := ← field j "name" str
@@ -416,7 +454,8 @@ def poolOf (j : Json) : Res PoolDecl := do
     queue := ← field j "queue" queueOf
     reserveHeld := ← field j "reserve_held" bool
     admittedBy := ← fieldOpt j "admitted_by" nat
-    shareContent := ← shareOf (getOpt j "share") }
+    shareContent := ← shareOf (getOpt j "share")
+    spill := ← fieldOpt j "spill" spillOf }
 
 def orderOf (j : Json) : Res Order := do
   match (← kind j) with
@@ -454,7 +493,10 @@ def stageKindOf (j : Json) : Res StageKind := do
       registers := ← field j "registers" (list (namedOf "init"))
       lets := ← field j "lets" (list (namedOf "expr"))
       schedule := ← field j "schedule" (list schedOf)
-      lag := (← fieldOpt j "lag" nat).getD 0 }
+      lag := (← fieldOpt j "lag" nat).getD 0
+      speculate := ← fieldOpt j "speculate" fun s => do
+        return { slots := ← field s "slots" exprOf, lookahead := ← field s "lookahead" exprOf,
+                 limit := ← field s "limit" exprOf } }
     return .step d
   | o => .error s!"unknown stage kind \"{o}\""
 
@@ -505,7 +547,7 @@ def stmtOf (j : Json) : Res Stmt := do
       eos := ← fieldOpt j "eos" exprOf }
   | "run" =>
     return .run (← field j "stage" refOf) (← field j "mode" modeOf) (← field j "work" exprOf)
-      (← fieldOpt j "growing" nat)
+      (← fieldOpt j "growing" nat) (← fieldOpt j "speculate" fun s => field s "drafts" exprOf)
   | "grow" => return .grow (← field j "pool" refOf) (← field j "units" exprOf)
   | "load" => return .load (← field j "pool" refOf) (← field j "units" exprOf)
   | "drop" => return .drop (← field j "pool" refOf)
@@ -516,15 +558,10 @@ def stmtOf (j : Json) : Res Stmt := do
       | none => pure (.inl (← field j "stage" refOf))
     return .transfer link (← field j "work" exprOf) (← field j "from" refOf) (← field j "to" refOf)
   | "transfer_end" => return .transferEnd (← field j "from" refOf) (← field j "to" refOf) (← field j "units" exprOf)
-  | "fork" => return .fork (← field j "body" nat)
+  | "fork" => return .fork (← field j "body" nat) ((← fieldOpt j "own" bool).getD false)
   | "join" => return .join
   | "flow" => return .flow (← field j "stages" (list refOf)) (← field j "work" exprOf)
   | o => .error s!"unknown statement \"{o}\""
-
-def locOf (j : Json) : Res Loc := do
-  match (← list nat j) with
-  | [f, l, c] => return { file := f, line := l, col := c }
-  | _ => .error "expected [FILE, LINE, COLUMN]"
 
 def locatedOf (j : Json) : Res Located := do
   return { stmt := ← stmtOf j, loc := ← field j "at" locOf }
@@ -539,9 +576,13 @@ def arrivalOf (j : Json) : Res Arrival := do
   | o => .error s!"unknown arrival kind \"{o}\""
 
 def traceTurnOf (j : Json) : Res TraceTurn := do
-  match (← list value j) with
-  | [n, o, t, f] => return { new := n, out := o, think := t, forced := f }
-  | _ => .error "expected [new, out, think, forced]"
+  match (← arr j).toList with
+  | [n, o, t, f] => return { new := ← value n, out := ← value o, think := ← value t, forced := ← value f }
+  | [n, o, t, f, a] =>
+    -- speculative decoding's acceptance counts by output number (docs/language.md §7.3)
+    return { new := ← value n, out := ← value o, think := ← value t, forced := ← value f,
+             accept := some (← list nat a) }
+  | _ => .error "expected [new, out, think, forced] or [new, out, think, forced, accept]"
 
 def traceOf (j : Json) : Res Trace := do
   return { ordered := ← field j "ordered" bool,

@@ -33,6 +33,7 @@ def DrawStream.toJson : DrawStream → CJ
 def Tid.toJson : Tid → CJ
   | .session n => .nat n
   | .branch n k => .str s!"{n}.{k}"
+  | .copy n => .str s!"spill.{n}"
 
 def EventArg.toJson : EventArg → CJ
   | .none => .null
@@ -86,6 +87,8 @@ def Job.toJson (j : Job) : CJ :=
         ("admission", .int j.admission), ("start_order", .nat j.startOrder)] ++
         -- present only on a pending resident (docs/async.md)
         (if j.pending then [("pending", .bool true)] else []) ++
+        -- present only on a run with drafts (docs/language.md §7.3)
+        (if j.drafts > 0 then [("drafts", .nat j.drafts)] else []) ++
         -- present only on a stage a flow crosses (docs/language.md §11.14)
         (if j.shared then [("shared", .bool true), ("rate", ratJ j.rate), ("since", ratJ j.since),
                            ("stages", CJ.opt CJ.nats j.stages)] else []))
@@ -104,7 +107,12 @@ def Session.toJson (s : Session) : CJ :=
   .obj ((if s.liveBranches > 0 then [("live_branches", CJ.nat s.liveBranches)] else []) ++
         (if s.forks > 0 then [("forks", CJ.nat s.forks)] else []) ++
         (match s.branch with
-         | some _ => [("branch", s.tid.toJson), ("parent", (s.parent.getD (.session s.serial)).toJson)]
+         | some _ => [("branch", s.tid.toJson), ("parent", (s.parent.getD (.session s.serial)).toJson)] ++
+                     (if s.own then [("own", CJ.bool true)] else [])
+         | none => []) ++
+        -- the turn's acceptance counts, only when the trace row has them (docs/language.md §7.3)
+        (match s.accept with
+         | some a => [("accept", .arr (a.map CJ.nat))]
          | none => []) ++
         [("serial", .nat s.serial), ("attrs", .arr (s.attrs.map CJ.val)),
         ("frames", .arr (s.frames.map Frame.toJson)), ("status", s.status.toJson),
@@ -142,6 +150,8 @@ def PoolState.toJson (p : PoolState) (leases : List Lease := []) : CJ :=
         ("growers", CJ.nats p.growers), ("admissions", .nat p.admissions),
         ("preemptions", .nat p.preemptions), ("rejected", .nat p.rejected),
         ("stuck", .nat p.stuck), ("evicted_units", CJ.amt p.evictedUnits)] ++
+        -- only once a chunk spilled (config.py): a program without `spill` serialises as before
+        (if p.spills > 0 then [("spills", .nat p.spills)] else []) ++
         (match p.content with
          | some cs => [("content", cs.toJson)]
          | none => []) ++
@@ -189,7 +199,9 @@ def StageState.toJson (s : StageState) : CJ :=
 def Counters.toJson (c : Counters) : CJ :=
   .obj [("next_seq", .nat c.nextSeq), ("next_adm", .nat c.nextAdm), ("next_rel", .nat c.nextRel),
         ("next_dead", .nat c.nextDead), ("next_serial", .nat c.nextSerial),
-        ("machine", .nat c.machine)]
+        ("machine", .nat c.machine)] ++
+        -- only once a copy started (config.py)
+        (if c.nextCopy > 0 then [("next_copy", .nat c.nextCopy)] else [])
 
 /-- config.py `Config.to_json`'s claims row: the four counts, then the first times (or null). -/
 def ClaimTally.toJson (t : ClaimTally) : CJ :=
@@ -200,7 +212,7 @@ def ClaimTally.toJson (t : ClaimTally) : CJ :=
 objects, in Python). -/
 def Config.branchView (c : Config) (b : Session) : Session :=
   match c.sessions[b.serial]? with
-  | some s => { b with attrs := s.attrs, cursors := s.cursors }
+  | some s => { b with attrs := if b.own then b.attrs else s.attrs, cursors := s.cursors }
   | none => b
 
 def Config.toJson (c : Config) : CJ :=
@@ -269,6 +281,7 @@ def tid (j : Json) : Res Tid :=
     | [a, b] =>
       match a.toNat?, b.toNat? with
       | some n, some k => .ok (.branch n k)
+      | _, some n => if a == "spill" then .ok (.copy n) else .error s!"expected a thread \"s.k\", got {t}"
       | _, _ => .error s!"expected a thread \"s.k\", got {t}"
     | _ => .error s!"expected a thread \"s.k\", got {t}"
   | _ => (nat j).map Tid.session
@@ -277,6 +290,7 @@ def tid (j : Json) : Res Tid :=
 def branchNo : Tid → Option Nat
   | .branch _ k => some k
   | .session _ => none
+  | .copy _ => none
 
 def eventArg (j : Json) : Res EventArg := do
   match j with
@@ -381,6 +395,9 @@ def job (j : Json) : Res Job := do
   return {
     serial := t.owner
     branch := branchNo t
+    copy := match t with
+      | .copy n => some n
+      | _ => none
     stage := ← field j "stage" nat
     mode := ← field j "mode" str
     left := ← field j "left" work
@@ -388,6 +405,7 @@ def job (j : Json) : Res Job := do
     admission := ← field j "admission" int
     startOrder := ← field j "start_order" nat
     pending := (← fieldOpt j "pending" bool).getD false
+    drafts := (← fieldOpt j "drafts" nat).getD 0
     shared := (← fieldOpt j "shared" bool).getD false
     rate := (← fieldOpt j "rate" rat).getD 0
     since := (← fieldOpt j "since" rat).getD 0
@@ -462,8 +480,10 @@ def session (j : Json) : Res Session := do
     growth := ← fieldOpt j "growth" poolAmt
     branch := (← fieldOpt j "branch" tid).bind branchNo
     parent := ← fieldOpt j "parent" tid
+    own := (← fieldOpt j "own" bool).getD false
     liveBranches := (← fieldOpt j "live_branches" nat).getD 0
-    forks := (← fieldOpt j "forks" nat).getD 0 }
+    forks := (← fieldOpt j "forks" nat).getD 0
+    accept := ← fieldOpt j "accept" (list nat) }
 
 def entry (j : Json) : Res Entry := do
   let a ← arr j
@@ -507,7 +527,8 @@ def pool (i : Nat) (j : Json) : Res (PoolState × List Lease) := do
     rejected := ← field j "rejected" nat
     stuck := ← field j "stuck" nat
     evictedUnits := ← field j "evicted_units" amt
-    content := ← fieldOpt j "content" contentState }
+    content := ← fieldOpt j "content" contentState
+    spills := (← fieldOpt j "spills" nat).getD 0 }
   return (st, leases)
 
 /-- The pools of a configuration, pool `i` first. -/
@@ -585,7 +606,8 @@ def counters (j : Json) : Res Counters := do
     nextRel := ← field j "next_rel" nat
     nextDead := ← field j "next_dead" nat
     nextSerial := ← field j "next_serial" nat
-    machine := ← field j "machine" nat }
+    machine := ← field j "machine" nat
+    nextCopy := (← fieldOpt j "next_copy" nat).getD 0 }
 
 /-- A claims row of config.py `Config.to_json`: four counts, two times or null. -/
 def claimTally (j : Json) : Res ClaimTally := do

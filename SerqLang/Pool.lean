@@ -60,6 +60,8 @@ structure PoolState where
   evictedUnits : Rat := 0
   /-- config.py `PoolState.content`: a `share content` pool's blocks (docs/content.md) -/
   content : Option Content.CState := none
+  /-- config.py `PoolState.spills`: chunks moved to the `spill` tier (docs/language.md §11.8.1) -/
+  spills : Nat := 0
   deriving Inhabited
 
 /-- One eviction step as recorded (`[owner, pool, units]`, the pool name added by the caller). -/

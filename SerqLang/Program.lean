@@ -17,7 +17,7 @@ namespace SerqLang
 
 /-- program.py `SUPPORTED_OBS`. -/
 def supportedObs : List String :=
-  ["queue", "busy", "work", "budget_left", "used", "free", "cachedin", "holders", "queued",
+  ["queue", "busy", "work", "budget_left", "running_served", "running_chunks", "used", "free", "cachedin", "holders", "queued",
    "est_lambda", "est_rho", "est_wait", "price"]
 
 /-- The context variables program.py `check_expr` accepts. -/
@@ -193,7 +193,7 @@ def checkStmt (ir : Ir) (contentBlocks : List (Option Nat)) (st : Located) : Res
         checkExpr ir c.length loc
         checkExpr ir c.history loc
     for bd in h.bindings do checkExpr ir bd.expr loc
-  | .run r _ w g => do
+  | .run r _ w g _ => do
     -- a growing run advances a position by the tokens an engine serves: it needs a step stage
     if g.isSome then
       if (List.range r.count).any (fun k => !(((ir.stages[r.base + k]?).map StageDecl.isStep).getD false)) then
@@ -261,7 +261,7 @@ def inferMemory (ir : Ir) : List (Option Nat) := Id.run do
     | _ => none
   for blk in ir.blocks do
     for st in blk do
-      if let .run r _ _ (some g) := st.stmt then
+      if let .run r _ _ (some g) _ := st.stmt then
         for e in List.range r.count do
           let e := r.base + e
           let isStep := ((ir.stages[e]?).map StageDecl.isStep).getD false
@@ -341,6 +341,17 @@ def ofIr (ir : Ir) : Res Program := do
   return { ir, caps, block, engines, memoryOf := inferMemory ir, prefixes, contentBlocks }
 
 /-- The statement at `(block, pc)`. -/
+/-- program.py `tiers_below`: the `spill` tiers under pool `i`, nearest first (docs/language.md
+§11.8.1). The front-end refuses cycles; the walk is bounded by the number of pools all the same. -/
+def tiersBelow (prog : Program) (i : Nat) : List Nat :=
+  let rec go : Nat → Nat → List Nat
+    | 0, _ => []
+    | fuel + 1, p =>
+      match (prog.ir.pools[p]?).bind (·.spill) with
+      | none => []
+      | some s => s.tier :: go fuel s.tier
+  go prog.ir.pools.length i
+
 def stmt (prog : Program) (ref : Nat × Nat) : Option Located :=
   (prog.ir.blocks[ref.1]?).bind (fun b => b[ref.2]?)
 

@@ -51,7 +51,7 @@ def unjoinedAt (s : Session) : M (Option Loc) := do
   let some f := b.frames.head? | return none
   return prog.blocks.findSome? fun blk =>
     (blk.find? fun st => match st.stmt with
-      | .fork body => body == f.block
+      | .fork body _ => body == f.block
       | _ => false).map (·.loc)
 
 /-- sessions.py `unjoined`: a thread ends with branches still running (only a hand-edited IR
@@ -209,6 +209,28 @@ def execHold (serial : Nat) (h : Hold) (ref : Nat × Nat) (stream : DrawStream) 
   modifySession serial fun s => { s with pending := some (ref.1, ref.2, stream) }
   enqueue first serial
 
+/-- sessions.py `load_back`: the part of an admitted prefix that came from pool `p`'s `spill`
+tiers is copied back over p's link before the body starts (docs/language.md §11.8.1): the
+session's own job on the link, of p's `spill` work read with `size` = the units loaded back,
+`last` = now, `age` = 0, `waiting` = 0. Zero work takes no time. -/
+def loadBack (serial p : Nat) (loaded : Rat) : M Unit := do
+  let some sp := (← poolDecl p).spill | return
+  let now := (← getCfg).now
+  let what := s!"pool {← poolName p}: `spill`"
+  let env : EnvM := { session := some serial, loc := some sp.loc, what,
+                      ctx := [("size", .fin loaded), ("last", .fin now), ("age", Value.zero),
+                              ("waiting", Value.zero)] }
+  let w ← linkWork p sp env
+  if !Value.nz w then return
+  let s ← session serial
+  let admission : Int := match s.admSeq with
+    | some a => (a : Int)
+    | none => -1
+  let job : Job := { serial, stage := sp.link, mode := "plain", left := .value w, growing := none, admission }
+  setSession { s with job := some job, status := .stage sp.link }
+  startJob job
+  syncJob sp.link serial
+
 /-- sessions.py `admit`: consume the own prefix, make room, allocate, number the admission,
 enter the body. -/
 def admit (serial : Nat) (h : Hold) (ref : Nat × Nat) (stream : DrawStream) (pools : List Nat)
@@ -227,6 +249,7 @@ def admit (serial : Nat) (h : Hold) (ref : Nat × Nat) (stream : DrawStream) (po
   let mut hold : HoldState := { stmt := ref, pools := [], alloc := [], position := [], advanced := [],
                                 admission := 0, depth, stream }
   let mut largest : Rat := 0
+  let mut load : Option (Nat × Rat) := none   -- (pool, units) of a prefix loaded back from a tier
   let mut j := 0
   for (p, u) in pools.zip units do
     let mut consumed : Rat := 0
@@ -248,9 +271,11 @@ def admit (serial : Nat) (h : Hold) (ref : Nat × Nat) (stream : DrawStream) (po
       consumed := ((r * b : Nat) : Rat)
       alloc := ((bl.length * b : Nat) : Rat)
     | none =>
-      consumed ← if hasCache && (← cachesIn p) then consumeOwnPrefix p serial reuse else pure 0
+      let (c, l) ← if hasCache && (← cachesIn p) then consumeOwnPrefix p serial reuse else pure (0, 0)
+      consumed := c
+      if l > 0 then load := some (p, l)
       alloc := roundupBlock u (← blockOf p)
-      makeRoom p alloc
+      startCopies (← makeRoom p alloc)
       let ps ← pool p
       setPool p { ps with used := ps.used + alloc }
     largest := max largest consumed
@@ -271,6 +296,7 @@ def admit (serial : Nat) (h : Hold) (ref : Nat × Nat) (stream : DrawStream) (po
         admSeq := some adm, holds := s.holds ++ [hold], pending := none,
         frames := s.frames ++ [{ block := h.body, pc := 0, kind := "hold", stmt := some ref, stream }],
         status := .ready }
+  if let some (p, l) := load then loadBack serial p l
 
 /-- The hold statement a session is queued with. -/
 def pendingHold (serial : Nat) : M (Hold × (Nat × Nat) × DrawStream × Option Loc) := do
@@ -398,7 +424,10 @@ def tryAdmit (serial : Nat) (ictx : Option IterCtx := none) : M Attempt := do
   let (h, ref, stream, loc) ← pendingHold serial
   let env : EnvM := match ictx with
     | some ic => { session := some serial, stream, loc, engine := some ic.engine, ictx := some ic,
-                   admitLeft := some (ic.engine, ic.left) }
+                   -- the budget left minus the drafting slots (docs/language.md §7.3)
+                   admitLeft := some (ic.engine, match ic.left with
+                     | .inf => .inf
+                     | .n l => .n (l - ic.slots)) }
     | none => { session := some serial, stream, loc }
   -- `cachedin` of a content pool reads this attempt's hits (config.py `Config.attempt`)
   modify fun st => { st with attempt := some (serial, []) }
@@ -550,6 +579,8 @@ def execTurn (serial : Nat) : M Unit := do
       match rows[k]? with
       | some row =>
         s := s.setAttr NEW row.new |>.setAttr OUT row.out |>.setAttr THINK row.think |>.setAttr FORCED row.forced
+        -- speculative decoding's acceptance counts, when the row has them (docs/language.md §7.3)
+        s := { s with accept := row.accept }
         s := s.setAttr MORE (Value.ofBool (decide (k + 1 < rows.length)))
         s := { s with trace := some (pick, k + 1) }
       | none => s := s.setAttr MORE Value.zero
@@ -563,7 +594,7 @@ def execTurn (serial : Nat) : M Unit := do
 /-- sessions.py `exec_run`: a job on the stage; zero work completes at once and yields. `th` is
 the thread that runs it (a branch runs on stages that are not engines). -/
 def execRun (th : Tid) (sref : Ref) (mode : RunMode) (workE : Expr) (growing : Option Nat)
-    (env : EnvM) (loc : Option Loc) : M Bool := do
+    (draftsE : Option Expr) (env : EnvM) (loc : Option Loc) : M Bool := do
   let serial := th.owner
   let stg ← resolveRef env sref.base sref.count sref.index
   let d ← stageDecl stg
@@ -580,8 +611,8 @@ def execRun (th : Tid) (sref : Ref) (mode : RunMode) (workE : Expr) (growing : O
   let isStep := d.isStep
   let mut left : Work := .value w
   let me ← thread th
-  if isStep && (me.branch.isSome || me.liveBranches != 0) then
-    specError s!"a run on engine {d.name} in a branch, or before the `join;` of a fork: the linker refuses this (docs/language.md §11.13)" loc
+  if isStep && me.liveBranches != 0 then
+    specError s!"a run on engine {d.name} before the `join;` of a fork: the linker refuses this (docs/language.md §11.13)" loc
   if isStep then
     -- tokens are whole, like `tokens cap` and `each at most`
     if q.den != 1 then specError s!"engine {d.name}: run work must be a whole number of tokens, got {w.toWire}" loc
@@ -598,7 +629,15 @@ def execRun (th : Tid) (sref : Ref) (mode : RunMode) (workE : Expr) (growing : O
   let admission : Int := match s.admSeq with
     | some a => (a : Int)
     | none => -1
-  let job : Job := { serial, stage := stg, mode := modeStr, left, growing, admission, branch := s.branch }
+  -- sessions.py exec_run: `speculate (k)`, a whole number >= 0 (docs/language.md §7.3)
+  let mut drafts : Nat := 0
+  if let some de := draftsE then
+    match (← evaluate env de) with
+    | .fin k =>
+      if k < 0 || k.den != 1 then specError s!"speculate: the drafts per step must be a whole number >= 0, got {(Value.fin k).toWire}" loc
+      drafts := k.num.toNat
+    | v => specError s!"speculate: the drafts per step must be a whole number >= 0, got {v.toWire}" loc
+  let job : Job := { serial, stage := stg, mode := modeStr, left, growing, admission, branch := s.branch, drafts }
   setSession { s with job := some job, status := .stage stg }
   if isStep then addResident stg job else startJob job
   syncJob stg th
@@ -667,7 +706,7 @@ def execTransfer (th : Tid) (link : Ref ⊕ List Ref) (workE : Expr) (src dst : 
     if (← heldPart serial pool).isNone then
       specError s!"transfer {role} pool {← poolName pool}: the session holds no allocation of it (a hold or a lease); take it in a `hold` around the transfer, or keep it with `lease`" loc
   match link with
-  | .inl sref => execRun th sref .plain workE none env loc
+  | .inl sref => execRun th sref .plain workE none none env loc
   | .inr refs => execFlow th refs workE env loc   -- over several links at once (§11.14)
 
 /-- sessions.py `exec_transfer_end`: the landing, once the copy's job has completed — Q's
@@ -687,16 +726,17 @@ def execTransferEnd (serial : Nat) (src dst : Ref) (unitsE : Expr) (env : EnvM) 
 /-! ## Branches: `fork` and `join` (docs/language.md §11.13) -/
 
 /-- sessions.py `exec_fork`: a new branch of the session, at the back of the ready queue; the
-forking thread goes on at once. (Its attributes and draws are read and written on its session:
-SerqLang evaluates a branch's expressions with its session's serial.) -/
-def execFork (th : Tid) (body : Nat) (stream : DrawStream) (loc : Option Loc) : M Unit := do
+forking thread goes on at once; a fork inside a hold is allowed (the parent keeps its holds).
+(Its attributes and draws are read and written on its session: SerqLang evaluates a branch's
+expressions with its session's serial. A sub-agent's (`own`) copy of the attributes is kept in
+`attrs`, and marked, but SerqLang does not read it yet: docs/lean.md "branches that hold pools".) -/
+def execFork (th : Tid) (body : Nat) (own : Bool) (stream : DrawStream) (_loc : Option Loc) : M Unit := do
   let s ← thread th
-  if !s.holds.isEmpty then
-    specError "a `fork` while the session holds a pool is not supported yet (docs/language.md §11.13)" loc
   let root ← session th.owner
   let k := root.forks + 1
   setSession { root with forks := k }
-  let b : Session := { serial := th.owner, attrs := [], status := .ready, branch := some k, parent := some th,
+  let b : Session := { serial := th.owner, attrs := if own then s.attrs else [], status := .ready,
+                       branch := some k, parent := some th, own,
                        frames := [{ block := body, pc := 0, kind := "plain", stmt := none, stream }] }
   modifyThread th fun s => { s with liveBranches := s.liveBranches + 1 }
   modifyCfg fun c => { c with branches := c.branches ++ [b] }
@@ -728,7 +768,7 @@ def execStmt (th : Tid) (st : Located) (ref : Nat × Nat) (stream : DrawStream) 
   let loc := some st.loc
   let env : EnvM := { session := some serial, stream, loc }
   let me ← thread th
-  if (me.branch.isSome || me.liveBranches != 0) && !branchMay st.stmt then
+  if (me.liveBranches != 0 && !branchMay st.stmt) || (me.branch.isSome && !branchBodyMay st.stmt) then
     specError s!"`{st.stmt.op}` in a branch, or before the `join;` of a fork: the linker refuses this (docs/language.md §11.13)" loc
   match st.stmt with
   | .set slot e => setAttr serial slot (← evaluate env e)
@@ -748,7 +788,7 @@ def execStmt (th : Tid) (st : Located) (ref : Nat × Nat) (stream : DrawStream) 
   | .turn => execTurn serial
   | .end_ => endSession serial
   | .hold h => execHold serial h ref stream loc
-  | .run r mode w g => return (← execRun th r mode w g env loc)
+  | .run r mode w g k => return (← execRun th r mode w g k env loc)
   | .flow refs w => return (← execFlow th refs w env loc)
   | .grow r u =>
     let p ← resolveRef env r.base r.count r.index
@@ -769,7 +809,7 @@ def execStmt (th : Tid) (st : Located) (ref : Nat × Nat) (stream : DrawStream) 
     releasePoolEarly serial p loc
   | .transfer s w src dst => return (← execTransfer th s w src dst env loc)
   | .transferEnd src dst u => execTransferEnd serial src dst u env loc
-  | .fork body => execFork th body stream loc
+  | .fork body own => execFork th body own stream loc
   | .join => execJoin th
   return false
 
@@ -839,7 +879,7 @@ def retryGrowers (p : Nat) : M Unit := do
     let i := h.slot p
     let need := target - h.alloc.getD i 0
     if Value.lt (← capOf p) (.fin (st.used + need)) then break
-    addUnits p serial k i need
+    startCopies (← addUnits p serial k i need)
     let st ← pool p
     setPool p { st with growers := st.growers.drop 1 }
     let s ← session serial

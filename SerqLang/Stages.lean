@@ -164,6 +164,17 @@ def startJob (job : Job) : M Unit := do
                          dirty := true }
   | .step _ => specError s!"start_job on a {st.kind} stage"
 
+/-- stages.py `start_copies`: the copies of spilled chunks (`makeRoom`), in order: each with
+positive work is a job of no thread on its link, named `spill.n` (docs/language.md §11.8.1);
+zero work takes no time. -/
+def startCopies (copies : List (Nat × Value)) : M Unit := do
+  for (stg, w) in copies do
+    if Value.nz w then
+      let n := (← getCfg).counters.nextCopy
+      modifyCfg fun c => { c with counters := { c.counters with nextCopy := n + 1 } }
+      startJob { serial := 0, stage := stg, mode := "plain", left := .value w, growing := none,
+                 admission := -1, copy := some n }
+
 /-- stages.py `finish_job`: the job leaves its stage and its thread (a session or a branch,
 docs/language.md §11.13) becomes ready. -/
 def finishJob (s : Nat) (serial : Tid) : M Unit := do
@@ -204,8 +215,9 @@ def finishJob (s : Nat) (serial : Tid) : M Unit := do
       | w :: rest =>
         setStage s { st with waiting := rest }
         beginFifoService s w
-  let sess ← thread serial
   modifyRec fun r => { r with finished := r.finished.push (.arr [.str name, serial.toJson]) }
+  if let .copy _ := serial then return   -- a spill copy: no thread waits for it
+  let sess ← thread serial
   if sess.status == .stage s then
     setSession { sess with job := none, status := .ready }
     modifyCfg fun c => { c with ready := c.ready ++ [serial] }

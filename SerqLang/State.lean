@@ -56,6 +56,11 @@ structure St where
   /-- config.py `Config.attempt`: during an admission attempt, the session and per content pool
   the hit it reads as `cachedin` (docs/content.md §3); not part of the state -/
   attempt : Option (Nat × List (Nat × Nat)) := none
+  /-- engine.py: the sessions the forming iteration of an engine admitted, and, during an
+  admission (the session it runs included), (engine, running_served, running_chunks) of that
+  iteration (docs/language.md §7.3); not part of the state -/
+  fresh : List Nat := []
+  forming : Option (Nat × Nat × Nat) := none
   deriving Inhabited
 
 /-- The classes of errors.py: `SpecError` itself, its subclasses `NotSupported` and
@@ -128,6 +133,10 @@ structure IterCtx where
   admitted : Nat := 0
   stopped : Bool := false
   noAdmit : Bool := false
+  /-- docs/language.md §7.3: drafting slots per served request, lookahead units, the limit -/
+  slots : Nat := 0
+  lookahead : Nat := 0
+  limit : Tok := .inf
   deriving Inhabited
 
 /-! ## Accessors -/
@@ -152,6 +161,7 @@ def thread (t : Tid) : M Session := do
     match (← getCfg).branches.find? (·.tid == t) with
     | some b => return b
     | none => internalError s!"internal: no branch {t.text}"
+  | .copy _ => internalError s!"internal: {t.text} is a copy job, no thread"
 
 /-- Store a session, or a branch (by its name), back into the configuration. -/
 def setSession (s : Session) : M Unit :=

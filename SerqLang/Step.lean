@@ -214,6 +214,8 @@ def poolJson (prog : Program) (cfg : Config) (p : Nat) (st : PoolState) : CJ :=
          ("entries", .arr ((sortEntries st.entries).map Entry.toJson)),
          ("preemptions", .nat st.preemptions)]
         ++ (if st.rejected > 0 then [("rejected", .nat st.rejected)] else [])
+        -- trace.py: on a pool with `spill` (docs/language.md §11.8.1)
+        ++ (if ((prog.ir.pools[p]?).bind (·.spill)).isSome then [("spills", .nat st.spills)] else [])
         -- trace.py: present while a lease is held, `[serial, allocation, ends_at | null]`
         ++ (let mine := cfg.leases.filter (·.pool == p)
             if mine.isEmpty then []

@@ -31,6 +31,20 @@ class Case:
 
 RATIONALS = ["1/2", "1/3", "5/7", "1", "2", "3/4"]
 
+# The sessions of the multi-turn templates below: a staggered start, then turns while `more`,
+# each extending the conversation `ctx` and calling a tool in between.
+SESSION_LOOP = """\
+    session {{
+      run gate (serial * {stagger});
+      turn;
+      while (more) {{
+        set ctx = ctx + n + o;
+        tool (~uniform(0, {think}));
+        turn;
+      }}
+    }}
+"""
+
 VLLM = """\
 def reusable(x, b) {{ floor((x - 1) / b) * b }}
 
@@ -73,16 +87,7 @@ fn main() {{
       set o = 1 + floor(~uniform(0, {maxo}));
       set more = turn_no < {turns} ? ~bernoulli(1/2) : 0;
     }}
-    session {{
-      run gate (serial * {stagger});
-      turn;
-      while (more) {{
-        set ctx = ctx + n + o;
-        tool (~uniform(0, {think}));
-        turn;
-      }}
-    }}
-  }}
+""" + SESSION_LOOP + """  }}
   server {{
     set prompt = {prompt};{release_before}
     eng (prompt, o);{release_after}
@@ -93,7 +98,8 @@ fn main() {{
 
 @st.composite
 def vllm_programs(draw, content: bool = False, lag: bool = False, arrivals: bool = False,
-                  lease: bool = False, claims: bool = False, replicas: bool = False) -> Case:
+                  lease: bool = False, claims: bool = False, replicas: bool = False,
+                  speculate: bool = False) -> Case:
     """With `content` the KV pool is `share content` (docs/content.md): a prefix tree of one or two
     shared system prompts, sessions 0 and 1 on the first, the others on the second (its child), the
     rest of each prompt the session's own history. With `lag` the engine is `lag 1` (docs/async.md)
@@ -104,8 +110,11 @@ def vllm_programs(draw, content: bool = False, lag: bool = False, arrivals: bool
     releases it before its next call (a pinned waiting prefix) or right after the call (drawn after
     everything else). With `claims` (drawn last) the program declares one or two iteration
     claims on the engine (`every` / `some`, with or without `given`) and an `at end` claim
-    (docs/language.md §11.9 "Claims"). Without them the draws and the text are exactly those of
-    before (the lockstep tests replay them)."""
+    (docs/language.md §11.9 "Claims"). With `speculate` (drawn last) the engine speculates
+    (docs/language.md §7.3: `speculate (slots, lookahead, limit)`, the decode's k drafts, a
+    one-token prefill's placeholder drafts while some running request was served); with no trace
+    every draft is rejected. Without them the draws and the text are exactly those of before (the
+    lockstep tests replay them)."""
     sessions = draw(st.sampled_from([4, 3, 2, 1]))
     bs = draw(st.sampled_from([16, 4, 1]))
     maxp = draw(st.integers(1, 100))
@@ -172,6 +181,18 @@ def vllm_programs(draw, content: bool = False, lag: bool = False, arrivals: bool
         text = text[:text.rindex("}")] + draw(claim_decls()) + "}\n"
     if replicas:
         text = draw(replicated(text))
+    if speculate:
+        k = draw(st.integers(1, 4))
+        slots = draw(st.sampled_from([0, 1])) if budget > 1 else 0
+        look = draw(st.sampled_from([0, k, k + 1]))
+        # a limit below a request's length starves its decode (the same in both engines)
+        limit = draw(st.sampled_from(["inf", str(maxp + maxo + 2), str(max(3, (maxp + maxo) // 2))]))
+        text = text.replace(f"tokens cap {budget};", f"tokens cap {budget};\n    speculate ({slots}, {look}, {limit});", 1)
+        text = text.replace("decode (output - 1 - (known - prompt)) growing kv;",
+                            f"decode (output - 1 - (known - prompt)) growing kv speculate ({k});")
+        text = text.replace("prefill (known - c) growing kv;",
+                            f"prefill (known - c) growing kv speculate (known - c == 1 && running_served(eng) > "
+                            f"running_chunks(eng) ? {k} : 0);")
     return Case(text=text.replace("{arrival}", arrival), sessions=sessions, seed=seed)
 
 
@@ -417,8 +438,9 @@ def estimator_programs(draw) -> Case:
 
 FORK = """\
 fn main() {{
-  device acc {{ kv cap 200 * 16; }}
+  device acc {{ kv cap {kvcap} * 16; }}
   pool kv on acc {{ block 16; evict lru; preempt lifo; }}
+  pool mem {{ cap {memcap}; evict lru; preempt {preempt}; }}
   engine eng on acc {{
     reqs cap {slots};
     tokens cap {budget};
@@ -453,16 +475,29 @@ FORK_STMTS = ["tool ({w});", "run s ({w});", "run p ({w});", "set v = v + {w};",
               "branch with (1/2) {{ run s ({w}); }} else {{ tool ({w}); }}",
               "while (k{i} < 2) {{ tool ({w} + 1/4); set k{i} = k{i} + 1; }}"]
 FORK_WORKS = ["1", "1/2", "0", "~exp(1)", "~uniform(0, 2)", "serial + 1/3"]
+# What only a branch may run (a sub-agent, docs/language.md §11.13): its own engine request, holds
+# of the small pool `mem` (cached, grown, leased, released early; `{u}` may exceed its cap: rejected)
+FORK_HOLDS = ["eng ({n}, {o});", "hold mem ({u}) {{ run s ({w}); }} cache ({u});",
+              "hold mem (1) {{ grow mem (1); tool ({w}); }} cache (2);",
+              "hold mem ({u}) {{ observe hit = cached; tool ({w}); }} cache (1) lease mem ({w}); run s (1/2); release mem;",
+              "hold mem (1) {{ set v = v + 1; run p ({w}); release mem; tool (1/2); }}"]
 
 
 @st.composite
-def fork_blocks(draw, depth: int, counters: list) -> str:
-    """1-3 statements of a branch: the forms above and, above depth 0, a nested fork and join."""
+def fork_blocks(draw, depth: int, counters: list, holds: tuple = ()) -> str:
+    """1-3 statements of a branch: the forms above, the `holds` forms (of FORK_HOLDS) and, above
+    depth 0, a nested fork and join."""
     out = []
     for _ in range(draw(st.integers(1, 3))):
         if depth > 0 and draw(st.integers(0, 3)) == 0:
-            inner = [draw(fork_blocks(depth - 1, counters)) for _ in range(draw(st.integers(1, 2)))]
+            inner = [draw(fork_blocks(depth - 1, counters, holds)) for _ in range(draw(st.integers(1, 2)))]
             out.append(" ".join(f"fork {{ {b} }}" for b in inner) + " join;")
+            continue
+        if holds and draw(st.integers(0, 2)) == 0:
+            out.append(draw(st.sampled_from(holds)).format(
+                w=draw(st.sampled_from(FORK_WORKS)), u=draw(st.sampled_from(["1", "2", "v + 3"])),
+                n=draw(st.sampled_from(["n", "n + 16", "1 + floor(~uniform(0, 6))"])),
+                o=draw(st.sampled_from(["o", "o + 12"]))))
             continue
         i = len(counters)
         form = draw(st.sampled_from(FORK_STMTS))
@@ -475,20 +510,31 @@ def fork_blocks(draw, depth: int, counters: list) -> str:
 @st.composite
 def fork_programs(draw) -> Case:
     """An agent turn (docs/language.md §11.13): branches with tool calls, fifo and ps runs, draws,
-    shared attributes, loops and nested forks; the parent's own work before the join; then, or
-    not, one engine request (a sub-agent) after the join; one or two turns per session; batch,
-    open or closed arrivals."""
+    shared attributes, loops and nested forks, and sub-agents holding pools (their own engine
+    requests, holds of a small pool that may make them wait, preempt them or reject them); the
+    parent's own work before the join, the fork region inside a hold of the parent or not; then,
+    or not, one engine request after the join; one or two turns per session; batch, open or
+    closed arrivals."""
     sessions = draw(st.integers(1, 5))
     counters: list = []
-    forks = [draw(fork_blocks(2, counters)) for _ in range(draw(st.integers(1, 3)))]
+    preempt = draw(st.sampled_from(["none", "lifo", "by (-position)"]))
+    # a growth that preempts (`lifo`, `by`) when every other holder is no candidate (a parent waiting
+    # for its branches, a holder in the delay stage `tool`) preempts itself again at every
+    # re-admission, a loop the engines stop at one instant (§11.9): grow under `preempt none` only
+    holds = tuple(f for f in FORK_HOLDS if preempt == "none" or "grow" not in f)
+    forks = [draw(fork_blocks(2, counters, holds)) for _ in range(draw(st.integers(1, 3)))]
     parent = draw(st.sampled_from(["", "tool (1/2);", "run s (~exp(1));", "run p (1);", "set v = v * 2;"]))
     lines = ["    set v = 0;"] + [f"    set k{i} = 0;" for i in counters]
-    lines += [f"    fork {{ {b} }}" for b in forks] + [f"    {parent}" if parent else "", "    join;",
-                                                         "    observe joined = now;"]
+    region = [f"    fork {{ {b} }}" for b in forks] + [f"    {parent}" if parent else "", "    join;"]
+    if draw(st.booleans()):   # the fork inside a hold of the parent's (its pool stays the parent's)
+        region = ["    hold mem (1) {"] + [x for x in region if x] + ["    } cache (1);"]
+    lines += region + ["    observe joined = now;"]
     if draw(st.booleans()):
         lines.append("    eng (n, o);")
     lines.append("    observe done = now - v;")
     text = FORK.format(slots=draw(st.integers(1, 4)), budget=draw(st.sampled_from([8, 32, 64])),
+                       kvcap=draw(st.sampled_from([200, 3])), memcap=draw(st.sampled_from([2, 3, 6])),
+                       preempt=preempt,
                        cost=draw(st.sampled_from(["1", "1/2", "1/100 + batch.tokens / 1000"])),
                        kind=draw(st.sampled_from(["fifo", "fifo(2)", "delay"])),
                        rate=draw(st.sampled_from(["1", "2"])),
@@ -706,3 +752,83 @@ def transfer_programs(draw) -> Case:
         dkey=draw(st.sampled_from(["holders(dreqs[k]) + queued(dreqs[k])", "cachedin(dkv[k]), k", "0"])),
         body=body)
     return Case(text=text, sessions=sessions, seed=draw(st.integers(0, 2 ** 16)))
+
+
+SPILL = """\
+def reusable(x, b) {{ floor((x - 1) / b) * b }}
+
+fn main() {{
+  device acc {{ kv cap {blocks} * {bs}; }}
+  pool kv on acc {{ block {bs}; evict {evict}; preempt {preempt}; spill host via link ({work}) when ({when}); }}
+  pool host {{ cap {hostcap}; block {bs}; evict {hostevict};{hostspill} }}{disk}
+  stage link : {link};
+  stage slow : delay;
+  engine eng on acc {{
+    tokens cap {budget};
+    schedule {{ advance running each at most ({chunk}); }}
+    execute ({cost});
+  }}
+  stage gate : delay;
+  workload {{
+    arrive {arrival};
+    hidden o;
+    init {{ set ctx = 0; }}
+    turn {{
+      set n = {maxp} - floor(~uniform(0, {maxp} / 4));
+      set o = {maxo} - floor(~uniform(0, {maxo} / 2));
+      set more = turn_no < {turns} ? ~bernoulli({p}) : 0;
+    }}
+""" + SESSION_LOOP + """  }}
+  server {{
+    set prompt = ctx + n;
+    observe avail = cachedin(kv);{drop}
+    hold kv ({units}){reuse} {{
+      set c = min(cached, reusable(prompt, {bs}));
+      observe hit = c;
+      run eng prefill (prompt - c) growing kv;
+      run eng decode (o - 1) growing kv;
+    }} cache ({cache});
+  }}
+}}
+"""
+
+
+@st.composite
+def spill_programs(draw, arrivals: bool = False) -> Case:
+    """Offload tiers (`spill`, docs/language.md §11.8.1): multi-turn sessions whose KV pool (an
+    engine's memory, grown by its prefill and decode runs) spills evicted blocks to a host tier
+    over a fifo, ps or delay link, the host tier sometimes spilling on to a disk tier; conditions
+    and copy work read the chunk's size, age and owner; the hit taken by the units or not, with or
+    without `reuse`; an occasional `drop kv;`. The KV pool fits one session's longest sequence,
+    so a request never preempts itself forever."""
+    sessions = draw(st.sampled_from([4, 3, 5, 2]))
+    bs = draw(st.sampled_from([4, 1, 2]))
+    maxp = draw(st.integers(1, 24))
+    maxo = draw(st.integers(1, 8))
+    turns = draw(st.sampled_from([3, 2, 4]))
+    longest = turns * (maxp + maxo)
+    blocks = ceil(longest / bs) + 1 + draw(st.sampled_from([0, 0, 1, 4]))   # tight: others' entries go
+    chain = draw(st.booleans())
+    text = SPILL.format(
+        bs=bs, blocks=blocks,
+        evict=draw(st.sampled_from(["lru", "lru", "by (-size)", "by (last, size)"])),
+        preempt=draw(st.sampled_from(["lifo", "none", "by (-admission)"])),
+        work=draw(st.sampled_from(["size / 8", "1/4", "0", "size / 16 + 1/8", "serial + 1/2"])),
+        when=draw(st.sampled_from(["1", "size >= 2", "1", "age < 3", "waiting == 0", "serial - 2 * floor(serial / 2) == 0", "0"])),
+        hostcap=draw(st.sampled_from([16, 4, 64, 1, 0])) * bs,
+        hostevict=draw(st.sampled_from(["lru", "by (-size)"])),
+        hostspill=" spill disk via slow (size / 4) when (1);" if chain else "",
+        disk=f"\n  pool disk {{ cap {draw(st.sampled_from([2, 8]))} * {bs}; block {bs}; }}" if chain else "",
+        link=draw(st.sampled_from(["fifo", "fifo", "fifo(2)", "ps(1)", "delay"])),
+        budget=draw(st.sampled_from([8, 16, 4, 32])),
+        chunk=draw(st.sampled_from(["inf", "4", "7"])),
+        cost=draw(st.sampled_from(["1", "1/2 + 1/16 * batch.tokens"])),
+        arrival="{arrival}", maxp=maxp, maxo=maxo, turns=turns, p=draw(st.sampled_from(["1", "3/4"])),
+        stagger=draw(st.sampled_from(["0", "1/2", "2"])), think=draw(st.sampled_from(["8", "5/2", "0"])),
+        drop=draw(st.sampled_from(["", "", "\n    branch (turn_no == 3) { drop kv; }"])),
+        units=draw(st.sampled_from([f"min(cachedin(kv), reusable(prompt, {bs}))", "0", "1"])),
+        reuse=draw(st.sampled_from(["", f" reuse (reusable(prompt, {bs}))", " reuse (2)"])),
+        cache=draw(st.sampled_from(["prompt + o", "prompt + o - 1", "prompt"])))
+    seed = draw(st.integers(0, 2 ** 16))
+    arrival = draw(arrival_processes(sessions)) if arrivals else f"batch({sessions})"
+    return Case(text=text.replace("{arrival}", arrival), sessions=sessions, seed=seed)

@@ -266,22 +266,10 @@ def test_a_renewal_gap_that_is_not_positive_is_one_line(tmp_path, capsys):
 # The linker refuses these programs, so only an edited IR reaches the engines; serq_fast refuses a
 # fork block's statements when it loads the program, serq_spec when they run: both print one line.
 
-def _move_into_fork(op):
-    def edit(ir):
-        blk = ir["blocks"][ir["workload"]["server"]]
-        moved = next(s for s in blk if s["op"] == op)
-        fork = next(s for s in blk if s["op"] == "fork")
-        blk.remove(moved)
-        ir["blocks"][fork["body"]].append(moved)
-    return edit
-
-
-def _fork_into_hold(ir):
-    blk = ir["blocks"][ir["workload"]["server"]]
-    hold = next(s for s in blk if s["op"] == "hold")
-    moved = [s for s in blk if s["op"] in ("fork", "join")]
-    blk[:] = [s for s in blk if s not in moved]
-    ir["blocks"][hold["body"]][:0] = moved
+def _move_end_into_fork(ir):
+    session = ir["blocks"][ir["workload"]["session"]]
+    fork = next(s for s in ir["blocks"][ir["workload"]["server"]] if s["op"] == "fork")
+    ir["blocks"][fork["body"]].append(next(s for s in session if s["op"] == "end"))
 
 
 def _drop_inner_join(ir):
@@ -291,22 +279,11 @@ def _drop_inner_join(ir):
 
 
 FORK_CASES = {
-    "hold-in-branch": ("""fn main() {
-  pool m { cap 1; }
-  workload { arrive batch(1); }
-  server { fork { tool (1); } join; hold m (1) { tool (1); } }
-}""", _move_into_fork("hold"), "t.sq:4:37: error: `hold` in a branch, or before the `join;` of a fork: the linker "
-                               "refuses this (docs/language.md §11.13)"),
-    "engine-run-in-branch": (ENGINE_COST_0.replace("execute (0);", "execute (0.01);").replace(
-        "server { eng (20, 3); }", "server { fork { tool (1); } join; run eng (10); }"), _move_into_fork("run"),
-        "t.sq:20:37: error: a run on engine eng in a branch, or before the `join;` of a fork: the linker refuses "
-        "this (docs/language.md §11.13)"),
-    "fork-in-hold": ("""fn main() {
-  pool m { cap 1; }
-  workload { arrive batch(1); }
-  server { hold m (1) { tool (1); } fork { tool (1); } join; }
-}""", _fork_into_hold, "t.sq:4:37: error: a `fork` while the session holds a pool is not supported yet "
-                       "(docs/language.md §11.13)"),
+    "end-in-branch": ("""fn main() {
+  workload { arrive batch(1); session { turn; end; } }
+  server { fork { tool (1); } join; }
+}""", _move_end_into_fork, "t.sq:2:47: error: `end` in a branch, or before the `join;` of a fork: the linker "
+                              "refuses this (docs/language.md §11.13)"),
     # at the inner `fork`, whose branch 0.2 still runs when branch 0.1's block ends
     "unjoined": ("""fn main() {
   workload { arrive batch(1); }

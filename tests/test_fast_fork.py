@@ -59,20 +59,18 @@ def test_generated_code_and_interpreter_agree(monkeypatch):
     assert _rows(sim, "done").n > 50
 
 
-def test_a_hold_in_a_fork_block_is_refused_when_loaded():
-    """A hand-edited IR that moves a hold into a fork block (the linker refuses it)."""
+def test_a_turn_in_a_fork_block_is_refused_when_loaded():
+    """A hand-edited IR that moves `turn;` into a fork block (the linker refuses it; a branch may
+    hold pools, docs/language.md §11.13, but makes no turns)."""
     ir = compile_source("""
 fn main() {
-  pool m { cap 1; }
-  workload { arrive batch(1); }
-  server { fork { tool (1); } join; hold m (1) { tool (1); } }
+  workload { arrive batch(1); session { turn; turn; } }
+  server { fork { tool (1); } join; }
 }""", "t.sq", {})
-    blk = ir["blocks"][ir["workload"]["server"]]
-    hold = next(st for st in blk if st["op"] == "hold")
-    fork = next(st for st in blk if st["op"] == "fork")
-    blk.remove(hold)
-    ir["blocks"][fork["body"]].append(hold)
-    with pytest.raises(RunError, match="`hold` in a branch"):
+    blk = ir["blocks"][ir["workload"]["session"]]
+    fork = next(st for st in ir["blocks"][ir["workload"]["server"]] if st["op"] == "fork")
+    ir["blocks"][fork["body"]].append(blk.pop(0))
+    with pytest.raises(RunError, match="`turn` in a branch"):
         Sim(ir)
 
 

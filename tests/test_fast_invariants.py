@@ -124,25 +124,25 @@ def test_random_fork_programs_keep_the_invariants(case):
 
 def test_a_miscounted_branch_is_caught(monkeypatch):
     """A branch's end that leaves its parent counting it: the parent waits for a branch that is gone."""
-    real = Sim._branch_done
+    real = Sim._branch_left
 
-    def branch_done_keeping_the_count(self, b):
+    def branch_left_keeping_the_count(self, b):
         real(self, b)
         b.parent.live_branches += 1
 
-    monkeypatch.setattr(Sim, "_branch_done", branch_done_keeping_the_count)
+    monkeypatch.setattr(Sim, "_branch_left", branch_left_keeping_the_count)
     with pytest.raises(InvariantViolation, match=r"session [0-9.]+ counts 3 running branch\(es\), 2 are live"):
         _run(AGENT_FORK, True)
 
 
 def test_an_ended_branch_still_listed_is_caught(monkeypatch):
-    real = Sim._branch_done
+    real = Sim._branch_left
 
-    def branch_done_staying_listed(self, b):
+    def branch_left_staying_listed(self, b):
         real(self, b)
         self.branches[b.tid] = b
 
-    monkeypatch.setattr(Sim, "_branch_done", branch_done_staying_listed)
+    monkeypatch.setattr(Sim, "_branch_left", branch_left_staying_listed)
     with pytest.raises(InvariantViolation, match=r"branch [0-9.]+ ended but is still listed"):
         _run(AGENT_FORK, True)
 
@@ -150,14 +150,14 @@ def test_an_ended_branch_still_listed_is_caught(monkeypatch):
 def test_a_parent_left_joining_is_caught(monkeypatch):
     """The last branch's end that does not wake its joining parent."""
     from serq_fast.defs import JOINING
-    real = Sim._branch_done
+    real = Sim._branch_left
 
-    def branch_done_leaving_the_parent_joining(self, b):
+    def branch_left_leaving_the_parent_joining(self, b):
         waiting = b.parent.status == JOINING
         real(self, b)
         if waiting:
             b.parent.status = JOINING
 
-    monkeypatch.setattr(Sim, "_branch_done", branch_done_leaving_the_parent_joining)
+    monkeypatch.setattr(Sim, "_branch_left", branch_left_leaving_the_parent_joining)
     with pytest.raises(InvariantViolation, match=r"session [0-9.]+ is joining but .* has 0 branch\(es\) running"):
         _run(AGENT_FORK, True)

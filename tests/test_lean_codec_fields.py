@@ -55,6 +55,8 @@ CONFIG_OBJECTS = {
     ".sessions[].job": ("job", "Job.toJson"),
     ".branches[]": ("session", "Session.toJson"),   # docs/language.md §11.13
     ".branches[].job": ("job", "Job.toJson"),
+    ".branches[].holds[]": ("hold", "HoldState.toJson"),   # a sub-agent's holds (§11.13)
+    ".branches[].request": ("request", "Request.toJson"),
     ".stages[]": ("stage", "StageState.toJson"),
     ".stages[].jobs[]": ("job", "Job.toJson"),
     ".stages[].waiting[]": ("job", "Job.toJson"),

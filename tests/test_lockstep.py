@@ -34,6 +34,7 @@ CASES = [
     ("multi-turn/routing.sq", {}, 8, 30, math.inf),
     ("multi-turn/agent_fork.sq", {}, 2, 12, math.inf),                    # fork/join, docs/language.md §11.13
     ("multi-turn/agent_fork.sq", {"parallel": "0", "Lambda": "1"}, 3, 12, math.inf),
+    ("multi-turn/agent_subagent.sq", {"Lambda": "1"}, 3, 6, math.inf),    # a sub-agent's own engine request
     ("multi-turn/vllm.sq", {}, 9, 3, math.inf),
     ("multi-turn/vllm.sq", {"blocks": "400", "Lambda": "3"}, 10, 8, math.inf),
     ("multi-turn/vllm.sq", {"blocks": "2500", "chunk_cap": "64", "Lambda": "3"}, 11, 5, math.inf),
@@ -56,6 +57,9 @@ CASES = [
     # evictions keyed by the price of a miss (the online estimates, docs/language.md §4.4), and LRU
     ("multi-turn/priced_eviction.sq", {"room": "1500", "lambda": "2", "z": "2"}, 13, 20, math.inf),
     ("multi-turn/priced_eviction.sq", {"room": "1500", "lambda": "2", "z": "2", "policy": "0"}, 13, 20, math.inf),
+    # offload tiers (`spill`, docs/language.md §11.8.1): 300 GPU blocks over a 100-block host tier
+    # (its own evictions), to 30 s: 435 blocks spilled, 2 turns loading their prefix back
+    ("multi-turn/offload.sq", {"N": "3", "blocks": "300", "host_blocks": "100"}, 1, 4, 30.0),
     # 400 blocks: the spec's state line lists every block of the free queue at every step
     ("multi-turn/shared_prompt.sq", {"blocks": "400"}, 1, 3, math.inf),
     ("multi-turn/shared_prompt.sq", {"blocks": "150", "Lambda": "3"}, 2, 4, math.inf),
@@ -228,3 +232,42 @@ def test_ps_finish_tags_tied_exactly_split_in_floats():
 }"""
     ir = compile_source(text, "ps_tie.sq", {})
     assert compare_runs(ir, sample_sessions(ir, 0, 3, "ps_tie.sq"), "ps_tie.sq") == 7
+
+
+RESCHEDULED_AFTER_START = """
+fn main() {
+  device acc { kv cap 100 * 16; }
+  pool kv on acc { block 16; evict lru; preempt lifo; }
+  engine eng on acc {
+    reqs cap 3;
+    tokens cap 64;
+    request (prompt, output) {
+      at admission { known = max(prompt, computed + 1); }
+      prefill (known) growing kv;
+      decode (output - 1 - (known - prompt)) growing kv;
+    }
+    schedule {
+      advance running;
+      admit waiting while (running.preempted == 0) taking reqs (1), kv (min(known, budget_left(eng))) reserve (known);
+    }
+    execute (1/2);
+  }
+  pool reqs on eng { queue fifo; }
+  stage p : ps(1);
+  workload { arrive batch(3); }
+  server {
+    branch (serial == 0) { eng (34, 40); } else { tool (serial); run p (1); }
+  }
+}
+"""
+
+
+def test_a_template_whose_end_is_not_the_last_event_scheduled_is_not_fast_forwarded():
+    """At t = 2 session 2 joins `p` (its departures are rescheduled after the engine's iteration
+    end), session 1 leaves `p`, the engine starts an iteration and `p` reschedules once more in
+    the same settle: the iteration's end is not the last event scheduled. The fast-forward's
+    sequence numbers assumed it was (found by the random fork programs, 2 of 1,000): step 8's
+    event had seq 9 in serq_fast, 8 in serq_spec, before serq_fast.fastforward.bulk declined it."""
+    from serq.frontend import compile_source
+    ir = compile_source(RESCHEDULED_AFTER_START, "resched.sq", {})
+    assert lockstep(ir, 1, 3, "resched.sq") > 8

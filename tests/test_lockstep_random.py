@@ -1,7 +1,7 @@
 """Lockstep of serq_spec and serq_fast on random small programs (tests/strategies.py).
 
 Default profile: 200 derandomised programs (+20 every step, +50 of `scope_programs`, +50 `share content`,
-+50 `lag 1`, +50 under poisson, renewal and closed arrivals, +20 with claims, +50 with fork/join, +50 on
++20 speculating (docs/language.md §7.3), +50 `lag 1`, +50 under poisson, renewal and closed arrivals, +20 with claims, +50 with fork/join, +50 on
 engine arrays, +50 with runs over several stages, +50 reading the online estimates of stages, +50 of engines, +50 with `transfer`).
 Long profile (documented in docs/fast.md):
 `SERQ_LOCKSTEP_PROFILE=long python -m pytest tests/test_lockstep_random.py` runs 10,000 programs
@@ -78,6 +78,20 @@ def test_random_content_programs_agree(case, every_step):
         lockstep(ir, case.seed, case.sessions, case.name)
     finally:
         os.environ.pop("SERQ_FAST_NO_FF", None)
+
+
+SPECULATE_EXAMPLES = max(20, EXAMPLES // 10)
+
+
+@settings(max_examples=SPECULATE_EXAMPLES, deadline=None, derandomize=not LONG, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(st.booleans().flatmap(lambda content: strategies.vllm_programs(content=content, speculate=True)))
+def test_random_speculating_programs_agree(case):
+    """Speculating engines (docs/language.md §7.3: drafting slots, lookahead, a limit, decode
+    drafts, a prefill's placeholder drafts), with and without `share content`. Such an engine is
+    never fast-forwarded, so every step is compared."""
+    ir = compile_source(case.text, case.name, {})
+    lockstep(ir, case.seed, case.sessions, case.name)
 
 
 LAG_EXAMPLES = max(20, EXAMPLES // 4)
@@ -222,4 +236,19 @@ def test_random_transfer_programs_agree(case):
     once (a flow), n = p or less."""
     ir = compile_source(case.text, case.name, {})
     assert any(st["op"] == "transfer" for b in ir["blocks"] for st in b)
+    lockstep(ir, case.seed, case.sessions, case.name)
+
+
+SPILL_EXAMPLES = max(20, EXAMPLES // 4)
+
+
+@settings(max_examples=SPILL_EXAMPLES, deadline=None, derandomize=not LONG, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(st.booleans().flatmap(lambda arrivals: strategies.spill_programs(arrivals=arrivals)))
+def test_random_spill_programs_agree(case):
+    """Offload tiers (`spill`, docs/language.md §11.8.1): evicted KV blocks spilled to a host tier
+    (and on to a disk tier), copies queued on fifo, ps or delay links, hits loaded back before the
+    body, under batch, open and closed arrivals; every step compared (a program with `spill` is
+    never fast-forwarded)."""
+    ir = compile_source(case.text, case.name, {})
     lockstep(ir, case.seed, case.sessions, case.name)

@@ -34,7 +34,7 @@ ALL = sorted(p.name[: -len(".scenario.json")] for p in VECTORS.glob("*.scenario.
 #: The vectors the model supports today and that agree exactly (measured: docs/vllm-model.md).
 #: A change that makes one of them unsupported or divergent fails `test_vector`; this floor
 #: catches a change that silently refuses more of them.
-MIN_AGREE = 557
+MIN_AGREE = 597
 
 
 def _run(name: str, engine: str = "auto", **kw) -> dict:
@@ -82,24 +82,94 @@ def test_agreement_floor():
     assert agree >= MIN_AGREE, f"only {agree} vectors agree (expected >= {MIN_AGREE})"
 
 
-#: speculative decoding (docs/vllm-model.md §5.6): refused until the language can say it
+#: speculative decoding (docs/vllm-model.md §5.6): modelled on synchronous scenarios, refused
+#: under async scheduling (`spec-async`)
 SPECULATIVE = [n for n in ALL if load_scenario(VECTORS / f"{n}.scenario.json").speculative]
-HAND_SPECULATIVE = [n for n in SPECULATIVE if n.startswith("h_")]
+ASYNC_SPECULATIVE = [n for n in SPECULATIVE
+                     if load_scenario(VECTORS / f"{n}.scenario.json").config["async_scheduling"]]
 
 
-def test_speculative_vectors_are_refused():
-    assert len(SPECULATIVE) >= 54
+def test_async_speculative_vectors_are_refused():
+    """Every async speculative vector is refused naming `spec-async`; no synchronous one is
+    refused before a run (test_vector runs them: each agrees)."""
+    assert len(SPECULATIVE) >= 56 and len(ASYNC_SPECULATIVE) >= 16
     for name in SPECULATIVE:
-        with pytest.raises(Unsupported) as info:
-            plan_scenario(load_scenario(VECTORS / f"{name}.scenario.json"))
-        assert info.value.feature == "spec-decode", name
+        sc = load_scenario(VECTORS / f"{name}.scenario.json")
+        if name in ASYNC_SPECULATIVE:
+            with pytest.raises(Unsupported) as info:
+                plan_scenario(sc)
+            assert info.value.feature == "spec-async", name
+        else:
+            assert plan_scenario(sc).speculative, name
 
 
-@pytest.mark.parametrize("name", HAND_SPECULATIVE)
-def test_forced_speculative_vector_diverges(name):
-    """What the refusal guards: with the drafts ignored (one token per decode step) every
-    hand-written speculative vector diverges from vLLM's trace (all 54 do: docs/vllm-model.md)."""
-    assert _diffs(name, _run(name, force=True)), name
+def test_forced_async_speculative_vector_diverges():
+    """What the refusal guards: forced, `h_spec_async` runs synchronously with its drafts ignored
+    (one token per decode step), and diverges from vLLM's trace."""
+    assert _diffs("h_spec_async", _run("h_spec_async", force=True))
+
+
+#: Seeded faults of the speculative rules (docs/vllm-model.md §5.6), one program edit each (in
+#: every program that has the text): the vector named diverges at that step.
+SPEC_FAULTS = [
+    # rule 1: a decode step of 1 + k tokens
+    ("drafts-off", "h_spec_reject", "speculate (drafts);", "speculate (0);", 1),
+    # rule 1: the chunk keeps max_model_len - 1 - computed room
+    ("no-limit", "h_spec_finish_mid", "speculate (draft_slots, lookahead, max_len);",
+     "speculate (draft_slots, lookahead, inf);", 3),
+    # rule 2: lookahead units on every growth, and in the admission's allocation
+    ("no-lookahead-growth", "h_spec_lookahead_preempt", "speculate (draft_slots, lookahead, max_len);",
+     "speculate (draft_slots, 0, max_len);", 1),
+    ("no-lookahead-admission", "h_spec_lookahead_wait", ") + lookahead, max_len)", ") + 0, max_len)", 1),
+    # rule 3: a draft model's slot per scheduled request
+    ("no-draft-slot", "c50000_00014", "speculate (draft_slots, lookahead, max_len);",
+     "speculate (0, lookahead, max_len);", 1),
+    # rule 5: padding at admission, and its three conditions
+    ("no-padding", "h_spec_prefix", "speculate (padding);", "speculate (0);", 3),
+    ("pad-budget-ignored", "h_spec_pad_budget", "|| 1 + pad > budget_left(vllm)", "|| 0 > 1", 4),
+    ("pad-without-running-request", "h_spec_pad_alone", "(running_served(vllm) > 0 ||", "(1 > 0 ||", 0),
+    ("pad-beside-prefill-chunk", "c50000_00047", "running_chunks(vllm) == 0", "1 > 0", 66),
+]
+
+
+@pytest.mark.parametrize("name, good, bad, step", [f[1:] for f in SPEC_FAULTS], ids=[f[0] for f in SPEC_FAULTS])
+def test_seeded_speculative_faults_diverge(name, good, bad, step):
+    sources = {}
+    for priority, hold in ((False, False), (False, True), (True, True)):
+        text = program_path(priority, hold).read_text()
+        if good in text:
+            sources[program_path(priority, hold).name] = text.replace(good, bad)
+    assert sources, good
+    diffs = _diffs(name, _run(name, sources=sources))
+    assert diffs and diffs[0].step == step, diffs
+
+
+def _no_give_back(cfg, job, a):
+    """serq_spec.engine.verified without the give-back: the rejected drafts keep their positions."""
+    from serq_spec.engine import thread
+    if job.mode != "decode":
+        return min(a.tokens, job.left)
+    counts = thread(cfg, job.serial).accept or []
+    k = len(counts) - job.left
+    return min(1 + (min(counts[k], a.tokens - 1) if 0 <= k < len(counts) else 0), job.left)
+
+
+@pytest.mark.parametrize("fault, name, step", [("no-give-back", "h_spec_budget_trim", 3),
+                                               ("drafts-cached", "h_spec_prefix", 7),
+                                               ("nothing-accepted", "h_spec_reject", 5)])
+def test_seeded_speculative_engine_faults_diverge(fault, name, step, monkeypatch):
+    """Rule 4 (rejected drafts give their positions back; the acceptance counts decide), and
+    only verified tokens identify blocks: each broken in serq_spec makes its vector diverge."""
+    import serq_spec.engine as spec_engine
+    import serq_vllm.encode as encode
+    if fault == "no-give-back":
+        monkeypatch.setattr(spec_engine, "verified", _no_give_back)
+    elif fault == "drafts-cached":
+        monkeypatch.setattr(spec_engine, "verified_upto", lambda job, pos_before, tokens: pos_before + tokens)
+    else:
+        monkeypatch.setattr(encode, "acceptance", lambda plan, turn: [0] * turn.out)
+    diffs = _diffs(name, _run(name, "spec"))
+    assert diffs and diffs[0].step == step, diffs
 
 
 @pytest.mark.skipif(not os.environ.get("SERQ_ORACLE_MODEL_SPEC_ALL"),
@@ -262,9 +332,9 @@ def test_seeded_fault_seed_allocation_diverges_on_caps():
     """The seed's admission amount `min(known, reused + budget_left)` (docs/language.md §7.1)
     over-allocates when the threshold binds: caps diverges in free_blocks_after_schedule."""
     text = program_path(False).read_text()
-    good = "kv (min(known, avail + min(lim, budget_left(vllm)))"
+    good = "kv (min(min(known + pad, avail + min(lim, budget_left(vllm)))"
     assert good in text
-    faulty = text.replace(good, "kv (min(known, avail + budget_left(vllm))")
+    faulty = text.replace(good, "kv (min(min(known + pad, avail + budget_left(vllm))")
     trace = _run("caps", sources={"vllm_scenario.sq": faulty})
     diffs = _diffs("caps", trace)
     assert diffs, "the seeded fault went unnoticed"

@@ -196,7 +196,7 @@ def test_trace_bad_row_points_into_the_csv(tmp_path):
     from serq.frontend import load_program
     with pytest.raises(SerqError) as info:
         load_program(str(p), {})
-    assert info.value.file.endswith("t.csv") and info.value.line == 2 and "5 or 6 fields" in info.value.message
+    assert info.value.file.endswith("t.csv") and info.value.line == 2 and "5 to 7 fields" in info.value.message
     (tmp_path / "t.csv").write_text("1,0,10,5,x\n")
     with pytest.raises(SerqError) as info:
         load_program(str(p), {})

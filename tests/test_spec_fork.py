@@ -138,19 +138,20 @@ fn main() {
         run_ir(ir, 1)
 
 
-def test_a_hold_in_a_branch_is_a_run_time_error():
-    """A hand-edited IR that moves a hold into a fork block: the spec refuses it where it runs."""
+def test_a_hold_before_the_join_is_a_run_time_error():
+    """A hand-edited IR that moves a hold between a `fork` and its `join;`: the thread that forked
+    may not queue for a pool while its branches run (a branch may: docs/language.md §11.13); the
+    spec refuses it where it runs."""
     def move_hold(ir):
         blk = ir["blocks"][ir["workload"]["server"]]
         hold = next(st for st in blk if st["op"] == "hold")
-        fork = next(st for st in blk if st["op"] == "fork")
         blk.remove(hold)
-        ir["blocks"][fork["body"]].append(hold)
+        blk.insert(next(i for i, st in enumerate(blk) if st["op"] == "join"), hold)
     ir = hand_edited("""
 fn main() {
   pool m { cap 1; }
   workload { arrive batch(1); }
   server { fork { tool (1); } join; hold m (1) { tool (1); } }
 }""", move_hold)
-    with pytest.raises(SpecError, match="`hold` in a branch"):
+    with pytest.raises(SpecError, match="`hold` in a branch, or before the `join;` of a fork"):
         run_ir(ir, 1)

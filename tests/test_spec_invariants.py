@@ -82,8 +82,9 @@ def test_holders_order():
 
 def test_injected_fault_stops_the_run_with_step_and_state(monkeypatch):
     """make_room that evicts nothing: an admission then breaks used + cached <= cap; the run stops."""
-    monkeypatch.setattr(sessions, "make_room", lambda cfg, p, need: None)
-    monkeypatch.setattr(pools, "make_room", lambda cfg, p, need: None)   # growth (pools.add_units)
+    # make_room returns the copies of spilled chunks (docs/language.md §11.8.1): none here
+    monkeypatch.setattr(sessions, "make_room", lambda cfg, p, need: [])
+    monkeypatch.setattr(pools, "make_room", lambda cfg, p, need: [])   # growth (pools.add_units)
     with pytest.raises(InvariantViolation) as err:
         run(program("lru_release_order"), check=True)
     assert err.value.step > 0

@@ -58,6 +58,8 @@ def summary(cfg, recs) -> dict:
             out["iterations"][w(it["start"])] = [[s, n] for s, _m, n in it["assign"]]
         for key in ("admitted", "preempted", "released", "evicted", "rejected"):
             out[key] += [[w(now)] + list(x) for x in r[key]]
+    out["finished"] = [[w(now)] + list(x) for now, r, _c, _p in recs for x in r["finished"]]
+    out["spills"] = {cfg.program.pools[i]["name"]: p.spills for i, p in enumerate(cfg.pools)}
     out["preemptions"] = {cfg.program.pools[i]["name"]: p.preemptions for i, p in enumerate(cfg.pools)}
     out["rejected_counts"] = {cfg.program.pools[i]["name"]: p.rejected for i, p in enumerate(cfg.pools)}
     out["final_entries"] = {cfg.program.pools[i]["name"]: [e.to_json() for e in sorted(p.entries, key=lambda e: (e.last, e.rel))]
@@ -83,6 +85,10 @@ def test_vector(name):
             assert got_values == values, f"{obs_name} of session {serial}"
     for pool, n in expected.get("preemptions", {}).items():
         assert got["preemptions"][pool] == n
+    for pool, n in expected.get("spills", {}).items():   # chunks moved to the tier (§11.8.1)
+        assert got["spills"][pool] == n, f"spills of pool {pool}"
+    for stage, rows in expected.get("finished_on", {}).items():   # every job done there, in order
+        assert [[t, tid] for t, name, tid in got["finished"] if name == stage] == rows, f"finished on {stage}"
     for start, assign in expected.get("iterations", []):
         assert got["iterations"].get(start) == assign, f"iteration at {start}"
     for key in ("admitted", "preempted", "released"):

@@ -215,7 +215,10 @@ LINK_ERRORS = {
     "a fifo among several links": ("hold dk (4) { transfer link2, @@link (1) from pk to dk (3); }",
                                    "`link` is a fifo stage; a run over several stages needs ps stages"),
     "a link named twice": ("hold dk (4) { transfer link2, @@link2 (1) from pk to dk (3); }", "is named twice"),
-    "in a fork": ("fork { @@transfer link (1) from pk to dk (3); } join;", "is not allowed inside a `fork` block"),
+    # a branch may transfer what it holds itself (docs/language.md §11.13); the forking thread
+    # may not before its join
+    "before a join": ("fork { tool (1); } @@transfer link (1) from pk to dk (3); join;",
+                      "is not allowed between a `fork` and its `join;`"),
 }
 
 

@@ -9,8 +9,8 @@ does); every vector exists (`vllm/NAME`: vectors/vllm/NAME.scenario.json and its
 `spec/NAME`: vectors/spec/NAME/expected.json). The seeded-fault tests break one cell of each
 kind and require the check to name it.
 
-The second table (after `## Refused rules`) holds vLLM rules the model refuses instead of
-reproducing: four cells, rule | vLLM source | refusal | vectors; the refusal must be a feature of
+The second table (after `## Refused rules`; speculative decoding under async scheduling) holds
+vLLM rules the model refuses instead of reproducing: four cells, rule | vLLM source | refusal | vectors; the refusal must be a feature of
 `serq_vllm.plan.FEATURES` and every vector cited must be refused by `plan_scenario` naming it.
 """
 
@@ -292,14 +292,16 @@ def test_refused_rules_can_be_followed():
 
 
 REFUSED_SEEDED = {
-    "unknown refusal": (lambda t: _seed(t, "| `spec-decode` | `vllm/h_spec_reject`",
-                                        "| `spec-decoding` | `vllm/h_spec_reject`"),
-                        "refusal `spec-decoding` is no feature"),
-    "a modelled vector cited": (lambda t: _seed(t, "`vllm/h_spec_reject`, ", "`vllm/caps`, "),
-                                "vector vllm/caps is not refused as `spec-decode`"),
-    "missing vector": (lambda t: _seed(t, "`vllm/h_spec_reject`", "`vllm/h_spec_rejected`"),
-                       "no committed vector vllm/h_spec_rejected"),
-    "a cell dropped": (lambda t: _seed(t, "| `spec-decode` | `vllm/h_spec_prefix` |", "| `vllm/h_spec_prefix` |"),
+    "unknown refusal": (lambda t: _seed(t, "| `spec-async` | `vllm/h_spec_async`",
+                                        "| `spec-asynch` | `vllm/h_spec_async`"),
+                        "refusal `spec-asynch` is no feature"),
+    "a modelled vector cited": (lambda t: _seed(t, "| `spec-async` | `vllm/h_spec_async`, ",
+                                                "| `spec-async` | `vllm/h_spec_reject`, "),
+                                "vector vllm/h_spec_reject is not refused as `spec-async`"),
+    "missing vector": (lambda t: _seed(t, "`vllm/c50000_00062` |", "`vllm/c50000_00064` |"),
+                       "no committed vector vllm/c50000_00064"),
+    "a cell dropped": (lambda t: _seed(t, "| `spec-async` | `vllm/h_spec_async`, `vllm/c50000_00062` |",
+                                       "| `vllm/h_spec_async`, `vllm/c50000_00062` |"),
                        "3 cells, not 4"),
 }
 
@@ -340,15 +342,15 @@ def _seed(text: str, old: str, new: str) -> str:
 
 SEEDED = {
     # a wrong line number: the construct is not on the line before it
-    "wrong line": (lambda t: _seed(t, "`vllm_scenario.sq:108` `tokens cap budget`",
-                                   "`vllm_scenario.sq:107` `tokens cap budget`"),
-                   "vllm_scenario.sq:107 does not contain `tokens cap budget`"),
+    "wrong line": (lambda t: _seed(t, "`vllm_scenario.sq:114` `tokens cap budget`",
+                                   "`vllm_scenario.sq:113` `tokens cap budget`"),
+                   "vllm_scenario.sq:113 does not contain `tokens cap budget`"),
     "line past the end": (lambda t: _seed(t, "`vllm.sq:17`", "`vllm.sq:18`"), "vllm.sq has no line 18"),
-    "missing program": (lambda t: _seed(t, "`vllm_scenario.sq:108`", "`vllm_scenari.sq:108`"),
+    "missing program": (lambda t: _seed(t, "`vllm_scenario.sq:114`", "`vllm_scenari.sq:114`"),
                         "no program vllm_scenari.sq"),
-    "location without construct": (lambda t: _seed(t, "`vllm_scenario.sq:108` `tokens cap budget`",
-                                                   "`vllm_scenario.sq:108`"),
-                                   "`vllm_scenario.sq:108` has no construct"),
+    "location without construct": (lambda t: _seed(t, "`vllm_scenario.sq:114` `tokens cap budget`",
+                                                   "`vllm_scenario.sq:114`"),
+                                   "`vllm_scenario.sq:114` has no construct"),
     "misspelled serq_spec function": (lambda t: _seed(t, "| `growth.choose_victim`", "| `growth.choose_victin`"),
                                       "serq_spec has no growth.choose_victin"),
     "misspelled serq_fast method": (lambda t: _seed(t, "| `engine.Engine._serve`", "| `engine.Engine._serv`"),

@@ -33,7 +33,8 @@ FUNCS = {"min": 2, "max": 2, "abs": 1, "floor": 1, "ceil": 1, "sqrt": 1, "exp": 
 # the online estimators of a stage or engine (docs/language.md §4.4): `price(s, s_hit, ds)` takes
 # two more arguments; all four mark the stage they read `"estimates": true` in the IR
 ESTIMATORS = {"est_lambda": 1, "est_rho": 1, "est_wait": 1, "price": 3}
-STAGE_OBS = {"queue", "busy", "work", "budget_left"} | set(ESTIMATORS)
+# running_served / running_chunks: docs/language.md §7.3 (an engine's schedule so far)
+STAGE_OBS = {"queue", "busy", "work", "budget_left", "running_served", "running_chunks"} | set(ESTIMATORS)
 POOL_OBS = {"used", "free", "cachedin", "holders", "queued"}
 BUILTIN_FUNCS = set(FUNCS) | STAGE_OBS | POOL_OBS | {"blocksize"}
 LIVE_OBS = STAGE_OBS | POOL_OBS  # "live state" of §10
@@ -228,6 +229,7 @@ class Linker:
         self.devices: dict[str, dict] = {}           # a device array's members as `gpu[0]`, `gpu[1]`, …
         self.device_arrays: dict[str, int] = {}      # device array name -> its size
         self.admit_via: list[tuple] = []            # (pool index, `admit via E` node), resolved after `main`
+        self.spills: list[tuple] = []               # (pool index, pool node, `spill` node), resolved after `main`
         self.k_memory: list[tuple] = []             # (engine name, `memory P` pool ref) of K step stages
         self.engine_arrays: dict[str, list] = {}     # engine array name -> its members' names, `E[0]` …
         self.engines: dict[str, EngineInfo] = {}
@@ -451,6 +453,10 @@ class Linker:
                 self.collect(handlers[k], it, name=getattr(it, "name", None) if k not in ("workload", "server", "prefix", "share") else None)
         for pool, o in self.admit_via:
             self.collect(self.resolve_admit_via, pool, o)
+        for pool, node, o in self.spills:
+            self.collect(self.resolve_spill, pool, node, o, name=node.name)
+        if self.spills and not self.errors:
+            self.collect(self.check_tiers)
         for name, ref in self.k_memory:
             if name not in self.failed:
                 self.collect(self.check_k_memory, name, ref)
@@ -559,7 +565,7 @@ class Linker:
         for o in p.opts:
             key = {"p_cap": "cap", "p_block": "block", "p_evict": "evict", "p_preempt": "preempt",
                    "p_queue": "queue", "p_reserve_held": "reserve held", "p_share": "share",
-                   "p_admit_via": "admit via"}[o.kind]
+                   "p_admit_via": "admit via", "p_spill": "spill"}[o.kind]
             if key in seen:
                 raise self.err(o.pos, f"pool option `{key}` given twice (first at {self.where(seen[key])})")
             seen[key] = o.pos
@@ -607,6 +613,17 @@ class Linker:
                     raise self.err(o.pos, f"pool `{p.name}` on engine `{p.owner}` is admitted by it already; "
                                           "drop `admit via`")
                 admit_via = o
+            elif o.kind == "p_spill":
+                if o.word != "when":
+                    raise self.err(o.word_pos, f"expected `when` after `spill {o.tier.name} via {o.link.name} (…)`, "
+                                               f"found `{o.word}`: write `spill TIER via LINK (work) when (condition);`")
+                if p.dim is not None:
+                    raise self.err(o.pos, f"`spill` on the pool array `{p.name}` is not supported yet: declare "
+                                          "one pool per tier")
+        if "spill" in seen and opts["share"] == "content":
+            raise self.err(seen["spill"], f"`spill` on the `share content` pool `{p.name}` is not supported yet: "
+                                          "its cache is physical blocks shared by content, not per-session "
+                                          "entries that a tier could hold (docs/content.md)")
         if cap is None:
             raise self.err(p.pos, f"pool `{p.name}` has no capacity: write `cap …;` or declare it `on` a device or engine")
         owned = owned or [(cap, None)] * (count or 1)
@@ -622,6 +639,9 @@ class Linker:
                                "reserve_held": opts["reserve_held"], "admitted_by": admitted_by,
                                "share": opts["share"]})
         self.pool_names[p.name] = (base, len(owned), p.pos, p.dim is not None)
+        if "spill" in seen:
+            # resolved at the end of `main`: the tier, the link and the holds are known then
+            self.spills.append((base, p, next(o for o in p.opts if o.kind == "p_spill")))
         if admit_via is not None:
             # resolved at the end of `main`: in K the engine names this pool as its memory, so
             # it may be declared below it
@@ -669,6 +689,87 @@ class Linker:
             raise self.err(o.ref.pos, f"`admit via {o.ref.name}`: `{o.ref.name}` is not an engine; only an engine "
                                       "admits a pool (declare `engine NAME on DEVICE { … }`)")
         self.pools[pool]["admitted_by"] = ref["base"] + (int(val(ref["index"])) if ref["index"] is not None else 0)
+
+    def resolve_spill(self, pool: int, p: Node, o: Node) -> None:
+        """`spill Q via S (w) when (c);` (docs/language.md §11.8.1): Q a pool holding only cache
+        entries, S a fifo, ps or delay stage; w and c read per chunk in the eviction-key moment."""
+        c = Ctx("evict", "a `spill` clause", defs=self.defs, record=[])
+        tier = self.ref(o.tier, "pool", c)
+        if tier["index"] is not None:
+            raise self.err(o.tier.pos, f"the tier of `spill` must be a single pool, not the array `{o.tier.name}`")
+        q = tier["base"]
+        if q == pool:
+            raise self.err(o.tier.pos, f"pool `{p.name}` cannot spill to itself: name a lower tier (a pool that "
+                                       "only holds cache entries, e.g. host memory)")
+        if self.pools[q].get("share") == "content":
+            raise self.err(o.tier.pos, f"the tier `{o.tier.name}` is a `share content` pool: `spill` to it is not "
+                                       "supported yet (docs/content.md)")
+        if self.pools[q].get("admitted_by") is not None or self.pools[pool].get("admitted_by") is not None:
+            which = o.tier.name if self.pools[q].get("admitted_by") is not None else p.name
+            raise self.err(o.pos, f"pool `{which}` is admitted by an engine (it counts requests, not tokens, and "
+                                  "keeps no cache entries): `spill` needs token pools on devices or free-standing")
+        if self.pools[q]["block"] != self.pools[pool]["block"]:
+            raise self.err(o.tier.pos, f"the tier `{o.tier.name}` has block {self.pools[q]['block']}, pool "
+                                       f"`{p.name}` block {self.pools[pool]['block']}: a spilled chunk moves whole "
+                                       "blocks, so give both the same `block`")
+        link = self.ref(o.link, "stage", c)
+        if link["index"] is not None:
+            raise self.err(o.link.pos, f"the link of `spill` must be a single stage, not the array `{o.link.name}`")
+        if self.stage_kind(link) not in ("fifo", "ps", "delay"):
+            raise self.err(o.link.pos, f"the link of `spill` must be a `fifo`, `ps` or `delay` stage; "
+                                       f"`{o.link.name}` is an engine")
+        work = self.cx(o.work, c)
+        when = self.cx(o.when, c)
+        self.note_facing(c)
+        self.pools[pool]["spill"] = {"pool": q, "stage": link["base"], "work": work, "when": when,
+                                     "at": self.at(o.pos)}
+
+    def check_tiers(self) -> None:
+        """The tiers of `spill` form chains, not cycles, and a tier only holds cache entries: no
+        hold takes it; a hold takes at most one pool with `spill`, and not in an engine's
+        admission (the load-back wait before the body, docs/language.md §11.8.1)."""
+        for start, node, o in self.spills:
+            seen = [start]
+            q = self.pools[start].get("spill", {}).get("pool")
+            while q is not None:
+                if q in seen:
+                    raise self.err(o.pos, "the `spill` tiers form a cycle: " + " → ".join(
+                        self.pools[i]["name"] for i in seen + [q]) + "; a tier must be lower than its pool")
+                seen.append(q)
+                q = self.pools[q].get("spill", {}).get("pool")
+        tiers = {self.pools[i]["spill"]["pool"]: o for i, _, o in self.spills if "spill" in self.pools[i]}
+        links = {self.pools[i]["spill"]["stage"]: o for i, _, o in self.spills if "spill" in self.pools[i]}
+        for blk in self.blocks:
+            for st in blk:
+                for ref in st.get("stages") or []:   # a run over several stages (§11.14)
+                    for i in range(ref["base"], ref["base"] + ref.get("count", 1)):
+                        if i in links:
+                            raise self.err(links[i].pos, f"the link `{self.stages[i]['name']}` of `spill` is crossed "
+                                                         f"by a run over several stages (at {self.where(tuple(st['at']))}): "
+                                                         "copies on a shared stage are not supported yet")
+                if st["op"] not in ("hold", "grow", "load", "release"):
+                    continue
+                refs = [hp["pool"] for hp in st["pools"]] if st["op"] == "hold" else [st["pool"]]
+                spilling = []
+                for ref in refs:
+                    for i in range(ref["base"], ref["base"] + ref["count"]):
+                        if i in tiers:
+                            raise self.err(tuple(st["at"]), f"pool `{self.pools[i]['name']}` is the `spill` tier of "
+                                           f"another pool (at {self.where(tuple(tiers[i].pos))}); a tier holds only "
+                                           "cache entries, so no statement may hold it")
+                        if "spill" in self.pools[i]:
+                            spilling.append(i)
+                if st["op"] != "hold" or not spilling:
+                    continue
+                if len(spilling) > 1:
+                    raise self.err(tuple(st["at"]), "a hold of two pools with `spill` is not supported yet: "
+                                                    "their load-backs would need an order")
+                first = st["pools"][0]["pool"]
+                if any(self.pools[i].get("admitted_by") is not None
+                       for i in range(first["base"], first["base"] + first["count"])):
+                    raise self.err(tuple(st["at"]), f"pool `{self.pools[spilling[0]]['name']}` has `spill`, and "
+                                   "this hold is an engine's admission (`taking`): the load-back before the body is "
+                                   "not supported there yet; hold the pool outside the engine call")
 
     def owner_cap(self, p: Node, kind: str, owner: str, caps: dict):
         """The capacity a pool `on OWNER` takes: the owner's capacity of the pool's name (§6)."""
@@ -875,7 +976,7 @@ class Linker:
         self.engines[name] = info
         once: dict[str, tuple] = {}
         for it in e.items:
-            if it.kind in ("tokens", "granule", "lag", "request", "schedule", "execute"):
+            if it.kind in ("tokens", "granule", "lag", "eng_speculate", "request", "schedule", "execute"):
                 if it.kind in once:
                     raise self.err(it.pos, f"`{it.kind}` given twice in engine `{e.name}` (first at {self.where(once[it.kind])})")
                 once[it.kind] = it.pos
@@ -906,6 +1007,11 @@ class Linker:
                     raise self.err(it.expr.pos, f"`tokens cap` must be positive, got {b['v']}")
                 stage["budget"] = b
                 stage["at"]["budget"] = self.at(it.expr.pos)
+            elif it.kind == "eng_speculate":
+                # docs/language.md §7.3: read with the budget, once per iteration
+                sc_ = ectx("tokens", "`speculate (slots, look, limit)`", frozenset(EV_TOKENS_CAP))
+                stage["speculate"] = {"slots": self.cx(it.slots, sc_), "lookahead": self.cx(it.lookahead, sc_),
+                                      "limit": self.cx(it.limit, sc_), "at": self.at(it.pos)}
             elif it.kind == "granule":
                 g = self.cx(it.expr, ectx("budget", "`granule`", frozenset(EV_TOKENS_CAP)))
                 if is_num(g) and not (val(g) == INF or exact.whole_in(val(g), 1, INF)):
@@ -1113,6 +1219,8 @@ class Linker:
             if it.kind == "req_run":
                 run = {"op": "run", "stage": {"base": info.index, "count": 1, "index": None}, "mode": it.mode,
                        "work": self.cx(it.work, body_ctx.c), "growing": None, "at": None}
+                if it.speculate is not None:
+                    run["speculate"] = self.speculate_ir(it.speculate, it.growing, body_ctx.c)
                 if it.growing is not None:
                     # resolved with the `taking` pools: `pool kv on E.D` can only follow the engine
                     info.pending_growing.append((run, it.growing, body_ctx.c))
@@ -1343,8 +1451,13 @@ class Linker:
                 fields = next(csv.reader(io.StringIO(s)))
             except (csv.Error, StopIteration):
                 raise tsrc.error("cannot read this CSV row", lineno, 1) from None
-            if len(fields) not in (5, 6):
-                raise tsrc.error(f"a trace row has 5 or 6 fields (session,turn,new,out,think[,forced]), this one has {len(fields)}", lineno, 1)
+            if len(fields) not in (5, 6, 7):
+                raise tsrc.error("a trace row has 5 to 7 fields (session,turn,new,out,think[,forced[,accept]]), "
+                                 f"this one has {len(fields)}", lineno, 1)
+            accept = None
+            if len(fields) == 7:
+                # speculative decoding's acceptance counts by output number (docs/language.md §7.3)
+                accept = self.accept_field(fields.pop(), tsrc, lineno, line)
             vals = []
             col = 1
             offsets = []
@@ -1361,6 +1474,8 @@ class Linker:
                 vals.append(value_to_wire(v))
             if len(vals) == 3:
                 vals.append("0")
+            if accept is not None:
+                vals.append(accept)
             sid = fields[0].strip()
             if sid != last_id or not sessions:
                 sessions.append([])
@@ -1369,6 +1484,17 @@ class Linker:
         if not sessions:
             raise self.err(t.pos, f"trace \"{t.path}\" has no data row")
         return {"ordered": bool(t.ordered), "sessions": sessions, "at": self.at(t.pos)}
+
+    @staticmethod
+    def accept_field(text: str, tsrc: Source, lineno: int, line: str) -> list[int]:
+        """A trace row's `accept` field: whole numbers >= 0 separated by spaces, one per output number."""
+        counts = []
+        for word in text.split():
+            if not word.isdigit() or len(word) > 6:
+                raise tsrc.error(f"the accept field lists whole numbers of accepted drafts (0 to 999999) "
+                                 f"separated by spaces, got {word!r}", lineno, max(1, line.rfind(word) + 1))
+            counts.append(int(word))
+        return counts
 
     def server(self, s: Node) -> None:
         """The `server { … }` block: no `turn;` or `end;` (§8)."""
@@ -1591,8 +1717,13 @@ class Linker:
                 raise self.err(s.pos, "`run … growing` needs an engine (a step stage): a growing run "
                                       "advances by the tokens an engine serves (docs/language.md §11.6)")
             growing = self.pool_index(s.growing, c) if s.growing is not None else None
-            return [{"op": "run", "stage": ref, "mode": s.mode, "work": self.cx(s.work, c), "growing": growing,
-                     "at": at}]
+            run = {"op": "run", "stage": ref, "mode": s.mode, "work": self.cx(s.work, c), "growing": growing, "at": at}
+            if s.speculate is not None:
+                if s.mode == "plain":
+                    raise self.err(s.speculate.pos, "`speculate` goes on a prefill or decode run (`run E decode (n) "
+                                                    "growing P speculate (k)`, docs/language.md §7.3)")
+                run["speculate"] = self.speculate_ir(s.speculate, s.growing, c)
+            return [run]
         if k == "transfer":
             return self.transfer(s, c, at)
         if k == "flow":
@@ -1847,6 +1978,14 @@ class Linker:
                 raise self.err(index.pos, f"index {ie['v']} is outside `{name}[0 … {count - 1}]`")
         return {"base": base, "count": count, "index": ie}
 
+    def speculate_ir(self, node: Node, growing: Any, c: Ctx) -> dict:
+        """`speculate (k)` on a prefill or decode (docs/language.md §7.3): read once, when the run starts,
+        like its work; it needs a growing pool (the positions the rejected drafts give back are that pool's)."""
+        if growing is None:
+            raise self.err(node.pos, "`speculate` needs a growing run (`decode (n) growing P speculate (k)`): "
+                                     "the drafts' positions are the pool's (docs/language.md §7.3)")
+        return {"drafts": self.cx(node.drafts, c), "at": self.at(node.pos)}
+
     def pool_index(self, node: Node, c: Ctx) -> int:
         """The index of a pool named without a run-time index (a `growing` pool)."""
         r = self.ref(node, "pool", c)
@@ -2058,8 +2197,8 @@ class Linker:
                                          if f == "price" else ""))
             if f in STAGE_OBS:
                 ref = self.ref(e.args[0], "stage", c)
-                if f == "budget_left" and self.stage_kind(ref) != "step":
-                    raise self.err(e.args[0].pos, "`budget_left` takes an engine")
+                if f in ("budget_left", "running_served", "running_chunks") and self.stage_kind(ref) != "step":
+                    raise self.err(e.args[0].pos, f"`{f}` takes an engine")
                 if f in ESTIMATORS:
                     return self.estimator(e, f, ref, c)
                 return {"k": "obs", "f": f, "stage": ref}
@@ -2216,62 +2355,67 @@ class Linker:
     # ------------------------------------------------------------------ fork and join (§11.13)
     def check_forks(self) -> None:
         """Every `fork` is joined later in its block, every `join;` has a `fork` before it since the
-        previous `join;`; a branch, and its parent between the fork and the join, only compute,
-        observe and run on stages that are not engines; no `fork` inside a hold. (Run after the
-        tool stage is resolved: a `tool` run's stage kind is known only then.)"""
+        previous `join;`; a branch does anything but `turn;` and `end;`; the thread that forked only
+        computes, observes and runs on stages that are not engines until its `join;`. A fork whose
+        block holds a pool (a sub-agent) is marked `"own"`: its attributes are its own (§11.13).
+        (Run after the tool stage is resolved: a `tool` run's stage kind is known only then.)"""
         for blk in self.blocks:
             unjoined = None
             for st in blk:
                 if st["op"] == "fork":
                     unjoined = unjoined or st
-                    self.check_branch_block(st["body"], "inside a `fork` block")
+                    self.check_branch_body(st["body"])
+                    if self.holds_in(st["body"]):
+                        st["own"] = True
                 elif st["op"] == "join":
                     if unjoined is None:
                         raise self.err(tuple(st["at"]), "`join;` without a `fork` before it in this block (since the "
                                                         "previous `join;`): there is no branch to wait for")
                     unjoined = None
                 elif unjoined is not None:
-                    self.check_branch_stmt(st, "between a `fork` and its `join;`")
+                    self.check_waiting_stmt(st)
             if unjoined is not None:
                 raise self.err(tuple(unjoined["at"]), "this `fork` is never joined: write `join;` after it in the "
                                                       "same block (docs/language.md §11.13)")
-        for blk in self.blocks:
-            for st in blk:
-                if st["op"] == "hold":
-                    self.refuse_fork_in(st["body"])
 
-    def check_branch_block(self, block: int, where: str) -> None:
+    def check_branch_body(self, block: int) -> None:
+        """A branch may do anything a session does but `turn;` and `end;`, at any depth (§11.13)."""
         for st in self.blocks[block]:
-            self.check_branch_stmt(st, where)
+            if st["op"] in ("turn", "end"):
+                raise self.err(tuple(st["at"]), f"`{st['op']};` is not allowed inside a `fork` block: a branch "
+                                                "ends at the end of its block (docs/language.md §11.13)")
+            for key in ("then", "else", "body"):
+                if isinstance(st.get(key), int):
+                    self.check_branch_body(st[key])
 
-    def check_branch_stmt(self, st: dict, where: str) -> None:
-        """One statement of a branch (or of its parent before the join): §11.13's allowed forms."""
+    def holds_in(self, block: int) -> bool:
+        """Does the block hold a pool (a `hold` or an engine call) at any depth?"""
+        return any(st["op"] == "hold" or any(isinstance(st.get(key), int) and self.holds_in(st[key])
+                                             for key in ("then", "else", "body"))
+                   for st in self.blocks[block])
+
+    def check_waiting_stmt(self, st: dict) -> None:
+        """One statement of a thread between its `fork` and its `join;`: §11.13's list."""
         op = st["op"]
         pos = tuple(st["at"])
-        if op in ("branch", "while", "loop", "fork"):
+        where = "between a `fork` and its `join;`"
+        if op in ("branch", "while", "loop"):
             for key in ("then", "else", "body"):
                 if st.get(key) is not None:
-                    self.check_branch_block(st[key], where)
+                    for inner in self.blocks[st[key]]:
+                        self.check_waiting_stmt(inner)
         elif op == "run":
             ref = st["stage"]
             for i in range(ref["base"], ref["base"] + ref["count"]):
                 if self.stages[i].get("kind") == "step":
-                    raise self.err(pos, f"a run on engine `{self.stages[i]['name']}` is not allowed {where}: a "
-                                        "branch runs only on stages that are not engines (docs/language.md §11.13)")
-        elif op not in ("set", "observe", "choose", "join", "flow"):   # a flow crosses ps stages only
+                    raise self.err(pos, f"a run on engine `{self.stages[i]['name']}` is not allowed {where}: the "
+                                        "thread that forked runs only on stages that are not engines until its "
+                                        "`join;` (docs/language.md §11.13)")
+        elif op not in ("set", "observe", "choose", "join", "fork", "flow"):   # a flow crosses ps stages only
             what = "a `hold` or an engine call" if op == "hold" else f"`{op}`"
-            raise self.err(pos, f"{what} is not allowed {where}: a branch and its parent before the `join;` only "
-                                "compute, observe and run on stages that are not engines (docs/language.md §11.13)")
-
-    def refuse_fork_in(self, block: int) -> None:
-        """A `fork` inside a hold's body (at any depth) is refused: a waiting parent holding a pool
-        could be preempted while its branches run (docs/language.md §11.13)."""
-        for st in self.blocks[block]:
-            if st["op"] == "fork":
-                raise self.err(tuple(st["at"]), "`fork` inside a hold is not supported yet (docs/language.md §11.13)")
-            for key in ("then", "else", "body"):
-                if isinstance(st.get(key), int):
-                    self.refuse_fork_in(st[key])
+            raise self.err(pos, f"{what} is not allowed {where}: the thread that forked only computes, observes, "
+                                "runs on stages that are not engines and forks until its `join;`; put it inside a "
+                                "`fork` block (docs/language.md §11.13)")
 
     def check_eos(self, hold: dict, pos: tuple) -> None:
         """docs/async.md §1: `eos (…)` only on an engine request (every pool the hold's first pool

@@ -35,12 +35,13 @@ advance running admit waiting only each at most exclusive first order taking tok
 lru preempt lifo requeue head tail fifo ps delay step spill via share maxmin bottleneck sum min max
 prefix content after
 lag eos
-""".split())  # the last two lines: the extensions of docs/content.md and docs/async.md
+speculate
+""".split())  # the last three lines: the extensions of docs/content.md, docs/async.md and
+# speculative decoding (docs/language.md §7.3)
 
 # Reserved words the grammar does not use: constructs out of scope for now, with the message that
 # rejects them at their first token.
 UNSUPPORTED = {
-    "spill": "`spill` (offloading evicted cache to another tier) is not supported yet",
 }
 
 _GRAMMAR = pathlib.Path(__file__).with_name("grammar.lark")
@@ -551,6 +552,12 @@ class _ToAst(Transformer_NonRecursive):
     def eng_tokens(self, meta, ch):
         return Node("tokens", self.p(meta), expr=ch[0])
 
+    def eng_speculate(self, meta, ch):
+        return Node("eng_speculate", self.p(meta), slots=ch[0], lookahead=ch[1], limit=ch[2])
+
+    def speculate(self, meta, ch):
+        return Node("speculate", self.p(meta), drafts=ch[0])
+
     def eng_granule(self, meta, ch):
         return Node("granule", self.p(meta), expr=ch[0])
 
@@ -580,10 +587,10 @@ class _ToAst(Transformer_NonRecursive):
     hbind = binding
 
     def req_prefill(self, meta, ch):
-        return Node("req_run", self.p(meta), mode="prefill", work=ch[0], growing=ch[1])
+        return Node("req_run", self.p(meta), mode="prefill", work=ch[0], growing=ch[1], speculate=ch[2])
 
     def req_decode(self, meta, ch):
-        return Node("req_run", self.p(meta), mode="decode", work=ch[0], growing=ch[1])
+        return Node("req_run", self.p(meta), mode="decode", work=ch[0], growing=ch[1], speculate=ch[2])
 
     def req_cache(self, meta, ch):
         return Node("req_cache", self.p(meta), expr=ch[0])
@@ -712,6 +719,11 @@ class _ToAst(Transformer_NonRecursive):
 
     def p_admit_via(self, meta, ch):
         return Node("p_admit_via", self.p(meta), ref=ch[0])
+
+    def p_spill(self, meta, ch):
+        # `when` is parsed as a NAME (it is no reserved word); the linker checks the spelling
+        return Node("p_spill", self.p(meta), tier=ch[0], link=ch[1], work=ch[2], word=str(ch[3]),
+                    word_pos=self.tp(ch[3]), when=ch[4])
 
     def prefix_decl(self, meta, ch):
         return Node("prefix", self.p(meta), name=None, key=ch[0], length=ch[1], after=ch[2])
@@ -892,7 +904,8 @@ class _ToAst(Transformer_NonRecursive):
         return Node("load", self.p(meta), ref=ch[0], units=ch[1])
 
     def run_stmt(self, meta, ch):
-        return Node("run", self.p(meta), ref=ch[0], mode=ch[1] or "plain", work=ch[2], growing=ch[3])
+        return Node("run", self.p(meta), ref=ch[0], mode=ch[1] or "plain", work=ch[2], growing=ch[3],
+                    speculate=ch[4])
 
     def transfer_stmt(self, meta, ch):
         # ch: the link's stage references, then the work, the two pools and the amount

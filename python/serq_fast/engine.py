@@ -67,6 +67,7 @@ class Engine(Stage):
         self.residents: list = []
         self.adm_keys: list = []
         self.iter = None  # the iteration in flight
+        self.forming = False  # the schedule of `cur` is running (running_served reads it)
         self.cur = None  # the iteration being formed, then in flight (engine values)
         self.registers: list = []
         self.locals: list = []
@@ -87,6 +88,10 @@ class Engine(Stage):
         name = self.name
         self.budget_fn = c(st["budget"], field_at(st, "budget"), f"engine {name}: tokens cap")
         self.granule_fn = c(st.get("granule"), field_at(st, "granule"), f"engine {name}: granule")
+        sp = st.get("speculate")
+        # speculative decoding (docs/language.md §7.3): (slots, lookahead, limit), read with the budget
+        self.spec_fns = None if sp is None else tuple(
+            c(sp[k], sp.get("at"), f"engine {name}: speculate {k}") for k in ("slots", "lookahead", "limit"))
         self.cost_fn = c(st["cost"], field_at(st, "cost"), f"engine {name}: execute")
         self.cost_at = field_at(st, "cost")
         self.let_fns = [c(x["expr"], x.get("at"), f"engine {name}: schedule `let {x.get('name')}`")
@@ -102,7 +107,8 @@ class Engine(Stage):
         self.schedule = [self._compile_s(x, sim) for x in st["schedule"]]
         # a lag engine's iterations are formed one by one (pending residents, `ends` events)
         # an engine whose estimates are read: each iteration is a cycle sample of ρ̂ (docs/fast.md)
-        self.ff_ok = not self.lag and self.est is None and _fast_forward_eligible(st, sim, self.idx)
+        self.ff_ok = not self.lag and self.est is None and _fast_forward_eligible(st, sim, self.idx) \
+            and not _speculates(sim.ir, self.idx)
         # the fast-forward as one advance across block boundaries (serq_fast/advance.py)
         self.advance_ok = self.ff_ok and advance.enabled()
         # growth inside a fast-forward needs a budget that the growth cannot change
@@ -176,6 +182,14 @@ class Engine(Stage):
         return sum(j.left for j in self.residents)
 
     def observe(self, f, cx):
+        if f in ("running_served", "running_chunks"):
+            # docs/language.md §7.3 (serq_spec.expr.running_served): 0 outside the schedule
+            it = self.cur
+            if it is None or not self.forming:
+                return 0.0
+            chunks = f == "running_chunks"
+            return float(sum(1 for a in it.assign
+                             if a[0].sess not in it.fresh and (not chunks or a[0].mode != "decode")))
         if f == "budget_left":
             al = cx.admit_left
             if al is not None and al[0] == self.idx:
@@ -197,6 +211,15 @@ class Engine(Stage):
             cx.eng, cx.attrs, cx.sess, self.locals = saved
         want = sum((min(1.0, j.left) if j.mode == "decode" else min(j.left, cap)) for j in self.residents)
         return max(0.0, b - want)
+
+    def _speculate_value(self, f, key):
+        """One of `speculate (slots, lookahead, limit)`: a whole number >= 0 (the limit may be inf)."""
+        v = f(self.sim.cx)
+        if v != v or v < 0 or (v != math.floor(v) if not math.isinf(v) else key != "limit"):
+            raise located(RunError(f"engine {self.name}: speculate {key} must be a whole number >= 0"
+                                   f"{' or inf' if key == 'limit' else ''}, got {v!r}"),
+                          self.spec.get("speculate", {}).get("at"), f"engine {self.name}: speculate")
+        return v
 
     def has_work(self):
         if self.residents:
@@ -252,10 +275,11 @@ class Engine(Stage):
 
     # ------------------------------------------------------------ jobs
 
-    def submit(self, s, w, mode, growing):
+    def submit(self, s, w, mode, growing, drafts=0):
 
         sim = self.sim
         job = Job(s, self, w, mode)
+        job.drafts = drafts
         job.hold = _request_hold(s)
         if growing is not None:
             pool = sim.pools[growing]
@@ -308,7 +332,7 @@ class Engine(Stage):
         for i, a in enumerate(it.assign):
             if a[0] is job:
                 del it.assign[i]
-                it.left += a[1]
+                it.left += a[1] + it.slots
                 if job.growpart is not None:
                     job.growpart.pos = a[3]
                 return
@@ -322,7 +346,7 @@ class Engine(Stage):
             job = a[0]
             if not job.resident:
                 continue  # an EOS token whose end was applied meanwhile (docs/async.md §3 item 6)
-            job.left -= a[1]
+            job.left -= self._verified(job, a) if job.drafts else a[1]
             if job.left <= EPS:
                 done.append(job)
         for job in done:
@@ -331,6 +355,24 @@ class Engine(Stage):
             if job.mode == "prefill":
                 self._first_token(job)
             self.complete(job)
+
+    @staticmethod
+    def _verified(job, a):
+        """After a step of a run with drafts (§7.3, serq_spec.engine.verified): the work it did; the
+        rejected drafts give their positions back. A decode accepts the turn's count at its output
+        number, capped by the drafts scheduled; a prefill's drafts are placeholders, none accepted."""
+        if job.mode == "decode":
+            drafts = a[1] - 1
+            counts = job.sess.accept or ()
+            k = len(counts) - int(job.left)
+            accepted = min(counts[k], drafts) if 0 <= k < len(counts) else 0
+            done = min(1 + accepted, job.left)
+        else:
+            done = min(a[1], job.left)
+            drafts, accepted = a[1] - done, 0
+        if drafts > accepted and job.growpart is not None:
+            job.growpart.pos -= drafts - accepted
+        return done
 
     # ------------------------------------------------------------ lag 1 (docs/async.md)
 
@@ -367,11 +409,16 @@ class Engine(Stage):
             cx.job, cx.attrs, cx.sess = None, [], None
             if v == 0:
                 return "skip"
-        if job.mode == "decode":
-            want = min(1.0, job.left)
+        if job.mode != "decode":
+            # a prefill's placeholder drafts ride on its last step (§7.3)
+            want = min(job.left + job.drafts, cap)
+        elif job.drafts and job.left > 0:
+            want = min(1.0 + job.drafts, cap)   # a speculative step: 1 + k tokens (§7.3)
         else:
-            want = min(job.left, cap)
-        tokens = min(want, it.left)
+            want = min(1.0, job.left)
+        if job.drafts and job.growpart is not None and it.limit < INF:
+            want = min(want, it.limit - 1 - job.growpart.pos)   # room for the sampled token
+        tokens = min(want, it.left - it.slots)
         if self.granule_fn is not None and job.mode != "decode" and tokens < job.left:
             g = self.granule_fn(cx)
             if g > 0:
@@ -387,7 +434,8 @@ class Engine(Stage):
         if part is not None:
             if job.stalled:
                 return "skip"
-            need = part.pos + tokens - part.alloc
+            # the lookahead units past the chunk, never past the limit (§7.3)
+            need = min(part.pos + tokens + it.look, max(it.limit, part.pos + tokens)) - part.alloc
             if need > EPS:
                 it.grew = True
                 res = grow(part.pool, part, need, job)
@@ -402,12 +450,14 @@ class Engine(Stage):
             part.advanced = True
             if part.content is not None and not job.lagged:
                 # blocks full once scheduled (docs/content.md §3); an EOS token's output is never
-                # processed, so it identifies none (docs/async.md §3 item 2)
-                part.pool.identify(part, part.pos)
+                # processed, so it identifies none (docs/async.md §3 item 2); a speculative step's
+                # drafts are not verified yet: only its first token counts (§7.3)
+                part.pool.identify(part, part.pos if not job.drafts else
+                                   pos0 + min(tokens, 1.0 if job.mode == "decode" else job.left))
         elif job.mode != "decode":
             att = tokens * tokens / 2.0
         it.assign.append([job, tokens, att, pos0])
-        it.left -= tokens
+        it.left -= tokens + it.slots
         if job.start is None:
             job.start = sim.now
         return "ok"
@@ -432,7 +482,7 @@ class Engine(Stage):
                 _, only, keys, each = st
                 cap = self._each(each)
                 while True:
-                    if it.left <= 0:
+                    if it.left <= it.slots:
                         it.stopped = True
                         return
                     job = self._next(keys, it)
@@ -441,14 +491,14 @@ class Engine(Stage):
                     if self._serve(job, cap, only) == "self":
                         it.stopped = True  # a grower that preempts itself ends the running loop
                         return
-                    if it.left <= 0:
+                    if it.left <= it.slots:
                         it.stopped = True
                         return
             elif op == "admit":
                 _, only, guard, each = st
                 cap = self._each(each)
                 while True:
-                    if it.left <= 0 or sim.npreempt != it.pre0 or it.no_admit:
+                    if it.left <= it.slots or sim.npreempt != it.pre0 or it.no_admit:
                         break
                     if guard is not None and guard(cx) == 0:
                         break
@@ -462,7 +512,7 @@ class Engine(Stage):
                         if r == "self":
                             it.stopped = True
                             return
-                        if it.left <= 0:
+                        if it.left <= it.slots:
                             it.stopped = True
                             return
             elif op == "exclusive":
@@ -509,7 +559,7 @@ class Engine(Stage):
 
     def _trace_line(self, it) -> None:
         """The `SERQ_TRACE_ITER` debug line of docs/language.md §14 (one per iteration, stderr)."""
-        parts = [f"{a[0].sess.serial}:{int(a[0].sess.attrs[TURN_NO])}:{'d' if a[0].mode == 'decode' else 'p'}{a[1]:g}"
+        parts = [f"{a[0].sess.tid}:{int(a[0].sess.attrs[TURN_NO])}:{'d' if a[0].mode == 'decode' else 'p'}{a[1]:g}"
                  for a in it.assign]
         tail = ""
         if self.memory is not None:
@@ -538,7 +588,7 @@ class Engine(Stage):
                         cx.attrs, cx.sess = saved_only
                     if v == 0:
                         return None
-                cx.admit_left = (self.idx, it.left)
+                cx.admit_left = (self.idx, it.left - it.slots)
                 try:
                     res = pool.try_admit(h)
                 finally:
@@ -554,6 +604,7 @@ class Engine(Stage):
             if self.est is not None:   # before the session runs on, as serq_spec's admit_one
                 self.est.estimate_admission(h.queued_t, sim.now)
             s = h.sess
+            it.fresh.add(s)
             if sim.ready and sim.ready[-1] is s:
                 sim.ready.pop()
             saved = (cx.attrs, cx.sess, cx.draw, cx.eng, cx.var, cx.job, cx.at)
@@ -582,6 +633,7 @@ class Engine(Stage):
         saved = (cx.attrs, cx.sess, cx.draw, cx.eng, cx.var, cx.job)
         cx.attrs, cx.sess, cx.draw, cx.eng, cx.var, cx.job = [], None, sim.machine_src, self, {}, None
         regs = list(self.registers)
+        self.forming = True
         try:
             if resume_at is None:
                 b = self.budget_fn(cx)
@@ -590,6 +642,9 @@ class Engine(Stage):
                     self.locals.append(f(cx))
                 it.budget = b
                 it.left = b
+                if self.spec_fns is not None:
+                    it.slots, it.look, it.limit = (self._speculate_value(f, k) for f, k in
+                                                   zip(self.spec_fns, ("slots", "lookahead", "limit")))
                 self._run_schedule(self.schedule)
             else:
                 self._run_schedule(self.schedule[resume_at:])
@@ -604,6 +659,7 @@ class Engine(Stage):
             sim.claims.iteration(self.idx, cx, sim.now)   # iteration claims read what `execute` reads
         finally:
             cx.attrs, cx.sess, cx.draw, cx.eng, cx.var, cx.job = saved
+            self.forming = False
         tokens = sum(a[1] for a in it.assign)
         if cost != cost or cost < 0 or math.isinf(cost):
             raise located(RunError(f"iteration cost {cost} is not a finite value >= 0"), self.cost_at,
@@ -630,8 +686,26 @@ class Engine(Stage):
         if sim.rec is not None:
             sim.rec["iterations"].append({
                 "stage": self.name, "start": sim.now, "end": it.end,
-                "assign": [[a[0].sess.serial, a[0].mode, a[1]] for a in it.assign],
+                "assign": [[a[0].sess.tid, a[0].mode, a[1]] for a in it.assign],
                 "preempted": preempted, "admitted": it.admitted})
+
+
+def _speculates(ir: dict, idx: int) -> bool:
+    """Does the engine speculate (docs/language.md §7.3): drafting slots or lookahead that are not
+    the constant 0, or a decode run with drafts that are not? Such an engine's iterations are formed
+    one by one (no decode fast-forward: a step's tokens and positions depend on drafts). A prefill's
+    placeholder drafts need no such care: a batch with a prefill is never fast-forwarded."""
+    def zero(e) -> bool:
+        return e.get("k") == "num" and float(e.get("v")) == 0.0
+    sp = ir["stages"][idx].get("speculate")
+    if sp is not None and not (zero(sp["slots"]) and zero(sp["lookahead"])):
+        return True
+    for block in ir["blocks"]:
+        for st in block:
+            if st.get("op") == "run" and st.get("mode") == "decode" and st.get("speculate") is not None \
+                    and not zero(st["speculate"]["drafts"]):
+                return True
+    return False
 
 
 def _first_advance(stmts):
@@ -715,6 +789,8 @@ def _fast_forward_eligible(st: dict, sim, idx: int) -> bool:
             return False
     if st.get("registers"):
         return False
+    if any(p.get("spill") is not None for p in sim.ir["pools"]):
+        return False   # a spilled chunk's copy is a job on its link, an event inside the forwarded span
     if _reads([st["budget"], st["cost"], st.get("lets", []), sched], bad):
         return False
     # the heads the engine would try to admit: their header must not change with time alone

@@ -44,6 +44,11 @@ def bulk(eng, t1: float, t_next: float, horizon: float, max_j: int) -> int:
     it = eng.iter
     if it.ev0 != sim.events - 1:
         return 0  # another event was handled while the template was in flight
+    if it.seq != sim.seq - 1:
+        # another event was scheduled after the template's end (a ps stage rescheduled in the
+        # settle that started it): the skipped ends' sequence numbers would not follow the
+        # template's, which the fast-forward's arithmetic assumes
+        return 0
     for other in sim.engines:
         if other is not eng and other.iter is None and other.has_work():
             return 0
@@ -72,8 +77,8 @@ def bulk(eng, t1: float, t_next: float, horizon: float, max_j: int) -> int:
             # its header reads nothing but attributes, this engine's budget_left and cachedin,
             # and its own cache entry in this pool is untouched (else: `advance.ff_resume`)
             if _pure_head(eng, head.stmt):
-                we = pool.entries.get(head.sess.serial)
-                watch = (head.sess.serial, we, we.size if we is not None else None)
+                we = pool.entries.get(head.sess.tid)
+                watch = (head.sess.tid, we, we.size if we is not None else None)
             else:
                 grow_ok = False
     # strictly before the next instant (with nothing pending, no bound: inf - inf would be NaN)

@@ -70,6 +70,8 @@ def choose_victim(pool: Pool):
     cands = []
     for part in pool.holders:
         s = part.hold.sess
+        if s.live_branches:
+            continue   # its hold cannot go back to its statement under running branches (§11.13)
         job = s.job
         if s.status == ENDING and (job is None or part.hold is not job.hold):
             # an ending session is a victim only while its pending resident is resident, and
@@ -148,7 +150,7 @@ def preempt(sim, part: Part, pool: Pool) -> None:
     s.prepos[pool.idx] = computed
     s.attrs[COMPUTED] = computed
     if sim.rec is not None:
-        sim.rec["preempted"].append([s.serial, pool.name, computed])
+        sim.rec["preempted"].append([s.tid, pool.name, computed])
     detach(sim, s)
     _release_inward(sim, s, h)
     del s.frames[h.depth + 1:]
@@ -183,7 +185,7 @@ def _preempt_ending(sim, part: Part, pool: Pool) -> None:
     computed = part.pos
     s.attrs[COMPUTED] = computed
     if sim.rec is not None:
-        sim.rec["preempted"].append([s.serial, pool.name, computed])
+        sim.rec["preempted"].append([s.tid, pool.name, computed])
     detach(sim, s)
     for q in h.pools:
         s.prepos.pop(q.idx, None)

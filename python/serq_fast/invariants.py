@@ -53,9 +53,9 @@ def _pool_invariants(sim, pool) -> list[str]:
         held += part.alloc
         adm.append(part.hold.adm)
         if part.pool is not pool or s.status == ENDED or part not in part.hold.parts or not part.hold.admitted:
-            bad.append(f"pool {name}: holder session {s.serial} is not a live session's admitted part of this pool")
+            bad.append(f"pool {name}: holder thread {s.tid} is not a live session's admitted part of this pool")
         if part.alloc < -EPS or part.pos < -EPS:
-            bad.append(f"pool {name}: session {s.serial} has a negative allocation or position")
+            bad.append(f"pool {name}: thread {s.tid} has a negative allocation or position")
     if adm != sorted(adm):
         bad.append(f"pool {name}: holders are not in admission order {adm}")
     if len({id(p) for p in pool.holders}) != len(pool.holders):
@@ -76,10 +76,10 @@ def _pool_invariants(sim, pool) -> list[str]:
     for h in queued:
         s = h.sess
         if s.pending is not h or s.status != QUEUED or s.where is not pool or h.pools[0] is not pool:
-            bad.append(f"pool {name}: queued hold of session {s.serial} is not its session's pending hold here")
+            bad.append(f"pool {name}: queued hold of thread {s.tid} is not its thread's pending hold here")
     for s in pool.growers:
         if s.status != GROWING or s.where is not pool or s.growth is None:
-            bad.append(f"pool {name}: grower session {s.serial} is not growing on it")
+            bad.append(f"pool {name}: grower thread {s.tid} is not growing on it")
     return bad
 
 

@@ -156,7 +156,7 @@ class HoldStmt:
             h.request = Request(s.serial, int(s.attrs[TURN_NO]),
                                 None if self.req_prompt is None else self.req_prompt(cx),
                                 None if self.req_output is None else self.req_output(cx), sim.now)
-            s.turn_called = True
+            sim.sessions[s.serial].turn_called = True   # a branch's request is its session's turn's (§11.13)
         # rejection: static units (block-rounded) or reserves above the cap
         if any(u is not None or r is not None for u, r in self.static):
             saved = cx.attrs
@@ -175,7 +175,7 @@ class HoldStmt:
                         cx.attrs = saved
                         pool.rejected += 1
                         if sim.rec is not None:
-                            sim.rec.setdefault("rejected", []).append([s.serial, pool.name])
+                            sim.rec.setdefault("rejected", []).append([s.tid, pool.name])
                         s.pending = None
                         sim.end_session(s)
                         return
@@ -220,6 +220,8 @@ class Pool:
                 raise RunError(f"not supported: `reserve held` on the `share content` pool {self.name}")
             self.bsize = int(self.block)
             self.bp = BlockPool(int(round(self.cap / self.block)), "content_queue_head" in FAULTS())
+        self.spill = p.get("spill")   # `spill Q via S (w) when (c)` (docs/language.md §11.8.1), linked below
+        self.spills = 0
         self.admissions = 0
         self.evicted_units = 0.0
         self.evicted_entries = 0
@@ -253,9 +255,24 @@ class Pool:
         # pool this is ends lagged (docs/async.md §2)
         eng = sim.stages[self.admitted_by] if self.admitted_by is not None else None
         self.lag_eng = eng if eng is not None and getattr(eng, "lag", 0) else None
+        # the tiers under this pool, nearest first (the linker refuses cycles), and the `spill` clause
+        self.tiers = []
+        q = p.get("spill")
+        while q is not None:
+            self.tiers.append(sim.pools[q["pool"]])
+            q = sim.ir["pools"][q["pool"]].get("spill")
+        if self.spill is not None:
+            sp = self.spill
+            self.tier = sim.pools[sp["pool"]]
+            self.link_stage = sim.stages[sp["stage"]]
+            self.spill_when = compile_expr(sp["when"], sim, sp.get("at"), f"pool {name}: `spill`")
+            self.spill_work = compile_expr(sp["work"], sim, sp.get("at"), f"pool {name}: `spill`")
         # seeded faults, for showing that lockstep catches them (docs/fast.md "Seeded faults")
         self.fault_lru = "lru_tiebreak" in FAULTS()
+        self.fault_spill_lost = "spill_lost" in FAULTS()
+        self.fault_load_no_wait = "load_no_wait" in FAULTS()
         self.fault_victim = "victim_first" in FAULTS()
+        self.fault_branch_key = "branch_key" in FAULTS()
 
     # ------------------------------------------------------------ statistics
 
@@ -297,8 +314,13 @@ class Pool:
                 # the hit of the admission attempt of this session on this pool, else 0
                 a = self.attempt
                 return a[1] * self.block if a is not None and a[0] is s else 0.0
-            e = self.entries.get(s.serial)
-            return e.size if e is not None else 0.0
+            e = self.entries.get(self.entry_key(s))
+            size = e.size if e is not None else 0.0
+            for q in self.tiers:   # the rest of the prefix, on the `spill` tiers (§11.8.1)
+                e = q.entries.get(q.entry_key(s))
+                if e is not None:
+                    size += e.size
+            return size
         if f == "holders":
             return float(len(self.holders))
         if f == "queued":
@@ -392,7 +414,7 @@ class Pool:
                         s.attrs[slot] = v
                     pool.rejected += 1
                     if sim.rec is not None:
-                        sim.rec.setdefault("rejected", []).append([s.serial, pool.name])
+                        sim.rec.setdefault("rejected", []).append([s.tid, pool.name])
                     cx.attrs, cx.sess, cx.draw, cx.var = saved
                     sim.end_session(s)
                     return REJECTED
@@ -497,7 +519,7 @@ class Pool:
         for pool, u, r in evals:
             need = roundup(max(u, r) if r is not None else u, pool.block)
             if need > pool.cap + EPS:
-                out.append((pool, s.serial, need))
+                out.append((pool, s.tid, need))
         return out
 
     def _admit(self, h: Hold, amounts: list, reuse) -> None:
@@ -508,9 +530,11 @@ class Pool:
         consumed_max = 0.0
         has_cache = h.stmt.cache is not None
         h.parts = []
+        load = None   # (pool, units) of a prefix loaded back from a `spill` tier
         rec = sim.rec
         for pool, (units, reserve, content, nreuse, u) in zip(h.pools, amounts):
             consumed = 0.0
+            loaded = 0.0
             if pool.content:
                 part = pool._admit_blocks(h, u, content, nreuse)
                 consumed = part.pos
@@ -520,20 +544,18 @@ class Pool:
                 pool.admissions += 1
                 h.parts.append(part)
                 if rec is not None:
-                    rec["admitted"].append([s.serial, pool.name, part.alloc, consumed])
+                    rec["admitted"].append([s.tid, pool.name, part.alloc, consumed])
                 continue
             if has_cache and pool.admitted_by is None:
-                e = pool.entries.pop(s.serial, None)
-                if e is not None:
-                    pool.cached -= e.size
-                    consumed = e.size
-                    if reuse is not None:
-                        keep = rounddown(max(reuse, 0.0), pool.block)
-                        if consumed > keep:
-                            dead = Entry(sim.next_dead, consumed - keep, e.last, e.rel, e.attrs)
-                            sim.next_dead -= 1
-                            pool._insert(dead)
-                            consumed = keep
+                limit = None if reuse is None else rounddown(max(reuse, 0.0), pool.block)
+                consumed = pool.consume_entry(pool.entry_key(s), limit)
+                if pool.tiers:
+                    # the prefix goes on into the session's entries on the `spill` tiers (§11.8.1)
+                    for q in pool.tiers:
+                        loaded += q.consume_entry(q.entry_key(s), None if limit is None else limit - consumed - loaded)
+                    if loaded > EPS:
+                        load = (pool, loaded)
+                    consumed += loaded
             consumed_max = max(consumed_max, consumed)
             pool.make_room(units)
             pool.used += units
@@ -546,7 +568,7 @@ class Pool:
             pool.admissions += 1
             h.parts.append(part)
             if rec is not None:
-                rec["admitted"].append([s.serial, pool.name, units, consumed])
+                rec["admitted"].append([s.tid, pool.name, units, consumed])
 
         s.attrs[CACHED] = consumed_max if (has_cache or h.stmt.has_content) else 0.0
         if h.request is not None and h.request.hit is None:
@@ -558,7 +580,47 @@ class Pool:
         h.admitted = True
         s.holds.append(h)
         s.frames.append([sim.blocks[h.stmt.body], 0, "hold", h])
-        sim.make_ready(s)
+        if load is None or not load[0].load_back(s, load[1]):
+            sim.make_ready(s)
+
+    def load_back(self, s, loaded: float) -> bool:
+        """The part of the admitted prefix from this pool's tiers comes back over the link before
+        the body starts (§11.8.1): the session's job of `spill` work read with `size` = loaded,
+        `last` = now, `age` = 0, `waiting` = 0. False when the work is 0 (no time passes)."""
+        sim = self.sim
+        cx = sim.cx
+        saved = (cx.attrs, cx.sess, cx.var)
+        cx.attrs, cx.sess = s.attrs, s
+        cx.var = {"size": loaded, "last": sim.now, "age": 0.0, "waiting": 0.0}
+        try:
+            w = self._link_work(cx)
+        finally:
+            cx.attrs, cx.sess, cx.var = saved
+        if w <= 0 or self.fault_load_no_wait:   # seeded fault (docs/fast.md): the body does not wait
+            return False
+        self.link_stage.submit(s, w, "plain", None)
+        return True
+
+    def _link_work(self, cx) -> float:
+        w = self.spill_work(cx)
+        if not (0.0 <= w < math.inf):
+            raise RunError(f"pool {self.name}: the work of `spill` must be finite and >= 0, got {w} at "
+                           f"{at_text(self.spill.get('at'))}")
+        return w
+
+    def consume_entry(self, serial: int, limit):
+        """Remove the session's entry; keep at most `limit` (None: all), the rest a dead entry
+        with its age (§11.4 step 1). Returns what was kept."""
+        e = self.entries.pop(serial, None)
+        if e is None:
+            return 0.0
+        self.cached -= e.size
+        if limit is None or e.size <= limit:
+            return e.size
+        sim = self.sim
+        self._insert(Entry(sim.next_dead, e.size - limit, e.last, e.rel, e.attrs))
+        sim.next_dead -= 1
+        return limit
 
     # ------------------------------------------------------------ content blocks (docs/content.md)
 
@@ -632,20 +694,29 @@ class Pool:
                 self.lru = [(x.last, -x.rel if self.fault_lru else x.rel, x.owner) for x in self.entries.values()]
                 heapq.heapify(self.lru)
 
-    def put_entry(self, serial: int, size: float, attrs) -> None:
+    def entry_key(self, s) -> int | str:
+        """The key of a thread's cache entry: its name, so a sub-agent's context is its own
+        (docs/language.md §11.13). Seeded fault `branch_key`: its session's serial, as if every
+        branch were its session."""
+        return s.serial if self.fault_branch_key else s.tid
+
+    def put_entry(self, serial: int | str, size: float, attrs) -> None:
         """Replace the session's entry with a fresh one (release with a `cache` clause)."""
         sim = self.sim
-        old = self.entries.pop(serial, None)
-        if old is not None:
-            self.cached -= old.size
+        self.drop_entry(serial)   # with the rest on the tiers: it continued the old prefix (§11.8.1)
         e = Entry(serial, size, sim.now, sim.next_rel, list(attrs))
         sim.next_rel += 1
         self._insert(e)
 
-    def drop_entry(self, serial: int) -> None:
+    def drop_entry(self, serial: int | str) -> None:
+        """`drop P;`: the session's entry and its rest on P's tiers (§11.8.1)."""
         e = self.entries.pop(serial, None)
         if e is not None:
             self.cached -= e.size
+        for q in self.tiers:
+            e = q.entries.pop(serial, None)
+            if e is not None:
+                q.cached -= e.size
 
     def _victim_entry(self):
         if self.evict_keys is None:
@@ -663,9 +734,12 @@ class Pool:
         best, bestk = None, None
         try:
             for e in self.entries.values():
-                sess = sim.sessions.get(e.owner)
+                sess = sim.branches.get(e.owner) if isinstance(e.owner, str) else sim.sessions.get(e.owner)
                 waiting = 1.0 if (sess is not None and sess.pending is not None) else 0.0
-                cx.attrs, cx.sess = e.attrs, sess
+                # a finished branch's entry is nobody's, read as serq_spec reads a dead entry:
+                # attributes 0 (docs/language.md §11.13)
+                gone = sess is None and isinstance(e.owner, str)
+                cx.attrs, cx.sess = ([0.0] * len(e.attrs) if gone else e.attrs), sess
                 cx.var = {"size": e.size, "last": e.last, "age": sim.now - e.last, "waiting": waiting}
                 k = tuple(f(cx) for f in self.evict_keys) + (e.rel,)
                 if bestk is None or k < bestk:
@@ -686,7 +760,7 @@ class Pool:
                 take = e.size
             else:
                 b = self.block
-                if self.evict_keys is None:
+                if self.evict_keys is None and self.spill is None:
                     # labelled speed trick: the LRU entry stays first while it shrinks
                     nblk = math.ceil(over / b - EPS)
                     take = min(e.size, nblk * b)
@@ -707,6 +781,49 @@ class Pool:
             if e.size <= EPS:
                 del self.entries[e.owner]
                 self.evicted_entries += 1
+            # a live entry spills (a session's or a branch's, §11.13); a dead one (negative) does not
+            if self.spill is not None and e.owner is not None and (isinstance(e.owner, str) or e.owner >= 0):
+                self._spill_chunk(e, take)
+
+    def _spill_chunk(self, e: Entry, take: float) -> None:
+        """A chunk just evicted from the tail of a session's entry (§11.8.1): with `when` ≠ 0 and
+        room for it on the tier at all, the tier makes room, the chunk joins the front of the
+        session's entry there (release time now), and its copy runs on the link as a job of no
+        session. Otherwise it is dropped."""
+        sim = self.sim
+        cx = sim.cx
+        sess = sim.sessions.get(e.owner)
+        saved = (cx.attrs, cx.sess, cx.var)
+        cx.attrs, cx.sess = e.attrs, sess
+        cx.var = {"size": take, "last": e.last, "age": sim.now - e.last,
+                  "waiting": 1.0 if (sess is not None and sess.pending is not None) else 0.0}
+        try:
+            if self.spill_when(cx) == 0:
+                return
+            tier = self.tier
+            if take > tier.cap + EPS:
+                return
+            w = self._link_work(cx)
+        finally:
+            cx.attrs, cx.sess, cx.var = saved
+        tier.make_room(take)
+        if self.fault_spill_lost:
+            # seeded fault (docs/fast.md): the tier makes room and the copy runs, but the chunk
+            # never arrives there
+            self.spills += 1
+            if w > 0:
+                self.link_stage.submit_copy(w)
+            return
+        old = tier.entries.pop(e.owner, None)
+        size = take
+        if old is not None:
+            tier.cached -= old.size
+            size += old.size
+        tier._insert(Entry(e.owner, size, sim.now, sim.next_rel, e.attrs))
+        sim.next_rel += 1
+        self.spills += 1
+        if w > 0:
+            self.link_stage.submit_copy(w)
 
 def find_part(s, pool: Pool):
     for h in reversed(s.holds):
@@ -743,14 +860,14 @@ def start_lease(sim, s, h: Hold, pool: Pool, until) -> None:
     """The part of `h` on `pool` outlives the scope: it leaves the hold and the holders, its units
     stay in `used`; a finite lease schedules its end event."""
 
-    if s.serial in pool.leases:
-        raise RunError(f"session {s.serial} leases pool {pool.name} while its earlier lease of it is held; "
+    if s.tid in pool.leases:
+        raise RunError(f"session {s.tid} leases pool {pool.name} while its earlier lease of it is held; "
                        f"`release` the first before the second scope ends at {at_text(h.stmt.at)}")
     part = next(q for q in h.parts if q.pool is pool)
     h.parts.remove(part)
     pool.holders.remove(part)
     lease = Lease(part, h, until)
-    pool.leases[s.serial] = lease
+    pool.leases[s.tid] = lease
     if until is not None:
         sim.push(until, EV_LEASE_END, pool, lease)
     if "lease_evictable" in FAULTS():
@@ -760,20 +877,20 @@ def start_lease(sim, s, h: Hold, pool: Pool, until) -> None:
         kept = rounddown(part.alloc, pool.block)
         part.alloc = 0.0
         if kept > EPS:
-            pool.put_entry(s.serial, kept, s.attrs)
+            pool.put_entry(pool.entry_key(s), kept, s.attrs)
 
 
 def end_lease(sim, s, pool: Pool) -> None:
     """The lease ends (`release P`, its end event, the session's end): the units leave `used`
     and the hold's `cache` clause applies now. A pending end event becomes stale (event_valid)."""
-    lease = pool.leases.pop(s.serial)
+    lease = pool.leases.pop(s.tid)
     release_part(sim, lease.part, _cache_amount(sim, lease.hold), holder=False)
 
 
 def lease_valid(ev: tuple) -> bool:
     """Is a lease-end event still the end of a lease held? (lazy deletion, as for ps departures)"""
     pool, lease = ev[3], ev[4]
-    return pool.leases.get(lease.hold.sess.serial) is lease
+    return pool.leases.get(lease.hold.sess.tid) is lease
 
 
 def _cache_amount(sim, h: Hold):
@@ -812,7 +929,7 @@ def release_part(sim, part: Part, ell, holder: bool = True) -> None:
         comp = min(part.pos, part.alloc) if part.advanced else part.alloc
         kept = rounddown(min(ell, comp), pool.block)
         if kept > EPS:
-            pool.put_entry(s.serial, kept, s.attrs)
+            pool.put_entry(pool.entry_key(s), kept, s.attrs)
         else:
             kept = 0.0
     if s.growth is not None and s.growth[0] is part:
@@ -820,7 +937,7 @@ def release_part(sim, part: Part, ell, holder: bool = True) -> None:
             pool.growers.remove(s)
         s.growth = None
     if sim.rec is not None:
-        sim.rec["released"].append([s.serial, pool.name, kept])
+        sim.rec["released"].append([s.tid, pool.name, kept])
 
 
 def release_hold(sim, h: Hold, cache: bool = True) -> None:
@@ -833,7 +950,7 @@ def release_hold(sim, h: Hold, cache: bool = True) -> None:
 def release_early(sim, s, pool: Pool) -> None:
     """`release P;`: the session's lease of P ends, if it has one; else the innermost hold's
     allocation of P goes now, caching per its clause; else nothing (a lease may have run out)."""
-    if s.serial in pool.leases:
+    if s.tid in pool.leases:
         end_lease(sim, s, pool)
         return
     for h in reversed(s.holds):

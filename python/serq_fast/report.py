@@ -91,6 +91,8 @@ def build(sim) -> dict:
             "rejected": p.rejected,
             "stuck": p.stuck,
             "over_cap": over.get(p.idx, []),
+            # chunks moved to the `spill` tier, only on a pool that has one (docs/report.md)
+            **({"spills": p.spills} if p.spill is not None else {}),
         })
     sim.report_notes = notes(sim)
     return {
@@ -178,6 +180,9 @@ def to_text(rep: dict, notes_: list | None = None) -> str:
             out.append(f"{p['name']:<16}{_num(p['mean_used'])}{_num(p['mean_cached'])}{_num(p['mean_queue'])}"
                        f"{p['admissions']:>10}{_num(p['evicted_units'])}{p['preemptions']:>10}{p['rejected']:>10}"
                        f"{p['stuck']:>8}")
+        spilling = [p for p in rep["pools"] if "spills" in p]
+        if spilling:   # a line of its own: the table of programs without `spill` stays as it was
+            out.append("spills: " + ", ".join(f"{p['name']} {p['spills']}" for p in spilling))
     if notes_:
         out.append("")
         out.extend(notes_)

@@ -9,7 +9,7 @@ every session goes through `_interpret` or its generated block, `specialise.py`)
 inherited from a base class costs no more to call than the Sim's own.
 
 serq_spec counterpart: `serq_spec/sessions.py` (spawn, run_session, exec_stmt, exec_turn,
-exec_run, exec_fork, branch_done, end_session, settle); the hold statement's admission and the
+exec_run, exec_fork, branch_left, end_session, settle); the hold statement's admission and the
 scope end are in `pools.py`, growth and preemption in `growth.py`, the async ends in `lag.py`.
 """
 
@@ -26,14 +26,15 @@ from serq_fast.expr import NOWHERE, RunError, at_text, compile_expr, compile_ref
 from serq_fast.growth import detach, grow, retry_growers
 from serq_fast.lag import lag_end
 from serq_fast.sources import ListSource, LiveSource
-from serq_fast.stages import submit_flow
+from serq_fast.stages import speculate_drafts, submit_flow
 
 
 class Session:
     __slots__ = ("serial", "attrs", "frames", "status", "where", "holds", "pending", "adm_seq",
                  "prepos", "stuck", "trace", "tcursor", "src", "job", "ready_t", "ready_n",
                  "growth", "turn_used", "turn_t", "turn_warm", "turn_called",
-                 "tid", "parent", "live_branches", "forks")
+                 "tid", "parent", "live_branches", "forks", "accept")
+    copy = False   # a thread, not a spill copy's owner (stages.Copier)
 
     def __init__(self, serial: int, nattrs: int) -> None:
         self.serial = serial
@@ -49,6 +50,7 @@ class Session:
         self.stuck = False
         self.trace = None
         self.tcursor = 0
+        self.accept = None  # the turn's acceptance counts by output number (docs/language.md §7.3)
         self.src = None  # the session stream
         self.job = None
         self.ready_t = -1.0
@@ -108,7 +110,7 @@ class SessionInterpreter:
             return (op, at)
         if op == "fork":
             self._check_branch_block(st["body"])
-            return ("fork", st["body"], at)
+            return ("fork", st["body"], bool(st.get("own")), at)
         if op == "branch":
             return ("branch", c(st["cond"]), st["then"], st.get("else"), at)
         if op == "while":
@@ -133,8 +135,9 @@ class SessionInterpreter:
                 # non-step stage has none (docs/spec.md, as serq_spec.program)
                 raise RunError(f"`growing` needs an engine (a step stage), not stage "
                                f"{self.stages[ref['base']].name} at {at_text(at)}")
+            sp = st.get("speculate")
             return ("run", compile_ref(st["stage"], self, "stage"), st["mode"], c(st["work"]),
-                    st.get("growing"), at)
+                    st.get("growing"), None if sp is None else c(sp["drafts"]), at)
         if op == "transfer":
             if "stages" in st:   # over several links: compiled as a flow (a list of stage references)
                 link = self._compile_stmt_at({"op": "flow", "stages": st["stages"], "work": st["work"], "at": at})[1]
@@ -370,10 +373,7 @@ class SessionInterpreter:
             self._server_done(s)
         # while / loop: the parent's pc stays on the statement, re-read next
         if not frames:
-            if s.parent is not None:
-                self._branch_done(s)
-            else:
-                self.end_session(s)
+            self.end_session(s)   # a branch's end too (§11.13)
             return True
         return False
 
@@ -454,7 +454,7 @@ class SessionInterpreter:
             elif op == "join":
                 fr[1] = pc + 1
                 if s.live_branches:
-                    s.status = JOINING  # made ready by its last branch's end (_branch_done)
+                    s.status = JOINING  # made ready by its last branch's end (_branch_left)
                     return
             elif op == "choose":
                 n = st[2](cx)
@@ -499,7 +499,7 @@ class SessionInterpreter:
                 fr[1] = pc + 1
             elif op == "drop":
                 pool = self.pools[st[1](cx)]
-                pool.drop_entry(s.serial)
+                pool.drop_entry(s.tid)
                 fr[1] = pc + 1
             elif op == "release":
                 pool = self.pools[st[1](cx)]
@@ -530,8 +530,10 @@ class SessionInterpreter:
         if s.trace is not None:
             k = s.tcursor
             if k < len(s.trace):
-                new, out, think, forced = s.trace[k]
-                attrs[NEW], attrs[OUT], attrs[THINK], attrs[FORCED] = new, out, think, forced
+                row = s.trace[k]
+                attrs[NEW], attrs[OUT], attrs[THINK], attrs[FORCED] = row[0], row[1], row[2], row[3]
+                # speculative decoding's acceptance counts, when the row has them (§7.3)
+                s.accept = row[4] if len(row) > 4 else None
                 attrs[MORE] = 1.0 if k + 1 < len(s.trace) else 0.0
             else:
                 attrs[MORE] = 0.0
@@ -556,7 +558,10 @@ class SessionInterpreter:
             raise RunError(f"engine {stage.name}: run work must be a whole number of tokens, got {w!r} "
                            f"at {at_text(st[-1])}")
         growing = st[4]
-        stage.submit(s, w, mode, growing)
+        if st[5] is None:
+            stage.submit(s, w, mode, growing)
+        else:
+            stage.submit(s, w, mode, growing, speculate_drafts(st[5](cx), st[-1]))
 
     def _exec_flow(self, s: Session, st: tuple) -> None:
         """`run a, b, … (w)` (docs/language.md §11.14), as serq_spec.sessions.exec_flow."""
@@ -577,8 +582,8 @@ class SessionInterpreter:
         """The session's allocation of the pool that `load` advances: its innermost hold's part,
         else its lease's (a leased allocation keeps its position, §11.4), else None."""
         part = P.find_part(s, pool)
-        if part is None and s.serial in pool.leases:
-            part = pool.leases[s.serial].part
+        if part is None and s.tid in pool.leases:
+            part = pool.leases[s.tid].part
         return part
 
     def _exec_transfer(self, s: Session, st: tuple) -> None:
@@ -601,7 +606,7 @@ class SessionInterpreter:
         if isinstance(st[1], list):   # over several links at once: a flow (§11.14)
             self._exec_flow(s, ("flow", st[1], st[2], st[-1]))
         else:
-            self._exec_run(s, ("run", st[1], "plain", st[2], None, st[-1]))
+            self._exec_run(s, ("run", st[1], "plain", st[2], None, None, st[-1]))
 
     def _exec_transfer_end(self, s: Session, st: tuple) -> None:
         """The landing, when the copy's job completed: `load Q (n);` then `release P;` (serq_spec
@@ -629,20 +634,21 @@ class SessionInterpreter:
 
     def _exec_fork(self, s: Session, st: tuple) -> None:
         """`fork { … }`: a new branch, ready behind the threads already ready; the forking thread
-        goes on. The branch shares its session's attributes and draw source."""
-        if s.holds:
-            raise RunError("a `fork` while the session holds a pool is not supported yet (docs/language.md §11.13)",
-                           st[-1])
+        goes on. The branch shares its session's draw source, and the forking thread's attributes
+        unless the fork's block holds a pool (`st[2]`, IR `"own"`): then a copy of them, its own
+        (a sub-agent's context, §11.13). Its holds, queue places, entries and leases are its own."""
         root = self.sessions[s.serial]
         root.forks += 1
         b = Session.__new__(Session)
         for name in Session.__slots__:
             if hasattr(root, name):
                 setattr(b, name, getattr(root, name))
-        b.attrs, b.src = root.attrs, root.src  # the very objects: a branch's `set` and draws are the session's
+        # the very object unless a sub-agent's (§11.13); seeded fault `fork_shared_attrs`: shared always
+        b.attrs = list(s.attrs) if st[2] and "fork_shared_attrs" not in FAULTS() else s.attrs
+        b.src = root.src  # the very object: a branch's draws are the session's
         b.frames = [[self.blocks[st[1]], 0, "fork", None]]
         b.status, b.where, b.holds, b.pending, b.job, b.growth = READY, None, [], None, None, None
-        b.prepos, b.ready_t, b.ready_n, b.adm_seq = {}, -1.0, 0, -1   # a branch is never admitted
+        b.prepos, b.ready_t, b.ready_n, b.adm_seq, b.stuck = {}, -1.0, 0, -1, False   # not admitted yet
         b.tid, b.parent, b.live_branches, b.forks = f"{s.serial}.{root.forks}", s, 0, 0
         s.live_branches += 1
         self.branches[b.tid] = b
@@ -651,12 +657,10 @@ class SessionInterpreter:
             # seeded fault (docs/fast.md): the branch runs before the threads already ready
             self.ready.insert(self.ready_head, self.ready.pop())
 
-    def _branch_done(self, b: Session) -> None:
-        """A branch reached the end of its block: it leaves, and a joining parent whose last
-        branch it was becomes ready."""
-        if b.live_branches:
-            self._unjoined(b)
-        b.status = ENDED
+    def _branch_left(self, b: Session) -> None:
+        """A branch has ended (`end_session`: its block ended, or a hold of it was rejected): it
+        leaves, and a joining parent whose last branch it was becomes ready. Its cache entries stay
+        under its name, as a session's do."""
         del self.branches[b.tid]
         parent = b.parent
         parent.live_branches -= 1
@@ -674,28 +678,22 @@ class SessionInterpreter:
                        "needs a `join;` later in its block (docs/language.md §11.13)", at)
 
     def _check_branch_block(self, block: int) -> None:
-        """A fork's block may hold only what a branch can run (docs/language.md §11.13): the linker
-        refuses the rest; a hand-written IR is refused here, when the program is loaded."""
+        """A fork's block may not hold `turn;` or `end;` at any depth (docs/language.md §11.13): the
+        linker refuses them; a hand-written IR is refused here, when the program is loaded."""
         for st in self.ir["blocks"][block]:
             op = st["op"]
             at = st.get("at")
-            # the messages are serq_spec's, which refuses the same statements when they run
-            if op not in ("set", "observe", "branch", "while", "loop", "choose", "run", "fork", "join", "flow"):
+            # the message is serq_spec's, which refuses the same statements when they run
+            if op in ("turn", "end"):
                 raise RunError(f"`{op}` in a branch, or before the `join;` of a fork: the linker refuses this "
                                "(docs/language.md §11.13)", at)
-            if op == "run":
-                ref = st["stage"]
-                engine = next((self.stages[i] for i in range(ref["base"], ref["base"] + ref.get("count", 1))
-                               if self.stages[i].kind == "step"), None)
-                if engine is not None:
-                    raise RunError(f"a run on engine {engine.name} in a branch, or before the `join;` of a fork: the "
-                                   "linker refuses this (docs/language.md §11.13)", at)
             for key in ("then", "else", "body"):
                 if st.get(key) is not None:
                     self._check_branch_block(st[key])
 
     def end_session(self, s: Session) -> None:
-        """`end` (§11.3): release every hold with its cache clause, leave queues and stages."""
+        """`end` (§11.3): release every hold with its cache clause, leave queues and stages. A branch
+        ends the same way when its block ends or a hold of it is rejected, then leaves (§11.13)."""
         if s.live_branches:
             self._unjoined(s)
         detach(self, s)
@@ -703,11 +701,14 @@ class SessionInterpreter:
             h = s.holds.pop()
             P.release_hold(self, h, cache=True)
         for pool in self.pools:  # then its leases, in pool order (§11.3 `end`)
-            if s.serial in pool.leases:
+            if s.tid in pool.leases:
                 P.end_lease(self, s, pool)
         s.frames.clear()
         s.status = ENDED
         s.where = None
+        if s.parent is not None:   # a branch: its block ended, or a hold of it was rejected (§11.13)
+            self._branch_left(s)
+            return
         self.live -= 1
         if self.measuring:
             self.ended += 1

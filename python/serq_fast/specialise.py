@@ -47,6 +47,7 @@ import math
 from serq_fast.expr import RunError, _Gen, at_text
 from serq_fast.growth import grow
 from serq_fast.pools import find_part, release_early
+from serq_fast.stages import speculate_drafts
 
 COVERED = frozenset({"set", "observe", "branch", "while", "loop", "run", "hold", "turn", "end", "choose",
                      "release", "grow", "load", "drop"})
@@ -88,7 +89,8 @@ class _BlockGen:
         self.g.attrs_local = True
         self.g.ns.update({"RunError": RunError, "_bad_guard": _bad_guard, "_bad_work": _bad_work,
                           "_floor": math.floor, "_blocks": sim.blocks,
-                          "_release_early": release_early, "_find_part": find_part, "_grow": grow})
+                          "_release_early": release_early, "_find_part": find_part, "_grow": grow,
+                          "_speculate_drafts": speculate_drafts})
         self.lines: list = []
         # seeded fault (docs/fast.md): a while whose guard holds leaves the frame's pc after the
         # loop, so its body runs once
@@ -156,7 +158,11 @@ class _BlockGen:
             e(2, f"w = {self.expr(st['work'])}")
             e(2, f"if not (0.0 <= w < _INF){step_test}: _bad_work(stage, w, {where})")
             e(2, f"fr[1] = {k}")
-            e(2, f"stage.submit(s, w, {st['mode']!r}, {st.get('growing')!r})")
+            if st.get("speculate") is None:
+                e(2, f"stage.submit(s, w, {st['mode']!r}, {st.get('growing')!r})")
+            else:   # docs/language.md §7.3: the decode's drafts per step
+                e(2, f"stage.submit(s, w, {st['mode']!r}, {st.get('growing')!r}, "
+                     f"_speculate_drafts({self.expr(st['speculate']['drafts'])}, {self.g.name(st.get('at'))}))")
             e(2, f"fr[1] = {k + 1}")
             e(2, "if s.status == 0:  # READY: zero work completed at once, the session yields")
             e(3, "sim.make_ready(s)")
@@ -205,8 +211,8 @@ class _BlockGen:
             e(2, f"n = {self.expr(st['units'])}")
             e(2, f"if n < 0: raise RunError(f'negative load {{n}} at ' + {where})")
             e(2, "part = _find_part(s, pool)")
-            e(2, "if part is None and s.serial in pool.leases:")
-            e(3, "part = pool.leases[s.serial].part  # a leased allocation keeps its position")
+            e(2, "if part is None and s.tid in pool.leases:")
+            e(3, "part = pool.leases[s.tid].part  # a leased allocation keeps its position")
             e(2, "if part is None:")
             e(3, "raise RunError(f'load {pool.name}: the session holds no {pool.name}')")
             e(2, "if part.pos + n > part.alloc + 1e-9:")
@@ -214,7 +220,7 @@ class _BlockGen:
             e(2, "part.pos += n")
             e(2, "part.advanced = True")
         elif op == "drop":
-            e(2, f"sim.pools[{self.g.name(cst[1])}(cx)].drop_entry(s.serial)")
+            e(2, f"sim.pools[{self.g.name(cst[1])}(cx)].drop_entry(s.tid)")
         elif op == "end":
             e(2, "sim.end_session(s)")
             e(2, f"return {ran} + 1")

@@ -20,14 +20,21 @@ from collections import deque
 from serq.irfile import field_at
 from serq_fast.defs import (EV_FINISH, FAULTS, STAGE)
 from serq_fast.estimates import Estimates
-from serq_fast.expr import RunError, compile_expr, located
+from serq_fast.expr import RunError, at_text, compile_expr, located
 from serq_fast.stats import TimeAverage
 
 
 
+def speculate_drafts(k: float, at) -> int:
+    """A decode's `speculate (k)` (a prefill's too): a whole number >= 0 of drafts per step (docs/language.md §7.3)."""
+    if k != k or k < 0 or math.isinf(k) or k != math.floor(k):
+        raise RunError(f"speculate: the drafts per step must be a whole number >= 0, got {k!r} at {at_text(at)}")
+    return int(k)
+
+
 class Job:
     __slots__ = ("sess", "stage", "left", "mode", "growpart", "hold", "enq", "start", "stalled",
-                 "resident", "fin_t", "tag", "dead", "work", "ps_order", "stages", "rate", "since")
+                 "resident", "fin_t", "tag", "dead", "work", "ps_order", "stages", "rate", "since", "drafts")
 
     def __init__(self, sess, stage, work, mode):
         self.sess = sess
@@ -48,6 +55,7 @@ class Job:
         self.stages = None   # a flow's stages (§11.14); None: its one stage
         self.rate = 0.0      # on a SharedPsStage: served at `rate` since `since`
         self.since = 0.0
+        self.drafts = 0  # a speculative decode's k (docs/language.md §7.3)
 
     lagged = False  # a pending resident (PendingJob, docs/async.md §3)
 
@@ -64,6 +72,17 @@ class Job:
         if name == "remaining":
             return self.left
         raise RunError(f"unknown per-request key {name}")
+
+
+class Copier:
+    """The owner of a spilled chunk's copy job (docs/language.md §11.8.1): no session; named
+    "spill.n", the n-th copy of the run, as serq_spec names it."""
+    __slots__ = ("tid",)
+    adm_seq = -1
+    copy = True
+
+    def __init__(self, n: int):
+        self.tid = f"spill.{n}"
 
 
 def _request_hold(s):
@@ -136,6 +155,15 @@ class Stage:
             self.est.estimate_start(self.sim.now, w)
         self._accept(job)
 
+    def submit_copy(self, w: float) -> None:
+        """A copy job of positive work w, owned by no session, joins the stage."""
+        sim = self.sim
+        job = self._new_job(Copier(sim.next_copy), w, "plain")
+        sim.next_copy += 1
+        if self.est is not None:
+            self.est.estimate_start(sim.now, w)
+        self._accept(job)
+
     def _zero(self, job):
         """A zero-work run completes at once (§11.5): no event, the session stays ready."""
         sim = self.sim
@@ -156,10 +184,12 @@ class Stage:
     def complete(self, job):
         sim = self.sim
         s = job.sess
-        s.job = None
         self._stats(job)
         if sim.rec is not None:
             sim.rec["finished"].append([self.name, s.tid])
+        if s.copy:
+            return   # a spill copy: nobody waits for it
+        s.job = None
         sim.make_ready(s)
 
     def observe(self, f, cx):
@@ -564,10 +594,16 @@ def submit_flow(sim, s, stages: list, w: float) -> None:
 
 class Iteration:
     __slots__ = ("assign", "left", "budget", "pre0", "admitted", "served", "end", "seq", "no_admit",
-                 "start", "stopped", "grew", "cost", "template", "ev0")
+                 "start", "stopped", "grew", "cost", "template", "ev0", "slots", "look", "limit", "fresh")
 
     def __init__(self, pre0):
         self.assign: list = []  # [job, tokens, attention, position before]
+        # speculative decoding (docs/language.md §7.3): drafting slots per served request, the
+        # lookahead units past every growth, the positions' limit
+        self.slots = 0.0
+        self.fresh: set = set()  # the sessions admitted in this iteration (running_served)
+        self.look = 0.0
+        self.limit = math.inf
         self.left = 0.0
         self.budget = 0.0
         self.pre0 = pre0

@@ -78,6 +78,7 @@ class Sim(SessionInterpreter):
         self.next_adm = 0
         self.next_rel = 0
         self.next_dead = -1
+        self.next_copy = 0   # spill copy jobs started (names them "spill.n", docs/language.md §11.8.1)
         self.measuring = self.warmup <= 0
         self.cx = Ctx(self)
         self.rec = None  # per-step records (lockstep)
@@ -167,7 +168,8 @@ class Sim(SessionInterpreter):
         """A trace row's values as floats; one beyond their range (a CSV value of 1e400) is an
         error at the `trace` declaration, naming the row."""
         try:
-            return [num(v) for v in row]
+            # a 5th field: speculative decoding's acceptance counts, whole numbers (§7.3)
+            return [num(v) for v in row[:4]] + ([tuple(int(x) for x in row[4])] if len(row) > 4 else [])
         except RunError as exc:
             raise located(exc, self.trace.get("at"), f"the trace's session {i + 1}, row {j + 1}") from None
 
@@ -295,7 +297,7 @@ class Sim(SessionInterpreter):
                         if self.rec is not None:
                             self.rec["iterations"].append({
                                 "stage": eng.name, "start": it.start, "end": it.end,
-                                "assign": [[a[0].sess.serial, a[0].mode, a[1]] for a in it.assign],
+                                "assign": [[a[0].sess.tid, a[0].mode, a[1]] for a in it.assign],
                                 "preempted": 0, "admitted": 0})
                         self.sample()
                     self._emit_state(step, (self.now, eng._ff_ev_seq, EV_ITER_END, eng, None))

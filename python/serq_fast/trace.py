@@ -49,7 +49,7 @@ def _event(ev):
     if kind == EV_ENDS:
         return {"kind": "ends", "time": t, "seq": seq, "arg": a.name}
     if kind == EV_LEASE_END:
-        return {"kind": "lease_end", "time": t, "seq": seq, "arg": [a.name, b.hold.sess.serial]}
+        return {"kind": "lease_end", "time": t, "seq": seq, "arg": [a.name, b.hold.sess.tid]}
     return {"kind": "warmup_end", "time": t, "seq": seq, "arg": None}
 
 
@@ -67,12 +67,13 @@ def _pool(p, content: bool = True) -> dict:
         "name": p.name,
         "used": _int(p.used),
         "cached": _int(p.cached),
-        "queue": [h.sess.serial for h in p.queue_list()],
-        "holders": [part.hold.sess.serial for part in p.holders],
-        "growers": [s.serial for s in p.growers],
+        "queue": [h.sess.tid for h in p.queue_list()],
+        "holders": [part.hold.sess.tid for part in p.holders],
+        "growers": [s.tid for s in p.growers],
         "entries": [[e.owner, _int(e.size), e.last, e.rel] for e in entries],
         "preemptions": p.preemptions,
         **({"rejected": p.rejected} if p.rejected else {}),
+        **({"spills": p.spills} if p.spill is not None else {}),
         **({"leases": [[serial, _int(x.part.alloc), x.ends_at] for serial, x in p.leases.items()]}
            if p.leases else {}),
         **(_content(p) if p.content and content else {}),
@@ -82,7 +83,7 @@ def _pool(p, content: bool = True) -> dict:
 def _content(p) -> dict:
     """The content pool keys of docs/content.md §5."""
     d = p.bp.state()
-    d["held"] = [[part.hold.sess.serial, list(part.blocks)] for part in p.holders]
+    d["held"] = [[part.hold.sess.tid, list(part.blocks)] for part in p.holders]
     return d
 
 
@@ -92,7 +93,7 @@ def _stage(st, sim, lean: bool = False) -> dict:
         res = []
         for j in st.residents:
             part = j.growpart
-            r = {"serial": j.sess.serial, "mode": j.mode, "remaining": _int(j.left),
+            r = {"serial": j.sess.tid, "mode": j.mode, "remaining": _int(j.left),
                  "admission": j.adm,
                  "position": _int(part.pos) if part is not None else None,
                  "allocation": _int(part.alloc) if part is not None else None}
@@ -101,12 +102,12 @@ def _stage(st, sim, lean: bool = False) -> dict:
             res.append(r)
         d["residents"] = res
         if st.lag:
-            d["pending"] = [s.serial for s in st.pending]
-            d["due"] = [s.serial for s in st.due]
+            d["pending"] = [s.tid for s in st.pending]
+            d["due"] = [s.tid for s in st.due]
         it = st.iter
         d["iteration"] = None if it is None else {
             "end": it.end, "seq": it.seq,
-            "assign": [[a[0].sess.serial, _int(a[1])] for a in it.assign]}
+            "assign": [[a[0].sess.tid, _int(a[1])] for a in it.assign]}
         d["registers"] = list(st.registers)
     elif lean:
         pass

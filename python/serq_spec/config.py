@@ -20,7 +20,7 @@ from serq.claimreport import ClaimTally
 from serq.wire import Value, canonical_json, value_from_wire
 
 from .errors import SpecError
-from .values import Amount, amount_from_wire as amt_in, amount_wire as amt, wire
+from .values import INF as V_INF, Amount, amount_from_wire as amt_in, amount_wire as amt, wire
 
 if TYPE_CHECKING:   # the one import above this layer: a type only (docs/architecture.md)
     from .program import Program
@@ -35,6 +35,15 @@ JOINING = ("joining",)
 # of one, named "s.k" (the k-th branch session s forked). Ready queues, jobs and `finish` events
 # name threads.
 Tid = Union[int, str]
+
+# A spilled chunk's copy over its link is a job of no session (docs/language.md §11.8.1), named
+# "spill.n" (the n-th copy of the run): no thread resumes when it finishes.
+COPY_PREFIX = "spill."
+
+
+def is_copy(tid: Tid) -> bool:
+    """Is `tid` the name of a spill copy job rather than of a thread?"""
+    return isinstance(tid, str) and tid.startswith(COPY_PREFIX)
 
 
 @dataclass
@@ -136,6 +145,7 @@ class Job:
     admission: int             # the owner's admission number when the job was created
     start_order: int = 0       # stage-local start counter (ps ties, delay order)
     pending: bool = False      # a pending resident of a `lag 1` engine (docs/async.md)
+    drafts: int = 0            # a speculative decode's k (docs/language.md §7.3); 0: one token a step
     # On a ps stage a flow crosses (docs/language.md §11.14): `left` is the work remaining at time
     # `since`, served at `rate` since then; `stages` lists a flow's stages (None: one stage).
     shared: bool = False
@@ -153,6 +163,8 @@ class Job:
              "growing": self.growing, "admission": self.admission, "start_order": self.start_order}
         if self.pending:
             d["pending"] = True
+        if self.drafts:
+            d["drafts"] = self.drafts
         if self.shared:   # only on a stage a flow crosses: other programs serialise as before
             d.update(shared=True, rate=wire(self.rate), since=wire(self.since), stages=self.stages)
         return d
@@ -179,11 +191,15 @@ class Session:
     job: Optional[Job] = None
     growth: Optional[list] = None                   # [pool, target units] of a stalled growth
     # docs/language.md §11.13. A branch is a Session object with its session's serial whose
-    # `attrs` and `cursors` are its session's very objects; it holds nothing and makes no turns.
+    # `cursors` are its session's very object, and whose `attrs` are the forking thread's very
+    # object — or, for a fork whose block holds a pool (`own`), a copy of them. A branch makes no
+    # turns; its holds, queue places, cache entries and leases are its own, named by its id.
     branch: Optional[str] = None                    # a branch: its id "s.k"; None for the session
     parent: Optional[Tid] = None                    # a branch: the thread that forked it
+    own: bool = False                               # a branch: its attributes are its own (a sub-agent)
     live_branches: int = 0                          # branches this thread forked that have not finished
     forks: int = 0                                  # the session: branches forked so far (numbers them)
+    accept: Optional[list] = None                   # the turn's acceptance counts by output (§7.3)
 
     @property
     def tid(self) -> Tid:
@@ -194,7 +210,9 @@ class Session:
         # the branch keys only when in use: a program without `fork` serialises as before
         extra: dict[str, Any] = {k: v for k, v in (("live_branches", self.live_branches), ("forks", self.forks)) if v}
         if self.branch is not None:
-            extra.update(branch=self.branch, parent=self.parent)
+            extra.update(branch=self.branch, parent=self.parent, **({"own": True} if self.own else {}))
+        if self.accept is not None:
+            extra["accept"] = list(self.accept)
         return {**extra, "serial": self.serial, "attrs": [wire(a) for a in self.attrs],
                 "frames": [f.to_json() for f in self.frames], "status": list(self.status),
                 "holds": [h.to_json() for h in self.holds],
@@ -222,7 +240,7 @@ def hold_on(session: Session, p: int) -> HoldState:
     of p): a missing hold is a defect of the spec, said as one."""
     h = hold_of(session, p)
     if h is None:
-        raise SpecError(f"internal: session {session.serial} holds no pool {p}")
+        raise SpecError(f"internal: thread {session.tid} holds no pool {p}")
     return h
 
 
@@ -247,8 +265,8 @@ def admission_of(session: Session) -> int:
 
 @dataclass
 class Entry:
-    """A cache entry: owner serial (negative for a dead entry), size, release time, release order."""
-    owner: int
+    """A cache entry: owner thread (negative for a dead entry), size, release time, release order."""
+    owner: Tid
     size: Amount
     last: Value
     rel: int
@@ -259,7 +277,7 @@ class Entry:
 
 @dataclass
 class QueueItem:
-    serial: int
+    serial: Tid                # the thread whose hold waits
     joined: Value
     head: bool                 # requeued at the head after a preemption
 
@@ -272,7 +290,7 @@ class Lease:
     """`lease P (t)` (docs/language.md §11.4): the part on P of a hold whose scope ended, kept by its
     session — counted in P's `used`, not a holder (so never a preemption victim), not a cache
     entry (so never evicted) — until `release P`, its `lease_end` event (`ends_at`) or `end`."""
-    serial: int
+    serial: Tid
     part: HoldState            # the hold reduced to the leased pool (its stmt and stream read `cache`)
     ends_at: Optional[Value] # the time of its `lease_end` event; None for t = inf
 
@@ -316,6 +334,7 @@ class PoolState:
     evicted_units: Amount = 0
     content: Optional[ContentState] = None   # a `share content` pool's blocks (docs/content.md)
     leases: list = field(default_factory=list)   # Lease, in the order they began
+    spills: int = 0                          # chunks this pool's evictions moved to its `spill` tier
 
     def cached(self) -> Amount:
         if self.content is not None:   # b × identified blocks that nobody references
@@ -333,6 +352,8 @@ class PoolState:
             d["content"] = self.content.to_json()
         if self.leases:   # only while a lease is held: a program without leases serialises as before
             d["leases"] = [x.to_json() for x in self.leases]
+        if self.spills:   # only once a chunk spilled: a program without `spill` serialises as before
+            d["spills"] = self.spills
         return d
 
 
@@ -366,6 +387,10 @@ class IterCtx:
         self.admitted = 0
         self.stopped = False      # the budget is spent, or a grower preempted itself
         self.no_admit = False     # a granule rounded a prefill to 0
+        self.fresh: set[Tid] = set()   # the requests admitted in this iteration
+        self.slots = 0            # drafting slots each served request costs (docs/language.md §7.3)
+        self.lookahead = 0        # units every growth reserves past its chunk (§7.3)
+        self.limit: Value = V_INF  # positions a chunk leaves below it, room for the sampled token (§7.3)
 
 
 @dataclass
@@ -425,6 +450,9 @@ class StageState:
     next_start: int = 0
     pending: list = field(default_factory=list)   # step, lag 1: ends waiting for the next schedule
     due: list = field(default_factory=list)       # step, lag 1: ends the next `ends` event applies
+    # step: the iteration whose schedule is running (running_served reads it; never serialised:
+    # no state line falls inside a schedule)
+    forming: Optional[IterCtx] = None
     est: Optional[Estimates | EngineEstimates] = None   # a stage or engine whose estimates are read
 
     def stage_est(self) -> Optional[Estimates]:
@@ -462,10 +490,13 @@ class Counters:
     next_dead: int = 1         # dead entries get owner −next_dead
     next_serial: int = 0       # sessions spawned
     machine: int = 0           # machine-stream draws consumed
+    next_copy: int = 0         # spill copy jobs started (names them, docs/language.md §11.8.1)
 
     def to_json(self) -> dict:
         return {"next_seq": self.next_seq, "next_adm": self.next_adm, "next_rel": self.next_rel,
-                "next_dead": self.next_dead, "next_serial": self.next_serial, "machine": self.machine}
+                "next_dead": self.next_dead, "next_serial": self.next_serial, "machine": self.machine,
+                # only once a copy started: a program without `spill` serialises as before
+                **({"next_copy": self.next_copy} if self.next_copy else {})}
 
 
 class Config:
@@ -486,7 +517,7 @@ class Config:
         self.steps = 0
         self.records = new_records()
         self.claims = [ClaimTally() for _ in program.claims]   # docs/language.md "Claims"
-        self.attempt: Optional[tuple[int, dict[int, int]]] = None   # (serial, {pool: cachedin}) during an admission attempt; not state
+        self.attempt: Optional[tuple[Tid, dict[int, int]]] = None   # (thread, {pool: cachedin}) during an admission attempt; not state
 
     def __deepcopy__(self, memo: dict) -> Config:
         other = Config.__new__(Config)
@@ -528,7 +559,7 @@ def _tup(x: Optional[list]) -> Optional[tuple]:
 def _job(d: dict) -> Job:
     left = d["left"] if isinstance(d["left"], int) else _v(d["left"])
     job = Job(d["serial"], d["stage"], d["mode"], left, d["growing"], d["admission"], d["start_order"],
-              d.get("pending", False))
+              d.get("pending", False), d.get("drafts", 0))
     if d.get("shared"):
         job.shared, job.rate, job.since, job.stages = True, _v(d["rate"]), _v(d["since"]), d["stages"]
     return job
@@ -580,8 +611,9 @@ def _session(d: dict) -> Session:
                             None if r["first"] is None else _v(r["first"]))
     s.job = None if d["job"] is None else _job(d["job"])
     s.growth = None if d["growth"] is None else [d["growth"][0], amt_in(d["growth"][1])]
-    s.branch, s.parent = d.get("branch"), d.get("parent")
+    s.branch, s.parent, s.own = d.get("branch"), d.get("parent"), d.get("own", False)
     s.live_branches, s.forks = d.get("live_branches", 0), d.get("forks", 0)
+    s.accept = d.get("accept")
     return s
 
 
@@ -595,14 +627,15 @@ def from_json(program: Program, d: dict) -> Config:
     cfg.ready = list(d["ready"])
     for b in d.get("branches", []):
         branch = _session(b)
-        owner = cfg.sessions[branch.serial]
-        branch.attrs, branch.cursors = owner.attrs, owner.cursors   # shared, as when forked (§11.13)
+        branch.cursors = cfg.sessions[branch.serial].cursors   # shared, as when forked (§11.13)
+        if not branch.own:   # the forking thread's, which was forked before it (listed earlier)
+            branch.attrs = thread(cfg, branch.parent).attrs if branch.parent is not None else branch.attrs
         cfg.branches[b["branch"]] = branch
     cfg.pools = []
     for p in d["pools"]:
         ps = PoolState(used=amt_in(p["used"]), holders=list(p["holders"]), growers=list(p["growers"]),
                        admissions=p["admissions"], preemptions=p["preemptions"], rejected=p["rejected"],
-                       stuck=p["stuck"], evicted_units=amt_in(p["evicted_units"]))
+                       stuck=p["stuck"], evicted_units=amt_in(p["evicted_units"]), spills=p.get("spills", 0))
         ps.entries = [Entry(o, amt_in(size), _v(last), rel) for o, size, last, rel in p["entries"]]
         ps.queue = [QueueItem(serial, _v(joined), head) for serial, joined, head in p["queue"]]
         ps.leases = [Lease(serial, _hold(h), None if until is None else _v(until))
@@ -634,9 +667,11 @@ def from_json(program: Program, d: dict) -> Config:
             if j.stages is not None and thread(cfg, j.serial).job is not None:
                 st.jobs[k] = thread(cfg, j.serial).job
         for j in st.jobs + st.waiting:
-            thread(cfg, j.serial).job = j
+            if not is_copy(j.serial):
+                thread(cfg, j.serial).job = j
     c = d["counters"]
-    cfg.counters = Counters(c["next_seq"], c["next_adm"], c["next_rel"], c["next_dead"], c["next_serial"], c["machine"])
+    cfg.counters = Counters(c["next_seq"], c["next_adm"], c["next_rel"], c["next_dead"], c["next_serial"], c["machine"],
+                            c.get("next_copy", 0))
     cfg.warm = d["warm"]
     for t, row in zip(cfg.claims, d.get("claims", [])):
         t.iterations, t.checked, t.held, t.violated = row[:4]

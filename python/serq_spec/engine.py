@@ -47,7 +47,11 @@ def start_iteration(cfg: Config, e: int) -> bool:
     registers_before = list(st.registers)
     ictx = IterCtx(e)
     budget_moment(cfg, ictx)
-    run_schedule(cfg, ictx, spec["schedule"])
+    st.forming = ictx
+    try:
+        run_schedule(cfg, ictx, spec["schedule"])
+    finally:
+        st.forming = None
     lagged = spec.get("lag", 0) == 1
     if not ictx.assign and ictx.preempted == 0:
         st.registers = registers_before   # no iteration: this attempt's register updates are undone
@@ -143,10 +147,17 @@ def serve(cfg: Config, ictx: IterCtx, job: Job, only: Optional[dict], cap: Value
         if not V.nz(evaluate(only, env)):
             return
     decoding = job.mode == "decode"
-    want = min(1, job.left) if decoding else (job.left if V.is_inf(cap) else min(job.left, cap))
-    tokens = want if V.is_inf(ictx.left) else min(want, ictx.left)
+    want = wanted(job, cap)
+    if job.drafts and job.growing is not None and not V.is_inf(ictx.limit):
+        # a step's positions stay below the limit, room for the token it samples (§7.3)
+        gh = hold_on(s, job.growing)
+        want = min(want, int(ictx.limit) - 1 - int(gh.position[gh.pools.index(job.growing)]))
+    if ictx.slots and not V.is_inf(ictx.left) and ictx.left <= ictx.slots:
+        ictx.stopped = True   # no budget left beyond the drafting slots: the iteration is full
+        return
+    tokens = want if V.is_inf(ictx.left) else min(want, int(ictx.left) - int(ictx.slots))
     if not decoding and ictx.granule and tokens < job.left:
-        tokens = (tokens // ictx.granule) * ictx.granule
+        tokens = int(tokens // ictx.granule) * int(ictx.granule)
         if tokens == 0:
             ictx.no_admit = True
     if tokens <= 0:
@@ -157,7 +168,9 @@ def serve(cfg: Config, ictx: IterCtx, job: Job, only: Optional[dict], cap: Value
             return   # a stalled resident gets no tokens until its growth succeeds
         h = hold_on(s, job.growing)
         i = h.pools.index(job.growing)
-        need = h.position[i] + tokens - h.alloc[i]
+        # the lookahead units past the chunk, never past the limit (§7.3)
+        reach = h.position[i] + tokens + ictx.lookahead
+        need = (reach if V.is_inf(ictx.limit) else min(reach, max(ictx.limit, h.position[i] + tokens))) - h.alloc[i]
         if need > 0 and not grow(cfg, s, job.growing, need, ictx):
             if s.status[0] == "queued" or (job.pending and s.job is not job):
                 ictx.stopped = True   # a grower that preempts itself ends the running loop
@@ -167,13 +180,55 @@ def serve(cfg: Config, ictx: IterCtx, job: Job, only: Optional[dict], cap: Value
         h.advanced[i] = True
         if cfg.pools[job.growing].content is not None and identifies(job):
             # the blocks these tokens fill are identified as they are scheduled (vLLM's
-            # cache_blocks(request, num_computed + num_new) at every step; docs/content.md §3)
-            identify(cfg, job.growing, h.content_of(i), h.blocks_of(i), h.position[i])
+            # cache_blocks(request, num_computed + num_new) at every step; docs/content.md §3);
+            # a speculative step's drafts are not verified yet: only its first token counts (§7.3)
+            identify(cfg, job.growing, h.content_of(i), h.blocks_of(i), verified_upto(job, pos_before, tokens))
     ictx.assign.append(Assign(job.serial, job.mode, tokens, pos_before, job.pending))
     if not V.is_inf(ictx.left):
-        ictx.left -= tokens
-        if ictx.left <= 0:
+        ictx.left -= tokens + ictx.slots
+        if ictx.left <= ictx.slots:
             ictx.stopped = True
+
+
+def verified_upto(job: Job, pos_before: V.Amount, tokens: int) -> V.Amount:
+    """The position up to which a step's tokens are verified (§7.3): all of them without drafts;
+    a decode's own token; a prefill's work (its placeholder drafts are not)."""
+    if not job.drafts:
+        return pos_before + tokens
+    return pos_before + min(tokens, 1 if job.mode == "decode" else job.left)
+
+
+def wanted(job: Job, cap: Value) -> int:
+    """What a resident asks of one iteration: a decode one token (1 + k with k drafts, §7.3, cut by
+    the per-run cap like a chunk), a prefill its work left up to the per-run cap."""
+    if job.mode == "decode":
+        if job.drafts and job.left > 0:
+            return 1 + job.drafts if V.is_inf(cap) else min(1 + job.drafts, int(cap))
+        return min(1, job.left)
+    want = job.left + job.drafts   # a prefill's placeholder drafts ride on its last step (§7.3)
+    return want if V.is_inf(cap) else min(want, int(cap))
+
+
+def verified(cfg: Config, job: Job, a: Assign) -> int:
+    """After a step of a run with drafts (§7.3), the work it did; the rejected drafts give their
+    positions back. A decode verifies a.tokens − 1 drafts and accepts the turn's acceptance count
+    at its output number (the count's length minus the outputs left), capped by the drafts
+    scheduled: it did 1 + accepted outputs. A prefill's drafts past its work are placeholders,
+    none accepted."""
+    s = thread(cfg, job.serial)
+    if job.mode == "decode":
+        drafts = a.tokens - 1
+        counts = s.accept or []
+        k = len(counts) - job.left
+        accepted = min(counts[k], drafts) if 0 <= k < len(counts) else 0
+        done = min(1 + accepted, job.left)
+    else:
+        done = min(a.tokens, job.left)
+        drafts, accepted = a.tokens - done, 0
+    if drafts > accepted and job.growing is not None:
+        h = hold_on(s, job.growing)
+        h.position[h.pools.index(job.growing)] -= drafts - accepted
+    return done
 
 
 def admit_waiting(cfg: Config, ictx: IterCtx, stmt: dict) -> None:
@@ -181,7 +236,7 @@ def admit_waiting(cfg: Config, ictx: IterCtx, stmt: dict) -> None:
     cap = ictx.each.get(id(stmt), V.INF)
     only = stmt.get("only")
     while not ictx.stopped:
-        if ictx.left <= 0 or ictx.preempted > 0 or ictx.no_admit:
+        if ictx.left <= ictx.slots or ictx.preempted > 0 or ictx.no_admit:
             return
         if stmt.get("while") is not None:
             c = evaluate(stmt["while"], Env(cfg, engine=ictx.engine, ictx=ictx, at=stmt.get("at")))
@@ -235,7 +290,7 @@ def admit_one(cfg: Config, ictx: IterCtx, only: Optional[dict] = None, at: At = 
     admission like a head that does not fit (head of line; docs/spec.md "Ambiguities resolved")."""
     for p in cfg.program.admitted_pools.get(ictx.engine, []):
         while (head := select_head(cfg, p)) is not None:
-            s = cfg.sessions[head.serial]
+            s = thread(cfg, head.serial)
             if only is not None:
                 env = Env(cfg, s, engine=ictx.engine, ictx=ictx, at=at,
                           what=f"engine {cfg.program.stages[ictx.engine]['name']}: `admit waiting only`")
@@ -246,6 +301,7 @@ def admit_one(cfg: Config, ictx: IterCtx, only: Optional[dict] = None, at: At = 
                 continue
             if outcome == BLOCKED:
                 return False   # head-of-line: admission stops for this iteration
+            ictx.fresh.add(s.serial)
             est = cfg.stages[ictx.engine].engine_est()
             if est is not None:   # before the session runs on: what it reads includes this admission
                 estimate_admission(est, head.joined, cfg.now)
@@ -265,7 +321,8 @@ def iteration_end(cfg: Config, e: int) -> None:
     # a pending resident's EOS token is discarded: its end was applied before this IterEnd
     assign = [a for a in it["assign"] if not a.pending]
     for a in assign:
-        byserial[a.serial].left -= a.tokens
+        job = byserial[a.serial]
+        job.left -= verified(cfg, job, a) if job.drafts else a.tokens
     for a in assign:
         job = byserial[a.serial]
         if job.left == 0:
@@ -277,4 +334,4 @@ def iteration_end(cfg: Config, e: int) -> None:
                 first_token(cfg, s)
             if s.status == ("stage", e):
                 s.status = ("ready",)
-                cfg.ready.append(s.serial)
+                cfg.ready.append(s.tid)

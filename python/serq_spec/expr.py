@@ -160,10 +160,12 @@ def observable(e: dict, env: Env) -> Value:
                 return ZERO
             if st.content is not None:   # the hit of this session's attempt, else 0 (docs/content.md §3)
                 att = cfg.attempt
-                if att is None or att[0] != env.session.serial:
+                if att is None or att[0] != env.session.tid:
                     return ZERO
                 return Fraction(att[1].get(p, 0))
-            return Fraction(sum(x.size for x in st.entries if x.owner == env.session.serial))
+            # the session's prefix on p and, contiguous with it, the rest on p's `spill` tiers (§11.8.1)
+            return Fraction(sum(x.size for q in [p] + cfg.program.tiers_below(p) for x in cfg.pools[q].entries
+                                if x.owner == env.session.tid))
         if f == "holders":
             return Fraction(len(st.holders))
         if f == "queued":
@@ -196,7 +198,21 @@ def observable(e: dict, env: Env) -> Value:
                             "engine's `tokens cap` and `let`s, which draw: draws are forbidden where the "
                             "machine re-reads an expression (docs/language.md §4.3)", env.at, cfg.program.files)
         return budget_left_outside(cfg, s)
+    if f in ("running_served", "running_chunks"):
+        return running_served(env, s, f == "running_chunks")
     raise SpecError(f"observable {f}() is not supported", env.at, cfg.program.files)
+
+
+def running_served(env: Env, e: int, chunks: bool) -> Value:
+    """`running_served(E)` / `running_chunks(E)` (docs/language.md §7.3): the batch entries of E's
+    iteration being formed whose request it did not admit (its running requests served so far),
+    or of those the ones serving a prefill (plain) run; 0 outside E's schedule (its admissions and
+    the statements the admitted sessions run then included)."""
+    ictx = env.cfg.stages[e].forming
+    if ictx is None:
+        return Fraction(0)
+    return Fraction(sum(1 for a in ictx.assign
+                        if a.serial not in ictx.fresh and (not chunks or a.mode != "decode")))
 
 
 RHO_CAP = Fraction(99, 100)
@@ -370,6 +386,17 @@ def budget_moment(cfg: Config, ictx: IterCtx) -> None:
     if not V.is_inf(b) and b < 0:
         raise SpecError(f"engine {name}: tokens cap is negative ({V.wire(b)})", at, cfg.program.files)
     ictx.left = b
+    sp = spec.get("speculate")
+    if sp is not None:
+        env.at = sp.get("at")
+        for key in ("slots", "lookahead", "limit"):
+            env.what = f"engine {name}: speculate {key}"
+            v = whole_or_inf(evaluate(sp[key], env), env.what, cfg, env.at)
+            if v < 0 or (key != "limit" and V.is_inf(v)):
+                raise SpecError(f"engine {name}: speculate {key} must be a whole number >= 0"
+                                f"{' or inf' if key == 'limit' else ''}, got {V.wire(v)}", env.at, cfg.program.files)
+            setattr(ictx, key, v)
+        env.what = f"engine {name}: tokens cap"
     for let in spec.get("lets", []):
         env.at, env.what = let.get("at"), f"engine {name}: schedule `let {let.get('name')}`"
         ictx.locals.append(evaluate(let["expr"], env))

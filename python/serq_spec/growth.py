@@ -12,12 +12,12 @@ from fractions import Fraction
 from typing import Optional
 
 from . import values as V
-from .config import Assign, Config, IterCtx, Job, Session, admission_of, hold_on, job_of
+from .config import Assign, Config, IterCtx, Job, Session, admission_of, hold_on, job_of, thread
 from .expr import Env, evaluate, resolve_ref
 from .lag import is_candidate
 from .pools import add_units, enqueue, leave_queue, release_hold
 from .program import COMPUTED
-from .stages import withdraw_job
+from .stages import start_copies, withdraw_job
 
 
 def grow(cfg: Config, s: Session, p: int, d: V.Amount, ictx: Optional[IterCtx]) -> bool:
@@ -30,7 +30,7 @@ def grow(cfg: Config, s: Session, p: int, d: V.Amount, ictx: Optional[IterCtx]) 
     while True:
         need = target - h.alloc[i]
         if st.used + need <= prog.caps[p]:
-            add_units(cfg, p, h, i, need)
+            start_copies(cfg, add_units(cfg, p, h, i, need))
             return True
         victim = choose_victim(cfg, p)
         if victim is None:
@@ -47,18 +47,21 @@ def stall(cfg: Config, s: Session, p: int, target: V.Amount) -> None:
     """No room and no victim: the session waits in p's growers (retried at every settle)."""
     s.status = ("growing", p)
     s.growth = [p, target]
-    cfg.pools[p].growers.append(s.serial)
+    cfg.pools[p].growers.append(s.tid)
 
 
 def preemption_candidates(cfg: Config, p: int) -> list[Session]:
     """Holders of p that are residents of a step engine whose memory is p; for a pool that is no
     engine's memory, every holder holding p in a scope except one sitting in a delay stage (§11.7);
-    an ending session only by `lag.is_candidate` (docs/async.md §3 item 3)."""
+    an ending session only by `lag.is_candidate` (docs/async.md §3 item 3). A thread with branches
+    running is none: its hold cannot go back to its statement under them (§11.13)."""
     prog = cfg.program
     engines = [e for e in prog.engines if prog.memory_of[e] == p]
     out = []
     for serial in cfg.pools[p].holders:
-        s = cfg.sessions[serial]
+        s = thread(cfg, serial)
+        if s.live_branches:
+            continue
         if s.status[0] == "ending":
             if not is_candidate(s, p):
                 continue
@@ -125,7 +128,7 @@ def preempt(cfg: Config, v: Session, p: int, ictx: Optional[IterCtx]) -> None:
         v.job = None
     if v.status[0] == "growing":
         q = v.status[1]
-        cfg.pools[q].growers.remove(v.serial)
+        cfg.pools[q].growers.remove(v.tid)
         v.growth = None
     k = v.holds.index(h)
     for inner in reversed(v.holds[k:]):
@@ -140,7 +143,7 @@ def preempt(cfg: Config, v: Session, p: int, ictx: Optional[IterCtx]) -> None:
     cfg.pools[p].preemptions += 1
     if ictx is not None:
         ictx.preempted += 1
-    cfg.records["preempted"].append([v.serial, prog.pools[p]["name"], computed])
+    cfg.records["preempted"].append([v.tid, prog.pools[p]["name"], computed])
 
 
 def preempt_pending(cfg: Config, v: Session, p: int, ictx: Optional[IterCtx]) -> None:
@@ -162,7 +165,7 @@ def preempt_pending(cfg: Config, v: Session, p: int, ictx: Optional[IterCtx]) ->
     cfg.pools[p].preemptions += 1
     if ictx is not None:
         ictx.preempted += 1
-    cfg.records["preempted"].append([v.serial, prog.pools[p]["name"], computed])
+    cfg.records["preempted"].append([v.tid, prog.pools[p]["name"], computed])
 
 
 def detach_free(cfg: Config, v: Session) -> None:
@@ -173,10 +176,10 @@ def detach_free(cfg: Config, v: Session) -> None:
     candidate)."""
     kind = v.status[0]
     if kind == "ready":
-        if v.serial in cfg.ready:
-            cfg.ready.remove(v.serial)
+        if v.tid in cfg.ready:
+            cfg.ready.remove(v.tid)
     elif kind == "queued":
-        leave_queue(cfg, v.status[1], v.serial)
+        leave_queue(cfg, v.status[1], v.tid)
         v.pending = None
     elif kind == "stage":
         withdraw_job(cfg, job_of(v))
@@ -194,7 +197,7 @@ def detach_resident(cfg: Config, v: Session, ictx: Optional[IterCtx]) -> None:
     if ictx is not None and ictx.engine == job.stage:
         a = leave_batch(v, job, ictx.assign)
         if a is not None:
-            ictx.left = ictx.left if V.is_inf(ictx.left) else ictx.left + a.tokens
+            ictx.left = ictx.left if V.is_inf(ictx.left) else ictx.left + a.tokens + ictx.slots
     elif in_flight is not None:
         leave_batch(v, job, in_flight["assign"])
 
@@ -202,7 +205,7 @@ def detach_resident(cfg: Config, v: Session, ictx: Optional[IterCtx]) -> None:
 def leave_batch(v: Session, job: Job, assign: list[Assign]) -> Optional[Assign]:
     """Remove v's assignment from a batch, its position back to before its chunk; the assignment or None."""
     for a in assign:
-        if a.serial == v.serial:
+        if a.serial == v.tid:
             assign.remove(a)
             if a.pos_before is not None and job.growing is not None:   # a chunk of a growing run
                 gh = hold_on(v, job.growing)

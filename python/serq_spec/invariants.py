@@ -10,7 +10,7 @@ from typing import Optional
 
 from serq.wire import Value
 
-from .config import Config, Tid
+from .config import Config, Session, Tid, thread
 from .content import block_pool
 from .errors import InvariantViolation
 from .trace import state_text
@@ -40,18 +40,18 @@ def check_invariants(cfg: Config, previous_now: Optional[Value] = None) -> list[
         if st.used + cached > prog.caps[p]:
             bad.append(f"pool {name}: used {st.used} + cached {cached} > cap {wire(prog.caps[p])}")
         held, order = 0, []
-        for s in cfg.sessions:
+        for s in threads(cfg):
             for h in s.holds:
                 if p in h.pools:
                     i = h.pools.index(p)
                     held += h.alloc[i]
-                    order.append((h.admission, s.serial))
+                    order.append((h.admission, s.tid))
                     if h.alloc[i] < 0 or h.position[i] < 0:
-                        bad.append(f"pool {name}: session {s.serial} has a negative allocation or position")
+                        bad.append(f"pool {name}: thread {s.tid} has a negative allocation or position")
         leased = 0
         for x in st.leases:   # a lease (§11.4): its units stay in `used`; its session is live, no holder
             leased += x.part.alloc[0]
-            if x.part.pools != [p] or cfg.sessions[x.serial].status[0] == "ended":
+            if x.part.pools != [p] or thread(cfg, x.serial).status[0] == "ended":
                 bad.append(f"pool {name}: the lease of session {x.serial} is not a live session's lease of this pool")
             pending = [e.time for e in cfg.events if e.kind == "lease_end" and e.arg == (p, x.serial)]
             if pending != ([] if x.ends_at is None else [x.ends_at]):
@@ -82,7 +82,7 @@ def check_invariants(cfg: Config, previous_now: Optional[Value] = None) -> list[
                                                 for a in stage.iteration["assign"]):
                 bad.append(f"engine {name}: the iteration in flight serves a session that is no resident")
             for j in stage.jobs:
-                s = cfg.sessions[j.serial]
+                s = thread(cfg, j.serial)
                 if j.growing is None or s.status[0] == "growing":
                     continue
                 h = next((h for h in reversed(s.holds) if j.growing in h.pools), None)
@@ -137,6 +137,11 @@ def check_invariants(cfg: Config, previous_now: Optional[Value] = None) -> list[
     return bad
 
 
+def threads(cfg: Config) -> list[Session]:
+    """Every session, then the live branches (docs/language.md §11.13): the threads that may hold."""
+    return cfg.sessions + list(cfg.branches.values())
+
+
 def shared_invariants(cfg: Config) -> list[str]:
     """docs/language.md §11.14: a job on a stage a flow crosses is one object present at exactly
     its stages, with its remaining work never negative and, once the step is over, a positive
@@ -185,7 +190,7 @@ def content_invariants(cfg: Config, p: int) -> list[str]:
     name = cfg.program.pools[p]["name"]
     bad = []
     count = [0] * len(cs.refs)
-    for s in cfg.sessions:
+    for s in threads(cfg):
         for h in s.holds:
             if p in h.pools:
                 i = h.pools.index(p)

@@ -10,13 +10,13 @@ from serq.wire import Value
 
 from . import content
 from . import values as V
-from .config import Config, Entry, HoldState, Lease, QueueItem, Session, hold_of
+from .config import Config, Entry, HoldState, Lease, QueueItem, Session, Tid, hold_of, thread
 from .errors import At, SpecError
 from .events import schedule_event, withdraw_event
 from .expr import Env, evaluate
 
 
-def entry_of(cfg: Config, p: int, owner: int) -> Optional[Entry]:
+def entry_of(cfg: Config, p: int, owner: Tid) -> Optional[Entry]:
     """The cache entry of `owner` in pool p, or None."""
     for e in cfg.pools[p].entries:
         if e.owner == owner:
@@ -33,7 +33,7 @@ def cached_units(cfg: Config, p: int) -> V.Amount:
 
 def enqueue(cfg: Config, p: int, session: Session, head: bool = False) -> None:
     """Join p's admission queue: at the tail, or at the head after a preemption (§11.2 ties)."""
-    item = QueueItem(session.serial, cfg.now, head)
+    item = QueueItem(session.tid, cfg.now, head)
     if head:
         cfg.pools[p].queue.insert(0, item)
     else:
@@ -54,7 +54,7 @@ def select_head(cfg: Config, p: int) -> Optional[QueueItem]:
     best: Optional[QueueItem] = None
     best_key: Optional[tuple] = None
     for item in q:
-        s = cfg.sessions[item.serial]
+        s = thread(cfg, item.serial)
         env = Env(cfg, s, ctx={"waited": cfg.now - item.joined}, at=spec.get("at"),
                   what=f"pool {cfg.program.pools[p]['name']}: a queue key")
         key = tuple(evaluate(k, env) for k in spec["keys"])
@@ -63,12 +63,36 @@ def select_head(cfg: Config, p: int) -> Optional[QueueItem]:
     return best
 
 
-def leave_queue(cfg: Config, p: int, serial: int) -> None:
-    """Remove the session from p's admission queue."""
+def leave_queue(cfg: Config, p: int, serial: Tid) -> None:
+    """Remove the thread from p's admission queue."""
     cfg.pools[p].queue = [q for q in cfg.pools[p].queue if q.serial != serial]
 
 
 # -- eviction ----------------------------------------------------------------------------------
+
+def is_dead(owner: Tid) -> bool:
+    """Is this the owner of a dead entry (nobody's: a negative number)? A branch's name is not."""
+    return isinstance(owner, int) and owner < 0
+
+
+def entry_owner(cfg: Config, owner: Tid) -> Optional[Session]:
+    """The thread an entry belongs to: a session (ended ones included), a live branch; None for a
+    dead entry (a negative owner) or the entry of a branch that has finished (docs/language.md
+    §11.13: its context is nobody's now, as a dead entry's)."""
+    if isinstance(owner, str):
+        return cfg.branches.get(owner)
+    return cfg.sessions[owner] if owner >= 0 else None
+
+
+def eviction_env(cfg: Config, owner: Tid, size: V.Amount, last: Value, at: At, what: str) -> Env:
+    """The eviction-key moment (§4.6) of a chunk of `owner`'s entry: `size`, `last`, `age`,
+    `waiting` and the owner's attributes (none for a dead entry). Eviction keys and `spill`
+    clauses read it."""
+    session = entry_owner(cfg, owner)
+    waiting = session is not None and session.status[0] == "queued"
+    return Env(cfg, session, at=at, what=what, ctx={"size": Fraction(size), "last": last, "age": cfg.now - last,
+                                                    "waiting": Fraction(int(waiting))})
+
 
 def eviction_victim(cfg: Config, p: int) -> Entry:
     """The entry to evict from: least (last, release) for `lru`; least keys then release for `by`."""
@@ -78,19 +102,25 @@ def eviction_victim(cfg: Config, p: int) -> Entry:
         return min(entries, key=lambda e: (e.last, e.rel))
 
     def keys(e: Entry) -> tuple:
-        owner = cfg.sessions[e.owner] if e.owner >= 0 else None
-        waiting = owner is not None and owner.status[0] == "queued"
-        env = Env(cfg, owner, at=spec.get("at"), what=f"pool {cfg.program.pools[p]['name']}: an eviction key", ctx={"size": Fraction(e.size), "last": e.last, "age": cfg.now - e.last,
-                                   "waiting": Fraction(int(waiting))})
+        env = eviction_env(cfg, e.owner, e.size, e.last, spec.get("at"),
+                           f"pool {cfg.program.pools[p]['name']}: an eviction key")
         return tuple(evaluate(k, env) for k in spec["keys"]) + (e.rel,)
     return min(entries, key=keys)   # each entry's keys read once, in order; ties to the first
 
 
-def make_room(cfg: Config, p: int, need: V.Amount) -> None:
-    """Evict until used + cached + need ≤ cap; with a block size, one tail block at a time (§11.4 step 3)."""
+# A copy a spilled chunk makes over its link: (the link's stage, its work). `make_room` returns
+# them in the order they happen; the caller starts them as jobs (`stages.start_copies`), which
+# belong to no session (§11.8.1).
+Copy = tuple[int, Value]
+
+
+def make_room(cfg: Config, p: int, need: V.Amount) -> list[Copy]:
+    """Evict until used + cached + need ≤ cap; with a block size, one tail block at a time (§11.4
+    step 3). Each evicted chunk of a session's entry may move to p's `spill` tier (§11.8.1)."""
     cap = cfg.program.caps[p]
     block = cfg.program.block[p]
     st = cfg.pools[p]
+    copies: list[Copy] = []
     while st.used + st.cached() + need > cap:
         if not st.entries:
             raise SpecError(f"make_room in pool {cfg.program.pools[p]['name']}: no room even with an empty cache")
@@ -101,57 +131,112 @@ def make_room(cfg: Config, p: int, need: V.Amount) -> None:
             st.entries.remove(e)
         st.evicted_units += take
         cfg.records["evicted"].append([e.owner, cfg.program.pools[p]["name"], take])
+        if cfg.program.pools[p].get("spill") is not None and not is_dead(e.owner):
+            copies += spill_chunk(cfg, p, e.owner, take, e.last)
+    return copies
 
 
-def add_units(cfg: Config, p: int, hold: HoldState, i: int, need: V.Amount) -> None:
+def link_work(cfg: Config, p: int, env: Env) -> Value:
+    """The work w of p's `spill` clause in `env`: finite and not negative (a run-time error otherwise)."""
+    spill = cfg.program.pools[p]["spill"]
+    w = evaluate(spill["work"], env)
+    if w < 0 or V.is_inf(w):
+        raise SpecError(f"pool {cfg.program.pools[p]['name']}: the work of `spill` must be finite and >= 0, "
+                        f"got {number_text(w)}", spill.get("at"), cfg.program.files)
+    return w
+
+
+def spill_chunk(cfg: Config, p: int, owner: Tid, take: V.Amount, last: Value) -> list[Copy]:
+    """A chunk of `take` units just evicted from the tail of `owner`'s entry on p (§11.8.1): when
+    the `when` condition holds and the chunk fits the tier Q at all, Q makes room by its own
+    policy (its chunks may spill further), the chunk joins the front of owner's entry on Q (which
+    then holds the units just past what p keeps) with release time now, and its copy runs on
+    the link. Otherwise the chunk is dropped, as without `spill`."""
+    spill = cfg.program.pools[p]["spill"]
+    env = eviction_env(cfg, owner, take, last, spill.get("at"), f"pool {cfg.program.pools[p]['name']}: `spill`")
+    if not V.nz(evaluate(spill["when"], env)):
+        return []
+    q = spill["pool"]
+    if take > cfg.program.caps[q]:
+        return []
+    w = link_work(cfg, p, env)
+    copies = make_room(cfg, q, take)
+    st = cfg.pools[q]
+    e = entry_of(cfg, q, owner)
+    size = take if e is None else V.amount(e.size + take)
+    st.entries = [x for x in st.entries if x.owner != owner]
+    st.entries.append(Entry(owner, size, cfg.now, cfg.counters.next_rel))
+    cfg.counters.next_rel += 1
+    cfg.pools[p].spills += 1
+    return copies + [(spill["stage"], w)]
+
+
+def add_units(cfg: Config, p: int, hold: HoldState, i: int, need: V.Amount) -> list[Copy]:
     """Grow slot i of `hold` (on pool p) by `need` units that fit (`used + need ≤ cap`): on a
     `share content` pool need / b new blocks from the free queue's head (evicting identified
-    ones), elsewhere `make_room` and `used += need` (§11.7, docs/content.md §3 Growth)."""
+    ones), elsewhere `make_room` and `used += need` (§11.7, docs/content.md §3 Growth). Returns
+    the copies of chunks the room-making spilled, for the caller to start."""
     st = cfg.pools[p]
+    copies: list[Copy] = []
     if st.content is not None:
         content.allocate(cfg, p, need // st.content.block, hold.blocks_of(i))
     else:
-        make_room(cfg, p, need)
+        copies = make_room(cfg, p, need)
         st.used += need
     hold.alloc[i] += need
+    return copies
 
 
-def insert_entry(cfg: Config, p: int, owner: int, size: V.Amount) -> None:
-    """Replace `owner`'s entry with a fresh one (last = now, next release order)."""
-    st = cfg.pools[p]
-    st.entries = [e for e in st.entries if e.owner != owner]
-    st.entries.append(Entry(owner, size, cfg.now, cfg.counters.next_rel))
+def insert_entry(cfg: Config, p: int, owner: Tid, size: V.Amount) -> None:
+    """Replace `owner`'s entry with a fresh one (last = now, next release order). Its entries on
+    p's `spill` tiers continued the old prefix, not this one: they go (§11.8.1)."""
+    drop_entry(cfg, p, owner)
+    cfg.pools[p].entries.append(Entry(owner, size, cfg.now, cfg.counters.next_rel))
     cfg.counters.next_rel += 1
 
 
-def drop_entry(cfg: Config, p: int, owner: int) -> None:
-    """`drop P;` removes this session's own entry now (§11.3)."""
-    st = cfg.pools[p]
-    st.entries = [e for e in st.entries if e.owner != owner]
+def drop_entry(cfg: Config, p: int, owner: Tid) -> None:
+    """`drop P;` removes this session's own entry now (§11.3), and the rest of it on P's tiers."""
+    for q in [p] + cfg.program.tiers_below(p):
+        st = cfg.pools[q]
+        st.entries = [e for e in st.entries if e.owner != owner]
 
 
-def consume_own_prefix(cfg: Config, p: int, session: Session, reuse_limit: Optional[Value]) -> V.Amount:
-    """Remove the session's entry; keep at most round_down(ρ) of it, the rest a dead entry (§11.4 step 1)."""
-    st = cfg.pools[p]
-    e = entry_of(cfg, p, session.serial)
-    if e is None:
-        return 0
-    st.entries.remove(e)
-    consumed = e.size
+def consume_own_prefix(cfg: Config, p: int, session: Session, reuse_limit: Optional[Value]) -> tuple[V.Amount, V.Amount]:
+    """Remove the session's entry; keep at most round_down(ρ) of it, the rest a dead entry (§11.4
+    step 1). With `spill` tiers under p, the prefix goes on into the session's entries there, in
+    tier order, and ρ limits the whole (§11.8.1). Returns (consumed, the part of it loaded back
+    from the tiers)."""
+    limit: Optional[V.Amount] = None
     if reuse_limit is not None:
         # keep at most round_down_block(ρ): +inf keeps all; ρ < 0 (−inf included) keeps nothing,
         # like any ρ below one block (docs/spec.md "Ambiguities resolved")
-        limit = reuse_limit
-        if V.is_inf(limit):
-            limit = limit if limit > 0 else 0
+        if V.is_inf(reuse_limit):
+            limit = None if reuse_limit > 0 else 0
         else:
-            limit = V.rounddown_block(max(Fraction(0), limit), cfg.program.block[p])
-        consumed = cast(V.Amount, min(e.size, limit))   # finite: an infinite ρ keeps the whole entry
-        rest = V.amount(e.size - consumed)
-        if rest > 0:
-            st.entries.append(Entry(-cfg.counters.next_dead, rest, e.last, e.rel))
-            cfg.counters.next_dead += 1
-    return V.amount(consumed)
+            limit = V.rounddown_block(max(Fraction(0), reuse_limit), cfg.program.block[p])
+    consumed = consume_entry(cfg, p, session.tid, limit)
+    loaded: V.Amount = 0
+    for q in cfg.program.tiers_below(p):
+        left = None if limit is None else V.amount(limit - consumed - loaded)
+        loaded = V.amount(loaded + consume_entry(cfg, q, session.tid, left))
+    return V.amount(consumed + loaded), loaded
+
+
+def consume_entry(cfg: Config, p: int, owner: Tid, limit: Optional[V.Amount]) -> V.Amount:
+    """Remove `owner`'s entry from p; keep at most `limit` of it (None: all), the rest becomes a
+    dead entry with the entry's age. Returns what was kept."""
+    st = cfg.pools[p]
+    e = entry_of(cfg, p, owner)
+    if e is None:
+        return 0
+    st.entries.remove(e)
+    if limit is None or e.size <= limit:
+        return e.size
+    rest = V.amount(e.size - limit)
+    st.entries.append(Entry(-cfg.counters.next_dead, rest, e.last, e.rel))
+    cfg.counters.next_dead += 1
+    return limit
 
 
 # -- units -------------------------------------------------------------------------------------
@@ -199,7 +284,7 @@ def release_pool_early(cfg: Config, session: Session, p: int, at: At = None) -> 
     hold's allocation on P is released now, caching per the hold's `cache` clause, and the rest of
     the hold stays until its scope ends. With neither it does nothing: a lease of t seconds may
     have ended before the program releases it (docs/spec.md "Leases")."""
-    if lease_of(cfg, p, session.serial) is not None:
+    if lease_of(cfg, p, session.tid) is not None:
         end_lease(cfg, session, p)
         return
     hold = hold_of(session, p)
@@ -211,7 +296,7 @@ def release_pool_early(cfg: Config, session: Session, p: int, at: At = None) -> 
 
 # -- leases (§11.4 `lease P (t)`) ---------------------------------------------------------------
 
-def lease_of(cfg: Config, p: int, serial: int) -> Optional[Lease]:
+def lease_of(cfg: Config, p: int, serial: Tid) -> Optional[Lease]:
     """The session's lease on pool p, or None (a session holds at most one lease per pool)."""
     for x in cfg.pools[p].leases:
         if x.serial == serial:
@@ -223,25 +308,25 @@ def start_lease(cfg: Config, session: Session, hold: HoldState, p: int, until: O
     """The scope of `hold` ends with `lease P (t)`, t > 0: its part on p leaves the hold and p's
     holders but stays in p's `used` (not a victim, not evictable); `lease_end` is scheduled at
     `until` (None: t = inf, no event)."""
-    if lease_of(cfg, p, session.serial) is not None:
-        raise SpecError(f"session {session.serial} leases pool {cfg.program.pools[p]['name']} while its earlier "
+    if lease_of(cfg, p, session.tid) is not None:
+        raise SpecError(f"session {session.tid} leases pool {cfg.program.pools[p]['name']} while its earlier "
                         "lease of it is held; `release` the first before the second scope ends", at, cfg.program.files)
     part = split_part(hold, hold.pools.index(p))
-    cfg.pools[p].holders.remove(session.serial)
-    cfg.pools[p].leases.append(Lease(session.serial, part, until))
+    cfg.pools[p].holders.remove(session.tid)
+    cfg.pools[p].leases.append(Lease(session.tid, part, until))
     if until is not None:
-        schedule_event(cfg, until, "lease_end", (p, session.serial))
+        schedule_event(cfg, until, "lease_end", (p, session.tid))
 
 
 def end_lease(cfg: Config, session: Session, p: int) -> None:
     """The lease on p ends (`release P`, its `lease_end` event, the session's end): the units
     leave `used` and the hold's `cache` clause applies now (ℓ read now, Session moment)."""
-    x = lease_of(cfg, p, session.serial)
+    x = lease_of(cfg, p, session.tid)
     if x is None:
-        raise SpecError(f"internal: session {session.serial} has no lease of pool {cfg.program.pools[p]['name']} to end")
+        raise SpecError(f"internal: session {session.tid} has no lease of pool {cfg.program.pools[p]['name']} to end")
     cfg.pools[p].leases.remove(x)
     if x.ends_at is not None:
-        withdraw_event(cfg, "lease_end", (p, session.serial))   # pending unless this is its event
+        withdraw_event(cfg, "lease_end", (p, session.tid))   # pending unless this is its event
     release_slots(cfg, session, x.part, cache_amount(cfg, session, x.part), preempted=False)
 
 
@@ -250,7 +335,7 @@ def held_reservations(cfg: Config, p: int) -> V.Amount:
     reserve the holder was admitted with."""
     total = 0
     for serial in cfg.pools[p].holders:
-        h = hold_of(cfg.sessions[serial], p)
+        h = hold_of(thread(cfg, serial), p)
         if h is not None:
             i = h.pools.index(p)
             total += max(0, h.held(i) - h.alloc[i])
@@ -269,7 +354,7 @@ def release_hold(cfg: Config, session: Session, hold: HoldState, preempted: bool
     """Release every pool of `hold`, caching per its `cache` clause (§11.4 Release, §11.8)."""
     ell = cache_amount(cfg, session, hold)
     for p in hold.pools:
-        cfg.pools[p].holders.remove(session.serial)
+        cfg.pools[p].holders.remove(session.tid)
     release_slots(cfg, session, hold, ell, preempted)
 
 
@@ -291,5 +376,5 @@ def release_slots(cfg: Config, session: Session, hold: HoldState, ell: Optional[
             amount = V.min_v(ell, Fraction(computed))   # −inf when ℓ is −inf: nothing kept
             kept = 0 if amount <= 0 else V.rounddown_block(cast(Fraction, amount), cfg.program.block[p])   # ≤ computed
             if kept > 0:
-                insert_entry(cfg, p, session.serial, kept)
-        cfg.records["released"].append([session.serial, cfg.program.pools[p]["name"], kept])
+                insert_entry(cfg, p, session.tid, kept)
+        cfg.records["released"].append([session.tid, cfg.program.pools[p]["name"], kept])

@@ -23,7 +23,7 @@ from .workload import Workload
 SERIAL, TURN_NO, CACHED, COMPUTED, NEW, OUT, THINK, MORE, FORCED = range(9)
 
 STAGE_KINDS = ("fifo", "ps", "delay", "step")
-SUPPORTED_OBS = ("queue", "busy", "work", "budget_left", "used", "free", "cachedin", "holders", "queued",
+SUPPORTED_OBS = ("queue", "busy", "work", "budget_left", "running_served", "running_chunks", "used", "free", "cachedin", "holders", "queued",
                  "est_lambda", "est_rho", "est_wait", "price")
 
 
@@ -124,6 +124,16 @@ class Program:
 
     def is_content(self, i: int) -> bool:
         return self.content_blocks[i] is not None
+
+    def tiers_below(self, i: int) -> list[int]:
+        """The `spill` tiers under pool i, nearest first (docs/language.md §11.8.1; the linker
+        refuses cycles): where the rest of a session's prefix on i may be."""
+        out: list[int] = []
+        spill = self.pools[i].get("spill")
+        while spill is not None:
+            out.append(spill["pool"])
+            spill = self.pools[spill["pool"]].get("spill")
+        return out
 
     def infer_memory(self) -> None:
         """An engine without a `request` block gets `memory: null` from the front-end; its memory

@@ -22,10 +22,10 @@ from .expr import Env, evaluate, resolve_ref
 from .growth import grow
 from .lag import lag_engine
 from .pools import (add_units, caches_in, consume_own_prefix, drop_entry, end_lease, enqueue, held_reservations,
-                    lease_of, leave_queue, make_room, release_hold, release_pool_early, select_head, start_lease,
-                    units_int)
+                    lease_of, leave_queue, link_work, make_room, release_hold, release_pool_early, select_head,
+                    start_lease, units_int)
 from .program import CACHED, COMPUTED, FORCED, MORE, NEW, OUT, SERIAL, THINK, TURN_NO, static_expr, zero_attrs
-from .stages import add_resident, start_flow, start_job
+from .stages import add_resident, start_copies, start_flow, start_job
 
 STATEMENT_LIMIT = 1_000_000   # §11.9: a session that runs this many statements without blocking
 READY_LIMIT = 1000            # §11.9: a session made ready this many times in one instant
@@ -72,18 +72,22 @@ def spawn(cfg: Config) -> Session:
 
 
 def end_session(cfg: Config, s: Session) -> None:
-    """`end` (§11.3): release every hold (caching per its clause); cache entries stay; closed respawns."""
+    """`end` (§11.3): release every hold (caching per its clause); cache entries stay; closed respawns.
+    A branch ends the same way when its block ends or a hold of it is rejected, then leaves (§11.13)."""
     if s.live_branches:
         unjoined(cfg, s)
     for h in reversed(s.holds):
         release_hold(cfg, s, h, preempted=False)
     s.holds = []
     for p in range(len(cfg.pools)):   # then its leases, in pool order (§11.3 `end`)
-        if lease_of(cfg, p, s.serial) is not None:
+        if lease_of(cfg, p, s.tid) is not None:
             end_lease(cfg, s, p)
     s.frames = []
     s.request = None
     s.status = ENDED
+    if s.branch is not None:
+        branch_left(cfg, s)
+        return
     cfg.program.workload_data.check_consumed(cfg, s)
     arrival = cfg.program.workload["arrival"]
     if arrival["kind"] == "closed" and cfg.counters.next_serial < cfg.program.workload_data.count:
@@ -94,15 +98,16 @@ def end_session(cfg: Config, s: Session) -> None:
 
 def exec_fork(cfg: Config, s: Session, st: dict, stream: tuple) -> None:
     """`fork { … }`: a new branch of the session, at the back of the ready queue; the forking
-    thread goes on at once. The branch shares the session's attributes and draw cursors."""
-    if s.holds:
-        raise SpecError("a `fork` while the session holds a pool is not supported yet (docs/language.md §11.13)",
-                        st.get("at"), cfg.program.files)
+    thread goes on at once. The branch shares the session's draw cursors, and the forking thread's
+    attributes — unless the fork's block holds a pool (`"own"` in the IR): a sub-agent's
+    attributes are its own, a copy of the forking thread's taken now (§11.13)."""
     root = cfg.sessions[s.serial]
     root.forks += 1
     bid = f"{s.serial}.{root.forks}"
-    b = Session(serial=s.serial, attrs=root.attrs, frames=[Frame(st["body"], 0, "plain", None, stream)],
-                status=READY, cursors=root.cursors, branch=bid, parent=s.tid)
+    own = bool(st.get("own"))
+    b = Session(serial=s.serial, attrs=list(s.attrs) if own else s.attrs,
+                frames=[Frame(st["body"], 0, "plain", None, stream)],
+                status=READY, cursors=root.cursors, branch=bid, parent=s.tid, own=own)
     s.live_branches += 1
     cfg.branches[bid] = b
     cfg.ready.append(bid)
@@ -114,12 +119,10 @@ def exec_join(s: Session) -> None:
         s.status = JOINING
 
 
-def branch_done(cfg: Config, b: Session) -> None:
-    """A branch's block has ended: it leaves, and a joining parent whose last branch it was
-    becomes ready (at the back of the ready queue)."""
-    if b.live_branches:
-        unjoined(cfg, b)
-    b.status = ENDED
+def branch_left(cfg: Config, b: Session) -> None:
+    """A branch has ended (`end_session`: its block ended, or a hold of it was rejected): it
+    leaves, and a joining parent whose last branch it was becomes ready (at the back of the ready
+    queue). Its cache entries stay under its name, as a session's do (§11.13)."""
     cfg.branches.pop(f"{b.tid}")
     if b.parent is None:
         raise SpecError(f"internal: branch {b.tid} has no parent")
@@ -153,8 +156,9 @@ def unjoined_at(cfg: Config, s: Session) -> At:
 
 def record_client(cfg: Config, name: str, s: Session, value: Value) -> None:
     """A client metric (ttft, tpot, response) of the session's current turn, recorded when known
-    iff the turn counts in `turns` (its `turn;` ran after the warm-up; docs/report.md "client")."""
-    if s.turn_warm:
+    iff the turn counts in `turns` (its `turn;` ran after the warm-up; docs/report.md "client").
+    A branch's request is its session's turn's (§11.13)."""
+    if cfg.sessions[s.serial].turn_warm:
         cfg.records["observations"].append([name, s.serial, int(s.attrs[TURN_NO]), cfg.now, value])
 
 
@@ -169,7 +173,7 @@ def exec_hold(cfg: Config, s: Session, st: dict, ref: tuple, stream: tuple) -> N
     at = st.get("at")
     req = st.get("request")
     if req is not None:
-        s.turn_called = True
+        cfg.sessions[s.serial].turn_called = True   # a branch's request is its session's turn's (§11.13)
         # no second request parameter: no output length, so no `tpot` (docs/ir.md `request`)
         out = None if req["output"] is None else eval_in_session(cfg, s, req["output"], stream, at)
         s.request = Request(stmt=tuple(ref), engine=req["engine"], submit=cfg.now, output=out)
@@ -183,7 +187,7 @@ def exec_hold(cfg: Config, s: Session, st: dict, ref: tuple, stream: tuple) -> N
 def reject(cfg: Config, s: Session, p: int) -> None:
     """A hold that can never fit in pool p is rejected: p's `rejected` count, the record, `end`."""
     cfg.pools[p].rejected += 1
-    cfg.records["rejected"].append([s.serial, cfg.program.pools[p]["name"]])
+    cfg.records["rejected"].append([s.tid, cfg.program.pools[p]["name"]])
     end_session(cfg, s)
 
 
@@ -229,15 +233,15 @@ def try_admit(cfg: Config, s: Session, ictx: Optional[IterCtx] = None) -> str:
     iteration has left and the schedule's `let`s are visible."""
     prog = cfg.program
     if s.pending is None:
-        raise SpecError(f"internal: session {s.serial} has no queued hold to admit")
+        raise SpecError(f"internal: session {s.tid} has no queued hold to admit")
     bi, pc, stream = s.pending
     st = prog.blocks[bi][pc]
     at = st.get("at")
     if ictx is not None:
-        env = Env(cfg, s, stream, at, engine=ictx.engine, ictx=ictx, admit_left=(ictx.engine, ictx.left))
+        env = Env(cfg, s, stream, at, engine=ictx.engine, ictx=ictx, admit_left=(ictx.engine, ictx.left if V.is_inf(ictx.left) else ictx.left - ictx.slots))
     else:
         env = Env(cfg, s, stream, at)
-    cfg.attempt = (s.serial, {})
+    cfg.attempt = (s.tid, {})
     try:
         return attempt(cfg, s, st, (bi, pc), stream, env)
     finally:
@@ -303,7 +307,7 @@ def attempt(cfg: Config, s: Session, st: dict, ref: tuple, stream: tuple, env: E
     for p, mine in zip(pools, amounts):
         if any(V.roundup_block(x, prog.block[p]) > prog.caps[p] and static_expr(e, static) for e, x in mine):
             s.attrs[:] = saved
-            leave_queue(cfg, pools[0], s.serial)
+            leave_queue(cfg, pools[0], s.tid)
             s.pending = None
             reject(cfg, s, p)
             return REJECTED
@@ -344,10 +348,11 @@ def admit(cfg: Config, s: Session, st: dict, ref: tuple, stream: tuple, pools: l
     has_cache = st.get("cache") is not None
     if reuse is NOT_READ:
         reuse = evaluate(st["reuse"], env) if st.get("reuse") is not None else None
-    leave_queue(cfg, pools[0], s.serial)
+    leave_queue(cfg, pools[0], s.tid)
     hold = HoldState(stmt=tuple(ref), pools=[], alloc=[], position=[], advanced=[], admission=0,
                      depth=len(s.frames), stream=stream)
     largest: V.Amount = 0
+    load: Optional[tuple[int, V.Amount]] = None   # (pool, units) of a prefix loaded back from a tier
     for j, (p, u) in enumerate(zip(pools, units)):
         if plan is not None and plan[j] is not None:
             c, r = plan[j]
@@ -362,19 +367,21 @@ def admit(cfg: Config, s: Session, st: dict, ref: tuple, stream: tuple, pools: l
             consumed: V.Amount = r * b
             alloc: V.Amount = len(blocks) * b
         else:
-            consumed = consume_own_prefix(cfg, p, s, reuse) if has_cache and caches_in(cfg, p) else 0
+            consumed, loaded = consume_own_prefix(cfg, p, s, reuse) if has_cache and caches_in(cfg, p) else (0, 0)
+            if loaded > 0:
+                load = (p, loaded)
             alloc = V.roundup_block(u, prog.block[p])
-            make_room(cfg, p, alloc)
+            start_copies(cfg, make_room(cfg, p, alloc))
             cfg.pools[p].used += alloc
         largest = max(largest, consumed)
-        cfg.pools[p].holders.append(s.serial)
+        cfg.pools[p].holders.append(s.tid)
         cfg.pools[p].admissions += 1
         hold.pools.append(p)
         hold.alloc.append(alloc)
         hold.position.append(consumed)
         hold.advanced.append(False)
         hold.reserved.append(reserved[len(hold.reserved)] if reserved else 0)
-        cfg.records["admitted"].append([s.serial, prog.pools[p]["name"], alloc, consumed])
+        cfg.records["admitted"].append([s.tid, prog.pools[p]["name"], alloc, consumed])
     s.attrs[CACHED] = Fraction(largest)   # the largest consumed prefix (or R·b reused blocks) among the hold's pools (defect 2)
     hold.admission = cfg.counters.next_adm
     s.adm_seq = cfg.counters.next_adm
@@ -383,6 +390,26 @@ def admit(cfg: Config, s: Session, st: dict, ref: tuple, stream: tuple, pools: l
     s.pending = None
     s.frames.append(Frame(st["body"], 0, "hold", tuple(ref), stream))
     s.status = READY
+    if load is not None:
+        load_back(cfg, s, *load)
+
+
+def load_back(cfg: Config, s: Session, p: int, loaded: V.Amount) -> None:
+    """The part of the admitted prefix that came from p's `spill` tiers is copied back over p's
+    link before the body starts (§11.8.1): the session's own job on the link, of p's `spill` work
+    read with `size` = the units loaded back, `last` = now, `age` = 0, `waiting` = 0. Zero work
+    takes no time."""
+    spill = cfg.program.pools[p]["spill"]
+    env = Env(cfg, s, at=spill.get("at"), what=f"pool {cfg.program.pools[p]['name']}: `spill`",
+              ctx={"size": Fraction(loaded), "last": cfg.now, "age": Fraction(0), "waiting": Fraction(0)})
+    w = link_work(cfg, p, env)
+    if w == 0:
+        return
+    job = Job(serial=s.tid, stage=spill["stage"], mode="plain", left=w, growing=None,
+              admission=s.adm_seq if s.adm_seq is not None else -1)
+    s.job = job
+    s.status = ("stage", spill["stage"])
+    start_job(cfg, job)
 
 
 def scope_end(cfg: Config, s: Session) -> None:
@@ -443,13 +470,13 @@ def make_pending(cfg: Config, s: Session, e: int) -> None:
     if st.get("eos") is not None:
         eos = 1 if V.nz(eval_in_session(cfg, s, st["eos"], hold.stream, st.get("at"))) else 0
     mem = prog.memory_of[e]
-    job = Job(serial=s.serial, stage=e, mode="decode", left=eos,
+    job = Job(serial=s.tid, stage=e, mode="decode", left=eos,
               growing=mem if mem is not None and mem in hold.pools else None,
               admission=hold.admission, pending=True)
     s.job = job
     s.status = ("ending", e)
     add_resident(cfg, e, job)
-    cfg.stages[e].pending.append(s.serial)
+    cfg.stages[e].pending.append(s.tid)
 
 
 def apply_ends(cfg: Config, e: int) -> None:
@@ -457,7 +484,7 @@ def apply_ends(cfg: Config, e: int) -> None:
     st = cfg.stages[e]
     due, st.due = st.due, []
     for serial in due:
-        s = cfg.sessions[serial]
+        s = thread(cfg, serial)
         f = s.frames.pop()
         if s.job is not None:
             st.jobs.remove(s.job)
@@ -485,10 +512,7 @@ def run_session(cfg: Config, s: Session) -> None:
     count = 0
     while s.status == READY:
         if not s.frames:
-            if s.branch is not None:
-                branch_done(cfg, s)
-            else:
-                end_session(cfg, s)
+            end_session(cfg, s)   # a branch's end too (§11.13)
             return
         f = s.frames[-1]
         block = cfg.program.blocks[f.block]
@@ -538,7 +562,7 @@ def exec_stmt(cfg: Config, s: Session, st: dict, ref: tuple, stream: tuple) -> O
     op = st["op"]
     at = st.get("at")
     env = Env(cfg, s, stream, at)
-    if (s.branch is not None or s.live_branches) and op not in BRANCH_OPS:
+    if (s.live_branches and op not in BRANCH_OPS) or (s.branch is not None and op in ("turn", "end")):
         raise SpecError(f"`{op}` in a branch, or before the `join;` of a fork: the linker refuses this "
                         "(docs/language.md §11.13)", at, prog.files)
     if op == "set":
@@ -585,7 +609,7 @@ def exec_stmt(cfg: Config, s: Session, st: dict, ref: tuple, stream: tuple) -> O
         h.position[i] += n
         h.advanced[i] = True
     elif op == "drop":
-        drop_entry(cfg, resolve_ref(env, st["pool"]), s.serial)
+        drop_entry(cfg, resolve_ref(env, st["pool"]), s.tid)
     elif op == "release":
         release_pool_early(cfg, s, resolve_ref(env, st["pool"]), at)
     elif op == "transfer":
@@ -601,7 +625,8 @@ def exec_stmt(cfg: Config, s: Session, st: dict, ref: tuple, stream: tuple) -> O
     return None
 
 
-# What a branch, and its parent between a fork and the join, may execute (docs/language.md §11.13).
+# What a thread may execute between a `fork` and its `join;` (docs/language.md §11.13); a branch
+# itself may execute everything but `turn;` and `end;`.
 BRANCH_OPS = frozenset({"set", "observe", "branch", "while", "loop", "choose", "run", "fork", "join", "flow"})
 
 
@@ -634,7 +659,9 @@ def exec_turn(cfg: Config, s: Session) -> None:
         rows = trace["sessions"][s.trace[0]]
         k = s.trace[1]
         if k < len(rows):
-            new, out, think, forced = (V.value_from_wire(x) for x in rows[k])
+            new, out, think, forced = (V.value_from_wire(x) for x in rows[k][:4])
+            # speculative decoding's acceptance counts by output number, when the row has them (§7.3)
+            s.accept = list(rows[k][4]) if len(rows[k]) > 4 else None
             s.attrs[NEW], s.attrs[OUT], s.attrs[THINK], s.attrs[FORCED] = new, out, think, forced
             s.attrs[MORE] = Fraction(1 if k + 1 < len(rows) else 0)
             s.trace[1] = k + 1
@@ -659,8 +686,8 @@ def exec_run(cfg: Config, s: Session, st: dict, env: Env) -> Optional[str]:
         raise SpecError(f"work {number_text(w)} is not finite", at, prog.files)
     mode = st["mode"]
     growing = st.get("growing")
-    if kind == "step" and (s.branch is not None or s.live_branches):
-        raise SpecError(f"a run on engine {prog.stages[stage]['name']} in a branch, or before the `join;` of a "
+    if kind == "step" and s.live_branches:
+        raise SpecError(f"a run on engine {prog.stages[stage]['name']} before the `join;` of a "
                         "fork: the linker refuses this (docs/language.md §11.13)", at, prog.files)
     if kind == "step":
         if w.denominator != 1:
@@ -677,8 +704,16 @@ def exec_run(cfg: Config, s: Session, st: dict, env: Env) -> Optional[str]:
             first_token(cfg, s)
         cfg.ready.append(s.tid)
         return "yield"
+    drafts = 0
+    if st.get("speculate") is not None:
+        sat = st["speculate"].get("at") or at
+        k = evaluate(st["speculate"]["drafts"], Env(cfg, s, env.stream, sat))
+        if V.is_inf(k) or k < 0 or k.denominator != 1:
+            raise SpecError(f"speculate: the drafts per step must be a whole number >= 0, got {number_text(k)}",
+                            sat, prog.files)
+        drafts = int(k)
     job = Job(serial=s.tid, stage=stage, mode=mode, left=w, growing=growing,
-              admission=s.adm_seq if s.adm_seq is not None else -1)
+              admission=s.adm_seq if s.adm_seq is not None else -1, drafts=drafts)
     s.job = job
     s.status = ("stage", stage)
     if kind == "step":
@@ -711,7 +746,7 @@ def held_part(cfg: Config, s: Session, p: int) -> Optional[HoldState]:
     lease of p (a leased allocation keeps its position, §11.4), else None."""
     h = hold_of(s, p)
     if h is None:
-        lease = lease_of(cfg, p, s.serial)
+        lease = lease_of(cfg, p, s.tid)
         if lease is not None:
             h = lease.part
     return h
@@ -768,21 +803,23 @@ def retry_growers(cfg: Config, p: int) -> None:
     prog = cfg.program
     st = cfg.pools[p]
     while st.growers:
-        s = cfg.sessions[st.growers[0]]
+        s = thread(cfg, st.growers[0])
+        if s.growth is None:
+            raise SpecError(f"internal: grower {s.tid} of pool {prog.pools[p]['name']} has no growth")
         _, target = s.growth
         h = hold_on(s, p)
         i = h.pools.index(p)
         need = target - h.alloc[i]
         if st.used + need > prog.caps[p]:
             return
-        add_units(cfg, p, h, i, need)
+        start_copies(cfg, add_units(cfg, p, h, i, need))
         st.growers.pop(0)
         s.growth = None
         if s.job is not None:
             s.status = ("stage", s.job.stage)
         else:
             s.status = READY
-            cfg.ready.append(s.serial)
+            cfg.ready.append(s.tid)
 
 
 def settle(cfg: Config) -> None:
@@ -805,11 +842,11 @@ def settle(cfg: Config) -> None:
                     head = select_head(cfg, p)
                     if head is None:
                         break
-                    s = cfg.sessions[head.serial]
+                    s = thread(cfg, head.serial)
                     outcome = try_admit(cfg, s)
                     if outcome == BLOCKED:
                         break
                     if outcome == ADMITTED:
-                        cfg.ready.append(s.serial)
+                        cfg.ready.append(s.tid)
         if not cfg.ready:
             return

@@ -27,7 +27,7 @@ from typing import Optional
 from serq.wire import Value
 
 from . import values as V
-from .config import READY, Config, EngineEstimates, Estimates, Job, Session, Tid, thread
+from .config import COPY_PREFIX, READY, Config, EngineEstimates, Estimates, Job, Session, Tid, is_copy, thread
 from .errors import SpecError
 from .events import schedule_event, withdraw_event
 from .expr import advance_virtual_clock, ps_capacity, ps_rate, remaining
@@ -77,6 +77,17 @@ def start_job(cfg: Config, job: Job) -> None:
         st.dirty = True
     else:
         raise SpecError(f"start_job on a {st.kind} stage")
+
+
+def start_copies(cfg: Config, copies: list[tuple[int, Value]]) -> None:
+    """The copies of spilled chunks (`pools.make_room`), in order: each with positive work is a job
+    of no session on its link, named "spill.n" (docs/language.md §11.8.1); zero work takes no time."""
+    for stage, w in copies:
+        if w == 0:
+            continue
+        name = f"{COPY_PREFIX}{cfg.counters.next_copy}"
+        cfg.counters.next_copy += 1
+        start_job(cfg, Job(serial=name, stage=stage, mode="plain", left=w, growing=None, admission=-1))
 
 
 # The online estimates (docs/language.md §4.4, docs/spec.md "Online estimates"): each mean takes
@@ -168,9 +179,11 @@ def finish_job(cfg: Config, s: int, serial: Tid) -> None:
         del st.finish[serial]
         if st.kind == "fifo" and st.waiting:
             begin_fifo_service(cfg, s, st.waiting.pop(0))
+    cfg.records["finished"].append([cfg.program.stages[s]["name"], serial])
+    if is_copy(serial):
+        return   # a spill copy: no thread waits for it
     session = thread(cfg, serial)
     session.job = None
-    cfg.records["finished"].append([cfg.program.stages[s]["name"], serial])
     if session.status == ("stage", s):
         session.status = READY
         cfg.ready.append(serial)

@@ -17,7 +17,7 @@ from typing import Any, Callable, Optional
 from serq.wire import Value
 
 from .claims import check_end
-from .config import Config, Event, new_records
+from .config import Config, Event, new_records, thread
 from .engine import iteration_end, start_iteration
 from .errors import SessionsFileError, SpecError
 from .events import pending_at_now, schedule_event
@@ -103,7 +103,7 @@ def handle(cfg: Config, ev: Event) -> None:
     elif ev.kind == "ends":
         apply_ends(cfg, ev.arg)
     elif ev.kind == "lease_end":
-        end_lease(cfg, cfg.sessions[ev.arg[1]], ev.arg[0])
+        end_lease(cfg, thread(cfg, ev.arg[1]), ev.arg[0])
     elif ev.kind == "warmup_end":
         cfg.warm = True
     else:

@@ -6,7 +6,7 @@ from typing import Any, Optional
 
 from serq.wire import Value, canonical_json
 
-from .config import Config, EngineEstimates, Event, Session, hold_on
+from .config import Config, EngineEstimates, Event, Session, hold_on, thread
 from .content import block_pool
 from .expr import ps_rate, remaining
 from .values import amount_wire as amt, wire
@@ -51,6 +51,8 @@ def pool_json(cfg: Config, p: int) -> dict:
            "preemptions": st.preemptions}
     if st.rejected:   # present once the pool has rejected a hold (docs/state.md POOL)
         out["rejected"] = st.rejected
+    if cfg.program.pools[p].get("spill") is not None:   # a pool with `spill` (docs/state.md POOL)
+        out["spills"] = st.spills
     if st.leases:     # present while a lease is held (docs/state.md POOL)
         out["leases"] = [[x.serial, amt(x.part.alloc[0]), None if x.ends_at is None else wire(x.ends_at)]
                          for x in st.leases]
@@ -71,7 +73,7 @@ def content_json(cfg: Config, p: int) -> dict:
         # a session holding p in nested holds is listed once per hold, outermost first
         k = seen.get(serial, 0)
         seen[serial] = k + 1
-        h = [h for h in cfg.sessions[serial].holds if p in h.pools][k]
+        h = [h for h in thread(cfg, serial).holds if p in h.pools][k]
         held.append([serial, list(h.blocks_of(h.pools.index(p)))])
     return {"free_queue": list(cs.free_queue),
             "blocks": [[b, r, ident(x)] for b, (r, x) in enumerate(zip(cs.refs, cs.ident)) if r > 0 or x is not None],
@@ -90,7 +92,7 @@ def stage_json(cfg: Config, i: int) -> dict:
         for j in st.jobs:
             pos = alloc = None
             if j.growing is not None:
-                h = hold_on(cfg.sessions[j.serial], j.growing)
+                h = hold_on(thread(cfg, j.serial), j.growing)
                 k = h.pools.index(j.growing)
                 pos, alloc = h.position[k], h.alloc[k]
             r = {"serial": j.serial, "mode": j.mode, "remaining": j.left, "admission": j.admission,

@@ -16,7 +16,8 @@ from fractions import Fraction
 from pathlib import Path
 
 from serq import frontend
-from serq_vllm.plan import ContentPlan, Plan, Unsupported, number_text
+from serq_vllm.plan import ContentPlan, Plan, Turn, Unsupported, number_text
+from serq_vllm.scenario import accepted_drafts
 
 #: The folder of the programs (package data, declared in pyproject.toml).
 PROGRAMS = Path(__file__).resolve().parent / "programs"
@@ -77,12 +78,24 @@ def ir_for(plan: Plan, order: dict[str, int] | None = None, source: str | None =
                 forced = code * plan.radix + o
             else:
                 forced = cc * plan.radix + o
-            srows.append([str(t.prompt), str(t.out), number_text(think), number_text(forced)])
+            row = [str(t.prompt), str(t.out), number_text(think), number_text(forced)]
+            if plan.speculative:
+                row.append(acceptance(plan, t))
+            srows.append(row)
         rows.append(srows)
     ir["workload"]["trace"] = {"ordered": True, "sessions": rows}
     _content_into_ir(ir, plan.content)
     ir["workload"]["arrival"] = {"kind": "batch", "n": len(plan.sessions)}
     return ir
+
+
+def acceptance(plan: Plan, t: Turn) -> list[int]:
+    """The drafts vLLM's verification accepts at each output number of a request when k are
+    verified (docs/vllm-model.md §5.6): `accepted_drafts` at d = k. A step that verifies fewer keeps
+    the same coins cut at its count, so the program reads min(count, drafts scheduled)."""
+    spec = plan.scenario.speculative
+    k = spec.num_speculative_tokens
+    return [accepted_drafts(spec, t.rid, i, k) for i in range(t.out)]
 
 
 def _content_into_ir(ir: dict, cplan: ContentPlan | None) -> None:

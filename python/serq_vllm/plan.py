@@ -30,8 +30,9 @@ FEATURES = {
     "priority": "the priority policy",
     "async-cache-victim": "async: a request preempted in decode both after and before vLLM "
                           "scheduled it in the preempting call (its cache cap is per request)",
-    "spec-decode": "speculative decoding (a decode step of 1 + k tokens whose rejected drafts "
-                   "give their computed positions back; docs/vllm-model.md §5.6)",
+    "spec-async": "speculative decoding under async scheduling (AsyncScheduler's placeholder "
+                  "drafts and output placeholders: rejected positions given back one step late; "
+                  "docs/vllm-model.md §5.6)",
 }
 
 
@@ -97,6 +98,8 @@ class Plan:
     # priority, mixed arrivals: id -> tk = 1 + arrival_time * tscale, vLLM's arrival time of a
     # request its arrival_step adds, which the program takes from the data instead of `now`
     tkeys: dict = field(default_factory=dict)
+    # speculative decoding modelled: each trace row carries its request's acceptance counts
+    speculative: bool = False
 
 
 #: The gate delay of a request whose add time the fixpoint has not derived (yet): a fan-out child
@@ -250,10 +253,11 @@ def _content_code(cplan: ContentPlan, rid: str, bs: int) -> tuple[int, int, int]
 
 #: Missing features `force` can approximate (for measuring what a refusal protects against):
 #: unknown knobs ignored, priority ties on a frozen clock keyed by step instead, and a request
-#: with decode preemptions of both kinds given the readmission cap its run derived, speculative
-#: decoding ignored (one token per decode step, no drafts: what the refusal guards). A forced
-#: async scenario with a missing feature runs synchronously (plan_scenario).
-FORCEABLE = {"extra-knob", "priority-clock", "async-cache-victim", "spec-decode"}
+#: with decode preemptions of both kinds given the readmission cap its run derived, async
+#: speculative decoding run synchronously with its drafts ignored (one token per decode step:
+#: what the refusal guards). A forced async scenario with a missing feature runs synchronously
+#: (plan_scenario).
+FORCEABLE = {"extra-knob", "priority-clock", "async-cache-victim", "spec-async"}
 
 
 def plan_scenario(sc: ResolvedScenario, force: bool = False) -> Plan:
@@ -269,10 +273,12 @@ def plan_scenario(sc: ResolvedScenario, force: bool = False) -> Plan:
         if all(f != feature for f, _ in needs):
             needs.append((feature, detail))
 
-    if sc.speculative is not None:
+    if sc.speculative is not None and cfg["async_scheduling"]:
+        # async speculative decoding: the placeholder drafts and output placeholders of
+        # AsyncScheduler (the positions given back one step late) are not modelled
         spec = sc.speculative
-        need("spec-decode", f"speculative.num_speculative_tokens = {spec.num_speculative_tokens} "
-             f"({spec.method})")
+        need("spec-async", f"speculative.num_speculative_tokens = {spec.num_speculative_tokens} "
+             f"({spec.method}) with config.async_scheduling")
     if cfg["policy"] == "priority" and sc.step_base_exact <= 0 and not any(
             r.arrival_kind == "time" for r in sc.requests):
         need("priority-clock", "config.step_time.base_s = 0: vLLM's arrival clock never moves")
@@ -447,6 +453,15 @@ def plan_scenario(sc: ResolvedScenario, force: bool = False) -> Plan:
                 t.extra = 0
     if watermark_blocks:
         settings["watermark"] = str(watermark_blocks * bs)
+    if sc.speculative is not None and not (force and needs):
+        # speculative decoding (docs/vllm-model.md §5.6): the engine's `speculate (slots,
+        # lookahead, max_model_len)` and the decode's k; the acceptance counts are trace data
+        spec = sc.speculative
+        settings["drafts"] = str(spec.num_speculative_tokens)
+        settings["draft_slots"] = str(spec.draft_slots)
+        settings["lookahead"] = str(spec.lookahead_tokens)
+        settings["max_len"] = str(mml)
+        plan.speculative = True
     plan.use_hold = (plan.asynchronous or bool(watermark_blocks)) and not plan.priority
     return plan
 
@@ -485,3 +500,4 @@ def refuse_mixed_cache_victims(plan: Plan, decode_preemptions: list, force: bool
                                   f"scheduled it in the preempting call")
             plan.forced.append("async-cache-victim")
             return
+

@@ -126,7 +126,7 @@ def test_misplaced_words_of_issue_18_say_where_they_belong(old, new, message, at
         info.value.line, info.value.column, info.value.message)
 
 
-# -- open: the decode fast-forward and a ps stage disagree on event numbers -----------------------
+# -- the decode fast-forward beside a busy ps stage ---------------------------------------------
 
 FF_PS = """\
 fn main() {
@@ -144,10 +144,12 @@ fn main() {
 """
 
 
-@pytest.mark.xfail(strict=True, reason="open (issue 18 fuzz campaign, seeds 19004/19005/19007): with the decode "
-                   "fast-forward on, an engine beside a busy ps stage numbers its iteration end one higher than "
-                   "serq_spec (step 10: .event.seq 10 vs 11); SERQ_FAST_NO_FF=1 agrees; present since a5a9774")
 def test_fast_forward_beside_a_ps_stage_agrees_in_lockstep(tmp_path, capsys):
+    """Found by the `constructs` campaign (seeds 18102-18104, 19004-19008, all of its lockstep
+    divergences): with the decode fast-forward on, the engine's iteration end was numbered one
+    higher than serq_spec's (step 10: .event.seq 10 vs 11; SERQ_FAST_NO_FF=1 agreed), present
+    since a5a9774. Fixed on main by 2330abc (no fast-forward from a template whose end is not the
+    last event scheduled); this program fails on main before that commit."""
     prog = tmp_path / "p.sq"
     prog.write_text(FF_PS)
     rc, out, err = run(capsys, "lockstep", prog, "--seed", "1", "--sessions", "3")

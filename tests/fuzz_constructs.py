@@ -18,7 +18,8 @@ A program is assembled from parts, each drawn well-formed most of the time and m
   an unknown name, with the wrong number of arguments;
 - a request block with 0, 1 or 2 parameters on an S engine (the defect of issue 18's brief);
 - `transfer S (w) from P to Q (n);` (§11.15) over one link or several, leased or held, with the
-  wrong links, pools, amounts and places of §11.15's errors.
+  wrong links, pools, amounts and places of §11.15's errors;
+- an offload tier `spill Q via S (w) when (c);` (§11.8.1) with holds in `fork` branches (§11.13).
 
 Then up to two byte edits that insert construct words (`,`, `share maxmin;`, `step`, `budget`…)
 anywhere, as the `programs` target does for mm1.sq.
@@ -139,6 +140,25 @@ def _transfer(draw, ps_names) -> tuple[list[str], str]:
     return pools, f"{first}{lease} hold dk (16) {{ {body} }} cache (16);"
 
 
+def _spill(draw) -> tuple[list[str], str]:
+    """An offload tier (§11.8.1): `pool kv { …; spill host via S (w) when (c); }`, evictions that
+    move to `host` and hits read back over S, and holds in `fork` branches (§11.13) beside them;
+    wrong: an engine, array or unknown link, a different block, the tier held by a statement or
+    spilling back (a cycle), a negative or infinite copy time, a condition that is not 0 or 1."""
+    link = _one(draw, ["f", "d", "a" if "a" in draw.names else "f"], ["link", "eng", "nobody", "kv", "link[0], link[1]"])
+    w = _one(draw, ["0.01 + 1e-4 * size", "0", "age", "0.5"], ["-1", "inf", "1e300", "0 / 0"])
+    c = _one(draw, ["1", "waiting == 0", "size > 16"], ["2", "-1", "now"])
+    host = _one(draw, ["pool host { cap 256; block 16; }"],
+                ["pool host { cap 256; block 8; }", "pool host { cap 256; block 16; spill kv via f (1) when (1); }",
+                 "pool host[2] { cap 256; block 16; }"])
+    pools = [host, f"pool kv {{ cap 64; block 16; evict lru; spill host via {link} ({w}) when ({c}); }}"]
+    n = _one(draw, ["16", "32", "48"], ["-1", "100", "inf"])
+    hold = f"hold kv ({n}) {{ run f (0.5); }} cache ({n});"
+    body = _one(draw, [hold, f"fork {{ {hold} }} join;", f"fork {{ {hold} }} run f (1); join; {hold}"],
+                ["hold host (16) { run f (1); }", f"fork {{ {hold} }}", "join;", f"fork {{ {hold} }} {hold} join;"])
+    return pools, body
+
+
 def _s_engine(draw) -> tuple[list[str], str]:
     """An S engine with a request block of 0, 1 or 2 parameters, and its call."""
     n = draw(st.integers(0, 2))
@@ -165,7 +185,7 @@ def construct_programs(draw) -> str:
     decls += [_one(draw, ["share maxmin;", "share bottleneck;"], ["share fifo;", "share;"])
               for _ in range(_one(draw, [0, 1], [2]))]
     server = []
-    engine = draw(st.sampled_from(["none", "k", "k", "s", "transfer", "transfer"]))
+    engine = draw(st.sampled_from(["none", "k", "k", "s", "transfer", "transfer", "spill", "spill"]))
     draw.names = names + (["eng"] if engine in ("k", "s") else [])
     if engine == "k":
         decls += _k_step(draw)
@@ -179,6 +199,10 @@ def construct_programs(draw) -> str:
         lines, call = _s_engine(draw)
         decls += lines
         server.append(call)
+    elif engine == "spill":
+        lines, body = _spill(draw)
+        decls += lines
+        server.append(body)
     elif engine == "transfer":
         lines, copy = _transfer(draw, ps_names)
         decls += lines

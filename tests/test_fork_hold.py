@@ -176,3 +176,15 @@ def test_seeded_faults_are_caught_by_random_programs():
     caught.update({"branch_key": 0, "fork_shared_attrs": 0})
     _faults_on_random()
     assert min(caught.values()) >= 5, caught
+
+
+def test_a_sub_agents_speculative_decode_reads_its_turns_acceptance_counts():
+    """vectors/spec/speculative_decode with its one request made by a branch: the acceptance
+    counts are the turn's, on the session; a branch's decode reads them (serq_spec read the
+    branch's own, none: step 2's assignment 4 vs 3 tokens)."""
+    d = VECTOR.parent.parent / "speculative_decode"
+    text = (d / "program.sq").read_text().replace("server { eng (new, out); }",
+                                                  "server { fork { eng (new, out); } join; }")
+    assert "fork" in text
+    ir = compile_source(text, str(d / "forked.sq"), {})
+    assert compare_runs(ir, sample_sessions(ir, 1, 2, "forked.sq"), "forked.sq") == 5

@@ -218,7 +218,7 @@ def verified(cfg: Config, job: Job, a: Assign) -> int:
     s = thread(cfg, job.serial)
     if job.mode == "decode":
         drafts = a.tokens - 1
-        counts = s.accept or []
+        counts = cfg.sessions[s.serial].accept or []   # the turn's, so a branch's request reads its session's (§11.13)
         k = len(counts) - job.left
         accepted = min(counts[k], drafts) if 0 <= k < len(counts) else 0
         done = min(1 + accepted, job.left)

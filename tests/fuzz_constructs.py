@@ -19,7 +19,8 @@ A program is assembled from parts, each drawn well-formed most of the time and m
 - a request block with 0, 1 or 2 parameters on an S engine (the defect of issue 18's brief);
 - `transfer S (w) from P to Q (n);` (§11.15) over one link or several, leased or held, with the
   wrong links, pools, amounts and places of §11.15's errors;
-- an offload tier `spill Q via S (w) when (c);` (§11.8.1) with holds in `fork` branches (§11.13).
+- an offload tier `spill Q via S (w) when (c);` (§11.8.1) with holds in `fork` branches (§11.13);
+- speculative decoding on the S engine: `speculate (s, look, limit);` and `decode … speculate (k)`.
 
 Then up to two byte edits that insert construct words (`,`, `share maxmin;`, `step`, `budget`…)
 anywhere, as the `programs` target does for mm1.sq.
@@ -164,10 +165,15 @@ def _s_engine(draw) -> tuple[list[str], str]:
     n = draw(st.integers(0, 2))
     params = ["", "p", "p, o"][n]
     args = _one(draw, [["", "8", "8, 3"][n]], ["8, 3, 1", "inf, 2", "8, -1", "1e400"])
+    # speculative decoding (§7.3): drafting slots and lookahead on the engine, drafts on a decode
+    spec = _one(draw, ["", "", "    speculate (1, 2, inf);\n", "    speculate (0, 0, 64);\n"],
+                ["    speculate (-1, 0, inf);\n", "    speculate (1.5, 0, inf);\n", "    speculate (64, 0, inf);\n",
+                 "    speculate (1, 2);\n"])
+    drafts = _one(draw, ["", "", " speculate (2)", " speculate (0)"], [" speculate (-1)", " speculate (inf)"])
     lines = ["device acc { kv cap 1024; }", "pool kv on acc { block 16; }",
-             "engine eng on acc {\n    reqs cap 4;\n    tokens cap 64;\n"
+             "engine eng on acc {\n    reqs cap 4;\n    tokens cap 64;\n" + spec +
              f"    request ({params}) {{ prefill ({'p' if params else 8}) growing kv; "
-             f"decode ({'o' if 'o' in params else 2}) growing kv; }}\n"
+             f"decode ({'o' if 'o' in params else 2}) growing kv{drafts}; }}\n"
              "    schedule { advance running; admit waiting taking reqs (1), kv (16); }\n"
              f"    execute ({_one(draw, ['0.01', '0.01 + est_rho(eng)', '0.01 * price(eng, 1, 2)'], ['0', '-1'])});\n"
              "  }", "pool reqs on eng { queue fifo; }"]

@@ -154,3 +154,22 @@ def test_fast_forward_beside_a_ps_stage_agrees_in_lockstep(tmp_path, capsys):
     prog.write_text(FF_PS)
     rc, out, err = run(capsys, "lockstep", prog, "--seed", "1", "--sessions", "3")
     assert rc == 0 and "agree" in out, out + err
+
+
+# -- a zero-work flow whose array members repeat ----------------------------------------------------
+
+def test_zero_work_flow_over_one_member_twice_is_an_error_in_both_engines(tmp_path, capsys):
+    """Found by the campaign (all targets, seed 19008): `run link[i], link[j] (0);` with i = j at
+    run time stopped `serq run` with the located error of §11.14 while serq_spec completed the
+    zero-work flow at once, so `serq lockstep` diverged at step 0. The rule holds for any work:
+    both engines (and the Lean mirror) now check the stages before zero work completes."""
+    prog = tmp_path / "p.sq"
+    prog.write_text("fn main() {\n  stage link[2] : ps(1);\n  workload { arrive batch(2); }\n"
+                    "  server { run link[serial == 0 ? 0 : 1], link[serial == 0 ? 0 : 1] (0); }\n}\n")
+    sessions = tmp_path / "s.json"
+    rc, _, err = run(capsys, "sample", prog, "--seed", "1", "--sessions", "2", "-o", sessions)
+    want = f"{prog}:4:12: error: a run over several stages names one stage twice (link[0], link[0])"
+    assert rc == 2 and err.startswith(want), err
+    for argv in (["run", prog, "--horizon", "3"], ["lockstep", prog, "--seed", "1", "--sessions", "2"]):
+        rc, out, err = run(capsys, *argv)
+        assert rc == 2 and err.startswith(want), (argv, out, err)

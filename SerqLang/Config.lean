@@ -136,7 +136,7 @@ structure Request where
   stmt : Nat × Nat
   engine : Nat
   submit : Rat
-  output : Value
+  output : Option Value
   first : Option Rat := none
   deriving Inhabited
 

@@ -182,8 +182,9 @@ structure Binding where
 
 structure RequestDecl where
   engine : Nat
-  prompt : Expr
-  output : Expr
+  -- none when the request block has fewer parameters (docs/ir.md `request`): no `tpot` then
+  prompt : Option Expr
+  output : Option Expr
   deriving Inhabited
 
 inductive RunMode where
@@ -514,8 +515,8 @@ def leaseOf (j : Json) : Res LeaseDecl := do
   return { pool := ← field j "pool" refOf, time := ← field j "time" exprOf }
 
 def requestOf (j : Json) : Res RequestDecl := do
-  return { engine := ← field j "engine" nat, prompt := ← field j "prompt" exprOf,
-           output := ← field j "output" exprOf }
+  return { engine := ← field j "engine" nat, prompt := ← fieldOpt j "prompt" exprOf,
+           output := ← fieldOpt j "output" exprOf }
 
 def modeOf (j : Json) : Res RunMode := do
   match (← str j) with

@@ -75,7 +75,7 @@ def HoldState.toJson (h : HoldState) : CJ :=
 
 def Request.toJson (r : Request) : CJ :=
   .obj [("stmt", pairJ r.stmt), ("engine", .nat r.engine), ("submit", ratJ r.submit),
-        ("output", CJ.val r.output), ("first", CJ.opt ratJ r.first)]
+        ("output", CJ.opt CJ.val r.output), ("first", CJ.opt ratJ r.first)]
 
 def Work.toJson : Work → CJ
   | .tokens n => .nat n
@@ -382,7 +382,7 @@ def request (j : Json) : Res Request := do
     stmt := ← field j "stmt" pair
     engine := ← field j "engine" nat
     submit := ← field j "submit" rat
-    output := ← field j "output" value
+    output := ← fieldOpt j "output" value
     first := ← fieldOpt j "first" rat }
 
 def work (j : Json) : Res Work :=

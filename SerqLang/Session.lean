@@ -198,7 +198,9 @@ def serverDone (serial : Nat) : M Unit := do
 def execHold (serial : Nat) (h : Hold) (ref : Nat × Nat) (stream : DrawStream) (loc : Option Loc) : M Unit := do
   if let some req := h.request then
     modifySession serial fun s => { s with turnCalled := true }
-    let out ← evalInSession serial req.output stream loc
+    let out ← match req.output with
+      | some e => some <$> evalInSession serial e stream loc
+      | none => pure none
     let now := (← getCfg).now
     modifySession serial fun s => { s with request := some { stmt := ref, engine := req.engine, submit := now, output := out } }
   if (← holdRejected serial h stream loc) then return
@@ -461,7 +463,7 @@ def endScope (serial : Nat) (stmt : Nat × Nat) (pools : List Nat) : M Unit := d
       let response := now - r.submit
       recordClient "response" serial (.fin response)
       if let some first := r.first then
-        if let .fin out := r.output then
+        if let some (.fin out) := r.output then
           if out > 1 then
             let ttft := first - r.submit
             recordClient "tpot" serial (.fin ((response - ttft) / (out - 1)))

@@ -105,17 +105,22 @@ def beginFifoService (s : Nat) (job : Job) : M Unit := do
 A job there is `shared`: its work left at `since` and its `rate`. Python keeps one `Job` object at
 all the stages of a flow and in its thread; SerqLang keeps equal copies, updated together. -/
 
-/-- stages.py `start_shared`: the job joins each of its stages with its whole work and no rate
-yet; each stage counts a start and takes the estimates' samples (wait 0). -/
-def startShared (job : Job) : M Unit := do
+/-- stages.py `check_flow_stages`: the stages of a run over several stages are distinct ps stages
+a flow may cross, whatever its work. -/
+def checkFlowStages (stages : List Nat) : M Unit := do
   let prog ← getProg
-  let stages := job.stagesOf
   if stages.any (fun x => (stages.filter (· == x)).length > 1) then
     let names := ", ".intercalate (← stages.mapM stageName)
     specError s!"a run over several stages names one stage twice ({names}); a flow crosses distinct stages"
   for x in stages do
     if !prog.ir.sharedStages.contains x then
       specError s!"stage {← stageName x} is not a ps stage a flow may cross"
+
+/-- stages.py `start_shared`: the job joins each of its stages with its whole work and no rate
+yet; each stage counts a start and takes the estimates' samples (wait 0). -/
+def startShared (job : Job) : M Unit := do
+  let stages := job.stagesOf
+  checkFlowStages stages
   let now := (← getCfg).now
   let first ← stage job.stage
   -- a flow's place in ties: its first stage's start order
@@ -262,6 +267,7 @@ stages `stages` (docs/language.md §11.14), the entry of every statement that ru
 several stages. Zero work completes at once at every stage and the thread is ready again at the
 back (true); otherwise it waits on the flow (false). -/
 def startFlow (th : Tid) (stages : List Nat) (w : Value) : M Bool := do
+  checkFlowStages stages   -- before zero work completes (§11.14)
   if w == .fin 0 then
     for x in stages do
       let n ← stageName x

@@ -42,7 +42,13 @@ def _run(path: Path, check: bool, horizon: float = 60.0) -> dict:
     return report.build(sim)
 
 
-@pytest.mark.parametrize("path", PROGRAMS, ids=lambda p: p.relative_to(REPO).as_posix())
+# The two heaviest examples (19 s of the default run together) run with -m slow; the checks stay
+# on every other example, vllm.sq's engine and content pools among them.
+SLOW = {REPO / "examples" / "multi-turn" / "replicas.sq", SHARED}
+
+
+@pytest.mark.parametrize("path", [pytest.param(p, marks=[pytest.mark.slow] if p in SLOW else [],
+                                               id=p.relative_to(REPO).as_posix()) for p in PROGRAMS])
 def test_the_examples_keep_the_invariants_and_report_the_same(path):
     assert _run(path, True) == _run(path, False)
 

@@ -51,7 +51,13 @@ def arrival(program):
 SHORTER = {"examples/multi-turn/shared_prompt.sq": (("blocks=1000",), "20")}
 
 
-@pytest.mark.parametrize("program", EXAMPLES)
+# shared_prompt.sq (9 s) runs with -m slow: tests/test_content_spec.py samples it and runs it in
+# serq_spec to its end in the default run, at 400 blocks.
+SLOW_EXAMPLES = {"examples/multi-turn/shared_prompt.sq"}
+
+
+@pytest.mark.parametrize("program", [pytest.param(p, marks=[pytest.mark.slow] if p in SLOW_EXAMPLES else [], id=p)
+                                     for p in EXAMPLES])
 def test_example_sample_and_spec(program, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(REPO)
     a = arrival(program)

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """A long fuzz campaign over the input fuzz targets of tests/test_input_fuzz.py (issue 13).
 
-The targets (programs, sessions files, scenarios, oracle traces, command-line options) run a few
+The targets (programs, sessions files, scenarios, oracle traces, command-line options, expressions,
+and constructs: drawn programs of flows, `share`, estimates and K's step stage) run a few
 dozen inputs in the default test run; this script runs them for a given number of inputs in total,
 split evenly between the targets, and keeps going past a failure so that one defect does not hide
 the rest. Every input is a real `serq` command run in this process; per input it records
@@ -58,6 +59,7 @@ TARGETS = {
     "traces": "test_traces",
     "options": "test_options",
     "expressions": "test_expressions",
+    "constructs": "test_constructs",
 }
 KEEP_EXAMPLES = 10  # failures kept in the summary, per kind and target
 CHECKPOINT_SECONDS = 60  # the summary so far is written this often ("complete": false)

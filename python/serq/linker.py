@@ -2322,7 +2322,11 @@ class Linker:
             if name not in self.written and name not in self.hidden_pos:
                 pos = self.first_read.get(name)
                 if pos is not None:
-                    raise self.err(pos, f"unknown name `{name}`: not a constant, and no `set`, `choose`, binding or request parameter assigns it")
+                    bare = kstep.K_ENGINE_VALUES.get(name)
+                    hint = (f" (`{name}` is the engine value `{bare}` only in a K step stage's `cost`, "
+                            "docs/language.md §16)") if bare else ""
+                    raise self.err(pos, f"unknown name `{name}`: not a constant, and no `set`, `choose`, binding or "
+                                        f"request parameter assigns it{hint}")
         tool_index = None
         if self.tool_refs:
             if "tool" in self.stage_names:

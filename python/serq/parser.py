@@ -22,6 +22,7 @@ from lark import Lark, Token, Transformer_NonRecursive, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedToken, VisitError
 
 from .ast import Node
+from .kstep import ITEM_WORDS as K_ITEM_WORDS
 from .errors import SerqError
 
 # docs/language.md §1: the reserved words (union over dialects).
@@ -424,6 +425,16 @@ def _accepted(ip, e: UnexpectedToken) -> set[str]:
         return set(e.expected)
 
 
+def _k_item_word(prev: Token | None, tok: Token) -> str | None:
+    """A K step stage's item word (`budget 3;`, `cost 1;`) written outside a step block, where it
+    is a name: the word, when the unexpected token is the word itself or the value after it."""
+    if tok.type == "NAME" and str(tok.value) in K_ITEM_WORDS:
+        return str(tok.value)
+    if prev is not None and prev.type == "NAME" and str(prev.value) in K_ITEM_WORDS and tok.type not in ("EQUAL", "LPAR"):
+        return str(prev.value)
+    return None
+
+
 def _token_error(src: Source, tokens: list[Token], tok: Token, expected: set[str]) -> SerqError:
     if tok.type == "$END":
         line = max(1, len(src.lines))
@@ -445,6 +456,13 @@ def _token_error(src: Source, tokens: list[Token], tok: Token, expected: set[str
     if "a statement" in items and "a name" in items:
         items.remove("a name")
     after = f" after {_show_token(prev)}" if prev is not None else ""
+    if tok.type == "SHARE" and "a statement" in items:
+        return src.error("`share …;` is an item of `fn main` (docs/language.md §11.14), not a statement: "
+                         "write it beside the stages", line, col)
+    if tok.type == "LEASE" and "a statement" in items:
+        return src.error("`lease P (t)` follows the block of a hold of P (`hold P (u) { … } lease P (t);`, "
+                         "docs/language.md §11.4) or is an item of an engine's request block; it is not a "
+                         "statement", line, col)
     if tok.type != "NAME" and str(tok.value) in RESERVED and ("NAME" in expected or "a name" in items):
         return src.error(f"`{tok.value}` is a reserved word and cannot be used as a name", line, col)
     hint = ""
@@ -452,6 +470,9 @@ def _token_error(src: Source, tokens: list[Token], tok: Token, expected: set[str
         hint = " (to compare, write '==')"
     elif tok.type in ("MAXMIN", "BOTTLENECK") and prev is not None and prev.type == "SHARE":
         hint = f" (`share {tok.value};` is an item of `fn main`, docs/language.md §11.14; a pool shares only its content)"
+    elif (k_word := _k_item_word(prev, tok)) is not None:
+        hint = (f" (`{k_word} …;` is an item of a K step stage, `stage E : step {{ … }}`, docs/language.md §16; "
+                f"anywhere else `{k_word}` is a name)")
     elif tok.type == "NAME" and str(tok.value) in _P_HINTS:
         hint = f" ({_P_HINTS[str(tok.value)]})"
     elif prev is not None and prev.type == "NAME" and str(prev.value) in _P_HINTS:

@@ -33,6 +33,7 @@ EPS = 1e-9       # absolute: pool amounts and work within this of a block edge o
 INF = math.inf
 MAX_STATEMENTS = 1_000_000  # §11.9 guard: statements without blocking
 MAX_READY_PER_INSTANT = 1000  # §11.9 guard
+MAX_CLOSED_RESPAWNS_PER_INSTANT = 10_000  # §11.9 guard: replacements in one instant beyond closed(n)'s n
 
 
 def FAULTS() -> set:

@@ -122,8 +122,10 @@ class HoldStmt:
         req = st.get("request")
         if req is not None:
             self.req_engine = req["engine"]
-            self.req_prompt = c(req["prompt"])
-            self.req_output = c(req["output"])
+            # a request block with fewer than two parameters has no prompt or output length
+            # (docs/ir.md `request`): null in the records, and no `tpot`
+            self.req_prompt = None if req["prompt"] is None else c(req["prompt"])
+            self.req_output = None if req["output"] is None else c(req["output"])
         else:
             self.req_engine = None
         binding_exprs = {b["slot"]: b["expr"] for b in st.get("bindings", [])}
@@ -151,7 +153,9 @@ class HoldStmt:
         h = Hold(self, s, len(s.frames) - 1, pools)
         if self.req_engine is not None:
 
-            h.request = Request(s.serial, int(s.attrs[TURN_NO]), self.req_prompt(cx), self.req_output(cx), sim.now)
+            h.request = Request(s.serial, int(s.attrs[TURN_NO]),
+                                None if self.req_prompt is None else self.req_prompt(cx),
+                                None if self.req_output is None else self.req_output(cx), sim.now)
             sim.sessions[s.serial].turn_called = True   # a branch's request is its session's turn's (§11.13)
         # rejection: static units (block-rounded) or reserves above the cap
         if any(u is not None or r is not None for u, r in self.static):
@@ -982,7 +986,7 @@ def scope_end(sim, s, h: Hold) -> None:
         req.done = sim.now
         resp = sim.now - req.submit
         sim.client_record("response", resp, s)
-        if req.output > 1 and req.first is not None:
+        if req.output is not None and req.output > 1 and req.first is not None:
             sim.client_record("tpot", (resp - (req.first - req.submit)) / (req.output - 1), s)
         if sim.records is not None and s.turn_warm:
             sim.records.append(req)

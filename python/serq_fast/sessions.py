@@ -19,7 +19,8 @@ import math
 
 from serq.sessionsfile import stream_name, unused_session_draws
 from serq_fast import pools as P
-from serq_fast.defs import (ENDED, ENDING, FAULTS, FORCED, GROWING, JOINING, MAX_READY_PER_INSTANT, MAX_STATEMENTS, MORE,
+from serq_fast.defs import (ENDED, ENDING, FAULTS, FORCED, GROWING, JOINING, MAX_CLOSED_RESPAWNS_PER_INSTANT,
+                            MAX_READY_PER_INSTANT, MAX_STATEMENTS, MORE,
                             NEW, OUT, QUEUED, READY, SERIAL, STAGE, THINK, TURN_NO, Request)
 from serq_fast.expr import NOWHERE, RunError, at_text, compile_expr, compile_ref, located
 from serq_fast.growth import detach, grow, retry_growers
@@ -224,6 +225,23 @@ class SessionInterpreter:
             cx.draw = saved
         if self.replay is not None:   # checked when the session ends (end_session), as serq_spec
             s.turn_used[turn_no] = src.i
+
+    def _count_respawn(self) -> None:
+        """§11.9: a live `closed(n)` run whose sessions end at the instant they start replaces
+        them at that instant forever and time never advances. Up to n sessions may end (and be
+        replaced) in one instant; n + 10⁵ is taken for that loop and stops the run, at the first
+        statement of the session's script, where something that takes time belongs."""
+        if self.respawn_t != self.now:
+            self.respawn_t, self.respawn_n = self.now, 0
+        self.respawn_n += 1
+        n = int(self.arrival["n"])
+        if self.respawn_n > n + MAX_CLOSED_RESPAWNS_PER_INSTANT:
+            wl = self.ir["workload"]
+            first = next((b[0] for b in (self.ir["blocks"][wl["session"]], self.ir["blocks"][wl["server"]]
+                                         if wl.get("server") is not None else []) if b), {})
+            raise RunError(f"`arrive closed({n})`: {self.respawn_n} sessions ended at t = {self.now:g} and were "
+                           "replaced in that instant, so time never advances: every session must take time "
+                           "(a `run`, `hold` or `tool` it always reaches)", first.get("at") or NOWHERE)
 
     def make_ready(self, s: Session) -> None:
         if s.ready_t == self.now:
@@ -707,5 +725,8 @@ class SessionInterpreter:
         if not self.keep_all:
             self.sessions.pop(s.serial, None)
         if self.arrival["kind"] == "closed":
-            if self.replay is None or self.next_serial < self.replay_k:
+            if self.replay is None:
+                self._count_respawn()
+                self.spawn()
+            elif self.next_serial < self.replay_k:   # a replay ends with its file's sessions
                 self.spawn()

@@ -71,6 +71,7 @@ class Sim(SessionInterpreter):
         self.ready_head = 0
         self.events = 0
         self.narrivals = 0
+        self.respawn_t, self.respawn_n = -1.0, 0  # closed(n) replacements in the current instant (§11.9)
         self.turns = 0
         self.ended = 0
         self.next_serial = 0

@@ -130,7 +130,7 @@ class Request:
 
     def to_json(self) -> dict:
         return {"stmt": list(self.stmt), "engine": self.engine, "submit": wire(self.submit),
-                "output": wire(self.output), "first": None if self.first is None else wire(self.first)}
+                "output": None if self.output is None else wire(self.output), "first": None if self.first is None else wire(self.first)}
 
 
 @dataclass
@@ -606,7 +606,8 @@ def _session(d: dict) -> Session:
         s.turn_start, s.turn_warm, s.turn_called = _v(d["turn"][0]), d["turn"][1], d["turn"][2]
     r = d["request"]
     if r is not None:
-        s.request = Request(tuple(r["stmt"]), r["engine"], _v(r["submit"]), _v(r["output"]),
+        s.request = Request(tuple(r["stmt"]), r["engine"], _v(r["submit"]),
+                            None if r["output"] is None else _v(r["output"]),
                             None if r["first"] is None else _v(r["first"]))
     s.job = None if d["job"] is None else _job(d["job"])
     s.growth = None if d["growth"] is None else [d["growth"][0], amt_in(d["growth"][1])]

@@ -174,7 +174,8 @@ def exec_hold(cfg: Config, s: Session, st: dict, ref: tuple, stream: tuple) -> N
     req = st.get("request")
     if req is not None:
         cfg.sessions[s.serial].turn_called = True   # a branch's request is its session's turn's (§11.13)
-        out = eval_in_session(cfg, s, req["output"], stream, at)
+        # no second request parameter: no output length, so no `tpot` (docs/ir.md `request`)
+        out = None if req["output"] is None else eval_in_session(cfg, s, req["output"], stream, at)
         s.request = Request(stmt=tuple(ref), engine=req["engine"], submit=cfg.now, output=out)
     if hold_rejected(cfg, s, st, stream):
         return
@@ -455,7 +456,7 @@ def end_scope(cfg: Config, s: Session, stmt: tuple, pools: list[int]) -> None:
     if r is not None and r.stmt == stmt:
         response = cfg.now - r.submit
         record_client(cfg, "response", s, response)
-        if r.first is not None and not V.is_inf(r.output) and r.output > 1:
+        if r.first is not None and r.output is not None and not V.is_inf(r.output) and r.output > 1:
             ttft = r.first - r.submit
             record_client(cfg, "tpot", s, (response - ttft) / (r.output - 1))
         s.request = None

@@ -242,6 +242,7 @@ def start_flow(cfg: Config, s: Session, stages: list, w: Value) -> bool:
     entry of every statement that runs a job over several stages. Zero work completes at once at
     every stage and the thread is ready again at the back (True); otherwise the thread waits on
     the flow (False) until its `finish` makes it ready."""
+    check_flow_stages(cfg, stages)   # before zero work completes: the rule holds for any work (§11.14)
     if w == 0:
         for x in stages:
             cfg.records["finished"].append([cfg.program.stages[x]["name"], s.tid])
@@ -255,18 +256,24 @@ def start_flow(cfg: Config, s: Session, stages: list, w: Value) -> bool:
     return False
 
 
-def start_shared(cfg: Config, job: Job) -> None:
-    """A job joins each of its stages with its whole work and no rate yet: rates are divided at
-    the end of the step (`reschedule_shared`), before any time passes. Each stage counts a start
-    and takes the estimates' samples, as for a job on it alone (wait 0)."""
+def check_flow_stages(cfg: Config, stages: list) -> None:
+    """The stages of a run over several stages, chosen at run time, are distinct ps stages a flow
+    may cross (§11.14), whatever its work."""
     prog = cfg.program
-    stages = job.stages_of()
     if len(set(stages)) != len(stages):
         names = ", ".join(prog.stages[x]["name"] for x in stages)
         raise SpecError(f"a run over several stages names one stage twice ({names}); a flow crosses distinct stages")
     for x in stages:
         if x not in prog.shared_stages:
             raise SpecError(f"stage {prog.stages[x]['name']} is not a ps stage a flow may cross")
+
+
+def start_shared(cfg: Config, job: Job) -> None:
+    """A job joins each of its stages with its whole work and no rate yet: rates are divided at
+    the end of the step (`reschedule_shared`), before any time passes. Each stage counts a start
+    and takes the estimates' samples, as for a job on it alone (wait 0)."""
+    stages = job.stages_of()
+    check_flow_stages(cfg, stages)
     job.shared, job.rate, job.since = True, Fraction(0), cfg.now
     for i, x in enumerate(stages):
         st = cfg.stages[x]

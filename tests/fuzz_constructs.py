@@ -1,0 +1,240 @@
+"""Programs for the `constructs` fuzz target (tests/test_input_fuzz.py): whole programs drawn
+from the constructs of issue 18 and the ones around them, right and wrong.
+
+A program is assembled from parts, each drawn well-formed most of the time and malformed the rest:
+
+- stages: ps stages with ordinary, zero, negative, huge or `present`-reading capacities, a fifo
+  and a delay stage, a ps array `link[2]`;
+- `share maxmin;` / `share bottleneck;` — none, one, two, or a wrong kind (`share fifo;`);
+- flows `run S1, S2, … (w);` over those stages: distinct ps stages, a fifo or delay stage, the same
+  stage twice, array members chosen at run time (`link[serial == 0 ? 0 : 1]`), an engine, a pool, an
+  unknown name, `prefill`/`decode`/`growing` on a flow, work 0, negative, huge, `inf`, a draw;
+- K's `stage eng : step { … }` with any subset of its items (budget, chunk, granule, cost with the
+  bare engine values, memory, state, serve in its forms), each possibly twice or with a wrong
+  value, plus its pools (`pool slots { cap 2; admit via eng; }`) and a hold that runs on it;
+  K's item words and the bare engine values written outside the block, as statements or names;
+- an engine's and a stage's estimates `est_lambda/est_rho/est_wait(X)` and `price(X, a, b)` in
+  gauges and observations, X a ps/fifo stage, the step engine, an array member, a pool, a number,
+  an unknown name, with the wrong number of arguments;
+- a request block with 0, 1 or 2 parameters on an S engine (the defect of issue 18's brief);
+- `transfer S (w) from P to Q (n);` (§11.15) over one link or several, leased or held, with the
+  wrong links, pools, amounts and places of §11.15's errors;
+- an offload tier `spill Q via S (w) when (c);` (§11.8.1) with holds in `fork` branches (§11.13);
+- speculative decoding on the S engine: `speculate (s, look, limit);` and `decode … speculate (k)`.
+
+Then up to two byte edits that insert construct words (`,`, `share maxmin;`, `step`, `budget`…)
+anywhere, as the `programs` target does for mm1.sq.
+"""
+
+from __future__ import annotations
+
+from hypothesis import strategies as st
+
+class _Draw:
+    """hypothesis's `draw`, and whether this program may have malformed parts: half of the
+    programs have none, so that they are accepted and go on to run on both engines."""
+
+    def __init__(self, draw, faulty: bool):
+        self.draw, self.faulty = draw, faulty
+        self.names: list[str] = []   # the stages and engine declared: what a right estimate reads
+
+    def __call__(self, strategy):
+        return self.draw(strategy)
+
+
+def _one(draw: _Draw, good: list, bad: list = ()) -> str:
+    """One of `good`, or, in a faulty program, one of `bad` a sixth of the time."""
+    return draw(st.sampled_from(list(bad) if bad and draw.faulty and not draw(st.integers(0, 5)) else good))
+
+
+PS_CAPS = (["1", "2", "0.5", "1 + present", "min(present, 2)", "~exp(1)"], ["0", "-1", "1e400", "inf", "1e-300"])
+WORKS = (["~exp(1)", "1", "0.5", "0", "~uniform(0, 2)", "(serial == 0 ? 0 : 1)", "1 + est_rho(f)"],
+         ["-1", "1e300", "1e400", "inf", "-inf", "serial - 1"])
+EST = ["est_lambda", "est_rho", "est_wait"]
+EST_TARGETS = (["a", "b", "c", "eng", "f", "link[0]", "link[1]"],
+               ["link[serial == 0 ? 0 : 1]", "d", "link", "kv", "slots", "nobody", "3", "a, b", "eng[0]"])
+PRICE_ARGS = (["1, 2", "0, 0", "0.5, 3"], ["-1, 1e400", "1", "1, 2, 3", "inf, 1", "1, -2"])
+K_ITEMS = {   # word: (right values, wrong values)
+    "budget": (["budget 32;", "budget budget;", "budget 8 * 2;"],
+               ["budget 0;", "budget -1;", "budget 1e400;", "budget inf;", "budget residents;"]),
+    "chunk": (["chunk 8;", "chunk 1;"], ["chunk 0;", "chunk -2;", "chunk inf;", "chunk tokens;"]),
+    "granule": (["granule 2;", "granule 1;"], ["granule 0;", "granule 1e400;"]),
+    "cost": (["cost 1;", "cost 0.001 + 0.0001 * tokens;", "cost 1 + residents / 4 + decoders / 8;",
+              "cost 0.01 + prefilled / 16 + kv_decode / 32 + kv_prefill / 64 + attention / 1000;",
+              "cost 0.01 + est_rho(eng);", "cost 0.01 * (1 + price(eng, 1, 2));"],
+             ["cost 0;", "cost -1;", "cost 1e400;", "cost kv;", "cost tokens / 0;", "cost present;"]),
+    "memory": (["memory kv;"], ["memory slots;", "memory eng;", "memory nowhere;", "memory a;"]),
+    "state": (["state turns = 0;"], ["state decoders = 0;", "state tokens = 1;"]),
+    "serve": (["serve;", "serve decode first;", "serve admission;", "serve by (remaining, -admission);",
+               "serve only (decoding == 1) decode first;", "serve exclusive prefill;"],
+              ["serve by ();", "serve fifo;", "serve only ();"]),
+}
+K_WRONG_ITEMS = ["iteration { }", "spend 3;", "run a (1);", "budget;", "tokens cap 8;", "cost;"]
+K_WORDS_OUTSIDE = ["budget 3;", "chunk 2;", "cost 1;", "memory kv;", "serve decode first;",
+                   "set budget = 1;", "set residents = 2;", "observe tokens_seen = residents + decoders;",
+                   "observe k = attention;", "set cost = 1; observe c = cost;"]
+EDITS = [",", ", a", ", a, a", "share maxmin;", "share bottleneck;", "share;", "step", "budget 1;",
+         "est_rho(eng)", "price(a, 1, 2)", "-1", "1e400", "0", ";", "{", "}", "(", ")", "link[", "run a, b (1);",
+         "stage z : step { }", "\n", ""]
+
+
+def _estimate(draw) -> str:
+    good = [t for t in EST_TARGETS[0] if t in draw.names or t in ("f", "link[0]", "link[1]")]
+    target = _one(draw, good, EST_TARGETS[1])
+    if draw(st.booleans()):
+        return f"{draw(st.sampled_from(EST))}({target})"
+    return f"price({target}, {_one(draw, *PRICE_ARGS)})"
+
+
+def _stage_list(draw, ps_names) -> str:
+    if not draw.faulty or draw(st.integers(0, 5)):   # a flow over distinct ps stages, or a one-stage run
+        good = ps_names + ["link[0]", "link[1]", "link[serial == 0 ? 0 : 1]"]
+        k = draw(st.integers(1, min(3, len(good))))
+        chosen = draw(st.lists(st.sampled_from(good), min_size=k, max_size=k, unique=True))
+        if "link[serial == 0 ? 0 : 1]" in chosen and any(c.startswith("link[") and c[5] != "s" for c in chosen):
+            chosen.remove("link[serial == 0 ? 0 : 1]")   # a member that may repeat the other: not a right one
+        return ", ".join(chosen or ["a"])
+    pool = ps_names + ["link[0]", "link[serial == 0 ? 0 : 1]", "f", "d", "eng", "kv", "nobody", "tool", "link"]
+    k = draw(st.integers(2, 4))
+    return ", ".join(draw(st.lists(st.sampled_from(pool), min_size=k, max_size=k)))
+
+
+def _run(draw, ps_names) -> str:
+    mode = _one(draw, [""], [" prefill", " decode"])
+    growing = _one(draw, [""], [" growing kv"])
+    return f"run {_stage_list(draw, ps_names)}{mode} ({_one(draw, *WORKS)}){growing};"
+
+
+def _k_step(draw) -> list[str]:
+    items = []
+    for word, (good, bad) in K_ITEMS.items():
+        wanted = 1 if word in ("budget", "cost") else draw(st.integers(0, 1))
+        n = _one(draw, [wanted], [0, 2])   # a required item missing, any item twice
+        items += [_one(draw, good, bad) for _ in range(n)]
+    if draw.faulty and not draw(st.integers(0, 5)):
+        items.append(draw(st.sampled_from(K_WRONG_ITEMS)))
+    items = draw(st.permutations(items))
+    head = _one(draw, ["stage eng : step {"], ["stage eng[2] : step {", "stage eng : step"])
+    block = "\n".join([head, *("    " + i for i in items), "  }"])   # one declaration, kept whole
+    return [block, "pool kv { cap 64 * 16; block 16; preempt lifo; }",
+            _one(draw, ["pool slots { cap 2; admit via eng; }"], [
+                "pool slots { cap 2; admit via a; }", "pool slots { cap 2; }",
+                "pool slots { cap 2; admit via eng; admit via eng; }"])]
+
+
+def _transfer(draw, ps_names) -> tuple[list[str], str]:
+    """`transfer S (w) from P to Q (n);` (§11.15): P's KV leased past its hold (or a hold of both
+    around the copy), copied over a link — a fifo, delay or ps stage, an array member, several ps
+    stages at once — and landed in Q; wrong: an engine or unknown link, one pool twice, a P no hold
+    takes or a lease that runs out, n negative, infinite or beyond Q's allocation, a fork around it."""
+    links = _one(draw, ["f", "link[0]", "link[1]", "d", ", ".join(ps_names[:2]) or "link[0], link[1]",
+                        "link[0], link[1]"], ["eng", "nobody", "link", "f, d", "a, a", "kv"])
+    work = _one(draw, ["16 * 1e-3", "1", "0", "~exp(1)"], ["-1", "inf", "1e300"])
+    n = _one(draw, ["16", "8", "0"], ["-1", "inf", "100", "16 + serial"])
+    lease = _one(draw, [" lease pk (inf)", " lease pk (5)"], ["", " lease pk (0.001)", " lease dk (inf)"])
+    dest = _one(draw, ["dk"], ["pk", "nowhere", "a"])
+    copy = f"transfer {links} ({work}) from pk to {dest} ({n});"
+    body = _one(draw, [f"{copy} run f (1);"], [f"fork {{ {copy} }} join;", "run f (1);"])
+    pools = ["pool pk { cap 64; }", _one(draw, ["pool dk { cap 64; evict lru; }"],
+                                          ["pool dk { cap 64; share content; }", "pool dk[2] { cap 64; }"])]
+    first = _one(draw, ["hold pk (16) { run f (0.5); }"], ["run f (0.5);", "hold pk (16) { run f (0.5); }"])
+    return pools, f"{first}{lease} hold dk (16) {{ {body} }} cache (16);"
+
+
+def _spill(draw) -> tuple[list[str], str]:
+    """An offload tier (§11.8.1): `pool kv { …; spill host via S (w) when (c); }`, evictions that
+    move to `host` and hits read back over S, and holds in `fork` branches (§11.13) beside them;
+    wrong: an engine, array or unknown link, a different block, the tier held by a statement or
+    spilling back (a cycle), a negative or infinite copy time, a condition that is not 0 or 1."""
+    link = _one(draw, ["f", "d", "a" if "a" in draw.names else "f"], ["link", "eng", "nobody", "kv", "link[0], link[1]"])
+    w = _one(draw, ["0.01 + 1e-4 * size", "0", "age", "0.5"], ["-1", "inf", "1e300", "0 / 0"])
+    c = _one(draw, ["1", "waiting == 0", "size > 16"], ["2", "-1", "now"])
+    host = _one(draw, ["pool host { cap 256; block 16; }"],
+                ["pool host { cap 256; block 8; }", "pool host { cap 256; block 16; spill kv via f (1) when (1); }",
+                 "pool host[2] { cap 256; block 16; }"])
+    pools = [host, f"pool kv {{ cap 64; block 16; evict lru; spill host via {link} ({w}) when ({c}); }}"]
+    n = _one(draw, ["16", "32", "48"], ["-1", "100", "inf"])
+    hold = f"hold kv ({n}) {{ run f (0.5); }} cache ({n});"
+    body = _one(draw, [hold, f"fork {{ {hold} }} join;", f"fork {{ {hold} }} run f (1); join; {hold}"],
+                ["hold host (16) { run f (1); }", f"fork {{ {hold} }}", "join;", f"fork {{ {hold} }} {hold} join;"])
+    return pools, body
+
+
+def _s_engine(draw) -> tuple[list[str], str]:
+    """An S engine with a request block of 0, 1 or 2 parameters, and its call."""
+    n = draw(st.integers(0, 2))
+    params = ["", "p", "p, o"][n]
+    args = _one(draw, [["", "8", "8, 3"][n]], ["8, 3, 1", "inf, 2", "8, -1", "1e400"])
+    # speculative decoding (§7.3): drafting slots and lookahead on the engine, drafts on a decode
+    spec = _one(draw, ["", "", "    speculate (1, 2, inf);\n", "    speculate (0, 0, 64);\n"],
+                ["    speculate (-1, 0, inf);\n", "    speculate (1.5, 0, inf);\n", "    speculate (64, 0, inf);\n",
+                 "    speculate (1, 2);\n"])
+    drafts = _one(draw, ["", "", " speculate (2)", " speculate (0)"], [" speculate (-1)", " speculate (inf)"])
+    lines = ["device acc { kv cap 1024; }", "pool kv on acc { block 16; }",
+             "engine eng on acc {\n    reqs cap 4;\n    tokens cap 64;\n" + spec +
+             f"    request ({params}) {{ prefill ({'p' if params else 8}) growing kv; "
+             f"decode ({'o' if 'o' in params else 2}) growing kv{drafts}; }}\n"
+             "    schedule { advance running; admit waiting taking reqs (1), kv (16); }\n"
+             f"    execute ({_one(draw, ['0.01', '0.01 + est_rho(eng)', '0.01 * price(eng, 1, 2)'], ['0', '-1'])});\n"
+             "  }", "pool reqs on eng { queue fifo; }"]
+    return lines, f"eng ({args});"
+
+
+@st.composite
+def construct_programs(draw) -> str:
+    draw = _Draw(draw, draw(st.booleans()))
+    names = draw(st.lists(st.sampled_from(["a", "b", "c"]), min_size=1, max_size=3, unique=True))
+    kinds = {n: _one(draw, ["ps"], ["fifo", "delay"]) for n in names}
+    ps_names = [n for n in names if kinds[n] == "ps"]
+    decls = [f"stage {n} : {'ps(' + _one(draw, *PS_CAPS) + ')' if kinds[n] == 'ps' else kinds[n]};" for n in names]
+    decls = ["let budget = 32;", *decls, "stage f : fifo;", "stage d : delay;", f"stage link[2] : ps({_one(draw, *PS_CAPS)});"]
+    decls += [_one(draw, ["share maxmin;", "share bottleneck;"], ["share fifo;", "share;"])
+              for _ in range(_one(draw, [0, 1], [2]))]
+    server = []
+    engine = draw(st.sampled_from(["none", "k", "k", "s", "transfer", "transfer", "spill", "spill"]))
+    draw.names = names + (["eng"] if engine in ("k", "s") else [])
+    if engine == "k":
+        decls += _k_step(draw)
+        server.append(_one(draw, [
+            "hold slots (1), kv (20) { run eng prefill (20) growing kv; run eng decode (4) growing kv; }",
+            "hold slots (1), kv (20) { run eng prefill (20) growing kv; run eng decode (4) growing kv; run a (1); }"],
+            ["hold slots (1), kv (20) { run eng prefill (20) growing kv; run eng, a (4); }",
+             "hold slots (1) { run eng prefill (20); }", "run eng prefill (4);",
+             "hold slots (1), kv (-1) { run eng prefill (1e400) growing kv; }"]))
+    elif engine == "s":
+        lines, call = _s_engine(draw)
+        decls += lines
+        server.append(call)
+    elif engine == "spill":
+        lines, body = _spill(draw)
+        decls += lines
+        server.append(body)
+    elif engine == "transfer":
+        lines, copy = _transfer(draw, ps_names)
+        decls += lines
+        server.append(copy)
+    if draw.faulty and not draw(st.integers(0, 5)):   # a K word among main's declarations
+        decls.append(draw(st.sampled_from(K_WORDS_OUTSIDE[:5])))
+    for _ in range(draw(st.integers(0, 2))):
+        decls.append(f"gauge g{len(decls)} = {_estimate(draw)};")
+    for _ in range(draw(st.integers(1, 4))):
+        kind = draw(st.sampled_from(["run"] * 6 + ["observe"] * 2 + ["branch"] * 2 + ["k_word"] * draw.faulty))
+        if kind == "run":
+            server.append(_run(draw, ps_names))
+        elif kind == "observe":
+            server.append(f"observe o{len(server)} = {_estimate(draw)};")
+        elif kind == "branch":
+            server.append(f"branch with (0.5) {{ {_run(draw, ps_names)} }} else {{ {_run(draw, ps_names)} }}")
+        else:
+            server.append(draw(st.sampled_from(K_WORDS_OUTSIDE)))
+    server = draw(st.permutations(server))
+    if draw.faulty and not draw(st.integers(0, 5)):   # names used above their declaration
+        decls = draw(st.permutations(decls))
+    arrive = draw(st.sampled_from(["poisson(1)", "poisson(3)", "batch(3)", "closed(2)"]))
+    text = "fn main() {\n" + "".join(f"  {d}\n" for d in decls) + \
+        f"  workload {{ arrive {arrive}; }}\n  server {{\n" + "".join(f"    {s}\n" for s in server) + "  }\n}\n"
+    for _ in range(_one(draw, [0], [1, 2])):
+        at = draw(st.integers(0, len(text)))
+        cut = draw(st.integers(0, 3))
+        text = text[:at] + draw(st.sampled_from(EDITS)) + text[at + cut:]
+    return text

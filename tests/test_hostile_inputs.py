@@ -1,0 +1,175 @@
+"""Issue 18 hardening: the defects the fuzz campaign and hand-written hostile inputs found in the
+constructs of this round (flows, `share`, an engine's estimates, K's step stage) and in what they
+touch. Every test here failed on the code before its fix (the fix's commit message says so)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from serq.cli import main
+
+
+def run(capsys, *argv):
+    rc = main([str(a) for a in argv])
+    cap = capsys.readouterr()
+    assert "Traceback" not in cap.err and "internal error" not in cap.err, cap.err
+    return rc, cap.out, cap.err
+
+
+# -- a request block with fewer than two parameters: no output length, so no `tpot` -------------
+
+def _request_program(params: str, args: str) -> str:
+    return f"""
+fn main() {{
+  device acc {{ kv cap 1024; }}
+  pool kv on acc {{ block 16; }}
+  engine eng on acc {{
+    reqs cap 8;
+    tokens cap 256;
+    request ({params}) {{ prefill (40) growing kv; }}
+    schedule {{ advance running; admit waiting taking reqs (1), kv (40); }}
+    execute (0.001);
+  }}
+  pool reqs on eng {{ queue fifo; }}
+  workload {{ arrive poisson(2); turn {{ set a = ceil(~uniform(10, 50)); }} }}
+  server {{ eng ({args}); }}
+}}
+"""
+
+
+@pytest.mark.parametrize("params,args", [("prompt", "a"), ("", "")])
+def test_request_block_without_an_output_parameter(tmp_path, capsys, params, args):
+    """`request (prompt) { … }` ended `serq sample` / `serq spec` in "malformed IR (TypeError)" and
+    `serq run` in a traceback: the request mark's `output` is null when the block has fewer than
+    two parameters (docs/ir.md `request`). Both engines now record `ttft` and `response` and no
+    `tpot`, and agree step by step."""
+    prog = tmp_path / "p.sq"
+    prog.write_text(_request_program(params, args))
+    sessions = tmp_path / "s.json"
+    rc, _, err = run(capsys, "sample", prog, "--seed", "1", "--sessions", "4", "-o", sessions)
+    assert rc == 0, err
+    rc, out, err = run(capsys, "spec", prog, "--sessions", sessions)
+    assert rc == 0, err
+    rc, out, err = run(capsys, "lockstep", prog, "--seed", "1", "--sessions", "6")
+    assert rc == 0 and "agree" in out + err, err
+    rc, out, err = run(capsys, "run", prog, "--horizon", "20", "--json")
+    assert rc == 0, err
+    client = json.loads(out)["client"]
+    assert client["ttft"]["count"] > 0 and client["tpot"]["count"] == 0, client
+
+
+# -- closed(n) whose sessions take no time: time never advances ------------------------------------
+
+def test_closed_workload_of_sessions_that_take_no_time(tmp_path):
+    """Found by the `constructs` fuzz target (`observe o = price(f, 1, 2);` as the whole server
+    under `closed(2)`): `serq run` never returned, replacing ended sessions at t = 0 forever. Now a
+    located run-time error (§11.9). Run as a process with a timeout, so that the hang of the
+    code before the fix fails the test instead of stopping the suite."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    prog = tmp_path / "p.sq"
+    prog.write_text("fn main() {\n  stage f : fifo;\n  workload { arrive closed(2); }\n"
+                    "  server { observe o = price(f, 1, 2); }\n}\n")
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1] / "python"))
+    p = subprocess.run([sys.executable, "-m", "serq.cli", "run", str(prog), "--horizon", "3"], env=env,
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode == 2, p.stderr
+    assert p.stderr.startswith(f"{prog}:3:3: error: `arrive closed(2)`: ") and "never advances" in p.stderr, p.stderr
+
+
+# -- issue 18's words where they do not belong: the error says where they do ----------------------
+
+HOSTILE_BASE = """\
+fn main() {
+  stage a : ps(1);
+  pool kv { cap 1024; block 16; }
+  stage eng : step { budget 32; cost 0.01 + 0.0001 * tokens; memory kv; }
+  pool slots { cap 2; admit via eng; }
+  workload { arrive poisson(1); }
+  server {
+    hold slots (1), kv (20) { run eng prefill (20) growing kv; }
+  }
+}
+"""
+
+
+@pytest.mark.parametrize("old, new, message, at", [
+    # `share` in a block read as a reserved word used as a name
+    ("  server {\n", "  server {\n    share maxmin;\n",
+     "`share …;` is an item of `fn main` (docs/language.md §11.14), not a statement", (8, 5)),
+    # K's item words outside a step stage: a bare syntax error, now with where they belong
+    ("  server {\n", "  server {\n    budget 3;\n", "`budget …;` is an item of a K step stage", (8, 12)),
+    ("  workload {", "  cost 1;\n  workload {", "`cost …;` is an item of a K step stage", (6, 3)),
+    # a lease after a statement that is not a hold (the generator's transfer programs met it)
+    ("    hold slots (1), kv (20) { run eng prefill (20) growing kv; }\n",
+     "    hold slots (1), kv (20) { run eng prefill (20) growing kv; }\n    run a (1); lease kv (inf);\n",
+     "`lease P (t)` follows the block of a hold of P", (9, 16)),
+    # a bare engine value outside a step stage's `cost`: an unknown name, now with what it is
+    ("  server {\n", "  server {\n    observe x = residents;\n",
+     "`residents` is the engine value `running.count` only in a K step stage's `cost`", (8, 17)),
+])
+def test_misplaced_words_of_issue_18_say_where_they_belong(old, new, message, at):
+    from serq.errors import SerqError
+    from serq.frontend import compile_source
+
+    text = HOSTILE_BASE.replace(old, new, 1)
+    assert text != HOSTILE_BASE
+    with pytest.raises(SerqError) as info:
+        compile_source(text, "t.sq", {})
+    assert message in info.value.message, info.value.message
+    assert (info.value.file, info.value.line, info.value.column) == ("t.sq",) + at, (
+        info.value.line, info.value.column, info.value.message)
+
+
+# -- the decode fast-forward beside a busy ps stage ---------------------------------------------
+
+FF_PS = """\
+fn main() {
+  device acc { }
+  pool kv { cap 64 * 16; block 16; preempt lifo; }
+  engine eng on acc { slots cap 2; tokens cap 32; schedule { advance running; admit waiting; } execute (1); }
+  pool slots on eng { }
+  workload { arrive poisson(3); }
+  stage a : ps(0.5);
+  server {
+    hold slots (1), kv (20) { run eng prefill (20) growing kv; run eng decode (4) growing kv; }
+    run a (1);
+  }
+}
+"""
+
+
+def test_fast_forward_beside_a_ps_stage_agrees_in_lockstep(tmp_path, capsys):
+    """Found by the `constructs` campaign (seeds 18102-18104, 19004-19008, all of its lockstep
+    divergences): with the decode fast-forward on, the engine's iteration end was numbered one
+    higher than serq_spec's (step 10: .event.seq 10 vs 11; SERQ_FAST_NO_FF=1 agreed), present
+    since a5a9774. Fixed on main by 2330abc (no fast-forward from a template whose end is not the
+    last event scheduled); this program fails on main before that commit."""
+    prog = tmp_path / "p.sq"
+    prog.write_text(FF_PS)
+    rc, out, err = run(capsys, "lockstep", prog, "--seed", "1", "--sessions", "3")
+    assert rc == 0 and "agree" in out, out + err
+
+
+# -- a zero-work flow whose array members repeat ----------------------------------------------------
+
+def test_zero_work_flow_over_one_member_twice_is_an_error_in_both_engines(tmp_path, capsys):
+    """Found by the campaign (all targets, seed 19008): `run link[i], link[j] (0);` with i = j at
+    run time stopped `serq run` with the located error of §11.14 while serq_spec completed the
+    zero-work flow at once, so `serq lockstep` diverged at step 0. The rule holds for any work:
+    both engines (and the Lean mirror) now check the stages before zero work completes."""
+    prog = tmp_path / "p.sq"
+    prog.write_text("fn main() {\n  stage link[2] : ps(1);\n  workload { arrive batch(2); }\n"
+                    "  server { run link[serial == 0 ? 0 : 1], link[serial == 0 ? 0 : 1] (0); }\n}\n")
+    sessions = tmp_path / "s.json"
+    rc, _, err = run(capsys, "sample", prog, "--seed", "1", "--sessions", "2", "-o", sessions)
+    want = f"{prog}:4:12: error: a run over several stages names one stage twice (link[0], link[0])"
+    assert rc == 2 and err.startswith(want), err
+    for argv in (["run", prog, "--horizon", "3"], ["lockstep", prog, "--seed", "1", "--sessions", "2"]):
+        rc, out, err = run(capsys, *argv)
+        assert rc == 2 and err.startswith(want), (argv, out, err)

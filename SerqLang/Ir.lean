@@ -199,6 +199,12 @@ inductive Stmt where
   | load (pool : Ref) (units : Expr)
   | drop (pool : Ref)
   | release (pool : Ref)
+  /-- docs/language.md §11.15: the copy of `transfer S (w) from P to Q (n);`, `src` and `dst`
+  held: a run of `work` on the link (`.inl`, the IR's `stage`), or a flow over several links
+  (`.inr`, the IR's `stages`) -/
+  | transfer (link : Ref ⊕ List Ref) (work : Expr) (src dst : Ref)
+  /-- its landing, the next statement: `load dst (units); release src;` -/
+  | transferEnd (src dst : Ref) (units : Expr)
   /-- docs/language.md §11.13: a branch of the session running block `body` -/
   | fork (body : Nat)
   | join
@@ -222,6 +228,8 @@ def Stmt.op : Stmt → String
   | .load .. => "load"
   | .drop .. => "drop"
   | .release .. => "release"
+  | .transfer .. => "transfer"
+  | .transferEnd .. => "transfer_end"
   | .fork .. => "fork"
   | .join => "join"
   | .flow .. => "flow"
@@ -303,11 +311,11 @@ structure Ir where
   deriving Inhabited
 
 /-- program.py `shared_stages`: the ps stages some run over several stages can name (every member
-of every reference of a `flow`), in the order met. -/
+of every reference of a `flow`, or of a `transfer` over several links), in the order met. -/
 def Ir.sharedStages (ir : Ir) : List Nat :=
   ir.blocks.foldl (fun acc b => b.foldl (fun acc l =>
     match l.stmt with
-    | .flow refs _ => refs.foldl (fun acc r => acc ++ (List.range r.count).map (r.base + ·)) acc
+    | .flow refs _ | .transfer (.inr refs) _ _ _ => refs.foldl (fun acc r => acc ++ (List.range r.count).map (r.base + ·)) acc
     | _ => acc) acc) []
 
 /-! ## Decoding -/
@@ -501,6 +509,12 @@ def stmtOf (j : Json) : Res Stmt := do
   | "load" => return .load (← field j "pool" refOf) (← field j "units" exprOf)
   | "drop" => return .drop (← field j "pool" refOf)
   | "release" => return .release (← field j "pool" refOf)
+  | "transfer" => do
+    let link : Ref ⊕ List Ref ← match (← fieldOpt j "stages" (list refOf)) with
+      | some refs => pure (.inr refs)
+      | none => pure (.inl (← field j "stage" refOf))
+    return .transfer link (← field j "work" exprOf) (← field j "from" refOf) (← field j "to" refOf)
+  | "transfer_end" => return .transferEnd (← field j "from" refOf) (← field j "to" refOf) (← field j "units" exprOf)
   | "fork" => return .fork (← field j "body" nat)
   | "join" => return .join
   | "flow" => return .flow (← field j "stages" (list refOf)) (← field j "work" exprOf)

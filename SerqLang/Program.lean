@@ -152,6 +152,21 @@ def allContent (contentBlocks : List (Option Nat)) (r : Ref) : Bool :=
 def anyContent (contentBlocks : List (Option Nat)) (r : Ref) : Bool :=
   (List.range r.count).any fun k => ((contentBlocks.getD (r.base + k) none).isSome)
 
+/-- program.py `check_stmt`'s test of the stages of a `flow` (and of a `transfer` over several
+links): the program's `share` is known, every stage a reference can name is ps (docs/language.md
+§11.14). -/
+def checkFlowStages (ir : Ir) (refs : List Ref) (loc : Option Loc) : Res Unit := do
+  if ir.share != "maxmin" && ir.share != "bottleneck" then
+    throw (unsupported ir s!"share {ir.share}" loc)
+  for r in refs do
+    for k in List.range r.count do
+      let isPs := match (ir.stages[r.base + k]?).map (·.kind) with
+        | some (.ps _) => true
+        | _ => false
+      if !isPs then
+        let sname := ((ir.stages[r.base + k]?).map (·.name)).getD ""
+        throw (located ir s!"a run over several stages needs ps stages, not stage {sname}" loc)
+
 /-- program.py `check_stmt`. -/
 def checkStmt (ir : Ir) (contentBlocks : List (Option Nat)) (st : Located) : Res Unit := do
   let loc := some st.loc
@@ -186,17 +201,7 @@ def checkStmt (ir : Ir) (contentBlocks : List (Option Nat)) (st : Located) : Res
         throw (located ir s!"`growing` needs an engine (a step stage), not stage {sname}" loc)
     checkExpr ir w loc
   | .flow refs w => do
-    -- docs/language.md §11.14: a flow crosses ps stages only
-    if ir.share != "maxmin" && ir.share != "bottleneck" then
-      throw (unsupported ir s!"share {ir.share}" loc)
-    for r in refs do
-      for k in List.range r.count do
-        let isPs := match (ir.stages[r.base + k]?).map (·.kind) with
-          | some (.ps _) => true
-          | _ => false
-        if !isPs then
-          let sname := ((ir.stages[r.base + k]?).map (·.name)).getD ""
-          throw (located ir s!"a run over several stages needs ps stages, not stage {sname}" loc)
+    checkFlowStages ir refs loc
     checkExpr ir w loc
   | .grow _ u => checkExpr ir u loc
   | .load r u => do
@@ -206,7 +211,30 @@ def checkStmt (ir : Ir) (contentBlocks : List (Option Nat)) (st : Located) : Res
   | .drop r =>
     if anyContent contentBlocks r then
       throw (located ir s!"`drop` on the `share content` pool {poolName r.base} (docs/content.md §1)" loc)
+  | .transfer link w _ _ => do
+    match link with
+    | .inl s =>
+      -- a transfer copies over a link, never an engine (docs/language.md §11.15)
+      if (List.range s.count).any (fun k => ((ir.stages[s.base + k]?).map StageDecl.isStep).getD false) then
+        let sname := ((ir.stages[s.base]?).map (·.name)).getD ""
+        throw (located ir s!"`transfer` over the engine {sname}: a transfer copies over a link (a fifo, ps or delay stage)" loc)
+    | .inr refs => checkFlowStages ir refs loc   -- over several links: a flow's stages
+    checkExpr ir w loc
+  | .transferEnd _ q u => do
+    checkExpr ir u loc
+    if anyContent contentBlocks q then
+      throw (located ir s!"`transfer … to` on the `share content` pool {poolName q.base} (docs/content.md §1)" loc)
   | _ => pure ()
+
+/-- program.py: statement k of a block is a `transfer` exactly when the next is a `transfer_end`,
+and a `transfer_end` exactly when the one before is a `transfer` (docs/ir.md: one source
+statement, always adjacent). -/
+def checkTransferPair (ir : Ir) (blk : List Located) (k : Nat) (st : Located) : Res Unit := do
+  let nxt := (blk[k + 1]?).map (·.stmt.op)
+  let prev := if k == 0 then none else (blk[k - 1]?).map (·.stmt.op)
+  let op := st.stmt.op
+  if (op == "transfer") != (nxt == some "transfer_end") || (op == "transfer_end") != (prev == some "transfer") then
+    throw (located ir "a `transfer` statement of the IR must be followed by its `transfer_end`" (some st.loc))
 
 /-- A positive finite block size, any rational (program.py since 84aea69); program.py's error
 otherwise. -/
@@ -301,7 +329,9 @@ def ofIr (ir : Ir) : Res Program := do
     | .ps c => checkExpr ir c none
     | _ => pure ()
   for blk in ir.blocks do
-    for st in blk do checkStmt ir contentBlocks st
+    for (st, k) in blk.zip (List.range blk.length) do
+      checkStmt ir contentBlocks st
+      checkTransferPair ir blk k st
   for g in ir.gauges do checkExpr ir g.expr none
   for cl in ir.claims do
     checkExpr ir cl.expr none

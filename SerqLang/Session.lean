@@ -617,6 +617,71 @@ def execFlow (th : Tid) (refs : List Ref) (workE : Expr) (env : EnvM) (loc : Opt
   if q < 0 then specError s!"negative work {w.toWire}" loc
   startFlow th stages w
 
+/-! ## `transfer` (docs/language.md §11.15) -/
+
+/-- sessions.py `held_part`: the session's allocation of pool `p` that `load` advances, its
+innermost hold of `p`, else its lease of `p` (a leased allocation keeps its position, §11.4). -/
+def heldPart (serial p : Nat) : M (Option HoldState) := do
+  if let some h := holdOf (← session serial) p then return some h
+  return (← leaseOf p serial).map (·.part)
+
+/-- `load p (n)` on that allocation (sessions.py's `load` branch of `exec_stmt`, and
+`exec_transfer_end`): `missing` words a session that holds no allocation of `p`, `beyond` the
+position beyond the allocation (given both). -/
+def loadUnits (serial p : Nat) (n : Rat) (missing : String) (beyond : Rat → Rat → String)
+    (loc : Option Loc) : M Unit := do
+  let s ← session serial
+  match holdIndex s p with
+  | some k =>
+    let h := s.holds.getD k default
+    let i := h.slot p
+    if h.position.getD i 0 + n > h.alloc.getD i 0 then
+      specError (beyond (h.position.getD i 0 + n) (h.alloc.getD i 0)) loc
+    let h := { h with position := h.position.set i (h.position.getD i 0 + n),
+                      advanced := h.advanced.set i true }
+    setSession { s with holds := s.holds.set k h }
+  | none =>
+    -- a leased allocation keeps its position (§11.4)
+    let some l ← leaseOf p serial | specError missing loc
+    let h := l.part
+    if h.position.getD 0 0 + n > h.alloc.getD 0 0 then
+      specError (beyond (h.position.getD 0 0 + n) (h.alloc.getD 0 0)) loc
+    let h := { h with position := h.position.set 0 (h.position.getD 0 0 + n), advanced := h.advanced.set 0 true }
+    modifyCfg fun c => { c with leases := c.leases.map (fun x =>
+      if x.pool == p && x.serial == serial then { x with part := h } else x) }
+
+/-- sessions.py `exec_transfer`: the copy of `transfer S (w) from P to Q (n);`. The session holds
+P and Q (a hold or a lease of each) and runs w on the link S as `run S (w);` does (on several
+links as `run a, b, … (w);`, `execFlow`); the landing
+is the next statement, run when the session resumes after the job. -/
+def execTransfer (th : Tid) (link : Ref ⊕ List Ref) (workE : Expr) (src dst : Ref) (env : EnvM)
+    (loc : Option Loc) : M Bool := do
+  let serial := th.owner
+  let p ← resolveRef env src.base src.count src.index
+  let q ← resolveRef env dst.base dst.count dst.index
+  if p == q then
+    specError s!"transfer from pool {← poolName p} to itself: the two pool indices name one pool; name the KV's pool and another" loc
+  for (pool, role) in [(p, "from"), (q, "to")] do
+    if (← heldPart serial pool).isNone then
+      specError s!"transfer {role} pool {← poolName pool}: the session holds no allocation of it (a hold or a lease); take it in a `hold` around the transfer, or keep it with `lease`" loc
+  match link with
+  | .inl sref => execRun th sref .plain workE none env loc
+  | .inr refs => execFlow th refs workE env loc   -- over several links at once (§11.14)
+
+/-- sessions.py `exec_transfer_end`: the landing, once the copy's job has completed — Q's
+position + n exactly as `load Q (n);`, then P released exactly as `release P;`. (Serq_spec
+prints the two numbers of the last error as doubles, this mirror exactly.) -/
+def execTransferEnd (serial : Nat) (src dst : Ref) (unitsE : Expr) (env : EnvM) (loc : Option Loc) : M Unit := do
+  let p ← resolveRef env src.base src.count src.index
+  let q ← resolveRef env dst.base dst.count dst.index
+  let n ← unitsInt (← evaluate env unitsE) "transfer amount" loc "negative transfer amount {}"
+  let name ← poolName q
+  loadUnits serial q n
+    s!"transfer to pool {name}: the session no longer holds it when the copy ends (its lease ran out during the copy); lease it for longer"
+    (fun pos alloc => s!"transfer to pool {name}: position {(Value.fin pos).toWire} beyond the allocation {(Value.fin alloc).toWire}; hold at least the position plus n")
+    loc
+  releasePoolEarly serial p loc
+
 /-! ## Branches: `fork` and `join` (docs/language.md §11.13) -/
 
 /-- sessions.py `exec_fork`: a new branch of the session, at the back of the ready queue; the
@@ -692,30 +757,16 @@ def execStmt (th : Tid) (st : Located) (ref : Nat × Nat) (stream : DrawStream) 
   | .load r u =>
     let p ← resolveRef env r.base r.count r.index
     let n ← unitsInt (← evaluate env u) "load amount" loc "negative load {}"
-    let s ← session serial
-    match holdIndex s p with
-    | some k =>
-      let h := s.holds.getD k default
-      let i := h.slot p
-      if h.position.getD i 0 + n > h.alloc.getD i 0 then specError "load beyond the allocation" loc
-      let h := { h with position := h.position.set i (h.position.getD i 0 + n),
-                        advanced := h.advanced.set i true }
-      setSession { s with holds := s.holds.set k h }
-    | none =>
-      -- a leased allocation keeps its position (§11.4)
-      let some l ← leaseOf p serial
-        | specError s!"load of pool {← poolName p} outside a hold or lease of it" loc
-      let h := l.part
-      if h.position.getD 0 0 + n > h.alloc.getD 0 0 then specError "load beyond the allocation" loc
-      let h := { h with position := h.position.set 0 (h.position.getD 0 0 + n), advanced := h.advanced.set 0 true }
-      modifyCfg fun c => { c with leases := c.leases.map (fun x =>
-        if x.pool == p && x.serial == serial then { x with part := h } else x) }
+    loadUnits serial p n s!"load of pool {← poolName p} outside a hold or lease of it"
+      (fun _ _ => "load beyond the allocation") loc
   | .drop r =>
     let p ← resolveRef env r.base r.count r.index
     dropEntry p serial
   | .release r =>
     let p ← resolveRef env r.base r.count r.index
     releasePoolEarly serial p loc
+  | .transfer s w src dst => return (← execTransfer th s w src dst env loc)
+  | .transferEnd src dst u => execTransferEnd serial src dst u env loc
   | .fork body => execFork th body stream loc
   | .join => execJoin th
   return false

@@ -586,3 +586,123 @@ def flow_programs(draw) -> Case:
         second=draw(flow_runs(draw(st.integers(1, 2)), True)))
     arrival = draw(st.one_of(st.just(f"batch({sessions})"), arrival_processes(sessions)))
     return Case(text=text.replace("{arrival}", arrival), sessions=sessions, seed=draw(st.integers(0, 2 ** 16)))
+
+
+TRANSFER = """\
+fn main() {{
+  device pg[{P}] {{ pkv cap {pcap}; }}
+  device dg[{D}] {{ dkv cap {dcap}; }}
+  pool pkv[{P}] on pg[j] {{ block {pb}; }}
+  pool dkv[{D}] on dg[j] {{ block {db}; evict lru; preempt lifo; }}
+  engine pre[{P}] on pg[j] {{
+    preqs cap {slots};
+    tokens cap {budget};
+    request (p, o) {{
+      at admission {{ need = p; }}
+      prefill (p) growing pkv[j];
+      lease pkv[j] ({lease});
+    }}
+    schedule {{
+      advance running;
+      admit waiting taking preqs[j] (1), pkv[j] (min(need, budget_left(pre[j]))) reserve (need);
+    }}
+    execute ({pcost});
+  }}
+  pool preqs[{P}] on pre[j] {{ queue fifo; }}
+  engine dec[{D}] on dg[j] {{
+    dreqs cap {slots};
+    tokens cap {budget};
+    request (p, o) {{
+      at admission {{ need = p + 1; hit = min(cachedin(dkv[j]), p); }}
+      set took = min(cached, p);
+      observe reused = took;
+      prefill (need - took) growing dkv[j];
+      decode (o - 1) growing dkv[j];
+      cache (0);
+    }}
+    schedule {{
+      advance running;
+      admit waiting taking dreqs[j] (1), dkv[j] (min(need, hit + budget_left(dec[j]))) reserve (need);
+    }}
+    execute ({dcost});
+  }}
+  pool dreqs[{D}] on dec[j] {{ queue fifo; }}
+  pool side[{P}] {{ cap {pcap}; block {pb}; }}
+  stage prep[{P}] : fifo;
+  stage link[{D}] : {link};
+  stage send[{P}] : ps(1);
+  workload {{
+    arrive {arrival};
+    hidden o;
+    turn {{ set p = 1 + floor(~uniform(0, {maxp})); set o = 1 + floor(~uniform(0, {maxo})); }}
+    session {{ turn;{more} }}
+  }}
+  server {{
+    choose i in {P} by ({pkey});
+    choose k in {D} by ({dkey});
+{body}
+    dec[k] (p, o);
+    observe done = now;
+  }}
+}}
+"""
+
+# Where the KV is when the transfer starts: leased on the prefill engine's pool after its request,
+# or held by a plain hold of a side pool around the copy (the transfer then releases a hold's part)
+TRANSFER_SOURCES = {
+    "lease": """\
+    pre[i] (p, 1);
+    observe ttft = now;
+    hold dkv[k] (p{extra}) {{
+      transfer {links} ({work}) from pkv[i] to dkv[k] ({n});
+      observe landed = now;
+    }} cache ({cache});""",
+    "hold": """\
+    hold side[i] (p) {{
+      run prep[i] ({work});
+      hold dkv[k] (p{extra}) {{
+        transfer {links} ({work}) from side[i] to dkv[k] ({n});
+        observe landed = now;
+      }} cache ({cache});
+      observe settled = now;
+    }} cache ({cache});""",
+}
+
+
+@st.composite
+def transfer_programs(draw) -> Case:
+    """Prefill/decode disaggregation (docs/language.md §11.15): 1 or 2 prefill engines whose requests
+    lease their KV, or a plain hold of a side pool; 1 or 2 decode engines chosen by a key; a landing
+    hold of the decode pool around `transfer link[k] (w) from P to dkv[k] (n)` over a fifo, ps or
+    delay link, or over the prefill side's ps link and a ps `link[k]` at once, n = p or less, cached or not for the decode request, which reuses what landed; one
+    or two turns, batch or open arrivals. Every request fits its pools alone, and nothing waits for
+    a pool while holding one another waits for, so no run deadlocks."""
+    sessions = draw(st.integers(1, 5))
+    P, D = draw(st.integers(1, 2)), draw(st.integers(1, 2))
+    pb, db = draw(st.sampled_from([1, 2, 4])), draw(st.sampled_from([1, 4, 2]))
+    maxp, maxo = draw(st.integers(1, 24)), draw(st.integers(1, 12))
+    extra = draw(st.sampled_from(["", " + 1", " + 3"]))
+    source = draw(st.sampled_from(sorted(TRANSFER_SOURCES)))
+    link = draw(st.sampled_from(["fifo", "fifo(2)", "ps(1)", "delay"]))
+    # over a ps link, the copy may also cross the prefill side's sending link (a flow, §11.14)
+    links = draw(st.sampled_from(["link[k]", "send[i], link[k]"])) if link == "ps(1)" else "link[k]"
+    body = TRANSFER_SOURCES[source].format(
+        extra=extra, links=links, work=draw(st.sampled_from(["0", "1/2", "~exp(1)", "p / 4", "~uniform(0, 2)"])),
+        n=draw(st.sampled_from(["p", "p", "p - 1", "floor(p / 2)"])),
+        cache=draw(st.sampled_from(["inf", "p", "0"])))
+    text = TRANSFER.format(
+        P=P, D=D, pb=pb, db=db,
+        pcap=ceil(maxp / pb) * pb + pb * draw(st.sampled_from([0, 1, 8])),
+        # a landing (p + 3) and a decode (p + o + 1) each fit alone; tight or roomy
+        dcap=ceil((maxp + maxo + 4) / db) * db + db * draw(st.sampled_from([0, 2, 20])),
+        slots=draw(st.integers(1, 3)), budget=draw(st.sampled_from([4, 16, 64])),
+        lease=draw(st.sampled_from(["inf", "inf", "1000"])),
+        pcost=draw(st.sampled_from(["1", "1/2 + batch.tokens / 8", "1/10"])),
+        dcost=draw(st.sampled_from(["1", "1/3 + batch.tokens / 16", "1/4"])),
+        link=link,
+        arrival=draw(st.one_of(st.just(f"batch({sessions})"), st.just("poisson(1)"))),
+        maxp=maxp, maxo=maxo, more=draw(st.sampled_from(["", " tool (~exp(1)); turn;"])),
+        pkey=draw(st.sampled_from(["holders(preqs[i]) + queued(preqs[i])", "-i", "0"])),
+        dkey=draw(st.sampled_from(["holders(dreqs[k]) + queued(dreqs[k])", "cachedin(dkv[k]), k", "0"])),
+        body=body)
+    return Case(text=text, sessions=sessions, seed=draw(st.integers(0, 2 ** 16)))

@@ -469,7 +469,6 @@ def test_library_with_main_is_refused(tmp_path):
 
 UNSUPPORTED = {
     "fork in a hold": server("hold live (1) { @@fork { run cpu (1); } join; }"),
-    "transfer": server("@@transfer kv from kv to kv (1);"),
     "spill": edit("pool live { cap 20; }", "pool live { cap 20; @@spill kv via cpu (1) when (1); }"),
     "queue declarations": edit(SERVER, SERVER + "\n  @@queue P : prefill { }"),
     ".pull": server("P.@@pull(1);"),

@@ -44,6 +44,10 @@ CASES = [
     # over a small cache
     ("multi-turn/replicas.sq", {}, 1, 2, math.inf),
     ("multi-turn/replicas.sq", {"policy": "0", "blocks": "300", "Lambda": "4"}, 2, 4, math.inf),
+    # prefill/decode disaggregation with `transfer` (docs/language.md §11.15), and its colocated setting
+    ("single-turn/pd_disagg.sq", {"lambda": "4"}, 1, 4, math.inf),
+    ("single-turn/pd_disagg.sq", {"disagg": "0", "lambda": "4"}, 1, 3, math.inf),
+    ("single-turn/pd_disagg.sq", {"nics": "1", "R": "2", "lambda": "4", "x": "1e-4"}, 1, 6, math.inf),
     ("oracle/vllm_request.sq", {}, 1, 2, math.inf),
     ("../python/serq_vllm/programs/vllm_scenario.sq", {}, 1, 2, math.inf),
     ("../python/serq_vllm/programs/vllm_scenario_priority.sq", {}, 1, 2, math.inf),

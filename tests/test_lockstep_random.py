@@ -2,7 +2,7 @@
 
 Default profile: 200 derandomised programs (+20 every step, +50 of `scope_programs`, +50 `share content`,
 +50 `lag 1`, +50 under poisson, renewal and closed arrivals, +20 with claims, +50 with fork/join, +50 on
-engine arrays, +50 with runs over several stages, +50 reading the online estimates of stages, +50 of engines).
+engine arrays, +50 with runs over several stages, +50 reading the online estimates of stages, +50 of engines, +50 with `transfer`).
 Long profile (documented in docs/fast.md):
 `SERQ_LOCKSTEP_PROFILE=long python -m pytest tests/test_lockstep_random.py` runs 10,000 programs
 (set SERQ_LOCKSTEP_EXAMPLES to choose another count).
@@ -207,4 +207,19 @@ def test_random_flow_programs_agree(case):
     maxmin`, `share bottleneck` or the default, in a fork's branch, with holders preempted inside a
     flow: the rates and remaining work of the state line (docs/state.md) agree at every step."""
     ir = compile_source(case.text, case.name, {})
+    lockstep(ir, case.seed, case.sessions, case.name)
+
+
+TRANSFER_EXAMPLES = max(20, EXAMPLES // 4)
+
+
+@settings(max_examples=TRANSFER_EXAMPLES, deadline=None, derandomize=not LONG, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(strategies.transfer_programs())
+def test_random_transfer_programs_agree(case):
+    """Prefill/decode disaggregation with `transfer` (docs/language.md §11.15): a lease or a hold of
+    the source, 1 or 2 prefill and decode engines, links of every kind, a copy over two ps links at
+    once (a flow), n = p or less."""
+    ir = compile_source(case.text, case.name, {})
+    assert any(st["op"] == "transfer" for b in ir["blocks"] for st in b)
     lockstep(ir, case.seed, case.sessions, case.name)

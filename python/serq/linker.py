@@ -248,6 +248,7 @@ class Linker:
         self.hidden_params: dict[int, tuple] = {}  # request parameter slot -> (hidden attr, pos) passed to it
         self.copies: list[tuple] = []            # (slot, slots its `set` reads, pos): live state passes through
         self.eos_holds: list[tuple] = []         # (hold IR, pos) of every `eos (…)`: checked in finish
+        self.transfers: list[tuple] = []         # (from ref, pos, to ref, pos) of every `transfer`: checked in finish
         self.header_reads: list[tuple] = []      # (slot, pos) read in hold headers / taking
         self.facing_reads: list[tuple] = []      # (slot, pos, where) read by scheduler-facing exprs
         self.loops: list[tuple] = []             # (kind, block index, pos)
@@ -1592,6 +1593,8 @@ class Linker:
             growing = self.pool_index(s.growing, c) if s.growing is not None else None
             return [{"op": "run", "stage": ref, "mode": s.mode, "work": self.cx(s.work, c), "growing": growing,
                      "at": at}]
+        if k == "transfer":
+            return self.transfer(s, c, at)
         if k == "flow":
             return [self.flow(s, c, at)]
         if k == "tool":
@@ -1612,6 +1615,70 @@ class Linker:
         if k in ("req_run", "req_cache", "req_lease", "at_admission"):  # pragma: no cover - grammar keeps them in request blocks
             raise self.err(s.pos, "only inside an engine's request block")
         raise self.err(s.pos, f"unexpected statement `{k}`")  # pragma: no cover
+
+    def transfer(self, s: Node, c: Ctx, at: list) -> list[dict]:
+        """`transfer S (w) from P to Q (n);` (docs/language.md §11.15): two IR statements, the copy
+        (`transfer`: the holds of P and Q checked, a job of w on S) and its landing (`transfer_end`:
+        Q's position + n, then P released), which the copy's job separates as it separates a `run`
+        from the statement after it. S is a link (fifo, ps or delay), or several ps links at once
+        (`transfer a, b (w) …`: the copy is a flow, §11.14); P and Q two pools."""
+        if len(s.stages) > 1:
+            # over several links at once (the sender's and the receiver's NIC): a flow's stages, with
+            # a flow's checks (distinct ps stages, docs/language.md §11.14)
+            flow = self.flow(Node("flow", s.pos, refs=s.stages, mode=None, work=s.work, growing=None), c, at)
+            link: dict = {"stages": flow["stages"]}
+        else:
+            stage = self.ref(s.stages[0], "stage", c)
+            for i in range(stage["base"], stage["base"] + stage["count"]):
+                if self.stages[i]["kind"] == "step":
+                    raise self.err(s.stages[0].pos, f"`transfer` copies over a link (a fifo, ps or delay stage); "
+                                                    f"`{self.stages[i]['name'].split('[')[0]}` is an engine")
+            link = {"stage": stage}
+        src = self.ref(s.src, "pool", c)
+        dst = self.ref(s.dst, "pool", c)
+        if self.pools[dst["base"]].get("share") == "content":
+            name = self.pools[dst["base"]]["name"].split("[")[0]
+            raise self.err(s.dst.pos, f"`transfer … to {name}`: pool `{name}` is `share content`; its position is "
+                                      "the tokens its growing runs schedule, not loaded")
+        if self.same_pool(src, dst):
+            member = src["base"] + (int(val(src["index"])) if src["index"] is not None else 0)
+            name = self.pools[member]["name"]
+            raise self.err(s.dst.pos, f"`transfer` from pool `{name}` to itself: name two pools (the KV's pool "
+                                      "now and the pool it moves to)")
+        work = self.cx(s.work, c)
+        units = self.cx(s.units, c)
+        self.transfers.append((src, s.src.pos, dst, s.dst.pos))
+        return [{"op": "transfer", **link, "work": work, "from": src, "to": dst, "at": at},
+                {"op": "transfer_end", "from": src, "to": dst, "units": units, "at": at}]
+
+    @staticmethod
+    def same_pool(a: dict, b: dict) -> bool:
+        """Two pool references that name one pool whatever their indices read."""
+        if a["base"] != b["base"]:
+            return False
+        if a["index"] is None:
+            return True
+        return is_num(a["index"]) and is_num(b["index"]) and val(a["index"]) == val(b["index"])
+
+    def check_transfers(self) -> None:
+        """A transfer names pools the session can hold (docs/language.md §11.15): each of P and Q
+        (any member of an array) is taken by some hold of the program, a `hold` statement or an
+        engine call's (its `taking` pools). Whether the session holds them when the transfer runs
+        is a run-time check."""
+        held: set[int] = set()
+        for blk in self.blocks:
+            for st in blk or []:
+                if st["op"] == "hold":
+                    for hp in st["pools"]:
+                        r = hp["pool"]
+                        held.update(range(r["base"], r["base"] + r["count"]))
+        for src, spos, dst, dpos in self.transfers:
+            for ref, pos, role in ((src, spos, "from"), (dst, dpos, "to")):
+                if not held & set(range(ref["base"], ref["base"] + ref["count"])):
+                    name = self.pools[ref["base"]]["name"].split("[")[0]
+                    raise self.err(pos, f"`transfer … {role} {name}`: no hold of this program takes pool `{name}`, so "
+                                        "no session can hold it here; take it in a `hold` (with `lease` to keep it "
+                                        "past the scope) before the transfer")
 
     def call_stmt(self, s: Node, sc: SCtx) -> list[dict]:
         """`NAME (…);`: a statement definition expanded in place, or an engine call."""
@@ -2054,7 +2121,7 @@ class Linker:
             op = s["op"]
             if op == "end":
                 return True
-            if op in ("run", "flow") and not (is_num(s["work"]) and val(s["work"]) == 0):
+            if op in ("run", "flow", "transfer") and not (is_num(s["work"]) and val(s["work"]) == 0):
                 return True
             if op == "hold" and self.passes_time(s["body"], seen):
                 return True
@@ -2139,6 +2206,7 @@ class Linker:
             for r in self.tool_refs:
                 r["base"] = tool_index
                 del r["_tool"]
+        self.check_transfers()
         self.check_forks()
 
     # ------------------------------------------------------------------ fork and join (§11.13)

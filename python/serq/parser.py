@@ -39,7 +39,6 @@ lag eos
 # Reserved words the grammar does not use: constructs out of scope for now, with the message that
 # rejects them at their first token.
 UNSUPPORTED = {
-    "transfer": "`transfer` (moving KV between pools, P/D disaggregation) is not supported yet",
     "spill": "`spill` (offloading evicted cache to another tier) is not supported yet",
 }
 
@@ -48,7 +47,7 @@ _GRAMMAR = pathlib.Path(__file__).with_name("grammar.lark")
 _EXPR_START = {"NUMBER", "NAME", "LPAR", "MINUS", "BANG", "TILDE", "MIN", "MAX", "SUM", "QUEUE", "TOOL",
                "RUNNING", "WAITING", "BATCH", "ADMISSION"}
 _STMT_START = {"TURN", "END", "SET", "OBSERVE", "BRANCH", "IF", "WHILE", "LOOP", "CHOOSE", "HOLD",
-               "GROW", "DROP", "RELEASE", "LOAD", "RUN", "TOOL", "FORK", "JOIN"}
+               "GROW", "DROP", "RELEASE", "LOAD", "RUN", "TOOL", "FORK", "JOIN", "TRANSFER"}
 _ITEM_START = {"DEVICE", "ENGINE", "POOL", "STAGE", "WORKLOAD", "SERVER", "GAUGE", "CLAIM"}
 MAX_DEPTH = 200   # brackets: ( [ { open at once
 MAX_NESTING = 5_000   # syntax-tree depth: operands of a chain, `else if`s, unary operators
@@ -873,6 +872,10 @@ class _ToAst(Transformer_NonRecursive):
 
     def run_stmt(self, meta, ch):
         return Node("run", self.p(meta), ref=ch[0], mode=ch[1] or "plain", work=ch[2], growing=ch[3])
+
+    def transfer_stmt(self, meta, ch):
+        # ch: the link's stage references, then the work, the two pools and the amount
+        return Node("transfer", self.p(meta), stages=list(ch[:-4]), work=ch[-4], src=ch[-3], dst=ch[-2], units=ch[-1])
 
     def flow_stmt(self, meta, ch):
         # ch: the stage references, then the mode, the work and `growing` (None where absent)

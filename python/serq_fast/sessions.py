@@ -134,11 +134,26 @@ class SessionInterpreter:
                                f"{self.stages[ref['base']].name} at {at_text(at)}")
             return ("run", compile_ref(st["stage"], self, "stage"), st["mode"], c(st["work"]),
                     st.get("growing"), at)
-        if op in ("drop", "load"):
-            ref = st["pool"]
+        if op == "transfer":
+            if "stages" in st:   # over several links: compiled as a flow (a list of stage references)
+                link = self._compile_stmt_at({"op": "flow", "stages": st["stages"], "work": st["work"], "at": at})[1]
+            else:
+                ref = st["stage"]
+                if any(self.stages[i].kind == "step" for i in range(ref["base"], ref["base"] + ref.get("count", 1))):
+                    raise RunError(f"`transfer` over the engine {self.stages[ref['base']].name}: a transfer copies "
+                                   f"over a link (a fifo, ps or delay stage) at {at_text(at)}")
+                link = compile_ref(ref, self, "stage")
+            return ("transfer", link, c(st["work"]), compile_ref(st["from"], self, "pool"),
+                    compile_ref(st["to"], self, "pool"), at)
+        if op in ("drop", "load", "transfer_end"):
+            ref = st["pool"] if op != "transfer_end" else st["to"]
             for pool in self.pools[ref["base"]:ref["base"] + ref.get("count", 1)]:
                 if pool.content:
-                    raise RunError(f"`{op}` on the `share content` pool {pool.name} (docs/content.md §1) at {at_text(at)}")
+                    what = "transfer … to" if op == "transfer_end" else op
+                    raise RunError(f"`{what}` on the `share content` pool {pool.name} (docs/content.md §1) at {at_text(at)}")
+        if op == "transfer_end":
+            return ("transfer_end", compile_ref(st["from"], self, "pool"), compile_ref(st["to"], self, "pool"),
+                    c(st["units"]), at)
         if op in ("grow", "load"):
             return (op, compile_ref(st["pool"], self, "pool"), c(st["units"]), at)
         if op in ("drop", "release"):
@@ -396,12 +411,15 @@ class SessionInterpreter:
                     return
                 fr[1] = pc + 1
                 return
-            elif op == "flow":
-                self._exec_flow(s, st)
+            elif op == "flow" or op == "transfer":   # a transfer's copy is a run or a flow on its link
+                (self._exec_flow if op == "flow" else self._exec_transfer)(s, st)
                 fr[1] = pc + 1
                 if s.status == READY:  # zero work: completes at once, yields
                     self.make_ready(s)
                 return
+            elif op == "transfer_end":
+                fr[1] = pc + 1
+                self._exec_transfer_end(s, st)
             elif op == "hold":
                 st[1].execute(s)  # leaves pc on the hold until its scope ends
                 if s.status == ENDED:
@@ -453,9 +471,7 @@ class SessionInterpreter:
                 n = st[2](cx)
                 if n < 0:
                     raise RunError(f"negative load {n} at {at_text(st[-1])}")
-                part = P.find_part(s, pool)
-                if part is None and s.serial in pool.leases:
-                    part = pool.leases[s.serial].part  # a leased allocation keeps its position
+                part = self._held_part(s, pool)
                 if part is None:
                     raise RunError(f"load {pool.name}: the session holds no {pool.name}")
                 if part.pos + n > part.alloc + 1e-9:
@@ -537,6 +553,59 @@ class SessionInterpreter:
             submit_flow(self, s, stages, w)
         except RunError as exc:
             raise RunError(exc.message, st[-1]) from None
+
+    @staticmethod
+    def _held_part(s: Session, pool):
+        """The session's allocation of the pool that `load` advances: its innermost hold's part,
+        else its lease's (a leased allocation keeps its position, §11.4), else None."""
+        part = P.find_part(s, pool)
+        if part is None and s.serial in pool.leases:
+            part = pool.leases[s.serial].part
+        return part
+
+    def _exec_transfer(self, s: Session, st: tuple) -> None:
+        """`transfer S (w) from P to Q (n);` (docs/language.md §11.15), the copy: P and Q held (a
+        hold or a lease of each), then a run of w on the link S, or a flow over several links
+        (serq_spec `exec_transfer`)."""
+        cx = self.cx
+        p, q = st[3](cx), st[4](cx)
+        if p == q:
+            raise RunError(f"transfer from pool {self.pools[p].name} to itself: the two pool indices name one pool; "
+                           "name the KV's pool and another", st[-1])
+        for i, role in ((p, "from"), (q, "to")):
+            if self._held_part(s, self.pools[i]) is None:
+                raise RunError(f"transfer {role} pool {self.pools[i].name}: the session holds no allocation of it (a "
+                               "hold or a lease); take it in a `hold` around the transfer, or keep it with `lease`",
+                               st[-1])
+        if "transfer_early_release" in FAULTS():
+            # seeded fault (docs/fast.md): P is released as the copy starts, not when it ends
+            P.release_early(self, s, self.pools[p])
+        if isinstance(st[1], list):   # over several links at once: a flow (§11.14)
+            self._exec_flow(s, ("flow", st[1], st[2], st[-1]))
+        else:
+            self._exec_run(s, ("run", st[1], "plain", st[2], None, st[-1]))
+
+    def _exec_transfer_end(self, s: Session, st: tuple) -> None:
+        """The landing, when the copy's job completed: `load Q (n);` then `release P;` (serq_spec
+        `exec_transfer_end`)."""
+        cx = self.cx
+        p, q = self.pools[st[1](cx)], self.pools[st[2](cx)]
+        n = st[3](cx)
+        if n < 0:
+            raise RunError(f"negative transfer amount {n}", st[-1])
+        if math.isinf(n):
+            raise RunError("transfer amount is infinite", st[-1])
+        part = self._held_part(s, q)
+        if part is None:
+            raise RunError(f"transfer to pool {q.name}: the session no longer holds it when the copy ends (its lease "
+                           "ran out during the copy); lease it for longer", st[-1])
+        if part.pos + n > part.alloc + 1e-9:
+            raise RunError(f"transfer to pool {q.name}: position {part.pos + n} beyond the allocation {part.alloc}; "
+                           "hold at least the position plus n", st[-1])
+        part.pos += n
+        part.advanced = True
+        if "transfer_early_release" not in FAULTS():
+            P.release_early(self, s, p)
 
     # ---------------------------------------------------------------- branches (§11.13)
 

@@ -170,8 +170,14 @@ class Program:
             if s["kind"] == "ps":
                 self.check_expr(s["capacity"], None)
         for b in self.blocks:
-            for st in b:
+            for k, st in enumerate(b):
                 self.check_stmt(st)
+                nxt = b[k + 1]["op"] if k + 1 < len(b) else None
+                prev = b[k - 1]["op"] if k > 0 else None
+                if (st["op"] == "transfer") != (nxt == "transfer_end") or (st["op"] == "transfer_end") != (prev == "transfer"):
+                    # docs/ir.md: the copy and its landing are one source statement, always adjacent
+                    raise SpecError("a `transfer` statement of the IR must be followed by its `transfer_end`",
+                                    st.get("at"), self.files)
         for g in self.gauges:
             self.check_expr(g["expr"], None)
         for c in self.claims:
@@ -217,10 +223,15 @@ class Program:
             if any(self.stages[i]["kind"] != "step" for i in range(ref["base"], ref["base"] + ref.get("count", 1))):
                 raise SpecError(f"`growing` needs an engine (a step stage), not stage "
                                 f"{self.stages[ref['base']]['name']}", at, self.files)
+        if op == "transfer" and "stage" in st:   # a copy over several stages is checked as a flow below
+            ref = st["stage"]
+            if any(self.stages[i]["kind"] == "step" for i in range(ref["base"], ref["base"] + ref.get("count", 1))):
+                raise SpecError(f"`transfer` over the engine {self.stages[ref['base']]['name']}: a transfer "
+                                "copies over a link (a fifo, ps or delay stage)", at, self.files)
         if op not in ("set", "observe", "turn", "end", "branch", "while", "loop", "choose", "hold",
-                      "run", "grow", "load", "drop", "release", "fork", "join", "flow"):
+                      "run", "grow", "load", "drop", "release", "fork", "join", "flow", "transfer", "transfer_end"):
             raise self.unsupported(f"statement {op}", at)
-        if op == "flow":
+        if op == "flow" or (op == "transfer" and "stages" in st):
             if self.share not in ("maxmin", "bottleneck"):
                 raise self.unsupported(f"share {self.share}", at)
             for ref in st["stages"]:
@@ -252,10 +263,10 @@ class Program:
                                         "`share content`", at, self.files)
                     for key in ("prefix", "length", "history"):
                         self.check_expr(hp["content"][key], at)
-        if op in ("drop", "load"):
-            ref = st["pool"]
+        if op in ("drop", "load", "transfer_end"):
+            ref = st["pool"] if op != "transfer_end" else st["to"]
             if any(self.is_content(j) for j in range(ref["base"], ref["base"] + ref.get("count", 1))):
-                raise SpecError(f"`{op}` on the `share content` pool {self.pools[ref['base']]['name']} "
+                raise SpecError(f"`{'transfer … to' if op == 'transfer_end' else op}` on the `share content` pool {self.pools[ref['base']]['name']} "
                                 "(docs/content.md §1)", at, self.files)
         for b in st.get("bindings", []):   # a hold's `at admission` bindings
             self.check_expr(b["expr"], at)

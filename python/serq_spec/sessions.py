@@ -575,10 +575,7 @@ def exec_stmt(cfg: Config, s: Session, st: dict, ref: tuple, stream: tuple) -> O
     elif op == "load":
         p = resolve_ref(env, st["pool"])
         n = units_int(evaluate(st["units"], env), "load amount", cfg, at, "negative load {}")
-        h = hold_of(s, p)
-        lease = lease_of(cfg, p, s.serial)
-        if h is None and lease is not None:
-            h = lease.part   # a leased allocation keeps its position (§11.4)
+        h = held_part(cfg, s, p)
         if h is None:
             raise SpecError(f"load of pool {prog.pools[p]['name']} outside a hold or lease of it", at, prog.files)
         i = h.pools.index(p)
@@ -590,6 +587,10 @@ def exec_stmt(cfg: Config, s: Session, st: dict, ref: tuple, stream: tuple) -> O
         drop_entry(cfg, resolve_ref(env, st["pool"]), s.serial)
     elif op == "release":
         release_pool_early(cfg, s, resolve_ref(env, st["pool"]), at)
+    elif op == "transfer":
+        return exec_transfer(cfg, s, st, env)
+    elif op == "transfer_end":
+        exec_transfer_end(cfg, s, st, env)
     elif op == "fork":
         exec_fork(cfg, s, st, stream)
     elif op == "join":
@@ -702,6 +703,61 @@ def exec_flow(cfg: Config, s: Session, st: dict, env: Env) -> Optional[str]:
     except SpecError as exc:
         raise SpecError(exc.message, at, prog.files) from None
     return "yield" if done else None
+
+
+def held_part(cfg: Config, s: Session, p: int) -> Optional[HoldState]:
+    """The session's allocation of pool p that `load` advances: its innermost hold of p, else its
+    lease of p (a leased allocation keeps its position, §11.4), else None."""
+    h = hold_of(s, p)
+    if h is None:
+        lease = lease_of(cfg, p, s.serial)
+        if lease is not None:
+            h = lease.part
+    return h
+
+
+def exec_transfer(cfg: Config, s: Session, st: dict, env: Env) -> Optional[str]:
+    """`transfer S (w) from P to Q (n);` (§11.15), the copy: the session holds P (the KV being
+    copied) and Q (where it lands), each by a hold or a lease, and runs w on the link S as
+    `run S (w);` does (on links a, b, … as `run a, b, … (w);`). The landing (`exec_transfer_end`) is the next statement, run when the
+    session resumes after the job, so a transfer is `run S (w); load Q (n); release P;`."""
+    prog = cfg.program
+    at = st.get("at")
+    p, q = resolve_ref(env, st["from"]), resolve_ref(env, st["to"])
+    if p == q:
+        raise SpecError(f"transfer from pool {prog.pools[p]['name']} to itself: the two pool indices name one "
+                        "pool; name the KV's pool and another", at, prog.files)
+    for pool, role in ((p, "from"), (q, "to")):
+        if held_part(cfg, s, pool) is None:
+            raise SpecError(f"transfer {role} pool {prog.pools[pool]['name']}: the session holds no allocation of it "
+                            "(a hold or a lease); take it in a `hold` around the transfer, or keep it with "
+                            "`lease`", at, prog.files)
+    if "stages" in st:   # over several links at once: a flow (§11.14), the sender's and the receiver's
+        return exec_flow(cfg, s, {"stages": st["stages"], "work": st["work"], "at": at}, env)
+    return exec_run(cfg, s, {"stage": st["stage"], "mode": "plain", "work": st["work"], "growing": None, "at": at},
+                    env)
+
+
+def exec_transfer_end(cfg: Config, s: Session, st: dict, env: Env) -> None:
+    """The landing of a transfer, when its copy's job has completed: Q's position advances by n
+    exactly as `load Q (n);`, then P is released exactly as `release P;` (the lease of P ends, or
+    the hold's allocation of P goes, its `cache` clause read now)."""
+    prog = cfg.program
+    at = st.get("at")
+    p, q = resolve_ref(env, st["from"]), resolve_ref(env, st["to"])
+    n = units_int(evaluate(st["units"], env), "transfer amount", cfg, at, "negative transfer amount {}")
+    h = held_part(cfg, s, q)
+    if h is None:
+        raise SpecError(f"transfer to pool {prog.pools[q]['name']}: the session no longer holds it when the copy "
+                        "ends (its lease ran out during the copy); lease it for longer", at, prog.files)
+    i = h.pools.index(q)
+    if h.position[i] + n > h.alloc[i]:
+        raise SpecError(f"transfer to pool {prog.pools[q]['name']}: position {number_text(h.position[i] + n)} beyond "
+                        f"the allocation {number_text(h.alloc[i])}; hold at least the position plus n", at,
+                        prog.files)
+    h.position[i] += n
+    h.advanced[i] = True
+    release_pool_early(cfg, s, p, at)
 
 
 # -- settle --------------------------------------------------------------------------------------

@@ -252,3 +252,17 @@ def test_random_spill_programs_agree(case):
     never fast-forwarded)."""
     ir = compile_source(case.text, case.name, {})
     lockstep(ir, case.seed, case.sessions, case.name)
+
+
+@settings(max_examples=LAG_EXAMPLES, deadline=None, derandomize=not LONG, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(st.booleans().flatmap(lambda content: strategies.vllm_programs(content=content, lag=True,
+                                                                       speculate=True)))
+def test_random_lag_speculating_programs_agree(case):
+    """Speculating `lag 1` engines (docs/async.md §8): each step's rejected drafts are given back,
+    and its verified blocks identified, only after the next schedule; an empty schedule that
+    settled such outcomes is tried again at once. With no trace every draft is rejected (the
+    wasted step after accepted drafts is checked on vLLM scenarios, tests/test_oracle_model.py)."""
+    ir = compile_source(case.text, case.name, {})
+    lockstep(ir, case.seed, case.sessions, case.name)
+

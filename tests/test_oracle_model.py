@@ -34,7 +34,7 @@ ALL = sorted(p.name[: -len(".scenario.json")] for p in VECTORS.glob("*.scenario.
 #: The vectors the model supports today and that agree exactly (measured: docs/vllm-model.md).
 #: A change that makes one of them unsupported or divergent fails `test_vector`; this floor
 #: catches a change that silently refuses more of them.
-MIN_AGREE = 597
+MIN_AGREE = 615
 
 
 def _run(name: str, engine: str = "auto", **kw) -> dict:
@@ -82,31 +82,20 @@ def test_agreement_floor():
     assert agree >= MIN_AGREE, f"only {agree} vectors agree (expected >= {MIN_AGREE})"
 
 
-#: speculative decoding (docs/vllm-model.md §5.6): modelled on synchronous scenarios, refused
-#: under async scheduling (`spec-async`)
+#: speculative decoding (docs/vllm-model.md §5.6): modelled on synchronous and async scenarios
 SPECULATIVE = [n for n in ALL if load_scenario(VECTORS / f"{n}.scenario.json").speculative]
 ASYNC_SPECULATIVE = [n for n in SPECULATIVE
                      if load_scenario(VECTORS / f"{n}.scenario.json").config["async_scheduling"]]
 
 
-def test_async_speculative_vectors_are_refused():
-    """Every async speculative vector is refused naming `spec-async`; no synchronous one is
-    refused before a run (test_vector runs them: each agrees)."""
+def test_speculative_vectors_are_planned():
+    """No speculative vector is refused before a run, async ones included (test_vector runs
+    them: each agrees); an async one runs with the engine's lag."""
     assert len(SPECULATIVE) >= 56 and len(ASYNC_SPECULATIVE) >= 16
     for name in SPECULATIVE:
-        sc = load_scenario(VECTORS / f"{name}.scenario.json")
-        if name in ASYNC_SPECULATIVE:
-            with pytest.raises(Unsupported) as info:
-                plan_scenario(sc)
-            assert info.value.feature == "spec-async", name
-        else:
-            assert plan_scenario(sc).speculative, name
-
-
-def test_forced_async_speculative_vector_diverges():
-    """What the refusal guards: forced, `h_spec_async` runs synchronously with its drafts ignored
-    (one token per decode step), and diverges from vLLM's trace."""
-    assert _diffs("h_spec_async", _run("h_spec_async", force=True))
+        plan = plan_scenario(load_scenario(VECTORS / f"{name}.scenario.json"))
+        assert plan.speculative, name
+        assert plan.asynchronous == (name in ASYNC_SPECULATIVE), name
 
 
 #: Seeded faults of the speculative rules (docs/vllm-model.md §5.6), one program edit each (in
@@ -148,10 +137,10 @@ def _no_give_back(cfg, job, a):
     """serq_spec.engine.verified without the give-back: the rejected drafts keep their positions."""
     from serq_spec.engine import thread
     if job.mode != "decode":
-        return min(a.tokens, job.left)
+        return min(a.tokens, job.left), 0
     counts = thread(cfg, job.serial).accept or []
     k = len(counts) - job.left
-    return min(1 + (min(counts[k], a.tokens - 1) if 0 <= k < len(counts) else 0), job.left)
+    return min(1 + (min(counts[k], a.tokens - 1) if 0 <= k < len(counts) else 0), job.left), 0
 
 
 @pytest.mark.parametrize("fault, name, step", [("no-give-back", "h_spec_budget_trim", 3),
@@ -170,6 +159,66 @@ def test_seeded_speculative_engine_faults_diverge(fault, name, step, monkeypatch
         monkeypatch.setattr(encode, "acceptance", lambda plan, turn: [0] * turn.out)
     diffs = _diffs(name, _run(name, "spec"))
     assert diffs and diffs[0].step == step, diffs
+
+
+def _seen_at_once(cfg, e, s, pool, tokens, done, rejected, decode):
+    """serq_spec.lag.defer_outcome as if the next schedule saw the step's outcome (the synchronous
+    rule): the rejected drafts give their positions back at once, the verified blocks identified."""
+    from serq_spec.config import hold_on
+    from serq_spec.content import identify
+    h = hold_on(s, pool)
+    i = h.pools.index(pool)
+    before = h.position[i] - tokens
+    h.position[i] -= rejected
+    identify(cfg, pool, h.content_of(i), h.blocks_of(i), before + done)
+
+
+#: Seeded faults of the async speculative rules (docs/async.md §8, docs/vllm-model.md §5.6), each
+#: in serq_spec: the vector named diverges first at that step.
+ASYNC_SPEC_FAULTS = [
+    # the rejected drafts' positions come back only after the next schedule
+    ("outcome-seen-at-once", "h_spec_async", 4),
+    # a request its step in flight ended through accepted drafts takes one more step
+    ("no-wasted-step", "h_spec_async", 10),
+    # the verified blocks are identified when the outcome is settled
+    ("outcome-not-identified", "h_spec_async", 6),
+    # a step identifies nothing past the outputs in flight
+    ("known-at-schedule", "c50000_00069", 152),
+    # an empty schedule that settled outcomes is followed by another one at once
+    ("no-retry-after-empty-call", "c50000_00081", 78),
+]
+
+
+@pytest.mark.parametrize("fault, name, step", ASYNC_SPEC_FAULTS, ids=[f[0] for f in ASYNC_SPEC_FAULTS])
+def test_seeded_async_speculative_faults_diverge(fault, name, step, monkeypatch):
+    import serq_spec.engine as spec_engine
+    import serq_spec.lag as spec_lag
+    import serq_spec.sessions as spec_sessions
+    if fault == "outcome-seen-at-once":
+        monkeypatch.setattr(spec_engine, "defer_outcome", _seen_at_once)
+    elif fault == "no-wasted-step":
+        monkeypatch.setattr(spec_sessions, "pending_want", lambda s, eos: (eos, s.spec_drafts if eos else 0))
+    elif fault == "outcome-not-identified":
+        monkeypatch.setattr(spec_lag, "identify", lambda *args: None)
+    elif fault == "known-at-schedule":
+        monkeypatch.setattr(spec_engine, "known_upto", lambda s, pos_before: pos_before + 1)
+    else:
+        make_due = spec_engine.make_due
+        monkeypatch.setattr(spec_engine, "make_due", lambda cfg, e, at, retry=False: make_due(cfg, e, at))
+    diffs = _diffs(name, _run(name, "spec"))
+    assert diffs and diffs[0].step == step, diffs
+
+
+@pytest.mark.parametrize("name", ["h_spec_async", "c50000_00062", "c50000_00083"])
+def test_async_speculative_programs_agree_in_lockstep(name):
+    """The program of an async speculative vector, with its acceptance counts (accepted drafts,
+    the wasted step after them, outcomes settled after the next schedule), runs step by step the
+    same on serq_spec and serq_fast (`serq lockstep`'s comparison of the state lines)."""
+    from serq_drt.lockstep import compare_runs
+    from serq_vllm.encode import ir_for
+    from serq_vllm.engine import replay_sessions
+    ir = ir_for(plan_scenario(load_scenario(VECTORS / f"{name}.scenario.json")), None, None, {})
+    assert compare_runs(ir, replay_sessions(ir), name) > 0
 
 
 @pytest.mark.skipif(not os.environ.get("SERQ_ORACLE_MODEL_SPEC_ALL"),

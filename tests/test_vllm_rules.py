@@ -7,11 +7,8 @@ checks: no cell is empty and a `—` carries a reason; the program cell is one o
 construct; every serq_spec and serq_fast name resolves (import + getattr, as test_spec_map.py
 does); every vector exists (`vllm/NAME`: vectors/vllm/NAME.scenario.json and its trace,
 `spec/NAME`: vectors/spec/NAME/expected.json). The seeded-fault tests break one cell of each
-kind and require the check to name it.
-
-The second table (after `## Refused rules`; speculative decoding under async scheduling) holds
-vLLM rules the model refuses instead of reproducing: four cells, rule | vLLM source | refusal | vectors; the refusal must be a feature of
-`serq_vllm.plan.FEATURES` and every vector cited must be refused by `plan_scenario` naming it.
+kind and require the check to name it. (The second table of refused rules, speculative decoding
+under async scheduling, went when the model learnt those rules: docs/async.md §8.)
 """
 
 from __future__ import annotations
@@ -44,25 +41,11 @@ VLLM_SOURCE = ([Path(p) for p in [os.environ["SERQ_VLLM_SOURCE"]]] if os.environ
                else sorted(REPO.glob("tools/vllm_testbed/.venv/lib/python3*/site-packages/vllm")))
 
 
-REFUSED_HEADING = "## Refused rules"
-REFUSED_COLUMNS = ("rule", "vLLM source", "refusal", "vectors")
-
 
 def table(text: str) -> list[list[str]]:
     """The stripped cells of every rule row."""
     return [[c.strip() for c in CELL_SPLIT.split(line.strip()[1:-1])]
             for line in text.splitlines() if ROW.match(line)]
-
-
-def modelled_part(text: str) -> str:
-    """The text before the refused rules' table."""
-    return text.split(REFUSED_HEADING, 1)[0]
-
-
-def refused_part(text: str) -> str:
-    """The refused rules' section (empty when there is none)."""
-    parts = text.split(REFUSED_HEADING, 1)
-    return parts[1] if len(parts) == 2 else ""
 
 
 def rule_name(cells: list[str]) -> str:
@@ -244,77 +227,8 @@ def check_modelled_row(rule: str, cells: list[str]) -> list[str]:
 
 def check(text: str) -> list[str]:
     """Every problem of the rules table."""
-    rows = table(modelled_part(text))
+    rows = table(text)
     return table_problems(rows, COLUMNS, "no rows", check_modelled_row) + check_feedback(rows)
-
-
-@functools.lru_cache(maxsize=None)
-def refusal_of(name: str) -> tuple[str, ...]:
-    """The features `plan_scenario` names when it refuses vector vllm/NAME (empty: it is planned)."""
-    from serq_vllm.plan import Unsupported, plan_scenario
-    from serq_vllm.scenario import load_scenario
-
-    try:
-        plan_scenario(load_scenario(VECTORS / "vllm" / f"{name}.scenario.json"))
-    except Unsupported as exc:
-        return tuple(f for f, _ in exc.needs)
-    return ()
-
-
-def check_refused_row(rule: str, cells: list[str]) -> list[str]:
-    from serq_vllm.plan import FEATURES
-
-    problems = check_vllm_cell(rule, cells[1])
-    features = NAME.findall(cells[2])
-    problems += [f"{rule}: refusal `{f}` is no feature of plan.FEATURES" for f in features
-                 if f not in FEATURES]
-    if not features:
-        problems.append(f"{rule}: the refusal cell names no feature")
-    problems += check_vectors_cell(rule, cells[3])
-    for ref in NAME.findall(cells[3]):
-        kind, _, name = ref.partition("/")
-        if kind == "vllm" and vector_exists(ref):
-            got = refusal_of(name)
-            problems += [f"{rule}: vector {ref} is not refused as `{f}` (refusals: "
-                         f"{', '.join(got) or 'none'})" for f in features if f not in got]
-    return problems
-
-
-def check_refused(text: str) -> list[str]:
-    """Every problem of the refused rules' table."""
-    return table_problems(table(refused_part(text)), REFUSED_COLUMNS, "no refused rules",
-                          check_refused_row)
-
-
-def test_refused_rules_can_be_followed():
-    problems = check_refused(RULES.read_text())
-    assert not problems, "docs/vllm-rules.md (refused rules) drifted:\n" + "\n".join(problems)
-
-
-REFUSED_SEEDED = {
-    "unknown refusal": (lambda t: _seed(t, "| `spec-async` | `vllm/h_spec_async`",
-                                        "| `spec-asynch` | `vllm/h_spec_async`"),
-                        "refusal `spec-asynch` is no feature"),
-    "a modelled vector cited": (lambda t: _seed(t, "| `spec-async` | `vllm/h_spec_async`, ",
-                                                "| `spec-async` | `vllm/h_spec_reject`, "),
-                                "vector vllm/h_spec_reject is not refused as `spec-async`"),
-    "missing vector": (lambda t: _seed(t, "`vllm/c50000_00062` |", "`vllm/c50000_00064` |"),
-                       "no committed vector vllm/c50000_00064"),
-    "a cell dropped": (lambda t: _seed(t, "| `spec-async` | `vllm/h_spec_async`, `vllm/c50000_00062` |",
-                                       "| `vllm/h_spec_async`, `vllm/c50000_00062` |"),
-                       "3 cells, not 4"),
-}
-
-
-@pytest.mark.parametrize("fault", sorted(REFUSED_SEEDED))
-def test_seeded_refused_fault_is_caught(fault):
-    text = RULES.read_text()
-    assert not check_refused(text)
-    seed, expected = REFUSED_SEEDED[fault]
-    bad = seed(text)
-    assert bad != text and not check(bad)  # the modelled table is not what changed
-    problems = check_refused(bad)
-    assert any(expected in p for p in problems), (fault, problems)
 
 
 def test_every_rule_can_be_followed():

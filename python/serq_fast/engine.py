@@ -24,7 +24,7 @@ from serq_fast.estimates import EngineEstimates
 from serq_fast.expr import RunError, compile_expr, located
 from serq_fast.growth import grow
 from serq_fast.pools import REJECTED, WAIT, find_part
-from serq_fast.lag import make_due
+from serq_fast.lag import defer_outcome, known_upto, make_due, settle_outcomes
 from serq_fast.stages import DelayStage, FifoStage, Iteration, Job, PsStage, SharedPsStage, Stage, _request_hold
 
 
@@ -77,6 +77,7 @@ class Engine(Stage):
         self.lag = int(st.get("lag", 0) or 0)
         self.pending: list = []
         self.due: list = []
+        self.unseen: list = []  # sessions whose last step's outcome the next schedule has not seen (§8)
         # the online estimates of an engine (serq_fast/estimates.py), when the program reads them
         self.est = EngineEstimates() if st.get("estimates") else None
 
@@ -275,11 +276,14 @@ class Engine(Stage):
 
     # ------------------------------------------------------------ jobs
 
-    def submit(self, s, w, mode, growing, drafts=0):
+    def submit(self, s, w, mode, growing, drafts=None):
 
         sim = self.sim
         job = Job(s, self, w, mode)
-        job.drafts = drafts
+        if drafts is not None:
+            job.drafts = drafts
+            if self.lag:
+                s.spec_drafts = drafts   # a pending resident's wasted step has them (docs/async.md §8)
         job.hold = _request_hold(s)
         if growing is not None:
             pool = sim.pools[growing]
@@ -346,7 +350,19 @@ class Engine(Stage):
             job = a[0]
             if not job.resident:
                 continue  # an EOS token whose end was applied meanwhile (docs/async.md §3 item 6)
-            job.left -= self._verified(job, a) if job.drafts else a[1]
+            if job.drafts:
+                did, rejected = self._verified(job, a)
+                if self.lag:
+                    # the next schedule does not see this outcome yet (docs/async.md §8)
+                    if job.growpart is not None:
+                        defer_outcome(self, job.sess, job.growpart, a[1], did, rejected, job.mode == "decode")
+                    # one ended through accepted drafts takes one more step (§8)
+                    job.sess.draft_end = job.mode == "decode" and job.left > 1.0 and did == job.left
+                elif rejected and job.growpart is not None:
+                    job.growpart.pos -= rejected
+                job.left -= did
+            else:
+                job.left -= a[1]
             if job.left <= EPS:
                 done.append(job)
         for job in done:
@@ -358,9 +374,9 @@ class Engine(Stage):
 
     @staticmethod
     def _verified(job, a):
-        """After a step of a run with drafts (§7.3, serq_spec.engine.verified): the work it did; the
-        rejected drafts give their positions back. A decode accepts the turn's count at its output
-        number, capped by the drafts scheduled; a prefill's drafts are placeholders, none accepted."""
+        """After a step of a run with drafts (§7.3, serq_spec.engine.verified): the work it did and
+        its rejected drafts. A decode accepts the turn's count at its output number, capped by the
+        drafts scheduled; a prefill's drafts are placeholders, none accepted."""
         if job.mode == "decode":
             drafts = a[1] - 1
             counts = job.sess.accept or ()
@@ -370,9 +386,7 @@ class Engine(Stage):
         else:
             done = min(a[1], job.left)
             drafts, accepted = a[1] - done, 0
-        if drafts > accepted and job.growpart is not None:
-            job.growpart.pos -= drafts - accepted
-        return done
+        return done, drafts - accepted
 
     # ------------------------------------------------------------ lag 1 (docs/async.md)
 
@@ -452,8 +466,15 @@ class Engine(Stage):
                 # blocks full once scheduled (docs/content.md §3); an EOS token's output is never
                 # processed, so it identifies none (docs/async.md §3 item 2); a speculative step's
                 # drafts are not verified yet: only its first token counts (§7.3)
-                part.pool.identify(part, part.pos if not job.drafts else
-                                   pos0 + min(tokens, 1.0 if job.mode == "decode" else job.left))
+                if not job.drafts:
+                    upto = part.pos
+                elif job.mode != "decode":
+                    upto = pos0 + min(tokens, job.left)
+                elif self.lag:
+                    upto = known_upto(job.sess, pos0)   # not past the outputs in flight (docs/async.md §8)
+                else:
+                    upto = pos0 + 1.0
+                part.pool.identify(part, upto)
         elif job.mode != "decode":
             att = tokens * tokens / 2.0
         it.assign.append([job, tokens, att, pos0])
@@ -648,11 +669,13 @@ class Engine(Stage):
                 self._run_schedule(self.schedule)
             else:
                 self._run_schedule(self.schedule[resume_at:])
+            # the outputs in flight are processed after this schedule (docs/async.md §8)
+            settled = self.lag and self.unseen and settle_outcomes(self)
             preempted = sim.npreempt - it.pre0
             if not it.assign and preempted == 0:
                 self.registers = regs
                 self.cur = None
-                if self.pending:
+                if self.pending or settled:
                     make_due(self, sim.now)  # an empty schedule: the ends are applied at once
                 return
             cost = self.cost_fn(cx)

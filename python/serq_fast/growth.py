@@ -11,6 +11,7 @@ preempt_pending, detach_free / detach_resident).
 from __future__ import annotations
 
 from serq_fast.defs import COMPUTED, ENDING, EPS, GROWING, READY, STAGE, roundup
+from serq_fast.lag import drop_outcome
 from serq_fast.pools import Hold, Part, Pool, release_hold
 
 
@@ -142,6 +143,7 @@ def preempt(sim, part: Part, pool: Pool) -> None:
         return
     if job is not None and job.stage.kind == "step":
         job.stage.unassign(job)  # a victim already served returns its tokens, position restored
+    part.pos -= drop_outcome(s, part)  # lag 1: an unseen outcome's rejected drafts (docs/async.md §8)
     computed = part.pos
     prev = s.prepos.get(pool.idx)
     if prev is not None and computed <= prev and not s.stuck:
@@ -182,6 +184,7 @@ def _preempt_ending(sim, part: Part, pool: Pool) -> None:
     h = part.hold
     s = h.sess
     s.job.stage.unassign(s.job)  # a served EOS token returns to the budget, its position restored
+    part.pos -= drop_outcome(s, part)  # its last outcome is never seen (docs/async.md §8)
     computed = part.pos
     s.attrs[COMPUTED] = computed
     if sim.rec is not None:

@@ -36,7 +36,9 @@ def lag_end(eng, s, h):
     if h.stmt.eos is not None:
         v = h.stmt.eos(eng.sim.cx)
         x = 1.0 if v != 0 else 0.0
-    job = PendingJob(s, eng, x, "decode")
+    left, drafts = pending_want(s, x)
+    job = PendingJob(s, eng, left, "decode")
+    job.drafts = drafts
     job.hold = h
     job.adm = h.adm
     mem = eng.memory
@@ -56,7 +58,8 @@ def lag_end(eng, s, h):
 
 def make_due(eng, t):
     """The schedule makes the pending ends due (docs/async.md §3 item 4): the `ends` event at
-    `t`, the end of the iteration it started (or `now` when it started none)."""
+    `t`, the end of the iteration it started (or `now` when it started none; also with no end
+    due when that empty schedule settled step outcomes, §8, so that the engine is tried again)."""
 
     eng.due.extend(eng.pending)
     eng.pending = []
@@ -83,3 +86,61 @@ def apply_ends(eng):
         scope_end(sim, s, fr[3])
         s.frames[-1][1] += 1
         sim.make_ready(s)
+
+
+# -- a step's outcome, seen one schedule late (docs/async.md §8; serq_spec/lag.py) ----------------
+
+def defer_outcome(eng, s, part, tokens, done, rejected, decode):
+    """IterEnd of a step with drafts: its work counts at once, but its rejected drafts keep their
+    positions and its blocks are identified only up to what the next schedule knows, until
+    `settle_outcomes` after that schedule. Positions are the verified ones (the outcome of the
+    step before was settled after this step was scheduled)."""
+
+    before = part.pos - tokens
+    s.unseen = (part, rejected, before + done, before + (1.0 if decode else done))
+    eng.unseen.append(s)
+
+def settle_outcomes(eng):
+    """After the engine's schedule: every unseen outcome, in the order the steps ended, gives its
+    rejected drafts' positions back and identifies the blocks up to its verified position; True if
+    any was applied (one of a session preempted meanwhile was dropped)."""
+
+    sessions = eng.unseen
+    eng.unseen = []
+    settled = False
+    for s in sessions:
+        u = s.unseen
+        if u is None:
+            continue
+        s.unseen = None
+        part = u[0]
+        part.pos -= u[1]
+        part.pool.identify(part, u[2])
+        settled = True
+    return settled
+
+def drop_outcome(s, part):
+    """A preempted session's unseen outcome: the drafts it rejected (on `part`), which the
+    position recorded at the preemption must not count; the outcome itself is dropped."""
+
+    u = s.unseen
+    if u is None:
+        return 0.0
+    s.unseen = None
+    return u[1] if u[0] is part else 0.0
+
+def known_upto(s, pos0):
+    """How far a speculative step of a lag engine identifies blocks: its own token, not past what
+    the schedule knows while an earlier step's outcome is unseen."""
+
+    u = s.unseen
+    return pos0 + 1.0 if u is None else min(pos0 + 1.0, u[3])
+
+def pending_want(s, eos):
+    """A pending resident's `left` and drafts: one more step of 1 + the last run's drafts when
+    vLLM cannot know the request stopped (an `eos` stop, or a run ended through accepted drafts),
+    else nothing."""
+
+    wasted = 1.0 if eos or s.draft_end else 0.0
+    s.draft_end = False
+    return wasted, (s.spec_drafts if wasted else 0)

@@ -200,6 +200,12 @@ class Session:
     live_branches: int = 0                          # branches this thread forked that have not finished
     forks: int = 0                                  # the session: branches forked so far (numbers them)
     accept: Optional[list] = None                   # the turn's acceptance counts by output (§7.3)
+    # lag 1 (docs/async.md §8): the outcome of the session's last step that the engine's next
+    # schedule has not yet seen, [pool, rejected drafts, verified position, position known at
+    # schedule]; whether its last run ended through accepted drafts; its last run's drafts
+    unseen: Optional[list] = None
+    draft_end: bool = False
+    spec_drafts: int = 0
 
     @property
     def tid(self) -> Tid:
@@ -213,6 +219,14 @@ class Session:
             extra.update(branch=self.branch, parent=self.parent, **({"own": True} if self.own else {}))
         if self.accept is not None:
             extra["accept"] = list(self.accept)
+        # async speculative decoding's state (docs/async.md §8) only while set: other programs
+        # serialise as before
+        if self.unseen is not None:
+            extra["unseen"] = [self.unseen[0]] + [amt(x) for x in self.unseen[1:]]
+        if self.draft_end:
+            extra["draft_end"] = True
+        if self.spec_drafts:
+            extra["spec_drafts"] = self.spec_drafts
         return {**extra, "serial": self.serial, "attrs": [wire(a) for a in self.attrs],
                 "frames": [f.to_json() for f in self.frames], "status": list(self.status),
                 "holds": [h.to_json() for h in self.holds],
@@ -450,6 +464,7 @@ class StageState:
     next_start: int = 0
     pending: list = field(default_factory=list)   # step, lag 1: ends waiting for the next schedule
     due: list = field(default_factory=list)       # step, lag 1: ends the next `ends` event applies
+    unseen: list = field(default_factory=list)    # step, lag 1: sessions whose last step's outcome the next schedule has not seen
     # step: the iteration whose schedule is running (running_served reads it; never serialised:
     # no state line falls inside a schedule)
     forming: Optional[IterCtx] = None
@@ -478,6 +493,7 @@ class StageState:
                 # `lag 1` serialises exactly as before
                 "next_start": self.next_start, **({"pending": self.pending, "due": self.due}
                                                     if self.pending or self.due else {}),
+                **({"unseen": self.unseen} if self.unseen else {}),
                 # only on a stage whose estimates are read: other programs serialise as before
                 **({"est": self.est.to_json()} if self.est is not None else {})}
 
@@ -614,6 +630,9 @@ def _session(d: dict) -> Session:
     s.branch, s.parent, s.own = d.get("branch"), d.get("parent"), d.get("own", False)
     s.live_branches, s.forks = d.get("live_branches", 0), d.get("forks", 0)
     s.accept = d.get("accept")
+    u = d.get("unseen")
+    s.unseen = None if u is None else [u[0]] + [amt_in(x) for x in u[1:]]
+    s.draft_end, s.spec_drafts = d.get("draft_end", False), d.get("spec_drafts", 0)
     return s
 
 
@@ -654,6 +673,7 @@ def from_json(program: Program, d: dict) -> Config:
                         v=_v(s["v"]), t_last=_v(s["t_last"]), dirty=s["dirty"],
                         registers=[_v(r) for r in s["registers"]], next_start=s["next_start"],
                         pending=list(s.get("pending", [])), due=list(s.get("due", [])),
+                        unseen=list(s.get("unseen", [])),
                         est=_estimates(s["est"]) if "est" in s else None)
         it = s["iteration"]
         if it is not None:

@@ -25,7 +25,7 @@ from .errors import At, SpecError
 from .events import schedule_event
 from .expr import Env, budget_moment, evaluate
 from .growth import grow
-from .lag import identifies, make_due
+from .lag import defer_outcome, identifies, known_upto, make_due, settle_outcomes
 from .pools import select_head
 from .sessions import BLOCKED, REJECTED, first_token, run_session, try_admit
 from .stages import estimate_admission, estimate_iteration
@@ -53,10 +53,12 @@ def start_iteration(cfg: Config, e: int) -> bool:
     finally:
         st.forming = None
     lagged = spec.get("lag", 0) == 1
+    # the outputs in flight are processed after this schedule (docs/async.md §8)
+    settled = lagged and settle_outcomes(cfg, e)
     if not ictx.assign and ictx.preempted == 0:
         st.registers = registers_before   # no iteration: this attempt's register updates are undone
         if lagged:
-            make_due(cfg, e, cfg.now)   # vLLM's empty call processes the output at once
+            make_due(cfg, e, cfg.now, settled)   # vLLM's empty call processes the output at once
         return False
     at = field_at(spec, "cost")
     env = Env(cfg, engine=e, ictx=ictx, at=at, what=f"engine {spec['name']}: execute")
@@ -182,7 +184,10 @@ def serve(cfg: Config, ictx: IterCtx, job: Job, only: Optional[dict], cap: Value
             # the blocks these tokens fill are identified as they are scheduled (vLLM's
             # cache_blocks(request, num_computed + num_new) at every step; docs/content.md §3);
             # a speculative step's drafts are not verified yet: only its first token counts (§7.3)
-            identify(cfg, job.growing, h.content_of(i), h.blocks_of(i), verified_upto(job, pos_before, tokens))
+            upto = verified_upto(job, pos_before, tokens)
+            if job.drafts and job.mode == "decode" and cfg.program.stages[ictx.engine].get("lag", 0) == 1:
+                upto = known_upto(s, pos_before)   # lag 1: not past the outputs still in flight (docs/async.md §8)
+            identify(cfg, job.growing, h.content_of(i), h.blocks_of(i), upto)
     ictx.assign.append(Assign(job.serial, job.mode, tokens, pos_before, job.pending))
     if not V.is_inf(ictx.left):
         ictx.left -= tokens + ictx.slots
@@ -209,12 +214,14 @@ def wanted(job: Job, cap: Value) -> int:
     return want if V.is_inf(cap) else min(want, int(cap))
 
 
-def verified(cfg: Config, job: Job, a: Assign) -> int:
-    """After a step of a run with drafts (§7.3), the work it did; the rejected drafts give their
-    positions back. A decode verifies a.tokens − 1 drafts and accepts the turn's acceptance count
-    at its output number (the count's length minus the outputs left), capped by the drafts
+def verified(cfg: Config, job: Job, a: Assign) -> tuple[int, int]:
+    """After a step of a run with drafts (§7.3), the work it did and its rejected drafts, whose
+    positions go back. A decode verifies a.tokens − 1 drafts and accepts the turn's acceptance
+    count at its output number (the count's length minus the outputs left), capped by the drafts
     scheduled: it did 1 + accepted outputs. A prefill's drafts past its work are placeholders,
-    none accepted."""
+    none accepted. Without drafts: all its tokens, none rejected."""
+    if not job.drafts:
+        return a.tokens, 0
     s = thread(cfg, job.serial)
     if job.mode == "decode":
         drafts = a.tokens - 1
@@ -225,10 +232,7 @@ def verified(cfg: Config, job: Job, a: Assign) -> int:
     else:
         done = min(a.tokens, job.left)
         drafts, accepted = a.tokens - done, 0
-    if drafts > accepted and job.growing is not None:
-        h = hold_on(s, job.growing)
-        h.position[h.pools.index(job.growing)] -= drafts - accepted
-    return done
+    return done, drafts - accepted
 
 
 def admit_waiting(cfg: Config, ictx: IterCtx, stmt: dict) -> None:
@@ -320,9 +324,22 @@ def iteration_end(cfg: Config, e: int) -> None:
     byserial = {j.serial: j for j in st.jobs}
     # a pending resident's EOS token is discarded: its end was applied before this IterEnd
     assign = [a for a in it["assign"] if not a.pending]
+    lagged = cfg.program.stages[e].get("lag", 0) == 1
     for a in assign:
         job = byserial[a.serial]
-        job.left -= verified(cfg, job, a) if job.drafts else a.tokens
+        done, rejected = verified(cfg, job, a)
+        s = thread(cfg, job.serial)
+        if lagged and job.drafts:
+            # the next schedule does not see this outcome yet (docs/async.md §8)
+            if job.growing is not None:
+                defer_outcome(cfg, e, s, job.growing, a.tokens, done, rejected, job.mode == "decode")
+            # vLLM skips a request only once its step in flight surely ends it: one ended through
+            # accepted drafts takes one more step (docs/async.md §8)
+            s.draft_end = job.mode == "decode" and job.left > 1 and done == job.left
+        elif rejected and job.growing is not None:
+            h = hold_on(s, job.growing)
+            h.position[h.pools.index(job.growing)] -= rejected
+        job.left -= done
     for a in assign:
         job = byserial[a.serial]
         if job.left == 0:

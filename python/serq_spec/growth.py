@@ -14,7 +14,7 @@ from typing import Optional
 from . import values as V
 from .config import Assign, Config, IterCtx, Job, Session, admission_of, hold_on, job_of, thread
 from .expr import Env, evaluate, resolve_ref
-from .lag import is_candidate
+from .lag import drop_outcome, is_candidate
 from .pools import add_units, enqueue, leave_queue, release_hold
 from .program import COMPUTED
 from .stages import start_copies, withdraw_job
@@ -116,6 +116,8 @@ def preempt(cfg: Config, v: Session, p: int, ictx: Optional[IterCtx]) -> None:
         detach_free(cfg, v)   # a holder of a pool that is no engine's memory (not in an engine)
     else:
         detach_resident(cfg, v, ictx)
+    # lag 1: the drafts an unseen outcome rejected are not computed (docs/async.md §8)
+    h.position[i] -= drop_outcome(v, p)
     computed = h.position[i]
     prev = v.preempt_pos.get(p)
     if prev is not None and computed <= prev and not v.stuck:
@@ -154,6 +156,7 @@ def preempt_pending(cfg: Config, v: Session, p: int, ictx: Optional[IterCtx]) ->
     i = h.pools.index(p)
     job = job_of(v)
     detach_resident(cfg, v, ictx)
+    h.position[i] -= drop_outcome(v, p)   # lag 1: its last outcome is never seen (docs/async.md §8)
     computed = h.position[i]
     v.attrs[COMPUTED] = Fraction(computed)
     cfg.stages[job.stage].jobs.remove(job)

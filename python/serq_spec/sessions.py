@@ -20,7 +20,7 @@ from .config import (ENDED, JOINING, READY, Config, Frame, HoldState, IterCtx, J
 from .errors import At, SessionsFileError, SpecError
 from .expr import Env, evaluate, resolve_ref
 from .growth import grow
-from .lag import lag_engine
+from .lag import lag_engine, pending_want
 from .pools import (add_units, caches_in, consume_own_prefix, drop_entry, end_lease, enqueue, held_reservations,
                     lease_of, leave_queue, link_work, make_room, release_hold, release_pool_early, select_head,
                     start_lease, units_int)
@@ -473,9 +473,10 @@ def make_pending(cfg: Config, s: Session, e: int) -> None:
     if st.get("eos") is not None:
         eos = 1 if V.nz(eval_in_session(cfg, s, st["eos"], hold.stream, st.get("at"))) else 0
     mem = prog.memory_of[e]
-    job = Job(serial=s.tid, stage=e, mode="decode", left=eos,
+    left, drafts = pending_want(s, eos)
+    job = Job(serial=s.tid, stage=e, mode="decode", left=left,
               growing=mem if mem is not None and mem in hold.pools else None,
-              admission=hold.admission, pending=True)
+              admission=hold.admission, pending=True, drafts=drafts)
     s.job = job
     s.status = ("ending", e)
     add_resident(cfg, e, job)
@@ -700,13 +701,6 @@ def exec_run(cfg: Config, s: Session, st: dict, env: Env) -> Optional[str]:
         w = int(w)
         if growing is not None and hold_of(s, growing) is None:
             raise SpecError(f"a run growing pool {prog.pools[growing]['name']} outside a hold of it", at, prog.files)
-    if w == 0:
-        # zero work completes at once: no event, the session is ready again at the back (defect 4)
-        cfg.records["finished"].append([prog.stages[stage]["name"], s.tid])
-        if mode == "prefill":
-            first_token(cfg, s)
-        cfg.ready.append(s.tid)
-        return "yield"
     drafts = 0
     if st.get("speculate") is not None:
         sat = st["speculate"].get("at") or at
@@ -715,6 +709,15 @@ def exec_run(cfg: Config, s: Session, st: dict, env: Env) -> Optional[str]:
             raise SpecError(f"speculate: the drafts per step must be a whole number >= 0, got {number_text(k)}",
                             sat, prog.files)
         drafts = int(k)
+        if kind == "step" and prog.stages[stage].get("lag", 0) == 1:
+            s.spec_drafts = drafts   # a pending resident's wasted step has them (docs/async.md §8)
+    if w == 0:
+        # zero work completes at once: no event, the session is ready again at the back (defect 4)
+        cfg.records["finished"].append([prog.stages[stage]["name"], s.tid])
+        if mode == "prefill":
+            first_token(cfg, s)
+        cfg.ready.append(s.tid)
+        return "yield"
     job = Job(serial=s.tid, stage=stage, mode=mode, left=w, growing=growing,
               admission=s.adm_seq if s.adm_seq is not None else -1, drafts=drafts)
     s.job = job

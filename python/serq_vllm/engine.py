@@ -30,6 +30,16 @@ class StopRun(Exception):
     """Raised from the state-line callback to end a run early (vLLM's max_steps)."""
 
 
+def replay_sessions(ir: dict) -> dict:
+    """The sessions file serq_spec replays for `ir`: one session per trace session, one empty draw
+    list per turn (the ordered trace carries every number)."""
+    rows = ir["workload"]["trace"]["sessions"]
+    return {"format": "serq-sessions/1", "seed": 1, "arrivals": [], "trace_picks": [],
+            "machine": [],
+            "sessions": [{"serial": i, "init": [], "turns": [[] for _ in turns], "session": []}
+                         for i, turns in enumerate(rows)]}
+
+
 def run_engine(ir: dict, engine: str, feed: Callable[[dict], None]) -> None:
     """Run `ir` (an ordered trace written into it, no draws) on `engine` ("fast" or "spec"),
     each state line to `feed`. A run-time error of the program is a ModelError naming its place."""
@@ -45,14 +55,7 @@ def run_engine(ir: dict, engine: str, feed: Callable[[dict], None]) -> None:
             raise ModelError(f"serq_fast run-time error: {error_text(exc, ir, PROGRAM_NAME)}") from None
         return
     if engine == "spec":
-        # the spec replays a sessions file: one session per trace session, one empty draw list
-        # per turn (the trace carries every number)
-        rows = ir["workload"]["trace"]["sessions"]
-        data = {"format": "serq-sessions/1", "seed": 1, "arrivals": [], "trace_picks": [],
-                "machine": [],
-                "sessions": [{"serial": i, "init": [], "turns": [[] for _ in turns], "session": []}
-                             for i, turns in enumerate(rows)]}
-        prog = prepare(ir, Workload.replay(data), PROGRAM_NAME)
+        prog = prepare(ir, Workload.replay(replay_sessions(ir)), PROGRAM_NAME)
         try:
             run(prog, on_step=lambda cfg, rec, k: feed(json.loads(state_text(cfg, rec, k))), check=False)
         except StopRun:

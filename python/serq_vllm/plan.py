@@ -30,9 +30,6 @@ FEATURES = {
     "priority": "the priority policy",
     "async-cache-victim": "async: a request preempted in decode both after and before vLLM "
                           "scheduled it in the preempting call (its cache cap is per request)",
-    "spec-async": "speculative decoding under async scheduling (AsyncScheduler's placeholder "
-                  "drafts and output placeholders: rejected positions given back one step late; "
-                  "docs/vllm-model.md §5.6)",
 }
 
 
@@ -253,11 +250,10 @@ def _content_code(cplan: ContentPlan, rid: str, bs: int) -> tuple[int, int, int]
 
 #: Missing features `force` can approximate (for measuring what a refusal protects against):
 #: unknown knobs ignored, priority ties on a frozen clock keyed by step instead, and a request
-#: with decode preemptions of both kinds given the readmission cap its run derived, async
-#: speculative decoding run synchronously with its drafts ignored (one token per decode step:
-#: what the refusal guards). A forced async scenario with a missing feature runs synchronously
-#: (plan_scenario).
-FORCEABLE = {"extra-knob", "priority-clock", "async-cache-victim", "spec-async"}
+#: with decode preemptions of both kinds given the readmission cap its run derived. A forced
+#: async scenario with a missing feature runs synchronously (plan_scenario), a speculative one
+#: with its drafts ignored (one token per decode step).
+FORCEABLE = {"extra-knob", "priority-clock", "async-cache-victim"}
 
 
 def plan_scenario(sc: ResolvedScenario, force: bool = False) -> Plan:
@@ -273,12 +269,6 @@ def plan_scenario(sc: ResolvedScenario, force: bool = False) -> Plan:
         if all(f != feature for f, _ in needs):
             needs.append((feature, detail))
 
-    if sc.speculative is not None and cfg["async_scheduling"]:
-        # async speculative decoding: the placeholder drafts and output placeholders of
-        # AsyncScheduler (the positions given back one step late) are not modelled
-        spec = sc.speculative
-        need("spec-async", f"speculative.num_speculative_tokens = {spec.num_speculative_tokens} "
-             f"({spec.method}) with config.async_scheduling")
     if cfg["policy"] == "priority" and sc.step_base_exact <= 0 and not any(
             r.arrival_kind == "time" for r in sc.requests):
         need("priority-clock", "config.step_time.base_s = 0: vLLM's arrival clock never moves")

@@ -19,7 +19,8 @@ VEC = Path(__file__).resolve().parent.parent / "vectors" / "spec"
 
 @pytest.mark.parametrize("name", ["s1111_preemption", "lru_release_order", "ps_departure_clock",
                                   "forced_miss", "preempt_head_requeue", "cache_trace",
-                                  "content_shared_prefix", "content_duplicate_identity", "fork_join"])
+                                  "content_shared_prefix", "content_duplicate_identity", "fork_join",
+                                  "async_speculative_outcome"])
 def test_round_trip_at_every_step(name):
     prog = Program(load_program(str(VEC / name / "program.sq"), {}), workload=Workload.replay(json.loads((VEC / name / "sessions.json").read_text())))
     cfg, _ = initial(prog)

@@ -222,6 +222,12 @@ structure Session where
   request : Option Request := none
   /-- the turn's acceptance counts by output number (docs/language.md §7.3) -/
   accept : Option (List Nat) := none
+  /-- `lag 1` (docs/async.md §8): the outcome of its last step that the engine's next schedule
+  has not seen: (pool, rejected drafts, verified position, position known at schedule, whether
+  it ended the run through accepted drafts) -/
+  unseen : Option (Nat × Nat × Rat × Rat × Bool) := none
+  /-- the drafts of its last run with `speculate` on a `lag 1` engine -/
+  specDrafts : Nat := 0
   job : Option Job := none
   /-- `[pool, target units]` of a stalled growth. -/
   growth : Option (Nat × Rat) := none
@@ -308,6 +314,9 @@ structure StageState where
   pending : List Nat := []
   /-- step, `lag 1`: the ends the next `ends` event applies -/
   due : List Nat := []
+  /-- step, `lag 1`: the sessions whose last step's outcome the next schedule has not seen, in the
+  order the steps ended (docs/async.md §8) -/
+  unseen : List Nat := []
   /-- a stage or engine whose estimates the program reads (config.py `StageState.est`) -/
   est : Option Estimates := none
   deriving Inhabited

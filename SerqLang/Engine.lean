@@ -140,8 +140,14 @@ def serve (ic : IterCtx) (job : Job) (only : Option Expr) (cap : Tok) : M IterCt
     if (← pool gp).content.isSome && identifies job then
       -- the blocks these tokens fill are identified as they are scheduled (vLLM's
       -- cache_blocks(request, num_computed + num_new); docs/content.md §3)
-      -- a speculative step's drafts are not verified yet (§7.3)
-      ContentPool.identify gp (h.contentOf i) (h.blocksOf i).2 (verifiedUpto job pos tokens)
+      -- a speculative step's drafts are not verified yet (§7.3); under lag 1 not past the
+      -- outputs still in flight (docs/async.md §8 item 3)
+      let lagged := match (← stageDecl ic.engine).kind with
+        | .step sd => sd.lag == 1
+        | _ => false
+      let upto := if lagged && job.drafts > 0 && job.mode == "decode" then knownUpto s pos
+                  else verifiedUpto job pos tokens
+      ContentPool.identify gp (h.contentOf i) (h.blocksOf i).2 upto
   ic := { ic with assign := ic.assign.push { serial := job.serial, mode := job.mode, tokens, posBefore,
                                               pending := job.pending } }
   match ic.left with
@@ -296,11 +302,14 @@ def startIteration (e : Nat) : M Bool := do
   let ic ← runSchedule ic sd.schedule 0
   modify fun st => { st with fresh := [], forming := none }
   let lagged := sd.lag == 1
+  -- the outputs in flight are processed after this schedule (docs/async.md §8 item 2)
+  let settled ← if lagged then settleOutcomes e else pure false
   if ic.assign.isEmpty && ic.preempted == 0 then
     let st ← stage e
     setStage e { st with registers := registersBefore }
-    -- vLLM's empty call processes the output at once (docs/async.md §3 item 4)
-    if lagged then makeDue e (← getCfg).now
+    -- vLLM's empty call processes the output at once (docs/async.md §3 item 4), and the
+    -- engine is tried again when it settled outcomes (§8 item 6)
+    if lagged then makeDue e (← getCfg).now settled
     return false
   let env : EnvM := { engine := some e, ictx := some ic, what := some s!"engine {d.name}: execute" }
   let cost ← evaluate env sd.cost
@@ -328,11 +337,12 @@ def startIteration (e : Nat) : M Bool := do
     ("preempted", .nat ic.preempted), ("admitted", .nat ic.admitted)]) }
   return true
 
-/-- engine.py `verified`: after a step of a run with drafts, the work it did; the rejected drafts
-give their positions back. A decode accepts the turn's count at its output number (the count's
-length minus the outputs left), capped by the drafts scheduled; a prefill's drafts past its work
-are placeholders, none accepted (docs/language.md §7.3). -/
-def verified (job : Job) (a : Assign) : M Nat := do
+/-- engine.py `verified`: after a step of a run with drafts, the work it did and its rejected
+drafts. A decode accepts the turn's count at its output number (the count's length minus the
+outputs left), capped by the drafts scheduled; a prefill's drafts past its work are placeholders,
+none accepted (docs/language.md §7.3). Without drafts: all its tokens, none rejected. -/
+def verified (job : Job) (a : Assign) : M (Nat × Nat) := do
+  if job.drafts == 0 then return (a.tokens, 0)
   let s ← session job.serial
   let left := tokensLeft job
   let (done, drafts, accepted) :=
@@ -343,14 +353,17 @@ def verified (job : Job) (a : Assign) : M Nat := do
     else
       let d := min a.tokens left
       (d, a.tokens - d, 0)
-  if drafts > accepted then
-    if let some gp := job.growing then
-      if let some k := holdIndex s gp then
-        let h := s.holds.getD k default
-        let i := h.slot gp
-        let h := { h with position := h.position.set i (h.position.getD i 0 - ((drafts - accepted : Nat) : Rat)) }
-        setSession { s with holds := s.holds.set k h }
-  return done
+  return (done, drafts - accepted)
+
+/-- engine.py `iteration_end` (no lag): the rejected drafts give their positions back at once. -/
+def giveBack (job : Job) (rejected : Nat) : M Unit := do
+  let s ← session job.serial
+  if let some gp := job.growing then
+    if let some k := holdIndex s gp then
+      let h := s.holds.getD k default
+      let i := h.slot gp
+      let h := { h with position := h.position.set i (h.position.getD i 0 - (rejected : Rat)) }
+      setSession { s with holds := s.holds.set k h }
 
 /-- engine.py `iteration_end`: assigned jobs lose their tokens; finished ones leave in
 assignment order and their sessions become ready. -/
@@ -359,11 +372,22 @@ def iterationEnd (e : Nat) : M Unit := do
   let some it := st.iteration | specError s!"internal: iteration end of {e} with no iteration"
   -- a pending resident's EOS token is discarded: its end was applied before this IterEnd
   let assign := it.assign.filter (!·.pending)
+  let lagged := match (← stageDecl e).kind with
+    | .step sd => sd.lag == 1
+    | _ => false
   let mut jobs := st.jobs
   for a in assign do
     let some j := jobs.find? (·.serial == a.serial) | continue
-    -- a run with drafts did the work `verified` says and gave the rejected positions back (§7.3)
-    let done ← if j.drafts > 0 then verified j a else pure a.tokens
+    -- a run with drafts did the work `verified` says (§7.3)
+    let (done, rejected) ← verified j a
+    if lagged && j.drafts > 0 then
+      -- the next schedule does not see this outcome yet (docs/async.md §8 item 1); one that
+      -- ended the run through accepted drafts takes one more step (§8 item 5)
+      if let some gp := j.growing then
+        deferOutcome e j.serial gp a.tokens done rejected (j.mode == "decode")
+          (j.mode == "decode" && tokensLeft j > 1 && done == tokensLeft j)
+    else if rejected > 0 then
+      giveBack j rejected
     jobs := jobs.map fun x => if x.serial == a.serial then { x with left := .tokens (tokensLeft x - done) } else x
   setStage e { (← stage e) with iteration := none, jobs }
   for j in jobs do syncJob e j.tid

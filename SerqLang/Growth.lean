@@ -170,10 +170,12 @@ def preemptPending (v p : Nat) (ictx : Option IterCtx) : M (Option IterCtx) := d
   let s ← session v
   let some job := s.job | specError s!"internal: preempting the pending resident of {v}, which has none"
   let ictx ← detachResident v job ictx
+  -- its last outcome is never seen (docs/async.md §8 item 4)
+  let rejected ← dropOutcome v p
   -- the lagged hold again, its position restored by the detach
   let s ← session v
   let some h := s.holds.getLast? | specError s!"internal: the pending resident {v} holds nothing"
-  let computed := h.position.getD (h.slot p) 0
+  let computed := h.position.getD (h.slot p) 0 - (rejected : Rat)
   setSession { (s.setAttr COMPUTED (.fin computed)) with
                job := none, holds := s.holds.dropLast,
                preemptPos := s.preemptPos.filter (fun pp => !h.pools.contains pp.1) }
@@ -198,12 +200,15 @@ def preempt (v p : Nat) (ictx : Option IterCtx) : M (Option IterCtx) := do
     | none => do
       detachFree v
       pure ictx
+  -- lag 1: the drafts an unseen outcome rejected are not computed (docs/async.md §8 item 4)
+  let rejected ← dropOutcome v p
   -- the hold again, after a possible position restore
   let s ← session v
   let some k := holdIndex s p | specError s!"internal: {v} lost its hold of {p}"
-  let h := s.holds.getD k default
+  let h0 := s.holds.getD k default
+  let h := { h0 with position := h0.position.set (h0.slot p) (h0.position.getD (h0.slot p) 0 - (rejected : Rat)) }
   let computed := h.position.getD (h.slot p) 0
-  let mut s := s
+  let mut s := { s with holds := s.holds.set k h }
   match List.lookup p s.preemptPos with
   | some prev =>
     if decide (computed ≤ prev) && !s.stuck then

@@ -114,6 +114,11 @@ def Session.toJson (s : Session) : CJ :=
         (match s.accept with
          | some a => [("accept", .arr (a.map CJ.nat))]
          | none => []) ++
+        -- async speculative decoding's state only while set (docs/async.md §8)
+        (match s.unseen with
+         | some (p, r, v, k, d) => [("unseen", .arr [.nat p, .nat r, CJ.amt v, CJ.amt k, .bool d])]
+         | none => []) ++
+        (if s.specDrafts > 0 then [("spec_drafts", CJ.nat s.specDrafts)] else []) ++
         [("serial", .nat s.serial), ("attrs", .arr (s.attrs.map CJ.val)),
         ("frames", .arr (s.frames.map Frame.toJson)), ("status", s.status.toJson),
         ("holds", .arr (s.holds.map HoldState.toJson)),
@@ -191,6 +196,7 @@ def StageState.toJson (s : StageState) : CJ :=
         -- serialises as before
         (if s.pending.isEmpty && s.due.isEmpty then []
          else [("pending", CJ.nats s.pending), ("due", CJ.nats s.due)]) ++
+        (if s.unseen.isEmpty then [] else [("unseen", CJ.nats s.unseen)]) ++
         -- only on a stage whose estimates are read (config.py)
         (match s.est with
          | none => []
@@ -456,6 +462,12 @@ def turnState (j : Option Json) : Res (Rat × Bool × Bool) := do
     | [t, w, c] => return ((← rat t), (← bool w), (← bool c))
     | _ => throw "turn: expected [start, warm, called]"
 
+/-- config.py `Session.unseen`: `[pool, rejected, verified, known, draft_end]` (docs/async.md §8). -/
+def unseenOutcome (j : Json) : Res (Nat × Nat × Rat × Rat × Bool) := do
+  match (← arr j).toList with
+  | [p, r, v, k, d] => return ((← nat p), (← nat r), (← amt v), (← amt k), (← bool d))
+  | _ => throw "unseen: expected [pool, rejected, verified, known, draft_end]"
+
 def session (j : Json) : Res Session := do
   let turns ← field j "turns" nat
   let (turnStart, turnWarm, turnCalled) ← at_ "turn" (turnState (getOpt j "turn"))
@@ -483,7 +495,9 @@ def session (j : Json) : Res Session := do
     own := (← fieldOpt j "own" bool).getD false
     liveBranches := (← fieldOpt j "live_branches" nat).getD 0
     forks := (← fieldOpt j "forks" nat).getD 0
-    accept := ← fieldOpt j "accept" (list nat) }
+    accept := ← fieldOpt j "accept" (list nat)
+    unseen := ← fieldOpt j "unseen" unseenOutcome
+    specDrafts := (← fieldOpt j "spec_drafts" nat).getD 0 }
 
 def entry (j : Json) : Res Entry := do
   let a ← arr j
@@ -597,6 +611,7 @@ def stage (j : Json) : Res StageState := do
     nextStart := ← field j "next_start" nat
     pending := (← fieldOpt j "pending" (list nat)).getD []
     due := (← fieldOpt j "due" (list nat)).getD []
+    unseen := (← fieldOpt j "unseen" (list nat)).getD []
     est := ← fieldOpt j "est" estimates }
 
 def counters (j : Json) : Res Counters := do

@@ -516,8 +516,10 @@ def makePending (serial e : Nat) : M Unit := do
   let growing : Option Nat := match (prog.memoryOf[e]?).getD none with
     | some m => if hold.pools.contains m then some m else none
     | none => none
-  let job : Job := { serial, stage := e, mode := "decode", left := .tokens eos, growing,
-                     admission := (hold.admission : Int), pending := true }
+  -- one more step when vLLM cannot know the request stopped (docs/async.md §8 item 5)
+  let (left, drafts) ← pendingWant serial eos
+  let job : Job := { serial, stage := e, mode := "decode", left := .tokens left, growing,
+                     admission := (hold.admission : Int), pending := true, drafts }
   modifySession serial fun s => { s with job := some job, status := .ending e }
   addResident e job
   let est ← stage e
@@ -625,6 +627,18 @@ def execRun (th : Tid) (sref : Ref) (mode : RunMode) (workE : Expr) (growing : O
     if let some g := growing then
       if (holdOf (← session serial) g).isNone then
         specError s!"a run growing pool {← poolName g} outside a hold of it" loc
+  -- sessions.py exec_run: `speculate (k)`, a whole number >= 0 (docs/language.md §7.3), read
+  -- also when the work is 0
+  let mut drafts : Nat := 0
+  if let some de := draftsE then
+    match (← evaluate env de) with
+    | .fin k =>
+      if k < 0 || k.den != 1 then specError s!"speculate: the drafts per step must be a whole number >= 0, got {(Value.fin k).toWire}" loc
+      drafts := k.num.toNat
+    | v => specError s!"speculate: the drafts per step must be a whole number >= 0, got {v.toWire}" loc
+    if let .step sd := d.kind then
+      -- a pending resident's wasted step has them (docs/async.md §8 item 5)
+      if sd.lag == 1 then modifySession serial fun s => { s with specDrafts := drafts }
   if q == 0 then
     modifyRec fun r => { r with finished := r.finished.push (.arr [.str d.name, th.toJson]) }
     if mode == .prefill then firstToken serial
@@ -634,14 +648,6 @@ def execRun (th : Tid) (sref : Ref) (mode : RunMode) (workE : Expr) (growing : O
   let admission : Int := match s.admSeq with
     | some a => (a : Int)
     | none => -1
-  -- sessions.py exec_run: `speculate (k)`, a whole number >= 0 (docs/language.md §7.3)
-  let mut drafts : Nat := 0
-  if let some de := draftsE then
-    match (← evaluate env de) with
-    | .fin k =>
-      if k < 0 || k.den != 1 then specError s!"speculate: the drafts per step must be a whole number >= 0, got {(Value.fin k).toWire}" loc
-      drafts := k.num.toNat
-    | v => specError s!"speculate: the drafts per step must be a whole number >= 0, got {v.toWire}" loc
   let job : Job := { serial, stage := stg, mode := modeStr, left, growing, admission, branch := s.branch, drafts }
   setSession { s with job := some job, status := .stage stg }
   if isStep then addResident stg job else startJob job

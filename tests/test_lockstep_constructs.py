@@ -85,9 +85,53 @@ fn main() {
   }
 }"""
 
+# two speculating `lag 1` engines whose iterations end at the same instants: one engine's step
+# outcomes are still unseen when the other's iteration end comes next (docs/async.md §8; the
+# Config then carries them across a step, which tests/test_lean_codec_fields.py needs to see)
+LAG_SPECULATE = """
+fn main() {
+  device d { kv cap 256; }
+  pool kv on d { block 4; preempt lifo; }
+  engine a on d {
+    ra cap 4;
+    tokens cap 8;
+    lag 1;
+    speculate (0, 1, inf);
+    request (p, o) {
+      at admission { known = max(p, computed + 1); }
+      prefill (known) growing kv;
+      decode (o - 1 - (known - p)) growing kv speculate (2);
+    }
+    schedule { advance running; admit waiting taking ra (1), kv (known); }
+    execute (1);
+  }
+  engine b on d {
+    rb cap 4;
+    tokens cap 6;
+    lag 1;
+    speculate (1, 0, inf);
+    request (p, o) {
+      at admission { known = max(p, computed + 1); }
+      prefill (known) growing kv;
+      decode (o - 1 - (known - p)) growing kv speculate (1);
+    }
+    schedule { advance running; admit waiting taking rb (1), kv (known); }
+    execute (1);
+  }
+  pool ra on a { queue fifo; }
+  pool rb on b { queue fifo; }
+  workload { arrive batch(4); }
+  server {
+    set w = ceil(~uniform(1, 12));
+    branch (serial < 2) { a (w, 6); } else { b (w, 5); }
+    observe t = now;
+  }
+}"""
+
 CASES = {
     "stress-grow-vs-engine": (GROW_VS_ENGINE, 40),
     "stress-two-engines": (TWO_ENGINES, 40),
+    "lag-speculate-two-engines": (LAG_SPECULATE, 4),
     "stress-fractional-victims": (STRESS, 40),
     "stress-fractional-victims-no-block": (STRESS.replace(" block 0.3;", ""), 40),
     "plain-run-growing": (PLAIN_GROWING, 2),

@@ -161,7 +161,7 @@ def test_seeded_speculative_engine_faults_diverge(fault, name, step, monkeypatch
     assert diffs and diffs[0].step == step, diffs
 
 
-def _seen_at_once(cfg, e, s, pool, tokens, done, rejected, decode):
+def _seen_at_once(cfg, e, s, pool, tokens, done, rejected, decode, draft_end):
     """serq_spec.lag.defer_outcome as if the next schedule saw the step's outcome (the synchronous
     rule): the rejected drafts give their positions back at once, the verified blocks identified."""
     from serq_spec.config import hold_on

@@ -353,11 +353,11 @@ class Engine(Stage):
             if job.drafts:
                 did, rejected = self._verified(job, a)
                 if self.lag:
-                    # the next schedule does not see this outcome yet (docs/async.md §8)
                     if job.growpart is not None:
-                        defer_outcome(self, job.sess, job.growpart, a[1], did, rejected, job.mode == "decode")
-                    # one ended through accepted drafts takes one more step (§8)
-                    job.sess.draft_end = job.mode == "decode" and job.left > 1.0 and did == job.left
+                        # the next schedule does not see this outcome yet; one that ended the run
+                        # through accepted drafts takes one more step (docs/async.md §8)
+                        defer_outcome(self, job.sess, job.growpart, a[1], did, rejected, job.mode == "decode",
+                                      job.mode == "decode" and job.left > 1.0 and did == job.left)
                 elif rejected and job.growpart is not None:
                     job.growpart.pos -= rejected
                 job.left -= did

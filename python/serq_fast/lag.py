@@ -90,14 +90,14 @@ def apply_ends(eng):
 
 # -- a step's outcome, seen one schedule late (docs/async.md §8; serq_spec/lag.py) ----------------
 
-def defer_outcome(eng, s, part, tokens, done, rejected, decode):
+def defer_outcome(eng, s, part, tokens, done, rejected, decode, draft_end):
     """IterEnd of a step with drafts: its work counts at once, but its rejected drafts keep their
     positions and its blocks are identified only up to what the next schedule knows, until
     `settle_outcomes` after that schedule. Positions are the verified ones (the outcome of the
     step before was settled after this step was scheduled)."""
 
     before = part.pos - tokens
-    s.unseen = (part, rejected, before + done, before + (1.0 if decode else done))
+    s.unseen = (part, rejected, before + done, before + (1.0 if decode else done), draft_end)
     eng.unseen.append(s)
 
 def settle_outcomes(eng):
@@ -138,9 +138,9 @@ def known_upto(s, pos0):
 
 def pending_want(s, eos):
     """A pending resident's `left` and drafts: one more step of 1 + the last run's drafts when
-    vLLM cannot know the request stopped (an `eos` stop, or a run ended through accepted drafts),
-    else nothing."""
+    vLLM cannot know the request stopped (an `eos` stop, or an unseen step that ended the run
+    through accepted drafts), else nothing."""
 
-    wasted = 1.0 if eos or s.draft_end else 0.0
-    s.draft_end = False
+    u = s.unseen
+    wasted = 1.0 if eos or (u is not None and u[4]) else 0.0
     return wasted, (s.spec_drafts if wasted else 0)

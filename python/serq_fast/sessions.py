@@ -33,8 +33,7 @@ class Session:
     __slots__ = ("serial", "attrs", "frames", "status", "where", "holds", "pending", "adm_seq",
                  "prepos", "stuck", "trace", "tcursor", "src", "job", "ready_t", "ready_n",
                  "growth", "turn_used", "turn_t", "turn_warm", "turn_called",
-                 "tid", "parent", "live_branches", "forks", "accept", "unseen", "draft_end",
-                 "spec_drafts")
+                 "tid", "parent", "live_branches", "forks", "accept", "unseen", "spec_drafts")
     copy = False   # a thread, not a spill copy's owner (stages.Copier)
 
     def __init__(self, serial: int, nattrs: int) -> None:
@@ -53,10 +52,9 @@ class Session:
         self.tcursor = 0
         self.accept = None  # the turn's acceptance counts by output number (docs/language.md §7.3)
         # lag 1 (docs/async.md §8): the last step's outcome the next schedule has not seen (part,
-        # rejected drafts, verified position, position known at schedule); whether the last run
-        # ended through accepted drafts; the drafts of its last run with `speculate`
+        # rejected drafts, verified position, position known at schedule, whether it ended the
+        # run through accepted drafts); the drafts of its last run with `speculate`
         self.unseen = None
-        self.draft_end = False
         self.spec_drafts = 0
         self.src = None  # the session stream
         self.job = None

@@ -202,9 +202,8 @@ class Session:
     accept: Optional[list] = None                   # the turn's acceptance counts by output (§7.3)
     # lag 1 (docs/async.md §8): the outcome of the session's last step that the engine's next
     # schedule has not yet seen, [pool, rejected drafts, verified position, position known at
-    # schedule]; whether its last run ended through accepted drafts; its last run's drafts
+    # schedule, whether it ended the run through accepted drafts]; its last run's drafts
     unseen: Optional[list] = None
-    draft_end: bool = False
     spec_drafts: int = 0
 
     @property
@@ -222,9 +221,7 @@ class Session:
         # async speculative decoding's state (docs/async.md §8) only while set: other programs
         # serialise as before
         if self.unseen is not None:
-            extra["unseen"] = [self.unseen[0]] + [amt(x) for x in self.unseen[1:]]
-        if self.draft_end:
-            extra["draft_end"] = True
+            extra["unseen"] = [self.unseen[0]] + [amt(x) for x in self.unseen[1:4]] + [self.unseen[4]]
         if self.spec_drafts:
             extra["spec_drafts"] = self.spec_drafts
         return {**extra, "serial": self.serial, "attrs": [wire(a) for a in self.attrs],
@@ -631,8 +628,8 @@ def _session(d: dict) -> Session:
     s.live_branches, s.forks = d.get("live_branches", 0), d.get("forks", 0)
     s.accept = d.get("accept")
     u = d.get("unseen")
-    s.unseen = None if u is None else [u[0]] + [amt_in(x) for x in u[1:]]
-    s.draft_end, s.spec_drafts = d.get("draft_end", False), d.get("spec_drafts", 0)
+    s.unseen = None if u is None else [u[0]] + [amt_in(x) for x in u[1:4]] + [u[4]]
+    s.spec_drafts = d.get("spec_drafts", 0)
     return s
 
 

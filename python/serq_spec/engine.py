@@ -330,12 +330,12 @@ def iteration_end(cfg: Config, e: int) -> None:
         done, rejected = verified(cfg, job, a)
         s = thread(cfg, job.serial)
         if lagged and job.drafts:
-            # the next schedule does not see this outcome yet (docs/async.md §8)
             if job.growing is not None:
-                defer_outcome(cfg, e, s, job.growing, a.tokens, done, rejected, job.mode == "decode")
-            # vLLM skips a request only once its step in flight surely ends it: one ended through
-            # accepted drafts takes one more step (docs/async.md §8)
-            s.draft_end = job.mode == "decode" and job.left > 1 and done == job.left
+                # the next schedule does not see this outcome yet; vLLM skips a request only once
+                # its step in flight surely ends it: one ended through accepted drafts takes one
+                # more step (docs/async.md §8)
+                defer_outcome(cfg, e, s, job.growing, a.tokens, done, rejected, job.mode == "decode",
+                              job.mode == "decode" and job.left > 1 and done == job.left)
         elif rejected and job.growing is not None:
             h = hold_on(s, job.growing)
             h.position[h.pools.index(job.growing)] -= rejected

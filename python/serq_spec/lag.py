@@ -68,17 +68,18 @@ def is_candidate(s: Session, p: int) -> bool:
 # -- a step's outcome, seen one schedule late (docs/async.md §8) ----------------------------------
 
 def defer_outcome(cfg: Config, e: int, s: Session, pool: int, tokens: int, done: int,
-                  rejected: int, decode: bool) -> None:
+                  rejected: int, decode: bool, draft_end: bool) -> None:
     """At IterEnd of a `lag 1` engine, a step with drafts: its outcome is not seen by the next
     schedule. Its work counts at once (the run knows its outputs), but its rejected drafts keep
     their positions, and its content pool identifies nothing past what the schedule knows, until
     `settle_outcomes` after the engine's next schedule (vLLM's update of step k comes after the
     schedule of step k + 1). Positions are the verified ones: the outcome of the step before was
     settled after this step was scheduled. `known`: what the next schedule knows of the request's
-    tokens, the position before a decode step plus its sampled token, or the prefill work done."""
+    tokens, the position before a decode step plus its sampled token, or the prefill work done.
+    `draft_end`: the step ended its run through accepted drafts (`pending_want`)."""
     h = hold_on(s, pool)
     before = h.position[h.pools.index(pool)] - tokens
-    s.unseen = [pool, rejected, before + done, before + (1 if decode else done)]
+    s.unseen = [pool, rejected, before + done, before + (1 if decode else done), draft_end]
     cfg.stages[e].unseen.append(s.tid)
 
 
@@ -95,7 +96,7 @@ def settle_outcomes(cfg: Config, e: int) -> bool:
         s = thread(cfg, serial)
         if s.unseen is None:
             continue
-        p, rejected, verified, _ = s.unseen
+        p, rejected, verified, _, _ = s.unseen
         s.unseen = None
         if p is None:
             continue
@@ -131,9 +132,8 @@ def known_upto(s: Session, pos_before: Amount) -> Amount:
 
 def pending_want(s: Session, eos: int) -> tuple[int, int]:
     """A pending resident's `left` and drafts (docs/async.md §3 item 1, §8): one more step when
-    vLLM cannot know the request stopped — an `eos` stop, or a run whose last step ended it through
-    accepted drafts (vLLM skips a request only once its in-flight step surely reaches the end) —
-    of 1 + the drafts of the session's last run; else nothing."""
-    wasted = 1 if eos or s.draft_end else 0
-    s.draft_end = False
+    vLLM cannot know the request stopped — an `eos` stop, or an unseen step that ended the run
+    through accepted drafts (vLLM skips a request only once its in-flight step surely reaches the
+    end) — of 1 + the drafts of the session's last run; else nothing."""
+    wasted = 1 if eos or (s.unseen is not None and s.unseen[4]) else 0
     return wasted, s.spec_drafts if wasted else 0

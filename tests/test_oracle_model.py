@@ -34,7 +34,7 @@ ALL = sorted(p.name[: -len(".scenario.json")] for p in VECTORS.glob("*.scenario.
 #: The vectors the model supports today and that agree exactly (measured: docs/vllm-model.md).
 #: A change that makes one of them unsupported or divergent fails `test_vector`; this floor
 #: catches a change that silently refuses more of them.
-MIN_AGREE = 615
+MIN_AGREE = 616
 
 
 def _run(name: str, engine: str = "auto", **kw) -> dict:
@@ -207,6 +207,15 @@ def test_seeded_async_speculative_faults_diverge(fault, name, step, monkeypatch)
         monkeypatch.setattr(spec_engine, "make_due", lambda cfg, e, at, retry=False: make_due(cfg, e, at))
     diffs = _diffs(name, _run(name, "spec"))
     assert diffs and diffs[0].step == step, diffs
+
+
+def test_seeded_unverified_outputs_fault_diverges(monkeypatch):
+    """An unfinished request's outputs are its verified positions: counting a speculative step's
+    drafts (the positions scheduled) makes the stalled `c52000_00079` report 35 outputs, vLLM 29."""
+    import serq_vllm.collect as collect
+    monkeypatch.setattr(collect, "verified_reach", lambda mode, tokens, pos: pos)
+    diffs = _diffs("c52000_00079", _run("c52000_00079"))
+    assert diffs and diffs[0].kind == "request" and diffs[0].field == "output_len", diffs
 
 
 @pytest.mark.parametrize("name", ["h_spec_async", "c50000_00062", "c50000_00083"])

@@ -46,6 +46,15 @@ class _Iter:
     arrived: list = field(default_factory=list)
 
 
+def verified_reach(mode: str, tokens: int, pos: int) -> int:
+    """The position a step surely computed, for the outputs of a request that never finishes
+    (its `output_len`): a speculative decode step's drafts are not verified when it is scheduled,
+    only its own token; its accepted drafts show in the position a later step or a preemption
+    records (`c52000_00079`: a request stalled after speculative steps had 29 outputs in vLLM, the
+    scheduled positions with drafts said 35)."""
+    return pos - tokens + 1 if mode == "decode" and tokens > 1 else pos
+
+
 class Collector:
     """Consumes state lines one by one (docs/state.md) and keeps what the trace needs."""
 
@@ -169,7 +178,7 @@ class Collector:
                     self.admissions += 1
                 self.resume.discard(rid)
                 self.seen.add(rid)
-                self.maxpos[rid] = max(self.maxpos.get(rid, 0), pos)
+                self.maxpos[rid] = max(self.maxpos.get(rid, 0), verified_reach(mode, tokens, pos))
                 self.assigned.setdefault(rid, []).append(step)
                 assign.append((rid, tokens, pos - tokens, kind))
             pre = []
@@ -177,6 +186,7 @@ class Collector:
                 if (self.names[pool] if isinstance(pool, int) else pool) == "kv":
                     rid = plan.sessions[serial][self.turn_of[serial]].rid
                     pre.append(rid)
+                    self.maxpos[rid] = max(self.maxpos.get(rid, 0), position)
                     self.preemptions.append((_t(it["start"]), rid, self.admitted.get(rid, -1)))
                     turn = plan.sessions[serial][self.turn_of[serial]]
                     if position > turn.prompt:

@@ -34,7 +34,7 @@ ALL = sorted(p.name[: -len(".scenario.json")] for p in VECTORS.glob("*.scenario.
 #: The vectors the model supports today and that agree exactly (measured: docs/vllm-model.md).
 #: A change that makes one of them unsupported or divergent fails `test_vector`; this floor
 #: catches a change that silently refuses more of them.
-MIN_AGREE = 616
+MIN_AGREE = 617
 
 
 def _run(name: str, engine: str = "auto", **kw) -> dict:
@@ -186,12 +186,15 @@ ASYNC_SPEC_FAULTS = [
     ("known-at-schedule", "c50000_00069", 152),
     # an empty schedule that settled outcomes is followed by another one at once
     ("no-retry-after-empty-call", "c50000_00081", 78),
+    # a request preempted with its outcome unseen resumes from its verified position
+    ("preempt-counts-rejected", "c52000_00048", 19),
 ]
 
 
 @pytest.mark.parametrize("fault, name, step", ASYNC_SPEC_FAULTS, ids=[f[0] for f in ASYNC_SPEC_FAULTS])
 def test_seeded_async_speculative_faults_diverge(fault, name, step, monkeypatch):
     import serq_spec.engine as spec_engine
+    import serq_spec.growth as spec_growth
     import serq_spec.lag as spec_lag
     import serq_spec.sessions as spec_sessions
     if fault == "outcome-seen-at-once":
@@ -202,6 +205,8 @@ def test_seeded_async_speculative_faults_diverge(fault, name, step, monkeypatch)
         monkeypatch.setattr(spec_lag, "identify", lambda *args: None)
     elif fault == "known-at-schedule":
         monkeypatch.setattr(spec_engine, "known_upto", lambda s, pos_before: pos_before + 1)
+    elif fault == "preempt-counts-rejected":
+        monkeypatch.setattr(spec_growth, "drop_outcome", lambda s, p: (setattr(s, "unseen", None), 0)[1])
     else:
         make_due = spec_engine.make_due
         monkeypatch.setattr(spec_engine, "make_due", lambda cfg, e, at, retry=False: make_due(cfg, e, at))

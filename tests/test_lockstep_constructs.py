@@ -88,45 +88,39 @@ fn main() {
 # two speculating `lag 1` engines whose iterations end at the same instants: one engine's step
 # outcomes are still unseen when the other's iteration end comes next (docs/async.md §8; the
 # Config then carries them across a step, which tests/test_lean_codec_fields.py needs to see)
-LAG_SPECULATE = """
-fn main() {
-  device d { kv cap 256; }
-  pool kv on d { block 4; preempt lifo; }
-  engine a on d {
-    ra cap 4;
-    tokens cap 8;
+LAG_SPECULATE_ENGINE = """
+  engine E on d {
+    R cap 4;
+    tokens cap BUDGET;
     lag 1;
-    speculate (0, 1, inf);
+    speculate (SPECULATE);
     request (p, o) {
       at admission { known = max(p, computed + 1); }
       prefill (known) growing kv;
-      decode (o - 1 - (known - p)) growing kv speculate (2);
+      decode (o - 1 - (known - p)) growing kv speculate (K);
     }
-    schedule { advance running; admit waiting taking ra (1), kv (known); }
+    schedule { advance running; admit waiting taking R (1), kv (known); }
     execute (1);
   }
-  engine b on d {
-    rb cap 4;
-    tokens cap 6;
-    lag 1;
-    speculate (1, 0, inf);
-    request (p, o) {
-      at admission { known = max(p, computed + 1); }
-      prefill (known) growing kv;
-      decode (o - 1 - (known - p)) growing kv speculate (1);
-    }
-    schedule { advance running; admit waiting taking rb (1), kv (known); }
-    execute (1);
-  }
-  pool ra on a { queue fifo; }
-  pool rb on b { queue fifo; }
-  workload { arrive batch(4); }
-  server {
+  pool R on E { queue fifo; }"""
+
+
+def lag_speculate_engine(name: str, budget: int, speculate: str, k: int) -> str:
+    return (LAG_SPECULATE_ENGINE.replace("BUDGET", str(budget)).replace("SPECULATE", speculate)
+            .replace("K)", f"{k})").replace("E ", f"{name} ").replace("R ", f"r{name} "))
+
+
+LAG_SPECULATE = f"""
+fn main() {{
+  device d {{ kv cap 256; }}
+  pool kv on d {{ block 4; preempt lifo; }}{lag_speculate_engine("a", 8, "0, 1, inf", 2)}{lag_speculate_engine("b", 6, "1, 0, inf", 1)}
+  workload {{ arrive batch(4); }}
+  server {{
     set w = ceil(~uniform(1, 12));
-    branch (serial < 2) { a (w, 6); } else { b (w, 5); }
+    branch (serial < 2) {{ a (w, 6); }} else {{ b (w, 5); }}
     observe t = now;
-  }
-}"""
+  }}
+}}"""
 
 CASES = {
     "stress-grow-vs-engine": (GROW_VS_ENGINE, 40),

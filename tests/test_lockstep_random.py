@@ -254,7 +254,10 @@ def test_random_spill_programs_agree(case):
     lockstep(ir, case.seed, case.sessions, case.name)
 
 
-@settings(max_examples=LAG_EXAMPLES, deadline=None, derandomize=not LONG, database=None,
+LAG_SPECULATE_EXAMPLES = max(10, EXAMPLES // 8)
+
+
+@settings(max_examples=LAG_SPECULATE_EXAMPLES, deadline=None, derandomize=not LONG, database=None,
           suppress_health_check=list(HealthCheck))
 @given(st.booleans().flatmap(lambda content: strategies.vllm_programs(content=content, lag=True,
                                                                        speculate=True)))

@@ -11,7 +11,6 @@ preempt_pending, detach_free / detach_resident).
 from __future__ import annotations
 
 from serq_fast.defs import COMPUTED, ENDING, EPS, GROWING, READY, STAGE, roundup
-from serq_fast.lag import drop_outcome
 from serq_fast.pools import Hold, Part, Pool, release_hold
 
 
@@ -130,6 +129,18 @@ def detach(sim, s) -> None:
         if s in part.pool.growers:
             part.pool.growers.remove(s)
         s.growth = None
+
+
+def drop_outcome(s, part):
+    """A preempted session's unseen outcome (docs/async.md §8 item 4, serq_spec.lag.drop_outcome):
+    the drafts it rejected (on `part`), which the position recorded at the preemption must not
+    count; the outcome itself is dropped."""
+
+    u = s.unseen
+    if u is None:
+        return 0.0
+    s.unseen = None
+    return u[1] if u[0] is part else 0.0
 
 
 def preempt(sim, part: Part, pool: Pool) -> None:

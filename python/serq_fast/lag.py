@@ -119,16 +119,6 @@ def settle_outcomes(eng):
         settled = True
     return settled
 
-def drop_outcome(s, part):
-    """A preempted session's unseen outcome: the drafts it rejected (on `part`), which the
-    position recorded at the preemption must not count; the outcome itself is dropped."""
-
-    u = s.unseen
-    if u is None:
-        return 0.0
-    s.unseen = None
-    return u[1] if u[0] is part else 0.0
-
 def known_upto(s, pos0):
     """How far a speculative step of a lag engine identifies blocks: its own token, not past what
     the schedule knows while an earlier step's outcome is unseen."""

@@ -629,13 +629,15 @@ def execRun (th : Tid) (sref : Ref) (mode : RunMode) (workE : Expr) (growing : O
         specError s!"a run growing pool {← poolName g} outside a hold of it" loc
   -- sessions.py exec_run: `speculate (k)`, a whole number >= 0 (docs/language.md §7.3), read
   -- also when the work is 0
-  let mut drafts : Nat := 0
-  if let some de := draftsE then
-    match (← evaluate env de) with
-    | .fin k =>
-      if k < 0 || k.den != 1 then specError s!"speculate: the drafts per step must be a whole number >= 0, got {(Value.fin k).toWire}" loc
-      drafts := k.num.toNat
-    | v => specError s!"speculate: the drafts per step must be a whole number >= 0, got {v.toWire}" loc
+  let drafts : Nat ← match draftsE with
+    | none => pure 0
+    | some de => do
+      match (← evaluate env de) with
+      | .fin k =>
+        if k < 0 || k.den != 1 then specError s!"speculate: the drafts per step must be a whole number >= 0, got {(Value.fin k).toWire}" loc
+        pure k.num.toNat
+      | v => specError s!"speculate: the drafts per step must be a whole number >= 0, got {v.toWire}" loc
+  if draftsE.isSome then
     if let .step sd := d.kind then
       -- a pending resident's wasted step has them (docs/async.md §8 item 5)
       if sd.lag == 1 then modifySession serial fun s => { s with specDrafts := drafts }

@@ -254,6 +254,11 @@ def price (e : Estimates) (sHit ds : Value) : Res Value := do
 its rate since `since` (docs/language.md §11.14). -/
 def remaining (now : Rat) (j : Job) : Rat := workLeft j - j.rate * (now - j.since)
 
+/-- serq/exact.py `index_not_in_range`: an array index that names no member, with what to do
+(both engines' words; the index as its wire text here, docs/lean.md). -/
+def indexNotInRange (i : Value) (count : Nat) : String :=
+  s!"index {i.toWire} is not a whole number in 0..{count - 1}: an array's member is named by a whole number from 0 to {count - 1}; round the index (floor(…)) and keep it in range (e.g. min(floor(…), {count - 1}))"
+
 mutual
 
 /-- expr.py `evaluate`: the value of `e` in `env`. A plain `SpecError` raised without a
@@ -329,8 +334,8 @@ partial def resolveRef (env : EnvM) (base count : Nat) (index : Option Expr) : M
     | .fin q =>
       if q.den == 1 && decide (0 ≤ q.num) && decide (q.num < (count : Int)) then
         return base + q.num.toNat
-      else specError s!"index {i.toWire} out of range 0..{count - 1}" env.loc
-    | _ => specError s!"index {i.toWire} out of range 0..{count - 1}" env.loc
+      else specError (indexNotInRange i count) env.loc
+    | _ => specError (indexNotInRange i count) env.loc
 
 /-- expr.py `observable`. -/
 partial def observable (env : EnvM) (f : String) (onPool : Bool) (base count : Nat)

@@ -596,6 +596,19 @@ def execTurn (serial : Nat) : M Unit := do
   if let some b := w.turn then
     pushFrame serial { block := b, pc := 0, kind := "plain", stmt := none, stream := .turn s.turns }
 
+/-- serq/exact.py `negative_work`, `work_not_finite`, `negative_transfer_amount`: a run's work
+and a transfer's amount out of their range, with the value and what to do (both engines' words;
+here the value is its wire text, docs/lean.md). -/
+def negativeWork (w : Value) : String :=
+  s!"negative work {w.toWire}: a run's work is an amount of service >= 0; keep the expression from going below 0 (e.g. max(0, …))"
+
+def workNotFinite (w : Value) : String :=
+  s!"work {w.toWire} is not finite: a run's work must be a finite amount of service; bound the expression (e.g. min(…, LIMIT)) or look for a division by 0 in it"
+
+def negativeTransferAmount (pool : String) : String :=
+  "negative transfer amount {}: n is the tokens the copy lands in pool " ++ pool ++
+    ", a number >= 0; keep the expression from going below 0 (e.g. max(0, …))"
+
 /-- sessions.py `exec_run`: a job on the stage; zero work completes at once and yields. `th` is
 the thread that runs it (a branch runs on stages that are not engines). -/
 def execRun (th : Tid) (sref : Ref) (mode : RunMode) (workE : Expr) (growing : Option Nat)
@@ -606,9 +619,9 @@ def execRun (th : Tid) (sref : Ref) (mode : RunMode) (workE : Expr) (growing : O
   let w ← evaluate env workE
   let q ← match w with
     | .fin q => pure q
-    | .negInf => specError s!"negative work {w.toWire}" loc
-    | _ => specError s!"work {w.toWire} is not finite" loc
-  if q < 0 then specError s!"negative work {w.toWire}" loc
+    | .negInf => specError (negativeWork w) loc
+    | _ => specError (workNotFinite w) loc
+  if q < 0 then specError (negativeWork w) loc
   let modeStr := match mode with
     | .plain => "plain"
     | .prefill => "prefill"
@@ -658,9 +671,9 @@ def execFlow (th : Tid) (refs : List Ref) (workE : Expr) (env : EnvM) (loc : Opt
   let w ← evaluate env workE
   let q ← match w with
     | .fin q => pure q
-    | .negInf => specError s!"negative work {w.toWire}" loc
-    | _ => specError s!"work {w.toWire} is not finite" loc
-  if q < 0 then specError s!"negative work {w.toWire}" loc
+    | .negInf => specError (negativeWork w) loc
+    | _ => specError (workNotFinite w) loc
+  if q < 0 then specError (negativeWork w) loc
   startFlow th stages w
 
 /-! ## `transfer` (docs/language.md §11.15) -/
@@ -720,8 +733,8 @@ prints the two numbers of the last error as doubles, this mirror exactly.) -/
 def execTransferEnd (serial : Nat) (src dst : Ref) (unitsE : Expr) (env : EnvM) (loc : Option Loc) : M Unit := do
   let p ← resolveRef env src.base src.count src.index
   let q ← resolveRef env dst.base dst.count dst.index
-  let n ← unitsInt (← evaluate env unitsE) "transfer amount" loc "negative transfer amount {}"
   let name ← poolName q
+  let n ← unitsInt (← evaluate env unitsE) "transfer amount" loc (negativeTransferAmount name)
   loadUnits serial q n
     s!"transfer to pool {name}: the session no longer holds it when the copy ends (its lease ran out during the copy); lease it for longer"
     (fun pos alloc => s!"transfer to pool {name}: position {(Value.fin pos).toWire} beyond the allocation {(Value.fin alloc).toWire}; hold at least the position plus n")

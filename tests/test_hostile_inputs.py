@@ -173,3 +173,37 @@ def test_zero_work_flow_over_one_member_twice_is_an_error_in_both_engines(tmp_pa
     for argv in (["run", prog, "--horizon", "3"], ["lockstep", prog, "--seed", "1", "--sessions", "2"]):
         rc, out, err = run(capsys, *argv)
         assert rc == 2 and err.startswith(want), (argv, out, err)
+
+
+# -- an engine array whose body reads a member's estimate (fuzz seed 22001) -----------------------
+
+ESTIMATING_ARRAY = """
+fn main() {
+  device acc[2] { kv cap 1024; }
+  pool kv[2] on acc[j] { block 16; }
+  engine eng[2] on acc[j] {
+    reqs cap 4;
+    tokens cap 64;
+    request () { prefill (8) growing kv[j]; decode (2) growing kv[j]; }
+    schedule { advance running; admit waiting taking reqs[j] (1), kv[j] (16); }
+    execute (0.01 + READ);
+  }
+  pool reqs[2] on eng[j] { queue fifo; }
+  workload { arrive poisson(3); }
+  server { set x = serial - 2 * floor(serial / 2); eng[x] (); }
+}
+"""
+
+
+@pytest.mark.parametrize("read", ["est_rho(eng[j])", "price(eng[j], 1, 2)", "est_wait(eng[1])"])
+def test_engine_array_body_reading_an_estimate_of_a_member(tmp_path, capsys, read):
+    """Member 0's `execute` reading an estimate of the array marked every member, member 1 not
+    yet declared: an IndexError in the linker. Every member keeps its estimates, and the run
+    agrees in lockstep."""
+    f = tmp_path / "a.sq"
+    f.write_text(ESTIMATING_ARRAY.replace("READ", read))
+    rc, out, err = run(capsys, "ir", f)
+    assert rc == 0, err
+    assert [(s["name"], s.get("estimates")) for s in json.loads(out)["stages"]] == [("eng[0]", True), ("eng[1]", True)]
+    rc, _, err = run(capsys, "lockstep", f, "--seed", "1", "--sessions", "6")
+    assert rc == 0, err

@@ -226,6 +226,9 @@ class Linker:
         self.pool_names: dict[str, tuple] = {}   # name -> (base, count, pos)
         self.stages: list[dict] = []
         self.stage_names: dict[str, tuple] = {}  # name -> (base, count, kind, pos)
+        # members of an engine array whose estimates a body before them reads (`est_rho(E[1])` in
+        # E[0]'s `execute`): marked when the member is declared (`engine_member`)
+        self.estimates_ahead: set[int] = set()
         self.devices: dict[str, dict] = {}           # a device array's members as `gpu[0]`, `gpu[1]`, …
         self.device_arrays: dict[str, int] = {}      # device array name -> its size
         self.admit_via: list[tuple] = []            # (pool index, `admit via E` node), resolved after `main`
@@ -971,6 +974,8 @@ class Linker:
         stage = {"name": name, "kind": "step", "budget": None, "granule": None, "cost": None, "memory": None,
                  "lag": 0, "registers": [], "lets": [], "schedule": [], "at": {}}
         self.stages.append(stage)
+        if index in self.estimates_ahead:
+            stage["estimates"] = True
         if not in_array:
             self.stage_names[name] = (index, 1, "step", e.pos, False)
         self.engines[name] = info
@@ -2215,7 +2220,10 @@ class Linker:
         engines they read keep their estimates (IR `"estimates": true`, every stage of an array
         read by index)."""
         for b in range(ref["base"], ref["base"] + ref["count"]):
-            self.stages[b]["estimates"] = True
+            if b < len(self.stages):
+                self.stages[b]["estimates"] = True
+            else:   # a member of the engine array being declared, after this body's own
+                self.estimates_ahead.add(b)
         out = {"k": "obs", "f": f, "stage": ref}
         if f == "price":
             out["args"] = [self.cx(a, c) for a in e.args[1:]]

@@ -5,6 +5,7 @@ touch. Every test here failed on the code before its fix (the fix's commit messa
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -207,3 +208,28 @@ def test_engine_array_body_reading_an_estimate_of_a_member(tmp_path, capsys, rea
     assert [(s["name"], s.get("estimates")) for s in json.loads(out)["stages"]] == [("eng[0]", True), ("eng[1]", True)]
     rc, _, err = run(capsys, "lockstep", f, "--seed", "1", "--sessions", "6")
     assert rc == 0, err
+
+
+# -- `--set` of a capacity beyond the doubles: refused where the capacity is written -------------
+
+REPLICAS = Path(__file__).resolve().parents[1] / "examples" / "multi-turn" / "replicas.sq"
+
+
+@pytest.mark.parametrize("setting, where, what, command", [
+    ("max_seqs=1e400", "71:14", "capacity `reqs` of about 1e400", ["check"]),
+    ("max_seqs=1e-400", "71:14", "capacity `reqs` of about 1e-400", ["check"]),
+    ("blocks=1e400", "62:12", "capacity `kv` of about 1e401", ["check"]),
+    ("max_seqs=1e400", "71:14", "capacity `reqs` of about 1e400", ["run", "--horizon", "1"]),
+    ("max_seqs=1e-400", "71:14", "capacity `reqs` of about 1e-400", ["sample", "--seed", "1", "--sessions", "1"]),
+])
+def test_a_capacity_beyond_the_doubles_is_refused_at_its_place(tmp_path, capsys, setting, where, what, command):
+    """`serq check` accepted `--set max_seqs=1e400` on replicas.sq, `run` and `sample` refused it
+    as `serq: error: the cap of pool reqs[0] …` with no place; 1e-400 got as far as a capacity
+    printed as a fraction of 400 digits. Every command now refuses it at the `cap`, saying what to give."""
+    argv = [command[0], REPLICAS, *command[1:], "--set", setting]
+    if command[0] == "sample":
+        argv += ["-o", tmp_path / "s.json"]
+    rc, _, err = run(capsys, *argv)
+    assert rc == 2
+    assert err.startswith(f"{REPLICAS}:{where}: error: {what} is beyond the range of doubles"), err
+    assert err.splitlines()[0].endswith("; give a capacity in that range, or inf for no limit"), err

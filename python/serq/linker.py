@@ -502,6 +502,9 @@ class Linker:
         cap = self.const_value(e, f"capacity `{name}`")
         if cap < 0:
             raise self.err(e.pos, f"capacity `{name}` cannot be negative, got {value_to_wire(cap)}")
+        if exact.beyond_doubles(cap):   # where it is written, not later without a place (both engines refuse it)
+            raise self.err(e.pos, exact.constant_beyond_doubles(cap, f"capacity `{name}`")
+                           + "; give a capacity in that range, or inf for no limit")
         return cap
 
     # ------------------------------------------------------------------ devices
@@ -580,6 +583,9 @@ class Linker:
                 b = self.const_value(o.expr, "`block`")
                 if not (b > 0) or exact.is_inf(b):
                     raise self.err(o.expr.pos, "`block` must be a positive finite constant")
+                if exact.beyond_doubles(b):
+                    raise self.err(o.expr.pos, exact.constant_beyond_doubles(b, "`block`")
+                                   + "; give a block size in that range")
                 opts["block"] = b
             elif o.kind == "p_evict":
                 if o.how == "lru":

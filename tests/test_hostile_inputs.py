@@ -233,3 +233,14 @@ def test_a_capacity_beyond_the_doubles_is_refused_at_its_place(tmp_path, capsys,
     assert rc == 2
     assert err.startswith(f"{REPLICAS}:{where}: error: {what} is beyond the range of doubles"), err
     assert err.splitlines()[0].endswith("; give a capacity in that range, or inf for no limit"), err
+
+
+def test_sampling_a_loop_without_an_end_is_located_at_the_loop(tmp_path, capsys):
+    """`serq sample` of examples/multi-turn/closed.sq without --horizon said `serq: error:
+    closed.sq:39:7: …` (the program's name as the IR keeps it, inside the message); it is a program
+    error at the loop now, FILE:LINE:COLUMN first, the path as given."""
+    closed = Path(__file__).resolve().parents[1] / "examples" / "multi-turn" / "closed.sq"
+    rc, _, err = run(capsys, "sample", closed, "--seed", "1", "--sessions", "2", "-o", tmp_path / "s.json")
+    assert rc == 2
+    assert err.startswith(f"{closed}:39:7: error: every session enters this `loop` and none can leave it"), err
+    assert "sample with --horizon T" in err

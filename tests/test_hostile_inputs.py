@@ -244,3 +244,21 @@ def test_sampling_a_loop_without_an_end_is_located_at_the_loop(tmp_path, capsys)
     assert rc == 2
     assert err.startswith(f"{closed}:39:7: error: every session enters this `loop` and none can leave it"), err
     assert "sample with --horizon T" in err
+
+
+FLOWS = Path(__file__).resolve().parents[1] / "examples" / "single-turn" / "flows.sq"
+ARGUMENTS = Path(__file__).resolve().parents[1] / "examples" / "single-turn" / "arguments.sq"
+
+
+@pytest.mark.parametrize("program, setting, expected", [
+    (FLOWS, "up=-1", "37:21: error: ps stage uplink: capacity must be positive and finite, got -1; give the work"),
+    (FLOWS, "down=0", "38:23: error: ps stage downlink: capacity must be positive and finite, got 0; give the work"),
+    (FLOWS, "up=inf", "37:21: error: ps stage uplink: capacity must be positive and finite, got inf; give the work"),
+    (ARGUMENTS, "servers=-1", "41:21: error: a fifo stage needs a whole, positive number of servers, got -1; "
+                              "give a whole number >= 1"),
+])
+def test_a_stage_capacity_set_out_of_range_is_refused_by_check(capsys, program, setting, expected):
+    """`serq check flows.sq --set up=-1` said OK (the constant ps capacity was checked only when
+    a run read it), and a fifo stage's servers were refused without the value or what to give."""
+    rc, _, err = run(capsys, "check", program, "--set", setting)
+    assert rc == 2 and err.startswith(f"{program}:{expected}"), err

@@ -893,11 +893,18 @@ class Linker:
             if k.expr is not None:
                 n = self.const_value(k.expr, "the number of servers")
                 if not exact.whole_in(n, 1, INF):
-                    raise self.err(k.expr.pos, "a fifo stage needs a whole, positive number of servers")
+                    raise self.err(k.expr.pos, f"a fifo stage needs a whole, positive number of servers, got "
+                                               f"{value_to_wire(n)}; give a whole number >= 1")
             proto = {"kind": "fifo", "servers": int(n)}
         elif k.how == "ps":
-            proto = {"kind": "ps", "capacity": self.cx(k.expr, Ctx("ps", "a ps stage's capacity", defs=self.defs)),
-                     "at": {"capacity": self.at(k.expr.pos)}}
+            phi = self.cx(k.expr, Ctx("ps", "a ps stage's capacity", defs=self.defs))
+            # a constant capacity is checked here, where `serq check` sees it; one that reads
+            # `present` or a draw is checked by the engines when they read it (docs/language.md §9)
+            if is_num(phi) and not (0 < val(phi) < INF):
+                raise self.err(k.expr.pos, f"ps stage {s.name}: capacity must be positive and finite, got "
+                                           f"{value_to_wire(val(phi))}; give the work it serves per unit of time "
+                                           "alone, a number above 0")
+            proto = {"kind": "ps", "capacity": phi, "at": {"capacity": self.at(k.expr.pos)}}
         else:
             proto = {"kind": "delay"}
         base = len(self.stages)

@@ -334,7 +334,9 @@ def test_constructs(work, text):
         check_located(rc, err, names=(str(f), str(out)))
     elif not err.startswith("serq: error: "):
         assert LOCATED.match(err), err
-    if "1e300" not in text:   # times near 1e300 are past the fast engine's float ties (docs/fast.md "Float time")
+    # times near 1e300 (a work of 1e300, a ps capacity of 1e-300) are past the fast engine's float
+    # ties (docs/fast.md "Float time"): lockstep diverges there by design (fuzz seed 22012)
+    if "1e300" not in text and "1e-300" not in text:
         rc, err = serq(["lockstep", f, "--seed", "1", "--sessions", "3", "--max-steps", "400"], work)
         check_located(rc, err, allowed=(0, 2), names=(str(f),))
 

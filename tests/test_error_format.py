@@ -159,7 +159,8 @@ CASES = {
     "draw-infinite-argument": (DRAW, "MEAN", "abs(w)", "-1 / (w - w)", "4:37",
                                "~exp(-inf): arguments outside what the draw can sample (the arguments must "
                                "be finite)"),
-    "draw-negative-mean": (DRAW, "MEAN", "abs(w)", "w", "4:37", "~exp needs a mean >= 0, got -0.954488049296"),
+    "draw-negative-mean": (DRAW, "MEAN", "abs(w)", "w", "4:37", "~exp needs a mean >= 0, got -0.954488049296; a mean is a time or an "
+                           "amount: keep the expression (or the input it reads) from going below 0"),
     "constant-beyond-doubles": (ONE_STAGE, "WORK", "abs(w)", "abs(w) * 1e-400 * 1e400", "4:37",
                                 "a constant of about 1e-400 is beyond the range of doubles (about 1e-308 to "
                                 "1e308), where both engines keep a program's values"),

@@ -259,6 +259,12 @@ def remaining (now : Rat) (j : Job) : Rat := workLeft j - j.rate * (now - j.sinc
 def indexNotInRange (i : Value) (count : Nat) : String :=
   s!"index {i.toWire} is not a whole number in 0..{count - 1}: an array's member is named by a whole number from 0 to {count - 1}; round the index (floor(…)) and keep it in range (e.g. min(floor(…), {count - 1}))"
 
+/-- serq/exact.py `speculate_not_whole`: `speculate (slots, lookahead, limit)` read as anything
+but a whole number >= 0 (the limit may be inf), with what to do (the value as its wire text here). -/
+def speculateNotWhole (engine key : String) (v : Value) : String :=
+  let orInf := if key == "limit" then " or inf" else ""
+  s!"engine {engine}: speculate {key} must be a whole number >= 0{orInf}, got {v.toWire}; it counts tokens: round it (floor(…)) and keep it >= 0"
+
 mutual
 
 /-- expr.py `evaluate`: the value of `e` in `env`. A plain `SpecError` raised without a
@@ -511,13 +517,18 @@ partial def budgetMoment (ictx : IterCtx) : M IterCtx := do
       ic := { ic with granule := some k.toNat }
   -- docs/language.md §7.3: `speculate (slots, lookahead, limit)`, whole numbers >= 0 (limit: or inf)
   if let some sp := sd.speculate then
+    -- expr.py: each read as a whole number >= 0 (the limit may be inf), one message for every way
+    -- it is not (serq/exact.py `speculate_not_whole`)
     let whole (e : Expr) (key : String) : M (Option Int) := do
-      let v ← wholeOrInf (← evaluate (envOf ic) e) s!"engine {name}: speculate {key}"
-      if let some k := v then
-        if k < 0 then specError s!"engine {name}: speculate {key} must be a whole number >= 0, got {k}"
-      return v
-    let some sl ← whole sp.slots "slots" | specError s!"engine {name}: speculate slots must be a whole number >= 0, got inf"
-    let some lk ← whole sp.lookahead "lookahead" | specError s!"engine {name}: speculate lookahead must be a whole number >= 0, got inf"
+      let v ← evaluate (envOf ic) e
+      match v with
+      | .posInf => if key == "limit" then return none else specError (speculateNotWhole name key v)
+      | .negInf => specError (speculateNotWhole name key v)
+      | .fin q =>
+        if q.den != 1 || decide (q < 0) then specError (speculateNotWhole name key v)
+        else return some q.num
+    let some sl ← whole sp.slots "slots" | specError (speculateNotWhole name "slots" .posInf)
+    let some lk ← whole sp.lookahead "lookahead" | specError (speculateNotWhole name "lookahead" .posInf)
     let lim ← whole sp.limit "limit"
     ic := { ic with slots := sl.toNat, lookahead := lk.toNat,
                     limit := match lim with

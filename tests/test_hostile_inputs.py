@@ -262,3 +262,42 @@ def test_a_stage_capacity_set_out_of_range_is_refused_by_check(capsys, program, 
     a run read it), and a fifo stage's servers were refused without the value or what to give."""
     rc, _, err = run(capsys, "check", program, "--set", setting)
     assert rc == 2 and err.startswith(f"{program}:{expected}"), err
+
+
+# -- `speculate (slots, lookahead, limit)` that is no whole number (fuzz seed 22011) ---------------
+
+SPECULATING = """fn main() {
+  device acc { kv cap 1024; }
+  pool kv on acc { block 16; }
+  engine eng on acc {
+    reqs cap 4;
+    tokens cap 64;
+    speculate (SPEC);
+    request (p, o) { prefill (p) growing kv; decode (o) growing kv; }
+    schedule { advance running; admit waiting taking reqs (1), kv (16); }
+    execute (0.01);
+  }
+  pool reqs on eng { queue fifo; }
+  workload { arrive poisson(1); }
+  server { eng (8, 3); }
+}
+"""
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("1.5, 0, inf", "speculate slots must be a whole number >= 0, got 1.5"),
+    ("1, 1/2, 3", "speculate lookahead must be a whole number >= 0, got 0.5"),
+    ("1, 0, 2.5", "speculate limit must be a whole number >= 0 or inf, got 2.5"),
+    ("1, 0, -inf", "speculate limit must be a whole number >= 0 or inf, got -inf"),
+])
+def test_speculate_that_is_no_whole_number_is_one_located_line(tmp_path, capsys, spec, message):
+    """serq_fast's `_speculates` read a constant's wire text with float(): `speculate (1.5, 0, inf)`
+    was a ValueError traceback (`'3/2'`); serq_fast also named the item twice (`engine eng:
+    speculate: engine eng: speculate slots …`) and serq_spec worded a fraction otherwise (`… a whole
+    number of tokens, got 3/2`). Both engines print one line now, at the item."""
+    f = tmp_path / "s.sq"
+    f.write_text(SPECULATING.replace("SPEC", spec))
+    expected = (f"{f}:7:5: error: engine eng: {message}; it counts tokens: round it (floor(…)) and keep it >= 0")
+    for argv in (["run", f, "--horizon", "3"], ["lockstep", f, "--seed", "1", "--sessions", "2"]):
+        rc, _, err = run(capsys, *argv)
+        assert (rc, err.splitlines()[0] if err else "") == (2, expected), argv

@@ -313,6 +313,13 @@ def work_not_finite(work: Value) -> str:
             "the expression (e.g. min(…, LIMIT)) or look for a division by 0 in it")
 
 
+def speculate_not_whole(engine: str, key: str, value: Value) -> str:
+    """An engine's `speculate (slots, lookahead, limit)` (docs/language.md §7.3) read as anything
+    but a whole number >= 0 (the limit may be inf), in both engines' words."""
+    return (f"engine {engine}: speculate {key} must be a whole number >= 0{' or inf' if key == 'limit' else ''}, "
+            f"got {number_text(value)}; it counts tokens: round it (floor(…)) and keep it >= 0")
+
+
 def negative_transfer_amount(amount: Value, pool: str) -> str:
     """`transfer S (w) from P to Q (n);` with n < 0 (POOL is Q)."""
     return (f"negative transfer amount {number_text(amount)}: n is the tokens the copy lands in pool {pool}, "

@@ -17,7 +17,7 @@ from fractions import Fraction
 from typing import Any, Callable, Iterator, Optional
 
 from serq.errors import number_text
-from serq.exact import index_not_in_range
+from serq.exact import index_not_in_range, speculate_not_whole
 from serq.irfile import field_at
 from serq.wire import Value
 
@@ -391,11 +391,10 @@ def budget_moment(cfg: Config, ictx: IterCtx) -> None:
         env.at = sp.get("at")
         for key in ("slots", "lookahead", "limit"):
             env.what = f"engine {name}: speculate {key}"
-            v = whole_or_inf(evaluate(sp[key], env), env.what, cfg, env.at)
-            if v < 0 or (key != "limit" and V.is_inf(v)):
-                raise SpecError(f"engine {name}: speculate {key} must be a whole number >= 0"
-                                f"{' or inf' if key == 'limit' else ''}, got {V.wire(v)}", env.at, cfg.program.files)
-            setattr(ictx, key, v)
+            v = evaluate(sp[key], env)
+            if v < 0 or (key != "limit" if V.is_inf(v) else v.denominator != 1):   # serq_fast's words (serq.exact)
+                raise SpecError(speculate_not_whole(name, key, v), env.at, cfg.program.files)
+            setattr(ictx, key, v if V.is_inf(v) else int(v))
         env.what = f"engine {name}: tokens cap"
     for let in spec.get("lets", []):
         env.at, env.what = let.get("at"), f"engine {name}: schedule `let {let.get('name')}`"

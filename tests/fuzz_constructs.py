@@ -244,8 +244,10 @@ def _s_engine(draw, array: bool = False) -> tuple[list[str], str]:
 
 
 @st.composite
-def construct_programs(draw) -> str:
-    draw = _Draw(draw, draw(st.booleans()))
+def construct_programs(draw, faulty: bool | None = None) -> str:
+    """A program; malformed parts in half of them, or as `faulty` says (False: a program meant to
+    be accepted, so that what is tested is what else the command is given)."""
+    draw = _Draw(draw, draw(st.booleans()) if faulty is None else faulty)
     names = draw(st.lists(st.sampled_from(["a", "b", "c"]), min_size=1, max_size=3, unique=True))
     kinds = {n: _one(draw, ["ps"], ["fifo", "delay"]) for n in names}
     ps_names = [n for n in names if kinds[n] == "ps"]

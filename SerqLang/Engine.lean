@@ -307,10 +307,12 @@ def startIteration (e : Nat) : M Bool := do
   -- the batch is formed: iteration claims read what `execute` reads (claims.py)
   checkIteration e env
   let tokens := sumNat (ic.assign.toList.map (·.tokens))
+  -- serq/exact.py `iteration_cost_out_of_range`, in engine.py's words (the value as its wire text here)
+  let costMsg := s!"engine {d.name}: execute: iteration cost {cost.toWire} is not a finite value >= 0; it is the iteration's time: keep the expression (or the inputs it reads) finite and >= 0 (e.g. max(0, …))"
   let c ← match cost with
     | .fin q =>
-      if q < 0 then specError s!"engine {d.name}: iteration cost {cost.toWire}" else pure q
-    | _ => specError s!"engine {d.name}: iteration cost {cost.toWire}"
+      if q < 0 then specError costMsg else pure q
+    | _ => specError costMsg
   if decide (tokens > 0) && c == 0 then specError s!"engine {d.name}: an iteration with {tokens} tokens costs 0"
   let now := (← getCfg).now
   -- the iteration is formed: its cycle opens (stages.py `estimate_iteration`)

@@ -136,7 +136,13 @@ CASES = {
     "claim": (CLAIM, "VALUE", "queue(s) == 0", "queue(s) + 2", "5:3", "claim drained must be 0 or 1, got 2.0"),
     "negative-units": (UNITS, "UNITS", "abs(u)", "u", "5:37", "a negative amount for pool m"),
     "cost-minus-inf": (ENGINE, "COST", "0.01", "-1 / (batch.tokens - batch.tokens)", "16:14",
-                       "engine eng: execute: iteration cost -inf is not a finite value >= 0"),
+                       "engine eng: execute: iteration cost -inf is not a finite value >= 0; it is the "
+                       "iteration's time: keep the expression (or the inputs it reads) finite and >= 0 (e.g. "
+                       "max(0, …))"),
+    "cost-negative": (ENGINE, "COST", "0.01", "0.01 - batch.tokens", "16:14",
+                      "engine eng: execute: iteration cost -15.99 is not a finite value >= 0; it is the "
+                      "iteration's time: keep the expression (or the inputs it reads) finite and >= 0 (e.g. "
+                      "max(0, …))"),
     "cost-nan": (ENGINE, "COST", "0.01", "0 * (1 / (batch.tokens - batch.tokens))", "16:14",
                  "engine eng: execute: 0 * inf is undefined"),
     # issue 13's last disagreements, each a rule of docs/language.md §4.1 / §4.3 now: serq_spec

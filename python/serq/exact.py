@@ -313,6 +313,13 @@ def work_not_finite(work: Value) -> str:
             "the expression (e.g. min(…, LIMIT)) or look for a division by 0 in it")
 
 
+def iteration_cost_out_of_range(cost: Value) -> str:
+    """An engine's `execute` (or K `cost`) read as a negative or infinite time, in both engines'
+    words (each prefixes `engine E: execute: `)."""
+    return (f"iteration cost {number_text(cost)} is not a finite value >= 0; it is the iteration's time: "
+            "keep the expression (or the inputs it reads) finite and >= 0 (e.g. max(0, …))")
+
+
 def speculate_not_whole(engine: str, key: str, value: Value) -> str:
     """An engine's `speculate (slots, lookahead, limit)` (docs/language.md §7.3) read as anything
     but a whole number >= 0 (the limit may be inf), in both engines' words."""

@@ -17,7 +17,7 @@ import math
 import os
 import sys
 
-from serq.exact import speculate_not_whole
+from serq.exact import iteration_cost_out_of_range, speculate_not_whole
 from serq.irfile import field_at
 from serq.wire import value_from_wire
 from serq_fast import advance
@@ -663,7 +663,7 @@ class Engine(Stage):
             self.forming = False
         tokens = sum(a[1] for a in it.assign)
         if cost != cost or cost < 0 or math.isinf(cost):
-            raise located(RunError(f"iteration cost {cost} is not a finite value >= 0"), self.cost_at,
+            raise located(RunError(iteration_cost_out_of_range(cost)), self.cost_at,
                           f"engine {self.name}: execute")
         if tokens > 0 and cost <= 0:
             raise located(RunError(f"an iteration with {tokens:g} tokens costs 0"), self.cost_at,

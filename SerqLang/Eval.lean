@@ -19,7 +19,9 @@ namespace SerqLang
 /-- expr.py `Env`: the moment an expression is read in. `ictx` is a snapshot of the iteration
 being formed (engine.py passes the object; nothing evaluates while changing it). -/
 structure EnvM where
-  session : Option Nat := none
+  /-- the thread whose moment this is (expr.py `Env.session`: a session or a branch, whose
+  attributes are those it uses, `attrThread`; its draws are its session's) -/
+  session : Option Tid := none
   stream : DrawStream := .session
   loc : Option Loc := none
   engine : Option Nat := none
@@ -33,9 +35,9 @@ structure EnvM where
 
 /-- The value of an attribute slot (0 outside a session). -/
 def attrOf (env : EnvM) (slot : Nat) : M Value := do
-  if let some serial := env.session then
-    let s ← session serial
-    if slot < s.attrs.length then return s.attr slot
+  if let some th := env.session then
+    let attrs ← threadAttrs th
+    if slot < attrs.length then return attrs.getD slot Value.zero
     else internalError s!"internal: attribute slot {slot} out of range"
   else return Value.zero
 
@@ -60,7 +62,9 @@ def take (env : EnvM) (dist : String) : M Value := do
     match w.machine[i]? with
     | some x => return .fin x
     | none => sessionsFileError s!"the sessions file does not fit the program: the machine stream needs draw #{i + 1} (~{dist} at {loc}) but the file has only {w.machine.length}"
-  | some serial =>
+  | some th =>
+    -- a branch draws from its session's streams, with its session's cursors (§11.13)
+    let serial := th.owner
     let s ← session serial
     let some draws := w.sessions[serial]?
       | sessionsFileError s!"the sessions file does not fit the program: no draws for session {serial}"
@@ -83,7 +87,7 @@ def memoryAlloc (e : Nat) (job : Job) : M Rat := do
   match mem with
   | none => return 0
   | some p =>
-    let s ← session job.serial
+    let s ← thread job.tid
     match holdOf s p with
     | none => return 0
     | some h => return h.alloc.getD (h.slot p) 0
@@ -129,12 +133,12 @@ def engineValue (env : EnvM) (name : String) : M Value := do
     let decode := name == "batch.kv_decode"
     -- modes by serial: the last assignment of a serial wins (a dict in engine.py)
     let mut total : Rat := 0
-    let mut seen : List Nat := []
+    let mut seen : List Tid := []
     for a in assign.reverse do
       if !seen.contains a.serial then
         seen := a.serial :: seen
         if (a.mode == "decode") == decode then
-          if let some j := jobs.find? (·.serial == a.serial) then
+          if let some j := jobs.find? (·.tid == a.serial) then
             total := total + (← memoryAlloc e j)
     return .fin total
   else if name == "batch.attention" then
@@ -343,12 +347,12 @@ partial def observable (env : EnvM) (f : String) (onPool : Bool) (base count : N
     else if f == "cachedin" then
       match env.session with
       | none => return Value.zero
-      | some serial =>
+      | some th =>
         if st.content.isSome then
-          -- the hit of this session's admission attempt, else 0 (docs/content.md §3)
+          -- the hit of this thread's admission attempt, else 0 (docs/content.md §3)
           match (← get).attempt with
           | some (who, hits) =>
-            if who == serial then return Value.ofNat ((List.lookup p hits).getD 0)
+            if who == th then return Value.ofNat ((List.lookup p hits).getD 0)
             else return Value.zero
           | none => return Value.zero
         else
@@ -356,7 +360,7 @@ partial def observable (env : EnvM) (f : String) (onPool : Bool) (base count : N
           -- (docs/language.md §11.8.1)
           let mut total : Rat := 0
           for q in p :: (← getProg).tiersBelow p do
-            total := total + sumRat (((← pool q).entries.filter (·.owner == (serial : Int))).map (·.size))
+            total := total + sumRat (((← pool q).entries.filter (·.owner == th)).map (·.size))
           return .fin total
     else if f == "holders" then return Value.ofNat st.holders.length
     else if f == "queued" then return Value.ofNat st.queue.length

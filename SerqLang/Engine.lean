@@ -144,6 +144,7 @@ def serve (ic : IterCtx) (job : Job) (only : Option Expr) (cap : Tok) : M IterCt
       ContentPool.identify gp (h.contentOf i) (h.blocksOf i).2 (verifiedUpto job pos tokens)
   ic := { ic with assign := ic.assign.push { serial := job.tid, mode := job.mode, tokens, posBefore,
                                               pending := job.pending } }
+  noteForming ic
   match ic.left with
   | .inf => pure ()
   | .n l =>
@@ -174,11 +175,6 @@ def admitOne (ic : IterCtx) (only : Option Expr := none) : M Bool := do
           let env : EnvM := { session := some head.serial, engine := some ic.engine, ictx := some ic,
                               what := some s!"engine {← stageName ic.engine}: `admit waiting only`" }
           if !Value.nz (← evaluate env o) then return false   -- excluded head: head-of-line
-        -- running_served / running_chunks read the batch so far (docs/language.md §7.3)
-        let fresh := (← get).fresh
-        let running := ic.assign.toList.filter (!fresh.contains ·.serial)
-        modify fun st => { st with forming := some (ic.engine, running.length,
-                                                     (running.filter (·.mode != "decode")).length) }
         match (← tryAdmit head.serial (some ic)) with
         | .rejected => pure ()
         | .blocked => return false   -- head-of-line: admission stops for this iteration
@@ -189,7 +185,6 @@ def admitOne (ic : IterCtx) (only : Option Expr := none) : M Bool := do
           let now := (← getCfg).now
           setStage ic.engine { st with est := st.est.map (estimateAdmission · head.joined now) }
           runSession head.serial
-          modify fun st => { st with forming := none }
           return true
   return false
 
@@ -206,9 +201,10 @@ partial def serveUnserved (ic : IterCtx) (cap : Tok) : M IterCtx := do
 serve it. -/
 partial def admitWaiting (ic : IterCtx) (only wh : Option Expr) (cap : Tok) : M IterCtx := do
   if ic.stopped then return ic
+  -- no budget beyond the drafting slots (engine.py `ictx.left <= ictx.slots`, docs/language.md §7.3)
   let exhausted := match ic.left with
     | .inf => false
-    | .n l => l == 0
+    | .n l => l ≤ ic.slots
   if exhausted || ic.preempted > 0 || ic.noAdmit then return ic
   if let some w := wh then
     let c ← evaluate { engine := some ic.engine, ictx := some ic } w
@@ -292,7 +288,9 @@ def startIteration (e : Nat) : M Bool := do
   let .step sd := d.kind | specError s!"start_iteration on a non-engine stage {d.name}"
   let registersBefore := st.registers
   let ic ← budgetMoment { engine := e }
-  modify fun st => { st with fresh := [], forming := none }
+  -- engine.py: `st.forming = ictx` while the schedule runs (after the budget moment), then None
+  modify fun st => { st with fresh := [] }
+  noteForming ic
   let ic ← runSchedule ic sd.schedule 0
   modify fun st => { st with fresh := [], forming := none }
   let lagged := sd.lag == 1

@@ -485,6 +485,22 @@ partial def budgetMoment (ictx : IterCtx) : M IterCtx := do
   | some k =>
     if k < 0 then specError s!"engine {name}: tokens cap is negative ({k})"
     ic := { ic with left := .n k.toNat }
+  -- docs/language.md §7.3: `speculate (slots, lookahead, limit)`, whole numbers >= 0 (limit: or
+  -- inf), read right after the budget and before the `let`s, as expr.py reads them
+  if let some sp := sd.speculate then
+    let whole (e : Expr) (key : String) : M (Option Int) := do
+      let v ← wholeOrInf (← evaluate (envOf ic) e) s!"engine {name}: speculate {key}"
+      if let some k := v then
+        let orInf := if key == "limit" then " or inf" else ""
+        if k < 0 then specError s!"engine {name}: speculate {key} must be a whole number >= 0{orInf}, got {k}"
+      return v
+    let some sl ← whole sp.slots "slots" | specError s!"engine {name}: speculate slots must be a whole number >= 0, got inf"
+    let some lk ← whole sp.lookahead "lookahead" | specError s!"engine {name}: speculate lookahead must be a whole number >= 0, got inf"
+    let lim ← whole sp.limit "limit"
+    ic := { ic with slots := sl.toNat, lookahead := lk.toNat,
+                    limit := match lim with
+                      | none => .inf
+                      | some k => .n k.toNat }
   for l in sd.lets do
     let v ← evaluate (envOf ic) l.expr
     ic := { ic with locals := ic.locals.push v }
@@ -508,20 +524,6 @@ partial def budgetMoment (ictx : IterCtx) : M IterCtx := do
       -- a run-time guard (§11.9): a granule is a positive number of tokens (inf: none)
       if k ≤ 0 then specError s!"engine {name}: granule must be positive, got {k}"
       ic := { ic with granule := some k.toNat }
-  -- docs/language.md §7.3: `speculate (slots, lookahead, limit)`, whole numbers >= 0 (limit: or inf)
-  if let some sp := sd.speculate then
-    let whole (e : Expr) (key : String) : M (Option Int) := do
-      let v ← wholeOrInf (← evaluate (envOf ic) e) s!"engine {name}: speculate {key}"
-      if let some k := v then
-        if k < 0 then specError s!"engine {name}: speculate {key} must be a whole number >= 0, got {k}"
-      return v
-    let some sl ← whole sp.slots "slots" | specError s!"engine {name}: speculate slots must be a whole number >= 0, got inf"
-    let some lk ← whole sp.lookahead "lookahead" | specError s!"engine {name}: speculate lookahead must be a whole number >= 0, got inf"
-    let lim ← whole sp.limit "limit"
-    ic := { ic with slots := sl.toNat, lookahead := lk.toNat,
-                    limit := match lim with
-                      | none => .inf
-                      | some k => .n k.toNat }
   return ic
 
 /-- expr.py `budget_left_outside`: B − Σ want over residents, floored at 0. -/

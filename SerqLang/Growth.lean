@@ -154,7 +154,9 @@ def detachResident (v : Tid) (job : Job) (ictx : Option IterCtx) : M (Option Ite
       let left := match a?, ic.left with
         | some a, .n l => Tok.n (l + a.tokens + ic.slots)   -- and its drafting slots (§7.3)
         | _, l => l
-      return some { ic with assign := rest.toArray, left }
+      let ic := { ic with assign := rest.toArray, left }
+      noteForming ic   -- `running_served` reads the batch without it
+      return some ic
   | none => pure ()
   let est ← stage job.stage
   if let some it := est.iteration then

@@ -56,9 +56,11 @@ structure St where
   /-- config.py `Config.attempt`: during an admission attempt, the thread and per content pool
   the hit it reads as `cachedin` (docs/content.md §3); not part of the state -/
   attempt : Option (Tid × List (Nat × Nat)) := none
-  /-- engine.py: the sessions the forming iteration of an engine admitted, and, during an
-  admission (the session it runs included), (engine, running_served, running_chunks) of that
-  iteration (docs/language.md §7.3); not part of the state -/
+  /-- engine.py: the threads the forming iteration of an engine admitted (`IterCtx.fresh`), and,
+  while that engine's schedule runs (engine.py `StageState.forming`), (engine, running_served,
+  running_chunks) of its batch, kept in step with it (`noteForming`) for every moment of the
+  schedule — its admissions and the statements the admitted threads run then included
+  (docs/language.md §7.3); not part of the state -/
   fresh : List Tid := []
   forming : Option (Nat × Nat × Nat) := none
   deriving Inhabited
@@ -138,6 +140,15 @@ structure IterCtx where
   lookahead : Nat := 0
   limit : Tok := .inf
   deriving Inhabited
+
+/-- engine.py `st.forming = ictx` as the counts it is read for: the batch entries of the
+iteration being formed whose request it did not admit, and of those the ones serving a prefill
+or plain run. Called as the schedule starts and whenever the batch changes (a serve, a victim
+leaving it), so `running_served(E)` reads the batch as it stands. -/
+def noteForming (ic : IterCtx) : M Unit :=
+  modify fun st =>
+    let running := ic.assign.toList.filter (!st.fresh.contains ·.serial)
+    { st with forming := some (ic.engine, running.length, (running.filter (·.mode != "decode")).length) }
 
 /-! ## Accessors -/
 

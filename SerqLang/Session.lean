@@ -627,7 +627,7 @@ def execTurn (serial : Nat) : M Unit := do
 /-- sessions.py `exec_run`: a job on the stage; zero work completes at once and yields. `th` is
 the thread that runs it (a branch runs on stages that are not engines). -/
 def execRun (th : Tid) (sref : Ref) (mode : RunMode) (workE : Expr) (growing : Option Nat)
-    (draftsE : Option Expr) (env : EnvM) (loc : Option Loc) : M Bool := do
+    (draftsE : Option (Expr × Option Loc)) (env : EnvM) (loc : Option Loc) : M Bool := do
   let serial := th.owner
   let stg ← resolveRef env sref.base sref.count sref.index
   let d ← stageDecl stg
@@ -664,12 +664,14 @@ def execRun (th : Tid) (sref : Ref) (mode : RunMode) (workE : Expr) (growing : O
     | none => -1
   -- sessions.py exec_run: `speculate (k)`, a whole number >= 0 (docs/language.md §7.3)
   let mut drafts : Nat := 0
-  if let some de := draftsE then
-    match (← evaluate env de) with
+  if let some (de, dloc) := draftsE then
+    -- read and located at the clause (`st["speculate"].get("at") or at`)
+    let sat := dloc.orElse fun _ => loc
+    match (← evaluate { env with loc := sat } de) with
     | .fin k =>
-      if k < 0 || k.den != 1 then specError s!"speculate: the drafts per step must be a whole number >= 0, got {(Value.fin k).toWire}" loc
+      if k < 0 || k.den != 1 then specError s!"speculate: the drafts per step must be a whole number >= 0, got {(Value.fin k).toWire}" sat
       drafts := k.num.toNat
-    | v => specError s!"speculate: the drafts per step must be a whole number >= 0, got {v.toWire}" loc
+    | v => specError s!"speculate: the drafts per step must be a whole number >= 0, got {v.toWire}" sat
   let job : Job := { serial, stage := stg, mode := modeStr, left, growing, admission, branch := s.branch, drafts }
   setSession { s with job := some job, status := .stage stg }
   if isStep then addResident stg job else startJob job

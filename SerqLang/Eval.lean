@@ -28,7 +28,9 @@ structure EnvM where
   ictx : Option IterCtx := none
   job : Option Job := none
   ctx : List (String × Value) := []
-  admitLeft : Option (Nat × Tok) := none
+  /-- inside engine E's admission: E and `budget_left(E)`, the budget left minus the drafting
+  slots (negative when the slots exceed it, as expr.py's int) -/
+  admitLeft : Option (Nat × Value) := none
   /-- expr.py `Env.what`: names the expression in errors when there is no location -/
   what : Option String := none
   deriving Inhabited
@@ -384,7 +386,7 @@ partial def observable (env : EnvM) (f : String) (onPool : Bool) (base count : N
     else if f == "budget_left" then
       match env.admitLeft with
       | some (e, left) =>
-        if e == s then return left.toValue else budgetLeftOutsideChecked env s
+        if e == s then return left else budgetLeftOutsideChecked env s
       | none => budgetLeftOutsideChecked env s
     else if f == "running_served" || f == "running_chunks" then
       -- expr.py `running_served` (docs/language.md §7.3): 0 outside E's schedule

@@ -458,9 +458,11 @@ def tryAdmit (th : Tid) (ictx : Option IterCtx := none) : M Attempt := do
   let env : EnvM := match ictx with
     | some ic => { session := some th, stream, loc, engine := some ic.engine, ictx := some ic,
                    -- the budget left minus the drafting slots (docs/language.md §7.3)
+                   -- (an `exclusive prefill` admits with a budget > 0 that may not cover them: then
+                   -- it is negative, sessions.py's `ictx.left - ictx.slots`)
                    admitLeft := some (ic.engine, match ic.left with
-                     | .inf => .inf
-                     | .n l => .n (l - ic.slots)) }
+                     | .inf => Value.posInf
+                     | .n l => Value.ofInt ((l : Int) - (ic.slots : Int))) }
     | none => { session := some th, stream, loc }
   -- `cachedin` of a content pool reads this attempt's hits (config.py `Config.attempt`)
   modify fun st => { st with attempt := some (th, []) }

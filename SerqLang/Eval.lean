@@ -260,6 +260,17 @@ def price (e : Estimates) (sHit ds : Value) : Res Value := do
 its rate since `since` (docs/language.md §11.14). -/
 def remaining (now : Rat) (j : Job) : Rat := workLeft j - j.rate * (now - j.since)
 
+/-- expr.py `running_served` (docs/language.md §7.3): the batch entries of engine `e`'s
+iteration being formed whose request it did not admit (`running_served(E)`), or of those the
+ones serving a prefill or plain run (`running_chunks(E)`), as `noteForming` keeps them while its
+schedule runs; 0 outside E's schedule. -/
+def runningServed (e : Nat) (chunks : Bool) : M Value := do
+  match (← get).forming with
+  | some (eng, served, ch) =>
+    if eng == e then return Value.ofNat (if chunks then ch else served)
+    else return Value.zero
+  | none => return Value.zero
+
 mutual
 
 /-- expr.py `evaluate`: the value of `e` in `env`. A plain `SpecError` raised without a
@@ -389,12 +400,7 @@ partial def observable (env : EnvM) (f : String) (onPool : Bool) (base count : N
         if e == s then return left else budgetLeftOutsideChecked env s
       | none => budgetLeftOutsideChecked env s
     else if f == "running_served" || f == "running_chunks" then
-      -- expr.py `running_served` (docs/language.md §7.3): 0 outside E's schedule
-      match (← get).forming with
-      | some (e, served, chunks) =>
-        if e == s then return Value.ofNat (if f == "running_served" then served else chunks)
-        else return Value.zero
-      | none => return Value.zero
+      runningServed s (f == "running_chunks")
     else specError s!"observable {f}() is not supported" env.loc
 
 /-- expr.py `observable` for `budget_left(E)` outside E's admission: refused when E's Budget

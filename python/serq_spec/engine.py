@@ -300,7 +300,7 @@ def admit_one(cfg: Config, ictx: IterCtx, only: Optional[dict] = None, at: At = 
                 continue
             if outcome == BLOCKED:
                 return False   # head-of-line: admission stops for this iteration
-            ictx.fresh.add(s.serial)
+            ictx.fresh.add(s.tid)   # the thread: a sub-agent's request is its own (§11.13)
             est = cfg.stages[ictx.engine].engine_est()
             if est is not None:   # before the session runs on: what it reads includes this admission
                 estimate_admission(est, head.joined, cfg.now)

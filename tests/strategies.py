@@ -832,3 +832,117 @@ def spill_programs(draw, arrivals: bool = False) -> Case:
     seed = draw(st.integers(0, 2 ** 16))
     arrival = draw(arrival_processes(sessions)) if arrivals else f"batch({sessions})"
     return Case(text=text.replace("{arrival}", arrival), sessions=sessions, seed=seed)
+
+
+# Prefill/decode disaggregation written with queues (docs/language.md §11.16): a prefill queue
+# array (or a single queue), a decode or agg queue array whose entry `pull` lands the source's KV
+# (directly, or through a second entry that `pull` calls with `from source`), a link queue array.
+PD_QUEUES = """\
+fn main() {{
+  queue P{pdim} : prefill {{
+    device gpu {{ kv cap {pcap}; }}
+    pool kv on gpu {{ block {pb}; }}
+    engine eng on gpu {{
+      reqs cap {slots};
+      tokens cap {budget};
+      request (p, o) {{
+        at admission {{ need = p; }}
+        prefill (p) growing kv;
+        lease kv ({lease});
+      }}
+      schedule {{
+        advance running;
+        admit waiting taking reqs (1), kv (min(need, budget_left(eng))) reserve (need);
+      }}
+      execute ({pcost});
+    }}
+    pool reqs on eng {{ queue fifo; }}
+  }}
+  queue D[{D}] : {drole} {{
+    device gpu {{ kv cap {dcap}; }}
+    pool kv on gpu {{ block {db}; evict lru; preempt lifo; }}
+{entries}
+    engine eng on gpu {{
+      reqs cap {slots};
+      tokens cap {budget};
+      request (p, o) {{
+        at admission {{ need = p + 1; hit = min(cachedin(kv), p); }}
+        set took = min(cached, p);
+        observe reused = took;
+        prefill (need - took) growing kv;
+        decode (o - 1) growing kv;
+        cache (0);
+      }}
+      schedule {{
+        advance running;
+        admit waiting taking reqs (1), kv (min(need, hit + budget_left(self.eng))) reserve (need);
+      }}
+      execute ({dcost});
+    }}
+    pool reqs on eng {{ queue fifo; }}
+  }}
+  queue L[{D}] : link {{ stage wire : {link}; }}
+  workload {{
+    arrive {arrival};
+    hidden o;
+    turn {{ set p = 1 + floor(~uniform(0, {maxp})); set o = 1 + floor(~uniform(0, {maxo})); }}
+    session {{ turn;{more} }}
+  }}
+  server {{
+    choose i in {P} by ({pkey});
+    choose k in {D} by ({dkey});
+    P{pi}.eng (p, 1);
+    observe ttft = now;
+    D[k].pull (p, L[k].wire) from P{pi};
+    D[k].eng (p, o);
+    observe done = now;
+  }}
+}}
+"""
+
+PD_QUEUE_LANDING = """\
+      hold kv (n{extra}) {{
+        transfer w ({work}) from source.kv to kv ({amount});
+        observe landed = now;
+      }} cache ({cache});"""
+
+PD_QUEUE_ENTRIES = {
+    "direct": "    def pull(n, w) {{\n" + PD_QUEUE_LANDING + "\n    }}",
+    "nested": ("    def land(n, w) {{\n" + PD_QUEUE_LANDING + "\n    }}\n"
+               "    def pull(n, w) {{ observe asked = n; self.land (n, w) from source; }}"),
+}
+
+
+@st.composite
+def pd_queue_programs(draw) -> Case:
+    """transfer_programs' deployments written with queues (docs/language.md §11.16): a prefill queue
+    array (a single queue when there is one) whose engine leases its KV, a decode or agg queue array
+    whose entry `pull` holds its KV pool and copies `source.kv` into it over the link queue's wire
+    (a fifo, ps or delay stage), directly or through a second entry; every request fits its pools
+    alone, as in transfer_programs."""
+    sessions = draw(st.integers(1, 4))
+    P, D = draw(st.integers(1, 2)), draw(st.integers(1, 2))
+    single = P == 1 and draw(st.booleans())
+    pb, db = draw(st.sampled_from([1, 2, 4])), draw(st.sampled_from([1, 4, 2]))
+    maxp, maxo = draw(st.integers(1, 24)), draw(st.integers(1, 12))
+    pi = "" if single else "[i]"
+    entries = PD_QUEUE_ENTRIES[draw(st.sampled_from(sorted(PD_QUEUE_ENTRIES)))].format(
+        extra=draw(st.sampled_from(["", " + 1", " + 3"])),
+        work=draw(st.sampled_from(["0", "1/2", "~exp(1)", "n / 4", "~uniform(0, 2)"])),
+        amount=draw(st.sampled_from(["n", "n", "n - 1", "floor(n / 2)"])),
+        cache=draw(st.sampled_from(["inf", "n", "0"])))
+    text = PD_QUEUES.format(
+        pdim="" if single else f"[{P}]", pi=pi, P=P, D=D, pb=pb, db=db,
+        pcap=ceil(maxp / pb) * pb + pb * draw(st.sampled_from([0, 1, 8])),
+        dcap=ceil((maxp + maxo + 4) / db) * db + db * draw(st.sampled_from([0, 2, 20])),
+        slots=draw(st.integers(1, 3)), budget=draw(st.sampled_from([4, 16, 64])),
+        lease=draw(st.sampled_from(["inf", "inf", "1000"])),
+        pcost=draw(st.sampled_from(["1", "1/2 + batch.tokens / 8", "1/10"])),
+        dcost=draw(st.sampled_from(["1", "1/3 + batch.tokens / 16", "1/4"])),
+        drole=draw(st.sampled_from(["decode", "agg"])), entries=entries,
+        link=draw(st.sampled_from(["fifo", "fifo(2)", "ps(1)", "delay"])),
+        arrival=draw(st.one_of(st.just(f"batch({sessions})"), st.just("poisson(1)"))),
+        maxp=maxp, maxo=maxo, more=draw(st.sampled_from(["", " tool (~exp(1)); turn;"])),
+        pkey=draw(st.sampled_from([f"holders(P{pi}.reqs) + queued(P{pi}.reqs)", "-i", "0"])),
+        dkey=draw(st.sampled_from(["holders(D[k].reqs) + queued(D[k].reqs)", "cachedin(D[k].kv), k", "0"])))
+    return Case(text=text, sessions=sessions, seed=draw(st.integers(0, 2 ** 16)))

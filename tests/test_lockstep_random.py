@@ -252,3 +252,18 @@ def test_random_spill_programs_agree(case):
     never fast-forwarded)."""
     ir = compile_source(case.text, case.name, {})
     lockstep(ir, case.seed, case.sessions, case.name)
+
+
+QUEUE_EXAMPLES = max(10, EXAMPLES // 10)
+
+
+@settings(max_examples=QUEUE_EXAMPLES, deadline=None, derandomize=not LONG, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(strategies.pd_queue_programs())
+def test_random_pd_queue_programs_agree(case):
+    """Prefill/decode disaggregation written with queues (docs/language.md §11.16): prefill, decode or
+    agg and link queue arrays, entries called with `from`, directly or through a second entry; the
+    lowered program runs in lockstep like any other."""
+    ir = compile_source(case.text, case.name, {})
+    assert any(st["op"] == "transfer" for b in ir["blocks"] for st in b)
+    lockstep(ir, case.seed, case.sessions, case.name)

@@ -365,7 +365,7 @@ class QueueLowering:
             raise self.err(at.pos, f"entry `{q.name}.{e.name}` takes {len(e.params)} argument(s), got {len(args)}")
         if e.sources and source is None:
             raise self.err(at.pos, f"entry `{q.name}.{e.name}` reads `source.{e.sources[0]}`: name the queue it takes "
-                                   f"the KV from, `… .{e.name}(…) from S[k];`")
+                                   f"the KV from, `{q.name}{'[i]' if q.size else ''}.{e.name}(…) from S[k];`")
         pass_on: list = []
         if source is not None:
             if not e.sources:

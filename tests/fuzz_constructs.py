@@ -20,7 +20,10 @@ A program is assembled from parts, each drawn well-formed most of the time and m
 - `transfer S (w) from P to Q (n);` (§11.15) over one link or several, leased or held, with the
   wrong links, pools, amounts and places of §11.15's errors;
 - an offload tier `spill Q via S (w) when (c);` (§11.8.1) with holds in `fork` branches (§11.13);
-- speculative decoding on the S engine: `speculate (s, look, limit);` and `decode … speculate (k)`.
+- speculative decoding on the S engine: `speculate (s, look, limit);` and `decode … speculate (k)`;
+- queues (§11.16): a prefill queue array leasing its KV, a decode queue whose entry `pull` lands
+  it `from` a prefill queue over a link queue's wire, members `P[i].kv` read in observations, with
+  the wrong roles, members, entries, arities, indices and `from`s of §11.16's errors.
 
 Then up to two byte edits that insert construct words (`,`, `share maxmin;`, `step`, `budget`…)
 anywhere, as the `programs` target does for mm1.sq.
@@ -160,6 +163,31 @@ def _spill(draw) -> tuple[list[str], str]:
     return pools, body
 
 
+def _queues(draw) -> tuple[list[str], str]:
+    """Queues (§11.16): `P[2] : prefill` whose KV is leased past its hold, `D : decode` whose entry
+    `pull` lands it `from P[i]` over `L[i].wire`; wrong: a role that may not hold what it holds or
+    take `from`, a member declared twice or as an array, an unknown member or entry, a wrong arity,
+    an index out of range or drawn, a missing or needless `from`, a queue used as a pool."""
+    prole = _one(draw, ["prefill", "agg", "l2"], ["decode", "gateway", "link", "prefil"])
+    drole = _one(draw, ["decode", "agg"], ["prefill", "link", "l2"])
+    extra = _one(draw, ["", " let hop = 1;", " def twice(x) = 2 * x;"],
+                 [" pool kv { cap 1; }", " stage pre[2] : fifo;", " stage self : fifo;"])
+    work = _one(draw, ["n * 1e-3", "0", "~exp(1)"], ["-1", "inf"])
+    link = _one(draw, ["stage wire : fifo;", "stage wire : ps(1);", "stage wire : delay;"],
+                ["stage wire : fifo; pool x { cap 1; }", "let w = 1;"])
+    queues = [f"queue P[2] : {prole} {{ pool kv {{ cap 64; }} stage pre : fifo;{extra} }}",
+              f"queue D : {drole} {{ pool kv {{ cap 64; evict lru; }} def pull(n, w) {{ hold kv (n) "
+              f"{{ transfer w ({work}) from source.kv to kv (n); }} cache (n); }} def note(n) {{ observe noted = n; }} }}",
+              f"queue L[2] : link {{ {link} }}"]
+    i = _one(draw, ["0", "1", "(serial == 0 ? 0 : 1)"], ["2", "-1", "floor(~uniform(0, 2))", "nobody"])
+    first = f"hold P[{i}].kv (16) {{ run P[{i}].pre (0.5); }} lease P[{i}].kv (inf);"
+    call = _one(draw, [f"D.pull (16, L[{i}].wire) from P[{i}];", f"D.note (used(P[{i}].kv)); D.pull (8, L[0].wire) from P[{i}];"],
+                [f"D.pull (16, L[{i}].wire);", f"D.pull (16) from P[{i}];", "D.push (16, L[0].wire) from P[0];",
+                 f"D.pull (16, L[{i}].wire) from D;", f"D.note (1) from P[{i}];", "D[0].note (1);",
+                 f"D.pull (16, L.wire) from P[{i}];", f"observe u = used(P[{i}].kvv);", "hold P (1) { }"])
+    return queues, f"{first} {call}"
+
+
 def _s_engine(draw) -> tuple[list[str], str]:
     """An S engine with a request block of 0, 1 or 2 parameters, and its call."""
     n = draw(st.integers(0, 2))
@@ -191,7 +219,7 @@ def construct_programs(draw) -> str:
     decls += [_one(draw, ["share maxmin;", "share bottleneck;"], ["share fifo;", "share;"])
               for _ in range(_one(draw, [0, 1], [2]))]
     server = []
-    engine = draw(st.sampled_from(["none", "k", "k", "s", "transfer", "transfer", "spill", "spill"]))
+    engine = draw(st.sampled_from(["none", "k", "k", "s", "transfer", "transfer", "spill", "spill", "queues", "queues"]))
     draw.names = names + (["eng"] if engine in ("k", "s") else [])
     if engine == "k":
         decls += _k_step(draw)
@@ -213,6 +241,10 @@ def construct_programs(draw) -> str:
         lines, copy = _transfer(draw, ps_names)
         decls += lines
         server.append(copy)
+    elif engine == "queues":
+        lines, calls = _queues(draw)
+        decls += lines
+        server.append(calls)
     if draw.faulty and not draw(st.integers(0, 5)):   # a K word among main's declarations
         decls.append(draw(st.sampled_from(K_WORDS_OUTSIDE[:5])))
     for _ in range(draw(st.integers(0, 2))):

@@ -218,10 +218,8 @@ def _char_desc(c: str) -> str:
 
 
 def _prescan_token(src: Source, tokens: list[Token], i: int, depth: int) -> int:
-    """Check token i (with its neighbours i-1, i+1, i+2 where lexed) for constructs out of scope
-    and reserved words; the bracket depth after it."""
+    """Check token i for constructs out of scope and reserved words; the bracket depth after it."""
     tok = tokens[i]
-    n = len(tokens)
     t = tok.type
     if t in ("LPAR", "LSQB", "LBRACE"):
         depth += 1
@@ -229,7 +227,6 @@ def _prescan_token(src: Source, tokens: list[Token], i: int, depth: int) -> int:
             raise src.error(f"nested more than {MAX_DEPTH} levels deep", tok.line, tok.column)
     elif t in ("RPAR", "RSQB", "RBRACE"):
         depth -= 1
-    nxt = tokens[i + 1] if i + 1 < n else None
     if t == "NAME":
         v = str(tok.value)
         if v in UNSUPPORTED:

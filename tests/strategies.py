@@ -634,6 +634,19 @@ def flow_programs(draw) -> Case:
     return Case(text=text.replace("{arrival}", arrival), sessions=sessions, seed=draw(st.integers(0, 2 ** 16)))
 
 
+# The workload and the head of the server of the P/D templates (transfer_programs, pd_queue_programs)
+PD_WORKLOAD_SERVER = """\
+  workload {{
+    arrive {arrival};
+    hidden o;
+    turn {{ set p = 1 + floor(~uniform(0, {maxp})); set o = 1 + floor(~uniform(0, {maxo})); }}
+    session {{ turn;{more} }}
+  }}
+  server {{
+    choose i in {P} by ({pkey});
+    choose k in {D} by ({dkey});
+"""
+
 TRANSFER = """\
 fn main() {{
   device pg[{P}] {{ pkv cap {pcap}; }}
@@ -677,16 +690,7 @@ fn main() {{
   stage prep[{P}] : fifo;
   stage link[{D}] : {link};
   stage send[{P}] : ps(1);
-  workload {{
-    arrive {arrival};
-    hidden o;
-    turn {{ set p = 1 + floor(~uniform(0, {maxp})); set o = 1 + floor(~uniform(0, {maxo})); }}
-    session {{ turn;{more} }}
-  }}
-  server {{
-    choose i in {P} by ({pkey});
-    choose k in {D} by ({dkey});
-{body}
+""" + PD_WORKLOAD_SERVER + """{body}
     dec[k] (p, o);
     observe done = now;
   }}
@@ -715,6 +719,18 @@ TRANSFER_SOURCES = {
 }
 
 
+def pd_engines(draw, maxp: int, maxo: int, pb: int, db: int) -> dict:
+    """The prefill and decode engines' sizes and costs of the P/D templates: a landing (p + 3) and
+    a decode (p + o + 1) each fit alone, tight or roomy."""
+    return dict(
+        pcap=ceil(maxp / pb) * pb + pb * draw(st.sampled_from([0, 1, 8])),
+        dcap=ceil((maxp + maxo + 4) / db) * db + db * draw(st.sampled_from([0, 2, 20])),
+        slots=draw(st.integers(1, 3)), budget=draw(st.sampled_from([4, 16, 64])),
+        lease=draw(st.sampled_from(["inf", "inf", "1000"])),
+        pcost=draw(st.sampled_from(["1", "1/2 + batch.tokens / 8", "1/10"])),
+        dcost=draw(st.sampled_from(["1", "1/3 + batch.tokens / 16", "1/4"])))
+
+
 @st.composite
 def transfer_programs(draw) -> Case:
     """Prefill/decode disaggregation (docs/language.md §11.15): 1 or 2 prefill engines whose requests
@@ -738,13 +754,7 @@ def transfer_programs(draw) -> Case:
         cache=draw(st.sampled_from(["inf", "p", "0"])))
     text = TRANSFER.format(
         P=P, D=D, pb=pb, db=db,
-        pcap=ceil(maxp / pb) * pb + pb * draw(st.sampled_from([0, 1, 8])),
-        # a landing (p + 3) and a decode (p + o + 1) each fit alone; tight or roomy
-        dcap=ceil((maxp + maxo + 4) / db) * db + db * draw(st.sampled_from([0, 2, 20])),
-        slots=draw(st.integers(1, 3)), budget=draw(st.sampled_from([4, 16, 64])),
-        lease=draw(st.sampled_from(["inf", "inf", "1000"])),
-        pcost=draw(st.sampled_from(["1", "1/2 + batch.tokens / 8", "1/10"])),
-        dcost=draw(st.sampled_from(["1", "1/3 + batch.tokens / 16", "1/4"])),
+        **pd_engines(draw, maxp, maxo, pb, db),
         link=link,
         arrival=draw(st.one_of(st.just(f"batch({sessions})"), st.just("poisson(1)"))),
         maxp=maxp, maxo=maxo, more=draw(st.sampled_from(["", " tool (~exp(1)); turn;"])),
@@ -882,16 +892,7 @@ fn main() {{
     pool reqs on eng {{ queue fifo; }}
   }}
   queue L[{D}] : link {{ stage wire : {link}; }}
-  workload {{
-    arrive {arrival};
-    hidden o;
-    turn {{ set p = 1 + floor(~uniform(0, {maxp})); set o = 1 + floor(~uniform(0, {maxo})); }}
-    session {{ turn;{more} }}
-  }}
-  server {{
-    choose i in {P} by ({pkey});
-    choose k in {D} by ({dkey});
-    P{pi}.eng (p, 1);
+""" + PD_WORKLOAD_SERVER + """    P{pi}.eng (p, 1);
     observe ttft = now;
     D[k].pull (p, L[k].wire) from P{pi};
     D[k].eng (p, o);
@@ -933,12 +934,7 @@ def pd_queue_programs(draw) -> Case:
         cache=draw(st.sampled_from(["inf", "n", "0"])))
     text = PD_QUEUES.format(
         pdim="" if single else f"[{P}]", pi=pi, P=P, D=D, pb=pb, db=db,
-        pcap=ceil(maxp / pb) * pb + pb * draw(st.sampled_from([0, 1, 8])),
-        dcap=ceil((maxp + maxo + 4) / db) * db + db * draw(st.sampled_from([0, 2, 20])),
-        slots=draw(st.integers(1, 3)), budget=draw(st.sampled_from([4, 16, 64])),
-        lease=draw(st.sampled_from(["inf", "inf", "1000"])),
-        pcost=draw(st.sampled_from(["1", "1/2 + batch.tokens / 8", "1/10"])),
-        dcost=draw(st.sampled_from(["1", "1/3 + batch.tokens / 16", "1/4"])),
+        **pd_engines(draw, maxp, maxo, pb, db),
         drole=draw(st.sampled_from(["decode", "agg"])), entries=entries,
         link=draw(st.sampled_from(["fifo", "fifo(2)", "ps(1)", "delay"])),
         arrival=draw(st.one_of(st.just(f"batch({sessions})"), st.just("poisson(1)"))),

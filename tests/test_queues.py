@@ -14,6 +14,8 @@ import pytest
 
 from conftest import compile_err, compile_ok
 from serq import api
+from test_ir import strip_at
+from test_linker import locate
 
 ROOT = Path(__file__).resolve().parent.parent
 PD_QUEUES = ROOT / "examples" / "single-turn" / "pd_queues.sq"
@@ -22,13 +24,7 @@ PD_DISAGG = ROOT / "examples" / "single-turn" / "pd_disagg.sq"
 
 def normal(ir: dict) -> dict:
     """The IR without source positions and file names, a queue member's `Q.m` spelled `Q_m`."""
-    def strip(v):
-        if isinstance(v, dict):
-            return {k: strip(x) for k, x in v.items() if k != "at"}
-        if isinstance(v, list):
-            return [strip(x) for x in v]
-        return v
-    out = strip(ir)
+    out = strip_at(ir)
     out.pop("files")
     for row in out["pools"] + out["stages"]:
         row["name"] = row["name"].replace(".", "_")
@@ -374,12 +370,6 @@ ERRORS = {
                                 "schedule { advance running; } execute (1); } }\n  workload"),
                            "an l2 queue is a KV tier"),
 }
-
-
-def locate(marked: str) -> tuple[str, int, int]:
-    i = marked.index("@@")
-    text = marked[:i] + marked[i + 2:]
-    return text, text.count("\n", 0, i) + 1, i - (text.rfind("\n", 0, i) + 1) + 1
 
 
 def test_the_base_program_compiles():

@@ -346,6 +346,22 @@ ERRORS = {
     "parameter-named-like-a-member": (edit("def note(n)", "@@def note(wire)").replace("observe seen = n;",
                                                                                     "observe seen = 1;"),
                                       "`wire` is a member of queue `D`"),
+    "k-step-stage-in-a-queue": (edit("stage pre : fifo;", "@@stage pre : step { budget 1; cost 1; }"),
+                                "a K step stage cannot be a queue's member"),
+    "self-with-an-index": (edit("observe seen = n;", "observe seen = used(self[@@0].kv);"),
+                           "`self` is this queue already"),
+    "source-with-an-index": (edit("from source.kv to kv", "from source.kv[@@0] to kv"), "it takes no index"),
+    "local-definition-outside": (edit("stage pre : fifo;", "stage pre : fifo; def twice(x) = 2 * x;")
+                                 .replace("hold P[0].kv (1)", "observe u = P[0].@@twice; hold P[0].kv (1)"),
+                                 "`twice` is a definition local to queue `P`"),
+    "entry-in-an-expression": (edit("observe seen = n;", "observe seen = @@pull(n);"),
+                               "`pull` is an entry of queue `D` (a statement)"),
+    "from-on-an-engine-request": (edit("  queue D[2]", "  queue E : decode { device g { } engine eng on g { r cap 1; "
+                                       "tokens cap 1; request (p) { prefill (p); } schedule { advance running; "
+                                       "admit waiting taking r (1); } execute (1); } pool r on eng { } }\n  queue D[2]")
+                                  .replace("    D[1].pull (1) from P[0];\n",
+                                           "    D[1].pull (1) from P[0];\n    E.eng (1) from @@P[0];\n"),
+                                  "`eng` is queue `E`'s engine; `from` goes with an entry"),
     "member-not-an-array": (in_server("hold P[0].kv[@@1] (1) { run P[0].pre (1); }"),
                             "member `kv` of queue `P` is not an array"),
     # ---- the roles' rules

@@ -340,6 +340,9 @@ class QueueLowering:
         if m in q.entries:
             raise self.err(v.member_pos, f"`{m}` is an entry of queue `{q.name}`: call it as a statement, "
                                          f"`{v.queue}{'[i]' if q.size else ''}.{m}(…);`")
+        if m in q.defs:
+            raise self.err(v.member_pos, f"`{m}` is a definition local to queue `{q.name}`: it is called inside "
+                                         "the queue (write an entry to use it outside)")
         raise self.err(v.member_pos, f"queue `{q.name}` has no member `{m}`" + self.listing(q, "members"))
 
     def listing(self, q: Queue, what: str) -> str:

@@ -316,6 +316,8 @@ ERRORS = {
     "unknown-role": (edit(": prefill", ": @@prefil"), "unknown role `prefil`"),
     "duplicate-member": (edit("stage pre : fifo;", "stage pre : fifo; @@pool pre { cap 1; }"),
                          "`pre` is declared twice in queue `P`"),
+    "duplicate-constant": (edit("stage pre : fifo;", "stage pre : fifo; let a = 1; @@def a(x) = x;"),
+                           "`a` is declared twice in queue `P` (first at t.sq:2:64)"),
     "self-as-member": (edit("stage pre : fifo;", "@@stage self : fifo;"), "`self` names a queue"),
     "unknown-member": (in_server("observe u = used(P[0].@@kvv);"), "queue `P` has no member `kvv`"),
     "unknown-entry": (in_server("D[0].@@push (1);"), "queue `D` has no entry `push`"),

@@ -53,11 +53,11 @@ class Queue:
 
     def local(self, name: str) -> tuple | None:
         """The position of a local name of any kind, or None."""
-        for table in (self.members, self.consts, self.defs, self.entries):
-            if name in table:
-                v = table[name]
-                return v.pos if isinstance(v, Entry) else v[1] if isinstance(v, tuple) else v
-        return None
+        if name in self.members:
+            return self.members[name][1]
+        if name in self.entries:
+            return self.entries[name].pos
+        return self.consts.get(name) or self.defs.get(name)
 
 
 @dataclass

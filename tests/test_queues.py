@@ -324,6 +324,9 @@ ERRORS = {
     "arity": (in_server("@@D[0].note (1, 2);"), "entry `D.note` takes 1 argument(s), got 2"),
     "index-out-of-range": (in_server("D[@@2].note (1);"), "index 2 is outside the queue array `D[0 … 1]`"),
     "member-index-out-of-range": (in_server("observe u = used(P[@@7].kv);"), "outside the queue array `P[0 … 1]`"),
+    "index-from-a-queue-constant": (edit("stage pre : fifo;", "stage pre : fifo; let last = 2;")
+                                    .replace("D[1].pull (1) from P[0];", "D[1].pull (1) from P[@@P.last];"),
+                                    "index 2 is outside the queue array `P[0 … 1]`"),
     "array-needs-index": (in_server("@@D.note (1);"), "`D` is an array of 2 queues"),
     "not-an-array": (edit("queue P[2]", "queue P").replace("P[0]", "P").replace("D[1].pull (1) from P;",
                                                                               "D[1].pull (1) from P[@@0];"),

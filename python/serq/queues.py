@@ -313,13 +313,14 @@ class QueueLowering:
             return q, None
         if qindex is None:
             raise self.err(pos, f"`{name}` is an array of {q.size} queues: write `{name}[i].…`")
-        k = self.const_index(qindex)
-        if k is not None and not (k == int(k) and 0 <= k < q.size):
-            raise self.err(qindex.pos, f"index {k} is outside the queue array `{name}[0 … {q.size - 1}]`")
         if any(n.kind == "draw" for n in walk([qindex])):
             raise self.err(qindex.pos, "a queue's index is read at every use of its members, so a draw there would "
                                        f"be drawn again: `set x = …;` first, then `{name}[x]`")
-        return q, self.rw(qindex, s)
+        index = self.rw(qindex, s)
+        k = self.const_index(index)
+        if k is not None and not (k == int(k) and 0 <= k < q.size):
+            raise self.err(qindex.pos, f"index {k} is outside the queue array `{name}[0 … {q.size - 1}]`")
+        return q, index
 
     def qref(self, v: Node, s: Scope) -> Node:
         """`Q.m`, `Q[i].m`, `Q.m[j]`, `self.m`, `source.m`."""
@@ -331,8 +332,11 @@ class QueueLowering:
                 s.entry.sources.append(v.member)
             name = SOURCE_PREFIX + v.member
             return Node("ref", v.pos, name=name, index=None) if as_ref else Node("name", v.pos, id=name)
-        q, qindex = self.queue_of(v.queue, v.qindex, v.pos, s)
         m = v.member
+        known = self.queues.get(v.queue)
+        if known is not None and m in known.consts and v.qindex is None and v.mindex is None:
+            return Node("name", v.pos, id=f"{known.name}.{m}")   # one value for every queue of an array
+        q, qindex = self.queue_of(v.queue, v.qindex, v.pos, s)
         if m in q.members:
             return self.member(q, m, qindex, self.rw(v.mindex, s), v.pos, as_ref)
         if m in q.consts:

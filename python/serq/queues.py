@@ -95,6 +95,8 @@ class QueueLowering:
         with every queue member and entry call it names rewritten."""
         if item.kind == "queue":
             return self.queue(item)
+        if not any(n.kind in ("qref", "qcall") for n in walk([item])):
+            return [item]   # names no queue: kept as it is (no copy of a large item)
         return [self.rw(item, Scope())]
 
     def queue(self, qn: Node) -> list[Node]:

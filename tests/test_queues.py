@@ -11,7 +11,9 @@ import math
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
 
+import strategies
 from conftest import compile_err, compile_ok
 from serq import api
 from test_ir import strip_at
@@ -240,6 +242,16 @@ def test_the_twins_differ_where_the_programs_do():
     program, twin = TWINS["arrays"]
     assert normal(compile_ok(program.replace("from P[i];", "from P[1 - i];"))) != normal(compile_ok(twin))
     assert normal(compile_ok(program.replace("used(D[1].kv)", "used(D[0].kv)"))) != normal(compile_ok(twin))
+
+
+@settings(max_examples=30, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
+@given(strategies.pd_queue_pairs())
+def test_random_queue_programs_are_their_twins_spelled_out(pair):
+    """The same on random programs (tests/strategies.py `pd_queue_pairs`, run in lockstep by
+    tests/test_lockstep_random.py): prefill queue arrays or a single queue, decode or agg queue
+    arrays, entries direct or nested, every link kind."""
+    case, twin = pair
+    assert normal(compile_ok(case.text)) == normal(compile_ok(twin))
 
 
 def test_members_are_named_by_queue():

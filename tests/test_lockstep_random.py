@@ -2,7 +2,7 @@
 
 Default profile: 200 derandomised programs (+20 every step, +50 of `scope_programs`, +50 `share content`,
 +20 speculating (docs/language.md §7.3), +50 `lag 1`, +50 under poisson, renewal and closed arrivals, +20 with claims, +50 with fork/join, +50 on
-engine arrays, +50 with runs over several stages, +50 reading the online estimates of stages, +50 of engines, +50 with `transfer`).
+engine arrays, +50 with runs over several stages, +50 reading the online estimates of stages, +50 of engines, +50 with `transfer`, +20 with queues).
 Long profile (documented in docs/fast.md):
 `SERQ_LOCKSTEP_PROFILE=long python -m pytest tests/test_lockstep_random.py` runs 10,000 programs
 (set SERQ_LOCKSTEP_EXAMPLES to choose another count).

@@ -379,6 +379,9 @@ ERRORS = {
                                   .replace("    D[1].pull (1) from P[0];\n",
                                            "    D[1].pull (1) from P[0];\n    E.eng (1) from @@P[0];\n"),
                                   "`eng` is queue `E`'s engine; `from` goes with an entry"),
+    "own-member-in-a-shared-option": (edit("pool kv { cap 10; } stage pre", "pool kv { cap 10; } pool w { cap 1; "
+                                           "queue by (holders(@@kv)); } stage pre"),
+                                      "in the queue array `P`, a pool's options are one for all its queues"),
     "member-not-an-array": (in_server("hold P[0].kv[@@1] (1) { run P[0].pre (1); }"),
                             "member `kv` of queue `P` is not an array"),
     # ---- the roles' rules

@@ -67,6 +67,7 @@ class Scope:
     queue: Queue | None = None
     params: frozenset = frozenset()
     entry: Entry | None = None
+    shared: str | None = None   # in a queue array: what is one for all its queues ("a pool's options are")
 
 
 class QueueLowering:
@@ -100,6 +101,8 @@ class QueueLowering:
         return [self.rw(item, Scope())]
 
     def queue(self, qn: Node) -> list[Node]:
+        """A queue declaration: its local names collected and checked (the role's rules, nothing
+        bound anew), then its items lowered in their order."""
         if qn.role not in ROLES:
             raise self.err(qn.role_pos, f"unknown role `{qn.role}`: a queue is one of {', '.join(ROLES)}")
         self.declare(qn.name, qn.name_pos)
@@ -177,8 +180,9 @@ class QueueLowering:
                     bound.append(n.var)
                 for b in bound:
                     if b in q.members or b in q.consts:
-                        raise self.err(n.pos, f"`{b}` is a member of queue `{q.name}` (at {self.where(q.local(b))}); "
-                                              "inside the queue its name means the member, so this may not take it")
+                        what = "a member" if b in q.members else "a constant"
+                        raise self.err(n.pos, f"`{b}` is {what} of queue `{q.name}` (at {self.where(q.local(b))}); "
+                                              f"inside the queue its name means the {what[2:]}, so this may not take it")
 
     def member_item(self, q: Queue, it: Node) -> Node:
         """One item of a queue's body, lowered: its name qualified, its body rewritten."""
@@ -217,6 +221,11 @@ class QueueLowering:
                     f["member"] = Node("name", it.owner_pos, id=SELF_INDEX)
             if it.owner_dev is not None and it.owner_dev[0] in q.members:
                 f["owner_dev"] = (f"{q.name}.{it.owner_dev[0]}", it.owner_dev[1])
+        if q.size is not None and it.kind != "engine":
+            # a device's time functions, a pool's options, a stage's capacity: one for every queue of
+            # the array (only an engine's body is copied per member, §6.1)
+            scope = Scope(q, shared={"device": "a device's body is", "pool": "a pool's options are",
+                                     "stage": "a stage's capacity is"}[it.kind])
         kept = {"name", "dim", "device", "member", "owner", "owner_dev"}
         return Node(it.kind, it.pos, **{k: v if k in kept else self.rw(v, scope) for k, v in f.items()})
 
@@ -243,39 +252,46 @@ class QueueLowering:
                 if v.id in ("self", "source"):
                     raise self.err(v.pos, f"`{v.id}` names a queue; write `{v.id}.MEMBER`")
                 if v.id in q.members:
-                    return self.member(q, v.id, self.own_index(q, v.pos), None, v.pos, as_ref=False)
+                    return self.member(q, v.id, self.own_index(s, v.pos), None, v.pos, as_ref=False)
                 if v.id in q.consts:
                     return Node("name", v.pos, id=f"{q.name}.{v.id}")
             if k == "ref" and v.name not in s.params and v.name in q.members:
-                return self.member(q, v.name, self.own_index(q, v.pos), self.rw(v.index, s), v.pos, as_ref=True)
+                return self.member(q, v.name, self.own_index(s, v.pos), self.rw(v.index, s), v.pos, as_ref=True)
             if k == "indexed" and v.id not in s.params and v.id in q.members:
-                return self.member(q, v.id, self.own_index(q, v.pos), self.rw(v.index, s), v.pos, as_ref=False)
+                return self.member(q, v.id, self.own_index(s, v.pos), self.rw(v.index, s), v.pos, as_ref=False)
             if k == "call" and v.fname in q.defs:
                 return Node("call", v.pos, fname=f"{q.name}.{v.fname}",
-                            args=self.own_args(q, v.pos) + self.rw(v.args, s))
+                            args=self.own_args(s, v.pos) + self.rw(v.args, s))
             if k == "call" and v.fname in q.entries:
                 raise self.err(v.pos, f"`{v.fname}` is an entry of queue `{q.name}` (a statement): call it as "
                                       f"`{v.fname}(…);`")
             if k == "callstmt" and v.fname in q.defs:
                 return Node("callstmt", v.pos, **{**v.f, "fname": f"{q.name}.{v.fname}", "args": self.rw(v.args, s)})
             if k == "callstmt" and v.fname in q.entries and v.f.get("index") is None:
-                return self.entry_call(q, self.own_index(q, v.pos), q.entries[v.fname], v.args, None, v, s)
+                return self.entry_call(q, self.own_index(s, v.pos), q.entries[v.fname], v.args, None, v, s)
             if k == "callstmt" and v.fname in q.members:
                 index = v.f.get("index")
                 if q.size is not None and index is not None:
                     raise self.err(index.pos, f"`{v.fname}` is this queue's engine, no array: write `{v.fname} (…);`")
                 return Node("callstmt", v.pos, **{**v.f, "fname": f"{q.name}.{v.fname}",
-                                                  "index": self.own_index(q, v.pos) if q.size is not None
+                                                  "index": self.own_index(s, v.pos) if q.size is not None
                                                   else self.rw(index, s), "args": self.rw(v.args, s)})
         return Node(k, v.pos, **{name: self.rw(x, s) for name, x in v.f.items()})
 
-    def own_index(self, q: Queue, pos: tuple) -> Node | None:
+    def own_index(self, s: Scope, pos: tuple) -> Node | None:
         """The index of the queue a body is lowered for: in a queue array, the member index of its
-        lowered items and the first parameter of its definitions."""
-        return Node("name", pos, id=SELF_INDEX) if q.size is not None else None
+        lowered engines and the first parameter of its definitions."""
+        q = s.queue
+        if q is None or q.size is None:
+            return None
+        if s.shared is not None:
+            raise self.err(pos, f"in the queue array `{q.name}`, {s.shared} one for all its queues, so it "
+                                f"cannot name one queue's own members: write `{q.name}[k].…` for queue k")
+        return Node("name", pos, id=SELF_INDEX)
 
-    def own_args(self, q: Queue, pos: tuple) -> list:
-        return [Node("name", pos, id=SELF_INDEX)] if q.size is not None else []
+    def own_args(self, s: Scope, pos: tuple) -> list:
+        index = self.own_index(s, pos)
+        return [] if index is None else [index]
 
     def member(self, q: Queue, m: str, qindex: Node | None, mindex: Node | None, pos: tuple, as_ref: bool) -> Node:
         """The lowered name of member m of queue q (of q[qindex] in a queue array)."""
@@ -295,7 +311,7 @@ class QueueLowering:
                 raise self.err(pos, "`self` names the queue whose body it is in; here it is outside every queue")
             if qindex is not None:
                 raise self.err(qindex.pos, "`self` is this queue already; it takes no index")
-            return s.queue, self.own_index(s.queue, pos)
+            return s.queue, self.own_index(s, pos)
         if name in self.failed:
             raise self.err(pos, f"queue `{name}` has an error", about=name)
         # inside its own body a queue is not declared yet: `Q[k].m` there names member m of queue k

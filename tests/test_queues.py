@@ -278,6 +278,35 @@ def pd_report(path: Path, **settings) -> dict:
     return json.loads(json.dumps(run.report))
 
 
+def pd_disagg_in_queue_order() -> str:
+    """pd_disagg.sq with its disaggregated side declared in the order pd_queues.sq's queues declare
+    it (P's device, pool, engine and slots, then D's), nothing else changed."""
+    src = PD_DISAGG.read_text()
+    start, end = src.index("  device pgpu[2]"), src.index("  // Decode GPU j's receiving link")
+    block = src[start:end]
+
+    def item(head: str) -> str:
+        i = block.index(head)
+        return block[i:block.index("\n  }\n", i) + 5] if head.startswith("  engine") else block[i:block.index("\n", i) + 1]
+    order = ["device pgpu", "pool pkv", "engine pre", "pool preqs", "device dgpu", "pool dkv", "engine dec", "pool dreqs"]
+    return src[:start] + "".join(item("  " + h) for h in order) + src[end:]
+
+
+@pytest.mark.parametrize("settings", [{}, {"R": "2", "nics": "1"}, {"disagg": "0"}], ids=["1P1D", "2P2D-nics", "colocated"])
+def test_the_example_is_pd_disagg_spelled_with_queues(settings):
+    """pd_queues.sq's IR is pd_disagg.sq's (declared in the queues' order), names mapped and source
+    positions aside: the header's claim."""
+    def named(ir: dict) -> dict:
+        out = strip_at(ir)
+        out.pop("files")
+        for row in out["pools"] + out["stages"]:
+            row["name"] = pd_name(row["name"])
+        return out
+    queues = compile_ok(PD_QUEUES.read_text(), dict(settings), "pd_queues.sq")
+    spelled = compile_ok(pd_disagg_in_queue_order(), dict(settings), "pd_disagg.sq")
+    assert named(queues) == named(spelled)
+
+
 @pytest.mark.parametrize("settings", [dict(R=2), dict(R=1, nics=1), dict(R=2, disagg=0)],
                          ids=["2P2D", "1P1D-nics", "colocated"])
 def test_the_example_reports_what_pd_disagg_reports(settings):

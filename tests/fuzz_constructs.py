@@ -28,6 +28,9 @@ A program is assembled from parts, each drawn well-formed most of the time and m
 - inputs: `let kN = args.number("kN", …);` in place of a flow's or transfer's work, a transfer's
   amount, a spill's copy time, `speculate`'s numbers, `price`'s arguments and `lag`, so that the
   `construct_settings` target can give them hostile `--set` values (`knobs` lists them).
+- queues (§11.16): a prefill queue array leasing its KV, a decode queue whose entry `pull` lands
+  it `from` a prefill queue over a link queue's wire, members `P[i].kv` read in observations, with
+  the wrong roles, members, entries, arities, indices and `from`s of §11.16's errors.
 
 Then up to two byte edits that insert construct words (`,`, `share maxmin;`, `step`, `budget`…)
 anywhere, as the `programs` target does for mm1.sq.
@@ -200,6 +203,34 @@ def _spill(draw) -> tuple[list[str], str]:
     return pools, body
 
 
+def _queues(draw) -> tuple[list[str], str]:
+    """Queues (§11.16): `P[2] : prefill` whose KV is leased past its hold, `D : decode` whose entry
+    `pull` lands it `from P[i]` over `L[i].wire`; wrong: a role that may not hold what it holds or
+    take `from`, a member declared twice or as an array, an unknown member or entry, a wrong arity,
+    an index out of range or drawn, a missing or needless `from`, a queue used as a pool."""
+    prole = _one(draw, ["prefill", "agg", "l2"], ["decode", "gateway", "link", "prefil"])
+    drole = _one(draw, ["decode", "agg"], ["prefill", "link", "l2"])
+    extra = _one(draw, ["", " let hop = 1;", " def twice(x) = 2 * x;"],
+                 [" pool kv { cap 1; }", " stage pre[2] : fifo;", " stage self : fifo;"])
+    work = _one(draw, ["n * 1e-3", "0", "~exp(1)"], ["-1", "inf"])
+    link = _one(draw, ["stage wire : fifo;", "stage wire : ps(1);", "stage wire : delay;"],
+                ["stage wire : fifo; pool x { cap 1; }", "let w = 1;"])
+    queues = [f"queue P[2] : {prole} {{ pool kv {{ cap 64; }} stage pre : fifo;{extra} }}",
+              f"queue D : {drole} {{ pool kv {{ cap 64; evict lru; }} def pull(n, w) {{ hold kv (n) "
+              f"{{ transfer w ({work}) from source.kv to kv (n); }} cache (n); }} def note(n) {{ observe noted = n; }} }}",
+              f"queue L[2] : link {{ {link} }}"]
+    i = _one(draw, ["0", "1", "(serial == 0 ? 0 : 1)"], ["2", "-1", "floor(~uniform(0, 2))", "nobody"])
+    first = f"hold P[{i}].kv (16) {{ run P[{i}].pre (0.5); }} lease P[{i}].kv (inf);"
+    good = [f"D.pull (16, L[{i}].wire) from P[{i}];",
+            f"D.note (used(P[{i}].kv)); D.pull (8, L[0].wire) from P[{i}];"]
+    bad = [f"D.pull (16, L[{i}].wire);", f"D.pull (16) from P[{i}];", "D.push (16, L[0].wire) from P[0];",
+           f"D.pull (16, L[{i}].wire) from D;", f"D.note (1) from P[{i}];", "D[0].note (1);",
+           f"D.pull (16, L.wire) from P[{i}];", f"observe u = used(P[{i}].kvv);", "hold P (1) { }"]
+    # wrong in half of the faulty programs, not a sixth: there are many ways to get the call wrong
+    call = draw(st.sampled_from(bad if draw.faulty and draw(st.booleans()) else good))
+    return queues, f"{first} {call}"
+
+
 def _s_engine(draw, array: bool = False) -> tuple[list[str], str]:
     """An S engine with a request block of 0, 1 or 2 parameters, and its call; under `lag 0` or
     `lag 1`; or an array of two (§6.1) on `acc[j]`, its pools `kv[j]` and `reqs[j]`, the call's
@@ -256,7 +287,8 @@ def construct_programs(draw, faulty: bool | None = None) -> str:
     decls += [_one(draw, ["share maxmin;", "share bottleneck;"], ["share fifo;", "share;"])
               for _ in range(_one(draw, [0, 1], [2]))]
     server = []
-    engine = draw(st.sampled_from(["none", "k", "k", "s", "s", "array", "transfer", "transfer", "spill", "spill"]))
+    engine = draw(st.sampled_from(["none", "k", "k", "s", "s", "array", "transfer", "transfer", "spill", "spill",
+                                   "queues", "queues"]))
     draw.names = names + {"k": ["eng"], "s": ["eng"], "array": ["eng[0]", "eng[1]"]}.get(engine, [])
     if engine == "k":
         decls += _k_step(draw)
@@ -278,6 +310,10 @@ def construct_programs(draw, faulty: bool | None = None) -> str:
         lines, copy = _transfer(draw, ps_names)
         decls += lines
         server.append(copy)
+    elif engine == "queues":
+        lines, calls = _queues(draw)
+        decls += lines
+        server.append(calls)
     if draw.faulty and not draw(st.integers(0, 5)):   # a K word among main's declarations
         decls.append(draw(st.sampled_from(K_WORDS_OUTSIDE[:5])))
     for _ in range(draw(st.integers(0, 2))):

@@ -49,6 +49,8 @@ CASES = [
     ("single-turn/pd_disagg.sq", {"lambda": "4"}, 1, 4, math.inf),
     ("single-turn/pd_disagg.sq", {"disagg": "0", "lambda": "4"}, 1, 3, math.inf),
     ("single-turn/pd_disagg.sq", {"nics": "1", "R": "2", "lambda": "4", "x": "1e-4"}, 1, 6, math.inf),
+    # the same written with queues (docs/language.md §11.16), one setting
+    ("single-turn/pd_queues.sq", {"nics": "1", "R": "2", "lambda": "4", "x": "1e-4"}, 1, 6, math.inf),
     ("oracle/vllm_request.sq", {}, 1, 2, math.inf),
     ("../python/serq_vllm/programs/vllm_scenario.sq", {}, 1, 2, math.inf),
     ("../python/serq_vllm/programs/vllm_scenario_priority.sq", {}, 1, 2, math.inf),

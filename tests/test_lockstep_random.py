@@ -2,7 +2,7 @@
 
 Default profile: 200 derandomised programs (+20 every step, +50 of `scope_programs`, +50 `share content`,
 +20 speculating (docs/language.md §7.3), +50 `lag 1`, +50 under poisson, renewal and closed arrivals, +20 with claims, +50 with fork/join, +50 on
-engine arrays, +50 with runs over several stages, +50 reading the online estimates of stages, +50 of engines, +50 with `transfer`).
+engine arrays, +50 with runs over several stages, +50 reading the online estimates of stages, +50 of engines, +50 with `transfer`, +20 with queues).
 Long profile (documented in docs/fast.md):
 `SERQ_LOCKSTEP_PROFILE=long python -m pytest tests/test_lockstep_random.py` runs 10,000 programs
 (set SERQ_LOCKSTEP_EXAMPLES to choose another count).
@@ -251,4 +251,19 @@ def test_random_spill_programs_agree(case):
     body, under batch, open and closed arrivals; every step compared (a program with `spill` is
     never fast-forwarded)."""
     ir = compile_source(case.text, case.name, {})
+    lockstep(ir, case.seed, case.sessions, case.name)
+
+
+QUEUE_EXAMPLES = max(10, EXAMPLES // 10)
+
+
+@settings(max_examples=QUEUE_EXAMPLES, deadline=None, derandomize=not LONG, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(strategies.pd_queue_programs())
+def test_random_pd_queue_programs_agree(case):
+    """Prefill/decode disaggregation written with queues (docs/language.md §11.16): prefill, decode or
+    agg and link queue arrays, entries called with `from`, directly or through a second entry; the
+    lowered program runs in lockstep like any other."""
+    ir = compile_source(case.text, case.name, {})
+    assert any(st["op"] == "transfer" for b in ir["blocks"] for st in b)
     lockstep(ir, case.seed, case.sessions, case.name)

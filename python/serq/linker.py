@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any, Callable
 
-from . import exact, kstep
+from . import exact, kstep, queues
 from .ast import Node, substitute, walk
 from .draws import ARITY
 from .errors import SerqError, location_text
@@ -438,22 +438,25 @@ class Linker:
     def link_main(self, m: Node) -> None:
         """The items of `fn main`, each checked on its own so one pass reports several errors."""
         self.main_seen = True
-        # Slots: request parameters come right after the built-ins (docs/ir.md "Slots").
-        for it in m.items:
-            if it.kind == "engine":
-                for sub in it.items:
-                    if sub.kind == "request":
-                        for p, ppos in sub.params:
-                            self.new_attr(p, ppos, write=True)
+        # Slots: request parameters come right after the built-ins (docs/ir.md "Slots"), those of
+        # the engines of queues too, in the order of the program text.
+        for p, ppos in queues.request_params(m.items):
+            self.new_attr(p, ppos, write=True)
+        lowering = queues.QueueLowering(self.err, self.where, self.const_index, self.declare_queue,
+                                        self.is_declared, self.dim, self.failed)
         handlers = {"device": self.device, "engine": self.engine, "pool": self.pool, "stage": self.stage,
                     "prefix": self.prefix, "workload": self.workload_decl, "server": self.server,
                     "gauge": self.gauge, "claim": self.claim, "share": self.share_decl, "kstep": self.k_step_stage}
-        for it in m.items:
-            k = it.kind
-            if k in ("use", "let", "def"):
-                self.collect(self.header, it, it.pos[0], True, name=getattr(it, "name", None) if k != "use" else None)
-            else:
-                self.collect(handlers[k], it, name=getattr(it, "name", None) if k not in ("workload", "server", "prefix", "share") else None)
+        for item in m.items:
+            # a queue (docs/language.md §11.16) stands for the items it lowers to; any other item
+            # has the queues' members and entry calls it names rewritten
+            lowered = self.collect(lowering.lower, item, name=item.name if item.kind == "queue" else None)
+            for it in lowered or []:
+                k = it.kind
+                if k in ("use", "let", "def"):
+                    self.collect(self.header, it, it.pos[0], True, name=getattr(it, "name", None) if k != "use" else None)
+                else:
+                    self.collect(handlers[k], it, name=getattr(it, "name", None) if k not in ("workload", "server", "prefix", "share") else None)
         for pool, o in self.admit_via:
             self.collect(self.resolve_admit_via, pool, o)
         for pool, node, o in self.spills:
@@ -480,6 +483,21 @@ class Linker:
         if name == "inf":
             raise self.err(pos, "`inf` is the reserved name of +∞")
         self.decl_pos[name] = pos
+
+    def declare_queue(self, name: str, pos: tuple) -> None:
+        """Reserve a queue's name: one namespace with the devices, engines, pools and stages."""
+        self.declare(name, pos, "queue")
+
+    def is_declared(self, name: str) -> bool:
+        return name in self.decl_pos
+
+    def const_index(self, e: Node):
+        """The value of an index that folds to a constant, else None (it is read at run time)."""
+        try:
+            ir = self.cx(e, Ctx("const", "an index", defs=self.defs))
+        except SerqError:
+            return None
+        return val(ir) if is_num(ir) else None
 
     def dim(self, d: Node | None, what: str) -> int | None:
         """The size of an array declaration: a whole constant from 1 to 4096."""
@@ -1761,6 +1779,8 @@ class Linker:
             return [{"op": "run", "stage": ref, "mode": "plain", "work": work, "growing": None, "at": at}]
         if k == "callstmt":
             return self.call_stmt(s, sc)
+        if k == "qcall":  # every one inside `fn main` was lowered (serq/queues.py)
+            raise queues.refuse_outside_main(s, self.err)
         if k in ("req_run", "req_cache", "req_lease", "at_admission"):  # pragma: no cover - grammar keeps them in request blocks
             raise self.err(s.pos, "only inside an engine's request block")
         raise self.err(s.pos, f"unexpected statement `{k}`")  # pragma: no cover
@@ -1964,6 +1984,8 @@ class Linker:
         if node.kind in ("ref", "name", "indexed"):
             name = node.name if node.kind == "ref" else node.id
             index = node.index if node.kind in ("ref", "indexed") else None
+        elif node.kind == "qref":  # every one inside `fn main` was lowered (serq/queues.py)
+            raise queues.refuse_outside_main(node, self.err)
         else:
             raise self.err(node.pos, f"expected a {kind} name here")
         pos = node.pos
@@ -2083,8 +2105,8 @@ class Linker:
             if e.id in self.pool_names or e.id in self.stage_names:
                 raise self.err(e.pos, f"`{e.id}[…]` is a pool or stage; only an observable such as `used({e.id}[…])` takes it")
             raise self.err(e.pos, f"`{e.id}` is not an array")
-        if k == "dotted":  # pragma: no cover - the pre-scan rejects queue members first
-            raise self.err(e.pos, f"`{e.id}`: queue members (P/D disaggregation) are not supported yet")
+        if k == "qref":  # every one inside `fn main` was lowered (serq/queues.py)
+            raise queues.refuse_outside_main(e, self.err)
         if k == "args_call":
             raise self.err(e.pos, "`args.number(…)` must be the whole initializer of a `let` inside `fn main`")
         raise self.err(e.pos, f"unexpected expression `{k}`")  # pragma: no cover

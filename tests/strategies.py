@@ -438,6 +438,23 @@ def estimator_programs(draw) -> Case:
     return Case(text=text, sessions=sessions, seed=draw(st.integers(0, 2 ** 16)))
 
 
+@st.composite
+def content_pin_programs(draw) -> Case:
+    """`vllm_programs(content=True)` whose request block leases its `share content` KV pool past the
+    request (`lease kv (t)`, released before the next call or right after), whose pool is `reserve
+    held` (the admission's reserve kept while the request runs), or both (docs/content.md
+    §3 "Lease" and "reserve held"). A `reserve held` pool reserves twice the prompt
+    (`reserve (2 * known)`; the output length is hidden), so a running request keeps blocks from
+    the next admissions until its decode has grown into them. Drawn after the program's own draws."""
+    lease, held = draw(st.sampled_from([(True, False), (False, True), (True, True)]))
+    case = draw(vllm_programs(content=True, lease=lease, arrivals=draw(st.booleans())))
+    text = case.text
+    if held:
+        text = text.replace(" share content;", " share content; reserve held;", 1)
+        text = text.replace(" reserve (known)", " reserve (2 * known)", 1)
+    return Case(text=text, sessions=case.sessions, seed=case.seed)
+
+
 # what a time reads of an estimate (docs/spec.md "Online estimates": readings on the grid keep the
 # exact engine's numbers bounded when they feed back into the times they measure)
 STAGE_FEEDBACK = ["est_rho(rep[k])", "est_wait(rep[k]) / 2", "price(rep[k], 1/2, 1/2) / 8", "est_lambda(rep[0]) / 4"]

@@ -241,22 +241,24 @@ def unroundedLambda (e : Estimates) : Rat :=
   | some g => if g == 0 then 0 else 1 / g
   | none => 0
 
-/-- expr.py `unrounded_rho`: ρ̂ unrounded, min(λ̂ · Ŝ, 99/100), Ŝ = 0 before the first start (values.py
-`min_v`); an engine's: min(mean busy / mean cycle, 99/100). -/
+/-- expr.py `unrounded_rho`: ρ̂ unrounded and uncapped, λ̂ · Ŝ, Ŝ = 0 before the first start; an
+engine's: mean busy / mean cycle. -/
 def unroundedRho (e : Estimates) : Rat :=
-  let r := match e.engine with
+  match e.engine with
     | none => unroundedLambda e * e.service.getD 0
     -- an engine's: mean busy / mean cycle, 0 before a cycle or while the mean cycle is 0
     | some c => match c.cycle, c.busy with
       | some cy, some b => if cy == 0 then 0 else b / cy
       | _, _ => 0
-  if decide (r ≤ rhoCap) then r else rhoCap
 
 /-- expr.py `est_lambda`: the reading of λ̂, on the grid. -/
 def estLambda (e : Estimates) : Rat := onGrid (unroundedLambda e)
 
-/-- expr.py `est_rho`: the reading of ρ̂, on the grid. -/
-def estRho (e : Estimates) : Rat := onGrid (unroundedRho e)
+/-- expr.py `est_rho`: the reading of ρ̂, on the grid, then capped at 99/100 (values.py `min_v`),
+so a saturated ρ̂ reads 99/100 exactly. -/
+def estRho (e : Estimates) : Rat :=
+  let r := onGrid (unroundedRho e)
+  if decide (r ≤ rhoCap) then r else rhoCap
 
 /-- expr.py `est_wait`: the mean wait before service, 0 before the first; its reading on the grid. -/
 def estWait (e : Estimates) : Rat := match e.wait with

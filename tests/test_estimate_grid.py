@@ -4,8 +4,11 @@ made the exact spec's numbers grow without bound) kept to bounded denominators, 
 
 Seeded faults: `expr.on_grid` returning x unrounded fails the two spec tests below (the first
 reading off the grid, within the first 40 steps); `estimates.on_grid` returning x unrounded fails
-`test_fast_rounds_its_float_as_the_spec_rounds_it` and the lockstep of the cap program (the same
-fault, made by the test itself)."""
+`test_fast_rounds_its_float_as_the_spec_rounds_it` and the lockstep of the tenth program (the same
+fault, made by the test itself); ρ̂ capped before its rounding (the cap read as 4252017623/2^32)
+fails `test_a_saturated_rho_reads_the_cap_exactly`. (With the spec fault the lockstep of the feedback
+program below runs without bound, as before the grid: seed it with `-x`, which stops at the
+bounded-denominator test first.)"""
 
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ from serq.frontend import compile_source
 from serq_drt.lockstep import Divergence, lockstep
 from serq_fast import estimates as fast_estimates
 from serq_spec import expr as spec_expr
+from serq_spec.config import EngineEstimates
 from serq_spec.program import Program
 from serq_spec.sample import arrival_times, trace_picks
 from serq_spec.step import run
@@ -49,17 +53,19 @@ fn main() {
 }
 """
 
-# ρ̂ of the delay stage q sits at its cap (λ̂·Ŝ far above 1): it reads 4252017623/2^32, just below
-# 0.99, so the branch is never taken; an engine that read 0.99 unrounded would take it
-CAP = """\
+# jobs join q every 10 s, so λ̂ = 1/10, which reads 429496730/2^32 (0.1000000000931): the branch is
+# taken; an engine that read λ̂ unrounded (0.1) would not take it
+TENTH = """\
 fn main() {
   stage q : delay;
   stage s : fifo;
-  workload { arrive poisson(2); }
+  stage gate : delay;
+  workload { arrive batch(3); }
   server {
-    run q (5);
-    branch (est_rho(q) >= 0.99) { run s (1); }
-    observe rho = est_rho(q);
+    run gate (10 * serial);
+    run q (1);
+    branch (est_lambda(q) > 0.1) { run s (1); }
+    observe lam = est_lambda(q);
   }
 }
 """
@@ -74,6 +80,7 @@ def test_on_grid_rounds_to_the_nearest_multiple_ties_to_even():
     assert spec_expr.on_grid(Fraction(3, 2 * GRID) + Fraction(1, 10 ** 30)) == 2 * g
     assert spec_expr.on_grid(Fraction(5, 2 * GRID) + Fraction(1, 10 ** 30)) == 3 * g
     assert spec_expr.on_grid(Fraction(99, 100)) == Fraction(4252017623, GRID)
+    assert spec_expr.on_grid(Fraction(1, 10)) == Fraction(429496730, GRID)
     assert spec_expr.on_grid(Fraction(7, 4)) == Fraction(7, 4)
 
 
@@ -99,10 +106,22 @@ def _live(ir: dict, count: int) -> Program:
     return prog
 
 
+def test_a_saturated_rho_reads_the_cap_exactly():
+    """ρ̂ is capped after its rounding: at the cap it reads 99/100 itself (so `0.01 + est_rho(E)`
+    is 1 there, as before the grid), just below it the grid point."""
+    est = EngineEstimates(cycle=Fraction(1), busy=Fraction(1))
+    assert spec_expr.est_rho(est) == Fraction(99, 100)
+    est.busy = Fraction(989, 1000)
+    assert spec_expr.est_rho(est) == spec_expr.on_grid(Fraction(989, 1000)) != Fraction(989, 1000)
+    fast = fast_estimates.EngineEstimates()
+    fast.cycle, fast.busy = 1.0, 1.0
+    assert fast.est_rho() == 0.99
+
+
 def test_an_engine_whose_cost_reads_its_own_rho_keeps_bounded_denominators():
-    """Every reading's denominator divides 2^32, and every time's divides 100 · 2^32 (the cost
-    0.01 + a reading), over 300 steps: exact readings took about 5 s to reach step 45 and did not
-    reach step 49 in 87 s (docs/spec.md "Online estimates")."""
+    """Every reading's denominator divides 2^32 (ρ̂ at its cap reads 99/100), and every time's
+    divides 100 · 2^32 (the cost 0.01 + a reading), over 300 steps: exact readings took about 5 s
+    to reach step 45 and did not reach step 49 in 87 s (docs/spec.md "Online estimates")."""
     ir = compile_source(FEEDBACK, "feedback.sq", {})
     eng = next(i for i, s in enumerate(ir["stages"]) if s["name"] == "eng")
     read = []
@@ -110,7 +129,7 @@ def test_an_engine_whose_cost_reads_its_own_rho_keeps_bounded_denominators():
     def on_step(cfg, rec, k):
         est = cfg.stages[eng].est
         for reading in (spec_expr.est_lambda(est), spec_expr.est_rho(est), spec_expr.est_wait(est)):
-            assert GRID % reading.denominator == 0, (k, reading)
+            assert GRID % reading.denominator == 0 or reading == spec_expr.RHO_CAP, (k, reading)
         read.append(spec_expr.est_rho(est))
         assert (100 * GRID) % cfg.now.denominator == 0, (k, cfg.now)
 
@@ -124,9 +143,10 @@ def test_an_engine_whose_cost_reads_its_own_rho_agrees_in_lockstep():
 
 
 def test_lockstep_catches_a_fast_engine_that_does_not_round(monkeypatch):
-    """The cap program agrees; with serq_fast's readings unrounded its branch goes the other way."""
-    ir = compile_source(CAP, "cap.sq", {})
-    assert lockstep(ir, 3, 6, "cap.sq") > 0
+    """The tenth program agrees; with serq_fast's readings unrounded its branch goes the other way."""
+    ir = compile_source(TENTH, "tenth.sq", {})
+    assert lockstep(ir, 0, 3, "tenth.sq") > 0
     monkeypatch.setattr(fast_estimates, "on_grid", lambda x: x)
-    with pytest.raises(Divergence):
-        lockstep(ir, 3, 6, "cap.sq")
+    with pytest.raises(Divergence) as caught:
+        lockstep(ir, 0, 3, "tenth.sq")
+    assert caught.value.step > 0

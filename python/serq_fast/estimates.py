@@ -61,14 +61,15 @@ class Estimates:
         return 0.0 if self.gap is None or self.gap == 0 else 1.0 / self.gap
 
     def unrounded_rho(self) -> float:
-        """ρ̂ unrounded (serq_spec's `expr.unrounded_rho`)."""
-        return min(self.unrounded_lambda() * (self.service if self.service is not None else 0.0), RHO_CAP)
+        """ρ̂ unrounded and uncapped (serq_spec's `expr.unrounded_rho`)."""
+        return self.unrounded_lambda() * (self.service if self.service is not None else 0.0)
 
     def est_lambda(self) -> float:
         return on_grid(self.unrounded_lambda())
 
     def est_rho(self) -> float:
-        return on_grid(self.unrounded_rho())
+        """On the grid, then capped at 0.99 (serq_spec's `expr.est_rho`)."""
+        return min(on_grid(self.unrounded_rho()), RHO_CAP)
 
     def est_wait(self) -> float:
         return on_grid(self.wait) if self.wait is not None else 0.0
@@ -116,7 +117,7 @@ class EngineEstimates(Estimates):
     def unrounded_rho(self) -> float:
         if self.cycle is None or self.cycle == 0:
             return 0.0
-        return min(self.busy / self.cycle, RHO_CAP)
+        return self.busy / self.cycle
 
     def state(self) -> list:
         """The state line's `est` of an engine (docs/state.md STAGE)."""

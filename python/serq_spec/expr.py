@@ -14,7 +14,7 @@ stage's capacity). engine.py and stages.py, above this module, use them.
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional, cast
 
 from serq.errors import number_text
 from serq.exact import index_not_in_range
@@ -235,14 +235,14 @@ def unrounded_lambda(est: Estimates | EngineEstimates) -> Fraction:
 
 
 def unrounded_rho(est: Estimates | EngineEstimates) -> Fraction:
-    """ρ̂ unrounded: min(λ̂ · Ŝ, 0.99), Ŝ the mean work of a started job (0 before the first
-    start); of an engine, min(mean busy / mean cycle, 0.99), the fraction of time its iterations
-    run (0 before a second iteration, or while the mean cycle is 0)."""
+    """ρ̂ unrounded and uncapped: λ̂ · Ŝ, Ŝ the mean work of a started job (0 before the first
+    start); of an engine, mean busy / mean cycle, the fraction of time its iterations run (0
+    before a second iteration, or while the mean cycle is 0)."""
     if isinstance(est, EngineEstimates):
         if est.cycle is None or est.cycle == 0 or est.busy is None:
             return ZERO
-        return V.finite(V.min_v(V.div(est.busy, est.cycle), RHO_CAP), "est_rho")
-    return V.finite(V.min_v(V.mul(unrounded_lambda(est), est.service if est.service is not None else ZERO), RHO_CAP), "est_rho")
+        return V.finite(V.div(est.busy, est.cycle), "est_rho")
+    return V.finite(V.mul(unrounded_lambda(est), est.service if est.service is not None else ZERO), "est_rho")
 
 
 def est_lambda(est: Estimates | EngineEstimates) -> Fraction:
@@ -251,8 +251,10 @@ def est_lambda(est: Estimates | EngineEstimates) -> Fraction:
 
 
 def est_rho(est: Estimates | EngineEstimates) -> Fraction:
-    """The reading of ρ̂: `unrounded_rho` on the grid."""
-    return on_grid(unrounded_rho(est))
+    """The reading of ρ̂: `unrounded_rho` on the grid, then capped at 0.99 — so a saturated ρ̂
+    reads 99/100 exactly; a cap on the grid would sit 9.3e-12 below it and turn exact ties (an
+    iteration of `0.01 + est_rho(E)` against a work of 1) into near-ties (docs/spec.md)."""
+    return cast(Fraction, V.min_v(on_grid(unrounded_rho(est)), RHO_CAP))
 
 
 def est_wait(est: Estimates | EngineEstimates) -> Fraction:

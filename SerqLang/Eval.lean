@@ -225,28 +225,58 @@ def liftRes {α : Type} (r : Res α) : M α :=
 /-- expr.py `RHO_CAP`. -/
 def rhoCap : Rat := 99 / 100
 
-/-- expr.py `est_lambda`: 1 / the mean gap between starts; 0 before a positive mean gap. -/
-def estLambda (e : Estimates) : Rat :=
+/-- expr.py `ESTIMATE_GRID`: every estimate is read on the grid of multiples of 1/2^32. -/
+def estimateGrid : Nat := 2 ^ 32
+
+/-- expr.py `on_grid`: `x` rounded to the nearest multiple of 2^-32, ties to the even multiple
+(Python's `round` of a `Fraction`: the floor, plus one when the rest is above 1/2, or exactly
+1/2 with an odd floor). -/
+def onGrid (x : Rat) : Rat :=
+  let y := x * (estimateGrid : Rat)
+  let f := y.floor
+  let rest := y - (f : Rat)
+  let n := if decide (rest < 1 / 2) then f
+    else if decide (rest > 1 / 2) then f + 1
+    else if f % 2 == 0 then f else f + 1
+  (n : Rat) / (estimateGrid : Rat)
+
+/-- expr.py `unrounded_lambda`: λ̂ unrounded, 1 / the mean gap between starts; 0 before a
+positive mean gap. -/
+def unroundedLambda (e : Estimates) : Rat :=
   match e.gap with
   | some g => if g == 0 then 0 else 1 / g
   | none => 0
 
-/-- expr.py `est_rho`: min(λ̂ · Ŝ, 99/100), Ŝ = 0 before the first start (values.py `min_v`); an
-engine's: min(mean busy / mean cycle, 99/100). -/
-def estRho (e : Estimates) : Rat :=
-  let r := match e.engine with
-    | none => estLambda e * e.service.getD 0
+/-- expr.py `unrounded_rho`: ρ̂ unrounded and uncapped, λ̂ · Ŝ, Ŝ = 0 before the first start; an
+engine's: mean busy / mean cycle. -/
+def unroundedRho (e : Estimates) : Rat :=
+  match e.engine with
+    | none => unroundedLambda e * e.service.getD 0
     -- an engine's: mean busy / mean cycle, 0 before a cycle or while the mean cycle is 0
     | some c => match c.cycle, c.busy with
       | some cy, some b => if cy == 0 then 0 else b / cy
       | _, _ => 0
+
+/-- expr.py `est_lambda`: the reading of λ̂, on the grid. -/
+def estLambda (e : Estimates) : Rat := onGrid (unroundedLambda e)
+
+/-- expr.py `est_rho`: the reading of ρ̂, on the grid, then capped at 99/100 (values.py `min_v`),
+so a saturated ρ̂ reads 99/100 exactly. -/
+def estRho (e : Estimates) : Rat :=
+  let r := onGrid (unroundedRho e)
   if decide (r ≤ rhoCap) then r else rhoCap
 
-/-- expr.py `est_wait`: the mean wait before service, 0 before the first. -/
-def estWait (e : Estimates) : Rat := e.wait.getD 0
+/-- expr.py `est_wait`: the mean wait before service, 0 before the first; its reading on the grid. -/
+def estWait (e : Estimates) : Rat := match e.wait with
+  | some w => onGrid w
+  | none => 0
 
-/-- expr.py `price`: ds + λ̂(s_m² − s_hit²)/(2(1 − ρ̂)) + λ̂·Ŵ·ds/(1 − ρ̂), s_m = s_hit + ds, in
-values.py's arithmetic (its errors for ±inf arguments included). -/
+-- conjecture: `onGrid x` is within 2^-33 of `x`, and `(onGrid x).den` divides 2^32 (so an
+-- estimate that feeds a time adds at most 32 bits to the times' denominators); not proved here.
+
+/-- expr.py `price`: ds + λ̂(s_m² − s_hit²)/(2(1 − ρ̂)) + λ̂·Ŵ·ds/(1 − ρ̂), s_m = s_hit + ds, from
+the readings (on the grid) of λ̂, ρ̂ and Ŵ, in values.py's arithmetic (its errors for ±inf
+arguments included). -/
 def price (e : Estimates) (sHit ds : Value) : Res Value := do
   let lam := Value.fin (estLambda e)
   let idle := Value.fin (1 - estRho e)

@@ -81,7 +81,7 @@ def workNegative : Work → Bool
 def cachedUnits (st : PoolState) : Rat := st.cached + st.contentCached
 
 /-- invariants.py `content_invariants`: a `share content` pool (docs/content.md §3) — reference
-counts = the hold lists holding each block; the free queue = the blocks with no reference, each
+counts = the hold and lease lists holding each block; the free queue = the blocks with no reference, each
 once, every unidentified one before every identified one; the identity map and the blocks'
 identities agree; used = b × referenced blocks; a hold's allocation = b × its blocks. -/
 def contentInvariants (prog : Program) (cfg : Config) (p : Nat) : List String := Id.run do
@@ -100,8 +100,16 @@ def contentInvariants (prog : Program) (cfg : Config) (p : Nat) : List String :=
           bad := bad ++ [s!"pool {name}: session {s.serial} holds {blocks.length} blocks but allocation {alloc}"]
         for b in blocks do
           count := count.set b (count.getD b 0 + 1)
+  -- a leased part keeps its blocks referenced (docs/content.md §3)
+  for l in cfg.leases.filter (·.pool == p) do
+    let blocks := (l.part.blocksOf 0).2
+    let alloc := l.part.alloc.getD 0 0
+    if alloc != ((cs.block * blocks.length : Nat) : Rat) then
+      bad := bad ++ [s!"pool {name}: the lease of session {l.serial} holds {blocks.length} blocks but allocation {alloc}"]
+    for b in blocks do
+      count := count.set b (count.getD b 0 + 1)
   if count != cs.refs then
-    bad := bad ++ [s!"pool {name}: reference counts {cs.refs} != hold lists containing each block {count}"]
+    bad := bad ++ [s!"pool {name}: reference counts {cs.refs} != hold and lease lists containing each block {count}"]
   if hasDup cs.free then
     bad := bad ++ [s!"pool {name}: a block appears twice in the free queue {cs.free}"]
   -- set(free_queue) == {b | refs[b] == 0}

@@ -430,15 +430,18 @@ def attempt (th : Tid) (h : Hold) (ref : Nat × Nat) (stream : DrawStream) (loc 
     let need := (mine.map (·.2)).foldl max 0
     if (← isContent p) then
       -- vLLM's get_num_blocks_to_allocate against get_num_free_blocks: the R reused blocks that
-      -- nobody references (E) leave the free queue too; the block b of a content pool is whole
+      -- nobody references (E) leave the free queue too; the block b of a content pool is whole;
+      -- with `reserve held`, the blocks the holders reserved and have not allocated are not free
       let b := (← ContentPool.contentOf p).block
       let r := reusedBlocks k reuse b
       let e ← match c with
         | some c => ContentPool.unreferencedHits p c r
         | none => pure 0
       let n := (roundupBlock need (some (b : Rat)) / (b : Rat)).floor.toNat - r
+      let held ← if (← poolDecl p).reserveHeld then heldReservations p else pure 0
+      let reservedBlocks := (held / (b : Rat)).floor.toNat
       plan := plan ++ [some (c, r)]
-      if n + e > (← ContentPool.freeBlocks p) then return .blocked
+      if n + e + reservedBlocks > (← ContentPool.freeBlocks p) then return .blocked
     else
       plan := plan ++ [none]
       let held ← if (← poolDecl p).reserveHeld then heldReservations p else pure 0

@@ -11,6 +11,8 @@ networks. Each draw is a `Case`: the program text, its session count and a sampl
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass
 from fractions import Fraction
 from math import ceil
@@ -421,8 +423,8 @@ def estimator_programs(draw) -> Case:
     sessions = draw(st.integers(1, 6))
     hit, ds = draw(st.sampled_from([("1", "2"), ("c", "1"), ("0", "3/2")]))
     text = ESTIMATES.format(
-        # no estimate feeds a time (a run's work, a ps capacity): in the exact engine that feedback
-        # makes the times' digits grow exponentially with the steps (docs/spec.md "Online estimates")
+        # no estimate feeds a time here (a run's work, a ps capacity): `feedback_estimator_programs`
+        # adds those to these programs
         kind=draw(st.sampled_from(["fifo", "fifo(2)", "ps(1)", "ps(2)", "delay"])),
         evict=draw(st.sampled_from(["price(rep[0], 1, size)", "-price(rep[1], size, 1)", "age",
                                     "price(rep[0], 0, size) - age"])),
@@ -435,6 +437,45 @@ def estimator_programs(draw) -> Case:
         hit=hit, ds=ds, thr=draw(st.sampled_from(["0.37", "0.81"])))
     return Case(text=text, sessions=sessions, seed=draw(st.integers(0, 2 ** 16)))
 
+
+@st.composite
+def content_pin_programs(draw) -> Case:
+    """`vllm_programs(content=True)` whose request block leases its `share content` KV pool past the
+    request (`lease kv (t)`, released before the next call or right after), whose pool is `reserve
+    held` (the admission's reserve kept while the request runs), or both (docs/content.md
+    §3 "Lease" and "reserve held"). A `reserve held` pool reserves twice the prompt
+    (`reserve (2 * known)`; the output length is hidden), so a running request keeps blocks from
+    the next admissions until its decode has grown into them. Drawn after the program's own draws."""
+    lease, held = draw(st.sampled_from([(True, False), (False, True), (True, True)]))
+    case = draw(vllm_programs(content=True, lease=lease, arrivals=draw(st.booleans())))
+    text = case.text
+    if held:
+        text = text.replace(" share content;", " share content; reserve held;", 1)
+        text = text.replace(" reserve (known)", " reserve (2 * known)", 1)
+    return Case(text=text, sessions=case.sessions, seed=case.seed)
+
+
+# what a time reads of an estimate (docs/spec.md "Online estimates": readings on the grid keep the
+# exact engine's numbers bounded when they feed back into the times they measure)
+STAGE_FEEDBACK = ["est_rho(rep[k])", "est_wait(rep[k]) / 2", "price(rep[k], 1/2, 1/2) / 8", "est_lambda(rep[0]) / 4"]
+ENGINE_FEEDBACK = ["est_rho(eng) / 8", "est_wait(eng) / 16", "price(eng, 1, 1) / 64", "est_lambda(eng) / 32"]
+
+
+@st.composite
+def feedback_estimator_programs(draw) -> Case:
+    """Estimates read in times: an `estimator_programs` program whose run's work adds an estimate of
+    its stage (and whose stages may be `ps(1 + est_rho(gate))`), or an `engine_estimator_programs`
+    program whose `execute` adds one of its own engine's, so each time carries the reading into the
+    next samples. Drawn after the program's own draws."""
+    if draw(st.booleans()):
+        case = draw(estimator_programs())
+        text = case.text.replace("run rep[k] (", f"run rep[k] ({draw(st.sampled_from(STAGE_FEEDBACK))} + ", 1)
+        if draw(st.booleans()):
+            text = re.sub(r"stage rep\[2\] : [^;]*;", "stage rep[2] : ps(1 + est_rho(gate));", text, count=1)
+    else:
+        case = draw(engine_estimator_programs())
+        text = case.text.replace("    execute (", f"    execute ({draw(st.sampled_from(ENGINE_FEEDBACK))} + ", 1)
+    return Case(text=text, sessions=case.sessions, seed=case.seed)
 
 FORK = """\
 fn main() {{
@@ -549,9 +590,9 @@ def engine_estimator_programs(draw) -> Case:
     """The online estimates of an engine (docs/language.md §4.4): a `vllm_programs` program (with
     its preemptions and head requeues, whose new join Ŵ measures from) that reads `est_lambda`,
     `est_rho`, `est_wait` and `price` of its engine in the server (observations and a branch), and
-    by draw in gauges, the admission guard and the queue key. Never in a time (a run's work, the
-    budget, `execute`): in the exact engine that feedback makes the times' digits grow
-    exponentially (docs/spec.md "Online estimates"). Drawn after the vLLM program's own draws."""
+    by draw in gauges, the admission guard and the queue key. Never in a time here (a run's work,
+    the budget, `execute`): `feedback_estimator_programs` adds one to `execute`. Drawn after the
+    vLLM program's own draws."""
     case = draw(vllm_programs(arrivals=draw(st.booleans())))
     text = case.text
     thr = draw(st.sampled_from(["1/3", "3/4", "2"]))

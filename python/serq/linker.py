@@ -1923,11 +1923,6 @@ class Linker:
         ref = self.ref(node.ref, "pool", c)
         if not any(r["base"] == ref["base"] and r.get("index") == ref.get("index") for r in refs):
             raise self.err(node.ref.pos, "`lease P (…)` names a pool the hold does not take; lease one of its pools")
-        pool = self.pools[ref["base"]]
-        name = pool["name"].split("[")[0]
-        if pool.get("share") == "content":
-            raise self.err(node.pos, f"`lease {name} (…)`: pool `{name}` is `share content`; a lease of its "
-                                     "blocks is not supported")
         time = self.cx(node.time, replace(c, where="a lease time"))
         if is_num(time) and val(time) < 0:
             raise self.err(node.time.pos, f"a lease time must be >= 0 seconds (0 = no lease), got {time['v']}")

@@ -320,13 +320,15 @@ def attempt(cfg: Config, s: Session, st: dict, ref: tuple, stream: tuple, env: E
         need = max(x for _, x in mine)
         if prog.is_content(p):
             # vLLM's get_num_blocks_to_allocate against get_num_free_blocks: the R reused blocks
-            # that nobody references (E) leave the free queue too
+            # that nobody references (E) leave the free queue too; with `reserve held`, the blocks
+            # the holders reserved and have not allocated yet are not free (docs/content.md §3)
             b = prog.content_block(p)
             r = reused_blocks(k, reuse, b)
             e = content.unreferenced_hits(cfg, p, c, r)
             n = max(0, V.roundup_block(need, b) // b - r)
+            reserved_blocks = held_reservations(cfg, p) // b if prog.pools[p].get("reserve_held") else 0
             plan.append((c, r))
-            if n + e > content.free_blocks(cfg, p):
+            if n + e + reserved_blocks > content.free_blocks(cfg, p):
                 return BLOCKED
             continue
         plan.append(None)

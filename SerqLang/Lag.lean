@@ -62,14 +62,14 @@ def isCandidate (s : Session) (p : Nat) : Bool :=
 outcome is not seen by the next schedule (docs/async.md §8 item 1). The rejected drafts keep
 their positions; the session records (p, rejected, verified, known), the positions read from the
 verified position before the step (its current position minus its tokens). -/
-def deferOutcome (e serial p tokens done rejected : Nat) (decode draftEnd : Bool) : M Unit := do
-  let s ← session serial
-  let some h := holdOf s p | specError s!"internal: session {serial} holds no pool {p}"
+def deferOutcome (e : Nat) (th : Tid) (p tokens done rejected : Nat) (decode draftEnd : Bool) : M Unit := do
+  let s ← thread th
+  let some h := holdOf s p | specError s!"internal: {th.text} holds no pool {p}"
   let before : Rat := h.position.getD (h.slot p) 0 - (tokens : Rat)
   let known : Rat := before + (if decode then 1 else (done : Rat))
   setSession { s with unseen := some (p, rejected, before + (done : Rat), known, draftEnd) }
   let st ← stage e
-  setStage e { st with unseen := st.unseen ++ [serial] }
+  setStage e { st with unseen := st.unseen ++ [th] }
 
 /-- lag.py `settle_outcomes`: after engine `e`'s schedule, each unseen outcome in order gives its
 rejected drafts' positions back and identifies the blocks up to its verified position (§8 item
@@ -78,23 +78,23 @@ def settleOutcomes (e : Nat) : M Bool := do
   let st ← stage e
   setStage e { st with unseen := [] }
   let mut settled := false
-  for serial in st.unseen do
-    let s ← session serial
+  for th in st.unseen do
+    let s ← thread th
     let some (p, rejected, verified, _, _) := s.unseen | continue
     setSession { s with unseen := none }
     let some k := holdIndex s p | continue
     let h := s.holds.getD k default
     let i := h.slot p
     let h := { h with position := h.position.set i (h.position.getD i 0 - (rejected : Rat)) }
-    modifySession serial fun s => { s with holds := s.holds.set k h }
+    modifyThread th fun s => { s with holds := s.holds.set k h }
     ContentPool.identify p (h.contentOf i) (h.blocksOf i).2 verified
     settled := true
   return settled
 
 /-- lag.py `drop_outcome`: a preempted session's unseen outcome is dropped; the drafts it
 rejected on pool `p`, which the position recorded at the preemption must not count (§8 item 4). -/
-def dropOutcome (serial p : Nat) : M Nat := do
-  let s ← session serial
+def dropOutcome (th : Tid) (p : Nat) : M Nat := do
+  let s ← thread th
   let some (q, rejected, _, _, _) := s.unseen | return 0
   setSession { s with unseen := none }
   return if q == p then rejected else 0
@@ -109,8 +109,8 @@ def knownUpto (s : Session) (posBefore : Rat) : Rat :=
 /-- lag.py `pending_want`: a pending resident's `left` and drafts (§8 item 5): one more step of
 1 + the drafts of the session's last run when vLLM cannot know the request stopped (an `eos`
 stop, or an unseen step that ended the run through accepted drafts), else nothing. -/
-def pendingWant (serial eos : Nat) : M (Nat × Nat) := do
-  let s ← session serial
+def pendingWant (th : Tid) (eos : Nat) : M (Nat × Nat) := do
+  let s ← thread th
   let draftEnd := match s.unseen with
     | some (_, _, _, _, d) => d
     | none => false

@@ -99,7 +99,7 @@ fn main() {{
 @st.composite
 def vllm_programs(draw, content: bool = False, lag: bool = False, arrivals: bool = False,
                   lease: bool = False, claims: bool = False, replicas: bool = False,
-                  speculate: bool = False) -> Case:
+                  speculate: bool = False, spill: bool = False) -> Case:
     """With `content` the KV pool is `share content` (docs/content.md): a prefix tree of one or two
     shared system prompts, sessions 0 and 1 on the first, the others on the second (its child), the
     rest of each prompt the session's own history. With `lag` the engine is `lag 1` (docs/async.md)
@@ -113,8 +113,10 @@ def vllm_programs(draw, content: bool = False, lag: bool = False, arrivals: bool
     (docs/language.md §11.9 "Claims"). With `speculate` (drawn last) the engine speculates
     (docs/language.md §7.3: `speculate (slots, lookahead, limit)`, the decode's k drafts, a
     one-token prefill's placeholder drafts while some running request was served); with no trace
-    every draft is rejected. Without them the draws and the text are exactly those of before (the
-    lockstep tests replay them)."""
+    every draft is rejected. With `spill` (drawn last) the KV pool spills evicted blocks to a host
+    tier over a link (docs/language.md §11.8.1): a request whose prefix is partly on the tier is
+    admitted by `taking` and loaded back before it becomes a resident. Without them the draws and
+    the text are exactly those of before (the lockstep tests replay them)."""
     sessions = draw(st.sampled_from([4, 3, 2, 1]))
     bs = draw(st.sampled_from([16, 4, 1]))
     maxp = draw(st.integers(1, 100))
@@ -193,7 +195,25 @@ def vllm_programs(draw, content: bool = False, lag: bool = False, arrivals: bool
         text = text.replace("prefill (known - c) growing kv;",
                             f"prefill (known - c) growing kv speculate (known - c == 1 && running_served(eng) > "
                             f"running_chunks(eng) ? {k} : 0);")
+    if spill:
+        # a later turn finds its prefix cached (on kv or the tier) in every program
+        text = with_host_tier(draw, text.replace("cache (0);", "cache (prompt + output);")
+                              .replace("turn_no < 1 ?", "turn_no < 2 ?"), bs)
     return Case(text=text.replace("{arrival}", arrival), sessions=sessions, seed=seed)
+
+
+def with_host_tier(draw, text: str, bs: int) -> str:
+    """The KV pool `kv on acc` of a template spills to a host tier over a fifo, ps or delay link
+    (docs/language.md §11.8.1); the copy work and the condition read the chunk and its owner."""
+    work = draw(st.sampled_from(["size / 8", "1/4", "0", "size / 16 + 1/8", "serial + 1/2"]))
+    when = draw(st.sampled_from(["1", "1", "size >= 2", "age < 3", "waiting == 0", "0"]))
+    host = draw(st.sampled_from([16, 4, 64, 1, 0])) * bs
+    link = draw(st.sampled_from(["fifo", "fifo", "fifo(2)", "ps(1)", "delay"]))
+    start = text.index("  pool kv on acc {")
+    end = text.index(" }\n", start)
+    return (text[:end] + f" spill host via link ({work}) when ({when});" + text[end:]).replace(
+        "  engine eng on acc {", f"  pool host {{ cap {host}; block {bs}; }}\n  stage link : {link};\n"
+        "  engine eng on acc {", 1)
 
 
 ROUTERS = {

@@ -1,10 +1,13 @@
-"""Offload tiers (`spill`, docs/language.md §11.8.1) in lockstep: the hand-derived vector
-`spill_load_back` and a few random `spill_programs` agree step by step, and the seeded faults
-`spill_lost` and `load_no_wait` (docs/fast.md "Seeded faults") are caught on both."""
+"""Offload tiers (`spill`, docs/language.md §11.8.1) in lockstep: the hand-derived vectors
+`spill_load_back` and `spill_engine_load` (a spilling pool in an engine's `taking`) and a few
+random `spill_programs` and `vllm_programs(spill=True)` agree step by step, and the seeded faults
+`spill_lost`, `load_no_wait` and `engine_load_no_wait` (docs/fast.md "Seeded faults") are caught
+on them. SERQ_SPILL_ENGINE_EXAMPLES sets how many random engine programs run (default 10)."""
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -16,12 +19,13 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from serq.frontend import compile_source, load_program  # noqa: E402
 from serq_drt.lockstep import Divergence, compare_runs, lockstep  # noqa: E402
 
-VECTOR = Path(__file__).resolve().parent.parent / "vectors" / "spec" / "spill_load_back"
+VECTORS = Path(__file__).resolve().parent.parent / "vectors" / "spec"
+VECTOR = VECTORS / "spill_load_back"
 
 
-def run_vector() -> int:
-    ir = load_program(str(VECTOR / "program.sq"), {})
-    return compare_runs(ir, json.loads((VECTOR / "sessions.json").read_text()), "spill_load_back")
+def run_vector(d: Path = VECTOR) -> int:
+    ir = load_program(str(d / "program.sq"), {})
+    return compare_runs(ir, json.loads((d / "sessions.json").read_text()), d.name)
 
 
 def test_vector_agrees():
@@ -56,3 +60,33 @@ def test_seeded_faults_are_caught_on_random_programs():
     load back: a program whose tier never receives a chunk cannot show either fault)."""
     _count_caught()
     assert CAUGHT["spill_lost"] > 0 and CAUGHT["load_no_wait"] > 0, CAUGHT
+
+
+ENGINE_VECTOR = VECTORS / "spill_engine_load"
+
+
+def test_engine_vector_agrees():
+    assert run_vector(ENGINE_VECTOR) == 10
+
+
+@pytest.mark.parametrize("fault", ["spill_lost", "load_no_wait", "engine_load_no_wait"])
+def test_seeded_fault_is_caught_on_the_engine_vector(fault, monkeypatch):
+    """`engine_load_no_wait` serves the request in the iteration that admitted it, as if its tier
+    part were on kv already (docs/language.md §11.8.1 "Inside an engine's admission")."""
+    monkeypatch.setenv("SERQ_FAST_FAULT", fault)
+    with pytest.raises(Divergence):
+        run_vector(ENGINE_VECTOR)
+
+
+SPILL_ENGINE_EXAMPLES = int(os.environ.get("SERQ_SPILL_ENGINE_EXAMPLES", 10))
+
+
+@settings(max_examples=SPILL_ENGINE_EXAMPLES, deadline=None, derandomize=True, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(strategies.vllm_programs(spill=True))
+def test_random_engine_spill_programs_agree(case):
+    """vLLM-like engines (`taking reqs (1), kv (…) reserve (…)`, preemption, chunked prefill) whose
+    KV pool spills to a host tier over a fifo, ps or delay link; every step compared."""
+    ir = compile_source(case.text, case.name, {})
+    assert ir["pools"][0]["spill"]["pool"] == 1
+    lockstep(ir, case.seed, case.sessions, case.name)

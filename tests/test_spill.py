@@ -59,23 +59,6 @@ CASES = {
         "  pool host { cap 8; block 2; }",
         "  pool host { cap 8; block 2; }\n  pool kv2 { cap 4; block 2; spill host via link (1) when (1); }"),
         "a hold of two pools with `spill` is not supported yet"),
-    "engine admission": ("""fn main() {
-  device d { kv cap 16; }
-  pool kv on d { block 2; spill host via link (1) when (1); }
-  pool host { cap 8; block 2; }
-  stage link : fifo;
-  engine eng on d {
-    reqs cap 2;
-    tokens cap 8;
-    request (p) { prefill (p) growing kv; cache (p); }
-    schedule { advance running; admit waiting taking reqs (1), kv (p); }
-    execute (1);
-  }
-  pool reqs on eng { }
-  workload { arrive batch(1); }
-  server { @@eng (4); }
-}
-""", "not supported there yet"),
 }
 
 

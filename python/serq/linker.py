@@ -764,12 +764,6 @@ class Linker:
                 if len(spilling) > 1:
                     raise self.err(tuple(st["at"]), "a hold of two pools with `spill` is not supported yet: "
                                                     "their load-backs would need an order")
-                first = st["pools"][0]["pool"]
-                if any(self.pools[i].get("admitted_by") is not None
-                       for i in range(first["base"], first["base"] + first["count"])):
-                    raise self.err(tuple(st["at"]), f"pool `{self.pools[spilling[0]]['name']}` has `spill`, and "
-                                   "this hold is an engine's admission (`taking`): the load-back before the body is "
-                                   "not supported there yet; hold the pool outside the engine call")
 
     def owner_cap(self, p: Node, kind: str, owner: str, caps: dict):
         """The capacity a pool `on OWNER` takes: the owner's capacity of the pool's name (§6)."""

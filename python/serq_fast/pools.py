@@ -271,6 +271,7 @@ class Pool:
         self.fault_lru = "lru_tiebreak" in FAULTS()
         self.fault_spill_lost = "spill_lost" in FAULTS()
         self.fault_load_no_wait = "load_no_wait" in FAULTS()
+        self.fault_engine_load_no_wait = "engine_load_no_wait" in FAULTS()
         self.fault_victim = "victim_first" in FAULTS()
         self.fault_branch_key = "branch_key" in FAULTS()
 
@@ -580,6 +581,8 @@ class Pool:
         h.admitted = True
         s.holds.append(h)
         s.frames.append([sim.blocks[h.stmt.body], 0, "hold", h])
+        if load is not None and self.fault_engine_load_no_wait and h.pools[0].admitted_by is not None:
+            load = None   # seeded fault (docs/fast.md): an engine's admission skips the load-back
         if load is None or not load[0].load_back(s, load[1]):
             sim.make_ready(s)
 

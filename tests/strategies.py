@@ -203,17 +203,23 @@ def vllm_programs(draw, content: bool = False, lag: bool = False, arrivals: bool
 
 
 def with_host_tier(draw, text: str, bs: int) -> str:
-    """The KV pool `kv on acc` of a template spills to a host tier over a fifo, ps or delay link
-    (docs/language.md §11.8.1); the copy work and the condition read the chunk and its owner."""
+    """The KV pool `kv` of a template spills to a host tier over a fifo, ps or delay link
+    (docs/language.md §11.8.1); the copy work and the condition read the chunk and its owner. On
+    replicas (`pool kv[r]`) the tier is `host[r]` (member k spills to host[k]) and the link one
+    stage they share or an array `link[r]`."""
     work = draw(st.sampled_from(["size / 8", "1/4", "0", "size / 16 + 1/8", "serial + 1/2"]))
     when = draw(st.sampled_from(["1", "1", "size >= 2", "age < 3", "waiting == 0", "0"]))
     host = draw(st.sampled_from([16, 4, 64, 1, 0])) * bs
     link = draw(st.sampled_from(["fifo", "fifo", "fifo(2)", "ps(1)", "delay"]))
-    start = text.index("  pool kv on acc {")
+    start = text.index("  pool kv")
     end = text.index(" }\n", start)
+    members = ""
+    if text.startswith("  pool kv[", start):
+        members = "[" + text[start + len("  pool kv["):].split("]")[0] + "]"
+    links = members if members and draw(st.booleans()) else ""
     return (text[:end] + f" spill host via link ({work}) when ({when});" + text[end:]).replace(
-        "  engine eng on acc {", f"  pool host {{ cap {host}; block {bs}; }}\n  stage link : {link};\n"
-        "  engine eng on acc {", 1)
+        "  engine eng", f"  pool host{members} {{ cap {host}; block {bs}; }}\n  stage link{links} : {link};\n"
+        "  engine eng", 1)
 
 
 ROUTERS = {

@@ -90,3 +90,15 @@ def test_random_engine_spill_programs_agree(case):
     ir = compile_source(case.text, case.name, {})
     assert ir["pools"][0]["spill"]["pool"] == 1
     lockstep(ir, case.seed, case.sessions, case.name)
+
+
+@settings(max_examples=SPILL_ENGINE_EXAMPLES, deadline=None, derandomize=True, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(strategies.vllm_programs(spill=True, replicas=True))
+def test_random_replica_spill_programs_agree(case):
+    """The same on 2 or 3 replicas behind a router: `pool kv[r]` spills member-wise to `host[r]`
+    over one link they share or a link array (docs/language.md §11.8.1 on pool arrays)."""
+    ir = compile_source(case.text, case.name, {})
+    spills = [p["spill"] for p in ir["pools"] if "spill" in p]
+    assert len(spills) >= 2 and len({s["pool"] for s in spills}) == len(spills)
+    lockstep(ir, case.seed, case.sessions, case.name)

@@ -222,6 +222,9 @@ structure Session where
   request : Option Request := none
   /-- the turn's acceptance counts by output number (docs/language.md §7.3) -/
   accept : Option (List Nat) := none
+  /-- the load-backs of its newest hold still to run after the one on its link, in the hold's
+  pool order: `(pool, units)` (docs/language.md §11.8.1, a hold of two pools with `spill`) -/
+  loads : List (Nat × Rat) := []
   job : Option Job := none
   /-- `[pool, target units]` of a stalled growth. -/
   growth : Option (Nat × Rat) := none

@@ -114,6 +114,8 @@ def Session.toJson (s : Session) : CJ :=
         (match s.accept with
          | some a => [("accept", .arr (a.map CJ.nat))]
          | none => []) ++
+        -- the pending load-backs, only while there are some (docs/language.md §11.8.1)
+        (if s.loads.isEmpty then [] else [("loads", .arr (s.loads.map poolAmtJ))]) ++
         [("serial", .nat s.serial), ("attrs", .arr (s.attrs.map CJ.val)),
         ("frames", .arr (s.frames.map Frame.toJson)), ("status", s.status.toJson),
         ("holds", .arr (s.holds.map HoldState.toJson)),
@@ -483,7 +485,8 @@ def session (j : Json) : Res Session := do
     own := (← fieldOpt j "own" bool).getD false
     liveBranches := (← fieldOpt j "live_branches" nat).getD 0
     forks := (← fieldOpt j "forks" nat).getD 0
-    accept := ← fieldOpt j "accept" (list nat) }
+    accept := ← fieldOpt j "accept" (list nat)
+    loads := (← fieldOpt j "loads" (list poolAmt)).getD [] }
 
 def entry (j : Json) : Res Entry := do
   let a ← arr j

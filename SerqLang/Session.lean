@@ -212,16 +212,16 @@ def execHold (serial : Nat) (h : Hold) (ref : Nat × Nat) (stream : DrawStream) 
 /-- sessions.py `load_back`: the part of an admitted prefix that came from pool `p`'s `spill`
 tiers is copied back over p's link before the body starts (docs/language.md §11.8.1): the
 session's own job on the link, of p's `spill` work read with `size` = the units loaded back,
-`last` = now, `age` = 0, `waiting` = 0. Zero work takes no time. -/
-def loadBack (serial p : Nat) (loaded : Rat) : M Unit := do
-  let some sp := (← poolDecl p).spill | return
+`last` = now, `age` = 0, `waiting` = 0. Zero work takes no time (false: no job). -/
+def loadBack (serial p : Nat) (loaded : Rat) : M Bool := do
+  let some sp := (← poolDecl p).spill | return false
   let now := (← getCfg).now
   let what := s!"pool {← poolName p}: `spill`"
   let env : EnvM := { session := some serial, loc := some sp.loc, what,
                       ctx := [("size", .fin loaded), ("last", .fin now), ("age", Value.zero),
                               ("waiting", Value.zero)] }
   let w ← linkWork p sp env
-  if !Value.nz w then return
+  if !Value.nz w then return false
   let s ← session serial
   let admission : Int := match s.admSeq with
     | some a => (a : Int)
@@ -230,6 +230,19 @@ def loadBack (serial p : Nat) (loaded : Rat) : M Unit := do
   setSession { s with job := some job, status := .stage sp.link }
   startJob job
   syncJob sp.link serial
+  return true
+
+/-- sessions.py `next_load`: start the session's next load-back (docs/language.md §11.8.1), the
+hold's pools in their order, one job at a time, each read when it starts; zero work takes no time
+and the next follows at once. True when a job started, false when none is left. -/
+def nextLoad (serial : Nat) : M Bool := do
+  for _ in (← session serial).loads do
+    match (← session serial).loads with
+    | [] => return false
+    | (p, l) :: rest =>
+      modifySession serial fun s => { s with loads := rest }
+      if (← loadBack serial p l) then return true
+  return false
 
 /-- sessions.py `admit`: consume the own prefix, make room, allocate, number the admission,
 enter the body. -/
@@ -249,7 +262,7 @@ def admit (serial : Nat) (h : Hold) (ref : Nat × Nat) (stream : DrawStream) (po
   let mut hold : HoldState := { stmt := ref, pools := [], alloc := [], position := [], advanced := [],
                                 admission := 0, depth, stream }
   let mut largest : Rat := 0
-  let mut load : Option (Nat × Rat) := none   -- (pool, units) of a prefix loaded back from a tier
+  let mut loads : List (Nat × Rat) := []   -- (pool, units) of each prefix loaded back from a tier
   let mut j := 0
   for (p, u) in pools.zip units do
     let mut consumed : Rat := 0
@@ -278,7 +291,7 @@ def admit (serial : Nat) (h : Hold) (ref : Nat × Nat) (stream : DrawStream) (po
     | none =>
       let (c, l) ← if hasCache && (← cachesIn p) then consumeOwnPrefix p serial reuse else pure (0, 0)
       consumed := c
-      if l > 0 then load := some (p, l)
+      if l > 0 then loads := loads ++ [(p, l)]
       alloc := roundupBlock u (← blockOf p)
       startCopies (← makeRoom p alloc)
       let ps ← pool p
@@ -301,7 +314,8 @@ def admit (serial : Nat) (h : Hold) (ref : Nat × Nat) (stream : DrawStream) (po
         admSeq := some adm, holds := s.holds ++ [hold], pending := none,
         frames := s.frames ++ [{ block := h.body, pc := 0, kind := "hold", stmt := some ref, stream }],
         status := .ready }
-  if let some (p, l) := load then loadBack serial p l
+  modifySession serial fun s => { s with loads }
+  let _ ← nextLoad serial
 
 /-- The hold statement a session is queued with. -/
 def pendingHold (serial : Nat) : M (Hold × (Nat × Nat) × DrawStream × Option Loc) := do
@@ -850,6 +864,10 @@ def endFrame (th : Tid) (f : Frame) : M Unit := do
 /-- sessions.py `run_session`: execute statements in zero time until the thread (a session or a
 branch) blocks, yields or ends. -/
 def runSession (th : Tid) : M Unit := do
+  -- back from a load-back with another pending: that one starts first (docs/language.md §11.8.1)
+  if let .session n := th then
+    if !(← session n).loads.isEmpty then
+      if (← nextLoad n) then return
   let prog ← getProg
   let mut count := 0
   repeat

@@ -820,6 +820,38 @@ fn main() {{
 
 
 @st.composite
+def two_spill_programs(draw) -> Case:
+    """A `spill_programs` program whose hold also takes `emb`, a free-standing pool as large as kv
+    that spills to `disk` over a link of its own (fifo, ps or delay): a hold of two spilling
+    pools, whose load-backs run one after another in the hold's order (docs/language.md
+    §11.8.1). Either pool may come first in the hold."""
+    case = draw(spill_programs())
+    text = case.text
+    bs = text.split("block ")[1].split(";")[0]
+    cap = text.split("device acc { kv cap ")[1].split(";")[0]
+    work = draw(st.sampled_from(["size / 4", "1/3", "0", "size / 8 + 1/4"]))
+    link = draw(st.sampled_from(["fifo", "ps(1)", "delay"]))
+    disk = draw(st.sampled_from([16, 4, 64])) * int(bs)
+    text = text.replace("  stage slow : delay;", f"  stage slow : delay;\n  stage link2 : {link};\n"
+                        f"  pool emb {{ cap {cap}; block {bs}; evict lru; spill disk2 via link2 ({work}) when (1); }}\n"
+                        f"  pool disk2 {{ cap {disk}; block {bs}; }}", 1)
+    start = text.index("    hold kv (")
+    end, depth = start + len("    hold kv ("), 1   # the parenthesis closing kv's units
+    while depth:
+        depth += {"(": 1, ")": -1}.get(text[end], 0)
+        end += 1
+    end -= 1
+    units = text[start + len("    hold kv ("):end]
+    # a units expression of kv read again for emb (its own `cachedin` where it reads kv's)
+    emb = draw(st.sampled_from(["prompt", units.replace("cachedin(kv)", "cachedin(emb)")]))
+    items = [f"kv ({units})", f"emb ({emb})"]
+    if draw(st.booleans()):
+        items.reverse()
+    text = text[:start] + "    hold " + ", ".join(items) + text[end + 1:]
+    return Case(text=text, sessions=case.sessions, seed=case.seed)
+
+
+@st.composite
 def spill_programs(draw, arrivals: bool = False) -> Case:
     """Offload tiers (`spill`, docs/language.md §11.8.1): multi-turn sessions whose KV pool (an
     engine's memory, grown by its prefill and decode runs) spills evicted blocks to a host tier

@@ -102,3 +102,28 @@ def test_random_replica_spill_programs_agree(case):
     spills = [p["spill"] for p in ir["pools"] if "spill" in p]
     assert len(spills) >= 2 and len({s["pool"] for s in spills}) == len(spills)
     lockstep(ir, case.seed, case.sessions, case.name)
+
+
+TWO_POOLS = VECTORS / "spill_two_pools"
+
+
+def test_two_pool_vector_agrees():
+    assert run_vector(TWO_POOLS) > 0
+
+
+def test_seeded_fault_is_caught_on_the_two_pool_vector(monkeypatch):
+    """`loads_reversed` loads emb's prefix back before kv's: the body starts at 10, not 11."""
+    monkeypatch.setenv("SERQ_FAST_FAULT", "loads_reversed")
+    with pytest.raises(Divergence):
+        run_vector(TWO_POOLS)
+
+
+@settings(max_examples=SPILL_ENGINE_EXAMPLES, deadline=None, derandomize=True, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(strategies.two_spill_programs())
+def test_random_two_pool_spill_programs_agree(case):
+    """Holds of two spilling pools (kv over `link`, emb over `link2`, either first): their
+    load-backs one after another in the hold's order (docs/language.md §11.8.1)."""
+    ir = compile_source(case.text, case.name, {})
+    assert "spill" in ir["pools"][0] and any(p["name"] == "emb" and "spill" in p for p in ir["pools"])
+    lockstep(ir, case.seed, case.sessions, case.name)

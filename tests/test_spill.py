@@ -70,10 +70,6 @@ CASES = {
     "context variable elsewhere": (marked("(size / 2)", "(size / 2 + @@waited)"), "`waited`"),
     "content pool": (marked("block 2; spill", "block 2; @@spill").replace("when (1); }", "when (1); share content; }"),
                      "`spill` on the `share content` pool `kv` is not supported yet"),
-    "two spilling pools": (marked("hold kv (4)", "@@hold kv (4), kv2 (2)").replace(
-        "  pool host { cap 8; block 2; }",
-        "  pool host { cap 8; block 2; }\n  pool kv2 { cap 4; block 2; spill host via link (1) when (1); }"),
-        "a hold of two pools with `spill` is not supported yet"),
     "array over one tier": (ARRAY.replace("spill host", "spill @@host").replace("pool host[2]", "pool host"),
                             "needs a tier array of 2 (member k spills to member k): `host` is a single pool"),
     "array over a longer tier": (ARRAY.replace("spill host", "spill @@host").replace("pool host[2]", "pool host[3]"),

@@ -767,8 +767,7 @@ class Linker:
 
     def check_tiers(self) -> None:
         """The tiers of `spill` form chains, not cycles, and a tier only holds cache entries: no
-        hold takes it; a hold takes at most one pool with `spill`, and not in an engine's
-        admission (the load-back wait before the body, docs/language.md §11.8.1)."""
+        statement takes it (docs/language.md §11.8.1)."""
         for start, node, o in self.spills:
             seen = [start]
             q = self.pools[start].get("spill", {}).get("pool")
@@ -791,20 +790,12 @@ class Linker:
                 if st["op"] not in ("hold", "grow", "load", "release"):
                     continue
                 refs = [hp["pool"] for hp in st["pools"]] if st["op"] == "hold" else [st["pool"]]
-                spilling = []   # the hold's items on a pool with `spill` (an array item takes one member)
                 for ref in refs:
                     for i in range(ref["base"], ref["base"] + ref["count"]):
                         if i in tiers:
                             raise self.err(tuple(st["at"]), f"pool `{self.pools[i]['name']}` is the `spill` tier of "
                                            f"another pool (at {self.where(tuple(tiers[i].pos))}); a tier holds only "
                                            "cache entries, so no statement may hold it")
-                    if any("spill" in self.pools[i] for i in range(ref["base"], ref["base"] + ref["count"])):
-                        spilling.append(ref["base"])
-                if st["op"] != "hold" or not spilling:
-                    continue
-                if len(spilling) > 1:
-                    raise self.err(tuple(st["at"]), "a hold of two pools with `spill` is not supported yet: "
-                                                    "their load-backs would need an order")
 
     def owner_cap(self, p: Node, kind: str, owner: str, caps: dict):
         """The capacity a pool `on OWNER` takes: the owner's capacity of the pool's name (§6)."""

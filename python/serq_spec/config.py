@@ -200,6 +200,9 @@ class Session:
     live_branches: int = 0                          # branches this thread forked that have not finished
     forks: int = 0                                  # the session: branches forked so far (numbers them)
     accept: Optional[list] = None                   # the turn's acceptance counts by output (§7.3)
+    # the load-backs of its newest hold still to run after the one on its link, in the hold's
+    # pool order: [(pool, units)] (docs/language.md §11.8.1, a hold of two pools with `spill`)
+    loads: list = field(default_factory=list)
 
     @property
     def tid(self) -> Tid:
@@ -213,6 +216,8 @@ class Session:
             extra.update(branch=self.branch, parent=self.parent, **({"own": True} if self.own else {}))
         if self.accept is not None:
             extra["accept"] = list(self.accept)
+        if self.loads:   # only while one is pending: a program without it serialises as before
+            extra["loads"] = [[p, amt(u)] for p, u in self.loads]
         return {**extra, "serial": self.serial, "attrs": [wire(a) for a in self.attrs],
                 "frames": [f.to_json() for f in self.frames], "status": list(self.status),
                 "holds": [h.to_json() for h in self.holds],
@@ -613,6 +618,7 @@ def _session(d: dict) -> Session:
     s.growth = None if d["growth"] is None else [d["growth"][0], amt_in(d["growth"][1])]
     s.branch, s.parent, s.own = d.get("branch"), d.get("parent"), d.get("own", False)
     s.live_branches, s.forks = d.get("live_branches", 0), d.get("forks", 0)
+    s.loads = [(p, amt_in(u)) for p, u in d.get("loads") or []]
     s.accept = d.get("accept")
     return s
 

@@ -820,6 +820,26 @@ fn main() {{
 
 
 @st.composite
+def flow_spill_programs(draw) -> Case:
+    """A `spill_programs` program whose link is a ps stage that runs over several stages cross
+    (docs/language.md §11.14): each turn sends over `link` and `net` before its hold (and,
+    sometimes, inside it), so copies and load-backs share the link with flows by `share maxmin`
+    or `share bottleneck` (docs/language.md §11.8.1)."""
+    case = draw(spill_programs())
+    text = case.text
+    link = text.split("  stage link : ")[1].split(";")[0]
+    share = draw(st.sampled_from(["maxmin", "bottleneck"]))
+    text = text.replace(f"  stage link : {link};", f"  stage link : ps({draw(st.sampled_from(['1', '2']))});\n"
+                        f"  stage net : ps(1);\n  share {share};", 1)
+    send = draw(st.sampled_from(["1/2", "~uniform(0, 2)", "prompt / 8", "0"]))
+    text = text.replace("    observe avail = cachedin(kv);", f"    run link, net ({send});\n    observe avail = cachedin(kv);", 1)
+    if draw(st.booleans()):
+        text = text.replace("      run eng decode (o - 1) growing kv;",
+                            "      run eng decode (o - 1) growing kv;\n      run net, link (o / 4);", 1)
+    return Case(text=text, sessions=case.sessions, seed=case.seed)
+
+
+@st.composite
 def two_spill_programs(draw) -> Case:
     """A `spill_programs` program whose hold also takes `emb`, a free-standing pool as large as kv
     that spills to `disk` over a link of its own (fifo, ps or delay): a hold of two spilling

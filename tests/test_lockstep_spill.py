@@ -1,8 +1,9 @@
 """Offload tiers (`spill`, docs/language.md §11.8.1) in lockstep: the hand-derived vectors
-`spill_load_back` and `spill_engine_load` (a spilling pool in an engine's `taking`) and a few
-random `spill_programs` and `vllm_programs(spill=True)` agree step by step, and the seeded faults
-`spill_lost`, `load_no_wait` and `engine_load_no_wait` (docs/fast.md "Seeded faults") are caught
-on them. SERQ_SPILL_ENGINE_EXAMPLES sets how many random engine programs run (default 10)."""
+`spill_load_back`, `spill_engine_load` (a spilling pool in an engine's `taking`), `spill_two_pools`
+(a hold of two spilling pools) and `spill_flow_link` (a link that flows cross), and a few random
+programs of each kind (plain, a vLLM engine, its replicas with pool arrays, two spilling pools,
+flow-crossed links) agree step by step; the seeded faults `spill_lost`, `load_no_wait`,
+`engine_load_no_wait` and `loads_reversed` (docs/fast.md "Seeded faults") are caught on them. SERQ_SPILL_ENGINE_EXAMPLES sets how many random programs of each kind run (default 5)."""
 
 from __future__ import annotations
 
@@ -78,7 +79,7 @@ def test_seeded_fault_is_caught_on_the_engine_vector(fault, monkeypatch):
         run_vector(ENGINE_VECTOR)
 
 
-SPILL_ENGINE_EXAMPLES = int(os.environ.get("SERQ_SPILL_ENGINE_EXAMPLES", 10))
+SPILL_ENGINE_EXAMPLES = int(os.environ.get("SERQ_SPILL_ENGINE_EXAMPLES", 5))
 
 
 @settings(max_examples=SPILL_ENGINE_EXAMPLES, deadline=None, derandomize=True, database=None,
@@ -126,4 +127,21 @@ def test_random_two_pool_spill_programs_agree(case):
     load-backs one after another in the hold's order (docs/language.md §11.8.1)."""
     ir = compile_source(case.text, case.name, {})
     assert "spill" in ir["pools"][0] and any(p["name"] == "emb" and "spill" in p for p in ir["pools"])
+    lockstep(ir, case.seed, case.sessions, case.name)
+
+
+def test_flow_link_vector_agrees():
+    """vectors/spec/spill_flow_link: copies on a ps link beside a flow crossing it."""
+    assert run_vector(VECTORS / "spill_flow_link") > 0
+
+
+@settings(max_examples=SPILL_ENGINE_EXAMPLES, deadline=None, derandomize=True, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(strategies.flow_spill_programs())
+def test_random_flow_link_spill_programs_agree(case):
+    """Spill links that runs over several stages cross (`share maxmin` or `bottleneck`): copies and
+    load-backs divide the link with the flows (docs/language.md §11.8.1, §11.14)."""
+    ir = compile_source(case.text, case.name, {})
+    link = ir["pools"][0]["spill"]["stage"]
+    assert any(ref["base"] == link for b in ir["blocks"] for st in b for ref in st.get("stages") or [])
     lockstep(ir, case.seed, case.sessions, case.name)

@@ -778,15 +778,8 @@ class Linker:
                 seen.append(q)
                 q = self.pools[q].get("spill", {}).get("pool")
         tiers = {self.pools[i]["spill"]["pool"]: o for i, _, o in self.spills if "spill" in self.pools[i]}
-        links = {self.pools[i]["spill"]["stage"]: o for i, _, o in self.spills if "spill" in self.pools[i]}
         for blk in self.blocks:
             for st in blk:
-                for ref in st.get("stages") or []:   # a run over several stages (§11.14)
-                    for i in range(ref["base"], ref["base"] + ref.get("count", 1)):
-                        if i in links:
-                            raise self.err(links[i].pos, f"the link `{self.stages[i]['name']}` of `spill` is crossed "
-                                                         f"by a run over several stages (at {self.where(tuple(st['at']))}): "
-                                                         "copies on a shared stage are not supported yet")
                 if st["op"] not in ("hold", "grow", "load", "release"):
                     continue
                 refs = [hp["pool"] for hp in st["pools"]] if st["op"] == "hold" else [st["pool"]]

@@ -519,11 +519,13 @@ class Sharing:
         self.leave(job)
         sim = self.sim
         s = job.sess
-        s.job = None
         for st in (job.stages or (job.stage,)):
             st._stats(job)
             if sim.rec is not None:
                 sim.rec["finished"].append([st.name, s.tid])
+        if s.copy:
+            return   # a spill copy on a link that flows cross: nobody waits for it (§11.8.1)
+        s.job = None
         sim.make_ready(s)
 
     def reschedule(self) -> None:

@@ -135,6 +135,13 @@ def test_flow_link_vector_agrees():
     assert run_vector(VECTORS / "spill_flow_link") > 0
 
 
+def test_seeded_fault_is_caught_on_the_flow_link_vector(monkeypatch):
+    """`copy_unshared` leaves the copies off the flow-crossed link: the flow ends at 4, not 6."""
+    monkeypatch.setenv("SERQ_FAST_FAULT", "copy_unshared")
+    with pytest.raises(Divergence):
+        run_vector(VECTORS / "spill_flow_link")
+
+
 @settings(max_examples=SPILL_ENGINE_EXAMPLES, deadline=None, derandomize=True, database=None,
           suppress_health_check=list(HealthCheck))
 @given(strategies.flow_spill_programs())

@@ -160,6 +160,8 @@ class Stage:
         sim = self.sim
         job = self._new_job(Copier(sim.next_copy), w, "plain")
         sim.next_copy += 1
+        if self.shared and "copy_unshared" in FAULTS():
+            return   # seeded fault (docs/fast.md): a copy takes no part of a link that flows cross
         if self.est is not None:
             self.est.estimate_start(sim.now, w)
         self._accept(job)

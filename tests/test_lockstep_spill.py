@@ -152,3 +152,21 @@ def test_random_flow_link_spill_programs_agree(case):
     link = ir["pools"][0]["spill"]["stage"]
     assert any(ref["base"] == link for b in ir["blocks"] for st in b for ref in st.get("stages") or [])
     lockstep(ir, case.seed, case.sessions, case.name)
+
+
+SPILL_KINDS = {"engine": lambda: strategies.vllm_programs(spill=True),
+               "replicas": lambda: strategies.vllm_programs(spill=True, replicas=True),
+               "two pools": strategies.two_spill_programs, "flow link": strategies.flow_spill_programs}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", sorted(SPILL_KINDS))
+def test_many_random_spill_programs_agree(kind):
+    """The larger run of each random kind above (100 programs; the counts measured once are in
+    docs/fast.md's test table): opt in with -m slow."""
+    @settings(max_examples=100, deadline=None, derandomize=True, database=None,
+              suppress_health_check=list(HealthCheck))
+    @given(SPILL_KINDS[kind]())
+    def agree(case):
+        lockstep(compile_source(case.text, case.name, {}), case.seed, case.sessions, case.name)
+    agree()

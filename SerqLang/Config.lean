@@ -204,6 +204,9 @@ structure Session where
   unseen : Option (Nat × Nat × Rat × Rat × Bool) := none
   /-- the drafts of its last run with `speculate` on a `lag 1` engine -/
   specDrafts : Nat := 0
+  /-- the load-backs of its newest hold still to run after the one on its link, in the hold's
+  pool order: `(pool, units)` (docs/language.md §11.8.1, a hold of two pools with `spill`) -/
+  loads : List (Nat × Rat) := []
   job : Option Job := none
   /-- `[pool, target units]` of a stalled growth. -/
   growth : Option (Nat × Rat) := none

@@ -170,7 +170,10 @@ partial def serveRunning (ic : IterCtx) (order : Order) (only : Option Expr) (ca
 /-- engine.py `admit_one`: the first admitted pool with a head; admit it if it fits, run it. A
 head rejected because it can never fit has left its queue: the next head is tried in its place,
 as if it had not been there. `only` (from `admit waiting only (e)`): a head for which e is 0
-is not tried and stops admission like a head that does not fit (head of line). -/
+is not tried and stops admission like a head that does not fit (head of line). A head whose
+admission consumes a prefix from a `spill` tier is admitted and waits on the link (`admit` ends
+with `loadBack`): `runSession` returns at once and the head is no resident until its load ends
+(docs/language.md §11.8.1 "Inside an engine's admission"). -/
 def admitOne (ic : IterCtx) (only : Option Expr := none) : M Bool := do
   for p in (← admittedPools ic.engine) do
     repeat

@@ -193,6 +193,8 @@ def preemptPending (v : Tid) (p : Nat) (ictx : Option IterCtx) : M (Option IterC
 /-- growth.py `preempt`: computed, stuck, detach, release caching to the position, requeue (a
 pending resident: `preemptPending`). -/
 def preempt (v : Tid) (p : Nat) (ictx : Option IterCtx) : M (Option IterCtx) := do
+  -- the load-backs of a hold it gives up (docs/language.md §11.8.1): a re-admission reads them again
+  modifyThread v fun s => { s with loads := [] }
   let s ← thread v
   if s.job.any (·.pending) then return (← preemptPending v p ictx)
   let some _ := holdOf s p | specError s!"internal: preempting {v.text}, which holds no pool {p}"

@@ -120,6 +120,8 @@ def Session.toJson (s : Session) : CJ :=
          | some (p, r, v, k, d) => [("unseen", .arr [.nat p, .nat r, CJ.amt v, CJ.amt k, .bool d])]
          | none => []) ++
         (if s.specDrafts > 0 then [("spec_drafts", CJ.nat s.specDrafts)] else []) ++
+        -- the pending load-backs, only while there are some (docs/language.md §11.8.1)
+        (if s.loads.isEmpty then [] else [("loads", .arr (s.loads.map poolAmtJ))]) ++
         [("serial", .nat s.serial), ("attrs", .arr (s.attrs.map CJ.val)),
         ("frames", .arr (s.frames.map Frame.toJson)), ("status", s.status.toJson),
         ("holds", .arr (s.holds.map HoldState.toJson)),
@@ -517,7 +519,8 @@ def session (j : Json) : Res Session := do
     forks := (← fieldOpt j "forks" nat).getD 0
     accept := ← fieldOpt j "accept" (list nat)
     unseen := ← fieldOpt j "unseen" unseenOutcome
-    specDrafts := (← fieldOpt j "spec_drafts" nat).getD 0 }
+    specDrafts := (← fieldOpt j "spec_drafts" nat).getD 0
+    loads := (← fieldOpt j "loads" (list poolAmt)).getD [] }
 
 def entry (j : Json) : Res Entry := do
   let a ← arr j

@@ -237,16 +237,16 @@ def execHold (th : Tid) (h : Hold) (ref : Nat × Nat) (stream : DrawStream) (loc
 /-- sessions.py `load_back`: the part of an admitted prefix that came from pool `p`'s `spill`
 tiers is copied back over p's link before the body starts (docs/language.md §11.8.1): the
 session's own job on the link, of p's `spill` work read with `size` = the units loaded back,
-`last` = now, `age` = 0, `waiting` = 0. Zero work takes no time. -/
-def loadBack (th : Tid) (p : Nat) (loaded : Rat) : M Unit := do
-  let some sp := (← poolDecl p).spill | return
+`last` = now, `age` = 0, `waiting` = 0. Zero work takes no time (false: no job). -/
+def loadBack (th : Tid) (p : Nat) (loaded : Rat) : M Bool := do
+  let some sp := (← poolDecl p).spill | return false
   let now := (← getCfg).now
   let what := s!"pool {← poolName p}: `spill`"
   let env : EnvM := { session := some th, loc := some sp.loc, what,
                       ctx := [("size", .fin loaded), ("last", .fin now), ("age", Value.zero),
                               ("waiting", Value.zero)] }
   let w ← linkWork p sp env
-  if !Value.nz w then return
+  if !Value.nz w then return false
   let s ← thread th
   let admission : Int := match s.admSeq with
     | some a => (a : Int)
@@ -256,6 +256,19 @@ def loadBack (th : Tid) (p : Nat) (loaded : Rat) : M Unit := do
   setSession { s with job := some job, status := .stage sp.link }
   startJob job
   syncJob sp.link th
+  return true
+
+/-- sessions.py `next_load`: start the thread's next load-back (docs/language.md §11.8.1), the
+hold's pools in their order, one job at a time, each read when it starts; zero work takes no time
+and the next follows at once. True when a job started, false when none is left. -/
+def nextLoad (th : Tid) : M Bool := do
+  for _ in (← thread th).loads do
+    match (← thread th).loads with
+    | [] => return false
+    | (p, l) :: rest =>
+      modifyThread th fun s => { s with loads := rest }
+      if (← loadBack th p l) then return true
+  return false
 
 /-- sessions.py `admit`: consume the own prefix, make room, allocate, number the admission,
 enter the body. -/
@@ -275,7 +288,7 @@ def admit (th : Tid) (h : Hold) (ref : Nat × Nat) (stream : DrawStream) (pools 
   let mut hold : HoldState := { stmt := ref, pools := [], alloc := [], position := [], advanced := [],
                                 admission := 0, depth, stream }
   let mut largest : Rat := 0
-  let mut load : Option (Nat × Rat) := none   -- (pool, units) of a prefix loaded back from a tier
+  let mut loads : List (Nat × Rat) := []   -- (pool, units) of each prefix loaded back from a tier
   let mut j := 0
   for (p, u) in pools.zip units do
     let mut consumed : Rat := 0
@@ -304,7 +317,7 @@ def admit (th : Tid) (h : Hold) (ref : Nat × Nat) (stream : DrawStream) (pools 
     | none =>
       let (c, l) ← if hasCache && (← cachesIn p) then consumeOwnPrefix p th reuse else pure (0, 0)
       consumed := c
-      if l > 0 then load := some (p, l)
+      if l > 0 then loads := loads ++ [(p, l)]
       alloc := roundupBlock u (← blockOf p)
       startCopies (← makeRoom p alloc)
       let ps ← pool p
@@ -327,8 +340,8 @@ def admit (th : Tid) (h : Hold) (ref : Nat × Nat) (stream : DrawStream) (pools 
   modifyThread th fun s =>
     { s with admSeq := some adm, holds := s.holds ++ [hold], pending := none,
              frames := s.frames ++ [{ block := h.body, pc := 0, kind := "hold", stmt := some ref, stream }],
-             status := .ready }
-  if let some (p, l) := load then loadBack th p l
+             status := .ready, loads }
+  let _ ← nextLoad th
 
 /-- The hold statement a session is queued with. -/
 def pendingHold (th : Tid) : M (Hold × (Nat × Nat) × DrawStream × Option Loc) := do
@@ -895,6 +908,9 @@ def endFrame (th : Tid) (f : Frame) : M Unit := do
 /-- sessions.py `run_session`: execute statements in zero time until the thread (a session or a
 branch) blocks, yields or ends. -/
 def runSession (th : Tid) : M Unit := do
+  -- back from a load-back with another pending: that one starts first (docs/language.md §11.8.1)
+  if !(← thread th).loads.isEmpty then
+    if (← nextLoad th) then return
   let prog ← getProg
   let mut count := 0
   repeat

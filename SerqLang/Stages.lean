@@ -194,6 +194,8 @@ def finishJob (s : Nat) (serial : Tid) : M Unit := do
     for x in job.stagesOf do
       let n ← stageName x
       modifyRec fun r => { r with finished := r.finished.push (.arr [.str n, serial.toJson]) }
+    -- a spill copy on a link that flows cross: no thread waits for it (docs/language.md §11.8.1)
+    if let .copy _ := serial then return
     let sess ← thread serial
     if sess.status == .stage job.stage then
       setSession { sess with job := none, status := .ready }

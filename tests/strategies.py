@@ -101,7 +101,7 @@ fn main() {{
 @st.composite
 def vllm_programs(draw, content: bool = False, lag: bool = False, arrivals: bool = False,
                   lease: bool = False, claims: bool = False, replicas: bool = False,
-                  speculate: bool = False) -> Case:
+                  speculate: bool = False, spill: bool = False) -> Case:
     """With `content` the KV pool is `share content` (docs/content.md): a prefix tree of one or two
     shared system prompts, sessions 0 and 1 on the first, the others on the second (its child), the
     rest of each prompt the session's own history. With `lag` the engine is `lag 1` (docs/async.md)
@@ -115,8 +115,10 @@ def vllm_programs(draw, content: bool = False, lag: bool = False, arrivals: bool
     (docs/language.md §11.9 "Claims"). With `speculate` (drawn last) the engine speculates
     (docs/language.md §7.3: `speculate (slots, lookahead, limit)`, the decode's k drafts, a
     one-token prefill's placeholder drafts while some running request was served); with no trace
-    every draft is rejected. Without them the draws and the text are exactly those of before (the
-    lockstep tests replay them)."""
+    every draft is rejected. With `spill` (drawn last) the KV pool spills evicted blocks to a host
+    tier over a link (docs/language.md §11.8.1): a request whose prefix is partly on the tier is
+    admitted by `taking` and loaded back before it becomes a resident. Without them the draws and
+    the text are exactly those of before (the lockstep tests replay them)."""
     sessions = draw(st.sampled_from([4, 3, 2, 1]))
     bs = draw(st.sampled_from([16, 4, 1]))
     maxp = draw(st.integers(1, 100))
@@ -195,7 +197,31 @@ def vllm_programs(draw, content: bool = False, lag: bool = False, arrivals: bool
         text = text.replace("prefill (known - c) growing kv;",
                             f"prefill (known - c) growing kv speculate (known - c == 1 && running_served(eng) > "
                             f"running_chunks(eng) ? {k} : 0);")
+    if spill:
+        # a later turn finds its prefix cached (on kv or the tier) in every program
+        text = with_host_tier(draw, text.replace("cache (0);", "cache (prompt + output);")
+                              .replace("turn_no < 1 ?", "turn_no < 2 ?"), bs)
     return Case(text=text.replace("{arrival}", arrival), sessions=sessions, seed=seed)
+
+
+def with_host_tier(draw, text: str, bs: int) -> str:
+    """The KV pool `kv` of a template spills to a host tier over a fifo, ps or delay link
+    (docs/language.md §11.8.1); the copy work and the condition read the chunk and its owner. On
+    replicas (`pool kv[r]`) the tier is `host[r]` (member k spills to host[k]) and the link one
+    stage they share or an array `link[r]`."""
+    work = draw(st.sampled_from(["size / 8", "1/4", "0", "size / 16 + 1/8", "serial + 1/2"]))
+    when = draw(st.sampled_from(["1", "1", "size >= 2", "age < 3", "waiting == 0", "0"]))
+    host = draw(st.sampled_from([16, 4, 64, 1, 0])) * bs
+    link = draw(st.sampled_from(["fifo", "fifo", "fifo(2)", "ps(1)", "delay"]))
+    start = text.index("  pool kv")
+    end = text.index(" }\n", start)
+    members = ""
+    if text.startswith("  pool kv[", start):
+        members = "[" + text[start + len("  pool kv["):].split("]")[0] + "]"
+    links = members if members and draw(st.booleans()) else ""
+    return (text[:end] + f" spill host via link ({work}) when ({when});" + text[end:]).replace(
+        "  engine eng", f"  pool host{members} {{ cap {host}; block {bs}; }}\n  stage link{links} : {link};\n"
+        "  engine eng", 1)
 
 
 ROUTERS = {
@@ -842,6 +868,58 @@ fn main() {{
   }}
 }}
 """
+
+
+@st.composite
+def flow_spill_programs(draw) -> Case:
+    """A `spill_programs` program whose link is a ps stage that runs over several stages cross
+    (docs/language.md §11.14): each turn sends over `link` and `net` before its hold (and,
+    sometimes, inside it), so copies and load-backs share the link with flows by `share maxmin`
+    or `share bottleneck` (docs/language.md §11.8.1)."""
+    case = draw(spill_programs())
+    text = case.text
+    link = text.split("  stage link : ")[1].split(";")[0]
+    share = draw(st.sampled_from(["maxmin", "bottleneck"]))
+    text = text.replace(f"  stage link : {link};", f"  stage link : ps({draw(st.sampled_from(['1', '2']))});\n"
+                        f"  stage net : ps(1);\n  share {share};", 1)
+    send = draw(st.sampled_from(["1/2", "~uniform(0, 2)", "prompt / 8", "0"]))
+    text = text.replace("    observe avail = cachedin(kv);", f"    run link, net ({send});\n    observe avail = cachedin(kv);", 1)
+    if draw(st.booleans()):
+        text = text.replace("      run eng decode (o - 1) growing kv;",
+                            "      run eng decode (o - 1) growing kv;\n      run net, link (o / 4);", 1)
+    return Case(text=text, sessions=case.sessions, seed=case.seed)
+
+
+@st.composite
+def two_spill_programs(draw) -> Case:
+    """A `spill_programs` program whose hold also takes `emb`, a free-standing pool as large as kv
+    that spills to `disk` over a link of its own (fifo, ps or delay): a hold of two spilling
+    pools, whose load-backs run one after another in the hold's order (docs/language.md
+    §11.8.1). Either pool may come first in the hold."""
+    case = draw(spill_programs())
+    text = case.text
+    bs = text.split("block ")[1].split(";")[0]
+    cap = text.split("device acc { kv cap ")[1].split(";")[0]
+    work = draw(st.sampled_from(["size / 4", "1/3", "0", "size / 8 + 1/4"]))
+    link = draw(st.sampled_from(["fifo", "ps(1)", "delay"]))
+    disk = draw(st.sampled_from([16, 4, 64])) * int(bs)
+    text = text.replace("  stage slow : delay;", f"  stage slow : delay;\n  stage link2 : {link};\n"
+                        f"  pool emb {{ cap {cap}; block {bs}; evict lru; spill disk2 via link2 ({work}) when (1); }}\n"
+                        f"  pool disk2 {{ cap {disk}; block {bs}; }}", 1)
+    start = text.index("    hold kv (")
+    end, depth = start + len("    hold kv ("), 1   # the parenthesis closing kv's units
+    while depth:
+        depth += {"(": 1, ")": -1}.get(text[end], 0)
+        end += 1
+    end -= 1
+    units = text[start + len("    hold kv ("):end]
+    # a units expression of kv read again for emb (its own `cachedin` where it reads kv's)
+    emb = draw(st.sampled_from(["prompt", units.replace("cachedin(kv)", "cachedin(emb)")]))
+    items = [f"kv ({units})", f"emb ({emb})"]
+    if draw(st.booleans()):
+        items.reverse()
+    text = text[:start] + "    hold " + ", ".join(items) + text[end + 1:]
+    return Case(text=text, sessions=case.sessions, seed=case.seed)
 
 
 @st.composite

@@ -62,6 +62,9 @@ CASES = [
     # offload tiers (`spill`, docs/language.md §11.8.1): 300 GPU blocks over a 100-block host tier
     # (its own evictions), to 30 s: 435 blocks spilled, 2 turns loading their prefix back
     ("multi-turn/offload.sq", {"N": "3", "blocks": "300", "host_blocks": "100"}, 1, 4, 30.0),
+    # the same under a vLLM engine (the spilling pool in its `taking`): 1062 steps to 30 s, the
+    # admitted request's load-back before it is a resident (engine_load_no_wait diverges at step 430)
+    ("multi-turn/offload_vllm.sq", {"N": "3", "blocks": "300", "host_blocks": "100"}, 1, 4, 30.0),
     # 400 blocks: the spec's state line lists every block of the free queue at every step
     ("multi-turn/shared_prompt.sq", {"blocks": "400"}, 1, 3, math.inf),
     ("multi-turn/shared_prompt.sq", {"blocks": "150", "Lambda": "3"}, 2, 4, math.inf),

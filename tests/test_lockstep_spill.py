@@ -1,10 +1,14 @@
-"""Offload tiers (`spill`, docs/language.md §11.8.1) in lockstep: the hand-derived vector
-`spill_load_back` and a few random `spill_programs` agree step by step, and the seeded faults
-`spill_lost` and `load_no_wait` (docs/fast.md "Seeded faults") are caught on both."""
+"""Offload tiers (`spill`, docs/language.md §11.8.1) in lockstep: the hand-derived vectors
+`spill_load_back`, `spill_engine_load` (a spilling pool in an engine's `taking`), `spill_two_pools`
+(a hold of two spilling pools) and `spill_flow_link` (a link that flows cross), and a few random
+programs of each kind (plain, a vLLM engine, its replicas with pool arrays, two spilling pools,
+flow-crossed links) agree step by step; the seeded faults `spill_lost`, `load_no_wait`,
+`engine_load_no_wait` and `loads_reversed` (docs/fast.md "Seeded faults") are caught on them. SERQ_SPILL_ENGINE_EXAMPLES sets how many random programs of each kind run (default 5)."""
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -16,12 +20,13 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from serq.frontend import compile_source, load_program  # noqa: E402
 from serq_drt.lockstep import Divergence, compare_runs, lockstep  # noqa: E402
 
-VECTOR = Path(__file__).resolve().parent.parent / "vectors" / "spec" / "spill_load_back"
+VECTORS = Path(__file__).resolve().parent.parent / "vectors" / "spec"
+VECTOR = VECTORS / "spill_load_back"
 
 
-def run_vector() -> int:
-    ir = load_program(str(VECTOR / "program.sq"), {})
-    return compare_runs(ir, json.loads((VECTOR / "sessions.json").read_text()), "spill_load_back")
+def run_vector(d: Path = VECTOR) -> int:
+    ir = load_program(str(d / "program.sq"), {})
+    return compare_runs(ir, json.loads((d / "sessions.json").read_text()), d.name)
 
 
 def test_vector_agrees():
@@ -56,3 +61,112 @@ def test_seeded_faults_are_caught_on_random_programs():
     load back: a program whose tier never receives a chunk cannot show either fault)."""
     _count_caught()
     assert CAUGHT["spill_lost"] > 0 and CAUGHT["load_no_wait"] > 0, CAUGHT
+
+
+ENGINE_VECTOR = VECTORS / "spill_engine_load"
+
+
+def test_engine_vector_agrees():
+    assert run_vector(ENGINE_VECTOR) == 10
+
+
+@pytest.mark.parametrize("fault", ["spill_lost", "load_no_wait", "engine_load_no_wait"])
+def test_seeded_fault_is_caught_on_the_engine_vector(fault, monkeypatch):
+    """`engine_load_no_wait` serves the request in the iteration that admitted it, as if its tier
+    part were on kv already (docs/language.md §11.8.1 "Inside an engine's admission")."""
+    monkeypatch.setenv("SERQ_FAST_FAULT", fault)
+    with pytest.raises(Divergence):
+        run_vector(ENGINE_VECTOR)
+
+
+SPILL_ENGINE_EXAMPLES = int(os.environ.get("SERQ_SPILL_ENGINE_EXAMPLES", 5))
+
+
+@settings(max_examples=SPILL_ENGINE_EXAMPLES, deadline=None, derandomize=True, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(strategies.vllm_programs(spill=True))
+def test_random_engine_spill_programs_agree(case):
+    """vLLM-like engines (`taking reqs (1), kv (…) reserve (…)`, preemption, chunked prefill) whose
+    KV pool spills to a host tier over a fifo, ps or delay link; every step compared."""
+    ir = compile_source(case.text, case.name, {})
+    assert ir["pools"][0]["spill"]["pool"] == 1
+    lockstep(ir, case.seed, case.sessions, case.name)
+
+
+@settings(max_examples=SPILL_ENGINE_EXAMPLES, deadline=None, derandomize=True, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(strategies.vllm_programs(spill=True, replicas=True))
+def test_random_replica_spill_programs_agree(case):
+    """The same on 2 or 3 replicas behind a router: `pool kv[r]` spills member-wise to `host[r]`
+    over one link they share or a link array (docs/language.md §11.8.1 on pool arrays)."""
+    ir = compile_source(case.text, case.name, {})
+    spills = [p["spill"] for p in ir["pools"] if "spill" in p]
+    assert len(spills) >= 2 and len({s["pool"] for s in spills}) == len(spills)
+    lockstep(ir, case.seed, case.sessions, case.name)
+
+
+TWO_POOLS = VECTORS / "spill_two_pools"
+
+
+def test_two_pool_vector_agrees():
+    assert run_vector(TWO_POOLS) > 0
+
+
+def test_seeded_fault_is_caught_on_the_two_pool_vector(monkeypatch):
+    """`loads_reversed` loads emb's prefix back before kv's: the body starts at 10, not 11."""
+    monkeypatch.setenv("SERQ_FAST_FAULT", "loads_reversed")
+    with pytest.raises(Divergence):
+        run_vector(TWO_POOLS)
+
+
+@settings(max_examples=SPILL_ENGINE_EXAMPLES, deadline=None, derandomize=True, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(strategies.two_spill_programs())
+def test_random_two_pool_spill_programs_agree(case):
+    """Holds of two spilling pools (kv over `link`, emb over `link2`, either first): their
+    load-backs one after another in the hold's order (docs/language.md §11.8.1)."""
+    ir = compile_source(case.text, case.name, {})
+    assert "spill" in ir["pools"][0] and any(p["name"] == "emb" and "spill" in p for p in ir["pools"])
+    lockstep(ir, case.seed, case.sessions, case.name)
+
+
+def test_flow_link_vector_agrees():
+    """vectors/spec/spill_flow_link: copies on a ps link beside a flow crossing it."""
+    assert run_vector(VECTORS / "spill_flow_link") > 0
+
+
+def test_seeded_fault_is_caught_on_the_flow_link_vector(monkeypatch):
+    """`copy_unshared` leaves the copies off the flow-crossed link: the flow ends at 4, not 6."""
+    monkeypatch.setenv("SERQ_FAST_FAULT", "copy_unshared")
+    with pytest.raises(Divergence):
+        run_vector(VECTORS / "spill_flow_link")
+
+
+@settings(max_examples=SPILL_ENGINE_EXAMPLES, deadline=None, derandomize=True, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(strategies.flow_spill_programs())
+def test_random_flow_link_spill_programs_agree(case):
+    """Spill links that runs over several stages cross (`share maxmin` or `bottleneck`): copies and
+    load-backs divide the link with the flows (docs/language.md §11.8.1, §11.14)."""
+    ir = compile_source(case.text, case.name, {})
+    link = ir["pools"][0]["spill"]["stage"]
+    assert any(ref["base"] == link for b in ir["blocks"] for st in b for ref in st.get("stages") or [])
+    lockstep(ir, case.seed, case.sessions, case.name)
+
+
+SPILL_KINDS = {"engine": lambda: strategies.vllm_programs(spill=True),
+               "replicas": lambda: strategies.vllm_programs(spill=True, replicas=True),
+               "two pools": strategies.two_spill_programs, "flow link": strategies.flow_spill_programs}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", sorted(SPILL_KINDS))
+def test_many_random_spill_programs_agree(kind):
+    """The larger run of each random kind above (100 programs; the counts measured once are in
+    docs/fast.md's test table): opt in with -m slow."""
+    @settings(max_examples=100, deadline=None, derandomize=True, database=None,
+              suppress_health_check=list(HealthCheck))
+    @given(SPILL_KINDS[kind]())
+    def agree(case):
+        lockstep(compile_source(case.text, case.name, {}), case.seed, case.sessions, case.name)
+    agree()

@@ -26,6 +26,21 @@ PROGRAM = """fn main() {
 """
 
 
+# `spill` on a pool array (docs/language.md §11.8.1): member k spills to host[k] over the shared link
+ARRAY = """fn main() {
+  device gpu[2] { kv cap 8; }
+  pool kv[2] on gpu[j] { block 2; spill host via link (size / 2) when (1); }
+  pool host[2] { cap 8; block 2; }
+  stage link : fifo;
+  stage work : delay;
+  workload { arrive batch(2); session { turn; turn; } }
+  server {
+    hold kv[serial] (4) { observe hit = cached; run work (1); } cache (4);
+  }
+}
+"""
+
+
 def marked(old: str, new: str) -> str:
     assert old in PROGRAM, old
     return PROGRAM.replace(old, new, 1)
@@ -55,27 +70,13 @@ CASES = {
     "context variable elsewhere": (marked("(size / 2)", "(size / 2 + @@waited)"), "`waited`"),
     "content pool": (marked("block 2; spill", "block 2; @@spill").replace("when (1); }", "when (1); share content; }"),
                      "`spill` on the `share content` pool `kv` is not supported yet"),
-    "two spilling pools": (marked("hold kv (4)", "@@hold kv (4), kv2 (2)").replace(
-        "  pool host { cap 8; block 2; }",
-        "  pool host { cap 8; block 2; }\n  pool kv2 { cap 4; block 2; spill host via link (1) when (1); }"),
-        "a hold of two pools with `spill` is not supported yet"),
-    "engine admission": ("""fn main() {
-  device d { kv cap 16; }
-  pool kv on d { block 2; spill host via link (1) when (1); }
-  pool host { cap 8; block 2; }
-  stage link : fifo;
-  engine eng on d {
-    reqs cap 2;
-    tokens cap 8;
-    request (p) { prefill (p) growing kv; cache (p); }
-    schedule { advance running; admit waiting taking reqs (1), kv (p); }
-    execute (1);
-  }
-  pool reqs on eng { }
-  workload { arrive batch(1); }
-  server { @@eng (4); }
-}
-""", "not supported there yet"),
+    "array over one tier": (ARRAY.replace("spill host", "spill @@host").replace("pool host[2]", "pool host"),
+                            "needs a tier array of 2 (member k spills to member k): `host` is a single pool"),
+    "array over a longer tier": (ARRAY.replace("spill host", "spill @@host").replace("pool host[2]", "pool host[3]"),
+                                 "`host` is an array of 3"),
+    "array tier with an index": (ARRAY.replace("spill host", "spill @@host[0]"), "without an index"),
+    "array over a longer link": (ARRAY.replace("via link", "via @@link").replace("stage link :", "stage link[3] :"),
+                                 "the link array `link` has 3 members"),
 }
 
 
@@ -112,3 +113,11 @@ def test_negative_copy_work_is_the_same_located_error_in_both_engines():
     with pytest.raises(SpecError) as info:
         compare_runs(ir, sessions, "t.sq")
     assert str(info.value) == "t.sq:2:29: error: pool kv: the work of `spill` must be finite and >= 0, got -1.0"
+
+
+def test_ir_of_a_spilling_pool_array():
+    """Member k spills to host[k]; one link shared, or member k's own link of a link array."""
+    ir = compile_ok(ARRAY)
+    assert [(p["name"], p["spill"]["pool"], p["spill"]["stage"]) for p in ir["pools"][:2]] == [("kv[0]", 2, 0), ("kv[1]", 3, 0)]
+    ir = compile_ok(ARRAY.replace("stage link :", "stage link[2] :"))
+    assert [p["spill"]["stage"] for p in ir["pools"][:2]] == [0, 1]

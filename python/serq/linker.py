@@ -644,9 +644,6 @@ class Linker:
                 if o.word != "when":
                     raise self.err(o.word_pos, f"expected `when` after `spill {o.tier.name} via {o.link.name} (…)`, "
                                                f"found `{o.word}`: write `spill TIER via LINK (work) when (condition);`")
-                if p.dim is not None:
-                    raise self.err(o.pos, f"`spill` on the pool array `{p.name}` is not supported yet: declare "
-                                          "one pool per tier")
         if "spill" in seen and opts["share"] == "content":
             raise self.err(seen["spill"], f"`spill` on the `share content` pool `{p.name}` is not supported yet: "
                                           "its cache is physical blocks shared by content, not per-session "
@@ -719,12 +716,37 @@ class Linker:
 
     def resolve_spill(self, pool: int, p: Node, o: Node) -> None:
         """`spill Q via S (w) when (c);` (docs/language.md §11.8.1): Q a pool holding only cache
-        entries, S a fifo, ps or delay stage; w and c read per chunk in the eviction-key moment."""
+        entries, S a fifo, ps or delay stage; w and c read per chunk in the eviction-key moment.
+        On a pool array `P[N]`, Q is an array of N too and member k spills to Q[k]; S is one
+        stage all members share, or an array of N (member k's link is S[k])."""
         c = Ctx("evict", "a `spill` clause", defs=self.defs, record=[])
-        tier = self.ref(o.tier, "pool", c)
-        if tier["index"] is not None:
-            raise self.err(o.tier.pos, f"the tier of `spill` must be a single pool, not the array `{o.tier.name}`")
-        q = tier["base"]
+        count = self.pool_names[p.name][1]
+        if p.dim is None:
+            tier = self.ref(o.tier, "pool", c)
+            if tier["index"] is not None:
+                raise self.err(o.tier.pos, f"the tier of `spill` must be a single pool, not the array `{o.tier.name}`")
+            tiers = [tier["base"]]
+            link = self.ref(o.link, "stage", c)
+            if link["index"] is not None:
+                raise self.err(o.link.pos, f"the link of `spill` must be a single stage, not the array `{o.link.name}`")
+            links = [link["base"]]
+        else:
+            tiers = self.member_tiers(p, o, count)
+            links = self.member_links(p, o, count)
+        work = self.cx(o.work, c)
+        when = self.cx(o.when, c)
+        self.note_facing(c)
+        for k, (q, link_base) in enumerate(zip(tiers, links)):
+            self.check_spill_pair(pool + k, q, p, o)
+            if self.stage_kind({"base": link_base}) not in ("fifo", "ps", "delay"):
+                raise self.err(o.link.pos, f"the link of `spill` must be a `fifo`, `ps` or `delay` stage; "
+                                           f"`{o.link.name}` is an engine")
+            self.pools[pool + k]["spill"] = {"pool": q, "stage": link_base, "work": work, "when": when,
+                                             "at": self.at(o.pos)}
+
+    def check_spill_pair(self, pool: int, q: int, p: Node, o: Node) -> None:
+        """Pool `pool` (of declaration p) may spill to pool q (§11.8.1 "Link rules")."""
+        tier_name = self.pools[q]["name"]
         if q == pool:
             raise self.err(o.tier.pos, f"pool `{p.name}` cannot spill to itself: name a lower tier (a pool that "
                                        "only holds cache entries, e.g. host memory)")
@@ -736,25 +758,43 @@ class Linker:
             raise self.err(o.pos, f"pool `{which}` is admitted by an engine (it counts requests, not tokens, and "
                                   "keeps no cache entries): `spill` needs token pools on devices or free-standing")
         if self.pools[q]["block"] != self.pools[pool]["block"]:
-            raise self.err(o.tier.pos, f"the tier `{o.tier.name}` has block {self.pools[q]['block']}, pool "
-                                       f"`{p.name}` block {self.pools[pool]['block']}: a spilled chunk moves whole "
-                                       "blocks, so give both the same `block`")
-        link = self.ref(o.link, "stage", c)
-        if link["index"] is not None:
-            raise self.err(o.link.pos, f"the link of `spill` must be a single stage, not the array `{o.link.name}`")
-        if self.stage_kind(link) not in ("fifo", "ps", "delay"):
-            raise self.err(o.link.pos, f"the link of `spill` must be a `fifo`, `ps` or `delay` stage; "
-                                       f"`{o.link.name}` is an engine")
-        work = self.cx(o.work, c)
-        when = self.cx(o.when, c)
-        self.note_facing(c)
-        self.pools[pool]["spill"] = {"pool": q, "stage": link["base"], "work": work, "when": when,
-                                     "at": self.at(o.pos)}
+            raise self.err(o.tier.pos, f"the tier `{tier_name}` has block {self.pools[q]['block']}, pool "
+                                       f"`{self.pools[pool]['name']}` block {self.pools[pool]['block']}: a spilled "
+                                       "chunk moves whole blocks, so give both the same `block`")
+
+    def member_tiers(self, p: Node, o: Node, count: int) -> list[int]:
+        """The tiers of pool array p's members: the array named by `spill`, of the same size."""
+        if o.tier.kind != "ref" or o.tier.index is not None or o.tier.name not in self.pool_names:
+            if o.tier.kind == "ref" and o.tier.name not in self.pool_names:
+                self.ref(o.tier, "pool", Ctx("evict", "a `spill` clause", defs=self.defs))   # its own error
+            raise self.err(o.tier.pos, f"`spill` on the pool array `{p.name}`: name a pool array of {count} "
+                                       f"without an index (member k spills to its member k)")
+        base, n, _pos, is_array = self.pool_names[o.tier.name]
+        if not is_array or n != count:
+            raise self.err(o.tier.pos, f"`spill` on the pool array `{p.name}[{count}]` needs a tier array of {count} "
+                                       f"(member k spills to member k): `{o.tier.name}` is "
+                                       + (f"an array of {n}" if is_array else "a single pool")
+                                       + f"; declare `pool {o.tier.name}[{count}] {{ … }}`")
+        return [base + k for k in range(count)]
+
+    def member_links(self, p: Node, o: Node, count: int) -> list[int]:
+        """The links of pool array p's members: one stage they share, or an array of the same size."""
+        if o.link.kind != "ref" or o.link.index is not None:
+            raise self.err(o.link.pos, f"`spill` on the pool array `{p.name}`: name one stage (shared by every "
+                                       f"member) or a stage array of {count} without an index")
+        if o.link.name not in self.stage_names:
+            self.ref(o.link, "stage", Ctx("evict", "a `spill` clause", defs=self.defs))   # its own error
+        base, n, _kind, _pos, is_array = self.stage_names[o.link.name]
+        if not is_array:
+            return [base] * count
+        if n != count:
+            raise self.err(o.link.pos, f"`spill` on the pool array `{p.name}[{count}]`: the link array "
+                                       f"`{o.link.name}` has {n} members; give it {count} or name one stage")
+        return [base + k for k in range(count)]
 
     def check_tiers(self) -> None:
         """The tiers of `spill` form chains, not cycles, and a tier only holds cache entries: no
-        hold takes it; a hold takes at most one pool with `spill`, and not in an engine's
-        admission (the load-back wait before the body, docs/language.md §11.8.1)."""
+        statement takes it (docs/language.md §11.8.1)."""
         for start, node, o in self.spills:
             seen = [start]
             q = self.pools[start].get("spill", {}).get("pool")
@@ -765,38 +805,17 @@ class Linker:
                 seen.append(q)
                 q = self.pools[q].get("spill", {}).get("pool")
         tiers = {self.pools[i]["spill"]["pool"]: o for i, _, o in self.spills if "spill" in self.pools[i]}
-        links = {self.pools[i]["spill"]["stage"]: o for i, _, o in self.spills if "spill" in self.pools[i]}
         for blk in self.blocks:
             for st in blk:
-                for ref in st.get("stages") or []:   # a run over several stages (§11.14)
-                    for i in range(ref["base"], ref["base"] + ref.get("count", 1)):
-                        if i in links:
-                            raise self.err(links[i].pos, f"the link `{self.stages[i]['name']}` of `spill` is crossed "
-                                                         f"by a run over several stages (at {self.where(tuple(st['at']))}): "
-                                                         "copies on a shared stage are not supported yet")
                 if st["op"] not in ("hold", "grow", "load", "release"):
                     continue
                 refs = [hp["pool"] for hp in st["pools"]] if st["op"] == "hold" else [st["pool"]]
-                spilling = []
                 for ref in refs:
                     for i in range(ref["base"], ref["base"] + ref["count"]):
                         if i in tiers:
                             raise self.err(tuple(st["at"]), f"pool `{self.pools[i]['name']}` is the `spill` tier of "
                                            f"another pool (at {self.where(tuple(tiers[i].pos))}); a tier holds only "
                                            "cache entries, so no statement may hold it")
-                        if "spill" in self.pools[i]:
-                            spilling.append(i)
-                if st["op"] != "hold" or not spilling:
-                    continue
-                if len(spilling) > 1:
-                    raise self.err(tuple(st["at"]), "a hold of two pools with `spill` is not supported yet: "
-                                                    "their load-backs would need an order")
-                first = st["pools"][0]["pool"]
-                if any(self.pools[i].get("admitted_by") is not None
-                       for i in range(first["base"], first["base"] + first["count"])):
-                    raise self.err(tuple(st["at"]), f"pool `{self.pools[spilling[0]]['name']}` has `spill`, and "
-                                   "this hold is an engine's admission (`taking`): the load-back before the body is "
-                                   "not supported there yet; hold the pool outside the engine call")
 
     def owner_cap(self, p: Node, kind: str, owner: str, caps: dict):
         """The capacity a pool `on OWNER` takes: the owner's capacity of the pool's name (§6)."""

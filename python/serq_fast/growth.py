@@ -148,6 +148,7 @@ def preempt(sim, part: Part, pool: Pool) -> None:
 
     h = part.hold
     s = h.sess
+    s.loads = []   # the load-backs of a hold it gives up (§11.8.1); a re-admission reads them again
     job = s.job
     if job is not None and job.lagged:
         _preempt_ending(sim, part, pool)

@@ -264,6 +264,8 @@ class Pool:
         self.fault_lru = "lru_tiebreak" in FAULTS()
         self.fault_spill_lost = "spill_lost" in FAULTS()
         self.fault_load_no_wait = "load_no_wait" in FAULTS()
+        self.fault_engine_load_no_wait = "engine_load_no_wait" in FAULTS()
+        self.fault_loads_reversed = "loads_reversed" in FAULTS()
         self.fault_victim = "victim_first" in FAULTS()
         self.fault_branch_key = "branch_key" in FAULTS()
 
@@ -523,7 +525,7 @@ class Pool:
         consumed_max = 0.0
         has_cache = h.stmt.cache is not None
         h.parts = []
-        load = None   # (pool, units) of a prefix loaded back from a `spill` tier
+        loads = []   # (pool, units) of each prefix loaded back from a `spill` tier, in the hold's order
         rec = sim.rec
         for pool, (units, reserve, content, nreuse, u) in zip(h.pools, amounts):
             consumed = 0.0
@@ -547,7 +549,7 @@ class Pool:
                     for q in pool.tiers:
                         loaded += q.consume_entry(q.entry_key(s), None if limit is None else limit - consumed - loaded)
                     if loaded > EPS:
-                        load = (pool, loaded)
+                        loads.append((pool, loaded))
                     consumed += loaded
             consumed_max = max(consumed_max, consumed)
             pool.make_room(units)
@@ -573,7 +575,12 @@ class Pool:
         h.admitted = True
         s.holds.append(h)
         s.frames.append([sim.blocks[h.stmt.body], 0, "hold", h])
-        if load is None or not load[0].load_back(s, load[1]):
+        if self.fault_engine_load_no_wait and h.pools[0].admitted_by is not None:
+            loads = []   # seeded fault (docs/fast.md): an engine's admission skips the load-back
+        if self.fault_loads_reversed:
+            loads.reverse()   # seeded fault (docs/fast.md): the load-backs against the hold's pool order
+        s.loads = loads
+        if not (loads and sim.next_load(s)):
             sim.make_ready(s)
 
     def load_back(self, s, loaded: float) -> bool:

@@ -34,7 +34,7 @@ class Session:
     __slots__ = ("serial", "attrs", "frames", "status", "where", "holds", "pending", "adm_seq",
                  "prepos", "stuck", "trace", "tcursor", "src", "job", "ready_t", "ready_n",
                  "growth", "turn_used", "turn_t", "turn_warm", "turn_called",
-                 "tid", "parent", "live_branches", "forks", "accept", "unseen", "spec_drafts")
+                 "tid", "parent", "live_branches", "forks", "accept", "unseen", "spec_drafts", "loads")
     copy = False   # a thread, not a spill copy's owner (stages.Copier)
 
     def __init__(self, serial: int, nattrs: int) -> None:
@@ -57,6 +57,9 @@ class Session:
         # run through accepted drafts); the drafts of its last run with `speculate`
         self.unseen = None
         self.spec_drafts = 0
+        # the load-backs of its newest hold still to run, in the hold's pool order: [(Pool, units)]
+        # (docs/language.md §11.8.1, a hold of two pools with `spill`)
+        self.loads: list = []
         self.src = None  # the session stream
         self.job = None
         self.ready_t = -1.0
@@ -323,7 +326,18 @@ class SessionInterpreter:
         except RunError as exc:  # an error of an expression (x/0, pow(10, 1e10)): its statement
             raise located(exc, self.cx.at) from None
 
+    def next_load(self, s: Session) -> bool:
+        """Start the session's next load-back (serq_spec sessions.next_load): one job at a time in
+        the hold's pool order, zero work skipped. True when a job started."""
+        while s.loads:
+            pool, loaded = s.loads.pop(0)
+            if pool.load_back(s, loaded):
+                return True
+        return False
+
     def _exec_session(self, s: Session) -> None:
+        if s.loads and self.next_load(s):
+            return   # back from one load-back, on to the next (docs/language.md §11.8.1)
         cx = self.cx
         cx.attrs, cx.sess, cx.draw = s.attrs, s, s.src
         cx.eng = None

@@ -160,6 +160,8 @@ class Stage:
         sim = self.sim
         job = self._new_job(Copier(sim.next_copy), w, "plain")
         sim.next_copy += 1
+        if self.shared and "copy_unshared" in FAULTS():
+            return   # seeded fault (docs/fast.md): a copy takes no part of a link that flows cross
         if self.est is not None:
             self.est.estimate_start(sim.now, w)
         self._accept(job)
@@ -519,11 +521,13 @@ class Sharing:
         self.leave(job)
         sim = self.sim
         s = job.sess
-        s.job = None
         for st in (job.stages or (job.stage,)):
             st._stats(job)
             if sim.rec is not None:
                 sim.rec["finished"].append([st.name, s.tid])
+        if s.copy:
+            return   # a spill copy on a link that flows cross: nobody waits for it (§11.8.1)
+        s.job = None
         sim.make_ready(s)
 
     def reschedule(self) -> None:

@@ -205,6 +205,9 @@ class Session:
     # schedule, whether it ended the run through accepted drafts]; its last run's drafts
     unseen: Optional[list] = None
     spec_drafts: int = 0
+    # the load-backs of its newest hold still to run after the one on its link, in the hold's
+    # pool order: [(pool, units)] (docs/language.md §11.8.1, a hold of two pools with `spill`)
+    loads: list = field(default_factory=list)
 
     @property
     def tid(self) -> Tid:
@@ -224,6 +227,8 @@ class Session:
             extra["unseen"] = [self.unseen[0]] + [amt(x) for x in self.unseen[1:4]] + [self.unseen[4]]
         if self.spec_drafts:
             extra["spec_drafts"] = self.spec_drafts
+        if self.loads:   # only while one is pending: a program without it serialises as before
+            extra["loads"] = [[p, amt(u)] for p, u in self.loads]
         return {**extra, "serial": self.serial, "attrs": [wire(a) for a in self.attrs],
                 "frames": [f.to_json() for f in self.frames], "status": list(self.status),
                 "holds": [h.to_json() for h in self.holds],
@@ -626,6 +631,7 @@ def _session(d: dict) -> Session:
     s.growth = None if d["growth"] is None else [d["growth"][0], amt_in(d["growth"][1])]
     s.branch, s.parent, s.own = d.get("branch"), d.get("parent"), d.get("own", False)
     s.live_branches, s.forks = d.get("live_branches", 0), d.get("forks", 0)
+    s.loads = [(p, amt_in(u)) for p, u in d.get("loads") or []]
     s.accept = d.get("accept")
     u = d.get("unseen")
     s.unseen = None if u is None else [u[0]] + [amt_in(x) for x in u[1:4]] + [u[4]]

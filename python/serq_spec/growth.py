@@ -106,6 +106,7 @@ def choose_victim(cfg: Config, p: int) -> Optional[Session]:
 def preempt(cfg: Config, v: Session, p: int, ictx: Optional[IterCtx]) -> None:
     """Preempt v's hold on p (§11.7): computed, stuck, detach, release caching to the position, requeue."""
     prog = cfg.program
+    v.loads = []   # the load-backs of a hold it gives up (§11.8.1); a re-admission reads them again
     if v.job is not None and v.job.pending:
         preempt_pending(cfg, v, p, ictx)
         return

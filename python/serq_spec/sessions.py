@@ -355,7 +355,7 @@ def admit(cfg: Config, s: Session, st: dict, ref: tuple, stream: tuple, pools: l
     hold = HoldState(stmt=tuple(ref), pools=[], alloc=[], position=[], advanced=[], admission=0,
                      depth=len(s.frames), stream=stream)
     largest: V.Amount = 0
-    load: Optional[tuple[int, V.Amount]] = None   # (pool, units) of a prefix loaded back from a tier
+    loads: list[tuple[int, V.Amount]] = []   # (pool, units) of each prefix loaded back from a tier
     for j, (p, u) in enumerate(zip(pools, units)):
         if plan is not None and plan[j] is not None:
             c, r = plan[j]
@@ -375,7 +375,7 @@ def admit(cfg: Config, s: Session, st: dict, ref: tuple, stream: tuple, pools: l
         else:
             consumed, loaded = consume_own_prefix(cfg, p, s, reuse) if has_cache and caches_in(cfg, p) else (0, 0)
             if loaded > 0:
-                load = (p, loaded)
+                loads.append((p, loaded))
             alloc = V.roundup_block(u, prog.block[p])
             start_copies(cfg, make_room(cfg, p, alloc))
             cfg.pools[p].used += alloc
@@ -396,26 +396,38 @@ def admit(cfg: Config, s: Session, st: dict, ref: tuple, stream: tuple, pools: l
     s.pending = None
     s.frames.append(Frame(st["body"], 0, "hold", tuple(ref), stream))
     s.status = READY
-    if load is not None:
-        load_back(cfg, s, *load)
+    s.loads = loads
+    next_load(cfg, s)
 
 
-def load_back(cfg: Config, s: Session, p: int, loaded: V.Amount) -> None:
+def next_load(cfg: Config, s: Session) -> bool:
+    """Start the session's next load-back (§11.8.1): the hold's pools in their order, one job at a
+    time, each read when it starts; zero work takes no time and the next one follows at once.
+    True when a job started (the session waits on a link), False when none is left."""
+    while s.loads:
+        p, loaded = s.loads.pop(0)
+        if load_back(cfg, s, p, loaded):
+            return True
+    return False
+
+
+def load_back(cfg: Config, s: Session, p: int, loaded: V.Amount) -> bool:
     """The part of the admitted prefix that came from p's `spill` tiers is copied back over p's
     link before the body starts (§11.8.1): the session's own job on the link, of p's `spill` work
     read with `size` = the units loaded back, `last` = now, `age` = 0, `waiting` = 0. Zero work
-    takes no time."""
+    takes no time (False: no job)."""
     spill = cfg.program.pools[p]["spill"]
     env = Env(cfg, s, at=spill.get("at"), what=f"pool {cfg.program.pools[p]['name']}: `spill`",
               ctx={"size": Fraction(loaded), "last": cfg.now, "age": Fraction(0), "waiting": Fraction(0)})
     w = link_work(cfg, p, env)
     if w == 0:
-        return
+        return False
     job = Job(serial=s.tid, stage=spill["stage"], mode="plain", left=w, growing=None,
               admission=s.adm_seq if s.adm_seq is not None else -1)
     s.job = job
     s.status = ("stage", spill["stage"])
     start_job(cfg, job)
+    return True
 
 
 def scope_end(cfg: Config, s: Session) -> None:
@@ -515,7 +527,10 @@ def first_token(cfg: Config, s: Session) -> None:
 # -- statements ----------------------------------------------------------------------------------
 
 def run_session(cfg: Config, s: Session) -> None:
-    """Execute the session's statements in zero time until it blocks, yields or ends."""
+    """Execute the session's statements in zero time until it blocks, yields or ends. A session
+    back from a load-back with another one pending starts that first (§11.8.1)."""
+    if s.loads and next_load(cfg, s):
+        return
     count = 0
     while s.status == READY:
         if not s.frames:

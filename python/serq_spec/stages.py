@@ -157,6 +157,8 @@ def finish_job(cfg: Config, s: int, serial: Tid) -> None:
         leave_shared(cfg, job)
         for x in job.stages_of():
             cfg.records["finished"].append([cfg.program.stages[x]["name"], serial])
+        if is_copy(serial):
+            return   # a spill copy on a link that flows cross: no thread waits for it (§11.8.1)
         session = thread(cfg, serial)
         session.job = None
         if session.status == ("stage", job.stage):

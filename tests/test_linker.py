@@ -479,7 +479,6 @@ UNSUPPORTED = {
                                     "pool live { cap 20; block 4; @@spill kv via cpu (1) when (1); share content; }"),
     "queue declarations": edit(SERVER, SERVER + "\n  @@queue P : prefill { }"),
     ".pull": server("P.@@pull(1);"),
-    "K iteration block": edit("stage cpu : fifo(1);", "stage cpu : step { budget 1; @@iteration { } }"),
     "queue pools": server("hold @@P.kv (1) { run cpu (1); }"),
     "queue values": server("set x = @@D.first_token;"),
 }

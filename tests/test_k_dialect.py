@@ -410,3 +410,36 @@ def test_step_stage_array_misuse_is_refused_at_its_place(old, new, message, at):
         compile_source(text, "t.sq", {})
     assert message in info.value.message, info.value.message
     assert (info.value.line, info.value.column) == at, (info.value.line, info.value.column, info.value.message)
+
+
+def _observations(ir: dict, sessions: int) -> dict:
+    """serq_spec's observations of a run of `sessions` sampled sessions: name -> [(serial, value)]."""
+    from serq_spec.program import Program
+    from serq_spec.sample import sample
+    from serq_spec.step import run
+    from serq_spec.workload import Workload
+    prog = Program(ir, "t.sq", workload=Workload.replay(sample(ir, 1, sessions, "t.sq")))
+    out: dict = {}
+    run(prog, on_step=lambda c, r, k: [out.setdefault(name, []).append((serial, v))
+                                       for name, serial, _turn, _t, v in r["observations"]], check=True)
+    return {name: sorted(rows) for name, rows in out.items()}
+
+
+@pytest.mark.parametrize("sets, sojourns", [
+    ({}, ["627/1000", "627/1000", "77/100", "77/100"]),
+    ({"warm": "0"}, ["143/1000", "143/1000", "143/500", "143/500"]),
+])
+def test_k_replicas_example_header_check(sets, sojourns):
+    """examples/single-turn/k_replicas.sq's exact check (its header): each replica's first `warm`
+    iterations cost `cold` times more, counted by its own `iteration { … }` block; the router
+    alternates the replicas; each serves two requests back to back."""
+    from pathlib import Path
+
+    from serq.frontend import load_program
+    from serq_drt.lockstep import lockstep
+    path = Path(__file__).resolve().parent.parent / "examples" / "single-turn" / "k_replicas.sq"
+    ir = load_program(str(path), sets)
+    obs = _observations(ir, 4)
+    assert [str(v) for _, v in obs["replica"]] == ["0", "1", "0", "1"]
+    assert [str(v) for _, v in obs["sojourn"]] == sojourns
+    assert lockstep(ir, 1, 4, "k_replicas.sq") > 0

@@ -117,12 +117,19 @@ def _run(draw, ps_names) -> str:
     return f"run {_stage_list(draw, ps_names)}{mode} ({_one(draw, *WORKS)}){growing};"
 
 
+def _iteration(draw) -> str:
+    """K's `iteration { … }` item: in a faulty program a refused one half the time (its many
+    wrong forms would be rare at the sixth of `_one`)."""
+    good, bad = K_ITEMS["iteration"]
+    return draw(st.sampled_from(bad if draw.faulty and draw(st.booleans()) else good))
+
+
 def _k_step(draw) -> list[str]:
     items = []
     for word, (good, bad) in K_ITEMS.items():
         wanted = 1 if word in ("budget", "cost") else draw(st.integers(0, 1))
         n = _one(draw, [wanted], [0, 2])   # a required item missing, any item twice
-        items += [_one(draw, good, bad) for _ in range(n)]
+        items += [_iteration(draw) if word == "iteration" else _one(draw, good, bad) for _ in range(n)]
     if draw.faulty and not draw(st.integers(0, 5)):
         items.append(draw(st.sampled_from(K_WRONG_ITEMS)))
     if any("turns" in i for i in items if i.startswith("iteration")) and "state turns = 0;" not in items:
@@ -144,7 +151,7 @@ def _k_step_array(draw) -> tuple[list[str], str]:
     or a constant's name, a run on a member chosen at run time growing a pool that is not fixed."""
     items = ["budget 32;", _one(draw, ["cost 0.01 + j / 100 + tokens / 1000;", "cost 1;"], ["cost j;", "cost k;"]),
              _one(draw, ["memory kv[j];", "memory kv[j];"], ["memory kv;", "memory kv[2];", "memory kv[budget];"]),
-             "state turns = 0;", _one(draw, K_ITEMS["iteration"][0], K_ITEMS["iteration"][1]),
+             "state turns = 0;", _iteration(draw),
              _one(draw, ["", "serve by (admission, j);", "serve decode first;"], ["serve by (x);"])]
     head = _one(draw, ["stage eng[2] : step {"], ["stage eng[0] : step {", "stage eng[3] : step {",
                                                   "stage eng[j] : step {"])

@@ -242,6 +242,13 @@ def test_no_admission_in_an_iteration_that_preempted():
     ("    memory kv;", "    memory kv;\n    iteration { set count = 1; }",
      "`count` is not a register of engine `eng`", (12, 21)),
     ("    memory kv;", "    memory kv;\n    iteration { }\n    iteration { }", "`iteration` given twice", (13, 5)),
+    ("    state turns = 0;", "    state turns = 0;\n    state kv_decode = 0;\n    iteration { set turns = kv_decode; }",
+     "`kv_decode` in a K step stage's `iteration` is the engine value `running.kv_decode`, but it also names a "
+     "parameter, `let` or register here", (11, 29)),
+    ("    memory kv;", "    memory kv;\n    iteration { set turns = attention; }",
+     "session attribute `attention` cannot be read in a register update of K's `iteration { … }` block, which "
+     "runs before anyone is served (`attention` is the engine value `batch.attention` only in a K step stage's "
+     "`cost`", (12, 29)),
     ("    budget budget;", "    budget tokens;", "`tokens` is a reserved word", (6, 12)),
     ("    budget budget;", "    budget residents;", "session attribute `residents` cannot be read in `tokens cap`", (6, 12)),
     ("    memory kv;", "    memory kv;\n    spend 3;", "unexpected 'spend'", (12, 5)),
@@ -287,6 +294,10 @@ ITERATION_CASES = [
      "set turns = max(turns, running.kv_decode); branch (turns > 2) { set turns = now / 2; } "
      "set turns = turns + running.decoding;"),
     ("iteration { }", ""),
+    # K's bare values of the residents, as the iteration starts (§4.5's kernel names)
+    ("iteration { branch (residents > 1) { set turns = decoders + kv_decode / 16 + kv_prefill / 32; } }",
+     "branch (running.count > 1) { set turns = running.decoding + running.kv_decode / 16 "
+     "+ running.kv_prefill / 32; }"),
 ]
 
 

@@ -28,6 +28,10 @@ from .ast import Node
 K_ENGINE_VALUES = {"residents": "running.count", "decoders": "batch.decoding", "tokens": "batch.tokens",
                    "prefilled": "batch.prefilled", "kv_decode": "batch.kv_decode",
                    "kv_prefill": "batch.kv_prefill", "attention": "batch.attention"}
+# the same words in the `iteration { … }` block, which runs before anyone is served: the values
+# of the residents as the iteration starts (§4.5's kernel names readable in the schedule)
+K_ITERATION_VALUES = {"residents": "running.count", "decoders": "running.decoding",
+                      "kv_decode": "running.kv_decode", "kv_prefill": "running.kv_prefill"}
 ITEM_WORDS = ("budget", "chunk", "granule", "cost", "memory", "serve")
 # the member index of a step stage array whose `memory` names no member (`memory kv;` or none): a
 # name with a space, which no program can write, so it substitutes nothing
@@ -104,9 +108,11 @@ def iteration_stmts(stmts: list[Node], stage: str, err: Callable[[tuple, str], E
     out = []
     for s in stmts:
         if s.kind == "set":
-            out.append(Node("sset", s.pos, name=s.name, name_pos=s.name_pos, expr=s.expr, at_start=True))
+            out.append(Node("sset", s.pos, name=s.name, name_pos=s.name_pos, at_start=True,
+                            expr=bare_values(s.expr, K_ITERATION_VALUES, "iteration")))
         elif s.kind == "branch" and not s.coin:
-            out.append(Node("sbranch", s.pos, cond=s.cond, then=iteration_stmts(s.then, stage, err),
+            out.append(Node("sbranch", s.pos, cond=bare_values(s.cond, K_ITERATION_VALUES, "iteration"),
+                            then=iteration_stmts(s.then, stage, err),
                             els=iteration_stmts(s.els or [], stage, err), at_start=True))
         elif s.kind == "branch":
             raise err(s.pos, f"`branch with` draws a coin, and the `iteration` block of step stage `{stage}` "
@@ -121,14 +127,14 @@ def iteration_stmts(stmts: list[Node], stage: str, err: Callable[[tuple, str], E
     return out
 
 
-def bare_values(e):
-    """`e` with every name of K_ENGINE_VALUES made a `kengval` node (K's bare engine value)."""
+def bare_values(e, values: dict[str, str] = K_ENGINE_VALUES, item: str = "cost"):
+    """`e` with every name of `values` made a `kengval` node (K's bare engine value) of `item`."""
     if isinstance(e, Node):
-        if e.kind == "name" and e.id in K_ENGINE_VALUES:
-            return Node("kengval", e.pos, id=e.id, name=K_ENGINE_VALUES[e.id])
-        return Node(e.kind, e.pos, **{key: bare_values(v) for key, v in e.f.items()})
+        if e.kind == "name" and e.id in values:
+            return Node("kengval", e.pos, id=e.id, name=values[e.id], item=item)
+        return Node(e.kind, e.pos, **{key: bare_values(v, values, item) for key, v in e.f.items()})
     if isinstance(e, list):
-        return [bare_values(x) for x in e]
+        return [bare_values(x, values, item) for x in e]
     if isinstance(e, tuple):
-        return tuple(bare_values(x) for x in e)
+        return tuple(bare_values(x, values, item) for x in e)
     return e

@@ -2087,11 +2087,11 @@ class Linker:
                 raise self.err(e.pos, f"`{e.name}` cannot be read in {c.where} (readable in {', '.join(homes)})")
             return {"k": "eng", "name": e.name}
         if k == "kengval":
-            # K's bare engine value in a step stage's `cost` (§16): the S value, unless the word also
-            # names something in scope there, which would be hidden
+            # K's bare engine value in a step stage's `cost` or `iteration` block (§16): the S value,
+            # unless the word also names something in scope there, which would be hidden
             other = self.k_name_conflict(e.id, c)
             if other is not None:
-                raise self.err(e.pos, f"`{e.id}` in a K step stage's `cost` is the engine value `{e.name}`, but it "
+                raise self.err(e.pos, f"`{e.id}` in a K step stage's `{e.item}` is the engine value `{e.name}`, but it "
                                       f"also names {other} here: rename that, or write `{e.name}` in an S engine")
             return self.cx(Node("engval", e.pos, name=e.name), c)
         if k == "agg":
@@ -2160,7 +2160,10 @@ class Linker:
                 if n in self.slot and n not in BUILTIN_ATTRS[:0]:
                     raise self.err(e.pos, f"`{n}` is a session attribute; a constant cannot read it")
                 raise self.err(e.pos, f"unknown constant `{n}`", about=n)
-            raise self.err(e.pos, f"session attribute `{n}` cannot be read in {c.where}")
+            bare = kstep.K_ENGINE_VALUES.get(n) if c.engine is not None else None
+            hint = (f" (`{n}` is the engine value `{bare}` only in a K step stage's `cost`, docs/language.md §16)"
+                    if bare and n not in kstep.K_ITERATION_VALUES else "")
+            raise self.err(e.pos, f"session attribute `{n}` cannot be read in {c.where}{hint}")
         if n == "cached" and c.hold is not None and not c.hold.has_cache:
             raise self.err(e.pos, "`cached` is read in a hold without a `cache (…)` clause (it would always be 0)")
         if c.hold is not None and n in c.hold.impure:
@@ -2358,8 +2361,8 @@ class Linker:
                 pos = self.first_read.get(name)
                 if pos is not None:
                     bare = kstep.K_ENGINE_VALUES.get(name)
-                    hint = (f" (`{name}` is the engine value `{bare}` only in a K step stage's `cost`, "
-                            "docs/language.md §16)") if bare else ""
+                    hint = (f" (`{name}` is the engine value `{bare}` only in a K step stage's `cost` "
+                            "and `iteration` block, docs/language.md §16)") if bare else ""
                     raise self.err(pos, f"unknown name `{name}`: not a constant, and no `set`, `choose`, binding or "
                                         f"request parameter assigns it{hint}")
         tool_index = None

@@ -867,8 +867,8 @@ fn main() {{
 
 # the statements of K's `iteration { … }` block (docs/language.md §16): register updates on what
 # is known as the iteration starts, some under a branch
-K_ITERATION_STMTS = ["set n = n + 1;", "if (running.count > 1) {{ set hot = hot + 1; }} else {{ set hot = 0; }}",
-                     "set hot = min(hot + running.decoding, 5);", "branch (waiting.count > {c}) {{ set n = n + 2; }}",
+K_ITERATION_STMTS = ["set n = n + 1;", "if (residents > 1) {{ set hot = hot + 1; }} else {{ set hot = 0; }}",
+                     "set hot = min(hot + decoders, 5);", "branch (waiting.count > {c}) {{ set n = n + 2; }}",
                      "set hot = running.kv_decode > {c} ? hot + 1 : max(hot - 1, 0);", "set n = now > {c} ? 0 : n;",
                      "if (hot > {c}) {{ set n = n + 1; set hot = 0; }} else if (running.kv_prefill > 0) "
                      "{{ set hot = hot + 1; }}"]

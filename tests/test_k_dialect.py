@@ -341,9 +341,8 @@ fn main() {
 }
 """
 
-S_ARRAY = """\
-fn main() {
-  pool kv[3] { cap 64; block 16; preempt lifo; }
+# the S spelling of K_ARRAY's step stage array and its slots, written out by hand
+S_ARRAY_ENGINE = """\
   device d[3] { }
   engine eng[3] on d[j] {
     slots cap 2;
@@ -357,16 +356,9 @@ fn main() {
     execute (0.001 * (1 + busy) + 0.0001 * batch.tokens + j / 1000);
   }
   pool slots[3] on eng[j] { }
-  def serve_on(k) {
-    hold slots[k] (1), kv[k] (40) { run eng[k] prefill (40) growing kv[k]; run eng[k] decode (16) growing kv[k]; }
-  }
-  workload { arrive poisson(5); }
-  server {
-    choose x in 3 by (holders(slots[x]) + queued(slots[x]), x);
-    branch (x == 0) { serve_on(0); } else if (x == 1) { serve_on(1); } else { serve_on(2); }
-  }
-}
 """
+S_ARRAY = (K_ARRAY[:K_ARRAY.index("  stage eng[3]")] + S_ARRAY_ENGINE
+           + K_ARRAY[K_ARRAY.index("  def serve_on"):])
 
 
 @pytest.mark.parametrize("k_old, k_new, s_old, s_new", [

@@ -989,7 +989,9 @@ class Linker:
             names = [p for p, _ in n.f.get("params") or []] if n.kind == "request" else []
             names += [b[0] for b in n.f.get("bindings") or [] if isinstance(b, tuple)]
             if n.kind != "ref" and n.f.get("name") == var or n.f.get("var") == var or var in names:
-                raise self.err(n.pos, f"`{var}` is the member index of engine array `{e.name}` (`on {e.device}[{var}]`); "
+                bound = (f"`memory …[{var}]`" if e.device == kstep.implicit_device(e.name)   # K's step stage array
+                         else f"`on {e.device}[{var}]`")
+                raise self.err(n.pos, f"`{var}` is the member index of engine array `{e.name}` ({bound}); "
                                       "choose another name for it or for this")
 
     def engine_member(self, e: Node, name: str, device: str, in_array: bool) -> EngineInfo:

@@ -446,3 +446,40 @@ def test_k_replicas_example_header_check(sets, sojourns):
     assert [str(v) for _, v in obs["replica"]] == ["0", "1", "0", "1"]
     assert [str(v) for _, v in obs["sojourn"]] == sojourns
     assert lockstep(ir, 1, 4, "k_replicas.sq") > 0
+
+
+# Session 0 is resident on `eng` and stalls at 1: its decode needs a second block while session 1
+# holds the other one, off the engine, until 5 (`preempt none`: the growth waits). The attempts at
+# 1, 2 and 3 (session 2's gate runs end then) form no iteration, so their updates of `n` are undone.
+STALLED = """\
+fn main() {
+  pool kv { cap 32; block 16; preempt none; }
+  stage eng : step { budget 64; state n = 0; iteration { set n = n + 1; } cost n; memory kv; }
+  pool slots { cap 2; admit via eng; }
+  stage gate : delay;
+  workload { arrive batch(3); }
+  server {
+    branch (serial == 0) {
+      hold slots (1), kv (16) { run eng prefill (16) growing kv; run eng decode (2) growing kv; }
+    } else if (serial == 1) {
+      hold kv (16) { run gate (5); }
+    } else {
+      run gate (1); run gate (1); run gate (1);
+    }
+    observe done = now;
+  }
+}
+"""
+
+
+def test_an_attempt_that_forms_no_iteration_undoes_the_block():
+    """docs/language.md §16: the block runs once per iteration. Iterations: at 0 (n = 1, the
+    prefill, cost 1); the attempts at 1, 2, 3 stall on the growth and are undone; at 5 (session 1
+    frees its block, the growth fits) n = 2, cost 2; at 7 n = 3, cost 3: session 0 ends at 10.
+    Kept updates would give n = 5 at 5 and end it at 5 + 5 + 6 = 16."""
+    ir = compile_source(STALLED, "t.sq", {})
+    its = _iterations(ir)
+    assert [(str(it["start"]), str(it["end"])) for it in its] == [("0", "1"), ("5", "7"), ("7", "10")]
+    assert [str(v) for _, v in _observations(ir, 3)["done"]] == ["10", "5", "3"]
+    from serq_drt.lockstep import lockstep
+    assert lockstep(ir, 1, 3, "t.sq") > 0   # serq_fast undoes them too

@@ -9,7 +9,9 @@ becomes the node that S's
 
 (`serve exclusive prefill;`: `exclusive prefill each at most (c);` in the advance's place, as
 vectors/spec/exclusive_prefill writes it) parses to, so the linker compiles it by the engine's own rules and the IR is the S spelling's
-(tests/test_k_dialect.py). D is a device of the stage's own that no declaration can name
+(tests/test_k_dialect.py). An `iteration { … }` item's `set`s and `branch`es come first in that
+schedule (`iteration_stmts`): they run as each iteration starts. `stage E[N] : step` is `engine
+E[N] on D[j]`, its member index j the new name of `memory P[j]`. D is a device of the stage's own that no declaration can name
 (`implicit_device`): it has no capacities and no time functions, and the stage's pools are
 free-standing (`pool kv { cap …; }`, `pool slots { cap …; admit via E; }`), as in K.
 

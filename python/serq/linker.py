@@ -2363,8 +2363,9 @@ class Linker:
                 pos = self.first_read.get(name)
                 if pos is not None:
                     bare = kstep.K_ENGINE_VALUES.get(name)
-                    hint = (f" (`{name}` is the engine value `{bare}` only in a K step stage's `cost` "
-                            "and `iteration` block, docs/language.md §16)") if bare else ""
+                    where = "`cost` and `iteration` block" if name in kstep.K_ITERATION_VALUES else "`cost`"
+                    hint = (f" (`{name}` is the engine value `{bare}` only in a K step stage's {where}, "
+                            "docs/language.md §16)") if bare else ""
                     raise self.err(pos, f"unknown name `{name}`: not a constant, and no `set`, `choose`, binding or "
                                         f"request parameter assigns it{hint}")
         tool_index = None

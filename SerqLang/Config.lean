@@ -25,38 +25,14 @@ inductive DrawStream where
   | turn (k : Nat)
   deriving Inhabited, DecidableEq
 
-/-- config.py `Tid`: a thread (docs/language.md §11.13), a session by its serial or the k-th
-branch its session forked (`"s.k"` on the wire). A serial is a thread wherever one is expected. -/
-inductive Tid where
-  | session (serial : Nat)
-  | branch (serial k : Nat)
-  /-- config.py `is_copy`: the n-th copy job of a spilled chunk, `"spill.n"` on the wire
-  (docs/language.md §11.8.1); no thread, so nothing resumes when it finishes -/
-  | copy (n : Nat)
-  deriving Inhabited, DecidableEq
-
-instance : Coe Nat Tid := ⟨Tid.session⟩
-
-/-- The serial of the session the thread belongs to. -/
-def Tid.owner : Tid → Nat
-  | .session n => n
-  | .branch n _ => n
-  | .copy _ => 0   -- never asked: a copy job is nobody's (`finishJob` stops before `thread`)
-
-/-- The thread's name in messages: the serial, or `s.k`. -/
-def Tid.text : Tid → String
-  | .session n => toString n
-  | .branch n k => s!"{n}.{k}"
-  | .copy n => s!"spill.{n}"
-
 /-- The argument of an event: arrive → serial; finish → [stage, thread]; iter_end → stage;
-lease_end → [pool, serial]; warmup_end → null. -/
+lease_end → [pool, thread]; warmup_end → null. -/
 inductive EventArg where
   | none
   | serial (n : Nat)
   | stageSerial (stage : Nat) (thread : Tid)
   | stage (i : Nat)
-  | poolSerial (pool serial : Nat)
+  | poolSerial (pool : Nat) (thread : Tid)
   deriving Inhabited, DecidableEq
 
 /-- config.py `Event`: a pending event; the list order is `(time, seq)`. -/
@@ -120,13 +96,13 @@ def HoldState.setBlocks (h : HoldState) (i : Nat) (b : List Nat) : HoldState :=
 def HoldState.contentOf (h : HoldState) (i : Nat) : Option Content.Clause := (h.content.getD i none)
 
 /-- config.py `Lease` (docs/language.md §11.4 `lease P (t)`): the part on pool `pool` of a hold whose
-scope ended, kept by session `serial` — in the pool's `used`, not a holder, not a cache entry —
+scope ended, kept by thread `serial` (a session, or a branch: docs/language.md §11.13) — in the pool's `used`, not a holder, not a cache entry —
 until `release P`, its `lease_end` event at `endsAt` (none for t = inf) or the session's end.
 config.py keeps a pool's leases in its `PoolState`; here `Config.leases` holds every pool's, each
 with its pool index (`PoolState` lives in `SerqLang.Pool`, below `HoldState`). -/
 structure Lease where
   pool : Nat
-  serial : Nat
+  serial : Tid
   part : HoldState
   endsAt : Option Rat
   deriving Inhabited
@@ -161,7 +137,7 @@ structure Job where
   pending : Bool := false
   /-- a speculative run's drafts per step (docs/language.md §7.3); 0: one token a step -/
   drafts : Nat := 0
-  /-- the job of branch k of its session (docs/language.md §11.13), on a stage that is no engine -/
+  /-- the job of branch k of its session (docs/language.md §11.13): a sub-agent's runs an engine too -/
   branch : Option Nat := none
   /-- the n-th copy of a spilled chunk (docs/language.md §11.8.1): a job of no thread -/
   copy : Option Nat := none
@@ -247,7 +223,8 @@ def Session.tid (s : Session) : Tid :=
 
 /-- config.py `Assign`: one entry of an iteration's batch. -/
 structure Assign where
-  serial : Nat
+  /-- the resident's thread (a sub-agent's request is its branch's, docs/language.md §11.13) -/
+  serial : Tid
   mode : String
   tokens : Nat
   posBefore : Option Rat
@@ -305,9 +282,9 @@ structure StageState where
   registers : List Value := []
   nextStart : Nat := 0
   /-- step, `lag 1`: the ends waiting for the engine's next schedule (docs/async.md §3) -/
-  pending : List Nat := []
+  pending : List Tid := []
   /-- step, `lag 1`: the ends the next `ends` event applies -/
-  due : List Nat := []
+  due : List Tid := []
   /-- a stage or engine whose estimates the program reads (config.py `StageState.est`) -/
   est : Option Estimates := none
   deriving Inhabited
@@ -370,5 +347,33 @@ structure Config where
   /-- config.py `Config.claims`: one tally per IR claim (docs/language.md §11.9) -/
   claims : List ClaimTally := []
   deriving Inhabited
+
+/-- Follow a thread up its forks to the thread whose attribute list it uses (`attrThread`);
+`fuel` bounds the walk (a branch's parent was forked before it, so the number of branches plus
+one suffices). -/
+def attrThreadIn (branches : List Session) : Nat → Tid → Tid
+  | 0, t => t
+  | f + 1, t =>
+    match branches.find? (·.tid == t) with
+    | some b =>
+      if b.own then t
+      else
+        match b.parent with
+        | some p => attrThreadIn branches f p
+        | none => t
+    | none => t
+
+/-- The thread whose attribute list thread `t` reads and writes (config.py shares the list
+object, docs/language.md §11.13): a session's own; a sub-agent's (`own`) own copy; any other
+branch's is its forking thread's, followed up the forks. -/
+def Config.attrThread (c : Config) (t : Tid) : Tid :=
+  attrThreadIn c.branches (c.branches.length + 1) t
+
+/-- config.py `thread` as a lookup: the session or live branch named `t`, if any. -/
+def Config.threadOf? (c : Config) (t : Tid) : Option Session :=
+  match t with
+  | .session n => c.sessions[n]?
+  | .branch _ _ => c.branches.find? (·.tid == t)
+  | _ => none
 
 end SerqLang

@@ -37,7 +37,7 @@ def tokensLeft (j : Job) : Nat :=
 /-- engine.py `next_unserved`: the first resident in the serving order not yet served. -/
 def nextUnserved (ic : IterCtx) (order : Option Order) : M (Option Job) := do
   let jobs := (← stage ic.engine).jobs
-  let cands := ((List.range jobs.length).zip jobs).filter fun (_, j) => !ic.served.contains j.serial
+  let cands := ((List.range jobs.length).zip jobs).filter fun (_, j) => !ic.served.contains j.tid
   match cands with
   | [] => return none
   | (_, first) :: _ =>
@@ -52,7 +52,7 @@ def nextUnserved (ic : IterCtx) (order : Option Order) : M (Option Job) := do
     | some (.keyed keys) =>
       let mut best : Option (Job × List Value) := none
       for (i, j) in cands do
-        let env : EnvM := { session := some j.serial, engine := some ic.engine, ictx := some ic, job := some j,
+        let env : EnvM := { session := some j.tid, engine := some ic.engine, ictx := some ic, job := some j,
                             what := some s!"engine {← stageName ic.engine}: a serving-order key" }
         let key := (← keys.mapM (evaluate env)) ++ [Value.ofNat i]
         match best with
@@ -79,10 +79,10 @@ def verifiedUpto (job : Job) (posBefore : Rat) (tokens : Nat) : Rat :=
 
 /-- engine.py `serve`: one resident's turn. -/
 def serve (ic : IterCtx) (job : Job) (only : Option Expr) (cap : Tok) : M IterCtx := do
-  let mut ic := { ic with served := ic.served ++ [job.serial] }
-  let s ← session job.serial
+  let mut ic := { ic with served := ic.served ++ [job.tid] }
+  let s ← thread job.tid
   if let some o := only then
-    let env : EnvM := { session := some job.serial, engine := some ic.engine, ictx := some ic, job := some job,
+    let env : EnvM := { session := some job.tid, engine := some ic.engine, ictx := some ic, job := some job,
                         what := some s!"engine {← stageName ic.engine}: `only`" }
     if !Value.nz (← evaluate env o) then return ic
   let decoding := job.mode == "decode"
@@ -110,7 +110,7 @@ def serve (ic : IterCtx) (job : Job) (only : Option Expr) (cap : Tok) : M IterCt
   let mut posBefore : Option Rat := none
   if let some gp := job.growing then
     if let .growing _ := s.status then return ic
-    let some h := holdOf s gp | specError s!"internal: resident {job.serial} holds no pool {gp}"
+    let some h := holdOf s gp | specError s!"internal: resident {job.tid.text} holds no pool {gp}"
     let i := h.slot gp
     -- the lookahead units past the chunk, never past the limit (§7.3)
     let chunkEnd : Rat := h.position.getD i 0 + (tokens : Rat)
@@ -119,19 +119,19 @@ def serve (ic : IterCtx) (job : Job) (only : Option Expr) (cap : Tok) : M IterCt
       | .n lim => min (chunkEnd + (ic.lookahead : Rat)) (max (lim : Rat) chunkEnd)
     let need : Rat := reach - h.alloc.getD i 0
     if need > 0 then
-      let (ok, ic') ← grow job.serial gp need (some ic)
+      let (ok, ic') ← grow job.tid gp need (some ic)
       ic := ic'.getD ic
       if !ok then
         -- a grower that preempted itself ends the running loop: requeued, or a pending resident
         -- whose own preemption cleared its job (engine.py: `s.job is not job`)
-        let s' ← session job.serial
+        let s' ← thread job.tid
         let requeued := match s'.status with
           | .queued _ => true
           | _ => false
         if requeued || (job.pending && s'.job.isNone) then ic := { ic with stopped := true }
         return ic
-    let s ← session job.serial
-    let some k := holdIndex s gp | specError s!"internal: resident {job.serial} lost its hold"
+    let s ← thread job.tid
+    let some k := holdIndex s gp | specError s!"internal: resident {job.tid.text} lost its hold"
     let h := s.holds.getD k default
     let pos := h.position.getD i 0
     posBefore := some pos
@@ -142,8 +142,9 @@ def serve (ic : IterCtx) (job : Job) (only : Option Expr) (cap : Tok) : M IterCt
       -- cache_blocks(request, num_computed + num_new); docs/content.md §3)
       -- a speculative step's drafts are not verified yet (§7.3)
       ContentPool.identify gp (h.contentOf i) (h.blocksOf i).2 (verifiedUpto job pos tokens)
-  ic := { ic with assign := ic.assign.push { serial := job.serial, mode := job.mode, tokens, posBefore,
+  ic := { ic with assign := ic.assign.push { serial := job.tid, mode := job.mode, tokens, posBefore,
                                               pending := job.pending } }
+  noteForming ic
   match ic.left with
   | .inf => pure ()
   | .n l =>
@@ -174,11 +175,6 @@ def admitOne (ic : IterCtx) (only : Option Expr := none) : M Bool := do
           let env : EnvM := { session := some head.serial, engine := some ic.engine, ictx := some ic,
                               what := some s!"engine {← stageName ic.engine}: `admit waiting only`" }
           if !Value.nz (← evaluate env o) then return false   -- excluded head: head-of-line
-        -- running_served / running_chunks read the batch so far (docs/language.md §7.3)
-        let fresh := (← get).fresh
-        let running := ic.assign.toList.filter (!fresh.contains ·.serial)
-        modify fun st => { st with forming := some (ic.engine, running.length,
-                                                     (running.filter (·.mode != "decode")).length) }
         match (← tryAdmit head.serial (some ic)) with
         | .rejected => pure ()
         | .blocked => return false   -- head-of-line: admission stops for this iteration
@@ -189,7 +185,6 @@ def admitOne (ic : IterCtx) (only : Option Expr := none) : M Bool := do
           let now := (← getCfg).now
           setStage ic.engine { st with est := st.est.map (estimateAdmission · head.joined now) }
           runSession head.serial
-          modify fun st => { st with forming := none }
           return true
   return false
 
@@ -206,9 +201,10 @@ partial def serveUnserved (ic : IterCtx) (cap : Tok) : M IterCtx := do
 serve it. -/
 partial def admitWaiting (ic : IterCtx) (only wh : Option Expr) (cap : Tok) : M IterCtx := do
   if ic.stopped then return ic
+  -- no budget beyond the drafting slots (engine.py `ictx.left <= ictx.slots`, docs/language.md §7.3)
   let exhausted := match ic.left with
     | .inf => false
-    | .n l => l == 0
+    | .n l => l ≤ ic.slots
   if exhausted || ic.preempted > 0 || ic.noAdmit then return ic
   if let some w := wh then
     let c ← evaluate { engine := some ic.engine, ictx := some ic } w
@@ -221,15 +217,15 @@ partial def admitWaiting (ic : IterCtx) (only wh : Option Expr) (cap : Tok) : M 
 /-- The first resident prefill not served yet and not stalled in a growth. -/
 def firstPrefill (ic : IterCtx) : M (Option Job) := do
   for j in (← stage ic.engine).jobs do
-    if j.mode != "decode" && !ic.served.contains j.serial then
-      match (← session j.serial).status with
+    if j.mode != "decode" && !ic.served.contains j.tid then
+      match (← thread j.tid).status with
       | .growing _ => pure ()
       | _ => return some j
   return none
 
 /-- The first resident decode not served yet, read from the residents as they stand now. -/
 def firstDecode (ic : IterCtx) : M (Option Job) := do
-  return (← stage ic.engine).jobs.find? fun j => j.mode == "decode" && !ic.served.contains j.serial
+  return (← stage ic.engine).jobs.find? fun j => j.mode == "decode" && !ic.served.contains j.tid
 
 /-- The decode part of engine.py `exclusive_prefill` (serq_spec abf86fe): serve the first
 unserved decode of the residents as they stand after the previous one was served, not of a
@@ -300,7 +296,9 @@ def startIteration (e : Nat) : M Bool := do
   let .step sd := d.kind | specError s!"start_iteration on a non-engine stage {d.name}"
   let registersBefore := st.registers
   let ic ← budgetMoment { engine := e }
-  modify fun st => { st with fresh := [], forming := none }
+  -- engine.py: `st.forming = ictx` while the schedule runs (after the budget moment), then None
+  modify fun st => { st with fresh := [] }
+  noteForming ic
   let ic ← runSchedule ic sd.schedule 0
   modify fun st => { st with fresh := [], forming := none }
   let lagged := sd.lag == 1
@@ -315,10 +313,12 @@ def startIteration (e : Nat) : M Bool := do
   -- the batch is formed: iteration claims read what `execute` reads (claims.py)
   checkIteration e env
   let tokens := sumNat (ic.assign.toList.map (·.tokens))
+  -- serq/exact.py `iteration_cost_out_of_range`, in engine.py's words (the value as its wire text here)
+  let costMsg := s!"engine {d.name}: execute: iteration cost {cost.toWire} is not a finite value >= 0; it is the iteration's time: keep the expression (or the inputs it reads) finite and >= 0 (e.g. max(0, …))"
   let c ← match cost with
     | .fin q =>
-      if q < 0 then specError s!"engine {d.name}: iteration cost {cost.toWire}" else pure q
-    | _ => specError s!"engine {d.name}: iteration cost {cost.toWire}"
+      if q < 0 then specError costMsg else pure q
+    | _ => specError costMsg
   if decide (tokens > 0) && c == 0 then specError s!"engine {d.name}: an iteration with {tokens} tokens costs 0"
   let now := (← getCfg).now
   -- the iteration is formed: its cycle opens (stages.py `estimate_iteration`)
@@ -330,7 +330,7 @@ def startIteration (e : Nat) : M Bool := do
   setCfg cfg
   let st ← stage e
   setStage e { st with iteration := some { «end» := ev.time, seq := ev.seq, assign := ic.assign.toList } }
-  let assignJ := ic.assign.toList.map fun a => CJ.arr [.nat a.serial, .str a.mode, .nat a.tokens]
+  let assignJ := ic.assign.toList.map fun a => CJ.arr [a.serial.toJson, .str a.mode, .nat a.tokens]
   modifyRec fun r => { r with iterations := r.iterations.push (.obj [
     ("stage", .str d.name), ("start", ratJ now), ("end", ratJ ev.time), ("assign", .arr assignJ),
     ("preempted", .nat ic.preempted), ("admitted", .nat ic.admitted)]) }
@@ -341,11 +341,12 @@ give their positions back. A decode accepts the turn's count at its output numbe
 length minus the outputs left), capped by the drafts scheduled; a prefill's drafts past its work
 are placeholders, none accepted (docs/language.md §7.3). -/
 def verified (job : Job) (a : Assign) : M Nat := do
-  let s ← session job.serial
+  -- the turn's counts, so a branch's request reads its session's (docs/language.md §11.13)
+  let counts := (← session job.serial).accept.getD []
+  let s ← thread job.tid
   let left := tokensLeft job
   let (done, drafts, accepted) :=
     if job.mode == "decode" then
-      let counts := s.accept.getD []
       let acc := if left ≤ counts.length && left > 0 then min (counts.getD (counts.length - left) 0) (a.tokens - 1) else 0
       (min (1 + acc) left, a.tokens - 1, acc)
     else
@@ -369,24 +370,24 @@ def iterationEnd (e : Nat) : M Unit := do
   let assign := it.assign.filter (!·.pending)
   let mut jobs := st.jobs
   for a in assign do
-    let some j := jobs.find? (·.serial == a.serial) | continue
+    let some j := jobs.find? (·.tid == a.serial) | continue
     -- a run with drafts did the work `verified` says and gave the rejected positions back (§7.3)
     let done ← if j.drafts > 0 then verified j a else pure a.tokens
-    jobs := jobs.map fun x => if x.serial == a.serial then { x with left := .tokens (tokensLeft x - done) } else x
+    jobs := jobs.map fun x => if x.tid == a.serial then { x with left := .tokens (tokensLeft x - done) } else x
   setStage e { (← stage e) with iteration := none, jobs }
   for j in jobs do syncJob e j.tid
   let name ← stageName e
   for a in assign do
     let st ← stage e
-    if let some job := st.jobs.find? (·.serial == a.serial) then
+    if let some job := st.jobs.find? (·.tid == a.serial) then
       if tokensLeft job == 0 then
-        setStage e { st with jobs := st.jobs.filter (·.serial != a.serial) }
-        modifySession job.serial fun s => { s with job := none }
-        modifyRec fun r => { r with finished := r.finished.push (.arr [.str name, .nat job.serial]) }
-        if job.mode == "prefill" then firstToken job.serial
-        let s ← session job.serial
+        setStage e { st with jobs := st.jobs.filter (·.tid != a.serial) }
+        modifyThread job.tid fun s => { s with job := none }
+        modifyRec fun r => { r with finished := r.finished.push (.arr [.str name, job.tid.toJson]) }
+        if job.mode == "prefill" then firstToken job.tid
+        let s ← thread job.tid
         if s.status == .stage e then
           setSession { s with status := .ready }
-          pushReady job.serial
+          pushReady job.tid
 
 end SerqLang

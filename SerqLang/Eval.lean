@@ -19,23 +19,27 @@ namespace SerqLang
 /-- expr.py `Env`: the moment an expression is read in. `ictx` is a snapshot of the iteration
 being formed (engine.py passes the object; nothing evaluates while changing it). -/
 structure EnvM where
-  session : Option Nat := none
+  /-- the thread whose moment this is (expr.py `Env.session`: a session or a branch, whose
+  attributes are those it uses, `attrThread`; its draws are its session's) -/
+  session : Option Tid := none
   stream : DrawStream := .session
   loc : Option Loc := none
   engine : Option Nat := none
   ictx : Option IterCtx := none
   job : Option Job := none
   ctx : List (String × Value) := []
-  admitLeft : Option (Nat × Tok) := none
+  /-- inside engine E's admission: E and `budget_left(E)`, the budget left minus the drafting
+  slots (negative when the slots exceed it, as expr.py's int) -/
+  admitLeft : Option (Nat × Value) := none
   /-- expr.py `Env.what`: names the expression in errors when there is no location -/
   what : Option String := none
   deriving Inhabited
 
 /-- The value of an attribute slot (0 outside a session). -/
 def attrOf (env : EnvM) (slot : Nat) : M Value := do
-  if let some serial := env.session then
-    let s ← session serial
-    if slot < s.attrs.length then return s.attr slot
+  if let some th := env.session then
+    let attrs ← threadAttrs th
+    if slot < attrs.length then return attrs.getD slot Value.zero
     else internalError s!"internal: attribute slot {slot} out of range"
   else return Value.zero
 
@@ -60,7 +64,9 @@ def take (env : EnvM) (dist : String) : M Value := do
     match w.machine[i]? with
     | some x => return .fin x
     | none => sessionsFileError s!"the sessions file does not fit the program: the machine stream needs draw #{i + 1} (~{dist} at {loc}) but the file has only {w.machine.length}"
-  | some serial =>
+  | some th =>
+    -- a branch draws from its session's streams, with its session's cursors (§11.13)
+    let serial := th.owner
     let s ← session serial
     let some draws := w.sessions[serial]?
       | sessionsFileError s!"the sessions file does not fit the program: no draws for session {serial}"
@@ -83,7 +89,7 @@ def memoryAlloc (e : Nat) (job : Job) : M Rat := do
   match mem with
   | none => return 0
   | some p =>
-    let s ← session job.serial
+    let s ← thread job.tid
     match holdOf s p with
     | none => return 0
     | some h => return h.alloc.getD (h.slot p) 0
@@ -129,12 +135,12 @@ def engineValue (env : EnvM) (name : String) : M Value := do
     let decode := name == "batch.kv_decode"
     -- modes by serial: the last assignment of a serial wins (a dict in engine.py)
     let mut total : Rat := 0
-    let mut seen : List Nat := []
+    let mut seen : List Tid := []
     for a in assign.reverse do
       if !seen.contains a.serial then
         seen := a.serial :: seen
         if (a.mode == "decode") == decode then
-          if let some j := jobs.find? (·.serial == a.serial) then
+          if let some j := jobs.find? (·.tid == a.serial) then
             total := total + (← memoryAlloc e j)
     return .fin total
   else if name == "batch.attention" then
@@ -219,28 +225,58 @@ def liftRes {α : Type} (r : Res α) : M α :=
 /-- expr.py `RHO_CAP`. -/
 def rhoCap : Rat := 99 / 100
 
-/-- expr.py `est_lambda`: 1 / the mean gap between starts; 0 before a positive mean gap. -/
-def estLambda (e : Estimates) : Rat :=
+/-- expr.py `ESTIMATE_GRID`: every estimate is read on the grid of multiples of 1/2^32. -/
+def estimateGrid : Nat := 2 ^ 32
+
+/-- expr.py `on_grid`: `x` rounded to the nearest multiple of 2^-32, ties to the even multiple
+(Python's `round` of a `Fraction`: the floor, plus one when the rest is above 1/2, or exactly
+1/2 with an odd floor). -/
+def onGrid (x : Rat) : Rat :=
+  let y := x * (estimateGrid : Rat)
+  let f := y.floor
+  let rest := y - (f : Rat)
+  let n := if decide (rest < 1 / 2) then f
+    else if decide (rest > 1 / 2) then f + 1
+    else if f % 2 == 0 then f else f + 1
+  (n : Rat) / (estimateGrid : Rat)
+
+/-- expr.py `unrounded_lambda`: λ̂ unrounded, 1 / the mean gap between starts; 0 before a
+positive mean gap. -/
+def unroundedLambda (e : Estimates) : Rat :=
   match e.gap with
   | some g => if g == 0 then 0 else 1 / g
   | none => 0
 
-/-- expr.py `est_rho`: min(λ̂ · Ŝ, 99/100), Ŝ = 0 before the first start (values.py `min_v`); an
-engine's: min(mean busy / mean cycle, 99/100). -/
-def estRho (e : Estimates) : Rat :=
-  let r := match e.engine with
-    | none => estLambda e * e.service.getD 0
+/-- expr.py `unrounded_rho`: ρ̂ unrounded and uncapped, λ̂ · Ŝ, Ŝ = 0 before the first start; an
+engine's: mean busy / mean cycle. -/
+def unroundedRho (e : Estimates) : Rat :=
+  match e.engine with
+    | none => unroundedLambda e * e.service.getD 0
     -- an engine's: mean busy / mean cycle, 0 before a cycle or while the mean cycle is 0
     | some c => match c.cycle, c.busy with
       | some cy, some b => if cy == 0 then 0 else b / cy
       | _, _ => 0
+
+/-- expr.py `est_lambda`: the reading of λ̂, on the grid. -/
+def estLambda (e : Estimates) : Rat := onGrid (unroundedLambda e)
+
+/-- expr.py `est_rho`: the reading of ρ̂, on the grid, then capped at 99/100 (values.py `min_v`),
+so a saturated ρ̂ reads 99/100 exactly. -/
+def estRho (e : Estimates) : Rat :=
+  let r := onGrid (unroundedRho e)
   if decide (r ≤ rhoCap) then r else rhoCap
 
-/-- expr.py `est_wait`: the mean wait before service, 0 before the first. -/
-def estWait (e : Estimates) : Rat := e.wait.getD 0
+/-- expr.py `est_wait`: the mean wait before service, 0 before the first; its reading on the grid. -/
+def estWait (e : Estimates) : Rat := match e.wait with
+  | some w => onGrid w
+  | none => 0
 
-/-- expr.py `price`: ds + λ̂(s_m² − s_hit²)/(2(1 − ρ̂)) + λ̂·Ŵ·ds/(1 − ρ̂), s_m = s_hit + ds, in
-values.py's arithmetic (its errors for ±inf arguments included). -/
+-- conjecture: `onGrid x` is within 2^-33 of `x`, and `(onGrid x).den` divides 2^32 (so an
+-- estimate that feeds a time adds at most 32 bits to the times' denominators); not proved here.
+
+/-- expr.py `price`: ds + λ̂(s_m² − s_hit²)/(2(1 − ρ̂)) + λ̂·Ŵ·ds/(1 − ρ̂), s_m = s_hit + ds, from
+the readings (on the grid) of λ̂, ρ̂ and Ŵ, in values.py's arithmetic (its errors for ±inf
+arguments included). -/
 def price (e : Estimates) (sHit ds : Value) : Res Value := do
   let lam := Value.fin (estLambda e)
   let idle := Value.fin (1 - estRho e)
@@ -253,6 +289,28 @@ def price (e : Estimates) (sHit ds : Value) : Res Value := do
 /-- expr.py `remaining`: the work a job on a stage a flow crosses has left at `now`, served at
 its rate since `since` (docs/language.md §11.14). -/
 def remaining (now : Rat) (j : Job) : Rat := workLeft j - j.rate * (now - j.since)
+
+/-- serq/exact.py `index_not_in_range`: an array index that names no member, with what to do
+(both engines' words; the index as its wire text here, docs/lean.md). -/
+def indexNotInRange (i : Value) (count : Nat) : String :=
+  s!"index {i.toWire} is not a whole number in 0..{count - 1}: an array's member is named by a whole number from 0 to {count - 1}; round the index (floor(…)) and keep it in range (e.g. min(floor(…), {count - 1}))"
+
+/-- serq/exact.py `speculate_not_whole`: `speculate (slots, lookahead, limit)` read as anything
+but a whole number >= 0 (the limit may be inf), with what to do (the value as its wire text here). -/
+def speculateNotWhole (engine key : String) (v : Value) : String :=
+  let orInf := if key == "limit" then " or inf" else ""
+  s!"engine {engine}: speculate {key} must be a whole number >= 0{orInf}, got {v.toWire}; it counts tokens: round it (floor(…)) and keep it >= 0"
+
+/-- expr.py `running_served` (docs/language.md §7.3): the batch entries of engine `e`'s
+iteration being formed whose request it did not admit (`running_served(E)`), or of those the
+ones serving a prefill or plain run (`running_chunks(E)`), as `noteForming` keeps them while its
+schedule runs; 0 outside E's schedule. -/
+def runningServed (e : Nat) (chunks : Bool) : M Value := do
+  match (← get).forming with
+  | some (eng, served, ch) =>
+    if eng == e then return Value.ofNat (if chunks then ch else served)
+    else return Value.zero
+  | none => return Value.zero
 
 mutual
 
@@ -329,8 +387,8 @@ partial def resolveRef (env : EnvM) (base count : Nat) (index : Option Expr) : M
     | .fin q =>
       if q.den == 1 && decide (0 ≤ q.num) && decide (q.num < (count : Int)) then
         return base + q.num.toNat
-      else specError s!"index {i.toWire} out of range 0..{count - 1}" env.loc
-    | _ => specError s!"index {i.toWire} out of range 0..{count - 1}" env.loc
+      else specError (indexNotInRange i count) env.loc
+    | _ => specError (indexNotInRange i count) env.loc
 
 /-- expr.py `observable`. -/
 partial def observable (env : EnvM) (f : String) (onPool : Bool) (base count : Nat)
@@ -343,12 +401,12 @@ partial def observable (env : EnvM) (f : String) (onPool : Bool) (base count : N
     else if f == "cachedin" then
       match env.session with
       | none => return Value.zero
-      | some serial =>
+      | some th =>
         if st.content.isSome then
-          -- the hit of this session's admission attempt, else 0 (docs/content.md §3)
+          -- the hit of this thread's admission attempt, else 0 (docs/content.md §3)
           match (← get).attempt with
           | some (who, hits) =>
-            if who == serial then return Value.ofNat ((List.lookup p hits).getD 0)
+            if who == th then return Value.ofNat ((List.lookup p hits).getD 0)
             else return Value.zero
           | none => return Value.zero
         else
@@ -356,7 +414,7 @@ partial def observable (env : EnvM) (f : String) (onPool : Bool) (base count : N
           -- (docs/language.md §11.8.1)
           let mut total : Rat := 0
           for q in p :: (← getProg).tiersBelow p do
-            total := total + sumRat (((← pool q).entries.filter (·.owner == (serial : Int))).map (·.size))
+            total := total + sumRat (((← pool q).entries.filter (·.owner == th)).map (·.size))
           return .fin total
     else if f == "holders" then return Value.ofNat st.holders.length
     else if f == "queued" then return Value.ofNat st.queue.length
@@ -380,15 +438,10 @@ partial def observable (env : EnvM) (f : String) (onPool : Bool) (base count : N
     else if f == "budget_left" then
       match env.admitLeft with
       | some (e, left) =>
-        if e == s then return left.toValue else budgetLeftOutsideChecked env s
+        if e == s then return left else budgetLeftOutsideChecked env s
       | none => budgetLeftOutsideChecked env s
     else if f == "running_served" || f == "running_chunks" then
-      -- expr.py `running_served` (docs/language.md §7.3): 0 outside E's schedule
-      match (← get).forming with
-      | some (e, served, chunks) =>
-        if e == s then return Value.ofNat (if f == "running_served" then served else chunks)
-        else return Value.zero
-      | none => return Value.zero
+      runningServed s (f == "running_chunks")
     else specError s!"observable {f}() is not supported" env.loc
 
 /-- expr.py `observable` for `budget_left(E)` outside E's admission: refused when E's Budget
@@ -481,6 +534,26 @@ partial def budgetMoment (ictx : IterCtx) : M IterCtx := do
   | some k =>
     if k < 0 then specError s!"engine {name}: tokens cap is negative ({k})"
     ic := { ic with left := .n k.toNat }
+  -- docs/language.md §7.3: `speculate (slots, lookahead, limit)`, whole numbers >= 0 (limit: or
+  -- inf), read right after the budget and before the `let`s, as expr.py reads them
+  if let some sp := sd.speculate then
+    -- expr.py: each read as a whole number >= 0 (the limit may be inf), one message for every way
+    -- it is not (serq/exact.py `speculate_not_whole`)
+    let whole (e : Expr) (key : String) : M (Option Int) := do
+      let v ← evaluate (envOf ic) e
+      match v with
+      | .posInf => if key == "limit" then return none else specError (speculateNotWhole name key v)
+      | .negInf => specError (speculateNotWhole name key v)
+      | .fin q =>
+        if q.den != 1 || decide (q < 0) then specError (speculateNotWhole name key v)
+        else return some q.num
+    let some sl ← whole sp.slots "slots" | specError (speculateNotWhole name "slots" .posInf)
+    let some lk ← whole sp.lookahead "lookahead" | specError (speculateNotWhole name "lookahead" .posInf)
+    let lim ← whole sp.limit "limit"
+    ic := { ic with slots := sl.toNat, lookahead := lk.toNat,
+                    limit := match lim with
+                      | none => .inf
+                      | some k => .n k.toNat }
   for l in sd.lets do
     let v ← evaluate (envOf ic) l.expr
     ic := { ic with locals := ic.locals.push v }
@@ -504,20 +577,6 @@ partial def budgetMoment (ictx : IterCtx) : M IterCtx := do
       -- a run-time guard (§11.9): a granule is a positive number of tokens (inf: none)
       if k ≤ 0 then specError s!"engine {name}: granule must be positive, got {k}"
       ic := { ic with granule := some k.toNat }
-  -- docs/language.md §7.3: `speculate (slots, lookahead, limit)`, whole numbers >= 0 (limit: or inf)
-  if let some sp := sd.speculate then
-    let whole (e : Expr) (key : String) : M (Option Int) := do
-      let v ← wholeOrInf (← evaluate (envOf ic) e) s!"engine {name}: speculate {key}"
-      if let some k := v then
-        if k < 0 then specError s!"engine {name}: speculate {key} must be a whole number >= 0, got {k}"
-      return v
-    let some sl ← whole sp.slots "slots" | specError s!"engine {name}: speculate slots must be a whole number >= 0, got inf"
-    let some lk ← whole sp.lookahead "lookahead" | specError s!"engine {name}: speculate lookahead must be a whole number >= 0, got inf"
-    let lim ← whole sp.limit "limit"
-    ic := { ic with slots := sl.toNat, lookahead := lk.toNat,
-                    limit := match lim with
-                      | none => .inf
-                      | some k => .n k.toNat }
   return ic
 
 /-- expr.py `budget_left_outside`: B − Σ want over residents, floored at 0. -/

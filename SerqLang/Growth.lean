@@ -33,9 +33,9 @@ def enginesOf (p : Nat) : M (List Nat) := do
   let prog ← getProg
   return prog.engines.filter fun e => (prog.memoryOf[e]?).getD none == some p
 
-/-- growth.py `stall`: no room and no victim — the session waits in p's growers. -/
-def stall (serial p : Nat) (target : Rat) : M Unit := do
-  modifySession serial fun s => { s with status := .growing p, growth := some (p, target) }
+/-- growth.py `stall`: no room and no victim — the thread waits in p's growers. -/
+def stall (serial : Tid) (p : Nat) (target : Rat) : M Unit := do
+  modifyThread serial fun s => { s with status := .growing p, growth := some (p, target) }
   let st ← pool p
   setPool p { st with growers := st.growers ++ [serial] }
 
@@ -56,7 +56,7 @@ def preemptionCandidates (p : Nat) : M (List Session) := do
   let engines ← enginesOf p
   let mut out : List Session := []
   for serial in (← pool p).holders do
-    let s ← session serial
+    let s ← thread serial
     if s.liveBranches != 0 then continue
     let excluded := match s.status with
       | .ending _ => !isCandidate s p
@@ -76,7 +76,7 @@ def residentJob (s : Session) : M (Option Job) := do
 
 /-- growth.py `choose_victim`: `lifo` = the latest admitted candidate; `by (k…)` = least keys,
 ties to the latest admitted. -/
-def chooseVictim (p : Nat) : M (Option Nat) := do
+def chooseVictim (p : Nat) : M (Option Tid) := do
   match (← poolDecl p).preempt with
   | .none => return none
   | .lifo =>
@@ -86,27 +86,27 @@ def chooseVictim (p : Nat) : M (Option Nat) := do
       match best with
       | none => best := some s
       | some b => if (s.admSeq.getD 0) > (b.admSeq.getD 0) then best := some s
-    return best.map (·.serial)
+    return best.map (·.tid)
   | .keyed keys _ =>
     let cands ← preemptionCandidates p
-    let mut best : Option (Nat × List Value) := none
+    let mut best : Option (Tid × List Value) := none
     for s in cands do
-      let some h := holdOf s p | specError s!"internal: candidate {s.serial} holds no {p}"
+      let some h := holdOf s p | specError s!"internal: candidate {s.tid.text} holds no {p}"
       let i := h.slot p
       let rj ← residentJob s
-      let env : EnvM := { session := some s.serial, engine := rj.map (·.stage), job := rj,
+      let env : EnvM := { session := some s.tid, engine := rj.map (·.stage), job := rj,
                           what := some s!"pool {← poolName p}: a preemption key",
                           ctx := [("position", .fin (h.position.getD i 0)),
-                                  ("computed", s.attr COMPUTED)] }
+                                  ("computed", (← threadAttrs s.tid).getD COMPUTED Value.zero)] }
       let key := (← keys.mapM (evaluate env)) ++ [Value.ofInt (-((s.admSeq.getD 0 : Nat) : Int))]
       match best with
-      | none => best := some (s.serial, key)
-      | some (_, bk) => if lexLt key bk then best := some (s.serial, key)
+      | none => best := some (s.tid, key)
+      | some (_, bk) => if lexLt key bk then best := some (s.tid, key)
     return best.map (·.1)
 
-/-- Restore a hold position of the session (the hold holding `p`). -/
-def setPosition (serial p : Nat) (pos : Rat) : M Unit := do
-  let s ← session serial
+/-- Restore a hold position of the thread (the hold holding `p`). -/
+def setPosition (serial : Tid) (p : Nat) (pos : Rat) : M Unit := do
+  let s ← thread serial
   match holdIndex s p with
   | none => pure ()
   | some k =>
@@ -117,23 +117,23 @@ def setPosition (serial p : Nat) (pos : Rat) : M Unit := do
 /-- growth.py `detach_free`: a victim that is no engine resident — a ready session leaves
 `ready`, one queued for a nested hold leaves that queue, a job of a fifo or ps stage leaves it
 (`withdrawJob`; a delay job is no candidate). -/
-def detachFree (v : Nat) : M Unit := do
-  let s ← session v
+def detachFree (v : Tid) : M Unit := do
+  let s ← thread v
   match s.status with
-  | .ready => modifyCfg fun c => { c with ready := c.ready.erase (Tid.session v) }
+  | .ready => modifyCfg fun c => { c with ready := c.ready.erase v }
   | .queued q =>
     leaveQueue q v
-    modifySession v fun s => { s with pending := none }
+    modifyThread v fun s => { s with pending := none }
   | .stage _ =>
     match s.job with
     | some j => withdrawJob j
-    | none => internalError s!"internal: session {v} on a stage without a job"
-    modifySession v fun s => { s with job := none }
+    | none => internalError s!"internal: session {v.text} on a stage without a job"
+    modifyThread v fun s => { s with job := none }
   | _ => pure ()
 
 /-- growth.py `leave_batch`: remove v's (first) assignment from a batch, its position back to
 before its chunk; the batch without it and the assignment removed, if any. -/
-def leaveBatch (v : Nat) (job : Job) (assign : List Assign) : M (List Assign × Option Assign) := do
+def leaveBatch (v : Tid) (job : Job) (assign : List Assign) : M (List Assign × Option Assign) := do
   match assign.findIdx? (·.serial == v) with
   | none => return (assign, none)
   | some idx =>
@@ -146,7 +146,7 @@ def leaveBatch (v : Nat) (job : Job) (assign : List Assign) : M (List Assign × 
 already served in the iteration being formed returns its tokens to the budget; a resident of an
 iteration in flight leaves that batch, whose cost and end stay. Either way its position goes
 back to before its chunk. -/
-def detachResident (v : Nat) (job : Job) (ictx : Option IterCtx) : M (Option IterCtx) := do
+def detachResident (v : Tid) (job : Job) (ictx : Option IterCtx) : M (Option IterCtx) := do
   match ictx with
   | some ic =>
     if ic.engine == job.stage then
@@ -154,7 +154,9 @@ def detachResident (v : Nat) (job : Job) (ictx : Option IterCtx) : M (Option Ite
       let left := match a?, ic.left with
         | some a, .n l => Tok.n (l + a.tokens + ic.slots)   -- and its drafting slots (§7.3)
         | _, l => l
-      return some { ic with assign := rest.toArray, left }
+      let ic := { ic with assign := rest.toArray, left }
+      noteForming ic   -- `running_served` reads the batch without it
+      return some ic
   | none => pure ()
   let est ← stage job.stage
   if let some it := est.iteration then
@@ -166,32 +168,32 @@ def detachResident (v : Nat) (job : Job) (ictx : Option IterCtx) : M (Option Ite
 /-- growth.py `preempt_pending` (docs/async.md §3 item 3): a pending resident is released as in a
 preemption (caching to its position, `computed`, the records and counters) but not requeued; it
 keeps no preemption memory, and its end stays pending (or due). -/
-def preemptPending (v p : Nat) (ictx : Option IterCtx) : M (Option IterCtx) := do
-  let s ← session v
-  let some job := s.job | specError s!"internal: preempting the pending resident of {v}, which has none"
+def preemptPending (v : Tid) (p : Nat) (ictx : Option IterCtx) : M (Option IterCtx) := do
+  let s ← thread v
+  let some job := s.job | specError s!"internal: preempting the pending resident of {v.text}, which has none"
   let ictx ← detachResident v job ictx
   -- the lagged hold again, its position restored by the detach
-  let s ← session v
-  let some h := s.holds.getLast? | specError s!"internal: the pending resident {v} holds nothing"
+  let s ← thread v
+  let some h := s.holds.getLast? | specError s!"internal: the pending resident {v.text} holds nothing"
   let computed := h.position.getD (h.slot p) 0
-  setSession { (s.setAttr COMPUTED (.fin computed)) with
-               job := none, holds := s.holds.dropLast,
-               preemptPos := s.preemptPos.filter (fun pp => !h.pools.contains pp.1) }
+  setSession { s with job := none, holds := s.holds.dropLast,
+                      preemptPos := s.preemptPos.filter (fun pp => !h.pools.contains pp.1) }
+  setThreadAttr v COMPUTED (.fin computed)
   let est ← stage job.stage
-  setStage job.stage { est with jobs := est.jobs.filter (·.serial != v) }
+  setStage job.stage { est with jobs := est.jobs.filter (·.tid != v) }
   releaseHold v h true
   let ps ← pool p
   setPool p { ps with preemptions := ps.preemptions + 1 }
   let name ← poolName p
-  modifyRec fun r => { r with preempted := r.preempted.push (.arr [.nat v, .str name, CJ.amt computed]) }
+  modifyRec fun r => { r with preempted := r.preempted.push (.arr [v.toJson, .str name, CJ.amt computed]) }
   return ictx.map fun ic => { ic with preempted := ic.preempted + 1 }
 
 /-- growth.py `preempt`: computed, stuck, detach, release caching to the position, requeue (a
 pending resident: `preemptPending`). -/
-def preempt (v p : Nat) (ictx : Option IterCtx) : M (Option IterCtx) := do
-  let s ← session v
+def preempt (v : Tid) (p : Nat) (ictx : Option IterCtx) : M (Option IterCtx) := do
+  let s ← thread v
   if s.job.any (·.pending) then return (← preemptPending v p ictx)
-  let some _ := holdOf s p | specError s!"internal: preempting {v}, which holds no pool {p}"
+  let some _ := holdOf s p | specError s!"internal: preempting {v.text}, which holds no pool {p}"
   let rj ← residentJob s
   let ictx ← match rj with
     | some job => detachResident v job ictx
@@ -199,8 +201,8 @@ def preempt (v p : Nat) (ictx : Option IterCtx) : M (Option IterCtx) := do
       detachFree v
       pure ictx
   -- the hold again, after a possible position restore
-  let s ← session v
-  let some k := holdIndex s p | specError s!"internal: {v} lost its hold of {p}"
+  let s ← thread v
+  let some k := holdIndex s p | specError s!"internal: {v.text} lost its hold of {p}"
   let h := s.holds.getD k default
   let computed := h.position.getD (h.slot p) 0
   let mut s := s
@@ -212,19 +214,21 @@ def preempt (v p : Nat) (ictx : Option IterCtx) : M (Option IterCtx) := do
       setPool p { ps with stuck := ps.stuck + 1 }
   | none => pure ()
   let pp := upsertNat p computed s.preemptPos
-  s := { (s.setAttr COMPUTED (.fin computed)) with preemptPos := pp }
+  s := { s with preemptPos := pp }
   if let some job := rj then
     s := { s with job := none }
     let est ← stage job.stage
-    setStage job.stage { est with jobs := est.jobs.eraseIdx ((est.jobs.findIdx? (·.serial == v)).getD est.jobs.length) }
+    setStage job.stage { est with jobs := est.jobs.eraseIdx ((est.jobs.findIdx? (·.tid == v)).getD est.jobs.length) }
   if let .growing q := s.status then
     let qs ← pool q
     setPool q { qs with growers := qs.growers.erase v }
     s := { s with growth := none }
   setSession s
+  -- `computed` in the attribute list the victim uses (a sub-agent's own, docs/language.md §11.13)
+  setThreadAttr v COMPUTED (.fin computed)
   for inner in (s.holds.drop k).reverse do
     releaseHold v inner true
-  let s ← session v
+  let s ← thread v
   setSession { s with holds := s.holds.take k, frames := s.frames.take h.depth,
                       pending := some (h.stmt.1, h.stmt.2, h.stream) }
   let requeueHead := match (← poolDecl p).preempt with
@@ -242,20 +246,20 @@ def preempt (v p : Nat) (ictx : Option IterCtx) : M (Option IterCtx) := do
   let ps ← pool p
   setPool p { ps with preemptions := ps.preemptions + 1 }
   let name ← poolName p
-  modifyRec fun r => { r with preempted := r.preempted.push (.arr [.nat v, .str name, CJ.amt computed]) }
+  modifyRec fun r => { r with preempted := r.preempted.push (.arr [v.toJson, .str name, CJ.amt computed]) }
   return ictx.map fun ic => { ic with preempted := ic.preempted + 1 }
 
-/-- growth.py `grow`: grow the session's hold on p by `d` units, rounded up to the block;
+/-- growth.py `grow`: grow the thread's hold on p by `d` units, rounded up to the block;
 `true` on success. -/
-partial def grow (serial p : Nat) (d : Rat) (ictx : Option IterCtx) : M (Bool × Option IterCtx) := do
-  let s ← session serial
+partial def grow (serial : Tid) (p : Nat) (d : Rat) (ictx : Option IterCtx) : M (Bool × Option IterCtx) := do
+  let s ← thread serial
   let some h := holdOf s p | specError s!"internal: grow of {p} outside a hold"
   let i := h.slot p
   let target := roundupBlock (h.alloc.getD i 0 + d) (← blockOf p)
   growLoop serial p i target ictx
 where
-  growLoop (serial p i : Nat) (target : Rat) (ictx : Option IterCtx) : M (Bool × Option IterCtx) := do
-    let s ← session serial
+  growLoop (serial : Tid) (p i : Nat) (target : Rat) (ictx : Option IterCtx) : M (Bool × Option IterCtx) := do
+    let s ← thread serial
     let some k := holdIndex s p | return (false, ictx)
     let h := s.holds.getD k default
     let need := target - h.alloc.getD i 0
@@ -266,7 +270,7 @@ where
     match (← chooseVictim p) with
     | none =>
       -- an EOS token that would stall is not served (docs/async.md §3 item 2)
-      if let .ending _ := (← session serial).status then return (false, ictx)
+      if let .ending _ := (← thread serial).status then return (false, ictx)
       stall serial p target
       return (false, ictx)
     | some victim =>

@@ -22,11 +22,11 @@ def lexLt : List Value → List Value → Bool
   | _ :: _, [] => false
   | a :: as, b :: bs => Value.lt a b || (a == b && lexLt as bs)
 
-/-- pools.py `enqueue`: join the queue (at the head after a preemption); the session is queued. -/
-def enqueue (p serial : Nat) (head : Bool := false) : M Unit := do
+/-- pools.py `enqueue`: join the queue (at the head after a preemption); the thread is queued. -/
+def enqueue (p : Nat) (th : Tid) (head : Bool := false) : M Unit := do
   let now := (← getCfg).now
-  setPool p (Pool.enqueue (← pool p) serial now head)
-  modifySession serial fun s => { s with status := .queued p }
+  setPool p (Pool.enqueue (← pool p) th now head)
+  modifyThread th fun s => { s with status := .queued p }
 
 /-- The keys of a queue item under `queue by` (pools.py `select_head`). -/
 def queueKeys (p : Nat) (keys : List Expr) (item : QueueItem) : M (List Value) := do
@@ -53,8 +53,17 @@ def selectHead (p : Nat) : M (Option QueueItem) := do
       return best.map (·.1)
 
 /-- pools.py `leave_queue`. -/
-def leaveQueue (p serial : Nat) : M Unit := do
+def leaveQueue (p : Nat) (serial : Tid) : M Unit := do
   setPool p (Pool.leaveQueue (← pool p) serial)
+
+/-- pools.py `entry_owner`: the thread an entry belongs to — a session (ended ones included), a
+live branch; none for a dead entry, or for the entry of a branch that has finished (its context
+is nobody's now, as a dead entry's: docs/language.md §11.13). -/
+def entryOwner (owner : Tid) : M (Option Session) := do
+  match owner with
+  | .session n => return some (← session n)
+  | .branch _ _ => return (← getCfg).branches.find? (·.tid == owner)
+  | _ => return none
 
 /-- The index of the `evict by` victim: least keys, then release order. -/
 def keyedVictim (p : Nat) (keys : List Expr) (entries : List Entry) : M (Option Nat) := do
@@ -63,15 +72,11 @@ def keyedVictim (p : Nat) (keys : List Expr) (entries : List Entry) : M (Option 
   let mut best : Option (Nat × List Value) := none
   let mut i := 0
   for e in entries do
-    let owner? : Option Nat := if e.owner ≥ 0 then some e.owner.toNat else none
-    let waiting ← match owner? with
-      | none => pure false
-      | some o => do
-        let s ← session o
-        match s.status with
-        | .queued _ => pure true
-        | _ => pure false
-    let env : EnvM := { session := owner?, what,
+    let owner? ← entryOwner e.owner
+    let waiting := match owner?.map (·.status) with
+      | some (.queued _) => true
+      | _ => false
+    let env : EnvM := { session := owner?.map (·.tid), what,
                         ctx := [("size", .fin e.size), ("last", .fin e.last),
                                 ("age", .fin (now - e.last)), ("waiting", Value.ofBool waiting)] }
     let key := (← keys.mapM (evaluate env)) ++ [Value.ofNat e.rel]
@@ -84,16 +89,13 @@ def keyedVictim (p : Nat) (keys : List Expr) (entries : List Entry) : M (Option 
 /-- pools.py `eviction_env`: the eviction-key moment (docs/language.md §4.6) of a chunk of
 `owner`'s entry — `size`, `last`, `age`, `waiting` and the owner's attributes (none for a dead
 entry). Eviction keys and `spill` clauses read it. -/
-def evictionEnv (owner : Int) (size last : Rat) (loc : Option Loc) (what : String) : M EnvM := do
+def evictionEnv (owner : Tid) (size last : Rat) (loc : Option Loc) (what : String) : M EnvM := do
   let now := (← getCfg).now
-  let owner? : Option Nat := if owner ≥ 0 then some owner.toNat else none
-  let waiting ← match owner? with
-    | none => pure false
-    | some o => do
-      match (← session o).status with
-      | .queued _ => pure true
-      | _ => pure false
-  return { session := owner?, loc, what,
+  let owner? ← entryOwner owner
+  let waiting := match owner?.map (·.status) with
+    | some (.queued _) => true
+    | _ => false
+  return { session := owner?.map (·.tid), loc, what,
            ctx := [("size", .fin size), ("last", .fin last), ("age", .fin (now - last)),
                    ("waiting", Value.ofBool waiting)] }
 
@@ -132,7 +134,7 @@ partial def makeRoom (p : Nat) (need : Rat) : M (List (Nat × Value)) := do
       | .ok (st, evs) =>
         setPool p st
         modifyRec fun r => { r with evicted := evs.foldl (fun acc ev =>
-          acc.push (.arr [.int ev.owner, .str name, CJ.amt ev.units])) r.evicted }
+          acc.push (.arr [ev.owner.toJson, .str name, CJ.amt ev.units])) r.evicted }
         return []
   | .keyed keys =>
     let st ← pool p
@@ -143,7 +145,7 @@ partial def makeRoom (p : Nat) (need : Rat) : M (List (Nat × Value)) := do
     let e := st.entries.getD i default
     let k := Pool.evictAmount block e.size
     setPool p { st with entries := Pool.shrinkAt k i st.entries, evictedUnits := st.evictedUnits + k }
-    modifyRec fun r => { r with evicted := r.evicted.push (.arr [.int e.owner, .str name, CJ.amt k]) }
+    modifyRec fun r => { r with evicted := r.evicted.push (.arr [e.owner.toJson, .str name, CJ.amt k]) }
     makeRoom p need
 
 /-- `make_room` on a pool with `spill` (docs/language.md §11.8.1): the same evictions, block by
@@ -161,15 +163,15 @@ partial def makeRoomSpilling (p : Nat) (sp : SpillDecl) (need : Rat) : M (List (
   let e := st.entries.getD i default
   let k := Pool.evictAmount (← blockOf p) e.size
   setPool p { st with entries := Pool.shrinkAt k i st.entries, evictedUnits := st.evictedUnits + k }
-  modifyRec fun r => { r with evicted := r.evicted.push (.arr [.int e.owner, .str name, CJ.amt k]) }
-  let copies ← if e.owner ≥ 0 then spillChunk p sp e.owner k e.last else pure []
+  modifyRec fun r => { r with evicted := r.evicted.push (.arr [e.owner.toJson, .str name, CJ.amt k]) }
+  let copies ← if !e.owner.isDead then spillChunk p sp e.owner k e.last else pure []
   return copies ++ (← makeRoomSpilling p sp need)
 
 /-- pools.py `spill_chunk`: a chunk of `take` units just evicted from the tail of `owner`'s entry
 on `p`. When `when` holds and the chunk fits the tier at all, the tier makes room by its own
 policy, the chunk joins the front of owner's entry there (release time now, next release
 order) and its copy is returned; otherwise the chunk is dropped. -/
-partial def spillChunk (p : Nat) (sp : SpillDecl) (owner : Int) (take last : Rat) : M (List (Nat × Value)) := do
+partial def spillChunk (p : Nat) (sp : SpillDecl) (owner : Tid) (take last : Rat) : M (List (Nat × Value)) := do
   let env ← evictionEnv owner take last (some sp.loc) s!"pool {← poolName p}: `spill`"
   if !Value.nz (← evaluate env sp.«when») then return []
   let q := sp.tier
@@ -189,13 +191,13 @@ end
 
 /-- pools.py `drop_entry`: `drop P;` removes the session's own entry now, and its rest on P's
 `spill` tiers (docs/language.md §11.8.1). -/
-def dropEntry (p : Nat) (owner : Int) : M Unit := do
+def dropEntry (p : Nat) (owner : Tid) : M Unit := do
   for q in p :: (← getProg).tiersBelow p do
     setPool q (Pool.dropEntry (← pool q) owner)
 
 /-- pools.py `insert_entry`: a fresh entry with the next release order; the owner's entries on
 the tiers continued the old prefix, not this one: they go. -/
-def insertEntry (p : Nat) (owner : Int) (size : Rat) : M Unit := do
+def insertEntry (p : Nat) (owner : Tid) (size : Rat) : M Unit := do
   dropEntry p owner
   let cfg ← getCfg
   setPool p (Pool.insertEntry (← pool p) owner size cfg.now cfg.counters.nextRel)
@@ -203,7 +205,7 @@ def insertEntry (p : Nat) (owner : Int) (size : Rat) : M Unit := do
 
 /-- pools.py `consume_entry`: remove `owner`'s entry from `p`, keep at most `limit` of it (none:
 all), the rest a dead entry with the entry's age; the units kept. -/
-def consumeEntry (p serial : Nat) (limit : Option Rat) : M Rat := do
+def consumeEntry (p : Nat) (serial : Tid) (limit : Option Rat) : M Rat := do
   let cfg ← getCfg
   match Pool.entryOf (← pool p) serial with
   | none => return 0
@@ -217,7 +219,7 @@ def consumeEntry (p serial : Nat) (limit : Option Rat) : M Rat := do
 /-- pools.py `consume_own_prefix`: the session's prefix on `p`, then its rest on p's `spill`
 tiers in order, `reuse (ρ)` limiting the whole. Returns (consumed, the part loaded back from
 the tiers). -/
-def consumeOwnPrefix (p serial : Nat) (reuseLimit : Option Value) : M (Rat × Rat) := do
+def consumeOwnPrefix (p : Nat) (serial : Tid) (reuseLimit : Option Value) : M (Rat × Rat) := do
   let limit := Pool.reuseUnits (← blockOf p) reuseLimit
   let consumed ← consumeEntry p serial limit
   let mut loaded : Rat := 0
@@ -234,25 +236,25 @@ nor to a `share content` pool (its released blocks keep their content). -/
 def cachesIn (p : Nat) : M Bool := do
   return (← poolDecl p).admittedBy.isNone && !(← isContent p)
 
-/-- pools.py `add_units`: grow slot `i` of the session's hold `k` (on pool `p`) by `need` units
+/-- pools.py `add_units`: grow slot `i` of the thread's hold `k` (on pool `p`) by `need` units
 that fit: on a `share content` pool `need / b` blocks from the free queue, elsewhere `make_room`
 and `used += need`; the slot's allocation grows by `need`. Returns the copies of chunks the
 room-making spilled. -/
-def addUnits (p serial k i : Nat) (need : Rat) : M (List (Nat × Value)) := do
+def addUnits (p : Nat) (th : Tid) (k i : Nat) (need : Rat) : M (List (Nat × Value)) := do
   let mut copies : List (Nat × Value) := []
   match (← pool p).content with
   | some cs =>
-    let s ← session serial
+    let s ← thread th
     let (h, bl) := (s.holds.getD k default).blocksOf i
     -- `need // b`: a content pool's `need` is a whole number of its whole blocks
     let bl ← ContentPool.allocate p (need / (cs.block : Rat)).floor.toNat bl
-    let s ← session serial
+    let s ← thread th
     setSession { s with holds := s.holds.set k (h.setBlocks i bl) }
   | none =>
     copies ← makeRoom p need
     let st ← pool p
     setPool p { st with used := st.used + need }
-  let s ← session serial
+  let s ← thread th
   let h := s.holds.getD k default
   setSession { s with holds := s.holds.set k { h with alloc := h.alloc.set i (h.alloc.getD i 0 + need) } }
   return copies
@@ -264,7 +266,7 @@ def unitsInt (v : Value) (what : String) (loc : Option Loc) (negative : String :
   | .error e => specError e loc
 
 /-- pools.py `cache_amount`: ℓ of the hold's `cache (ℓ)` clause read now (Session moment), or none. -/
-def cacheAmount (serial : Nat) (hold : HoldState) : M (Option Value) := do
+def cacheAmount (serial : Tid) (hold : HoldState) : M (Option Value) := do
   let st ← stmtAt hold.stmt
   let cacheExpr := match st.stmt with
     | .hold h => h.cache
@@ -275,7 +277,7 @@ def cacheAmount (serial : Nat) (hold : HoldState) : M (Option Value) := do
 
 /-- pools.py `release_slots`: each pool's allocation leaves `used` and, with ℓ, a fresh entry of
 round_down(min(ℓ, computed)) is cached; the holders lists are the caller's (a lease is no holder). -/
-def releaseSlots (serial : Nat) (hold : HoldState) (ell : Option Value) (preempted : Bool) : M Unit := do
+def releaseSlots (serial : Tid) (hold : HoldState) (ell : Option Value) (preempted : Bool) : M Unit := do
   let mut i := 0
   for p in hold.pools do
     let alloc := hold.alloc.getD i 0
@@ -301,11 +303,11 @@ def releaseSlots (serial : Nat) (hold : HoldState) (ell : Option Value) (preempt
           | _ => 0
         if kept > 0 then insertEntry p serial kept
     let name ← poolName p
-    modifyRec fun r => { r with released := r.released.push (.arr [.nat serial, .str name, CJ.amt kept]) }
+    modifyRec fun r => { r with released := r.released.push (.arr [serial.toJson, .str name, CJ.amt kept]) }
     i := i + 1
 
 /-- pools.py `release_hold`: release every pool of the hold, caching per its `cache` clause. -/
-def releaseHold (serial : Nat) (hold : HoldState) (preempted : Bool) : M Unit := do
+def releaseHold (serial : Tid) (hold : HoldState) (preempted : Bool) : M Unit := do
   let ell ← cacheAmount serial hold
   for p in hold.pools do
     let ps ← pool p
@@ -334,17 +336,17 @@ def splitPart (hold : HoldState) (i : Nat) : HoldState × HoldState :=
 
 /-! ## Leases (docs/language.md §11.4 `lease P (t)`) -/
 
-/-- pools.py `lease_of`: the session's lease on pool `p` (at most one per pool). -/
-def leaseOf (p serial : Nat) : M (Option Lease) := do
+/-- pools.py `lease_of`: the thread's lease on pool `p` (at most one per pool). -/
+def leaseOf (p : Nat) (serial : Tid) : M (Option Lease) := do
   return (← getCfg).leases.find? (fun l => l.pool == p && l.serial == serial)
 
 /-- pools.py `start_lease`: the scope of `hold` ends with `lease P (t)`, t > 0: its part on `p`
 leaves the hold and `p`'s holders but stays in `used`; `lease_end` is scheduled at `endsAt`
 (none: t = inf). Returns the hold without the part, which the scope end then releases. -/
-def startLease (serial : Nat) (hold : HoldState) (p : Nat) (endsAt : Option Rat) (loc : Option Loc) :
+def startLease (serial : Tid) (hold : HoldState) (p : Nat) (endsAt : Option Rat) (loc : Option Loc) :
     M HoldState := do
   if (← leaseOf p serial).isSome then
-    specError s!"session {serial} leases pool {← poolName p} while its earlier lease of it is held; `release` the first before the second scope ends" loc
+    specError s!"session {serial.text} leases pool {← poolName p} while its earlier lease of it is held; `release` the first before the second scope ends" loc
   let (part, rest) := splitPart hold (hold.slot p)
   let ps ← pool p
   setPool p { ps with holders := ps.holders.erase serial }
@@ -356,8 +358,8 @@ def startLease (serial : Nat) (hold : HoldState) (p : Nat) (endsAt : Option Rat)
 
 /-- pools.py `end_lease`: the lease on `p` ends (`release P`, its `lease_end` event, the session's
 end): the units leave `used` and the hold's `cache` clause applies now (ℓ read now). -/
-def endLease (serial p : Nat) : M Unit := do
-  let some l ← leaseOf p serial | specError s!"internal: session {serial} holds no lease of pool {p}"
+def endLease (serial : Tid) (p : Nat) : M Unit := do
+  let some l ← leaseOf p serial | specError s!"internal: session {serial.text} holds no lease of pool {p}"
   modifyCfg fun c => { c with leases := c.leases.filter (fun x => !(x.pool == p && x.serial == serial)) }
   if l.endsAt.isSome then
     -- pending unless this is its own event (already popped)
@@ -368,15 +370,15 @@ def endLease (serial p : Nat) : M Unit := do
 it releases the innermost hold's allocation on P now, caching per the hold's `cache` clause (the
 rest of the hold stays until its scope ends); with neither it does nothing (a lease of t seconds
 may have ended before the program releases it). -/
-def releasePoolEarly (serial p : Nat) (_loc : Option Loc) : M Unit := do
+def releasePoolEarly (serial : Tid) (p : Nat) (_loc : Option Loc) : M Unit := do
   if (← leaseOf p serial).isSome then
     endLease serial p
     return
-  let s ← session serial
+  let s ← thread serial
   let some k := holdIndex s p | return
   let (part, rest) := splitPart (s.holds.getD k default) ((s.holds.getD k default).slot p)
   releaseHold serial part false
-  let s ← session serial
+  let s ← thread serial
   setSession { s with holds := s.holds.set k rest }
 
 /-- pools.py `held_reservations` (`reserve held`, §11.4): Σ over P's holders of
@@ -384,7 +386,7 @@ max(0, r_j − alloc_j), r_j the block-rounded reserve the holder was admitted w
 def heldReservations (p : Nat) : M Rat := do
   let mut total : Rat := 0
   for serial in (← pool p).holders do
-    if let some h := holdOf (← session serial) p then
+    if let some h := holdOf (← thread serial) p then
       let i := h.slot p
       total := total + max 0 (h.held i - h.alloc.getD i 0)
   return total

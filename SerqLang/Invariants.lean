@@ -48,18 +48,28 @@ def sameElems {α : Type} [BEq α] (a b : List α) : Bool :=
 def isSorted {α : Type} (le : α → α → Bool) (xs : List α) : Bool :=
   (xs.zip xs.tail).all fun (a, b) => le a b
 
-/-- Python's tuple order on `(admission, serial)`. -/
-def pairLt (a b : Nat × Nat) : Bool :=
-  decide (a.1 < b.1) || (a.1 == b.1 && decide (a.2 < b.2))
+/-- Python's tuple order on `(admission, thread)`: by admission; the thread is never compared,
+since every hold has its own admission number (Python could not compare an int with a branch's
+name anyway). -/
+def pairLt (a b : Nat × Tid) : Bool :=
+  decide (a.1 < b.1)
 
 /-- Insert into a list sorted by `pairLt`, after its equals. -/
-def insPair (x : Nat × Nat) : List (Nat × Nat) → List (Nat × Nat)
+def insPair (x : Nat × Tid) : List (Nat × Tid) → List (Nat × Tid)
   | [] => [x]
   | y :: ys => if pairLt x y then x :: y :: ys else y :: insPair x ys
 
-/-- `sorted(order)` of `(admission, serial)` pairs (insertion sort). -/
-def sortPairs (ps : List (Nat × Nat)) : List (Nat × Nat) :=
+/-- `sorted(order)` of `(admission, thread)` pairs (insertion sort). -/
+def sortPairs (ps : List (Nat × Tid)) : List (Nat × Tid) :=
   ps.foldl (fun acc x => insPair x acc) []
+
+/-- Python's `repr` of a thread: a serial, or a branch's quoted name (`'0.1'`). -/
+def tidRepr : Tid → String
+  | .session n => toString n
+  | t => s!"'{t.text}'"
+
+/-- Python's `repr` of a list of threads (`[0, '0.1']`). -/
+def tidsRepr (ts : List Tid) : String := "[" ++ ", ".intercalate (ts.map tidRepr) ++ "]"
 
 /-- The work left is negative (a step engine's tokens are naturals: never). -/
 def workNegative : Work → Bool
@@ -71,7 +81,7 @@ def workNegative : Work → Bool
 def cachedUnits (st : PoolState) : Rat := st.cached + st.contentCached
 
 /-- invariants.py `content_invariants`: a `share content` pool (docs/content.md §3) — reference
-counts = the hold lists holding each block; the free queue = the blocks with no reference, each
+counts = the hold and lease lists holding each block; the free queue = the blocks with no reference, each
 once, every unidentified one before every identified one; the identity map and the blocks'
 identities agree; used = b × referenced blocks; a hold's allocation = b × its blocks. -/
 def contentInvariants (prog : Program) (cfg : Config) (p : Nat) : List String := Id.run do
@@ -80,7 +90,7 @@ def contentInvariants (prog : Program) (cfg : Config) (p : Nat) : List String :=
   let name := ((prog.ir.pools[p]?).map (·.name)).getD ""
   let mut bad : List String := []
   let mut count : List Nat := List.replicate cs.refs.length 0
-  for s in cfg.sessions do
+  for s in cfg.sessions ++ cfg.branches do   -- invariants.py `threads`: the threads that may hold
     for h in s.holds do
       if h.pools.contains p then
         let i := h.slot p
@@ -90,8 +100,16 @@ def contentInvariants (prog : Program) (cfg : Config) (p : Nat) : List String :=
           bad := bad ++ [s!"pool {name}: session {s.serial} holds {blocks.length} blocks but allocation {alloc}"]
         for b in blocks do
           count := count.set b (count.getD b 0 + 1)
+  -- a leased part keeps its blocks referenced (docs/content.md §3)
+  for l in cfg.leases.filter (·.pool == p) do
+    let blocks := (l.part.blocksOf 0).2
+    let alloc := l.part.alloc.getD 0 0
+    if alloc != ((cs.block * blocks.length : Nat) : Rat) then
+      bad := bad ++ [s!"pool {name}: the lease of session {l.serial} holds {blocks.length} blocks but allocation {alloc}"]
+    for b in blocks do
+      count := count.set b (count.getD b 0 + 1)
   if count != cs.refs then
-    bad := bad ++ [s!"pool {name}: reference counts {cs.refs} != hold lists containing each block {count}"]
+    bad := bad ++ [s!"pool {name}: reference counts {cs.refs} != hold and lease lists containing each block {count}"]
   if hasDup cs.free then
     bad := bad ++ [s!"pool {name}: a block appears twice in the free queue {cs.free}"]
   -- set(free_queue) == {b | refs[b] == 0}
@@ -119,8 +137,8 @@ def contentInvariants (prog : Program) (cfg : Config) (p : Nat) : List String :=
 in order), then the stages' residents and waiting jobs, then the ready list. -/
 def placesOf (cfg : Config) (serial : Tid) : List Status :=
   let pools := (List.range cfg.pools.length).zip cfg.pools |>.flatMap fun (p, st) =>
-    (st.queue.filter (fun q => Tid.session q.serial == serial)).map (fun _ => Status.queued p)
-      ++ (st.growers.filter (fun g => Tid.session g == serial)).map (fun _ => Status.growing p)
+    (st.queue.filter (fun q => q.serial == serial)).map (fun _ => Status.queued p)
+      ++ (st.growers.filter (fun g => g == serial)).map (fun _ => Status.growing p)
   let stages := (List.range cfg.stages.length).zip cfg.stages |>.flatMap fun (i, st) =>
     -- a flow is placed once, at its first stage (docs/language.md §11.14)
     ((st.jobs ++ st.waiting).filter (fun j => j.tid == serial && (j.stages.isNone || j.stage == i))).map
@@ -190,13 +208,13 @@ def checkInvariants (prog : Program) (cfg : Config) (previousNow : Option Rat) :
     if Value.lt cap (.fin (st.used + cached)) then
       bad := bad ++ [s!"pool {name}: used {st.used} + cached {cached} > cap {cap.toWire}"]
     let mut held : Rat := 0
-    let mut order : List (Nat × Nat) := []
-    for s in cfg.sessions do
+    let mut order : List (Nat × Tid) := []
+    for s in cfg.sessions ++ cfg.branches do   -- invariants.py `threads`
       for h in s.holds do
         if h.pools.contains p then
           let i := h.slot p
           held := held + h.alloc.getD i 0
-          order := order ++ [(h.admission, s.serial)]
+          order := order ++ [(h.admission, s.tid)]
           if decide (h.alloc.getD i 0 < 0) || decide (h.position.getD i 0 < 0) then
             bad := bad ++ [s!"pool {name}: thread {s.tid.text} has a negative allocation or position"]
     -- a lease (§11.4): its units stay in `used`; its session is live and no holder
@@ -204,14 +222,15 @@ def checkInvariants (prog : Program) (cfg : Config) (previousNow : Option Rat) :
     let mut leased : Rat := 0
     for l in mine do
       leased := leased + l.part.alloc.getD 0 0
-      let ended := match (cfg.sessions[l.serial]?).map (·.status) with
+      -- a finished branch is no thread any more: Python's `thread` would raise, not report
+      let ended := match (cfg.threadOf? l.serial).map (·.status) with
         | some .ended => true
         | _ => false
       if l.part.pools != [p] || ended then
-        bad := bad ++ [s!"pool {name}: the lease of session {l.serial} is not a live session's lease of this pool"]
+        bad := bad ++ [s!"pool {name}: the lease of session {l.serial.text} is not a live session's lease of this pool"]
       let pending := (cfg.events.filter (fun e => e.kind == "lease_end" && e.arg == .poolSerial p l.serial)).map (·.time)
       if pending != (match l.endsAt with | none => [] | some t => [t]) then
-        bad := bad ++ [s!"pool {name}: the lease of session {l.serial} has the lease_end events {pending}"]
+        bad := bad ++ [s!"pool {name}: the lease of session {l.serial.text} has the lease_end events {pending}"]
     if cfg.events.any (fun e => e.kind == "lease_end" && match e.arg with
         | .poolSerial q n => q == p && !(mine.any (fun l => l.serial == n && l.endsAt.isSome))
         | _ => true) then
@@ -223,7 +242,7 @@ def checkInvariants (prog : Program) (cfg : Config) (previousNow : Option Rat) :
     else if held + leased != st.used then
       bad := bad ++ [s!"pool {name}: used {st.used} != sum of holders' allocations and leases {held + leased}"]
     if (sortPairs order).map (·.2) != st.holders then
-      bad := bad ++ [s!"pool {name}: holders {st.holders} are not the holding sessions in admission order"]
+      bad := bad ++ [s!"pool {name}: holders {tidsRepr st.holders} are not the holding sessions in admission order"]
     if hasDup (st.entries.map (·.owner)) then
       bad := bad ++ [s!"pool {name}: two cache entries with one owner"]
   -- step engines: residents in admission order; work never negative
@@ -233,12 +252,12 @@ def checkInvariants (prog : Program) (cfg : Config) (previousNow : Option Rat) :
       let adm := st.jobs.map (·.admission)
       if !isSorted (fun a b => decide (a ≤ b)) adm then
         bad := bad ++ [s!"engine {name}: residents are not in admission order {adm}"]
-      let serials := st.jobs.map (·.serial)
+      let serials := st.jobs.map (·.tid)
       if let some it := st.iteration then
         if it.assign.any (fun a => !serials.contains a.serial && !a.pending) then
           bad := bad ++ [s!"engine {name}: the iteration in flight serves a session that is no resident"]
       for j in st.jobs do
-        let s := cfg.sessions.getD j.serial default
+        let s := (cfg.threadOf? j.tid).getD default
         let growingNow := match s.status with
           | .growing _ => true
           | _ => false
@@ -247,14 +266,14 @@ def checkInvariants (prog : Program) (cfg : Config) (previousNow : Option Rat) :
         | some g =>
           if !growingNow then
             match s.holds.reverse.find? (·.pools.contains g) with
-            | none => bad := bad ++ [s!"engine {name}: session {j.serial} grows a pool it does not hold"]
+            | none => bad := bad ++ [s!"engine {name}: session {j.tid.text} grows a pool it does not hold"]
             | some h =>
               let k := h.slot g
               if h.advanced.getD k false && decide (h.position.getD k 0 > h.alloc.getD k 0) then
-                bad := bad ++ [s!"engine {name}: session {j.serial}'s position is beyond its allocation"]
+                bad := bad ++ [s!"engine {name}: session {j.tid.text}'s position is beyond its allocation"]
     for j in st.jobs ++ st.waiting do
       if workNegative j.left then
-        bad := bad ++ [s!"stage {name}: session {j.serial} has negative work left"]
+        bad := bad ++ [s!"stage {name}: session {j.tid.text} has negative work left"]
   bad := bad ++ sharedInvariants prog cfg
   -- every session in exactly one place
   for s in cfg.sessions ++ cfg.branches do

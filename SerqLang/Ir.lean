@@ -223,7 +223,8 @@ inductive Stmt where
   | loop (body : Nat)
   | choose (slot : Nat) (count : Expr) (keys : List Expr)
   | hold (h : Hold)
-  | run (stage : Ref) (mode : RunMode) (work : Expr) (growing : Option Nat) (drafts : Option Expr)
+  /-- `drafts`: a `speculate (k)` clause's expression and its own position (docs/language.md §7.3) -/
+  | run (stage : Ref) (mode : RunMode) (work : Expr) (growing : Option Nat) (drafts : Option (Expr × Option Loc))
   | grow (pool : Ref) (units : Expr)
   | load (pool : Ref) (units : Expr)
   | drop (pool : Ref)
@@ -547,7 +548,8 @@ def stmtOf (j : Json) : Res Stmt := do
       eos := ← fieldOpt j "eos" exprOf }
   | "run" =>
     return .run (← field j "stage" refOf) (← field j "mode" modeOf) (← field j "work" exprOf)
-      (← fieldOpt j "growing" nat) (← fieldOpt j "speculate" fun s => field s "drafts" exprOf)
+      (← fieldOpt j "growing" nat)
+      (← fieldOpt j "speculate" fun s => do return (← field s "drafts" exprOf, ← fieldOpt s "at" locOf))
   | "grow" => return .grow (← field j "pool" refOf) (← field j "units" exprOf)
   | "load" => return .load (← field j "pool" refOf) (← field j "units" exprOf)
   | "drop" => return .drop (← field j "pool" refOf)

@@ -34,13 +34,14 @@ def Tid.toJson : Tid → CJ
   | .session n => .nat n
   | .branch n k => .str s!"{n}.{k}"
   | .copy n => .str s!"spill.{n}"
+  | .dead n => .int (-(n : Int))
 
 def EventArg.toJson : EventArg → CJ
   | .none => .null
   | .serial n => .nat n
   | .stageSerial s n => .arr [.nat s, n.toJson]
   | .stage i => .nat i
-  | .poolSerial p n => .arr [.nat p, .nat n]
+  | .poolSerial p n => .arr [.nat p, n.toJson]
 
 def Event.toJson (e : Event) : CJ :=
   .arr [ratJ e.time, .nat e.seq, .str e.kind, e.arg.toJson]
@@ -127,9 +128,9 @@ def Session.toJson (s : Session) : CJ :=
         ("request", CJ.opt Request.toJson s.request), ("job", CJ.opt Job.toJson s.job),
         ("growth", CJ.opt poolAmtJ s.growth)])
 
-def Entry.toJson (e : Entry) : CJ := .arr [.int e.owner, CJ.amt e.size, ratJ e.last, .nat e.rel]
+def Entry.toJson (e : Entry) : CJ := .arr [e.owner.toJson, CJ.amt e.size, ratJ e.last, .nat e.rel]
 
-def QueueItem.toJson (q : QueueItem) : CJ := .arr [.nat q.serial, ratJ q.joined, .bool q.head]
+def QueueItem.toJson (q : QueueItem) : CJ := .arr [q.serial.toJson, ratJ q.joined, .bool q.head]
 
 /-- config.py `ContentState.to_json`. -/
 def Content.CState.toJson (cs : Content.CState) : CJ :=
@@ -140,14 +141,14 @@ def Content.CState.toJson (cs : Content.CState) : CJ :=
 
 /-- config.py `Lease.to_json`: `[serial, part, ends_at | null]`. -/
 def Lease.toJson (l : Lease) : CJ :=
-  .arr [.nat l.serial, l.part.toJson, CJ.opt ratJ l.endsAt]
+  .arr [l.serial.toJson, l.part.toJson, CJ.opt ratJ l.endsAt]
 
 /-- config.py `PoolState.to_json`, with the pool's leases (`leases`: present only while one is
 held, so a program without leases serialises as before). -/
 def PoolState.toJson (p : PoolState) (leases : List Lease := []) : CJ :=
   .obj ([("used", CJ.amt p.used), ("entries", .arr (p.entries.map Entry.toJson)),
-        ("holders", CJ.nats p.holders), ("queue", .arr (p.queue.map QueueItem.toJson)),
-        ("growers", CJ.nats p.growers), ("admissions", .nat p.admissions),
+        ("holders", .arr (p.holders.map Tid.toJson)), ("queue", .arr (p.queue.map QueueItem.toJson)),
+        ("growers", .arr (p.growers.map Tid.toJson)), ("admissions", .nat p.admissions),
         ("preemptions", .nat p.preemptions), ("rejected", .nat p.rejected),
         ("stuck", .nat p.stuck), ("evicted_units", CJ.amt p.evictedUnits)] ++
         -- only once a chunk spilled (config.py): a program without `spill` serialises as before
@@ -163,7 +164,7 @@ def poolsJson (leases : List Lease) : Nat → List PoolState → List CJ
   | i, p :: ps => p.toJson (leases.filter (·.pool == i)) :: poolsJson leases (i + 1) ps
 
 def Assign.toJson (a : Assign) : CJ :=
-  .arr ([.nat a.serial, .str a.mode, .nat a.tokens, CJ.opt CJ.amt a.posBefore] ++
+  .arr ([a.serial.toJson, .str a.mode, .nat a.tokens, CJ.opt CJ.amt a.posBefore] ++
         (if a.pending then [.bool true] else []))
 
 def Iteration.toJson (it : Iteration) : CJ :=
@@ -190,7 +191,7 @@ def StageState.toJson (s : StageState) : CJ :=
         -- async scheduling's lists only while in use (config.py): a program without `lag 1`
         -- serialises as before
         (if s.pending.isEmpty && s.due.isEmpty then []
-         else [("pending", CJ.nats s.pending), ("due", CJ.nats s.due)]) ++
+         else [("pending", .arr (s.pending.map Tid.toJson)), ("due", .arr (s.due.map Tid.toJson))]) ++
         -- only on a stage whose estimates are read (config.py)
         (match s.est with
          | none => []
@@ -208,11 +209,13 @@ def ClaimTally.toJson (t : ClaimTally) : CJ :=
   .arr [.nat t.iterations, .nat t.checked, .nat t.held, .nat t.violated,
         CJ.opt ratJ t.firstHeld, CJ.opt ratJ t.firstViolated]
 
-/-- A branch as config.py writes it: its attributes and draw cursors are its session's (the very
-objects, in Python). -/
+/-- A branch as config.py writes it: its draw cursors are its session's, its attributes those of
+the thread it shares them with (`Config.attrThread`: its own for a sub-agent; the very objects,
+in Python). -/
 def Config.branchView (c : Config) (b : Session) : Session :=
+  let attrs := ((c.threadOf? (c.attrThread b.tid)).map (·.attrs)).getD b.attrs
   match c.sessions[b.serial]? with
-  | some s => { b with attrs := if b.own then b.attrs else s.attrs, cursors := s.cursors }
+  | some s => { b with attrs, cursors := s.cursors }
   | none => b
 
 def Config.toJson (c : Config) : CJ :=
@@ -286,11 +289,28 @@ def tid (j : Json) : Res Tid :=
     | _ => .error s!"expected a thread \"s.k\", got {t}"
   | _ => (nat j).map Tid.session
 
+/-- The owner of a cache entry: a thread, or a negative number for a dead entry (pools.py
+`is_dead`). -/
+def owner (j : Json) : Res Tid :=
+  match j with
+  | Json.str _ => tid j
+  | _ => do
+    let i ← int j
+    return (if i < 0 then Tid.dead (-i).toNat else Tid.session i.toNat)
+
+/-- A lease_end argument `[pool, thread]`. -/
+def poolThread (j : Json) : Res (Nat × Tid) := do
+  let a ← arr j
+  match a.toList with
+  | [p, t] => return (← nat p, ← tid t)
+  | _ => throw "expected [pool, thread]"
+
 /-- The branch number of a thread (none for a session). -/
 def branchNo : Tid → Option Nat
   | .branch _ k => some k
   | .session _ => none
   | .copy _ => none
+  | .dead _ => none
 
 def eventArg (j : Json) : Res EventArg := do
   match j with
@@ -307,7 +327,7 @@ def event (j : Json) : Res Event := do
   | [t, s, k, x] =>
     let kind ← str k
     let arg ← if kind == "iter_end" then (do return EventArg.stage (← nat x))
-      else if kind == "lease_end" then (do let (p, n) ← pair x; return EventArg.poolSerial p n)
+      else if kind == "lease_end" then (do let (p, n) ← poolThread x; return EventArg.poolSerial p n)
       else eventArg x
     return { time := ← rat t, seq := ← nat s, kind, arg }
   | _ => throw "expected [time, seq, kind, arg]"
@@ -488,13 +508,13 @@ def session (j : Json) : Res Session := do
 def entry (j : Json) : Res Entry := do
   let a ← arr j
   match a.toList with
-  | [o, s, l, r] => return { owner := ← int o, size := ← amt s, last := ← rat l, rel := ← nat r }
+  | [o, s, l, r] => return { owner := ← owner o, size := ← amt s, last := ← rat l, rel := ← nat r }
   | _ => throw "expected [owner, size, last, rel]"
 
 def queueItem (j : Json) : Res QueueItem := do
   let a ← arr j
   match a.toList with
-  | [s, t, h] => return { serial := ← nat s, joined := ← rat t, head := ← bool h }
+  | [s, t, h] => return { serial := ← tid s, joined := ← rat t, head := ← bool h }
   | _ => throw "expected [serial, joined, head]"
 
 /-- A lease `[serial, part, ends_at | null]` of pool `p` (config.py `Lease`). -/
@@ -505,7 +525,7 @@ def lease (p : Nat) (j : Json) : Res Lease := do
     let endsAt ← match t with
       | Json.null => pure none
       | _ => (do return some (← rat t))
-    return { pool := p, serial := ← nat s, part := ← hold h, endsAt }
+    return { pool := p, serial := ← tid s, part := ← hold h, endsAt }
   | _ => throw "expected [serial, part, ends_at]"
 
 /-- A pool (config.py `PoolState.to_json`) with its leases (`leases`, absent when none), which
@@ -519,9 +539,9 @@ def pool (i : Nat) (j : Json) : Res (PoolState × List Lease) := do
   let st : PoolState := {
     used := ← field j "used" amt
     entries := ← field j "entries" (list entry)
-    holders := ← field j "holders" (list nat)
+    holders := ← field j "holders" (list tid)
     queue := ← field j "queue" (list queueItem)
-    growers := ← field j "growers" (list nat)
+    growers := ← field j "growers" (list tid)
     admissions := ← field j "admissions" nat
     preemptions := ← field j "preemptions" nat
     rejected := ← field j "rejected" nat
@@ -548,7 +568,7 @@ def assign (j : Json) : Res Assign := do
       | [] => pure false
       | [x] => bool x
       | _ => throw "expected [serial, mode, tokens, pos_before(, pending)]"
-    return { serial := ← nat s, mode := ← str m, tokens := ← nat t, posBefore, pending }
+    return { serial := ← tid s, mode := ← str m, tokens := ← nat t, posBefore, pending }
   | _ => throw "expected [serial, mode, tokens, pos_before(, pending)]"
 
 def iteration (j : Json) : Res Iteration := do
@@ -595,8 +615,8 @@ def stage (j : Json) : Res StageState := do
     iteration := ← fieldOpt j "iteration" iteration
     registers := ← field j "registers" (list value)
     nextStart := ← field j "next_start" nat
-    pending := (← fieldOpt j "pending" (list nat)).getD []
-    due := (← fieldOpt j "due" (list nat)).getD []
+    pending := (← fieldOpt j "pending" (list tid)).getD []
+    due := (← fieldOpt j "due" (list tid)).getD []
     est := ← fieldOpt j "est" estimates }
 
 def counters (j : Json) : Res Counters := do

@@ -25,10 +25,44 @@ The memory invariant `Inv cap st := st.used + st.cached ≤ cap` is proved prese
 
 namespace SerqLang
 
-/-- config.py `Entry`: owner serial (negative for a dead entry), size, release time `last`,
-release order `rel`. -/
+/-- config.py `Tid`: a thread (docs/language.md §11.13), a session by its serial or the k-th
+branch its session forked (`"s.k"` on the wire). A serial is a thread wherever one is expected. -/
+inductive Tid where
+  | session (serial : Nat)
+  | branch (serial k : Nat)
+  /-- config.py `is_copy`: the n-th copy job of a spilled chunk, `"spill.n"` on the wire
+  (docs/language.md §11.8.1); no thread, so nothing resumes when it finishes -/
+  | copy (n : Nat)
+  /-- the owner of a dead cache entry (nobody's), `-n` on the wire: config.py keeps it as a
+  negative int in the same `Tid` (pools.py `is_dead`) -/
+  | dead (n : Nat)
+  deriving Inhabited, DecidableEq
+
+instance : Coe Nat Tid := ⟨Tid.session⟩
+
+/-- The serial of the session the thread belongs to. -/
+def Tid.owner : Tid → Nat
+  | .session n => n
+  | .branch n _ => n
+  | .copy _ => 0   -- never asked: a copy job is nobody's (`finishJob` stops before `thread`)
+  | .dead _ => 0   -- never asked: a dead entry is nobody's (`entryOwner` is none)
+
+/-- The thread's name in messages: the serial, or `s.k`. -/
+def Tid.text : Tid → String
+  | .session n => toString n
+  | .branch n k => s!"{n}.{k}"
+  | .copy n => s!"spill.{n}"
+  | .dead n => s!"-{n}"
+
+/-- pools.py `is_dead`: the owner of a dead entry (nobody's); a branch's name is not one. -/
+def Tid.isDead : Tid → Bool
+  | .dead _ => true
+  | _ => false
+
+/-- config.py `Entry`: owner thread (`Tid.dead` for a dead entry; docs/language.md §11.13: a
+branch's entries are its own), size, release time `last`, release order `rel`. -/
 structure Entry where
-  owner : Int
+  owner : Tid
   size : Rat
   last : Rat
   rel : Nat
@@ -41,7 +75,8 @@ def Entry.withSize (e : Entry) (s : Rat) : Entry := ⟨e.owner, s, e.last, e.rel
 
 /-- config.py `QueueItem`: who, when it joined, whether it was requeued at the head. -/
 structure QueueItem where
-  serial : Nat
+  /-- the thread whose hold waits (config.py names it `serial`) -/
+  serial : Tid
   joined : Rat
   head : Bool
   deriving Inhabited, DecidableEq
@@ -50,9 +85,10 @@ structure QueueItem where
 structure PoolState where
   used : Rat := 0
   entries : List Entry := []
-  holders : List Nat := []
+  /-- threads, in admission order (docs/language.md §11.13: a branch holds in its own name) -/
+  holders : List Tid := []
   queue : List QueueItem := []
-  growers : List Nat := []
+  growers : List Tid := []
   admissions : Nat := 0
   preemptions : Nat := 0
   rejected : Nat := 0
@@ -66,7 +102,7 @@ structure PoolState where
 
 /-- One eviction step as recorded (`[owner, pool, units]`, the pool name added by the caller). -/
 structure Evicted where
-  owner : Int
+  owner : Tid
   units : Rat
   deriving Inhabited
 
@@ -97,7 +133,7 @@ namespace Pool
 open PoolState
 
 /-- pools.py `entry_of`: the cache entry of `owner`, if any. -/
-def entryOf (st : PoolState) (owner : Int) : Option Entry :=
+def entryOf (st : PoolState) (owner : Tid) : Option Entry :=
   st.entries.find? (fun e => e.owner == owner)
 
 /-- pools.py `cached_units`. -/
@@ -107,7 +143,7 @@ def cachedUnits (st : PoolState) : Rat := st.cached
 
 /-- pools.py `enqueue` (the pool part; the session's status is set by the caller): join at the
 tail, or at the head after a preemption. -/
-def enqueue (st : PoolState) (serial : Nat) (now : Rat) (head : Bool) : PoolState :=
+def enqueue (st : PoolState) (serial : Tid) (now : Rat) (head : Bool) : PoolState :=
   let item : QueueItem := ⟨serial, now, head⟩
   if head then { st with queue := item :: st.queue } else { st with queue := st.queue ++ [item] }
 
@@ -122,7 +158,7 @@ def selectHead (st : PoolState) (fifo : Bool) : Res (Option QueueItem) :=
     else .error "not supported by SerqLang yet: queue by (keys)"
 
 /-- pools.py `leave_queue`. -/
-def leaveQueue (st : PoolState) (serial : Nat) : PoolState :=
+def leaveQueue (st : PoolState) (serial : Tid) : PoolState :=
   { st with queue := st.queue.filter (fun q => q.serial != serial) }
 
 /-! ## Eviction -/
@@ -210,21 +246,21 @@ where
 /-! ## Entries -/
 
 /-- Entries without those of `owner`. -/
-def removeOwner (o : Int) : List Entry → List Entry
+def removeOwner (o : Tid) : List Entry → List Entry
   | [] => []
   | e :: es => if e.owner = o then removeOwner o es else e :: removeOwner o es
 
 /-- pools.py `insert_entry`: replace `owner`'s entry with a fresh one (`last = now`, release
 order `rel` = the Config's `next_rel`, which the caller then advances). -/
-def insertEntry (st : PoolState) (owner : Int) (size : Rat) (now : Rat) (rel : Nat) : PoolState :=
+def insertEntry (st : PoolState) (owner : Tid) (size : Rat) (now : Rat) (rel : Nat) : PoolState :=
   { st with entries := removeOwner owner st.entries ++ [⟨owner, size, now, rel⟩] }
 
 /-- pools.py `drop_entry`: `drop P;` removes the session's own entry now. -/
-def dropEntry (st : PoolState) (owner : Int) : PoolState :=
+def dropEntry (st : PoolState) (owner : Tid) : PoolState :=
   { st with entries := removeOwner owner st.entries }
 
 /-- Remove the first entry of `owner` (pools.py's `entries.remove(e)` for `e = entry_of(…)`). -/
-def removeFirstOwner (o : Int) : List Entry → List Entry
+def removeFirstOwner (o : Tid) : List Entry → List Entry
   | [] => []
   | e :: es => if e.owner = o then es else e :: removeFirstOwner o es
 
@@ -237,20 +273,20 @@ def reuseUnits (block : Option Rat) : Option Value → Option Rat
   | some .negInf => some 0
 
 /-- Entries, units consumed and "a dead entry was made", once the own entry `e` is found. -/
-def consumeWith (serial nextDead : Nat) (entries : List Entry) (e : Entry) :
+def consumeWith (serial : Tid) (nextDead : Nat) (entries : List Entry) (e : Entry) :
     Option Rat → List Entry × Rat × Bool
   | none => (removeFirstOwner serial entries, e.size, false)
   | some l =>
     if 0 < e.size - min e.size l then
-      (removeFirstOwner serial entries ++ [⟨-(nextDead : Int), e.size - min e.size l, e.last, e.rel⟩],
+      (removeFirstOwner serial entries ++ [⟨Tid.dead nextDead, e.size - min e.size l, e.last, e.rel⟩],
         min e.size l, true)
     else (removeFirstOwner serial entries, min e.size l, false)
 
 /-- pools.py `consume_own_prefix`: remove the session's entry; with a finite `reuse` limit ρ keep
 at most `rounddown_block(max(0, ρ))` of it and append the rest as a dead entry (owner
-`-nextDead`, the entry's age and release order). Returns the state, the units consumed, and
+`Tid.dead nextDead`, `-nextDead` on the wire, the entry's age and release order). Returns the state, the units consumed, and
 whether a dead entry was made (the caller then advances `next_dead`). -/
-def consumeOwnPrefix (block : Option Rat) (st : PoolState) (serial : Nat) (reuseLimit : Option Value)
+def consumeOwnPrefix (block : Option Rat) (st : PoolState) (serial : Tid) (reuseLimit : Option Value)
     (nextDead : Nat) : PoolState × Rat × Bool :=
   match entryOf st serial with
   | none => (st, 0, false)
@@ -275,12 +311,12 @@ def unitsInt (v : Value) (what : String) (negative : String := "") : Res Rat :=
 pools.py `release_hold`) -/
 
 /-- After `make_room`: allocate `alloc` units to `serial` (sessions.py `admit`). -/
-def allocate (st : PoolState) (serial : Nat) (alloc : Rat) : PoolState :=
+def allocate (st : PoolState) (serial : Tid) (alloc : Rat) : PoolState :=
   { st with used := st.used + alloc, holders := st.holders ++ [serial], admissions := st.admissions + 1 }
 
 /-- The pool part of an admission: `make_room(alloc)`, then allocate. The caller has checked
 the guard `used + roundup_block(max(units, reserve)) ≤ cap` over every pool of the hold. -/
-def admitPool (cap : Rat) (block : Option Rat) (st : PoolState) (serial : Nat) (alloc : Rat) :
+def admitPool (cap : Rat) (block : Option Rat) (st : PoolState) (serial : Tid) (alloc : Rat) :
     Res (PoolState × List Evicted) :=
   match makeRoom cap block st alloc with
   | .error e => .error e
@@ -294,12 +330,12 @@ def growPool (cap : Rat) (block : Option Rat) (st : PoolState) (need : Rat) :
   | .ok (q, ev) => .ok ({ q with used := q.used + need }, ev)
 
 /-- Give back `alloc` units and leave the holders. -/
-def giveBack (st : PoolState) (serial : Nat) (alloc : Rat) : PoolState :=
+def giveBack (st : PoolState) (serial : Tid) (alloc : Rat) : PoolState :=
   { st with used := st.used - alloc, holders := st.holders.erase serial }
 
 /-- The pool part of pools.py `release_hold`: give back `alloc` units, leave the holders, and
 cache `kept` units (already `rounddown_block(min(ℓ, computed))`) when positive. -/
-def releasePool (st : PoolState) (serial : Nat) (alloc kept : Rat) (now : Rat) (rel : Nat) : PoolState :=
+def releasePool (st : PoolState) (serial : Tid) (alloc kept : Rat) (now : Rat) (rel : Nat) : PoolState :=
   if 0 < kept then insertEntry (giveBack st serial alloc) serial kept now rel
   else giveBack st serial alloc
 

@@ -177,8 +177,6 @@ def checkStmt (ir : Ir) (contentBlocks : List (Option Nat)) (st : Located) : Res
   | .choose _ n keys => do checkExpr ir n loc; for k in keys do checkExpr ir k loc
   | .hold h => do
     if let some l := h.lease then
-      if anyContent contentBlocks l.pool then
-        throw (unsupported ir s!"`lease` of the `share content` pool {poolName l.pool.base}" loc)
       checkExpr ir l.time loc
     optCheck ir h.reuse loc
     optCheck ir h.cache loc
@@ -286,11 +284,9 @@ def contentPool (p : PoolDecl) (block : Option Rat) (capV : Value) : Res (Option
         match p.evict with
         | .keyed _ => .error s!"error: pool {p.name}: `share content` evicts by LRU only"
         | .lru =>
-          if p.reserveHeld then
-            .error s!"error: not supported by serq_spec yet: `reserve held` on the `share content` pool {p.name} at <unknown location>"
           -- a negative cap: Python's `int(cap / b)` < 0 makes an empty block pool
           -- (`[0] * B` is `[]`), as `toNat`'s 0 does
-          else .ok (some (cap / b).num.toNat)
+          .ok (some (cap / b).num.toNat)
 
 /-- program.py `prefixes`: each declared key with its parent and its total (a whole number). -/
 def prefixesOf (ir : Ir) : Res Content.Prefixes :=

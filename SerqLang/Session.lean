@@ -6,10 +6,13 @@ import SerqLang.Growth
 /-!
 # Sessions (python/serq_spec/sessions.py, docs/language.md §11.3–§11.4)
 
-Spawn, statement execution, holds, `turn`, `end`, settle. A session runs its statements in zero
-time until it blocks (queued in a pool, a job on a stage, a stalled growth) or ends. Python
-passes the `Session` object and mutates it; here a session is named by its serial and read
-again from the configuration after every call that may have changed it.
+Spawn, statement execution, holds, `turn`, `end`, settle. A thread (a session or a branch,
+docs/language.md §11.13) runs its statements in zero time until it blocks (queued in a pool, a
+job on a stage, a stalled growth) or ends. Python passes the `Session` object and mutates it;
+here a thread is named by its `Tid` and read again from the configuration after every call that
+may have changed it. Holds, queue places, cache entries, leases and growths are the thread's;
+attributes are those of the list it uses (`attrThread`); draws, turns and the turn's client
+records are its session's.
 -/
 
 namespace SerqLang
@@ -20,8 +23,8 @@ def STATEMENT_LIMIT : Nat := 1000000
 def READY_LIMIT : Nat := 1000
 
 /-- sessions.py `eval_in_session`. -/
-def evalInSession (serial : Nat) (e : Expr) (stream : DrawStream) (loc : Option Loc) : M Value :=
-  evaluate { session := some serial, stream, loc } e
+def evalInSession (th : Tid) (e : Expr) (stream : DrawStream) (loc : Option Loc) : M Value :=
+  evaluate { session := some th, stream, loc } e
 
 /-- values.py `truth` with the statement's location. -/
 def truthAt (v : Value) (what : String) (loc : Option Loc) : M Bool := do
@@ -29,8 +32,9 @@ def truthAt (v : Value) (what : String) (loc : Option Loc) : M Bool := do
   | .ok b => return b
   | .error e => specError e loc
 
-def setAttr (serial slot : Nat) (v : Value) : M Unit :=
-  modifySession serial fun s => s.setAttr slot v
+/-- `s.attrs[slot] = v` in the attribute list thread `th` uses. -/
+def setAttr (th : Tid) (slot : Nat) (v : Value) : M Unit :=
+  setThreadAttr th slot v
 
 /-- Frames and the ready queue belong to a thread: a session or a branch (docs/language.md §11.13). -/
 def pushFrame (th : Tid) (f : Frame) : M Unit :=
@@ -121,17 +125,36 @@ def checkMachineConsumed : M Unit := do
     sessionsFileError (s!"the sessions file does not fit the program: the run ended with {held - used} " ++
       s!"unused draw(s) of the machine stream (it used {used} of {held})")
 
-/-- sessions.py `end_session`: release every hold, cache entries stay; `closed` respawns. -/
-def endSession (serial : Nat) : M Unit := do
-  let s ← session serial
+/-- sessions.py `branch_left`: a branch has ended (`endSession`: its block ended, or a hold of it
+was rejected): it leaves, and a joining parent whose last branch it was becomes ready (at the
+back of the ready queue). Its cache entries stay under its name, as a session's do (§11.13). -/
+def branchLeft (b : Session) : M Unit := do
+  modifyCfg fun c => { c with branches := c.branches.filter (·.tid != b.tid) }
+  let some p := b.parent | internalError s!"internal: branch {b.tid.text} has no parent"
+  let parent ← thread p
+  let parent := { parent with liveBranches := parent.liveBranches - 1 }
+  if parent.liveBranches == 0 && parent.status == .joining then
+    setSession { parent with status := .ready }
+    pushReady p
+  else setSession parent
+
+/-- sessions.py `end_session`: release every hold, cache entries stay; `closed` respawns. A
+branch ends the same way when its block ends or a hold of it is rejected, then leaves (§11.13). -/
+def endSession (th : Tid) : M Unit := do
+  let s ← thread th
   if s.liveBranches > 0 then unjoined s
   for h in s.holds.reverse do
-    releaseHold serial h false
-  modifySession serial fun s => { s with holds := [] }
+    releaseHold th h false
+  modifyThread th fun s => { s with holds := [] }
   -- then its leases, in pool order (§11.3 `end`)
   for p in List.range (← getCfg).pools.length do
-    if (← leaseOf p serial).isSome then endLease serial p
-  modifySession serial fun s => { s with holds := [], frames := [], request := none, status := .ended }
+    if (← leaseOf p th).isSome then endLease th p
+  modifyThread th fun s => { s with holds := [], frames := [], request := none, status := .ended }
+  let s ← thread th
+  if s.branch.isSome then
+    branchLeft s
+    return
+  let serial := th.owner
   checkConsumed serial
   let prog ← getProg
   if let .closed _ := prog.ir.workload.arrival then
@@ -142,98 +165,101 @@ def endSession (serial : Nat) : M Unit := do
 
 /-- sessions.py `reject`: a hold that can never fit in pool `p` is rejected: `p`'s `rejected`
 count, the record, `end`. -/
-def reject (serial p : Nat) : M Unit := do
+def reject (th : Tid) (p : Nat) : M Unit := do
   let ps ← pool p
   setPool p { ps with rejected := ps.rejected + 1 }
   let name ← poolName p
-  modifyRec fun r => { r with rejected := r.rejected.push (.arr [.nat serial, .str name]) }
-  endSession serial
+  modifyRec fun r => { r with rejected := r.rejected.push (.arr [th.toJson, .str name]) }
+  endSession th
 
 /-- sessions.py `hold_rejected`: a unit or reserve reading only attributes and numbers above
 its pool's cap → rejected, the session ends. -/
-def holdRejected (serial : Nat) (h : Hold) (stream : DrawStream) (loc : Option Loc) : M Bool := do
+def holdRejected (th : Tid) (h : Hold) (stream : DrawStream) (loc : Option Loc) : M Bool := do
   let prog ← getProg
-  let saved := (← session serial).attrs
+  let saved ← threadAttrs th
   let mut static := List.range prog.ir.attrs.length
   for bnd in h.bindings do
     if staticExpr bnd.expr static then
-      setAttr serial bnd.slot (← evalInSession serial bnd.expr stream loc)
+      setAttr th bnd.slot (← evalInSession th bnd.expr stream loc)
     else static := static.erase bnd.slot
   for hp in h.pools do
-    let p ← resolveRef { session := some serial, stream, loc } hp.pool.base hp.pool.count hp.pool.index
+    let p ← resolveRef { session := some th, stream, loc } hp.pool.base hp.pool.count hp.pool.index
     let cap ← capOf p
     let blk ← blockOf p
     for e? in [some hp.units, hp.reserve] do
       if let some e := e? then
         if staticExpr e static then
-          let x ← evalInSession serial e stream loc
+          let x ← evalInSession th e stream loc
           -- rounded up to a whole block (exact for a non-whole amount)
           let x ← match x with
             | .fin q => if decide (0 ≤ q) then pure (Value.fin (roundupBlock q blk)) else pure x
             | _ => pure x
           if Value.lt cap x then
-            modifySession serial fun s => { s with attrs := saved }
-            reject serial p
+            setThreadAttrs th saved
+            reject th p
             return true
-  modifySession serial fun s => { s with attrs := saved }
+  setThreadAttrs th saved
   return false
 
 /-- sessions.py `record_client`: a client metric (ttft, tpot, response) of the session's current
-turn, recorded when known iff the turn counts in `turns` (its `turn;` ran after the warm-up). -/
-def recordClient (name : String) (serial : Nat) (value : Value) : M Unit := do
-  let s ← session serial
-  if s.turnWarm then
+turn, recorded when known iff the turn counts in `turns` (its `turn;` ran after the warm-up). A
+branch's request is its session's turn's (§11.13); the turn number is the thread's attribute. -/
+def recordClient (name : String) (th : Tid) (value : Value) : M Unit := do
+  if (← session th.owner).turnWarm then
     let now := (← getCfg).now
+    let turn := (← threadAttrs th).getD TURN_NO Value.zero
     modifyRec fun r => { r with observations := r.observations.push
-      (.arr [.str name, .nat s.serial, .int (intOf (s.attr TURN_NO)), ratJ now, CJ.val value]) }
+      (.arr [.str name, .nat th.owner, .int (intOf turn), ratJ now, CJ.val value]) }
 
 /-- sessions.py `server_done`: a turn's server block ended; a turn that made no engine call
 records its response. -/
 def serverDone (serial : Nat) : M Unit := do
   let s ← session serial
   if !s.turnCalled then
-    recordClient "response" serial (.fin ((← getCfg).now - s.turnStart))
+    recordClient "response" (Tid.session serial) (.fin ((← getCfg).now - s.turnStart))
 
 /-- sessions.py `exec_hold`: reject what can never fit, else queue in the first pool. -/
-def execHold (serial : Nat) (h : Hold) (ref : Nat × Nat) (stream : DrawStream) (loc : Option Loc) : M Unit := do
+def execHold (th : Tid) (h : Hold) (ref : Nat × Nat) (stream : DrawStream) (loc : Option Loc) : M Unit := do
   if let some req := h.request then
-    modifySession serial fun s => { s with turnCalled := true }
+    -- a branch's request is its session's turn's (§11.13)
+    modifySession th.owner fun s => { s with turnCalled := true }
     let out ← match req.output with
-      | some e => some <$> evalInSession serial e stream loc
+      | some e => some <$> evalInSession th e stream loc
       | none => pure none
     let now := (← getCfg).now
-    modifySession serial fun s => { s with request := some { stmt := ref, engine := req.engine, submit := now, output := out } }
-  if (← holdRejected serial h stream loc) then return
+    modifyThread th fun s => { s with request := some { stmt := ref, engine := req.engine, submit := now, output := out } }
+  if (← holdRejected th h stream loc) then return
   let some hp := h.pools.head? | specError "a hold with no pool" loc
-  let first ← resolveRef { session := some serial, stream, loc } hp.pool.base hp.pool.count hp.pool.index
-  modifySession serial fun s => { s with pending := some (ref.1, ref.2, stream) }
-  enqueue first serial
+  let first ← resolveRef { session := some th, stream, loc } hp.pool.base hp.pool.count hp.pool.index
+  modifyThread th fun s => { s with pending := some (ref.1, ref.2, stream) }
+  enqueue first th
 
 /-- sessions.py `load_back`: the part of an admitted prefix that came from pool `p`'s `spill`
 tiers is copied back over p's link before the body starts (docs/language.md §11.8.1): the
 session's own job on the link, of p's `spill` work read with `size` = the units loaded back,
 `last` = now, `age` = 0, `waiting` = 0. Zero work takes no time. -/
-def loadBack (serial p : Nat) (loaded : Rat) : M Unit := do
+def loadBack (th : Tid) (p : Nat) (loaded : Rat) : M Unit := do
   let some sp := (← poolDecl p).spill | return
   let now := (← getCfg).now
   let what := s!"pool {← poolName p}: `spill`"
-  let env : EnvM := { session := some serial, loc := some sp.loc, what,
+  let env : EnvM := { session := some th, loc := some sp.loc, what,
                       ctx := [("size", .fin loaded), ("last", .fin now), ("age", Value.zero),
                               ("waiting", Value.zero)] }
   let w ← linkWork p sp env
   if !Value.nz w then return
-  let s ← session serial
+  let s ← thread th
   let admission : Int := match s.admSeq with
     | some a => (a : Int)
     | none => -1
-  let job : Job := { serial, stage := sp.link, mode := "plain", left := .value w, growing := none, admission }
+  let job : Job := { serial := th.owner, stage := sp.link, mode := "plain", left := .value w, growing := none,
+                     admission, branch := s.branch }
   setSession { s with job := some job, status := .stage sp.link }
   startJob job
-  syncJob sp.link serial
+  syncJob sp.link th
 
 /-- sessions.py `admit`: consume the own prefix, make room, allocate, number the admission,
 enter the body. -/
-def admit (serial : Nat) (h : Hold) (ref : Nat × Nat) (stream : DrawStream) (pools : List Nat)
+def admit (th : Tid) (h : Hold) (ref : Nat × Nat) (stream : DrawStream) (pools : List Nat)
     (units : List Rat) (env : EnvM) (reserved : List Rat := []) (plan : List (Option (Option Content.Clause × Nat)) := [])
     (reuseRead : Option (Option Value) := none) : M Unit := do
   let hasCache := h.cache.isSome
@@ -244,8 +270,8 @@ def admit (serial : Nat) (h : Hold) (ref : Nat × Nat) (stream : DrawStream) (po
       match h.reuse with
       | none => pure none
       | some r => do return some (← evaluate env r)
-  leaveQueue (pools.headD 0) serial
-  let depth := (← session serial).frames.length
+  leaveQueue (pools.headD 0) th
+  let depth := (← thread th).frames.length
   let mut hold : HoldState := { stmt := ref, pools := [], alloc := [], position := [], advanced := [],
                                 admission := 0, depth, stream }
   let mut largest : Rat := 0
@@ -276,7 +302,7 @@ def admit (serial : Nat) (h : Hold) (ref : Nat × Nat) (stream : DrawStream) (po
       consumed := ((r * b : Nat) : Rat)
       alloc := ((bl.length * b : Nat) : Rat)
     | none =>
-      let (c, l) ← if hasCache && (← cachesIn p) then consumeOwnPrefix p serial reuse else pure (0, 0)
+      let (c, l) ← if hasCache && (← cachesIn p) then consumeOwnPrefix p th reuse else pure (0, 0)
       consumed := c
       if l > 0 then load := some (p, l)
       alloc := roundupBlock u (← blockOf p)
@@ -285,32 +311,33 @@ def admit (serial : Nat) (h : Hold) (ref : Nat × Nat) (stream : DrawStream) (po
       setPool p { ps with used := ps.used + alloc }
     largest := max largest consumed
     let ps ← pool p
-    setPool p { ps with holders := ps.holders ++ [serial], admissions := ps.admissions + 1 }
+    setPool p { ps with holders := ps.holders ++ [th], admissions := ps.admissions + 1 }
     j := j + 1
     hold := { hold with pools := hold.pools ++ [p], alloc := hold.alloc ++ [alloc],
                         position := hold.position ++ [consumed], advanced := hold.advanced ++ [false],
                         reserved := hold.reserved ++ [reserved.getD hold.reserved.length 0] }
     let name ← poolName p
-    modifyRec fun r => { r with admitted := r.admitted.push (.arr [.nat serial, .str name, CJ.amt alloc, CJ.amt consumed]) }
+    modifyRec fun r => { r with admitted := r.admitted.push (.arr [th.toJson, .str name, CJ.amt alloc, CJ.amt consumed]) }
   let cfg ← getCfg
   let adm := cfg.counters.nextAdm
   setCfg { cfg with counters := { cfg.counters with nextAdm := adm + 1 } }
   let hold := { hold with admission := adm }
-  modifySession serial fun s =>
-    { (s.setAttr CACHED (.fin largest)) with
-        admSeq := some adm, holds := s.holds ++ [hold], pending := none,
-        frames := s.frames ++ [{ block := h.body, pc := 0, kind := "hold", stmt := some ref, stream }],
-        status := .ready }
-  if let some (p, l) := load then loadBack serial p l
+  -- the largest consumed prefix, in the attribute list the thread uses (a sub-agent's own)
+  setAttr th CACHED (.fin largest)
+  modifyThread th fun s =>
+    { s with admSeq := some adm, holds := s.holds ++ [hold], pending := none,
+             frames := s.frames ++ [{ block := h.body, pc := 0, kind := "hold", stmt := some ref, stream }],
+             status := .ready }
+  if let some (p, l) := load then loadBack th p l
 
 /-- The hold statement a session is queued with. -/
-def pendingHold (serial : Nat) : M (Hold × (Nat × Nat) × DrawStream × Option Loc) := do
-  let s ← session serial
-  let some (bi, pc, stream) := s.pending | specError s!"internal: session {serial} has no pending hold"
+def pendingHold (th : Tid) : M (Hold × (Nat × Nat) × DrawStream × Option Loc) := do
+  let s ← thread th
+  let some (bi, pc, stream) := s.pending | specError s!"internal: session {th.text} has no queued hold to admit"
   let st ← stmtAt (bi, pc)
   match st.stmt with
   | .hold h => return (h, (bi, pc), stream, some st.loc)
-  | _ => specError s!"internal: session {serial} is pending on a statement that is no hold"
+  | _ => specError s!"internal: session {th.text} is pending on a statement that is no hold"
 
 /-- sessions.py `ADMITTED`, `BLOCKED`, `REJECTED`: the outcomes of an admission attempt. -/
 inductive Attempt where
@@ -352,15 +379,15 @@ def reusedBlocks (k : Nat) (reuse : Option Value) (b : Nat) : Nat :=
     if f < 0 then 0 else min k f.toNat
 
 /-- sessions.py `attempt`: the body of `try_admit`, with the attempt's hits set for `cachedin`. -/
-def attempt (serial : Nat) (h : Hold) (ref : Nat × Nat) (stream : DrawStream) (loc : Option Loc)
+def attempt (th : Tid) (h : Hold) (ref : Nat × Nat) (stream : DrawStream) (loc : Option Loc)
     (env : EnvM) : M Attempt := do
   let prog ← getProg
   let hits ← contentHits h env loc
-  let saved := (← session serial).attrs
+  let saved ← threadAttrs th
   -- the slots a static amount may read: attributes, and bindings of static expressions
   let mut static := List.range prog.ir.attrs.length
   for bnd in h.bindings do
-    setAttr serial bnd.slot (← evaluate env bnd.expr)
+    setAttr th bnd.slot (← evaluate env bnd.expr)
     if !staticExpr bnd.expr static then static := static.erase bnd.slot
   let mut pools : List Nat := []
   let mut units : List Rat := []
@@ -384,9 +411,10 @@ def attempt (serial : Nat) (h : Hold) (ref : Nat × Nat) (stream : DrawStream) (
     let cap ← capOf p
     let blk ← blockOf p
     if mine.any (fun (e, x) => Value.lt cap (.fin (roundupBlock x blk)) && staticExpr e static) then
-      modifySession serial fun s => { s with attrs := saved, pending := none }
-      leaveQueue (pools.headD 0) serial
-      reject serial p
+      setThreadAttrs th saved
+      leaveQueue (pools.headD 0) th
+      modifyThread th fun s => { s with pending := none }
+      reject th p
       return .rejected
   let mut reuseRead : Option (Option Value) := none
   let mut onContent := false
@@ -402,21 +430,24 @@ def attempt (serial : Nat) (h : Hold) (ref : Nat × Nat) (stream : DrawStream) (
     let need := (mine.map (·.2)).foldl max 0
     if (← isContent p) then
       -- vLLM's get_num_blocks_to_allocate against get_num_free_blocks: the R reused blocks that
-      -- nobody references (E) leave the free queue too; the block b of a content pool is whole
+      -- nobody references (E) leave the free queue too; the block b of a content pool is whole;
+      -- with `reserve held`, the blocks the holders reserved and have not allocated are not free
       let b := (← ContentPool.contentOf p).block
       let r := reusedBlocks k reuse b
       let e ← match c with
         | some c => ContentPool.unreferencedHits p c r
         | none => pure 0
       let n := (roundupBlock need (some (b : Rat)) / (b : Rat)).floor.toNat - r
+      let held ← if (← poolDecl p).reserveHeld then heldReservations p else pure 0
+      let reservedBlocks := (held / (b : Rat)).floor.toNat
       plan := plan ++ [some (c, r)]
-      if n + e > (← ContentPool.freeBlocks p) then return .blocked
+      if n + e + reservedBlocks > (← ContentPool.freeBlocks p) then return .blocked
     else
       plan := plan ++ [none]
       let held ← if (← poolDecl p).reserveHeld then heldReservations p else pure 0
       if Value.lt (← capOf p) (.fin ((← pool p).used + held + roundupBlock need (← blockOf p))) then
         return .blocked   -- cached units never block
-  admit serial h ref stream pools units env reserved plan reuseRead
+  admit th h ref stream pools units env reserved plan reuseRead
   return .admitted
 
 /-- sessions.py `try_admit`: bindings, units, reserves read now; `admitted` if every pool fits,
@@ -425,57 +456,59 @@ cap and the exceeding amount reads only attributes, bindings and numbers (the te
 `holdRejected`): it can never fit (docs/spec.md "A hold that can never fit").
 Inside engine E's admission (`ictx`) `budget_left(E)` is the budget left and the schedule's
 `let`s are visible. -/
-def tryAdmit (serial : Nat) (ictx : Option IterCtx := none) : M Attempt := do
-  let (h, ref, stream, loc) ← pendingHold serial
+def tryAdmit (th : Tid) (ictx : Option IterCtx := none) : M Attempt := do
+  let (h, ref, stream, loc) ← pendingHold th
   let env : EnvM := match ictx with
-    | some ic => { session := some serial, stream, loc, engine := some ic.engine, ictx := some ic,
+    | some ic => { session := some th, stream, loc, engine := some ic.engine, ictx := some ic,
                    -- the budget left minus the drafting slots (docs/language.md §7.3)
+                   -- (an `exclusive prefill` admits with a budget > 0 that may not cover them: then
+                   -- it is negative, sessions.py's `ictx.left - ictx.slots`)
                    admitLeft := some (ic.engine, match ic.left with
-                     | .inf => .inf
-                     | .n l => .n (l - ic.slots)) }
-    | none => { session := some serial, stream, loc }
+                     | .inf => Value.posInf
+                     | .n l => Value.ofInt ((l : Int) - (ic.slots : Int))) }
+    | none => { session := some th, stream, loc }
   -- `cachedin` of a content pool reads this attempt's hits (config.py `Config.attempt`)
-  modify fun st => { st with attempt := some (serial, []) }
-  let out ← attempt serial h ref stream loc env
+  modify fun st => { st with attempt := some (th, []) }
+  let out ← attempt th h ref stream loc env
   modify fun st => { st with attempt := none }
   return out
 
 /-- sessions.py `first_token`: the first completion of a prefill run inside the request's hold. -/
-def firstToken (serial : Nat) : M Unit := do
-  let s ← session serial
+def firstToken (th : Tid) : M Unit := do
+  let s ← thread th
   if let some r := s.request then
     if r.first.isNone && s.holds.any (·.stmt == r.stmt) then
       let now := (← getCfg).now
       setSession { s with request := some { r with first := some now } }
-      recordClient "ttft" serial (.fin (now - r.submit))
+      recordClient "ttft" th (.fin (now - r.submit))
 
 /-- sessions.py `end_scope`: what a scope end does besides the release — `computed` := 0, the
 preemption memory of the hold's `pools` is cleared, the client records of the request made by
 statement `stmt` (an async end whose hold a preemption released already comes here directly,
 docs/async.md §3 item 5). -/
-def endScope (serial : Nat) (stmt : Nat × Nat) (pools : List Nat) : M Unit := do
-  modifySession serial fun s =>
-    { (s.setAttr COMPUTED Value.zero) with preemptPos := s.preemptPos.filter (fun pp => !pools.contains pp.1) }
-  let s ← session serial
+def endScope (th : Tid) (stmt : Nat × Nat) (pools : List Nat) : M Unit := do
+  setAttr th COMPUTED Value.zero
+  modifyThread th fun s => { s with preemptPos := s.preemptPos.filter (fun pp => !pools.contains pp.1) }
+  let s ← thread th
   if let some r := s.request then
     if r.stmt == stmt then
       let now := (← getCfg).now
       let response := now - r.submit
-      recordClient "response" serial (.fin response)
+      recordClient "response" th (.fin response)
       if let some first := r.first then
         if let some (.fin out) := r.output then
           if out > 1 then
             let ttft := first - r.submit
-            recordClient "tpot" serial (.fin ((response - ttft) / (out - 1)))
-      modifySession serial fun s => { s with request := none }
+            recordClient "tpot" th (.fin ((response - ttft) / (out - 1)))
+      modifyThread th fun s => { s with request := none }
 
 /-- sessions.py `lease_clause`: the hold's `lease P (t)` read at its scope end (Session moment):
 `(p, endsAt)`, endsAt = now + t or none for t = inf; none without a clause, with t = 0, or when
 the hold no longer holds P. -/
-def leaseClause (serial : Nat) (hold : HoldState) : M (Option (Nat × Option Rat)) := do
+def leaseClause (th : Tid) (hold : HoldState) : M (Option (Nat × Option Rat)) := do
   let st ← stmtAt hold.stmt
   let some l := (match st.stmt with | .hold h => h.lease | _ => none) | return none
-  let env : EnvM := { session := some serial, stream := hold.stream, loc := some st.loc }
+  let env : EnvM := { session := some th, stream := hold.stream, loc := some st.loc }
   let t ← evaluate env l.time
   if Value.lt t Value.zero then
     specError s!"a lease time must be >= 0 seconds, got {t.toWire}" (some st.loc)
@@ -488,40 +521,40 @@ def leaseClause (serial : Nat) (hold : HoldState) : M (Option (Nat × Option Rat
 
 /-- sessions.py `scope_end`: release (a leased pool's part stays with the session), reset
 `computed`, clear preemption memory, client records. -/
-def scopeEnd (serial : Nat) : M Unit := do
-  let s ← session serial
-  let some hold := s.holds.getLast? | specError s!"internal: scope end of session {serial} without a hold"
+def scopeEnd (th : Tid) : M Unit := do
+  let s ← thread th
+  let some hold := s.holds.getLast? | specError s!"internal: scope end of session {th.text} without a hold"
   setSession { s with holds := s.holds.dropLast }
   let pools := hold.pools
   let mut rest := hold
-  let clause ← leaseClause serial hold
+  let clause ← leaseClause th hold
   if let some (p, endsAt) := clause then
     let loc := (← stmtAt hold.stmt).loc
-    rest ← startLease serial hold p endsAt (some loc)
-  releaseHold serial rest false
-  endScope serial hold.stmt pools
+    rest ← startLease th hold p endsAt (some loc)
+  releaseHold th rest false
+  endScope th hold.stmt pools
 
 /-- sessions.py `make_pending`: the end of a lagged hold's body (docs/async.md §3 item 1) — a pending
 resident on engine `e` (a decode wanting one EOS token if the hold's `eos (…)` is non-zero, else
 none), the session ending, its serial in the engine's pending list; nothing is released. -/
-def makePending (serial e : Nat) : M Unit := do
+def makePending (th : Tid) (e : Nat) : M Unit := do
   let prog ← getProg
-  let s ← session serial
-  let some hold := s.holds.getLast? | specError s!"internal: a lagged end of session {serial} without a hold"
+  let s ← thread th
+  let some hold := s.holds.getLast? | specError s!"internal: a lagged end of session {th.text} without a hold"
   let st ← stmtAt hold.stmt
   let mut eos : Nat := 0
   if let .hold h := st.stmt then
     if let some x := h.eos then
-      eos := if Value.nz (← evalInSession serial x hold.stream (some st.loc)) then 1 else 0
+      eos := if Value.nz (← evalInSession th x hold.stream (some st.loc)) then 1 else 0
   let growing : Option Nat := match (prog.memoryOf[e]?).getD none with
     | some m => if hold.pools.contains m then some m else none
     | none => none
-  let job : Job := { serial, stage := e, mode := "decode", left := .tokens eos, growing,
-                     admission := (hold.admission : Int), pending := true }
-  modifySession serial fun s => { s with job := some job, status := .ending e }
+  let job : Job := { serial := th.owner, stage := e, mode := "decode", left := .tokens eos, growing,
+                     admission := (hold.admission : Int), pending := true, branch := s.branch }
+  modifyThread th fun s => { s with job := some job, status := .ending e }
   addResident e job
   let est ← stage e
-  setStage e { est with pending := est.pending ++ [serial] }
+  setStage e { est with pending := est.pending ++ [th] }
 
 /-- sessions.py `apply_ends`: the `ends` event (docs/async.md §3 item 5) — each due end of engine `e`,
 in order: its hold frame is popped, its pending resident (if not preempted) leaves the engine and
@@ -531,25 +564,25 @@ def applyEnds (e : Nat) : M Unit := do
   let est ← stage e
   setStage e { est with due := [] }
   for serial in est.due do
-    let s ← session serial
-    let some f := s.frames.getLast? | specError s!"internal: an end of session {serial} without a frame"
+    let s ← thread serial
+    let some f := s.frames.getLast? | specError s!"internal: an end of session {serial.text} without a frame"
     popFrame serial
     match s.job with
     | some _ =>
       let st ← stage e
-      setStage e { st with jobs := st.jobs.filter (·.serial != serial) }
-      modifySession serial fun s => { s with job := none }
+      setStage e { st with jobs := st.jobs.filter (·.tid != serial) }
+      modifyThread serial fun s => { s with job := none }
       scopeEnd serial
     | none =>
-      let some ref := f.stmt | specError s!"internal: the hold frame of session {serial} has no statement"
+      let some ref := f.stmt | specError s!"internal: the hold frame of session {serial.text} has no statement"
       endScope serial ref []
-    modifySession serial fun s => { s with status := .ready }
+    modifyThread serial fun s => { s with status := .ready }
     pushReady serial
 
 /-! ## Statements -/
 
 /-- sessions.py `exec_choose`: the index with the least keys, ties to the smallest. -/
-def execChoose (serial slot : Nat) (count : Expr) (keys : List Expr) (env : EnvM) (loc : Option Loc) : M Unit := do
+def execChoose (th : Tid) (slot : Nat) (count : Expr) (keys : List Expr) (env : EnvM) (loc : Option Loc) : M Unit := do
   let nv ← evaluate env count
   let n ← match Value.asInt nv "choose count" with
     | .ok i => pure i
@@ -558,7 +591,7 @@ def execChoose (serial slot : Nat) (count : Expr) (keys : List Expr) (env : EnvM
   let mut best := 0
   let mut bestKey : Option (List Value) := none
   for j in List.range n.toNat do
-    setAttr serial slot (Value.ofNat j)
+    setAttr th slot (Value.ofNat j)
     let key ← keys.mapM (evaluate env)
     match bestKey with
     | none =>
@@ -568,7 +601,7 @@ def execChoose (serial slot : Nat) (count : Expr) (keys : List Expr) (env : EnvM
       if lexLt key bk then
         best := j
         bestKey := some key
-  setAttr serial slot (Value.ofNat best)
+  setAttr th slot (Value.ofNat best)
 
 /-- sessions.py `exec_turn`: turn_no += 1, load the next trace turn, run `turn` then the server. -/
 def execTurn (serial : Nat) : M Unit := do
@@ -596,19 +629,32 @@ def execTurn (serial : Nat) : M Unit := do
   if let some b := w.turn then
     pushFrame serial { block := b, pc := 0, kind := "plain", stmt := none, stream := .turn s.turns }
 
+/-- serq/exact.py `negative_work`, `work_not_finite`, `negative_transfer_amount`: a run's work
+and a transfer's amount out of their range, with the value and what to do (both engines' words;
+here the value is its wire text, docs/lean.md). -/
+def negativeWork (w : Value) : String :=
+  s!"negative work {w.toWire}: a run's work is an amount of service >= 0; keep the expression from going below 0 (e.g. max(0, …))"
+
+def workNotFinite (w : Value) : String :=
+  s!"work {w.toWire} is not finite: a run's work must be a finite amount of service; bound the expression (e.g. min(…, LIMIT)) or look for a division by 0 in it"
+
+def negativeTransferAmount (pool : String) : String :=
+  "negative transfer amount {}: n is the tokens the copy lands in pool " ++ pool ++
+    ", a number >= 0; keep the expression from going below 0 (e.g. max(0, …))"
+
 /-- sessions.py `exec_run`: a job on the stage; zero work completes at once and yields. `th` is
 the thread that runs it (a branch runs on stages that are not engines). -/
 def execRun (th : Tid) (sref : Ref) (mode : RunMode) (workE : Expr) (growing : Option Nat)
-    (draftsE : Option Expr) (env : EnvM) (loc : Option Loc) : M Bool := do
+    (draftsE : Option (Expr × Option Loc)) (env : EnvM) (loc : Option Loc) : M Bool := do
   let serial := th.owner
   let stg ← resolveRef env sref.base sref.count sref.index
   let d ← stageDecl stg
   let w ← evaluate env workE
   let q ← match w with
     | .fin q => pure q
-    | .negInf => specError s!"negative work {w.toWire}" loc
-    | _ => specError s!"work {w.toWire} is not finite" loc
-  if q < 0 then specError s!"negative work {w.toWire}" loc
+    | .negInf => specError (negativeWork w) loc
+    | _ => specError (workNotFinite w) loc
+  if q < 0 then specError (negativeWork w) loc
   let modeStr := match mode with
     | .plain => "plain"
     | .prefill => "prefill"
@@ -623,11 +669,11 @@ def execRun (th : Tid) (sref : Ref) (mode : RunMode) (workE : Expr) (growing : O
     if q.den != 1 then specError s!"engine {d.name}: run work must be a whole number of tokens, got {w.toWire}" loc
     left := .tokens q.num.toNat
     if let some g := growing then
-      if (holdOf (← session serial) g).isNone then
+      if (holdOf (← thread th) g).isNone then
         specError s!"a run growing pool {← poolName g} outside a hold of it" loc
   if q == 0 then
     modifyRec fun r => { r with finished := r.finished.push (.arr [.str d.name, th.toJson]) }
-    if mode == .prefill then firstToken serial
+    if mode == .prefill then firstToken th
     pushReady th
     return true
   let s ← thread th
@@ -636,12 +682,14 @@ def execRun (th : Tid) (sref : Ref) (mode : RunMode) (workE : Expr) (growing : O
     | none => -1
   -- sessions.py exec_run: `speculate (k)`, a whole number >= 0 (docs/language.md §7.3)
   let mut drafts : Nat := 0
-  if let some de := draftsE then
-    match (← evaluate env de) with
+  if let some (de, dloc) := draftsE then
+    -- read and located at the clause (`st["speculate"].get("at") or at`)
+    let sat := dloc.orElse fun _ => loc
+    match (← evaluate { env with loc := sat } de) with
     | .fin k =>
-      if k < 0 || k.den != 1 then specError s!"speculate: the drafts per step must be a whole number >= 0, got {(Value.fin k).toWire}" loc
+      if k < 0 || k.den != 1 then specError s!"speculate: the drafts per step must be a whole number >= 0, got {(Value.fin k).toWire}" sat
       drafts := k.num.toNat
-    | v => specError s!"speculate: the drafts per step must be a whole number >= 0, got {v.toWire}" loc
+    | v => specError s!"speculate: the drafts per step must be a whole number >= 0, got {v.toWire}" sat
   let job : Job := { serial, stage := stg, mode := modeStr, left, growing, admission, branch := s.branch, drafts }
   setSession { s with job := some job, status := .stage stg }
   if isStep then addResident stg job else startJob job
@@ -658,25 +706,25 @@ def execFlow (th : Tid) (refs : List Ref) (workE : Expr) (env : EnvM) (loc : Opt
   let w ← evaluate env workE
   let q ← match w with
     | .fin q => pure q
-    | .negInf => specError s!"negative work {w.toWire}" loc
-    | _ => specError s!"work {w.toWire} is not finite" loc
-  if q < 0 then specError s!"negative work {w.toWire}" loc
+    | .negInf => specError (negativeWork w) loc
+    | _ => specError (workNotFinite w) loc
+  if q < 0 then specError (negativeWork w) loc
   startFlow th stages w
 
 /-! ## `transfer` (docs/language.md §11.15) -/
 
 /-- sessions.py `held_part`: the session's allocation of pool `p` that `load` advances, its
 innermost hold of `p`, else its lease of `p` (a leased allocation keeps its position, §11.4). -/
-def heldPart (serial p : Nat) : M (Option HoldState) := do
-  if let some h := holdOf (← session serial) p then return some h
+def heldPart (serial : Tid) (p : Nat) : M (Option HoldState) := do
+  if let some h := holdOf (← thread serial) p then return some h
   return (← leaseOf p serial).map (·.part)
 
 /-- `load p (n)` on that allocation (sessions.py's `load` branch of `exec_stmt`, and
 `exec_transfer_end`): `missing` words a session that holds no allocation of `p`, `beyond` the
 position beyond the allocation (given both). -/
-def loadUnits (serial p : Nat) (n : Rat) (missing : String) (beyond : Rat → Rat → String)
+def loadUnits (serial : Tid) (p : Nat) (n : Rat) (missing : String) (beyond : Rat → Rat → String)
     (loc : Option Loc) : M Unit := do
-  let s ← session serial
+  let s ← thread serial
   match holdIndex s p with
   | some k =>
     let h := s.holds.getD k default
@@ -702,13 +750,12 @@ links as `run a, b, … (w);`, `execFlow`); the landing
 is the next statement, run when the session resumes after the job. -/
 def execTransfer (th : Tid) (link : Ref ⊕ List Ref) (workE : Expr) (src dst : Ref) (env : EnvM)
     (loc : Option Loc) : M Bool := do
-  let serial := th.owner
   let p ← resolveRef env src.base src.count src.index
   let q ← resolveRef env dst.base dst.count dst.index
   if p == q then
     specError s!"transfer from pool {← poolName p} to itself: the two pool indices name one pool; name the KV's pool and another" loc
   for (pool, role) in [(p, "from"), (q, "to")] do
-    if (← heldPart serial pool).isNone then
+    if (← heldPart th pool).isNone then
       specError s!"transfer {role} pool {← poolName pool}: the session holds no allocation of it (a hold or a lease); take it in a `hold` around the transfer, or keep it with `lease`" loc
   match link with
   | .inl sref => execRun th sref .plain workE none none env loc
@@ -717,11 +764,11 @@ def execTransfer (th : Tid) (link : Ref ⊕ List Ref) (workE : Expr) (src dst : 
 /-- sessions.py `exec_transfer_end`: the landing, once the copy's job has completed — Q's
 position + n exactly as `load Q (n);`, then P released exactly as `release P;`. (Serq_spec
 prints the two numbers of the last error as doubles, this mirror exactly.) -/
-def execTransferEnd (serial : Nat) (src dst : Ref) (unitsE : Expr) (env : EnvM) (loc : Option Loc) : M Unit := do
+def execTransferEnd (serial : Tid) (src dst : Ref) (unitsE : Expr) (env : EnvM) (loc : Option Loc) : M Unit := do
   let p ← resolveRef env src.base src.count src.index
   let q ← resolveRef env dst.base dst.count dst.index
-  let n ← unitsInt (← evaluate env unitsE) "transfer amount" loc "negative transfer amount {}"
   let name ← poolName q
+  let n ← unitsInt (← evaluate env unitsE) "transfer amount" loc (negativeTransferAmount name)
   loadUnits serial q n
     s!"transfer to pool {name}: the session no longer holds it when the copy ends (its lease ran out during the copy); lease it for longer"
     (fun pos alloc => s!"transfer to pool {name}: position {(Value.fin pos).toWire} beyond the allocation {(Value.fin alloc).toWire}; hold at least the position plus n")
@@ -732,15 +779,15 @@ def execTransferEnd (serial : Nat) (src dst : Ref) (unitsE : Expr) (env : EnvM) 
 
 /-- sessions.py `exec_fork`: a new branch of the session, at the back of the ready queue; the
 forking thread goes on at once; a fork inside a hold is allowed (the parent keeps its holds).
-(Its attributes and draws are read and written on its session: SerqLang evaluates a branch's
-expressions with its session's serial. A sub-agent's (`own`) copy of the attributes is kept in
-`attrs`, and marked, but SerqLang does not read it yet: docs/lean.md "branches that hold pools".) -/
+The branch draws with its session's cursors and uses the forking thread's attributes
+(`attrThread` follows `parent`) — unless the fork's block holds a pool (`own`): a sub-agent's
+attributes are its own, a copy of the forking thread's taken now (§11.13). -/
 def execFork (th : Tid) (body : Nat) (own : Bool) (stream : DrawStream) (_loc : Option Loc) : M Unit := do
-  let s ← thread th
+  let copied ← threadAttrs th
   let root ← session th.owner
   let k := root.forks + 1
   setSession { root with forks := k }
-  let b : Session := { serial := th.owner, attrs := if own then s.attrs else [], status := .ready,
+  let b : Session := { serial := th.owner, attrs := if own then copied else [], status := .ready,
                        branch := some k, parent := some th, own,
                        frames := [{ block := body, pc := 0, kind := "plain", stmt := none, stream }] }
   modifyThread th fun s => { s with liveBranches := s.liveBranches + 1 }
@@ -752,34 +799,24 @@ def execJoin (th : Tid) : M Unit := do
   let s ← thread th
   if s.liveBranches > 0 then setSession { s with status := .joining }
 
-/-- sessions.py `branch_done`: a branch's block has ended; it leaves, and a joining parent whose
-last branch it was becomes ready (at the back of the ready queue). -/
-def branchDone (b : Session) : M Unit := do
-  if b.liveBranches > 0 then unjoined b
-  modifyCfg fun c => { c with branches := c.branches.filter (·.tid != b.tid) }
-  let some p := b.parent | internalError s!"internal: branch {b.tid.text} has no parent"
-  let parent ← thread p
-  let parent := { parent with liveBranches := parent.liveBranches - 1 }
-  if parent.liveBranches == 0 && parent.status == .joining then
-    setSession { parent with status := .ready }
-    pushReady p
-  else setSession parent
-
 /-- sessions.py `exec_stmt`; `true` = the thread yields. `th` is the thread (a session or a
-branch); attributes, draws and observations are its session's (`serial`). -/
+branch): its holds, entries and leases are its own, its attributes those it uses
+(`attrThread`), its draws its session's. -/
 def execStmt (th : Tid) (st : Located) (ref : Nat × Nat) (stream : DrawStream) : M Bool := do
   let prog ← getProg
   let serial := th.owner
   let loc := some st.loc
-  let env : EnvM := { session := some serial, stream, loc }
+  let env : EnvM := { session := some th, stream, loc }
   let me ← thread th
   if (me.liveBranches != 0 && !branchMay st.stmt) || (me.branch.isSome && !branchBodyMay st.stmt) then
     specError s!"`{st.stmt.op}` in a branch, or before the `join;` of a fork: the linker refuses this (docs/language.md §11.13)" loc
   match st.stmt with
-  | .set slot e => setAttr serial slot (← evaluate env e)
+  | .set slot e => setAttr th slot (← evaluate env e)
   | .observe name e =>
     let v ← evaluate env e
-    recordObservation ((prog.ir.observes[name]?).getD s!"observe{name}") (some (← session serial)) v
+    -- the thread's serial and its turn number (the attribute list it uses)
+    let me := { (← thread th) with attrs := (← threadAttrs th) }
+    recordObservation ((prog.ir.observes[name]?).getD s!"observe{name}") (some me) v
   | .branch c t el =>
     if (← truthAt (← evaluate env c) "a branch guard" loc) then
       pushFrame th { block := t, pc := 0, kind := "plain", stmt := none, stream }
@@ -789,31 +826,31 @@ def execStmt (th : Tid) (st : Located) (ref : Nat × Nat) (stream : DrawStream) 
     if (← truthAt (← evaluate env c) "a while guard" loc) then
       pushFrame th { block := body, pc := 0, kind := "while", stmt := some ref, stream }
   | .loop body => pushFrame th { block := body, pc := 0, kind := "loop", stmt := some ref, stream }
-  | .choose slot count keys => execChoose serial slot count keys env loc
+  | .choose slot count keys => execChoose th slot count keys env loc
   | .turn => execTurn serial
-  | .end_ => endSession serial
-  | .hold h => execHold serial h ref stream loc
+  | .end_ => endSession th
+  | .hold h => execHold th h ref stream loc
   | .run r mode w g k => return (← execRun th r mode w g k env loc)
   | .flow refs w => return (← execFlow th refs w env loc)
   | .grow r u =>
     let p ← resolveRef env r.base r.count r.index
     let d ← unitsInt (← evaluate env u) "grow amount" loc "negative growth {}"
-    if (holdOf (← session serial) p).isNone then
+    if (holdOf (← thread th) p).isNone then
       specError s!"grow of pool {← poolName p} outside a hold of it" loc
-    discard (grow serial p d none)
+    discard (grow th p d none)
   | .load r u =>
     let p ← resolveRef env r.base r.count r.index
     let n ← unitsInt (← evaluate env u) "load amount" loc "negative load {}"
-    loadUnits serial p n s!"load of pool {← poolName p} outside a hold or lease of it"
+    loadUnits th p n s!"load of pool {← poolName p} outside a hold or lease of it"
       (fun _ _ => "load beyond the allocation") loc
   | .drop r =>
     let p ← resolveRef env r.base r.count r.index
-    dropEntry p serial
+    dropEntry p th
   | .release r =>
     let p ← resolveRef env r.base r.count r.index
-    releasePoolEarly serial p loc
+    releasePoolEarly th p loc
   | .transfer s w src dst => return (← execTransfer th s w src dst env loc)
-  | .transferEnd src dst u => execTransferEnd serial src dst u env loc
+  | .transferEnd src dst u => execTransferEnd th src dst u env loc
   | .fork body own => execFork th body own stream loc
   | .join => execJoin th
   return false
@@ -826,7 +863,7 @@ def endFrame (th : Tid) (f : Frame) : M Unit := do
     let st ← stmtAt sref
     match st.stmt with
     | .while_ c _ =>
-      let v ← evalInSession serial c f.stream (some st.loc)
+      let v ← evalInSession th c f.stream (some st.loc)
       if (← truthAt v "a while guard" (some st.loc)) then
         modifyThread th fun s => { s with frames := s.frames.dropLast ++ [{ f with pc := 0 }] }
         return
@@ -835,13 +872,13 @@ def endFrame (th : Tid) (f : Frame) : M Unit := do
   else if f.kind == "loop" then
     modifyThread th fun s => { s with frames := s.frames.dropLast ++ [{ f with pc := 0 }] }
   else if f.kind == "hold" then
-    let some hold := (← session serial).holds.getLast?
-      | specError s!"internal: a hold frame of session {serial} without a hold"
+    let some hold := (← thread th).holds.getLast?
+      | specError s!"internal: a hold frame of session {th.text} without a hold"
     match (← lagEngine hold) with
-    | some e => makePending serial e   -- the frame stays until the `ends` event (docs/async.md)
+    | some e => makePending th e   -- the frame stays until the `ends` event (docs/async.md)
     | none =>
-      popFrame serial
-      scopeEnd serial
+      popFrame th
+      scopeEnd th
   else if f.kind == "server" then
     popFrame serial
     serverDone serial
@@ -857,7 +894,7 @@ def runSession (th : Tid) : M Unit := do
     if s.status != .ready then break
     match s.frames.getLast? with
     | none =>
-      if s.branch.isSome then branchDone s else endSession th.owner
+      endSession th   -- a branch's end too (§11.13)
       break
     | some f =>
       let block := prog.ir.blocks.getD f.block []
@@ -877,9 +914,9 @@ def retryGrowers (p : Nat) : M Unit := do
   repeat
     let st ← pool p
     let some serial := st.growers.head? | break
-    let s ← session serial
-    let some (_, target) := s.growth | specError s!"internal: grower {serial} without a growth"
-    let some k := holdIndex s p | specError s!"internal: grower {serial} holds no pool {p}"
+    let s ← thread serial
+    let some (_, target) := s.growth | specError s!"internal: grower {serial.text} of pool {← poolName p} has no growth"
+    let some k := holdIndex s p | specError s!"internal: thread {serial.text} holds no pool {p}"
     let h := s.holds.getD k default
     let i := h.slot p
     let need := target - h.alloc.getD i 0
@@ -887,7 +924,7 @@ def retryGrowers (p : Nat) : M Unit := do
     startCopies (← addUnits p serial k i need)
     let st ← pool p
     setPool p { st with growers := st.growers.drop 1 }
-    let s ← session serial
+    let s ← thread serial
     let s := { s with growth := none }
     match s.job with
     | some j => setSession { s with status := .stage j.stage }

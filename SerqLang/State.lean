@@ -53,13 +53,15 @@ structure Ctx where
 structure St where
   cfg : Config
   records : Records := {}
-  /-- config.py `Config.attempt`: during an admission attempt, the session and per content pool
+  /-- config.py `Config.attempt`: during an admission attempt, the thread and per content pool
   the hit it reads as `cachedin` (docs/content.md §3); not part of the state -/
-  attempt : Option (Nat × List (Nat × Nat)) := none
-  /-- engine.py: the sessions the forming iteration of an engine admitted, and, during an
-  admission (the session it runs included), (engine, running_served, running_chunks) of that
-  iteration (docs/language.md §7.3); not part of the state -/
-  fresh : List Nat := []
+  attempt : Option (Tid × List (Nat × Nat)) := none
+  /-- engine.py: the threads the forming iteration of an engine admitted (`IterCtx.fresh`), and,
+  while that engine's schedule runs (engine.py `StageState.forming`), (engine, running_served,
+  running_chunks) of its batch, kept in step with it (`noteForming`) for every moment of the
+  schedule — its admissions and the statements the admitted threads run then included
+  (docs/language.md §7.3); not part of the state -/
+  fresh : List Tid := []
   forming : Option (Nat × Nat × Nat) := none
   deriving Inhabited
 
@@ -127,7 +129,7 @@ structure IterCtx where
   each : Array (Option Tok) := #[]
   granule : Option Nat := none
   left : Tok := .n 0
-  served : List Nat := []
+  served : List Tid := []
   assign : Array Assign := #[]
   preempted : Nat := 0
   admitted : Nat := 0
@@ -138,6 +140,15 @@ structure IterCtx where
   lookahead : Nat := 0
   limit : Tok := .inf
   deriving Inhabited
+
+/-- engine.py `st.forming = ictx` as the counts it is read for: the batch entries of the
+iteration being formed whose request it did not admit, and of those the ones serving a prefill
+or plain run. Called as the schedule starts and whenever the batch changes (a serve, a victim
+leaving it), so `running_served(E)` reads the batch as it stands. -/
+def noteForming (ic : IterCtx) : M Unit :=
+  modify fun st =>
+    let running := ic.assign.toList.filter (!st.fresh.contains ·.serial)
+    { st with forming := some (ic.engine, running.length, (running.filter (·.mode != "decode")).length) }
 
 /-! ## Accessors -/
 
@@ -162,6 +173,7 @@ def thread (t : Tid) : M Session := do
     | some b => return b
     | none => internalError s!"internal: no branch {t.text}"
   | .copy _ => internalError s!"internal: {t.text} is a copy job, no thread"
+  | .dead _ => internalError s!"internal: {t.text} owns a dead entry, no thread"
 
 /-- Store a session, or a branch (by its name), back into the configuration. -/
 def setSession (s : Session) : M Unit :=
@@ -174,6 +186,11 @@ def modifySession (serial : Nat) (f : Session → Session) : M Unit := do
 
 def modifyThread (t : Tid) (f : Session → Session) : M Unit := do
   setSession (f (← thread t))
+
+/-- The thread whose attribute list thread `t` uses (`Config.attrThread`: config.py shares the
+list object between a branch and its forking thread unless the branch is a sub-agent). -/
+def attrThread (t : Tid) : M Tid := do
+  return (← getCfg).attrThread t
 
 def pool (p : Nat) : M PoolState := do
   match (← getCfg).pools[p]? with
@@ -241,6 +258,18 @@ def Session.attr (s : Session) (slot : Nat) : Value := s.attrs.getD slot Value.z
 
 def Session.setAttr (s : Session) (slot : Nat) (v : Value) : Session :=
   { s with attrs := s.attrs.set slot v }
+
+/-- The attribute list thread `t` uses (its own, or the one it shares: `attrThread`). -/
+def threadAttrs (t : Tid) : M (List Value) := do
+  return (← thread (← attrThread t)).attrs
+
+/-- Replace the attribute list thread `t` uses (a restore after an attempt or a rejection). -/
+def setThreadAttrs (t : Tid) (attrs : List Value) : M Unit := do
+  modifyThread (← attrThread t) fun s => { s with attrs }
+
+/-- Set one attribute of thread `t`, in the list it uses (config.py `s.attrs[slot] = v`). -/
+def setThreadAttr (t : Tid) (slot : Nat) (v : Value) : M Unit := do
+  modifyThread (← attrThread t) fun s => s.setAttr slot v
 
 /-- The first index (in the given order) of a hold holding `p`. -/
 def findHold (p : Nat) : List (Nat × HoldState) → Option Nat

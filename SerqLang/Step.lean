@@ -109,7 +109,7 @@ def handle (ev : Event) : M Unit := do
   else if ev.kind == "lease_end" then
     match ev.arg with
     | .poolSerial p serial => endLease serial p
-    | _ => specError "a lease_end event without [pool, serial]"
+    | _ => specError "a lease_end event without [pool, thread]"
   else if ev.kind == "warmup_end" then modifyCfg fun c => { c with warm := true }
   else specError s!"unknown event kind {ev.kind}"
 
@@ -195,22 +195,22 @@ def contentJson (cfg : Config) (p : Nat) (st : PoolState) (cs : Content.CState) 
       (fun (b, r, x) => CJ.arr [.nat b, .nat r, CJ.opt Content.Ident.toJson x])
   let idmap := ((cs.idmap.map fun (k, v) => ((k.toJson).render, CJ.arr [k.toJson, CJ.nats v])).foldl
       (fun acc kv => insertByKey kv acc) []).map (·.2)
-  let held := (st.holders.foldl (fun (acc : List CJ × List (Nat × Nat)) serial =>
+  let held := (st.holders.foldl (fun (acc : List CJ × List (Tid × Nat)) serial =>
       let k := (List.lookup serial acc.2).getD 0
       let seen := (serial, k + 1) :: acc.2.filter (·.1 != serial)
-      let holds := (cfg.sessions.getD serial default).holds.filter (·.pools.contains p)
+      let holds := ((cfg.threadOf? serial).getD default).holds.filter (·.pools.contains p)
       let bl := match holds[k]? with
         | some h => (h.blocksOf (h.slot p)).2
         | none => []
-      (acc.1 ++ [CJ.arr [.nat serial, CJ.nats bl]], seen)) ([], [])).1
+      (acc.1 ++ [CJ.arr [serial.toJson, CJ.nats bl]], seen)) ([], [])).1
   [("free_queue", CJ.nats cs.free), ("blocks", .arr blocks), ("idmap", .arr idmap), ("held", .arr held)]
 
 /-- trace.py `pool_json` (`rejected` present only when > 0, docs/state.md POOL; the content keys
 on a `share content` pool). -/
 def poolJson (prog : Program) (cfg : Config) (p : Nat) (st : PoolState) : CJ :=
   .obj ([("name", .str (((prog.ir.pools[p]?).map (·.name)).getD "")), ("used", CJ.amt st.used),
-         ("cached", CJ.amt (st.cached + st.contentCached)), ("queue", CJ.nats (st.queue.map (·.serial))),
-         ("holders", CJ.nats st.holders), ("growers", CJ.nats st.growers),
+         ("cached", CJ.amt (st.cached + st.contentCached)), ("queue", .arr (st.queue.map (·.serial.toJson))),
+         ("holders", .arr (st.holders.map Tid.toJson)), ("growers", .arr (st.growers.map Tid.toJson)),
          ("entries", .arr ((sortEntries st.entries).map Entry.toJson)),
          ("preemptions", .nat st.preemptions)]
         ++ (if st.rejected > 0 then [("rejected", .nat st.rejected)] else [])
@@ -220,7 +220,7 @@ def poolJson (prog : Program) (cfg : Config) (p : Nat) (st : PoolState) : CJ :=
         ++ (let mine := cfg.leases.filter (·.pool == p)
             if mine.isEmpty then []
             else [("leases", .arr (mine.map fun l =>
-                    CJ.arr [.nat l.serial, CJ.amt (l.part.alloc.getD 0 0), CJ.opt ratJ l.endsAt]))])
+                    CJ.arr [l.serial.toJson, CJ.amt (l.part.alloc.getD 0 0), CJ.opt ratJ l.endsAt]))])
         ++ (match st.content with
             | some cs => contentJson cfg p st cs
             | none => []))
@@ -266,21 +266,21 @@ def stageJson (i : Nat) : M CJ := do
       let mut pos : CJ := .null
       let mut alloc : CJ := .null
       if let some g := j.growing then
-        let s ← session j.serial
+        let s ← thread j.tid
         if let some h := holdOf s g then
           let k := h.slot g
           pos := CJ.amt (h.position.getD k 0)
           alloc := CJ.amt (h.alloc.getD k 0)
-      res := res ++ [.obj ([("serial", .nat j.serial), ("mode", .str j.mode), ("remaining", j.left.toJson),
+      res := res ++ [.obj ([("serial", j.tid.toJson), ("mode", .str j.mode), ("remaining", j.left.toJson),
                             ("admission", .int j.admission), ("position", pos), ("allocation", alloc)] ++
                            (if j.pending then [("pending", .bool true)] else []))]
     let it : CJ := match st.iteration with
       | none => .null
       | some it => .obj [("end", ratJ it.«end»), ("seq", .nat it.seq),
-                         ("assign", .arr (it.assign.map fun a => CJ.arr [.nat a.serial, .nat a.tokens]))]
+                         ("assign", .arr (it.assign.map fun a => CJ.arr [a.serial.toJson, .nat a.tokens]))]
     -- docs/async.md §5: the pending and due lists, only on a `lag 1` engine
     let lagKeys : List (String × CJ) :=
-      if sd.lag == 1 then [("pending", CJ.nats st.pending), ("due", CJ.nats st.due)] else []
+      if sd.lag == 1 then [("pending", .arr (st.pending.map Tid.toJson)), ("due", .arr (st.due.map Tid.toJson))] else []
     return .obj (base ++ [("residents", .arr res), ("iteration", it),
                           ("registers", .arr (st.registers.map CJ.val))] ++ lagKeys)
   | .fifo _ =>

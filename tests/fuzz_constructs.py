@@ -23,13 +23,25 @@ A program is assembled from parts, each drawn well-formed most of the time and m
 - `transfer S (w) from P to Q (n);` (§11.15) over one link or several, leased or held, with the
   wrong links, pools, amounts and places of §11.15's errors;
 - an offload tier `spill Q via S (w) when (c);` (§11.8.1) with holds in `fork` branches (§11.13);
-- speculative decoding on the S engine: `speculate (s, look, limit);` and `decode … speculate (k)`.
+- speculative decoding on the S engine: `speculate (s, look, limit);` and `decode … speculate (k)`;
+- the S engine under async scheduling (`lag 1;`, docs/async.md) and as an engine array
+  `engine eng[2] on acc[j]` (§6.1) with its pools `kv[2]`, `reqs[2]` and calls `eng[x] (…)` whose
+  index is a constant, a computed member, or (wrong) no whole member or a draw;
+- `fork { run a, b (w); } … join;`: flows (and one-stage runs) inside branches (§11.13, §11.14);
+- inputs: `let kN = args.number("kN", …);` in place of a flow's or transfer's work, a transfer's
+  amount, a spill's copy time, `speculate`'s numbers, `price`'s arguments and `lag`, so that the
+  `construct_settings` target can give them hostile `--set` values (`knobs` lists them).
+- queues (§11.16): a prefill queue array leasing its KV, a decode queue whose entry `pull` lands
+  it `from` a prefill queue over a link queue's wire, members `P[i].kv` read in observations, with
+  the wrong roles, members, entries, arities, indices and `from`s of §11.16's errors.
 
 Then up to two byte edits that insert construct words (`,`, `share maxmin;`, `step`, `budget`…)
 anywhere, as the `programs` target does for mm1.sq.
 """
 
 from __future__ import annotations
+
+import re
 
 from hypothesis import strategies as st
 
@@ -40,6 +52,7 @@ class _Draw:
     def __init__(self, draw, faulty: bool):
         self.draw, self.faulty = draw, faulty
         self.names: list[str] = []   # the stages and engine declared: what a right estimate reads
+        self.knobs: dict[str, str] = {}   # input name -> its default (`let NAME = args.number(…)`)
 
     def __call__(self, strategy):
         return self.draw(strategy)
@@ -50,12 +63,31 @@ def _one(draw: _Draw, good: list, bad: list = ()) -> str:
     return draw(st.sampled_from(list(bad) if bad and draw.faulty and not draw(st.integers(0, 5)) else good))
 
 
+def _knob(draw: _Draw, value: str) -> str:
+    """VALUE, or a third of the time an input `kN` declared `let kN = args.number("kN", VALUE);`
+    when VALUE is a plain number (`--set kN=…` changes it; the default keeps the program's meaning)."""
+    try:
+        float(value)
+    except ValueError:
+        return value
+    if draw(st.integers(0, 2)):
+        return value
+    name = f"k{len(draw.knobs)}"
+    draw.knobs[name] = value
+    return name
+
+
+def knobs(text: str) -> list[str]:
+    """The inputs a drawn program declares (`args.number("kN", …)`), in order."""
+    return re.findall(r'args\.number\("(k\d+)"', text)
+
+
 PS_CAPS = (["1", "2", "0.5", "1 + present", "min(present, 2)", "~exp(1)"], ["0", "-1", "1e400", "inf", "1e-300"])
 WORKS = (["~exp(1)", "1", "0.5", "0", "~uniform(0, 2)", "(serial == 0 ? 0 : 1)", "1 + est_rho(f)"],
          ["-1", "1e300", "1e400", "inf", "-inf", "serial - 1"])
 EST = ["est_lambda", "est_rho", "est_wait"]
-EST_TARGETS = (["a", "b", "c", "eng", "f", "link[0]", "link[1]"],
-               ["link[serial == 0 ? 0 : 1]", "d", "link", "kv", "slots", "nobody", "3", "a, b", "eng[0]"])
+EST_TARGETS = (["a", "b", "c", "eng", "eng[0]", "eng[1]", "f", "link[0]", "link[1]"],
+               ["link[serial == 0 ? 0 : 1]", "d", "link", "kv", "slots", "nobody", "3", "a, b", "eng[2]"])
 PRICE_ARGS = (["1, 2", "0, 0", "0.5, 3"], ["-1, 1e400", "1", "1, 2, 3", "inf, 1", "1, -2"])
 K_ITEMS = {   # word: (right values, wrong values)
     "budget": (["budget 32;", "budget budget;", "budget 8 * 2;"],
@@ -95,7 +127,8 @@ def _estimate(draw) -> str:
     target = _one(draw, good, EST_TARGETS[1])
     if draw(st.booleans()):
         return f"{draw(st.sampled_from(EST))}({target})"
-    return f"price({target}, {_one(draw, *PRICE_ARGS)})"
+    args = ", ".join(_knob(draw, a) for a in _one(draw, *PRICE_ARGS).split(", "))
+    return f"price({target}, {args})"
 
 
 def _stage_list(draw, ps_names) -> str:
@@ -114,7 +147,17 @@ def _stage_list(draw, ps_names) -> str:
 def _run(draw, ps_names) -> str:
     mode = _one(draw, [""], [" prefill", " decode"])
     growing = _one(draw, [""], [" growing kv"])
-    return f"run {_stage_list(draw, ps_names)}{mode} ({_one(draw, *WORKS)}){growing};"
+    return f"run {_stage_list(draw, ps_names)}{mode} ({_knob(draw, _one(draw, *WORKS))}){growing};"
+
+
+def _fork(draw, ps_names) -> str:
+    """Branches that run flows (§11.13 with §11.14): `fork { run a, b (w); } … join;`; wrong: a
+    fork without its `join;`, a `join;` alone, an engine run in a branch or between fork and join."""
+    branches = [f"fork {{ {' '.join(_run(draw, ps_names) for _ in range(draw(st.integers(1, 2))))} }}"
+                for _ in range(draw(st.integers(1, 3)))]
+    between = _one(draw, ["", "run f (0.5); ", "set z = 1; "], ["run eng prefill (4); ", "end; ", "turn; "])
+    tail = _one(draw, ["join;"], ["", "join; join;"])
+    return " ".join(branches) + f" {between}{tail}"
 
 
 def _iteration(draw) -> str:
@@ -177,8 +220,8 @@ def _transfer(draw, ps_names) -> tuple[list[str], str]:
     takes or a lease that runs out, n negative, infinite or beyond Q's allocation, a fork around it."""
     links = _one(draw, ["f", "link[0]", "link[1]", "d", ", ".join(ps_names[:2]) or "link[0], link[1]",
                         "link[0], link[1]"], ["eng", "nobody", "link", "f, d", "a, a", "kv"])
-    work = _one(draw, ["16 * 1e-3", "1", "0", "~exp(1)"], ["-1", "inf", "1e300"])
-    n = _one(draw, ["16", "8", "0"], ["-1", "inf", "100", "16 + serial"])
+    work = _knob(draw, _one(draw, ["16 * 1e-3", "1", "0", "~exp(1)"], ["-1", "inf", "1e300"]))
+    n = _knob(draw, _one(draw, ["16", "8", "0"], ["-1", "inf", "100", "16 + serial"]))
     lease = _one(draw, [" lease pk (inf)", " lease pk (5)"], ["", " lease pk (0.001)", " lease dk (inf)"])
     dest = _one(draw, ["dk"], ["pk", "nowhere", "a"])
     copy = f"transfer {links} ({work}) from pk to {dest} ({n});"
@@ -195,7 +238,7 @@ def _spill(draw) -> tuple[list[str], str]:
     wrong: an engine, array or unknown link, a different block, the tier held by a statement or
     spilling back (a cycle), a negative or infinite copy time, a condition that is not 0 or 1."""
     link = _one(draw, ["f", "d", "a" if "a" in draw.names else "f"], ["link", "eng", "nobody", "kv", "link[0], link[1]"])
-    w = _one(draw, ["0.01 + 1e-4 * size", "0", "age", "0.5"], ["-1", "inf", "1e300", "0 / 0"])
+    w = _knob(draw, _one(draw, ["0.01 + 1e-4 * size", "0", "age", "0.5"], ["-1", "inf", "1e300", "0 / 0"]))
     c = _one(draw, ["1", "waiting == 0", "size > 16"], ["2", "-1", "now"])
     host = _one(draw, ["pool host { cap 256; block 16; }"],
                 ["pool host { cap 256; block 8; }", "pool host { cap 256; block 16; spill kv via f (1) when (1); }",
@@ -208,29 +251,82 @@ def _spill(draw) -> tuple[list[str], str]:
     return pools, body
 
 
-def _s_engine(draw) -> tuple[list[str], str]:
-    """An S engine with a request block of 0, 1 or 2 parameters, and its call."""
+def _queues(draw) -> tuple[list[str], str]:
+    """Queues (§11.16): `P[2] : prefill` whose KV is leased past its hold, `D : decode` whose entry
+    `pull` lands it `from P[i]` over `L[i].wire`; wrong: a role that may not hold what it holds or
+    take `from`, a member declared twice or as an array, an unknown member or entry, a wrong arity,
+    an index out of range or drawn, a missing or needless `from`, a queue used as a pool."""
+    prole = _one(draw, ["prefill", "agg", "l2"], ["decode", "gateway", "link", "prefil"])
+    drole = _one(draw, ["decode", "agg"], ["prefill", "link", "l2"])
+    extra = _one(draw, ["", " let hop = 1;", " def twice(x) = 2 * x;"],
+                 [" pool kv { cap 1; }", " stage pre[2] : fifo;", " stage self : fifo;"])
+    work = _one(draw, ["n * 1e-3", "0", "~exp(1)"], ["-1", "inf"])
+    link = _one(draw, ["stage wire : fifo;", "stage wire : ps(1);", "stage wire : delay;"],
+                ["stage wire : fifo; pool x { cap 1; }", "let w = 1;"])
+    queues = [f"queue P[2] : {prole} {{ pool kv {{ cap 64; }} stage pre : fifo;{extra} }}",
+              f"queue D : {drole} {{ pool kv {{ cap 64; evict lru; }} def pull(n, w) {{ hold kv (n) "
+              f"{{ transfer w ({work}) from source.kv to kv (n); }} cache (n); }} def note(n) {{ observe noted = n; }} }}",
+              f"queue L[2] : link {{ {link} }}"]
+    i = _one(draw, ["0", "1", "(serial == 0 ? 0 : 1)"], ["2", "-1", "floor(~uniform(0, 2))", "nobody"])
+    first = f"hold P[{i}].kv (16) {{ run P[{i}].pre (0.5); }} lease P[{i}].kv (inf);"
+    good = [f"D.pull (16, L[{i}].wire) from P[{i}];",
+            f"D.note (used(P[{i}].kv)); D.pull (8, L[0].wire) from P[{i}];"]
+    bad = [f"D.pull (16, L[{i}].wire);", f"D.pull (16) from P[{i}];", "D.push (16, L[0].wire) from P[0];",
+           f"D.pull (16, L[{i}].wire) from D;", f"D.note (1) from P[{i}];", "D[0].note (1);",
+           f"D.pull (16, L.wire) from P[{i}];", f"observe u = used(P[{i}].kvv);", "hold P (1) { }"]
+    # wrong in half of the faulty programs, not a sixth: there are many ways to get the call wrong
+    call = draw(st.sampled_from(bad if draw.faulty and draw(st.booleans()) else good))
+    return queues, f"{first} {call}"
+
+
+def _s_engine(draw, array: bool = False) -> tuple[list[str], str]:
+    """An S engine with a request block of 0, 1 or 2 parameters, and its call; under `lag 0` or
+    `lag 1`; or an array of two (§6.1) on `acc[j]`, its pools `kv[j]` and `reqs[j]`, the call's
+    member a constant, a computed one, or (wrong) no whole member, one out of range or a draw."""
     n = draw(st.integers(0, 2))
     params = ["", "p", "p, o"][n]
     args = _one(draw, [["", "8", "8, 3"][n]], ["8, 3, 1", "inf, 2", "8, -1", "1e400"])
     # speculative decoding (§7.3): drafting slots and lookahead on the engine, drafts on a decode
-    spec = _one(draw, ["", "", "    speculate (1, 2, inf);\n", "    speculate (0, 0, 64);\n"],
-                ["    speculate (-1, 0, inf);\n", "    speculate (1.5, 0, inf);\n", "    speculate (64, 0, inf);\n",
-                 "    speculate (1, 2);\n"])
+    spec = _one(draw, ["", "", "speculate (1, 2, inf);", "speculate (0, 0, 64);"],
+                ["speculate (-1, 0, inf);", "speculate (1.5, 0, inf);", "speculate (64, 0, inf);",
+                 "speculate (1, 2);"])
+    if spec.count(",") == 2:
+        spec = "speculate (" + ", ".join(_knob(draw, a) for a in spec[11:-2].split(", ")) + ");"
     drafts = _one(draw, ["", "", " speculate (2)", " speculate (0)"], [" speculate (-1)", " speculate (inf)"])
-    lines = ["device acc { kv cap 1024; }", "pool kv on acc { block 16; }",
-             "engine eng on acc {\n    reqs cap 4;\n    tokens cap 64;\n" + spec +
-             f"    request ({params}) {{ prefill ({'p' if params else 8}) growing kv; "
-             f"decode ({'o' if 'o' in params else 2}) growing kv{drafts}; }}\n"
-             "    schedule { advance running; admit waiting taking reqs (1), kv (16); }\n"
-             f"    execute ({_one(draw, ['0.01', '0.01 + est_rho(eng)', '0.01 * price(eng, 1, 2)'], ['0', '-1'])});\n"
-             "  }", "pool reqs on eng { queue fifo; }"]
-    return lines, f"eng ({args});"
+    if drafts:
+        drafts = f" speculate ({_knob(draw, drafts[12:-1])})"
+    # async scheduling (docs/async.md): the engine's output processed after the next schedule
+    lag = _one(draw, ["", "", "lag 0;", "lag 1;", "lag 1; "], ["lag 2;", "lag -1;", "lag 0.5;", "lag;"])
+    if lag == "lag 1; ":   # an input: `--set kN=2` is refused where the engine is declared
+        lag = f"lag {_knob(draw, '1')};"
+    j = "[j]" if array else ""
+    kv, reqs, eng = f"kv{j}", f"reqs{j}", f"eng{j}"
+    cost = _one(draw, ["0.01", f"0.01 + est_rho({eng})", f"0.01 * price({eng}, 1, 2)"], ["0", "-1"])
+    body = ("    reqs cap 4;\n    tokens cap 64;\n" + "".join(f"    {x}\n" for x in (spec, lag) if x) +
+            f"    request ({params}) {{ prefill ({'p' if params else 8}) growing {kv}; "
+            f"decode ({'o' if 'o' in params else 2}) growing {kv}{drafts}; }}\n"
+            f"    schedule {{ advance running; admit waiting taking {reqs} (1), {kv} (16); }}\n"
+            f"    execute ({cost});\n  }}")
+    if not array:
+        return ["device acc { kv cap 1024; }", "pool kv on acc { block 16; }", "engine eng on acc {\n" + body,
+                "pool reqs on eng { queue fifo; }"], f"eng ({args});"
+    head = _one(draw, ["engine eng[2] on acc[j] {"], ["engine eng[3] on acc[j] {", "engine eng[2] on acc {",
+                                                      "engine eng[2] on acc[0] {"])
+    pools = _one(draw, ["pool kv[2] on acc[j] { block 16; }"], ["pool kv[2] on acc { block 16; }",
+                                                              "pool kv on acc[j] { block 16; }"])
+    member = _one(draw, ["0", "1", "x"], ["2", "y", "serial / 2", "floor(~uniform(0, 2))", "-1", "inf"])
+    chooser = _one(draw, ["set x = serial - 2 * floor(serial / 2);",
+                          "choose x in 2 by (holders(reqs[x]) + queued(reqs[x]));"],
+                   ["set x = serial;", "choose x in 3 by (queued(reqs[x]));"])
+    return (["device acc[2] { kv cap 1024; }", pools, head + "\n" + body, "pool reqs[2] on eng[j] { queue fifo; }"],
+            f"set y = serial / 3; {chooser} eng[{member}] ({args});")
 
 
 @st.composite
-def construct_programs(draw) -> str:
-    draw = _Draw(draw, draw(st.booleans()))
+def construct_programs(draw, faulty: bool | None = None) -> str:
+    """A program; malformed parts in half of them, or as `faulty` says (False: a program meant to
+    be accepted, so that what is tested is what else the command is given)."""
+    draw = _Draw(draw, draw(st.booleans()) if faulty is None else faulty)
     names = draw(st.lists(st.sampled_from(["a", "b", "c"]), min_size=1, max_size=3, unique=True))
     kinds = {n: _one(draw, ["ps"], ["fifo", "delay"]) for n in names}
     ps_names = [n for n in names if kinds[n] == "ps"]
@@ -239,8 +335,10 @@ def construct_programs(draw) -> str:
     decls += [_one(draw, ["share maxmin;", "share bottleneck;"], ["share fifo;", "share;"])
               for _ in range(_one(draw, [0, 1], [2]))]
     server = []
-    engine = draw(st.sampled_from(["none", "k", "k", "s", "transfer", "transfer", "spill", "spill", "k_array"]))
-    draw.names = names + (["eng"] if engine in ("k", "s") else [])
+    engine = draw(st.sampled_from(["none", "k", "k", "s", "s", "array", "transfer", "transfer", "spill", "spill",
+                                   "queues", "queues", "k_array"]))
+    draw.names = names + {"k": ["eng"], "s": ["eng"], "array": ["eng[0]", "eng[1]"],
+                          "k_array": ["eng[0]", "eng[1]"]}.get(engine, [])
     if engine == "k":
         decls += _k_step(draw)
         server.append(_one(draw, [
@@ -253,8 +351,8 @@ def construct_programs(draw) -> str:
         lines, body = _k_step_array(draw)
         decls += lines
         server.append(body)
-    elif engine == "s":
-        lines, call = _s_engine(draw)
+    elif engine in ("s", "array"):
+        lines, call = _s_engine(draw, engine == "array")
         decls += lines
         server.append(call)
     elif engine == "spill":
@@ -265,25 +363,34 @@ def construct_programs(draw) -> str:
         lines, copy = _transfer(draw, ps_names)
         decls += lines
         server.append(copy)
+    elif engine == "queues":
+        lines, calls = _queues(draw)
+        decls += lines
+        server.append(calls)
     if draw.faulty and not draw(st.integers(0, 5)):   # a K word among main's declarations
         decls.append(draw(st.sampled_from(K_WORDS_OUTSIDE[:5])))
     for _ in range(draw(st.integers(0, 2))):
         decls.append(f"gauge g{len(decls)} = {_estimate(draw)};")
     for _ in range(draw(st.integers(1, 4))):
-        kind = draw(st.sampled_from(["run"] * 6 + ["observe"] * 2 + ["branch"] * 2 + ["k_word"] * draw.faulty))
+        kind = draw(st.sampled_from(["run"] * 6 + ["observe"] * 2 + ["branch"] * 2 + ["fork"] * 3 +
+                                    ["k_word"] * draw.faulty))
         if kind == "run":
             server.append(_run(draw, ps_names))
         elif kind == "observe":
             server.append(f"observe o{len(server)} = {_estimate(draw)};")
         elif kind == "branch":
             server.append(f"branch with (0.5) {{ {_run(draw, ps_names)} }} else {{ {_run(draw, ps_names)} }}")
+        elif kind == "fork":
+            server.append(_fork(draw, ps_names))
         else:
             server.append(draw(st.sampled_from(K_WORDS_OUTSIDE)))
     server = draw(st.permutations(server))
     if draw.faulty and not draw(st.integers(0, 5)):   # names used above their declaration
         decls = draw(st.permutations(decls))
     arrive = draw(st.sampled_from(["poisson(1)", "poisson(3)", "batch(3)", "closed(2)"]))
-    text = "fn main() {\n" + "".join(f"  {d}\n" for d in decls) + \
+    inputs = [f'let {k} = args.number("{k}", {v});' for k, v in draw.knobs.items()]
+    decls = inputs + decls
+    text = ('use "std/args";\n' if inputs else "") + "fn main() {\n" + "".join(f"  {d}\n" for d in decls) + \
         f"  workload {{ arrive {arrive}; }}\n  server {{\n" + "".join(f"    {s}\n" for s in server) + "  }\n}\n"
     for _ in range(_one(draw, [0], [1, 2])):
         at = draw(st.integers(0, len(text)))

@@ -11,6 +11,8 @@ networks. Each draw is a `Case`: the program text, its session count and a sampl
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass
 from fractions import Fraction
 from math import ceil
@@ -421,8 +423,8 @@ def estimator_programs(draw) -> Case:
     sessions = draw(st.integers(1, 6))
     hit, ds = draw(st.sampled_from([("1", "2"), ("c", "1"), ("0", "3/2")]))
     text = ESTIMATES.format(
-        # no estimate feeds a time (a run's work, a ps capacity): in the exact engine that feedback
-        # makes the times' digits grow exponentially with the steps (docs/spec.md "Online estimates")
+        # no estimate feeds a time here (a run's work, a ps capacity): `feedback_estimator_programs`
+        # adds those to these programs
         kind=draw(st.sampled_from(["fifo", "fifo(2)", "ps(1)", "ps(2)", "delay"])),
         evict=draw(st.sampled_from(["price(rep[0], 1, size)", "-price(rep[1], size, 1)", "age",
                                     "price(rep[0], 0, size) - age"])),
@@ -435,6 +437,45 @@ def estimator_programs(draw) -> Case:
         hit=hit, ds=ds, thr=draw(st.sampled_from(["0.37", "0.81"])))
     return Case(text=text, sessions=sessions, seed=draw(st.integers(0, 2 ** 16)))
 
+
+@st.composite
+def content_pin_programs(draw) -> Case:
+    """`vllm_programs(content=True)` whose request block leases its `share content` KV pool past the
+    request (`lease kv (t)`, released before the next call or right after), whose pool is `reserve
+    held` (the admission's reserve kept while the request runs), or both (docs/content.md
+    §3 "Lease" and "reserve held"). A `reserve held` pool reserves twice the prompt
+    (`reserve (2 * known)`; the output length is hidden), so a running request keeps blocks from
+    the next admissions until its decode has grown into them. Drawn after the program's own draws."""
+    lease, held = draw(st.sampled_from([(True, False), (False, True), (True, True)]))
+    case = draw(vllm_programs(content=True, lease=lease, arrivals=draw(st.booleans())))
+    text = case.text
+    if held:
+        text = text.replace(" share content;", " share content; reserve held;", 1)
+        text = text.replace(" reserve (known)", " reserve (2 * known)", 1)
+    return Case(text=text, sessions=case.sessions, seed=case.seed)
+
+
+# what a time reads of an estimate (docs/spec.md "Online estimates": readings on the grid keep the
+# exact engine's numbers bounded when they feed back into the times they measure)
+STAGE_FEEDBACK = ["est_rho(rep[k])", "est_wait(rep[k]) / 2", "price(rep[k], 1/2, 1/2) / 8", "est_lambda(rep[0]) / 4"]
+ENGINE_FEEDBACK = ["est_rho(eng) / 8", "est_wait(eng) / 16", "price(eng, 1, 1) / 64", "est_lambda(eng) / 32"]
+
+
+@st.composite
+def feedback_estimator_programs(draw) -> Case:
+    """Estimates read in times: an `estimator_programs` program whose run's work adds an estimate of
+    its stage (and whose stages may be `ps(1 + est_rho(gate))`), or an `engine_estimator_programs`
+    program whose `execute` adds one of its own engine's, so each time carries the reading into the
+    next samples. Drawn after the program's own draws."""
+    if draw(st.booleans()):
+        case = draw(estimator_programs())
+        text = case.text.replace("run rep[k] (", f"run rep[k] ({draw(st.sampled_from(STAGE_FEEDBACK))} + ", 1)
+        if draw(st.booleans()):
+            text = re.sub(r"stage rep\[2\] : [^;]*;", "stage rep[2] : ps(1 + est_rho(gate));", text, count=1)
+    else:
+        case = draw(engine_estimator_programs())
+        text = case.text.replace("    execute (", f"    execute ({draw(st.sampled_from(ENGINE_FEEDBACK))} + ", 1)
+    return Case(text=text, sessions=case.sessions, seed=case.seed)
 
 FORK = """\
 fn main() {{
@@ -549,9 +590,9 @@ def engine_estimator_programs(draw) -> Case:
     """The online estimates of an engine (docs/language.md §4.4): a `vllm_programs` program (with
     its preemptions and head requeues, whose new join Ŵ measures from) that reads `est_lambda`,
     `est_rho`, `est_wait` and `price` of its engine in the server (observations and a branch), and
-    by draw in gauges, the admission guard and the queue key. Never in a time (a run's work, the
-    budget, `execute`): in the exact engine that feedback makes the times' digits grow
-    exponentially (docs/spec.md "Online estimates"). Drawn after the vLLM program's own draws."""
+    by draw in gauges, the admission guard and the queue key. Never in a time here (a run's work,
+    the budget, `execute`): `feedback_estimator_programs` adds one to `execute`. Drawn after the
+    vLLM program's own draws."""
     case = draw(vllm_programs(arrivals=draw(st.booleans())))
     text = case.text
     thr = draw(st.sampled_from(["1/3", "3/4", "2"]))
@@ -634,6 +675,19 @@ def flow_programs(draw) -> Case:
     return Case(text=text.replace("{arrival}", arrival), sessions=sessions, seed=draw(st.integers(0, 2 ** 16)))
 
 
+# The workload and the head of the server of the P/D templates (transfer_programs, pd_queue_programs)
+PD_WORKLOAD_SERVER = """\
+  workload {{
+    arrive {arrival};
+    hidden o;
+    turn {{ set p = 1 + floor(~uniform(0, {maxp})); set o = 1 + floor(~uniform(0, {maxo})); }}
+    session {{ turn;{more} }}
+  }}
+  server {{
+    choose i in {P} by ({pkey});
+    choose k in {D} by ({dkey});
+"""
+
 TRANSFER = """\
 fn main() {{
   device pg[{P}] {{ pkv cap {pcap}; }}
@@ -677,16 +731,7 @@ fn main() {{
   stage prep[{P}] : fifo;
   stage link[{D}] : {link};
   stage send[{P}] : ps(1);
-  workload {{
-    arrive {arrival};
-    hidden o;
-    turn {{ set p = 1 + floor(~uniform(0, {maxp})); set o = 1 + floor(~uniform(0, {maxo})); }}
-    session {{ turn;{more} }}
-  }}
-  server {{
-    choose i in {P} by ({pkey});
-    choose k in {D} by ({dkey});
-{body}
+""" + PD_WORKLOAD_SERVER + """{body}
     dec[k] (p, o);
     observe done = now;
   }}
@@ -715,6 +760,18 @@ TRANSFER_SOURCES = {
 }
 
 
+def pd_engines(draw, maxp: int, maxo: int, pb: int, db: int) -> dict:
+    """The prefill and decode engines' sizes and costs of the P/D templates: a landing (p + 3) and
+    a decode (p + o + 1) each fit alone, tight or roomy."""
+    return dict(
+        pcap=ceil(maxp / pb) * pb + pb * draw(st.sampled_from([0, 1, 8])),
+        dcap=ceil((maxp + maxo + 4) / db) * db + db * draw(st.sampled_from([0, 2, 20])),
+        slots=draw(st.integers(1, 3)), budget=draw(st.sampled_from([4, 16, 64])),
+        lease=draw(st.sampled_from(["inf", "inf", "1000"])),
+        pcost=draw(st.sampled_from(["1", "1/2 + batch.tokens / 8", "1/10"])),
+        dcost=draw(st.sampled_from(["1", "1/3 + batch.tokens / 16", "1/4"])))
+
+
 @st.composite
 def transfer_programs(draw) -> Case:
     """Prefill/decode disaggregation (docs/language.md §11.15): 1 or 2 prefill engines whose requests
@@ -738,13 +795,7 @@ def transfer_programs(draw) -> Case:
         cache=draw(st.sampled_from(["inf", "p", "0"])))
     text = TRANSFER.format(
         P=P, D=D, pb=pb, db=db,
-        pcap=ceil(maxp / pb) * pb + pb * draw(st.sampled_from([0, 1, 8])),
-        # a landing (p + 3) and a decode (p + o + 1) each fit alone; tight or roomy
-        dcap=ceil((maxp + maxo + 4) / db) * db + db * draw(st.sampled_from([0, 2, 20])),
-        slots=draw(st.integers(1, 3)), budget=draw(st.sampled_from([4, 16, 64])),
-        lease=draw(st.sampled_from(["inf", "inf", "1000"])),
-        pcost=draw(st.sampled_from(["1", "1/2 + batch.tokens / 8", "1/10"])),
-        dcost=draw(st.sampled_from(["1", "1/3 + batch.tokens / 16", "1/4"])),
+        **pd_engines(draw, maxp, maxo, pb, db),
         link=link,
         arrival=draw(st.one_of(st.just(f"batch({sessions})"), st.just("poisson(1)"))),
         maxp=maxp, maxo=maxo, more=draw(st.sampled_from(["", " tool (~exp(1)); turn;"])),
@@ -832,6 +883,183 @@ def spill_programs(draw, arrivals: bool = False) -> Case:
     seed = draw(st.integers(0, 2 ** 16))
     arrival = draw(arrival_processes(sessions)) if arrivals else f"batch({sessions})"
     return Case(text=text.replace("{arrival}", arrival), sessions=sessions, seed=seed)
+
+
+# Prefill/decode disaggregation written with queues (docs/language.md §11.16): a prefill queue
+# array (or a single queue), a decode or agg queue array whose entry `pull` lands the source's KV
+# (directly, or through a second entry that `pull` calls with `from source`), a link queue array.
+PD_QUEUES = """\
+fn main() {{
+  queue P{pdim} : prefill {{
+    device gpu {{ kv cap {pcap}; }}
+    pool kv on gpu {{ block {pb}; }}
+    engine eng on gpu {{
+      reqs cap {slots};
+      tokens cap {budget};
+      request (p, o) {{
+        at admission {{ need = p; }}
+        prefill (p) growing kv;
+        lease kv ({lease});
+      }}
+      schedule {{
+        advance running;
+        admit waiting taking reqs (1), kv (min(need, budget_left(eng))) reserve (need);
+      }}
+      execute ({pcost});
+    }}
+    pool reqs on eng {{ queue fifo; }}
+  }}
+  queue D[{D}] : {drole} {{
+    device gpu {{ kv cap {dcap}; }}
+    pool kv on gpu {{ block {db}; evict lru; preempt lifo; }}
+{entries}
+    engine eng on gpu {{
+      reqs cap {slots};
+      tokens cap {budget};
+      request (p, o) {{
+        at admission {{ need = p + 1; hit = min(cachedin(kv), p); }}
+        set took = min(cached, p);
+        observe reused = took;
+        prefill (need - took) growing kv;
+        decode (o - 1) growing kv;
+        cache (0);
+      }}
+      schedule {{
+        advance running;
+        admit waiting taking reqs (1), kv (min(need, hit + budget_left(self.eng))) reserve (need);
+      }}
+      execute ({dcost});
+    }}
+    pool reqs on eng {{ queue fifo; }}
+  }}
+  queue L[{D}] : link {{ stage wire : {link}; }}
+""" + PD_WORKLOAD_SERVER + """    P{pi}.eng (p, 1);
+    observe ttft = now;
+    D[k].pull (p, L[k].wire) from P{pi};
+    D[k].eng (p, o);
+    observe done = now;
+  }}
+}}
+"""
+
+PD_QUEUE_LANDING = """\
+      hold kv (n{extra}) {{
+        transfer w ({work}) from source.kv to kv ({amount});
+        observe landed = now;
+      }} cache ({cache});"""
+
+PD_QUEUE_ENTRIES = {
+    "direct": "    def pull(n, w) {{\n" + PD_QUEUE_LANDING + "\n    }}",
+    "nested": ("    def land(n, w) {{\n" + PD_QUEUE_LANDING + "\n    }}\n"
+               "    def pull(n, w) {{ observe asked = n; self.land (n, w) from source; }}"),
+}
+
+
+# The same deployments spelled out without queues, as serq/queues.py lowers them (docs/language.md
+# §11.16): member m of queue Q is `Q_m` here (the IR's `Q.m`), an entry a definition whose
+# parameters are the decode queue's index, the source's pool, then its own.
+PD_QUEUES_TWIN = """\
+fn main() {{
+  device P_gpu{pdim} {{ P_kv cap {pcap}; }}
+  pool P_kv{pdim} on P_gpu{pj} {{ block {pb}; }}
+  engine P_eng{pdim} on P_gpu{pj} {{
+    P_reqs cap {slots};
+    tokens cap {budget};
+    request (p, o) {{
+      at admission {{ need = p; }}
+      prefill (p) growing P_kv{pj};
+      lease P_kv{pj} ({lease});
+    }}
+    schedule {{
+      advance running;
+      admit waiting taking P_reqs{pj} (1), P_kv{pj} (min(need, budget_left(P_eng{pj}))) reserve (need);
+    }}
+    execute ({pcost});
+  }}
+  pool P_reqs{pdim} on P_eng{pj} {{ queue fifo; }}
+  device D_gpu[{D}] {{ D_kv cap {dcap}; }}
+  pool D_kv[{D}] on D_gpu[j] {{ block {db}; evict lru; preempt lifo; }}
+{entries}
+  engine D_eng[{D}] on D_gpu[j] {{
+    D_reqs cap {slots};
+    tokens cap {budget};
+    request (p, o) {{
+      at admission {{ need = p + 1; hit = min(cachedin(D_kv[j]), p); }}
+      set took = min(cached, p);
+      observe reused = took;
+      prefill (need - took) growing D_kv[j];
+      decode (o - 1) growing D_kv[j];
+      cache (0);
+    }}
+    schedule {{
+      advance running;
+      admit waiting taking D_reqs[j] (1), D_kv[j] (min(need, hit + budget_left(D_eng[j]))) reserve (need);
+    }}
+    execute ({dcost});
+  }}
+  pool D_reqs[{D}] on D_eng[j] {{ queue fifo; }}
+  stage L_wire[{D}] : {link};
+""" + PD_WORKLOAD_SERVER + """    P_eng{pi} (p, 1);
+    observe ttft = now;
+    pull(k, P_kv{pi}, p, L_wire[k]);
+    D_eng[k] (p, o);
+    observe done = now;
+  }}
+}}
+"""
+
+PD_QUEUE_TWIN_LANDING = """\
+      hold D_kv[q] (n{extra}) {{
+        transfer w ({work}) from src to D_kv[q] ({amount});
+        observe landed = now;
+      }} cache ({cache});"""
+
+PD_QUEUE_TWIN_ENTRIES = {
+    "direct": "  def pull(q, src, n, w) {{\n" + PD_QUEUE_TWIN_LANDING + "\n  }}",
+    "nested": ("  def land(q, src, n, w) {{\n" + PD_QUEUE_TWIN_LANDING + "\n  }}\n"
+               "  def pull(q, src, n, w) {{ observe asked = n; land(q, src, n, w); }}"),
+}
+
+
+@st.composite
+def pd_queue_pairs(draw) -> tuple[Case, str]:
+    """A program of pd_queue_programs and its twin spelled out without queues (PD_QUEUES_TWIN)."""
+    sessions = draw(st.integers(1, 4))
+    P, D = draw(st.integers(1, 2)), draw(st.integers(1, 2))
+    single = P == 1 and draw(st.booleans())
+    pb, db = draw(st.sampled_from([1, 2, 4])), draw(st.sampled_from([1, 4, 2]))
+    maxp, maxo = draw(st.integers(1, 24)), draw(st.integers(1, 12))
+    pi = "" if single else "[i]"
+    form = draw(st.sampled_from(sorted(PD_QUEUE_ENTRIES)))
+    landing = dict(extra=draw(st.sampled_from(["", " + 1", " + 3"])),
+                   work=draw(st.sampled_from(["0", "1/2", "~exp(1)", "n / 4", "~uniform(0, 2)"])),
+                   amount=draw(st.sampled_from(["n", "n", "n - 1", "floor(n / 2)"])),
+                   cache=draw(st.sampled_from(["inf", "n", "0"])))
+    common = dict(
+        pdim="" if single else f"[{P}]", pi=pi, pj="" if single else "[j]", P=P, D=D, pb=pb, db=db,
+        **pd_engines(draw, maxp, maxo, pb, db),
+        drole=draw(st.sampled_from(["decode", "agg"])),
+        link=draw(st.sampled_from(["fifo", "fifo(2)", "ps(1)", "delay"])),
+        arrival=draw(st.one_of(st.just(f"batch({sessions})"), st.just("poisson(1)"))),
+        maxp=maxp, maxo=maxo, more=draw(st.sampled_from(["", " tool (~exp(1)); turn;"])))
+    pkey = draw(st.sampled_from([("holders(P{pi}.reqs) + queued(P{pi}.reqs)", "holders(P_reqs{pi}) + queued(P_reqs{pi})"),
+                                 ("-i", "-i"), ("0", "0")]))
+    dkey = draw(st.sampled_from([("holders(D[k].reqs) + queued(D[k].reqs)", "holders(D_reqs[k]) + queued(D_reqs[k])"),
+                                 ("cachedin(D[k].kv), k", "cachedin(D_kv[k]), k"), ("0", "0")]))
+    text = PD_QUEUES.format(**common, entries=PD_QUEUE_ENTRIES[form].format(**landing),
+                            pkey=pkey[0].format(pi=pi), dkey=dkey[0])
+    twin = PD_QUEUES_TWIN.format(**common, entries=PD_QUEUE_TWIN_ENTRIES[form].format(**landing),
+                                 pkey=pkey[1].format(pi=pi), dkey=dkey[1])
+    return Case(text=text, sessions=sessions, seed=draw(st.integers(0, 2 ** 16))), twin
+
+
+def pd_queue_programs() -> st.SearchStrategy:
+    """transfer_programs' deployments written with queues (docs/language.md §11.16): a prefill queue
+    array (a single queue when there is one) whose engine leases its KV, a decode or agg queue array
+    whose entry `pull` holds its KV pool and copies `source.kv` into it over the link queue's wire
+    (a fifo, ps or delay stage), directly or through a second entry; every request fits its pools
+    alone, as in transfer_programs."""
+    return pd_queue_pairs().map(lambda pair: pair[0])
 
 
 K_STEP = """\

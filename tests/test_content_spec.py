@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 
 from conftest import compile_ok
 from serq.frontend import compile_source
-from serq_spec.errors import NotSupported, SpecError
+from serq_spec.errors import SpecError
 from serq_spec.invariants import check_invariants
 from serq_spec.program import Program
 from serq_spec.sample import sample
@@ -164,12 +164,6 @@ def test_a_bad_content_at_run_time_stops_the_run_located(p, n, message):
 def test_cachedin_outside_an_attempt_is_zero():
     cfg, obs = run_text(GUARD.format(p=3, n=8))
     assert [o[-1] for o in obs if o[0] == "seen"] == [0]   # read in the body, after the attempt
-
-
-def test_reserve_held_on_a_content_pool_is_not_supported():
-    ir = compile_ok(GUARD.format(p=3, n=8).replace("share content;", "share content; reserve held;"))
-    with pytest.raises(NotSupported):
-        Program(ir, "t.sq")
 
 
 PROFILE = dict(max_examples=300 if LONG else 25, deadline=None, derandomize=not LONG,

@@ -86,6 +86,35 @@ RENEWAL = """fn main() {
 }
 """
 
+FLOW = """fn main() {
+  stage a : ps(1);
+  stage b : ps(2);
+  workload { arrive poisson(1); }
+  server { set w = ~uniform(-2, 1); run a, b (WORK); }
+}
+"""
+
+TRANSFER = """fn main() {
+  pool pk { cap 8; }
+  pool dk { cap 8; }
+  stage link : fifo;
+  workload { arrive poisson(1); }
+  server {
+    set w = ~uniform(-2, 1);
+    hold pk (4) { run link (1); } lease pk (inf);
+    hold dk (4) { transfer link (1) from pk to dk (AMOUNT); }
+  }
+}
+"""
+
+# issue 18's hardening: these four say what was wrong, the value and what to do (serq.exact)
+NEGATIVE_WORK = ("negative work {}: a run's work is an amount of service >= 0; keep the expression from going "
+                 "below 0 (e.g. max(0, …))")
+INFINITE_WORK = ("work inf is not finite: a run's work must be a finite amount of service; bound the expression "
+                 "(e.g. min(…, LIMIT)) or look for a division by 0 in it")
+NOT_AN_INDEX = ("index {} is not a whole number in 0..1: an array's member is named by a whole number from 0 to 1; "
+                "round the index (floor(…)) and keep it in range (e.g. min(floor(…), 1))")
+
 # name: (program, placeholder, value without the fault, value with it, position, message)
 CASES = {
     "zero-by-zero": (ONE_STAGE, "WORK", "abs(w)", "abs(w) + 0 / (w - w)", "4:37", "0 / 0 is undefined"),
@@ -93,15 +122,27 @@ CASES = {
                       "inf - inf is undefined"),
     "inf-by-inf": (ONE_STAGE, "WORK", "abs(w)", "(1 / (w - w)) / (1 / (w - w))", "4:37",
                    "inf / inf is undefined"),
-    "negative-work": (ONE_STAGE, "WORK", "abs(w)", "w", "4:37", "negative work -0.954488049296"),
-    "infinite-work": (ONE_STAGE, "WORK", "abs(w)", "1 / (w - w)", "4:37", "work inf is not finite"),
+    "negative-work": (ONE_STAGE, "WORK", "abs(w)", "w", "4:37", NEGATIVE_WORK.format("-0.954488049296")),
+    "infinite-work": (ONE_STAGE, "WORK", "abs(w)", "1 / (w - w)", "4:37", INFINITE_WORK),
+    # the same two checks of a flow `run a, b (w);` (§11.14), worded alike
+    "negative-flow-work": (FLOW, "WORK", "abs(w)", "w", "5:37", NEGATIVE_WORK.format("-0.954488049296")),
+    "infinite-flow-work": (FLOW, "WORK", "abs(w)", "1 / (w - w)", "5:37", INFINITE_WORK),
+    "negative-transfer-amount": (TRANSFER, "AMOUNT", "floor(abs(w))", "floor(w)", "9:19",
+                                 "negative transfer amount -1.0: n is the tokens the copy lands in pool dk, a "
+                                 "number >= 0; keep the expression from going below 0 (e.g. max(0, …))"),
     "sqrt-negative": (ONE_STAGE, "WORK", "abs(w)", "sqrt(w)", "4:37",
                       "sqrt of a negative value -0.954488049296"),
     "guard": (GUARD, "GUARD", "min(floor(x), 1)", "floor(x)", "4:36", "a branch guard must be 0 or 1, got 2.0"),
     "claim": (CLAIM, "VALUE", "queue(s) == 0", "queue(s) + 2", "5:3", "claim drained must be 0 or 1, got 2.0"),
     "negative-units": (UNITS, "UNITS", "abs(u)", "u", "5:37", "a negative amount for pool m"),
     "cost-minus-inf": (ENGINE, "COST", "0.01", "-1 / (batch.tokens - batch.tokens)", "16:14",
-                       "engine eng: execute: iteration cost -inf is not a finite value >= 0"),
+                       "engine eng: execute: iteration cost -inf is not a finite value >= 0; it is the "
+                       "iteration's time: keep the expression (or the inputs it reads) finite and >= 0 (e.g. "
+                       "max(0, …))"),
+    "cost-negative": (ENGINE, "COST", "0.01", "0.01 - batch.tokens", "16:14",
+                      "engine eng: execute: iteration cost -15.99 is not a finite value >= 0; it is the "
+                      "iteration's time: keep the expression (or the inputs it reads) finite and >= 0 (e.g. "
+                      "max(0, …))"),
     "cost-nan": (ENGINE, "COST", "0.01", "0 * (1 / (batch.tokens - batch.tokens))", "16:14",
                  "engine eng: execute: 0 * inf is undefined"),
     # issue 13's last disagreements, each a rule of docs/language.md §4.1 / §4.3 now: serq_spec
@@ -118,21 +159,22 @@ CASES = {
                            "exp(1000.0) is beyond the range of doubles (magnitudes up to about 1.8e308), "
                            "where both engines keep a program's values"),
     "zero-to-a-negative-power": (ONE_STAGE, "WORK", "abs(w)", "abs(w) + pow(w - w, -1)", "4:37",
-                                 "work inf is not finite"),
+                                 INFINITE_WORK),
     "negative-to-a-fraction": (ONE_STAGE, "WORK", "abs(w)", "pow(w, 0.5)", "4:37",
                                "pow(-0.954488049296, 0.5): a negative number to a non-integer power"),
     "draw-infinite-argument": (DRAW, "MEAN", "abs(w)", "-1 / (w - w)", "4:37",
                                "~exp(-inf): arguments outside what the draw can sample (the arguments must "
                                "be finite)"),
-    "draw-negative-mean": (DRAW, "MEAN", "abs(w)", "w", "4:37", "~exp needs a mean >= 0, got -0.954488049296"),
+    "draw-negative-mean": (DRAW, "MEAN", "abs(w)", "w", "4:37", "~exp needs a mean >= 0, got -0.954488049296; a mean is a time or an "
+                           "amount: keep the expression (or the input it reads) from going below 0"),
     "constant-beyond-doubles": (ONE_STAGE, "WORK", "abs(w)", "abs(w) * 1e-400 * 1e400", "4:37",
                                 "a constant of about 1e-400 is beyond the range of doubles (about 1e-308 to "
                                 "1e308), where both engines keep a program's values"),
     # found comparing the raise sites: serq_fast said `stage index 2 out of range 0..1`, `stage index
     # 0.69… is not an integer` and `capacity 0.0 is not positive`, serq_spec `index 2 out of range
     # 0..1`, `index 21781498973/31250000000 out of range 0..1` and `… got 0`
-    "index-out-of-range": (INDEX, "INDEX", "floor(w)", "floor(w) + 1", "4:36", "index 2.0 is not a whole number in 0..1"),
-    "index-not-whole": (INDEX, "INDEX", "floor(w)", "w", "4:36", "index 0.697007967136 is not a whole number in 0..1"),
+    "index-out-of-range": (INDEX, "INDEX", "floor(w)", "floor(w) + 1", "4:36", NOT_AN_INDEX.format("2.0")),
+    "index-not-whole": (INDEX, "INDEX", "floor(w)", "w", "4:36", NOT_AN_INDEX.format("0.697007967136")),
     "ps-capacity": (PS, "CAPACITY", "present", "present - 1", "2:16",
                     "ps stage s: capacity must be positive and finite, got 0.0"),
     # serq_fast printed the tokens to 6 digits (`20.001`), serq_spec as a double
@@ -190,7 +232,7 @@ FIT_CASES = {
                          "not bad.sq)"),
     # the turn's unused draw is found when the session ends, after the server's fault: the fault
     "unused-turn-draw-then-a-fault": (SAMPLED, dict(SAMPLED, TURN="", WORK="a * 0 - 1"),
-                                      "FILE:4:12: error: negative work -1.0"),
+                                      "FILE:4:12: error: " + NEGATIVE_WORK.format("-1.0")),
     "unused-session-draw": (dict(SAMPLED, WORK="a + ~uniform(0, 1)"), SAMPLED,
                             "serq: error: the sessions file does not fit the program: session 0 ended with "
                             "session stream: used 0 of 1 (it was sampled from ok.sq, not bad.sq)"),

@@ -5,6 +5,7 @@ touch. Every test here failed on the code before its fix (the fix's commit messa
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -173,3 +174,130 @@ def test_zero_work_flow_over_one_member_twice_is_an_error_in_both_engines(tmp_pa
     for argv in (["run", prog, "--horizon", "3"], ["lockstep", prog, "--seed", "1", "--sessions", "2"]):
         rc, out, err = run(capsys, *argv)
         assert rc == 2 and err.startswith(want), (argv, out, err)
+
+
+# -- an engine array whose body reads a member's estimate (fuzz seed 22001) -----------------------
+
+ESTIMATING_ARRAY = """
+fn main() {
+  device acc[2] { kv cap 1024; }
+  pool kv[2] on acc[j] { block 16; }
+  engine eng[2] on acc[j] {
+    reqs cap 4;
+    tokens cap 64;
+    request () { prefill (8) growing kv[j]; decode (2) growing kv[j]; }
+    schedule { advance running; admit waiting taking reqs[j] (1), kv[j] (16); }
+    execute (0.01 + READ);
+  }
+  pool reqs[2] on eng[j] { queue fifo; }
+  workload { arrive poisson(3); }
+  server { set x = serial - 2 * floor(serial / 2); eng[x] (); }
+}
+"""
+
+
+@pytest.mark.parametrize("read", ["est_rho(eng[j])", "price(eng[j], 1, 2)", "est_wait(eng[1])"])
+def test_engine_array_body_reading_an_estimate_of_a_member(tmp_path, capsys, read):
+    """Member 0's `execute` reading an estimate of the array marked every member, member 1 not
+    yet declared: an IndexError in the linker. Every member keeps its estimates, and the run
+    agrees in lockstep."""
+    f = tmp_path / "a.sq"
+    f.write_text(ESTIMATING_ARRAY.replace("READ", read))
+    rc, out, err = run(capsys, "ir", f)
+    assert rc == 0, err
+    assert [(s["name"], s.get("estimates")) for s in json.loads(out)["stages"]] == [("eng[0]", True), ("eng[1]", True)]
+    rc, _, err = run(capsys, "lockstep", f, "--seed", "1", "--sessions", "6")
+    assert rc == 0, err
+
+
+# -- `--set` of a capacity beyond the doubles: refused where the capacity is written -------------
+
+REPLICAS = Path(__file__).resolve().parents[1] / "examples" / "multi-turn" / "replicas.sq"
+
+
+@pytest.mark.parametrize("setting, where, what, command", [
+    ("max_seqs=1e400", "71:14", "capacity `reqs` of about 1e400", ["check"]),
+    ("max_seqs=1e-400", "71:14", "capacity `reqs` of about 1e-400", ["check"]),
+    ("blocks=1e400", "62:12", "capacity `kv` of about 1e401", ["check"]),
+    ("max_seqs=1e400", "71:14", "capacity `reqs` of about 1e400", ["run", "--horizon", "1"]),
+    ("max_seqs=1e-400", "71:14", "capacity `reqs` of about 1e-400", ["sample", "--seed", "1", "--sessions", "1"]),
+])
+def test_a_capacity_beyond_the_doubles_is_refused_at_its_place(tmp_path, capsys, setting, where, what, command):
+    """`serq check` accepted `--set max_seqs=1e400` on replicas.sq, `run` and `sample` refused it
+    as `serq: error: the cap of pool reqs[0] …` with no place; 1e-400 got as far as a capacity
+    printed as a fraction of 400 digits. Every command now refuses it at the `cap`, saying what to give."""
+    argv = [command[0], REPLICAS, *command[1:], "--set", setting]
+    if command[0] == "sample":
+        argv += ["-o", tmp_path / "s.json"]
+    rc, _, err = run(capsys, *argv)
+    assert rc == 2
+    assert err.startswith(f"{REPLICAS}:{where}: error: {what} is beyond the range of doubles"), err
+    assert err.splitlines()[0].endswith("; give a capacity in that range, or inf for no limit"), err
+
+
+def test_sampling_a_loop_without_an_end_is_located_at_the_loop(tmp_path, capsys):
+    """`serq sample` of examples/multi-turn/closed.sq without --horizon said `serq: error:
+    closed.sq:39:7: …` (the program's name as the IR keeps it, inside the message); it is a program
+    error at the loop now, FILE:LINE:COLUMN first, the path as given."""
+    closed = Path(__file__).resolve().parents[1] / "examples" / "multi-turn" / "closed.sq"
+    rc, _, err = run(capsys, "sample", closed, "--seed", "1", "--sessions", "2", "-o", tmp_path / "s.json")
+    assert rc == 2
+    assert err.startswith(f"{closed}:39:7: error: every session enters this `loop` and none can leave it"), err
+    assert "sample with --horizon T" in err
+
+
+FLOWS = Path(__file__).resolve().parents[1] / "examples" / "single-turn" / "flows.sq"
+ARGUMENTS = Path(__file__).resolve().parents[1] / "examples" / "single-turn" / "arguments.sq"
+
+
+@pytest.mark.parametrize("program, setting, expected", [
+    (FLOWS, "up=-1", "37:21: error: ps stage uplink: capacity must be positive and finite, got -1; give the work"),
+    (FLOWS, "down=0", "38:23: error: ps stage downlink: capacity must be positive and finite, got 0; give the work"),
+    (FLOWS, "up=inf", "37:21: error: ps stage uplink: capacity must be positive and finite, got inf; give the work"),
+    (ARGUMENTS, "servers=-1", "41:21: error: a fifo stage needs a whole, positive number of servers, got -1; "
+                              "give a whole number >= 1"),
+])
+def test_a_stage_capacity_set_out_of_range_is_refused_by_check(capsys, program, setting, expected):
+    """`serq check flows.sq --set up=-1` said OK (the constant ps capacity was checked only when
+    a run read it), and a fifo stage's servers were refused without the value or what to give."""
+    rc, _, err = run(capsys, "check", program, "--set", setting)
+    assert rc == 2 and err.startswith(f"{program}:{expected}"), err
+
+
+# -- `speculate (slots, lookahead, limit)` that is no whole number (fuzz seed 22011) ---------------
+
+SPECULATING = """fn main() {
+  device acc { kv cap 1024; }
+  pool kv on acc { block 16; }
+  engine eng on acc {
+    reqs cap 4;
+    tokens cap 64;
+    speculate (SPEC);
+    request (p, o) { prefill (p) growing kv; decode (o) growing kv; }
+    schedule { advance running; admit waiting taking reqs (1), kv (16); }
+    execute (0.01);
+  }
+  pool reqs on eng { queue fifo; }
+  workload { arrive poisson(1); }
+  server { eng (8, 3); }
+}
+"""
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("1.5, 0, inf", "speculate slots must be a whole number >= 0, got 1.5"),
+    ("1, 1/2, 3", "speculate lookahead must be a whole number >= 0, got 0.5"),
+    ("1, 0, 2.5", "speculate limit must be a whole number >= 0 or inf, got 2.5"),
+    ("1, 0, -inf", "speculate limit must be a whole number >= 0 or inf, got -inf"),
+])
+def test_speculate_that_is_no_whole_number_is_one_located_line(tmp_path, capsys, spec, message):
+    """serq_fast's `_speculates` read a constant's wire text with float(): `speculate (1.5, 0, inf)`
+    was a ValueError traceback (`'3/2'`); serq_fast also named the item twice (`engine eng:
+    speculate: engine eng: speculate slots …`) and serq_spec worded a fraction otherwise (`… a whole
+    number of tokens, got 3/2`). Both engines print one line now, at the item."""
+    f = tmp_path / "s.sq"
+    f.write_text(SPECULATING.replace("SPEC", spec))
+    expected = (f"{f}:7:5: error: engine eng: {message}; it counts tokens: round it (floor(…)) and keep it >= 0")
+    for argv in (["run", f, "--horizon", "3"], ["lockstep", f, "--seed", "1", "--sessions", "2"]):
+        rc, _, err = run(capsys, *argv)
+        assert (rc, err.splitlines()[0] if err else "") == (2, expected), argv

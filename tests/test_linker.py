@@ -477,10 +477,6 @@ UNSUPPORTED = {
     # `spill` is supported (tests/test_spill.py), but not on a `share content` pool
     "spill on a content pool": edit("pool live { cap 20; }",
                                     "pool live { cap 20; block 4; @@spill kv via cpu (1) when (1); share content; }"),
-    "queue declarations": edit(SERVER, SERVER + "\n  @@queue P : prefill { }"),
-    ".pull": server("P.@@pull(1);"),
-    "queue pools": server("hold @@P.kv (1) { run cpu (1); }"),
-    "queue values": server("set x = @@D.first_token;"),
 }
 
 

@@ -53,6 +53,8 @@ CASES = [
     # cold iterations, behind a router; and with longer outputs, cold for their first 20 iterations
     ("single-turn/k_replicas.sq", {}, 1, 4, math.inf),
     ("single-turn/k_replicas.sq", {"output": "30", "warm": "20"}, 2, 4, math.inf),
+    # the same written with queues (docs/language.md §11.16), one setting
+    ("single-turn/pd_queues.sq", {"nics": "1", "R": "2", "lambda": "4", "x": "1e-4"}, 1, 6, math.inf),
     ("oracle/vllm_request.sq", {}, 1, 2, math.inf),
     ("../python/serq_vllm/programs/vllm_scenario.sq", {}, 1, 2, math.inf),
     ("../python/serq_vllm/programs/vllm_scenario_priority.sq", {}, 1, 2, math.inf),
@@ -67,6 +69,8 @@ CASES = [
     # 400 blocks: the spec's state line lists every block of the free queue at every step
     ("multi-turn/shared_prompt.sq", {"blocks": "400"}, 1, 3, math.inf),
     ("multi-turn/shared_prompt.sq", {"blocks": "150", "Lambda": "3"}, 2, 4, math.inf),
+    # every thinking session's blocks leased (docs/content.md §3 "Lease"): 1383 steps, 6 s of CPU
+    ("multi-turn/shared_prompt.sq", {"blocks": "150", "Lambda": "3", "pin": "1"}, 2, 4, math.inf),
 ]
 
 
@@ -85,8 +89,10 @@ def test_every_example_is_in_lockstep():
 
 
 # The longest cases (2.5 min of the default run together) run with -m slow; the same program
-# stays in the default run at 150 blocks, where its content pool also evicts.
-SLOW_CASES = {("multi-turn/shared_prompt.sq", (("blocks", "400"),))}
+# stays in the default run at 150 blocks, where its content pool also evicts (the pinned variant is
+# slow too: tests/test_lockstep_random.py's content_pin programs lease content pools by default).
+SLOW_CASES = {("multi-turn/shared_prompt.sq", (("blocks", "400"),)),
+              ("multi-turn/shared_prompt.sq", (("Lambda", "3"), ("blocks", "150"), ("pin", "1")))}
 # Cases whose every-step comparison alone runs with -m slow (12 s of the default run); their
 # fast-forward comparison stays in the default run, and the victim_first fault below is caught
 # on the same program at 500 blocks in the default run.

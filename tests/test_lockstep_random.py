@@ -2,7 +2,7 @@
 
 Default profile: 200 derandomised programs (+20 every step, +50 of `scope_programs`, +50 `share content`,
 +20 speculating (docs/language.md §7.3), +50 `lag 1`, +50 under poisson, renewal and closed arrivals, +20 with claims, +50 with fork/join, +50 on
-engine arrays, +50 with runs over several stages, +50 reading the online estimates of stages, +50 of engines, +50 with `transfer`,
+engine arrays, +50 with runs over several stages, +50 reading the online estimates of stages, +50 of engines, +8 with estimates in times, +25 `share content` pools leased or `reserve held`, +50 with `transfer`, +20 with queues,
 +20 of K's step stage with an `iteration { … }` block, alone or as an array).
 Long profile (documented in docs/fast.md):
 `SERQ_LOCKSTEP_PROFILE=long python -m pytest tests/test_lockstep_random.py` runs 10,000 programs
@@ -178,10 +178,21 @@ def test_random_fork_programs_agree(case):
 def test_random_replica_programs_agree(case):
     """2 or 3 replicas of the vLLM fragment (`device acc[R]`, `engine eng[R] on acc[j]`, pools on
     the members, docs/language.md §6.1) behind a round-robin, least-loaded, prefix-aware or random
-    router, with `share content` or a lease (not both: a content pool is not leased), with or without
-    `lag 1`."""
+    router, with `share content` or a lease (one at a time; `test_random_content_pin_programs_agree`
+    leases content pools), with or without `lag 1`."""
     ir = compile_source(case.text, case.name, {})
     assert len([s for s in ir["stages"] if s["kind"] == "step"]) in (2, 3)
+    lockstep(ir, case.seed, case.sessions, case.name)
+
+
+@settings(max_examples=max(20, EXAMPLES // 8), deadline=None, derandomize=not LONG, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(strategies.content_pin_programs())
+def test_random_content_pin_programs_agree(case):
+    """A `share content` KV pool whose requests lease their blocks past the request, or whose
+    pool is `reserve held`, or both (docs/content.md §3): the blocks' reference counts, the free
+    queue and the admissions the reservations hold back agree at every step."""
+    ir = compile_source(case.text, case.name, {})
     lockstep(ir, case.seed, case.sessions, case.name)
 
 
@@ -208,6 +219,17 @@ def test_random_engine_estimator_programs_agree(case):
     steers agree at every step; the engine is never fast-forwarded (docs/fast.md)."""
     ir = compile_source(case.text, case.name, {})
     assert any(s["kind"] == "step" and s.get("estimates") for s in ir["stages"])
+    lockstep(ir, case.seed, case.sessions, case.name)
+
+
+@settings(max_examples=max(8, EXAMPLES // 25), deadline=None, derandomize=not LONG, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(strategies.feedback_estimator_programs())
+def test_random_feedback_estimator_programs_agree(case):
+    """Estimates read in times (a run's work, a ps capacity, an engine's `execute`): on the grid of
+    2^-32 the exact engine's numbers stay bounded and the two engines agree at every step
+    (docs/spec.md "Online estimates")."""
+    ir = compile_source(case.text, case.name, {})
     lockstep(ir, case.seed, case.sessions, case.name)
 
 
@@ -267,4 +289,19 @@ def test_random_k_step_programs_agree(case):
     engine, it agrees at every compared step (the registers are in the state line, docs/state.md)."""
     ir = compile_source(case.text, case.name, {})
     assert all(s["kind"] == "step" and s["registers"] for s in ir["stages"] if s["name"].startswith("eng"))
+    lockstep(ir, case.seed, case.sessions, case.name)
+
+
+QUEUE_EXAMPLES = max(10, EXAMPLES // 10)
+
+
+@settings(max_examples=QUEUE_EXAMPLES, deadline=None, derandomize=not LONG, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(strategies.pd_queue_programs())
+def test_random_pd_queue_programs_agree(case):
+    """Prefill/decode disaggregation written with queues (docs/language.md §11.16): prefill, decode or
+    agg and link queue arrays, entries called with `from`, directly or through a second entry; the
+    lowered program runs in lockstep like any other."""
+    ir = compile_source(case.text, case.name, {})
+    assert any(st["op"] == "transfer" for b in ir["blocks"] for st in b)
     lockstep(ir, case.seed, case.sessions, case.name)

@@ -60,6 +60,8 @@ TARGETS = {
     "options": "test_options",
     "expressions": "test_expressions",
     "constructs": "test_constructs",
+    "construct_settings": "test_construct_settings",
+    "construct_sessions": "test_construct_sessions",
 }
 KEEP_EXAMPLES = 10  # failures kept in the summary, per kind and target
 CHECKPOINT_SECONDS = 60  # the summary so far is written this often ("complete": false)

@@ -223,7 +223,7 @@ theorem evictAmount_pos (block : Option Rat) (s : Rat) (hs : 0 < s) :
       · rw [if_neg hbs]; exact hs
     · rw [if_neg hb]; exact hs
 
-theorem removeOwner_le (o : Int) : ∀ (l : List Entry), SizesNonneg l →
+theorem removeOwner_le (o : Tid) : ∀ (l : List Entry), SizesNonneg l →
     cachedOf (removeOwner o l) ≤ cachedOf l := by
   intro l
   induction l with
@@ -239,7 +239,7 @@ theorem removeOwner_le (o : Int) : ∀ (l : List Entry), SizesNonneg l →
     · rw [if_neg h, cachedOf_cons, cachedOf_cons]; grind
 
 /-- Removing the first entry of `o` removes exactly the size of `entryOf`'s entry. -/
-theorem removeFirstOwner_le (o : Int) : ∀ (l : List Entry), SizesNonneg l →
+theorem removeFirstOwner_le (o : Tid) : ∀ (l : List Entry), SizesNonneg l →
     cachedOf (removeFirstOwner o l) ≤ cachedOf l := by
   intro l
   induction l with
@@ -255,7 +255,7 @@ theorem removeFirstOwner_le (o : Int) : ∀ (l : List Entry), SizesNonneg l →
 
 /-! ## Entry sizes stay ≥ 0 (`SizesNonneg`, the hypothesis of the lemmas above) -/
 
-theorem removeOwner_nonneg (o : Int) : ∀ (l : List Entry), SizesNonneg l →
+theorem removeOwner_nonneg (o : Tid) : ∀ (l : List Entry), SizesNonneg l →
     SizesNonneg (removeOwner o l)
   | [], _ => trivial
   | e :: es, h => by
@@ -265,7 +265,7 @@ theorem removeOwner_nonneg (o : Int) : ∀ (l : List Entry), SizesNonneg l →
     · rw [if_pos hc]; exact removeOwner_nonneg o es hs
     · rw [if_neg hc]; exact sizesNonneg_cons.mpr ⟨he, removeOwner_nonneg o es hs⟩
 
-theorem removeFirstOwner_nonneg (o : Int) : ∀ (l : List Entry), SizesNonneg l →
+theorem removeFirstOwner_nonneg (o : Tid) : ∀ (l : List Entry), SizesNonneg l →
     SizesNonneg (removeFirstOwner o l)
   | [], _ => trivial
   | e :: es, h => by
@@ -298,7 +298,7 @@ theorem shrinkAt_nonneg (k : Rat) : ∀ (i : Nat) (l : List Entry), SizesNonneg 
       exact sizesNonneg_cons.mpr ⟨he, ih j hs⟩
 
 /-- Removing the first entry of `o` removes exactly the entry `find?` returns. -/
-theorem removeFirstOwner_find (o : Int) : ∀ (l : List Entry) (e : Entry),
+theorem removeFirstOwner_find (o : Tid) : ∀ (l : List Entry) (e : Entry),
     l.find? (fun x => x.owner == o) = some e →
     cachedOf (removeFirstOwner o l) + e.size = cachedOf l := by
   intro l
@@ -325,15 +325,15 @@ theorem removeFirstOwner_find (o : Int) : ∀ (l : List Entry) (e : Entry),
 
 /-- `consumeWith` never adds cache: the dead rest is at most the entry removed (an entry of size
 ≥ 0, a limit ≥ 0). -/
-theorem consumeWith_le (serial nextDead : Nat) (entries : List Entry) (e : Entry)
-    (hsum : cachedOf (removeFirstOwner (serial : Int) entries) + e.size = cachedOf entries)
+theorem consumeWith_le (serial : Tid) (nextDead : Nat) (entries : List Entry) (e : Entry)
+    (hsum : cachedOf (removeFirstOwner serial entries) + e.size = cachedOf entries)
     (he : 0 ≤ e.size) :
     ∀ (lim : Option Rat), (∀ l, lim = some l → 0 ≤ l) →
       cachedOf (consumeWith serial nextDead entries e lim).1 ≤ cachedOf entries := by
   intro lim hlim
   cases lim with
   | none =>
-    show cachedOf (removeFirstOwner (serial : Int) entries) ≤ cachedOf entries
+    show cachedOf (removeFirstOwner serial entries) ≤ cachedOf entries
     grind
   | some l =>
     have hl : 0 ≤ l := hlim l rfl
@@ -344,17 +344,17 @@ theorem consumeWith_le (serial nextDead : Nat) (entries : List Entry) (e : Entry
         | (show 0 ≤ (if e.size ≤ l then e.size else l); split <;> assumption)
     by_cases hp : 0 < e.size - min e.size l
     · have h0 : (consumeWith serial nextDead entries e (some l)).1 =
-          removeFirstOwner (serial : Int) entries ++
-            [⟨-(nextDead : Int), e.size - min e.size l, e.last, e.rel⟩] := by
+          removeFirstOwner serial entries ++
+            [⟨Tid.dead nextDead, e.size - min e.size l, e.last, e.rel⟩] := by
         first
           | (rw [consumeWith, if_pos hp] <;> rfl)
           | simp only [consumeWith, if_pos hp]
       rw [h0, cachedOf_append]
-      show cachedOf (removeFirstOwner (serial : Int) entries) + (e.size - min e.size l) ≤
+      show cachedOf (removeFirstOwner serial entries) + (e.size - min e.size l) ≤
         cachedOf entries
       grind
     · have h0 : (consumeWith serial nextDead entries e (some l)).1 =
-          removeFirstOwner (serial : Int) entries := by
+          removeFirstOwner serial entries := by
         first
           | (rw [consumeWith, if_neg hp] <;> rfl)
           | simp only [consumeWith, if_neg hp]
@@ -362,29 +362,29 @@ theorem consumeWith_le (serial nextDead : Nat) (entries : List Entry) (e : Entry
       grind
 
 /-- The consumed prefix's dead rest is inserted only when positive. -/
-theorem consumeWith_nonneg (serial nextDead : Nat) (entries : List Entry) (e : Entry)
+theorem consumeWith_nonneg (serial : Tid) (nextDead : Nat) (entries : List Entry) (e : Entry)
     (hn : SizesNonneg entries) :
     ∀ (lim : Option Rat), SizesNonneg (consumeWith serial nextDead entries e lim).1 := by
   intro lim
   cases lim with
-  | none => exact removeFirstOwner_nonneg (serial : Int) entries hn
+  | none => exact removeFirstOwner_nonneg serial entries hn
   | some l =>
     by_cases hp : 0 < e.size - min e.size l
     · have h0 : (consumeWith serial nextDead entries e (some l)).1 =
-          removeFirstOwner (serial : Int) entries ++
-            [⟨-(nextDead : Int), e.size - min e.size l, e.last, e.rel⟩] := by
+          removeFirstOwner serial entries ++
+            [⟨Tid.dead nextDead, e.size - min e.size l, e.last, e.rel⟩] := by
         first
           | (rw [consumeWith, if_pos hp] <;> rfl)
           | simp only [consumeWith, if_pos hp]
       rw [h0]
-      exact sizesNonneg_append _ _ (removeFirstOwner_nonneg (serial : Int) entries hn) (Rat.le_of_lt hp)
+      exact sizesNonneg_append _ _ (removeFirstOwner_nonneg serial entries hn) (Rat.le_of_lt hp)
     · have h0 : (consumeWith serial nextDead entries e (some l)).1 =
-          removeFirstOwner (serial : Int) entries := by
+          removeFirstOwner serial entries := by
         first
           | (rw [consumeWith, if_neg hp] <;> rfl)
           | simp only [consumeWith, if_neg hp]
       rw [h0]
-      exact removeFirstOwner_nonneg (serial : Int) entries hn
+      exact removeFirstOwner_nonneg serial entries hn
 
 /-! ## Eviction and make_room -/
 
@@ -513,7 +513,7 @@ theorem makeRoom_inv (cap : Rat) (block : Option Rat) (st : PoolState) (need : R
 /-! ## Admission, growth, consumption, drop, release -/
 
 /-- A successful admission is `make_room`, then `allocate`. -/
-theorem admitPool_eq (cap : Rat) (block : Option Rat) (st : PoolState) (serial : Nat) (alloc : Rat)
+theorem admitPool_eq (cap : Rat) (block : Option Rat) (st : PoolState) (serial : Tid) (alloc : Rat)
     (r : PoolState) (evs : List Evicted) (h : admitPool cap block st serial alloc = .ok (r, evs)) :
     ∃ q, makeRoom cap block st alloc = .ok (q, evs) ∧ r = allocate q serial alloc := by
   cases hm : makeRoom cap block st alloc with
@@ -567,7 +567,7 @@ theorem growPool_eq (cap : Rat) (block : Option Rat) (st : PoolState) (need : Ra
     exact ⟨q, hm, rfl⟩
 
 /-- A successful admission ends in a state satisfying the invariant. -/
-theorem admitPool_inv (cap : Rat) (block : Option Rat) (st : PoolState) (serial : Nat) (alloc : Rat)
+theorem admitPool_inv (cap : Rat) (block : Option Rat) (st : PoolState) (serial : Tid) (alloc : Rat)
     (r : PoolState) (evs : List Evicted) (h : admitPool cap block st serial alloc = .ok (r, evs)) :
     Inv cap r := by
   obtain ⟨q, hm, rfl⟩ := admitPool_eq cap block st serial alloc r evs h
@@ -585,7 +585,7 @@ theorem growPool_inv (cap : Rat) (block : Option Rat) (st : PoolState) (need : R
   grind
 
 /-- Admission keeps entry sizes ≥ 0 (only `make_room` touches the entries). -/
-theorem admitPool_nonneg (cap : Rat) (block : Option Rat) (st : PoolState) (serial : Nat) (alloc : Rat)
+theorem admitPool_nonneg (cap : Rat) (block : Option Rat) (st : PoolState) (serial : Tid) (alloc : Rat)
     (r : PoolState) (evs : List Evicted) (h : admitPool cap block st serial alloc = .ok (r, evs))
     (hn : SizesNonneg st.entries) : SizesNonneg r.entries := by
   obtain ⟨q, hm, rfl⟩ := admitPool_eq cap block st serial alloc r evs h
@@ -600,38 +600,38 @@ theorem growPool_nonneg (cap : Rat) (block : Option Rat) (st : PoolState) (need 
 
 /-- Consuming the own prefix never adds cache and never touches `used` (entries of size ≥ 0, a
 `reuse` limit ≥ 0: `rounddown_block(max(0, ρ))` with a positive block; conjecture 7). -/
-theorem consumeOwnPrefix_none (block : Option Rat) (st : PoolState) (serial : Nat)
-    (reuseLimit : Option Value) (nextDead : Nat) (hf : entryOf st (serial : Int) = none) :
+theorem consumeOwnPrefix_none (block : Option Rat) (st : PoolState) (serial : Tid)
+    (reuseLimit : Option Value) (nextDead : Nat) (hf : entryOf st serial = none) :
     consumeOwnPrefix block st serial reuseLimit nextDead = (st, 0, false) := by
   unfold consumeOwnPrefix
   rw [hf] <;> rfl
 
-theorem consumeOwnPrefix_some (block : Option Rat) (st : PoolState) (serial : Nat)
-    (reuseLimit : Option Value) (nextDead : Nat) (e : Entry) (hf : entryOf st (serial : Int) = some e) :
+theorem consumeOwnPrefix_some (block : Option Rat) (st : PoolState) (serial : Tid)
+    (reuseLimit : Option Value) (nextDead : Nat) (e : Entry) (hf : entryOf st serial = some e) :
     (consumeOwnPrefix block st serial reuseLimit nextDead).1 =
       { st with entries := (consumeWith serial nextDead st.entries e (reuseUnits block reuseLimit)).1 } := by
   unfold consumeOwnPrefix
   rw [hf] <;> rfl
 
-theorem consumeOwnPrefix_cached (block : Option Rat) (st : PoolState) (serial : Nat)
+theorem consumeOwnPrefix_cached (block : Option Rat) (st : PoolState) (serial : Tid)
     (reuseLimit : Option Value) (nextDead : Nat) (hnn : SizesNonneg st.entries)
     (hlim : ∀ l, reuseUnits block reuseLimit = some l → 0 ≤ l) :
     (consumeOwnPrefix block st serial reuseLimit nextDead).1.cached ≤ st.cached ∧
     (consumeOwnPrefix block st serial reuseLimit nextDead).1.used = st.used := by
-  cases hf : entryOf st (serial : Int) with
+  cases hf : entryOf st serial with
   | none =>
     rw [consumeOwnPrefix_none block st serial reuseLimit nextDead hf]
     exact ⟨Rat.le_refl, rfl⟩
   | some e =>
     have h0 := consumeOwnPrefix_some block st serial reuseLimit nextDead e hf
-    have hsum := removeFirstOwner_find (serial : Int) st.entries e hf
-    have hrm := removeFirstOwner_le (serial : Int) st.entries hnn
+    have hsum := removeFirstOwner_find serial st.entries e hf
+    have hrm := removeFirstOwner_le serial st.entries hnn
     have he : 0 ≤ e.size := by grind
     have hle := consumeWith_le serial nextDead st.entries e hsum he (reuseUnits block reuseLimit) hlim
     rw [h0]
     exact ⟨hle, rfl⟩
 
-theorem consumeOwnPrefix_inv (cap : Rat) (block : Option Rat) (st : PoolState) (serial : Nat)
+theorem consumeOwnPrefix_inv (cap : Rat) (block : Option Rat) (st : PoolState) (serial : Tid)
     (reuseLimit : Option Value) (nextDead : Nat) (hinv : Inv cap st)
     (hnn : SizesNonneg st.entries) (hlim : ∀ l, reuseUnits block reuseLimit = some l → 0 ≤ l) :
     Inv cap (consumeOwnPrefix block st serial reuseLimit nextDead).1 := by
@@ -642,10 +642,10 @@ theorem consumeOwnPrefix_inv (cap : Rat) (block : Option Rat) (st : PoolState) (
   grind
 
 /-- Consuming the own prefix keeps entry sizes ≥ 0 (a dead rest is made only when positive). -/
-theorem consumeOwnPrefix_nonneg (block : Option Rat) (st : PoolState) (serial : Nat)
+theorem consumeOwnPrefix_nonneg (block : Option Rat) (st : PoolState) (serial : Tid)
     (reuseLimit : Option Value) (nextDead : Nat) (hn : SizesNonneg st.entries) :
     SizesNonneg (consumeOwnPrefix block st serial reuseLimit nextDead).1.entries := by
-  cases hf : entryOf st (serial : Int) with
+  cases hf : entryOf st serial with
   | none =>
     rw [consumeOwnPrefix_none block st serial reuseLimit nextDead hf]
     exact hn
@@ -653,11 +653,11 @@ theorem consumeOwnPrefix_nonneg (block : Option Rat) (st : PoolState) (serial : 
     rw [consumeOwnPrefix_some block st serial reuseLimit nextDead e hf]
     exact consumeWith_nonneg serial nextDead st.entries e hn (reuseUnits block reuseLimit)
 
-theorem dropEntry_nonneg (st : PoolState) (owner : Int) (hn : SizesNonneg st.entries) :
+theorem dropEntry_nonneg (st : PoolState) (owner : Tid) (hn : SizesNonneg st.entries) :
     SizesNonneg (dropEntry st owner).entries :=
   removeOwner_nonneg owner st.entries hn
 
-theorem dropEntry_inv (cap : Rat) (st : PoolState) (owner : Int) (hinv : Inv cap st)
+theorem dropEntry_inv (cap : Rat) (st : PoolState) (owner : Tid) (hinv : Inv cap st)
     (hnn : SizesNonneg st.entries) : Inv cap (dropEntry st owner) := by
   have hr := removeOwner_le owner st.entries hnn
   have hp : st.used + cachedOf st.entries ≤ cap := hinv
@@ -668,22 +668,22 @@ theorem dropEntry_inv (cap : Rat) (st : PoolState) (owner : Int) (hinv : Inv cap
 most the allocation (`kept = rounddown(min(ℓ, computed)) ≤ computed ≤ alloc`, since ae9b5fe
 `computed = min(position, alloc)` after an advance). Over the rationals `used − alloc` is exact,
 so no `alloc ≤ used` is needed. -/
-theorem releasePool_inv (cap : Rat) (st : PoolState) (serial : Nat) (alloc kept : Rat) (now : Rat)
+theorem releasePool_inv (cap : Rat) (st : PoolState) (serial : Tid) (alloc kept : Rat) (now : Rat)
     (rel : Nat) (hinv : Inv cap st) (halloc : 0 ≤ alloc) (hkept : kept ≤ alloc)
     (hnn : SizesNonneg st.entries) :
     Inv cap (releasePool st serial alloc kept now rel) := by
   have hp : st.used + cachedOf st.entries ≤ cap := hinv
-  have hr := removeOwner_le (serial : Int) st.entries hnn
+  have hr := removeOwner_le serial st.entries hnn
   by_cases hk : 0 < kept
   · have h0 : releasePool st serial alloc kept now rel =
         insertEntry (giveBack st serial alloc) serial kept now rel := by
       unfold releasePool
       rw [if_pos hk]
     rw [h0]
-    show st.used - alloc + cachedOf (removeOwner (serial : Int) st.entries ++
-      [(⟨(serial : Int), kept, now, rel⟩ : Entry)]) ≤ cap
+    show st.used - alloc + cachedOf (removeOwner serial st.entries ++
+      [(⟨serial, kept, now, rel⟩ : Entry)]) ≤ cap
     rw [cachedOf_append]
-    show st.used - alloc + (cachedOf (removeOwner (serial : Int) st.entries) + kept) ≤ cap
+    show st.used - alloc + (cachedOf (removeOwner serial st.entries) + kept) ≤ cap
     grind
   · have h0 : releasePool st serial alloc kept now rel = giveBack st serial alloc := by
       unfold releasePool
@@ -693,7 +693,7 @@ theorem releasePool_inv (cap : Rat) (st : PoolState) (serial : Nat) (alloc kept 
     grind
 
 /-- Release keeps entry sizes ≥ 0 (it inserts an entry only when the kept amount is positive). -/
-theorem releasePool_nonneg (st : PoolState) (serial : Nat) (alloc kept : Rat) (now : Rat) (rel : Nat)
+theorem releasePool_nonneg (st : PoolState) (serial : Tid) (alloc kept : Rat) (now : Rat) (rel : Nat)
     (hn : SizesNonneg st.entries) : SizesNonneg (releasePool st serial alloc kept now rel).entries := by
   by_cases hk : 0 < kept
   · have h0 : releasePool st serial alloc kept now rel =
@@ -701,8 +701,8 @@ theorem releasePool_nonneg (st : PoolState) (serial : Nat) (alloc kept : Rat) (n
       unfold releasePool
       rw [if_pos hk]
     rw [h0]
-    show SizesNonneg (removeOwner (serial : Int) st.entries ++ [(⟨(serial : Int), kept, now, rel⟩ : Entry)])
-    exact sizesNonneg_append _ _ (removeOwner_nonneg (serial : Int) st.entries hn) (Rat.le_of_lt hk)
+    show SizesNonneg (removeOwner serial st.entries ++ [(⟨serial, kept, now, rel⟩ : Entry)])
+    exact sizesNonneg_append _ _ (removeOwner_nonneg serial st.entries hn) (Rat.le_of_lt hk)
   · have h0 : releasePool st serial alloc kept now rel = giveBack st serial alloc := by
       unfold releasePool
       rw [if_neg hk]

@@ -274,7 +274,8 @@ def check_args(dist: str, args: Sequence[float]) -> None:
     if dist in ("exp", "erlang", "h2"):
         mean = args[1] if dist == "erlang" else args[0]
         if mean < 0:
-            raise DrawError(f"~{dist} needs a mean >= 0, got {mean}")
+            raise DrawError(f"~{dist} needs a mean >= 0, got {mean}; a mean is a time or an amount: keep the "
+                            "expression (or the input it reads) from going below 0")
     if dist == "erlang" and args[0] > MAX_ERLANG_PHASES:
         raise _outside(dist, args, f"at most {MAX_ERLANG_PHASES} phases")
 

@@ -291,8 +291,46 @@ def negative_to_fraction(call: str) -> str:
 
 def index_not_in_range(index: Value, count: int) -> str:
     """The error for an array index (of a stage or pool array of COUNT) that is not a whole number
-    from 0 to COUNT − 1, in both engines' words (the index as `number_text` shows it)."""
-    return f"index {number_text(index)} is not a whole number in 0..{count - 1}"
+    from 0 to COUNT − 1, in both engines' words (the index as `number_text` shows it), with what
+    to do about it: an index names a member, so it must land on one."""
+    return (f"index {number_text(index)} is not a whole number in 0..{count - 1}: an array's member is "
+            f"named by a whole number from 0 to {count - 1}; round the index (floor(…)) and keep it in range "
+            f"(e.g. min(floor(…), {count - 1}))")
+
+
+# The run-time errors of a run's work (docs/language.md §11.5, §11.14) and of a transfer's amount
+# (§11.15), in both engines' words: the value (as `number_text` shows it), the rule, and what to do.
+
+def negative_work(work: Value) -> str:
+    """`run S (w);` or `run a, b (w);` with w < 0."""
+    return (f"negative work {number_text(work)}: a run's work is an amount of service >= 0; keep the "
+            "expression from going below 0 (e.g. max(0, …))")
+
+
+def work_not_finite(work: Value) -> str:
+    """`run S (w);` or `run a, b (w);` with w infinite."""
+    return (f"work {number_text(work)} is not finite: a run's work must be a finite amount of service; bound "
+            "the expression (e.g. min(…, LIMIT)) or look for a division by 0 in it")
+
+
+def iteration_cost_out_of_range(cost: Value) -> str:
+    """An engine's `execute` (or K `cost`) read as a negative or infinite time, in both engines'
+    words (each prefixes `engine E: execute: `)."""
+    return (f"iteration cost {number_text(cost)} is not a finite value >= 0; it is the iteration's time: "
+            "keep the expression (or the inputs it reads) finite and >= 0 (e.g. max(0, …))")
+
+
+def speculate_not_whole(engine: str, key: str, value: Value) -> str:
+    """An engine's `speculate (slots, lookahead, limit)` (docs/language.md §7.3) read as anything
+    but a whole number >= 0 (the limit may be inf), in both engines' words."""
+    return (f"engine {engine}: speculate {key} must be a whole number >= 0{' or inf' if key == 'limit' else ''}, "
+            f"got {number_text(value)}; it counts tokens: round it (floor(…)) and keep it >= 0")
+
+
+def negative_transfer_amount(amount: Value, pool: str) -> str:
+    """`transfer S (w) from P to Q (n);` with n < 0 (POOL is Q)."""
+    return (f"negative transfer amount {number_text(amount)}: n is the tokens the copy lands in pool {pool}, "
+            "a number >= 0; keep the expression from going below 0 (e.g. max(0, …))")
 
 
 def first_constant_beyond_doubles(ir: dict) -> tuple[str, object] | None:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any, Callable
 
-from . import exact, kstep
+from . import exact, kstep, queues
 from .ast import Node, substitute, walk
 from .draws import ARITY
 from .errors import SerqError, location_text
@@ -226,6 +226,9 @@ class Linker:
         self.pool_names: dict[str, tuple] = {}   # name -> (base, count, pos)
         self.stages: list[dict] = []
         self.stage_names: dict[str, tuple] = {}  # name -> (base, count, kind, pos)
+        # members of an engine array whose estimates a body before them reads (`est_rho(E[1])` in
+        # E[0]'s `execute`): marked when the member is declared (`engine_member`)
+        self.estimates_ahead: set[int] = set()
         self.devices: dict[str, dict] = {}           # a device array's members as `gpu[0]`, `gpu[1]`, …
         self.device_arrays: dict[str, int] = {}      # device array name -> its size
         self.admit_via: list[tuple] = []            # (pool index, `admit via E` node), resolved after `main`
@@ -435,22 +438,25 @@ class Linker:
     def link_main(self, m: Node) -> None:
         """The items of `fn main`, each checked on its own so one pass reports several errors."""
         self.main_seen = True
-        # Slots: request parameters come right after the built-ins (docs/ir.md "Slots").
-        for it in m.items:
-            if it.kind == "engine":
-                for sub in it.items:
-                    if sub.kind == "request":
-                        for p, ppos in sub.params:
-                            self.new_attr(p, ppos, write=True)
+        # Slots: request parameters come right after the built-ins (docs/ir.md "Slots"), those of
+        # the engines of queues too, in the order of the program text.
+        for p, ppos in queues.request_params(m.items):
+            self.new_attr(p, ppos, write=True)
+        lowering = queues.QueueLowering(self.err, self.where, self.const_index, self.declare_queue,
+                                        self.is_declared, self.dim, self.failed)
         handlers = {"device": self.device, "engine": self.engine, "pool": self.pool, "stage": self.stage,
                     "prefix": self.prefix, "workload": self.workload_decl, "server": self.server,
                     "gauge": self.gauge, "claim": self.claim, "share": self.share_decl, "kstep": self.k_step_stage}
-        for it in m.items:
-            k = it.kind
-            if k in ("use", "let", "def"):
-                self.collect(self.header, it, it.pos[0], True, name=getattr(it, "name", None) if k != "use" else None)
-            else:
-                self.collect(handlers[k], it, name=getattr(it, "name", None) if k not in ("workload", "server", "prefix", "share") else None)
+        for item in m.items:
+            # a queue (docs/language.md §11.16) stands for the items it lowers to; any other item
+            # has the queues' members and entry calls it names rewritten
+            lowered = self.collect(lowering.lower, item, name=item.name if item.kind == "queue" else None)
+            for it in lowered or []:
+                k = it.kind
+                if k in ("use", "let", "def"):
+                    self.collect(self.header, it, it.pos[0], True, name=getattr(it, "name", None) if k != "use" else None)
+                else:
+                    self.collect(handlers[k], it, name=getattr(it, "name", None) if k not in ("workload", "server", "prefix", "share") else None)
         for pool, o, count in self.admit_via:
             self.collect(self.resolve_admit_via, pool, o, count)
         for pool, node, o in self.spills:
@@ -478,6 +484,21 @@ class Linker:
             raise self.err(pos, "`inf` is the reserved name of +∞")
         self.decl_pos[name] = pos
 
+    def declare_queue(self, name: str, pos: tuple) -> None:
+        """Reserve a queue's name: one namespace with the devices, engines, pools and stages."""
+        self.declare(name, pos, "queue")
+
+    def is_declared(self, name: str) -> bool:
+        return name in self.decl_pos
+
+    def const_index(self, e: Node):
+        """The value of an index that folds to a constant, else None (it is read at run time)."""
+        try:
+            ir = self.cx(e, Ctx("const", "an index", defs=self.defs))
+        except SerqError:
+            return None
+        return val(ir) if is_num(ir) else None
+
     def dim(self, d: Node | None, what: str) -> int | None:
         """The size of an array declaration: a whole constant from 1 to 4096."""
         if d is None:
@@ -499,6 +520,9 @@ class Linker:
         cap = self.const_value(e, f"capacity `{name}`")
         if cap < 0:
             raise self.err(e.pos, f"capacity `{name}` cannot be negative, got {value_to_wire(cap)}")
+        if exact.beyond_doubles(cap):   # where it is written, not later without a place (both engines refuse it)
+            raise self.err(e.pos, exact.constant_beyond_doubles(cap, f"capacity `{name}`")
+                           + "; give a capacity in that range, or inf for no limit")
         return cap
 
     # ------------------------------------------------------------------ devices
@@ -577,6 +601,9 @@ class Linker:
                 b = self.const_value(o.expr, "`block`")
                 if not (b > 0) or exact.is_inf(b):
                     raise self.err(o.expr.pos, "`block` must be a positive finite constant")
+                if exact.beyond_doubles(b):
+                    raise self.err(o.expr.pos, exact.constant_beyond_doubles(b, "`block`")
+                                   + "; give a block size in that range")
                 opts["block"] = b
             elif o.kind == "p_evict":
                 if o.how == "lru":
@@ -914,11 +941,18 @@ class Linker:
             if k.expr is not None:
                 n = self.const_value(k.expr, "the number of servers")
                 if not exact.whole_in(n, 1, INF):
-                    raise self.err(k.expr.pos, "a fifo stage needs a whole, positive number of servers")
+                    raise self.err(k.expr.pos, f"a fifo stage needs a whole, positive number of servers, got "
+                                               f"{value_to_wire(n)}; give a whole number >= 1")
             proto = {"kind": "fifo", "servers": int(n)}
         elif k.how == "ps":
-            proto = {"kind": "ps", "capacity": self.cx(k.expr, Ctx("ps", "a ps stage's capacity", defs=self.defs)),
-                     "at": {"capacity": self.at(k.expr.pos)}}
+            phi = self.cx(k.expr, Ctx("ps", "a ps stage's capacity", defs=self.defs))
+            # a constant capacity is checked here, where `serq check` sees it; one that reads
+            # `present` or a draw is checked by the engines when they read it (docs/language.md §9)
+            if is_num(phi) and not (0 < val(phi) < INF):
+                raise self.err(k.expr.pos, f"ps stage {s.name}: capacity must be positive and finite, got "
+                                           f"{value_to_wire(val(phi))}; give the work it serves per unit of time "
+                                           "alone, a number above 0")
+            proto = {"kind": "ps", "capacity": phi, "at": {"capacity": self.at(k.expr.pos)}}
         else:
             proto = {"kind": "delay"}
         base = len(self.stages)
@@ -1003,6 +1037,8 @@ class Linker:
         stage = {"name": name, "kind": "step", "budget": None, "granule": None, "cost": None, "memory": None,
                  "lag": 0, "registers": [], "lets": [], "schedule": [], "at": {}}
         self.stages.append(stage)
+        if index in self.estimates_ahead:
+            stage["estimates"] = True
         if not in_array:
             self.stage_names[name] = (index, 1, "step", e.pos, False)
         self.engines[name] = info
@@ -1780,6 +1816,8 @@ class Linker:
             return [{"op": "run", "stage": ref, "mode": "plain", "work": work, "growing": None, "at": at}]
         if k == "callstmt":
             return self.call_stmt(s, sc)
+        if k == "qcall":  # every one inside `fn main` was lowered (serq/queues.py)
+            raise queues.refuse_outside_main(s, self.err)
         if k in ("req_run", "req_cache", "req_lease", "at_admission"):  # pragma: no cover - grammar keeps them in request blocks
             raise self.err(s.pos, "only inside an engine's request block")
         raise self.err(s.pos, f"unexpected statement `{k}`")  # pragma: no cover
@@ -1922,11 +1960,6 @@ class Linker:
         ref = self.ref(node.ref, "pool", c)
         if not any(r["base"] == ref["base"] and r.get("index") == ref.get("index") for r in refs):
             raise self.err(node.ref.pos, "`lease P (…)` names a pool the hold does not take; lease one of its pools")
-        pool = self.pools[ref["base"]]
-        name = pool["name"].split("[")[0]
-        if pool.get("share") == "content":
-            raise self.err(node.pos, f"`lease {name} (…)`: pool `{name}` is `share content`; a lease of its "
-                                     "blocks is not supported")
         time = self.cx(node.time, replace(c, where="a lease time"))
         if is_num(time) and val(time) < 0:
             raise self.err(node.time.pos, f"a lease time must be >= 0 seconds (0 = no lease), got {time['v']}")
@@ -1983,6 +2016,8 @@ class Linker:
         if node.kind in ("ref", "name", "indexed"):
             name = node.name if node.kind == "ref" else node.id
             index = node.index if node.kind in ("ref", "indexed") else None
+        elif node.kind == "qref":  # every one inside `fn main` was lowered (serq/queues.py)
+            raise queues.refuse_outside_main(node, self.err)
         else:
             raise self.err(node.pos, f"expected a {kind} name here")
         pos = node.pos
@@ -2102,8 +2137,8 @@ class Linker:
             if e.id in self.pool_names or e.id in self.stage_names:
                 raise self.err(e.pos, f"`{e.id}[…]` is a pool or stage; only an observable such as `used({e.id}[…])` takes it")
             raise self.err(e.pos, f"`{e.id}` is not an array")
-        if k == "dotted":  # pragma: no cover - the pre-scan rejects queue members first
-            raise self.err(e.pos, f"`{e.id}`: queue members (P/D disaggregation) are not supported yet")
+        if k == "qref":  # every one inside `fn main` was lowered (serq/queues.py)
+            raise queues.refuse_outside_main(e, self.err)
         if k == "args_call":
             raise self.err(e.pos, "`args.number(…)` must be the whole initializer of a `let` inside `fn main`")
         raise self.err(e.pos, f"unexpected expression `{k}`")  # pragma: no cover
@@ -2255,7 +2290,10 @@ class Linker:
         engines they read keep their estimates (IR `"estimates": true`, every stage of an array
         read by index)."""
         for b in range(ref["base"], ref["base"] + ref["count"]):
-            self.stages[b]["estimates"] = True
+            if b < len(self.stages):
+                self.stages[b]["estimates"] = True
+            else:   # a member of the engine array being declared, after this body's own
+                self.estimates_ahead.add(b)
         out = {"k": "obs", "f": f, "stage": ref}
         if f == "price":
             out["args"] = [self.cx(a, c) for a in e.args[1:]]

@@ -40,9 +40,8 @@ speculate
 # speculative decoding (docs/language.md §7.3)
 
 # Reserved words the grammar does not use: constructs out of scope for now, with the message that
-# rejects them at their first token.
-UNSUPPORTED = {
-}
+# rejects them at their first token (none at present: every construct of the reference parses).
+UNSUPPORTED: dict[str, str] = {}
 
 _GRAMMAR = pathlib.Path(__file__).with_name("grammar.lark")
 
@@ -219,10 +218,8 @@ def _char_desc(c: str) -> str:
 
 
 def _prescan_token(src: Source, tokens: list[Token], i: int, depth: int) -> int:
-    """Check token i (with its neighbours i-1, i+1, i+2 where lexed) for constructs out of scope
-    and reserved words; the bracket depth after it."""
+    """Check token i for constructs out of scope and reserved words; the bracket depth after it."""
     tok = tokens[i]
-    n = len(tokens)
     t = tok.type
     if t in ("LPAR", "LSQB", "LBRACE"):
         depth += 1
@@ -230,24 +227,12 @@ def _prescan_token(src: Source, tokens: list[Token], i: int, depth: int) -> int:
             raise src.error(f"nested more than {MAX_DEPTH} levels deep", tok.line, tok.column)
     elif t in ("RPAR", "RSQB", "RBRACE"):
         depth -= 1
-    nxt = tokens[i + 1] if i + 1 < n else None
     if t == "NAME":
         v = str(tok.value)
         if v in UNSUPPORTED:
             raise src.error(UNSUPPORTED[v], tok.line, tok.column)
-        if v in ("pull", "push") and i > 0 and tokens[i - 1].type == "DOT":
-            raise src.error(f"queue operations (`.{v}(…)`, P/D disaggregation) are not supported yet",
-                            tok.line, tok.column)
         if v in RESERVED:
             raise src.error(f"`{v}` is a reserved word", tok.line, tok.column)
-        if (v != "args" and nxt is not None and nxt.type == "DOT" and i + 2 < n
-                and tokens[i + 2].type == "NAME" and tokens[i + 2].value not in ("pull", "push")
-                and not (i > 0 and tokens[i - 1].type in ("DOT", "ON"))):
-            raise src.error(f"`{v}.{tokens[i + 2].value}`: queue members (P/D disaggregation) are not "
-                            "supported yet", tok.line, tok.column)
-    elif t == "QUEUE" and nxt is not None and nxt.type == "NAME":
-        raise src.error("queue declarations (`queue NAME : ROLE { … }`, P/D disaggregation) are not "
-                        "supported yet", tok.line, tok.column)
     return depth
 
 
@@ -928,7 +913,7 @@ class _ToAst(Transformer_NonRecursive):
 
     def tool_where(self, meta, ch):
         c = ch[0]
-        if isinstance(c, Node) and c.kind == "ref":
+        if isinstance(c, Node) and (c.kind == "ref" or c.kind == "qref" and c.f.get("is_ref")):
             return ("on", c)
         return ("index", c)
 
@@ -941,9 +926,35 @@ class _ToAst(Transformer_NonRecursive):
                     index=ch[1])
 
     def pool_ref(self, meta, ch):
+        if ch[2] is not None:  # `Q.m`, `Q[i].m`, `Q.m[j]`: a queue's member (serq/queues.py)
+            member, mindex = ch[2]
+            return Node("qref", self.tp(ch[0]), queue=str(ch[0]), qindex=ch[1], member=str(member),
+                        member_pos=self.tp(member), mindex=mindex, is_ref=True)
         return Node("ref", self.tp(ch[0]), name=str(ch[0]), index=ch[1])
 
-    stage_ref = pool_ref
+    def tool_ref(self, meta, ch):
+        return Node("ref", ch[0].pos, name="tool", index=ch[1])
+
+    def member_sel(self, meta, ch):
+        return (ch[0], ch[1])
+
+    def index(self, meta, ch):
+        return ch[0]
+
+    # -- queues (docs/language.md §11.16), lowered by serq/queues.py
+    def queue_decl(self, meta, ch):
+        return Node("queue", self.p(meta), name=str(ch[0]), name_pos=self.tp(ch[0]), dim=ch[1], role=str(ch[2]),
+                    role_pos=self.tp(ch[2]), items=list(ch[3:]))
+
+    def queue_role(self, meta, ch):
+        return ch[0]   # a NAME, or the keyword `prefill` or `decode`
+
+    def queue_call_stmt(self, meta, ch):
+        return Node("qcall", self.p(meta), queue=str(ch[0]), queue_pos=self.tp(ch[0]), qindex=ch[1],
+                    verb=str(ch[2]), verb_pos=self.tp(ch[2]), args=ch[3] or [], source=ch[4])
+
+    def queue_from(self, meta, ch):
+        return Node("qsource", self.tp(ch[0]), queue=str(ch[0]), qindex=ch[1])
 
     # -- expressions
     def exprs(self, meta, ch):
@@ -1036,7 +1047,16 @@ class _ToAst(Transformer_NonRecursive):
         return Node("name", self.p(meta), id="admission")
 
     def dotted(self, meta, ch):
-        return Node("dotted", self.tp(ch[0]), id=f"{ch[0]}.{ch[1]}")
+        return Node("qref", self.tp(ch[0]), queue=str(ch[0]), qindex=None, member=str(ch[1]),
+                    member_pos=self.tp(ch[1]), mindex=None)
+
+    def member_indexed(self, meta, ch):
+        return Node("qref", self.tp(ch[0]), queue=str(ch[0]), qindex=None, member=str(ch[1]),
+                    member_pos=self.tp(ch[1]), mindex=ch[2])
+
+    def queue_indexed(self, meta, ch):
+        return Node("qref", self.tp(ch[0]), queue=str(ch[0]), qindex=ch[1], member=str(ch[2]),
+                    member_pos=self.tp(ch[2]), mindex=None)
 
     def args_call(self, meta, ch):
         return Node("args_call", self.tp(ch[0]), id=f"{ch[0]}.{ch[1]}", ext=str(ch[2])[1:-1],

@@ -17,7 +17,9 @@ import math
 import os
 import sys
 
+from serq.exact import iteration_cost_out_of_range, speculate_not_whole
 from serq.irfile import field_at
+from serq.wire import value_from_wire
 from serq_fast import advance
 from serq_fast.defs import (EPS, EV_ITER_END, FAULTS, INF, STAGE, TURN_NO)
 from serq_fast.estimates import EngineEstimates
@@ -216,9 +218,8 @@ class Engine(Stage):
         """One of `speculate (slots, lookahead, limit)`: a whole number >= 0 (the limit may be inf)."""
         v = f(self.sim.cx)
         if v != v or v < 0 or (v != math.floor(v) if not math.isinf(v) else key != "limit"):
-            raise located(RunError(f"engine {self.name}: speculate {key} must be a whole number >= 0"
-                                   f"{' or inf' if key == 'limit' else ''}, got {v!r}"),
-                          self.spec.get("speculate", {}).get("at"), f"engine {self.name}: speculate")
+            # at the `speculate` item, in serq_spec's words (serq.exact)
+            raise RunError(speculate_not_whole(self.name, key, v), self.spec.get("speculate", {}).get("at"))
         return v
 
     def has_work(self):
@@ -662,7 +663,7 @@ class Engine(Stage):
             self.forming = False
         tokens = sum(a[1] for a in it.assign)
         if cost != cost or cost < 0 or math.isinf(cost):
-            raise located(RunError(f"iteration cost {cost} is not a finite value >= 0"), self.cost_at,
+            raise located(RunError(iteration_cost_out_of_range(cost)), self.cost_at,
                           f"engine {self.name}: execute")
         if tokens > 0 and cost <= 0:
             raise located(RunError(f"an iteration with {tokens:g} tokens costs 0"), self.cost_at,
@@ -695,8 +696,8 @@ def _speculates(ir: dict, idx: int) -> bool:
     the constant 0, or a decode run with drafts that are not? Such an engine's iterations are formed
     one by one (no decode fast-forward: a step's tokens and positions depend on drafts). A prefill's
     placeholder drafts need no such care: a batch with a prefill is never fast-forwarded."""
-    def zero(e) -> bool:
-        return e.get("k") == "num" and float(e.get("v")) == 0.0
+    def zero(e) -> bool:   # a constant's wire text may be a ratio (`3/2`) or `inf`
+        return e.get("k") == "num" and value_from_wire(e.get("v")) == 0
     sp = ir["stages"][idx].get("speculate")
     if sp is not None and not (zero(sp["slots"]) and zero(sp["lookahead"])):
         return True

@@ -1,6 +1,6 @@
 """The online estimates of a stage or engine (docs/language.md §4.4), in floats: the same rules as
 serq_spec's `stages.estimate_start` / `estimate_service` / `estimate_admission` /
-`estimate_iteration` and `expr.est_lambda` … `price`
+`estimate_iteration` and `expr.on_grid`, `unrounded_lambda`, `unrounded_rho`, `est_lambda` … `price`
 (docs/spec.md "Online estimates"), held to them by lockstep through the state line's `est`.
 
 Only a stage the program reads them of (IR `"estimates": true`) keeps them. A float mean of this
@@ -9,13 +9,26 @@ however long the run (docs/fast.md).
 
 serq_spec counterpart: `serq_spec/config.py` (`Estimates`, `EngineEstimates`),
 `serq_spec/stages.py` (`ewma`, `estimate_start`, `estimate_service`, `estimate_admission`,
-`estimate_iteration`) and `serq_spec/expr.py` (`est_lambda` … `price`).
+`estimate_iteration`) and `serq_spec/expr.py` (`on_grid`, `unrounded_lambda`, `unrounded_rho`, `est_lambda` … `price`).
 """
 
 from __future__ import annotations
 
 EWMA_WEIGHT = 0.01
 RHO_CAP = 0.99
+ESTIMATE_GRID = 2.0 ** 32
+#: From this magnitude on a double's spacing is at least 2^-32: every such float is on the grid.
+GRID_EXACT_FROM = 2.0 ** 20
+
+
+def on_grid(x: float) -> float:
+    """x rounded to the nearest multiple of 2^-32, ties to even, as serq_spec's `expr.on_grid` rounds
+    the exact estimate (docs/spec.md "Online estimates"). Below 2^20, x · 2^32 is exact and `round`
+    of a float is half-even, so this rounds x itself exactly; only an x within a few ulp of a
+    midpoint can round the other way from the spec's, one grid step apart."""
+    if not abs(x) < GRID_EXACT_FROM:
+        return x
+    return round(x * ESTIMATE_GRID) / ESTIMATE_GRID
 
 
 def ewma(mean, x: float) -> float:
@@ -43,16 +56,26 @@ class Estimates:
         """A job enters service: a wait sample."""
         self.wait = ewma(self.wait, now - joined)
 
-    def est_lambda(self) -> float:
+    def unrounded_lambda(self) -> float:
+        """λ̂ unrounded (serq_spec's `expr.unrounded_lambda`)."""
         return 0.0 if self.gap is None or self.gap == 0 else 1.0 / self.gap
 
+    def unrounded_rho(self) -> float:
+        """ρ̂ unrounded and uncapped (serq_spec's `expr.unrounded_rho`)."""
+        return self.unrounded_lambda() * (self.service if self.service is not None else 0.0)
+
+    def est_lambda(self) -> float:
+        return on_grid(self.unrounded_lambda())
+
     def est_rho(self) -> float:
-        return min(self.est_lambda() * (self.service if self.service is not None else 0.0), RHO_CAP)
+        """On the grid, then capped at 0.99 (serq_spec's `expr.est_rho`)."""
+        return min(on_grid(self.unrounded_rho()), RHO_CAP)
 
     def est_wait(self) -> float:
-        return self.wait if self.wait is not None else 0.0
+        return on_grid(self.wait) if self.wait is not None else 0.0
 
     def price(self, s_hit: float, ds: float) -> float:
+        """From the readings (on the grid) of λ̂, ρ̂ and Ŵ, as serq_spec's `expr.price`."""
         lam, idle = self.est_lambda(), 1.0 - self.est_rho()
         s_miss = s_hit + ds
         return ds + lam * (s_miss * s_miss - s_hit * s_hit) / (2.0 * idle) + lam * self.est_wait() * ds / idle
@@ -91,10 +114,10 @@ class EngineEstimates(Estimates):
         self.started = now
         self.cost = cost
 
-    def est_rho(self) -> float:
+    def unrounded_rho(self) -> float:
         if self.cycle is None or self.cycle == 0:
             return 0.0
-        return min(self.busy / self.cycle, RHO_CAP)
+        return self.busy / self.cycle
 
     def state(self) -> list:
         """The state line's `est` of an engine (docs/state.md STAGE)."""

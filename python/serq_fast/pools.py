@@ -113,11 +113,6 @@ class HoldStmt:
         self.cache = c(st.get("cache"))
         lease = st.get("lease")   # `lease P (t)` (docs/language.md §11.4), read at the scope's end
         self.lease = None if lease is None else (compile_ref(lease["pool"], sim, "pool"), c(lease["time"]))
-        if lease is not None:
-            ref = lease["pool"]
-            if any(q.content for q in sim.pools[ref["base"]:ref["base"] + ref.get("count", 1)]):
-                raise RunError(f"not supported: `lease` of the `share content` pool {sim.pools[ref['base']].name} "
-                               f"at {at_text(st.get('at'))}")
         self.eos = c(st.get("eos"))  # docs/async.md §1: read when a lagged end happens
         req = st.get("request")
         if req is not None:
@@ -216,8 +211,6 @@ class Pool:
                                "whole number of blocks")
             if (p.get("evict") or {"kind": "lru"})["kind"] != "lru":
                 raise RunError(f"pool {self.name}: `share content` evicts by LRU only")
-            if self.reserve_held:
-                raise RunError(f"not supported: `reserve held` on the `share content` pool {self.name}")
             self.bsize = int(self.block)
             self.bp = BlockPool(int(round(self.cap / self.block)), "content_queue_head" in FAULTS())
         self.spill = p.get("spill")   # `spill Q via S (w) when (c)` (docs/language.md §11.8.1), linked below

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 
+from serq.exact import negative_transfer_amount, negative_work, work_not_finite
 from serq.sessionsfile import stream_name, unused_session_draws
 from serq_fast import pools as P
 from serq_fast.defs import (ENDED, ENDING, FAULTS, FORCED, GROWING, JOINING, MAX_CLOSED_RESPAWNS_PER_INSTANT,
@@ -551,9 +552,9 @@ class SessionInterpreter:
         mode = st[2]
         w = st[3](cx)
         if w < 0:
-            raise RunError(f"negative work {w} at {at_text(st[-1])}")
+            raise RunError(negative_work(w), st[-1])
         if w != w or math.isinf(w):
-            raise RunError(f"work {w} is not finite at {at_text(st[-1])}")
+            raise RunError(work_not_finite(w), st[-1])
         if stage.kind == "step" and w != math.floor(w):
             raise RunError(f"engine {stage.name}: run work must be a whole number of tokens, got {w!r} "
                            f"at {at_text(st[-1])}")
@@ -569,9 +570,9 @@ class SessionInterpreter:
         stages = [self.stages[f(cx)] for f in st[1]]
         w = st[2](cx)
         if w < 0:
-            raise RunError(f"negative work {w} at {at_text(st[-1])}")
+            raise RunError(negative_work(w), st[-1])
         if w != w or math.isinf(w):
-            raise RunError(f"work {w} is not finite at {at_text(st[-1])}")
+            raise RunError(work_not_finite(w), st[-1])
         try:
             submit_flow(self, s, stages, w)
         except RunError as exc:
@@ -615,7 +616,7 @@ class SessionInterpreter:
         p, q = self.pools[st[1](cx)], self.pools[st[2](cx)]
         n = st[3](cx)
         if n < 0:
-            raise RunError(f"negative transfer amount {n}", st[-1])
+            raise RunError(negative_transfer_amount(n, q.name), st[-1])
         if math.isinf(n):
             raise RunError("transfer amount is infinite", st[-1])
         part = self._held_part(s, q)

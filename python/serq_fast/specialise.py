@@ -44,6 +44,7 @@ import hashlib
 import json
 import math
 
+from serq.exact import negative_work, work_not_finite
 from serq_fast.expr import RunError, _Gen, at_text
 from serq_fast.growth import grow
 from serq_fast.pools import find_part, release_early
@@ -72,9 +73,9 @@ def _bad_guard(what: str, v: float, where: str) -> None:
 def _bad_work(stage, w: float, where: str) -> None:
     """The interpreter's checks of a run's work (sessions.SessionInterpreter._exec_run), in its order."""
     if w < 0:
-        raise RunError(f"negative work {w} at {where}")
+        raise RunError(f"{negative_work(w)} at {where}")
     if w != w or math.isinf(w):
-        raise RunError(f"work {w} is not finite at {where}")
+        raise RunError(f"{work_not_finite(w)} at {where}")
     raise RunError(f"engine {stage.name}: run work must be a whole number of tokens, got {w!r} "
                    f"at {where}")
 

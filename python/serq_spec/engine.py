@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from serq.errors import number_text
+from serq.exact import iteration_cost_out_of_range
 from serq.irfile import field_at
 from serq.wire import Value
 
@@ -64,8 +64,7 @@ def start_iteration(cfg: Config, e: int) -> bool:
     check_iteration(cfg, e, env)   # the batch is formed: iteration claims read what `execute` reads
     tokens = sum(a.tokens for a in ictx.assign)
     if V.is_inf(cost) or cost < 0:
-        raise SpecError(f"engine {spec['name']}: execute: iteration cost {number_text(cost)} is not a finite value >= 0",
-                        at, cfg.program.files)
+        raise SpecError(f"engine {spec['name']}: execute: {iteration_cost_out_of_range(cost)}", at, cfg.program.files)
     if tokens > 0 and cost == 0:
         raise SpecError(f"engine {spec['name']}: execute: an iteration with {tokens} tokens costs 0", at,
                         cfg.program.files)
@@ -301,7 +300,7 @@ def admit_one(cfg: Config, ictx: IterCtx, only: Optional[dict] = None, at: At = 
                 continue
             if outcome == BLOCKED:
                 return False   # head-of-line: admission stops for this iteration
-            ictx.fresh.add(s.serial)
+            ictx.fresh.add(s.tid)   # the thread: a sub-agent's request is its own (§11.13)
             est = cfg.stages[ictx.engine].engine_est()
             if est is not None:   # before the session runs on: what it reads includes this admission
                 estimate_admission(est, head.joined, cfg.now)

@@ -14,10 +14,10 @@ stage's capacity). engine.py and stages.py, above this module, use them.
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional, cast
 
 from serq.errors import number_text
-from serq.exact import index_not_in_range
+from serq.exact import index_not_in_range, speculate_not_whole
 from serq.irfile import field_at
 from serq.wire import Value
 
@@ -216,33 +216,56 @@ def running_served(env: Env, e: int, chunks: bool) -> Value:
 
 
 RHO_CAP = Fraction(99, 100)
+#: Every estimate is read on this grid (docs/spec.md "Online estimates"): rounded to the nearest
+#: multiple of 1/ESTIMATE_GRID, ties to even.
+ESTIMATE_GRID = 2 ** 32
 
 
-def est_lambda(est: Estimates | EngineEstimates) -> Value:
-    """λ̂ = 1 / the mean gap between starts (of an engine: admissions); 0 before a positive mean gap (no second start yet, or
-    every start so far at one instant)."""
-    return ZERO if est.gap is None or est.gap == 0 else V.div(ONE, est.gap)
+def on_grid(x: Fraction) -> Fraction:
+    """x rounded to the nearest multiple of 2^-32, ties to even (`Fraction.__round__`). An
+    estimator is a measurement: read at a fixed precision, an estimate that feeds back into the
+    times it measures keeps the exact arithmetic bounded (docs/spec.md "Online estimates")."""
+    return Fraction(round(x * ESTIMATE_GRID), ESTIMATE_GRID)
 
 
-def est_rho(est: Estimates | EngineEstimates) -> Value:
-    """ρ̂ = min(λ̂ · Ŝ, 0.99), Ŝ the mean work of a started job (0 before the first start); of an
-    engine, min(mean busy / mean cycle, 0.99), the fraction of time its iterations run (0 before
-    a second iteration, or while the mean cycle is 0)."""
+def unrounded_lambda(est: Estimates | EngineEstimates) -> Fraction:
+    """λ̂ unrounded: 1 / the mean gap between starts (of an engine: admissions); 0 before a
+    positive mean gap (no second start yet, or every start so far at one instant)."""
+    return ZERO if est.gap is None or est.gap == 0 else V.finite(V.div(ONE, est.gap), "est_lambda")
+
+
+def unrounded_rho(est: Estimates | EngineEstimates) -> Fraction:
+    """ρ̂ unrounded and uncapped: λ̂ · Ŝ, Ŝ the mean work of a started job (0 before the first
+    start); of an engine, mean busy / mean cycle, the fraction of time its iterations run (0
+    before a second iteration, or while the mean cycle is 0)."""
     if isinstance(est, EngineEstimates):
         if est.cycle is None or est.cycle == 0 or est.busy is None:
             return ZERO
-        return V.min_v(V.div(est.busy, est.cycle), RHO_CAP)
-    return V.min_v(V.mul(est_lambda(est), est.service if est.service is not None else ZERO), RHO_CAP)
+        return V.finite(V.div(est.busy, est.cycle), "est_rho")
+    return V.finite(V.mul(unrounded_lambda(est), est.service if est.service is not None else ZERO), "est_rho")
 
 
-def est_wait(est: Estimates | EngineEstimates) -> Value:
-    """Ŵ = the mean wait before service (of an engine: in the queue before admission; 0 before
-    the first job enters service)."""
-    return est.wait if est.wait is not None else ZERO
+def est_lambda(est: Estimates | EngineEstimates) -> Fraction:
+    """The reading of λ̂: `unrounded_lambda` on the grid."""
+    return on_grid(unrounded_lambda(est))
+
+
+def est_rho(est: Estimates | EngineEstimates) -> Fraction:
+    """The reading of ρ̂: `unrounded_rho` on the grid, then capped at 0.99 — so a saturated ρ̂
+    reads 99/100 exactly; a cap on the grid would sit 9.3e-12 below it and turn exact ties (an
+    iteration of `0.01 + est_rho(E)` against a work of 1) into near-ties (docs/spec.md)."""
+    return cast(Fraction, V.min_v(on_grid(unrounded_rho(est)), RHO_CAP))
+
+
+def est_wait(est: Estimates | EngineEstimates) -> Fraction:
+    """The reading of Ŵ, the mean wait before service (of an engine: in the queue before
+    admission; 0 before the first job enters service), on the grid."""
+    return on_grid(V.finite(est.wait, "est_wait")) if est.wait is not None else ZERO
 
 
 def price(est: Estimates | EngineEstimates, s_hit: Value, ds: Value) -> Value:
-    """The cost of a miss that adds ds to a service of s_hit (docs/language.md §4.4):
+    """The cost of a miss that adds ds to a service of s_hit (docs/language.md §4.4), from the
+    readings (on the grid) of λ̂, ρ̂ and Ŵ:
     ds + λ̂(s_m² − s_hit²)/(2(1 − ρ̂)) + λ̂·Ŵ·ds/(1 − ρ̂), s_m = s_hit + ds."""
     lam, idle = est_lambda(est), V.sub(ONE, est_rho(est))
     s_miss = V.add(s_hit, ds)
@@ -391,11 +414,10 @@ def budget_moment(cfg: Config, ictx: IterCtx) -> None:
         env.at = sp.get("at")
         for key in ("slots", "lookahead", "limit"):
             env.what = f"engine {name}: speculate {key}"
-            v = whole_or_inf(evaluate(sp[key], env), env.what, cfg, env.at)
-            if v < 0 or (key != "limit" and V.is_inf(v)):
-                raise SpecError(f"engine {name}: speculate {key} must be a whole number >= 0"
-                                f"{' or inf' if key == 'limit' else ''}, got {V.wire(v)}", env.at, cfg.program.files)
-            setattr(ictx, key, v)
+            v = evaluate(sp[key], env)
+            if v < 0 or (key != "limit" if V.is_inf(v) else v.denominator != 1):   # serq_fast's words (serq.exact)
+                raise SpecError(speculate_not_whole(name, key, v), env.at, cfg.program.files)
+            setattr(ictx, key, v if V.is_inf(v) else int(v))
         env.what = f"engine {name}: tokens cap"
     for let in spec.get("lets", []):
         env.at, env.what = let.get("at"), f"engine {name}: schedule `let {let.get('name')}`"

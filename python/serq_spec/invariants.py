@@ -181,7 +181,7 @@ def branch_invariants(cfg: Config, places: dict) -> list[str]:
 
 
 def content_invariants(cfg: Config, p: int) -> list[str]:
-    """A `share content` pool (docs/content.md §3): refs = the hold lists holding the block; the
+    """A `share content` pool (docs/content.md §3): refs = the hold and lease lists holding the block; the
     free queue = the blocks with refs 0, each once, every unidentified one before every identified
     one (a release prepends the former, appends the latter; only referenced blocks are identified,
     and allocation pops the head); the identity map and the blocks' identities
@@ -199,8 +199,14 @@ def content_invariants(cfg: Config, p: int) -> list[str]:
                     bad.append(f"pool {name}: session {s.serial} holds {len(blocks)} blocks but allocation {h.alloc[i]}")
                 for b in blocks:
                     count[b] += 1
+    for x in cfg.pools[p].leases:   # a leased part keeps its blocks referenced (docs/content.md §3)
+        blocks = x.part.blocks_of(0)
+        if x.part.alloc[0] != cs.block * len(blocks):
+            bad.append(f"pool {name}: the lease of session {x.serial} holds {len(blocks)} blocks but allocation {x.part.alloc[0]}")
+        for b in blocks:
+            count[b] += 1
     if count != cs.refs:
-        bad.append(f"pool {name}: reference counts {cs.refs} != hold lists containing each block {count}")
+        bad.append(f"pool {name}: reference counts {cs.refs} != hold and lease lists containing each block {count}")
     if len(set(cs.free_queue)) != len(cs.free_queue):
         bad.append(f"pool {name}: a block appears twice in the free queue {cs.free_queue}")
     if set(cs.free_queue) != {b for b, r in enumerate(cs.refs) if r == 0}:

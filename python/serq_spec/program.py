@@ -106,8 +106,6 @@ class Program:
                             "number of blocks")
         if (p.get("evict") or {}).get("kind") != "lru":
             raise SpecError(f"pool {p['name']}: `share content` evicts by LRU only")
-        if p.get("reserve_held"):
-            raise self.unsupported(f"`reserve held` on the `share content` pool {p['name']}")
         return int(cap / b)
 
     def new_content(self, i: int) -> Optional[ContentState]:
@@ -250,11 +248,7 @@ class Program:
                         raise SpecError(f"a run over several stages needs ps stages, not stage "
                                         f"{self.stages[i]['name']}", at, self.files)
         if op == "hold" and st.get("lease") is not None:
-            lease = st["lease"]
-            ref = lease["pool"]
-            if any(self.is_content(j) for j in range(ref["base"], ref["base"] + ref.get("count", 1))):
-                raise self.unsupported(f"`lease` of the `share content` pool {self.pools[ref['base']]['name']}", at)
-            self.check_expr(lease["time"], at)
+            self.check_expr(st["lease"]["time"], at)
         for k in ("expr", "cond", "count", "work", "units", "reuse", "cache", "eos"):
             if isinstance(st.get(k), dict):
                 self.check_expr(st[k], at)

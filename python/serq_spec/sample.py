@@ -120,12 +120,10 @@ def sample(ir: dict, seed: int, count: int, name: str = "program", max_steps: in
     prog = Program(ir, name)
     prog.horizon = horizon
     loop_at = never_ending_loop(ir) if horizon == float("inf") and count > 0 else None
-    if loop_at is not None:
-        files = ir.get("files") or [name]
-        where = f"{files[loop_at[0]]}:{loop_at[1]}:{loop_at[2]}: " if loop_at[0] < len(files) else ""
-        raise SpecError(f"{where}every session enters this `loop` and none can leave it (no `end` in "
-                        "it), so the sessions never end: sample with --horizon T and replay with the "
-                        "same horizon")
+    if loop_at is not None:   # located at the loop as every program error is (FILE:LINE:COLUMN: error: …)
+        raise SpecError("every session enters this `loop` and none can leave it (no `end` in it), so the "
+                        "sessions never end: sample with --horizon T and replay with the same horizon",
+                        loop_at, prog.files)
     kind = prog.workload["arrival"]["kind"]
     if kind == "batch" and count != prog.workload["arrival"]["n"]:
         raise SpecError(f"the program spawns batch({prog.workload['arrival']['n']}): sample exactly that many sessions")

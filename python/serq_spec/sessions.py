@@ -11,6 +11,7 @@ from fractions import Fraction
 from typing import Any, Optional
 
 from serq.errors import number_text
+from serq.exact import negative_transfer_amount, negative_work, work_not_finite
 from serq.wire import Value
 
 from . import content
@@ -319,13 +320,15 @@ def attempt(cfg: Config, s: Session, st: dict, ref: tuple, stream: tuple, env: E
         need = max(x for _, x in mine)
         if prog.is_content(p):
             # vLLM's get_num_blocks_to_allocate against get_num_free_blocks: the R reused blocks
-            # that nobody references (E) leave the free queue too
+            # that nobody references (E) leave the free queue too; with `reserve held`, the blocks
+            # the holders reserved and have not allocated yet are not free (docs/content.md §3)
             b = prog.content_block(p)
             r = reused_blocks(k, reuse, b)
             e = content.unreferenced_hits(cfg, p, c, r)
             n = max(0, V.roundup_block(need, b) // b - r)
+            reserved_blocks = held_reservations(cfg, p) // b if prog.pools[p].get("reserve_held") else 0
             plan.append((c, r))
-            if n + e > content.free_blocks(cfg, p):
+            if n + e + reserved_blocks > content.free_blocks(cfg, p):
                 return BLOCKED
             continue
         plan.append(None)
@@ -683,10 +686,10 @@ def exec_run(cfg: Config, s: Session, st: dict, env: Env) -> Optional[str]:
     stage = resolve_ref(env, st["stage"])
     kind = prog.stages[stage]["kind"]
     w = evaluate(st["work"], env)
-    if w < 0:   # worded as serq_fast words them
-        raise SpecError(f"negative work {number_text(w)}", at, prog.files)
+    if w < 0:   # worded as serq_fast words them (serq.exact)
+        raise SpecError(negative_work(w), at, prog.files)
     if V.is_inf(w):
-        raise SpecError(f"work {number_text(w)} is not finite", at, prog.files)
+        raise SpecError(work_not_finite(w), at, prog.files)
     mode = st["mode"]
     growing = st.get("growing")
     if kind == "step" and s.live_branches:
@@ -733,10 +736,10 @@ def exec_flow(cfg: Config, s: Session, st: dict, env: Env) -> Optional[str]:
     at = st.get("at")
     stages = [resolve_ref(env, ref) for ref in st["stages"]]
     w = evaluate(st["work"], env)
-    if w < 0:
-        raise SpecError(f"negative work {number_text(w)}", at, prog.files)
+    if w < 0: 
+        raise SpecError(negative_work(w), at, prog.files)
     if V.is_inf(w):
-        raise SpecError(f"work {number_text(w)} is not finite", at, prog.files)
+        raise SpecError(work_not_finite(w), at, prog.files)
     try:
         done = start_flow(cfg, s, stages, w)
     except SpecError as exc:
@@ -784,7 +787,10 @@ def exec_transfer_end(cfg: Config, s: Session, st: dict, env: Env) -> None:
     prog = cfg.program
     at = st.get("at")
     p, q = resolve_ref(env, st["from"]), resolve_ref(env, st["to"])
-    n = units_int(evaluate(st["units"], env), "transfer amount", cfg, at, "negative transfer amount {}")
+    n = evaluate(st["units"], env)
+    if n < 0:   # worded as serq_fast words it (serq.exact)
+        raise SpecError(negative_transfer_amount(n, prog.pools[q]["name"]), at, prog.files)
+    n = units_int(n, "transfer amount", cfg, at)
     h = held_part(cfg, s, q)
     if h is None:
         raise SpecError(f"transfer to pool {prog.pools[q]['name']}: the session no longer holds it when the copy "

@@ -105,7 +105,7 @@ def contentInvariants (prog : Program) (cfg : Config) (p : Nat) : List String :=
     let blocks := (l.part.blocksOf 0).2
     let alloc := l.part.alloc.getD 0 0
     if alloc != ((cs.block * blocks.length : Nat) : Rat) then
-      bad := bad ++ [s!"pool {name}: the lease of session {l.serial} holds {blocks.length} blocks but allocation {alloc}"]
+      bad := bad ++ [s!"pool {name}: the lease of session {l.serial.text} holds {blocks.length} blocks but allocation {alloc}"]
     for b in blocks do
       count := count.set b (count.getD b 0 + 1)
   if count != cs.refs then

@@ -288,7 +288,15 @@ partial def runSchedule (ic : IterCtx) (stmts : List Sched) (base : Nat) : M Ite
     idx := idx + schedSize s
   return ic
 
-/-- engine.py `start_iteration`: form the batch; start it if it has tokens or preempted. -/
+/-- engine.py `start_iteration`: form the batch; start it if it has tokens or preempted.
+
+K's `iteration { … }` block of a step stage (docs/language.md §16) reaches this mirror as the
+leading `.set`/`.branch` statements of `sd.schedule`: the front-end writes it so, and nothing
+here knows the spelling. They run after `budgetMoment` and before any serve, and
+`registersBefore` undoes them when the attempt forms no iteration.
+Conjecture (not proved here): for a schedule `.set r e :: rest` whose attempt forms an
+iteration, `registers[r]` after `startIteration` is `e` evaluated on the state after
+`budgetMoment` (no earlier statement can change what `e` reads), unless `rest` sets `r` again. -/
 def startIteration (e : Nat) : M Bool := do
   let st ← stage e
   if st.iteration.isSome then return false

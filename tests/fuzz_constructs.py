@@ -10,8 +10,11 @@ A program is assembled from parts, each drawn well-formed most of the time and m
   stage twice, array members chosen at run time (`link[serial == 0 ? 0 : 1]`), an engine, a pool, an
   unknown name, `prefill`/`decode`/`growing` on a flow, work 0, negative, huge, `inf`, a draw;
 - K's `stage eng : step { … }` with any subset of its items (budget, chunk, granule, cost with the
-  bare engine values, memory, state, serve in its forms), each possibly twice or with a wrong
-  value, plus its pools (`pool slots { cap 2; admit via eng; }`) and a hold that runs on it;
+  bare engine values, memory, state, serve in its forms, an `iteration { … }` block of register
+  updates or of statements it refuses), each possibly twice or with a wrong value, plus its pools
+  (`pool slots { cap 2; admit via eng; }`) and a hold that runs on it; a step stage array
+  `stage eng[2] : step { … memory kv[j]; … }` with `pool slots[2] { …; admit via eng[j]; }` behind
+  a `choose`, with wrong sizes, member indexes and runs;
   K's item words and the bare engine values written outside the block, as statements or names;
 - an engine's and a stage's estimates `est_lambda/est_rho/est_wait(X)` and `price(X, a, b)` in
   gauges and observations, X a ps/fifo stage, the step engine, an array member, a pool, a number,
@@ -100,8 +103,17 @@ K_ITEMS = {   # word: (right values, wrong values)
     "serve": (["serve;", "serve decode first;", "serve admission;", "serve by (remaining, -admission);",
                "serve only (decoding == 1) decode first;", "serve exclusive prefill;"],
               ["serve by ();", "serve fifo;", "serve only ();"]),
+    # docs/language.md §16: register updates as each iteration starts (a `state turns` is added)
+    "iteration": (["iteration { set turns = turns + 1; }", "iteration { }",
+                   "iteration { if (running.count > 1) { set turns = turns + 1; } else { set turns = 0; } }",
+                   "iteration { branch (waiting.count > turns) { set turns = min(turns + running.decoding, 4); } }"],
+                  ["iteration { run a (1); }", "iteration { turn; }", "iteration { set turns = batch.tokens; }",
+                   "iteration { set nobody = 1; }", "iteration { branch with (0.5) { set turns = 1; } }",
+                   "iteration { set turns = ~exp(1); }", "iteration { hold kv (1) { } }",
+                   "iteration { set turns = serial; }", "iteration { observe x = 1; }", "iteration { set turns = 1 }",
+                   "iteration set turns = 1;", "iteration { while (turns < 3) { set turns = turns + 1; } }"]),
 }
-K_WRONG_ITEMS = ["iteration { }", "spend 3;", "run a (1);", "budget;", "tokens cap 8;", "cost;"]
+K_WRONG_ITEMS = ["spend 3;", "run a (1);", "budget;", "tokens cap 8;", "cost;"]
 K_WORDS_OUTSIDE = ["budget 3;", "chunk 2;", "cost 1;", "memory kv;", "serve decode first;",
                    "set budget = 1;", "set residents = 2;", "observe tokens_seen = residents + decoders;",
                    "observe k = attention;", "set cost = 1; observe c = cost;"]
@@ -148,14 +160,23 @@ def _fork(draw, ps_names) -> str:
     return " ".join(branches) + f" {between}{tail}"
 
 
+def _iteration(draw) -> str:
+    """K's `iteration { … }` item: in a faulty program a refused one half the time (its many
+    wrong forms would be rare at the sixth of `_one`)."""
+    good, bad = K_ITEMS["iteration"]
+    return draw(st.sampled_from(bad if draw.faulty and draw(st.booleans()) else good))
+
+
 def _k_step(draw) -> list[str]:
     items = []
     for word, (good, bad) in K_ITEMS.items():
         wanted = 1 if word in ("budget", "cost") else draw(st.integers(0, 1))
         n = _one(draw, [wanted], [0, 2])   # a required item missing, any item twice
-        items += [_one(draw, good, bad) for _ in range(n)]
+        items += [_iteration(draw) if word == "iteration" else _one(draw, good, bad) for _ in range(n)]
     if draw.faulty and not draw(st.integers(0, 5)):
         items.append(draw(st.sampled_from(K_WRONG_ITEMS)))
+    if any("turns" in i for i in items if i.startswith("iteration")) and "state turns = 0;" not in items:
+        items.append(_one(draw, ["state turns = 0;"], ["state turn = 0;"]))
     items = draw(st.permutations(items))
     head = _one(draw, ["stage eng : step {"], ["stage eng[2] : step {", "stage eng : step"])
     block = "\n".join([head, *("    " + i for i in items), "  }"])   # one declaration, kept whole
@@ -163,6 +184,33 @@ def _k_step(draw) -> list[str]:
             _one(draw, ["pool slots { cap 2; admit via eng; }"], [
                 "pool slots { cap 2; admit via a; }", "pool slots { cap 2; }",
                 "pool slots { cap 2; admit via eng; admit via eng; }"])]
+
+
+def _k_step_array(draw) -> tuple[list[str], str]:
+    """K's step stage array (docs/language.md §16): `stage eng[2] : step { … memory kv[j]; … }`,
+    its pools `kv[2]` and `slots[2] { admit via eng[j]; }`, the member index in the cost and the
+    serve keys, an iteration block, and a server that chooses a member; wrong: a size of 0 or one
+    that differs from the pools', `memory` without the member index, `admit via` a single engine
+    or a constant's name, a run on a member chosen at run time growing a pool that is not fixed."""
+    items = ["budget 32;", _one(draw, ["cost 0.01 + j / 100 + tokens / 1000;", "cost 1;"], ["cost j;", "cost k;"]),
+             _one(draw, ["memory kv[j];", "memory kv[j];"], ["memory kv;", "memory kv[2];", "memory kv[budget];"]),
+             "state turns = 0;", _iteration(draw),
+             _one(draw, ["", "serve by (admission, j);", "serve decode first;"], ["serve by (x);"])]
+    head = _one(draw, ["stage eng[2] : step {"], ["stage eng[0] : step {", "stage eng[3] : step {",
+                                                  "stage eng[j] : step {"])
+    block = "\n".join([head, *("    " + i for i in draw(st.permutations(items)) if i), "  }"])
+    slots = _one(draw, ["pool slots[2] { cap 2; admit via eng[j]; }"], [
+        "pool slots[2] { cap 2; admit via eng; }", "pool slots[3] { cap 2; admit via eng[j]; }",
+        "pool slots[2] { cap 2; admit via eng[budget]; }", "pool slots[2] { cap 2; admit via f[j]; }"])
+    decls = ["pool kv[2] { cap 64 * 16; block 16; preempt lifo; }", block, slots]
+
+    def on(k):
+        return (f"hold slots[{k}] (1), kv[{k}] (20) {{ run eng[{k}] prefill (20) growing kv[{k}]; "
+                f"run eng[{k}] decode (4) growing kv[{k}]; }}")
+    route = _one(draw, ["queued(slots[x]) + holders(slots[x])", "x", "used(kv[x]), serial"], ["eng[x]", "kv"])
+    server = _one(draw, [f"choose x in 2 by ({route}); branch (x == 0) {{ {on(0)} }} else {{ {on(1)} }}", on(1)],
+                  [on("x"), "run eng prefill (4);", on(2), f"choose x in 3 by ({route}); {on(0)}"])
+    return decls, server
 
 
 def _transfer(draw, ps_names) -> tuple[list[str], str]:
@@ -288,8 +336,9 @@ def construct_programs(draw, faulty: bool | None = None) -> str:
               for _ in range(_one(draw, [0, 1], [2]))]
     server = []
     engine = draw(st.sampled_from(["none", "k", "k", "s", "s", "array", "transfer", "transfer", "spill", "spill",
-                                   "queues", "queues"]))
-    draw.names = names + {"k": ["eng"], "s": ["eng"], "array": ["eng[0]", "eng[1]"]}.get(engine, [])
+                                   "queues", "queues", "k_array"]))
+    draw.names = names + {"k": ["eng"], "s": ["eng"], "array": ["eng[0]", "eng[1]"],
+                          "k_array": ["eng[0]", "eng[1]"]}.get(engine, [])
     if engine == "k":
         decls += _k_step(draw)
         server.append(_one(draw, [
@@ -298,6 +347,10 @@ def construct_programs(draw, faulty: bool | None = None) -> str:
             ["hold slots (1), kv (20) { run eng prefill (20) growing kv; run eng, a (4); }",
              "hold slots (1) { run eng prefill (20); }", "run eng prefill (4);",
              "hold slots (1), kv (-1) { run eng prefill (1e400) growing kv; }"]))
+    elif engine == "k_array":
+        lines, body = _k_step_array(draw)
+        decls += lines
+        server.append(body)
     elif engine in ("s", "array"):
         lines, call = _s_engine(draw, engine == "array")
         decls += lines

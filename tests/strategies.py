@@ -1138,3 +1138,88 @@ def pd_queue_programs() -> st.SearchStrategy:
     (a fifo, ps or delay stage), directly or through a second entry; every request fits its pools
     alone, as in transfer_programs."""
     return pd_queue_pairs().map(lambda pair: pair[0])
+
+
+K_STEP = """\
+fn main() {{
+  pool kv{dim} {{ cap {kvcap}; block {bs}; preempt {preempt}; }}
+  stage eng{dim} : step {{
+    budget {budget};{chunk}
+    state n = 0;
+    state hot = 0;
+    iteration {{ {iteration} }}
+    cost {cost};
+    memory kv{j};{serve}
+  }}
+  pool slots{dim} {{ cap {slots}; admit via eng{j}; }}
+  def serve_on(k) {{
+    hold slots{k} (1), kv{k} ({units}) {{
+      run eng{k} prefill (prompt) growing kv{k};
+      run eng{k} decode (out) growing kv{k};
+    }}
+  }}
+  workload {{
+    arrive {arrival};
+    session {{ turn; tool (~exp(1)); turn; }}
+  }}
+  server {{
+    set prompt = 1 + floor(~uniform(0, {maxp}));
+    set out = 1 + floor(~uniform(0, {maxo}));
+    {dispatch}
+    observe done = now;
+  }}
+}}
+"""
+
+# the statements of K's `iteration { … }` block (docs/language.md §16): register updates on what
+# is known as the iteration starts, some under a branch
+K_ITERATION_STMTS = ["set n = n + 1;", "if (residents > 1) {{ set hot = hot + 1; }} else {{ set hot = 0; }}",
+                     "set hot = min(hot + decoders, 5);", "branch (waiting.count > {c}) {{ set n = n + 2; }}",
+                     "set hot = running.kv_decode > {c} ? hot + 1 : max(hot - 1, 0);", "set n = now > {c} ? 0 : n;",
+                     "if (hot > {c}) {{ set n = n + 1; set hot = 0; }} else if (running.kv_prefill > 0) "
+                     "{{ set hot = hot + 1; }}"]
+K_COSTS = ["1/100 + tokens / 1000", "1/100 * (1 + min(hot, 4)) + tokens / 1000",
+           "(1 + min(n, 10)) / 100 + tokens / 500", "1/50 + (hot > 2 ? tokens / 500 : tokens / 1000){jcost}",
+           "1/100 + decoders / 200 + prefilled / 1000 + min(n, 3) / 50{jcost}"]
+K_SERVES = ["", "\n    serve decode first;", "\n    serve by (hot > 1 ? -admission : admission);",
+            "\n    serve by (remaining - min(n, 8), admission);", "\n    serve admission;",
+            # prefills wait while hot: an attempt may form no iteration, and its updates are undone
+            "\n    serve only (decoding == 1 || hot < 2) decode first;"]
+
+
+@st.composite
+def k_step_programs(draw) -> Case:
+    """K's step stage (docs/language.md §16) with an `iteration { … }` block keeping two registers
+    that the cost, the serve keys and the budget read; one stage, or an array of 1-3 (`stage
+    eng[N] : step`, member index bound by `memory kv[j]`, slots `admit via eng[j]`) behind a
+    `choose` and a branch over the members. Each member's pool fits one request's longest
+    sequence, so no request preempts itself forever. A separate strategy, so the draws of the
+    others stay as they were."""
+    sessions = draw(st.sampled_from([3, 4, 2, 5]))
+    n = draw(st.sampled_from([None, 2, 1, 3]))
+    bs = draw(st.sampled_from([4, 1, 16]))
+    maxp, maxo = draw(st.integers(1, 24)), draw(st.integers(1, 8))
+    kvcap = (ceil((maxp + maxo) / bs) + draw(st.sampled_from([0, 1, 4]))) * bs
+    stmts = draw(st.lists(st.sampled_from(K_ITERATION_STMTS), min_size=0, max_size=3))
+    iteration = " ".join(s.format(c=draw(st.sampled_from([0, 1, 3]))) for s in stmts)
+    if n is None:
+        dim = j = k = ""
+        dispatch = "serve_on(0);"
+    else:
+        dim, j, k = f"[{n}]", "[j]", "[k]"
+        route = draw(st.sampled_from(["holders(slots[x]) + queued(slots[x])", "x", "queued(slots[x]), -x",
+                                      "used(kv[x]), serial"]))
+        dispatch = f"choose x in {n} by ({route});\n    " + "".join(
+            f"branch (x == {m}) {{ serve_on({m}); }} else " for m in range(n - 1)) + f"{{ serve_on({n - 1}); }}"
+        if n == 1:
+            dispatch = f"choose x in 1 by ({route});\n    serve_on(0);"
+    text = K_STEP.format(
+        dim=dim, j=j, k=k, kvcap=kvcap, bs=bs, preempt=draw(st.sampled_from(["lifo", "none", "by (-admission)"])),
+        budget=draw(st.sampled_from(["8 + 8 * min(hot, 2)", "16", "4 + 4 * min(n, 3)", "32"])),
+        chunk=draw(st.sampled_from(["", "\n    chunk 4;", "\n    chunk 8;"])), iteration=iteration,
+        cost=draw(st.sampled_from(K_COSTS)).format(jcost=" + j / 100" if n is not None else ""),
+        serve=draw(st.sampled_from(K_SERVES)), slots=draw(st.sampled_from([1, 2, 4])),
+        units=draw(st.sampled_from(["1", "prompt", f"min(prompt, {bs})"])),
+        arrival="{arrival}", maxp=maxp, maxo=maxo, dispatch=dispatch)
+    arrival = draw(st.one_of(st.just(f"batch({sessions})"), arrival_processes(sessions)))
+    return Case(text=text.replace("{arrival}", arrival), sessions=sessions, seed=draw(st.integers(0, 2 ** 16)))

@@ -477,7 +477,6 @@ UNSUPPORTED = {
     # `spill` is supported (tests/test_spill.py), but not on a `share content` pool
     "spill on a content pool": edit("pool live { cap 20; }",
                                     "pool live { cap 20; block 4; @@spill kv via cpu (1) when (1); share content; }"),
-    "K iteration block": edit("stage cpu : fifo(1);", "stage cpu : step { budget 1; @@iteration { } }"),
 }
 
 

@@ -49,6 +49,10 @@ CASES = [
     ("single-turn/pd_disagg.sq", {"lambda": "4"}, 1, 4, math.inf),
     ("single-turn/pd_disagg.sq", {"disagg": "0", "lambda": "4"}, 1, 3, math.inf),
     ("single-turn/pd_disagg.sq", {"nics": "1", "R": "2", "lambda": "4", "x": "1e-4"}, 1, 6, math.inf),
+    # K's spelling (docs/language.md §16): a step stage array whose iteration blocks count the
+    # cold iterations, behind a router; and with longer outputs, cold for their first 20 iterations
+    ("single-turn/k_replicas.sq", {}, 1, 4, math.inf),
+    ("single-turn/k_replicas.sq", {"output": "30", "warm": "20"}, 2, 4, math.inf),
     # the same written with queues (docs/language.md §11.16), one setting
     ("single-turn/pd_queues.sq", {"nics": "1", "R": "2", "lambda": "4", "x": "1e-4"}, 1, 6, math.inf),
     ("oracle/vllm_request.sq", {}, 1, 2, math.inf),

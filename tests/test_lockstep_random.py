@@ -2,7 +2,8 @@
 
 Default profile: 200 derandomised programs (+20 every step, +50 of `scope_programs`, +50 `share content`,
 +20 speculating (docs/language.md §7.3), +50 `lag 1`, +50 under poisson, renewal and closed arrivals, +20 with claims, +50 with fork/join, +50 on
-engine arrays, +50 with runs over several stages, +50 reading the online estimates of stages, +50 of engines, +8 with estimates in times, +25 `share content` pools leased or `reserve held`, +50 with `transfer`, +20 with queues).
+engine arrays, +50 with runs over several stages, +50 reading the online estimates of stages, +50 of engines, +8 with estimates in times, +25 `share content` pools leased or `reserve held`, +50 with `transfer`, +20 with queues,
++20 of K's step stage with an `iteration { … }` block, alone or as an array, +25 speculating `lag 1` engines).
 Long profile (documented in docs/fast.md):
 `SERQ_LOCKSTEP_PROFILE=long python -m pytest tests/test_lockstep_random.py` runs 10,000 programs
 (set SERQ_LOCKSTEP_EXAMPLES to choose another count).
@@ -289,6 +290,21 @@ def test_random_lag_speculating_programs_agree(case):
     settled such outcomes is tried again at once. With no trace every draft is rejected (the
     wasted step after accepted drafts is checked on vLLM scenarios, tests/test_oracle_model.py)."""
     ir = compile_source(case.text, case.name, {})
+    lockstep(ir, case.seed, case.sessions, case.name)
+
+
+K_STEP_EXAMPLES = max(20, EXAMPLES // 10)
+
+
+@settings(max_examples=K_STEP_EXAMPLES, deadline=None, derandomize=not LONG, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(strategies.k_step_programs())
+def test_random_k_step_programs_agree(case):
+    """K's step stage (docs/language.md §16) with an `iteration { … }` block whose registers the
+    cost, the serve keys and the budget read, alone or as an array behind `choose`: read as its S
+    engine, it agrees at every compared step (the registers are in the state line, docs/state.md)."""
+    ir = compile_source(case.text, case.name, {})
+    assert all(s["kind"] == "step" and s["registers"] for s in ir["stages"] if s["name"].startswith("eng"))
     lockstep(ir, case.seed, case.sessions, case.name)
 
 

@@ -9,7 +9,9 @@ becomes the node that S's
 
 (`serve exclusive prefill;`: `exclusive prefill each at most (c);` in the advance's place, as
 vectors/spec/exclusive_prefill writes it) parses to, so the linker compiles it by the engine's own rules and the IR is the S spelling's
-(tests/test_k_dialect.py). D is a device of the stage's own that no declaration can name
+(tests/test_k_dialect.py). An `iteration { … }` item's `set`s and `branch`es come first in that
+schedule (`iteration_stmts`): they run as each iteration starts. `stage E[N] : step` is `engine
+E[N] on D[j]`, its member index j the new name of `memory P[j]`. D is a device of the stage's own that no declaration can name
 (`implicit_device`): it has no capacities and no time functions, and the stage's pools are
 free-standing (`pool kv { cap …; }`, `pool slots { cap …; admit via E; }`), as in K.
 
@@ -28,7 +30,20 @@ from .ast import Node
 K_ENGINE_VALUES = {"residents": "running.count", "decoders": "batch.decoding", "tokens": "batch.tokens",
                    "prefilled": "batch.prefilled", "kv_decode": "batch.kv_decode",
                    "kv_prefill": "batch.kv_prefill", "attention": "batch.attention"}
+# the same words in the `iteration { … }` block, which runs before anyone is served: the values
+# of the residents as the iteration starts (§4.5's kernel names readable in the schedule)
+K_ITERATION_VALUES = {"residents": "running.count", "decoders": "running.decoding",
+                      "kv_decode": "running.kv_decode", "kv_prefill": "running.kv_prefill"}
 ITEM_WORDS = ("budget", "chunk", "granule", "cost", "memory", "serve")
+# the member index of a step stage array whose `memory` names no member (`memory kv;` or none): a
+# name with a space, which no program can write, so it substitutes nothing
+NO_MEMBER_INDEX = "(member index)"
+# how the statements an `iteration { … }` block refuses are spelled in its message
+STATEMENT_WORDS = {"turn": "`turn;`", "end": "`end;`", "observe": "`observe`", "while": "`while`", "loop": "`loop`",
+                   "choose": "`choose`", "hold": "`hold`", "grow": "`grow`", "drop": "`drop`",
+                   "release": "`release`", "load": "`load`", "run": "`run`", "flow": "`run` over several stages",
+                   "tool": "`tool`", "callstmt": "a call (a `def` statement or a request to an engine)",
+                   "fork": "`fork`", "join": "`join;`", "transfer": "`transfer`"}
 
 
 def implicit_device(stage: str) -> str:
@@ -39,9 +54,6 @@ def implicit_device(stage: str) -> str:
 def engine_of(k: Node, err: Callable[[tuple, str], Exception], where: Callable[[tuple], str]) -> tuple[Node, Node | None]:
     """The S `engine` node of the K step stage `k`, and the pool reference of its `memory` item
     (None without one). `err(pos, message)` makes the error raised at a position."""
-    if k.dim is not None:
-        raise err(k.dim.pos, f"a K step stage array (`stage {k.name}[…] : step`) is not supported; declare "
-                             f"`engine {k.name}[N] on D[j] {{ … }}` (docs/language.md §6.1)")
     first: dict[str, Node] = {}
     states: list[Node] = []
     for it in k.items:
@@ -67,25 +79,64 @@ def engine_of(k: Node, err: Callable[[tuple, str], Exception], where: Callable[[
     # K admits only while no preemption happened in the iteration: the rule of every `admit
     # waiting` (docs/language.md §11.6), so no `while (running.preempted == 0)` is written here
     stmts = [first_stmt, Node("admit", at, only=None, cond=None, each=chunk, taking=None)]
+    schedule_pos = stmts[0].pos
+    if "iteration" in first:
+        # §16: the block runs first in every iteration's schedule, before anyone is served
+        stmts = iteration_stmts(first["iteration"].stmts, k.name, err) + stmts
     items = [Node("tokens", first["budget"].pos, expr=first["budget"].expr)]
     if "granule" in first:
         items.append(Node("granule", first["granule"].pos, expr=first["granule"].expr))
     items += states
-    items.append(Node("schedule", stmts[0].pos, lets=[], stmts=stmts))
+    items.append(Node("schedule", schedule_pos, lets=[], stmts=stmts))
     items.append(Node("execute", first["cost"].pos, expr=bare_values(first["cost"].expr)))
-    engine = Node("engine", k.pos, name=k.name, dim=None, device=implicit_device(k.name), device_pos=k.pos,
-                  member=None, items=items)
-    return engine, first["memory"].expr if "memory" in first else None
+    memory = first["memory"].expr if "memory" in first else None
+    member = None
+    if k.dim is not None:
+        # `stage E[N] : step`: `engine E[N] on D[j]` (§6.1) on N devices of its own; `memory P[j]`
+        # with a new name j binds the member index, as `on D[j]` does in S (the linker refuses a
+        # constant's name there); without it the index is a name nothing can read
+        index = memory.index if memory is not None else None
+        var = index.id if isinstance(index, Node) and index.kind == "name" else NO_MEMBER_INDEX
+        member = Node("name", index.pos if var != NO_MEMBER_INDEX else k.pos, id=var)
+    engine = Node("engine", k.pos, name=k.name, dim=k.dim, device=implicit_device(k.name), device_pos=k.pos,
+                  member=member, items=items)
+    return engine, memory
 
 
-def bare_values(e):
-    """`e` with every name of K_ENGINE_VALUES made a `kengval` node (K's bare engine value)."""
+def iteration_stmts(stmts: list[Node], stage: str, err: Callable[[tuple, str], Exception]) -> list[Node]:
+    """The schedule statements of K's `iteration { … }` block (§16): `set` of a register and
+    `branch`/`if` over such statements, marked `at_start` (the linker reads them with the values
+    known as the iteration starts). Any other statement is refused where it is written."""
+    out = []
+    for s in stmts:
+        if s.kind == "set":
+            out.append(Node("sset", s.pos, name=s.name, name_pos=s.name_pos, at_start=True,
+                            expr=bare_values(s.expr, K_ITERATION_VALUES, "iteration")))
+        elif s.kind == "branch" and not s.coin:
+            out.append(Node("sbranch", s.pos, cond=bare_values(s.cond, K_ITERATION_VALUES, "iteration"),
+                            then=iteration_stmts(s.then, stage, err),
+                            els=iteration_stmts(s.els or [], stage, err), at_start=True))
+        elif s.kind == "branch":
+            raise err(s.pos, f"`branch with` draws a coin, and the `iteration` block of step stage `{stage}` "
+                             "reads no draws (it runs as the iteration starts, in the Budget moment); "
+                             "write `branch (…)` on a register or an engine value")
+        else:
+            what = STATEMENT_WORDS.get(s.kind, f"`{s.kind}`")
+            raise err(s.pos, f"{what} cannot be written in the `iteration` block of step stage `{stage}`: the "
+                             "block runs in the engine as each iteration starts, not in a session; it may only "
+                             "`set` the stage's registers (`state NAME = …;`), under `branch`/`if` "
+                             "(docs/language.md §16)")
+    return out
+
+
+def bare_values(e, values: dict[str, str] = K_ENGINE_VALUES, item: str = "cost"):
+    """`e` with every name of `values` made a `kengval` node (K's bare engine value) of `item`."""
     if isinstance(e, Node):
-        if e.kind == "name" and e.id in K_ENGINE_VALUES:
-            return Node("kengval", e.pos, id=e.id, name=K_ENGINE_VALUES[e.id])
-        return Node(e.kind, e.pos, **{key: bare_values(v) for key, v in e.f.items()})
+        if e.kind == "name" and e.id in values:
+            return Node("kengval", e.pos, id=e.id, name=values[e.id], item=item)
+        return Node(e.kind, e.pos, **{key: bare_values(v, values, item) for key, v in e.f.items()})
     if isinstance(e, list):
-        return [bare_values(x) for x in e]
+        return [bare_values(x, values, item) for x in e]
     if isinstance(e, tuple):
-        return tuple(bare_values(x) for x in e)
+        return tuple(bare_values(x, values, item) for x in e)
     return e

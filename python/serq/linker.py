@@ -457,8 +457,8 @@ class Linker:
                     self.collect(self.header, it, it.pos[0], True, name=getattr(it, "name", None) if k != "use" else None)
                 else:
                     self.collect(handlers[k], it, name=getattr(it, "name", None) if k not in ("workload", "server", "prefix", "share") else None)
-        for pool, o in self.admit_via:
-            self.collect(self.resolve_admit_via, pool, o)
+        for pool, o, count in self.admit_via:
+            self.collect(self.resolve_admit_via, pool, o, count)
         for pool, node, o in self.spills:
             self.collect(self.resolve_spill, pool, node, o, name=node.name)
         if self.spills and not self.errors:
@@ -633,9 +633,6 @@ class Linker:
                 opts["share"] = "content"
             elif o.kind == "p_admit_via":
                 # K's `admit via E` (§16): the pool is admitted by engine E, as `pool P on E` is
-                if p.dim is not None:
-                    raise self.err(o.pos, f"`admit via` on the pool array `{p.name}`: put one pool on each member "
-                                          f"of an engine array instead (`pool {p.name}[N] on E[j]`, §6.1)")
                 if p.owner in self.engines or p.owner in self.engine_arrays:
                     raise self.err(o.pos, f"pool `{p.name}` on engine `{p.owner}` is admitted by it already; "
                                           "drop `admit via`")
@@ -669,15 +666,29 @@ class Linker:
         if admit_via is not None:
             # resolved at the end of `main`: in K the engine names this pool as its memory, so
             # it may be declared below it
-            self.admit_via.append((base, admit_via))
+            self.admit_via.append((base, admit_via, count))
 
     def k_step_stage(self, k: Node) -> None:
         """K's `stage E : step { … }` (§16): the S engine it spells, on a device of its own."""
         engine, memory = kstep.engine_of(k, self.err, self.where)
-        self.devices[engine.device] = {"fns": {}, "caps": {}, "pos": k.pos}
+        count = self.dim(k.dim, "a step stage")
+        if count is None:
+            self.devices[engine.device] = {"fns": {}, "caps": {}, "pos": k.pos}
+            self.engine(engine)
+            if memory is not None:
+                self.k_memory.append((k.name, memory))
+            return
+        # `stage E[N] : step` (§16): `engine E[N] on D[j]` over N devices of its own (§6.1)
+        var = engine.member.id
+        if var in self.consts or var == "inf":   # `memory kv[c]` with a constant c: every member's memory
+            var = kstep.NO_MEMBER_INDEX
+            engine = Node("engine", engine.pos, **{**engine.f, "member": Node("name", k.pos, id=var)})
+        for j in range(count):
+            self.devices[f"{engine.device}[{j}]"] = {"fns": {}, "caps": {}, "pos": k.pos}
+        self.device_arrays[engine.device] = count
         self.engine(engine)
         if memory is not None:
-            self.k_memory.append((k.name, memory))
+            self.k_memory += [(f"{k.name}[{j}]", substitute(memory, var, str(j))) for j in range(count)]
 
     def check_k_memory(self, name: str, ref: Node) -> None:
         """K's `memory P;` (§16): P is a pool, and every run on the stage that grows a pool grows P
@@ -690,9 +701,11 @@ class Linker:
                 if st.get("op") != "run" or st.get("growing") in (None, memory):
                     continue
                 s = st["stage"]
-                if s["base"] <= engine < s["base"] + s["count"]:
+                on = (range(s["base"] + int(val(s["index"])), s["base"] + int(val(s["index"])) + 1)
+                      if s["index"] is not None and is_num(s["index"]) else range(s["base"], s["base"] + s["count"]))
+                if engine in on:
                     raise self.err(tuple(st["at"]), f"this run grows `{self.pools[st['growing']]['name']}`, but step stage "
-                                                    f"`{name}`'s memory is `{ref.name}` (`memory` at {self.where(ref.pos)})")
+                                                    f"`{name}`'s memory is `{self.pools[memory]['name']}` (`memory` at {self.where(ref.pos)})")
 
     def k_name_conflict(self, n: str, c: Ctx) -> str | None:
         """What else `n`, one of K's bare engine values in a step stage's `cost`, names there."""
@@ -706,8 +719,25 @@ class Linker:
             return "a definition"
         return None
 
-    def resolve_admit_via(self, pool: int, o: Node) -> None:
-        """`admit via E;` (§16): E must be an engine; the pool is admitted by it."""
+    def resolve_admit_via(self, pool: int, o: Node, count: int | None) -> None:
+        """`admit via E;` (§16): E must be an engine; the pool is admitted by it. On a pool array
+        of N, `admit via E[j]` with a new name j: pool k is admitted by member k of the engine
+        array E of N, as `pool P[N] on E[j]` is (§6.1)."""
+        if count is not None:
+            size = self.engine_arrays.get(o.ref.name)
+            index = o.ref.index
+            if (size is None or not isinstance(index, Node) or index.kind != "name" or index.id in self.consts
+                    or index.id == "inf"):
+                raise self.err(o.pos, f"`admit via` on the pool array `{self.pools[pool]['name'].split('[')[0]}` "
+                                      f"needs an engine array and a new name for the member: `admit via E[j]` "
+                                      f"(pool k admitted by E[k], §16)")
+            if len(size) != count:
+                raise self.err(o.ref.pos, f"an array of {count} pools admitted via `{o.ref.name}`, an array of "
+                                          f"{len(size)} engines: the sizes must be equal (one pool for each)")
+            base = self.stage_names[o.ref.name][0]
+            for k in range(count):
+                self.pools[pool + k]["admitted_by"] = base + k
+            return
         ref = self.ref(o.ref, "stage", Ctx("const", "the engine of `admit via`", defs=self.defs))
         if self.stage_kind(ref) != "step":
             raise self.err(o.ref.pos, f"`admit via {o.ref.name}`: `{o.ref.name}` is not an engine; only an engine "
@@ -1012,7 +1042,9 @@ class Linker:
             names = [p for p, _ in n.f.get("params") or []] if n.kind == "request" else []
             names += [b[0] for b in n.f.get("bindings") or [] if isinstance(b, tuple)]
             if n.kind != "ref" and n.f.get("name") == var or n.f.get("var") == var or var in names:
-                raise self.err(n.pos, f"`{var}` is the member index of engine array `{e.name}` (`on {e.device}[{var}]`); "
+                bound = (f"`memory …[{var}]`" if e.device == kstep.implicit_device(e.name)   # K's step stage array
+                         else f"`on {e.device}[{var}]`")
+                raise self.err(n.pos, f"`{var}` is the member index of engine array `{e.name}` ({bound}); "
                                       "choose another name for it or for this")
 
     def engine_member(self, e: Node, name: str, device: str, in_array: bool) -> EngineInfo:
@@ -1116,6 +1148,11 @@ class Linker:
                 loc = self.locals_of(info)
 
                 def ctx(moment, where, ev=frozenset(EV_SCHEDULE)):
+                    if s.f.get("at_start"):
+                        # K's `iteration { … }` block (§16) runs before anyone is served: only the
+                        # values `tokens cap` reads are known then (the others read 0)
+                        ev = frozenset(EV_TOKENS_CAP)
+                        where = f"{where} of K's `iteration {{ … }}` block, which runs before anyone is served"
                     return ectx(moment, where, ev, locals=loc, record=[])
 
                 def x(node, moment, where):
@@ -2106,11 +2143,11 @@ class Linker:
                 raise self.err(e.pos, f"`{e.name}` cannot be read in {c.where} (readable in {', '.join(homes)})")
             return {"k": "eng", "name": e.name}
         if k == "kengval":
-            # K's bare engine value in a step stage's `cost` (§16): the S value, unless the word also
-            # names something in scope there, which would be hidden
+            # K's bare engine value in a step stage's `cost` or `iteration` block (§16): the S value,
+            # unless the word also names something in scope there, which would be hidden
             other = self.k_name_conflict(e.id, c)
             if other is not None:
-                raise self.err(e.pos, f"`{e.id}` in a K step stage's `cost` is the engine value `{e.name}`, but it "
+                raise self.err(e.pos, f"`{e.id}` in a K step stage's `{e.item}` is the engine value `{e.name}`, but it "
                                       f"also names {other} here: rename that, or write `{e.name}` in an S engine")
             return self.cx(Node("engval", e.pos, name=e.name), c)
         if k == "agg":
@@ -2179,7 +2216,10 @@ class Linker:
                 if n in self.slot and n not in BUILTIN_ATTRS[:0]:
                     raise self.err(e.pos, f"`{n}` is a session attribute; a constant cannot read it")
                 raise self.err(e.pos, f"unknown constant `{n}`", about=n)
-            raise self.err(e.pos, f"session attribute `{n}` cannot be read in {c.where}")
+            bare = kstep.K_ENGINE_VALUES.get(n) if c.engine is not None else None
+            hint = (f" (`{n}` is the engine value `{bare}` only in a K step stage's `cost`, docs/language.md §16)"
+                    if bare and n not in kstep.K_ITERATION_VALUES else "")
+            raise self.err(e.pos, f"session attribute `{n}` cannot be read in {c.where}{hint}")
         if n == "cached" and c.hold is not None and not c.hold.has_cache:
             raise self.err(e.pos, "`cached` is read in a hold without a `cache (…)` clause (it would always be 0)")
         if c.hold is not None and n in c.hold.impure:
@@ -2380,7 +2420,8 @@ class Linker:
                 pos = self.first_read.get(name)
                 if pos is not None:
                     bare = kstep.K_ENGINE_VALUES.get(name)
-                    hint = (f" (`{name}` is the engine value `{bare}` only in a K step stage's `cost`, "
+                    where = "`cost` and `iteration` block" if name in kstep.K_ITERATION_VALUES else "`cost`"
+                    hint = (f" (`{name}` is the engine value `{bare}` only in a K step stage's {where}, "
                             "docs/language.md §16)") if bare else ""
                     raise self.err(pos, f"unknown name `{name}`: not a constant, and no `set`, `choose`, binding or "
                                         f"request parameter assigns it{hint}")

@@ -273,11 +273,6 @@ def _line_col(text: str, i: int) -> tuple[int, int]:
 # a name everywhere else, so the grammar declares a terminal for it that the lexer never produces.
 K_STEP_WORDS = {"budget": "K_BUDGET", "chunk": "K_CHUNK", "cost": "K_COST", "memory": "K_MEMORY",
                 "serve": "K_SERVE"}
-K_ITERATION = ("K's `iteration { … }` block of a step stage is not supported yet: the language's "
-               "description does not say when its statements run or what they may read; write the "
-               "engine in S (`engine NAME on DEVICE { … schedule { … } … }`, docs/language.md §16)")
-
-
 class KStepWords:
     """Inside the braces of `stage E : step { … }`, a NAME that starts an item and is one of
     K_STEP_WORDS becomes that word's terminal, and in the `cost` item the keyword `tokens` becomes
@@ -305,8 +300,6 @@ class KStepWords:
             self.item_start = self.braces == 1
         elif t == "SEMICOLON" and self.braces == 1:
             self.item_start, self.in_cost = True, False
-        elif start and t == "ITERATION":
-            raise self.src.error(K_ITERATION, tok.line, tok.column)
         elif start and t == "NAME" and str(tok.value) in K_STEP_WORDS:
             self.in_cost = tok.value == "cost"
             return Token.new_borrow_pos(K_STEP_WORDS[str(tok.value)], tok.value, tok)
@@ -737,6 +730,9 @@ class _ToAst(Transformer_NonRecursive):
         return Node("k_item", self.p(meta), word="granule", expr=ch[0])
 
     k_state = eng_state   # `state r = v;`: the engine's register, as written in S
+
+    def k_iteration(self, meta, ch):
+        return Node("k_item", self.p(meta), word="iteration", stmts=ch[0])
 
     def k_serve(self, meta, ch):
         return Node("k_item", self.p(meta), word="serve", only=ch[1], order=ch[2], exclusive=False)

@@ -301,3 +301,35 @@ def test_speculate_that_is_no_whole_number_is_one_located_line(tmp_path, capsys,
     for argv in (["run", f, "--horizon", "3"], ["lockstep", f, "--seed", "1", "--sessions", "2"]):
         rc, _, err = run(capsys, *argv)
         assert (rc, err.splitlines()[0] if err else "") == (2, expected), argv
+
+
+STUCK = """\
+fn main() {
+  stage eng : step { budget 32; chunk 32; cost 0.01; memory kv; }
+  pool kv { cap 4 * 16; block 16; preempt lifo; }
+  pool slots { cap 2; admit via eng; }
+  workload { arrive batch(1); }
+  server {
+    hold slots (1), kv (20) { run eng prefill (20) growing kv; run eng decode (80) growing kv; }
+  }
+}
+"""
+
+
+def test_sampling_a_request_that_cannot_fit_alone_says_why_at_once(tmp_path, capsys):
+    """A request that outgrows the whole KV pool preempts itself forever (docs/language.md §11.7):
+    `serq sample` without --horizon ran silently into its 2,000,000-step limit, minutes in the
+    exact engine (found by the speculative-async helper at SERQ_LOCKSTEP_EXAMPLES=1600). It now
+    notes the pool and what to do at the first preemption without progress, and a program whose
+    sessions end gets no note. Seeded: the hook not passed to `run` -> the first assert fails."""
+    prog = tmp_path / "stuck.sq"
+    prog.write_text(STUCK)
+    rc, _, err = run(capsys, "sample", prog, "--seed", "1", "--sessions", "1", "--max-steps", "300",
+                     "-o", tmp_path / "s.json")
+    assert "note: at step" in err and "on pool kv was preempted without progress" in err, err
+    assert "sample with --horizon T" in err
+    assert rc == 2 and "did not finish within 300 steps" in err
+    ok = prog.with_name("fits.sq")
+    ok.write_text(STUCK.replace("cap 4 * 16", "cap 8 * 16"))
+    rc, _, err = run(capsys, "sample", ok, "--seed", "1", "--sessions", "1", "-o", tmp_path / "t.json")
+    assert rc == 0 and "preempted without progress" not in err, err

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import sys
 from fractions import Fraction
-from typing import Optional
+from typing import Callable, Optional
 
 from serq import draws as live_draws
 from serq.errors import number_text
@@ -110,6 +110,31 @@ def never_ending_loop(ir: dict) -> Optional[list]:
     return None
 
 
+def _stuck_note(prog: Program) -> Callable[[Config, dict, int], None]:
+    """An on_step hook that says, once, when a session is first preempted without progress.
+
+    A request that cannot fit even alone preempts itself forever (docs/language.md §11.7); its
+    events never run out, so sampling without a horizon would only stop at its step limit, which
+    the exact engine takes minutes to reach. The note names the pool and what to do as soon as the
+    `stuck` counter shows it; the run goes on, since sessions preempted by each other may still
+    make progress later."""
+    said = False
+
+    def note(cfg: Config, rec: dict, k: int) -> None:
+        nonlocal said
+        if said:
+            return
+        stuck = [prog.pools[i]["name"] for i, p in enumerate(cfg.pools) if p.stuck]
+        if stuck:
+            said = True
+            print(f"serq sample: note: at step {k} (t = {float(cfg.now):.6g}) a session on pool "
+                  f"{stuck[0]} was preempted without progress (docs/language.md §11.7: a request that "
+                  "cannot fit even alone preempts itself forever); if sampling does not finish, stop "
+                  "it and sample with --horizon T, or give the pool room for the longest request",
+                  file=sys.stderr, flush=True)
+    return note
+
+
 def sample(ir: dict, seed: int, count: int, name: str = "program", max_steps: int | None = 2_000_000,
            horizon: Value = float("inf")) -> dict:
     """The sessions file of `count` sessions of program `ir` with seed `seed`.
@@ -133,7 +158,8 @@ def sample(ir: dict, seed: int, count: int, name: str = "program", max_steps: in
     prog.workload_data = w
     w.arrivals = arrival_times(prog, w, seed, count)
     w.trace_picks = trace_picks(prog, seed, count)
-    cfg = run(prog, max_steps=max_steps, check=False)
+    cfg = run(prog, max_steps=max_steps, check=False,
+              on_step=_stuck_note(prog) if horizon == float("inf") else None)
     if cfg.events and cfg.events[0].time <= horizon:
         raise SpecError(f"sampling did not finish within {max_steps} steps (sessions that never end "
                         "need --horizon T)")

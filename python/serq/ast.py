@@ -6,7 +6,7 @@ Expressions and statements are both `Node`s; lists of statements are plain lists
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator, Optional
 
 Pos = tuple  # (file_id, line, column), all ints, 1-based line/column
 
@@ -52,16 +52,25 @@ def walk(node: Any) -> Iterator[Node]:
         stack.extend(list(n.children())[::-1])
 
 
+def rewrite(v: Any, replace: Callable[[Node], Optional[Node]]) -> Any:
+    """A copy of `v` (a node, or a list or tuple of them) in which each node for which
+    `replace(node)` gives a node is that node, and every other node is copied with its fields
+    rewritten the same way. The one tree walk of the front-end's rewrites (member indices, K's
+    bare values, queue members), so each says only which nodes it replaces."""
+    if isinstance(v, Node):
+        new = replace(v)
+        if new is not None:
+            return new
+        return Node(v.kind, v.pos, **{k: rewrite(x, replace) for k, x in v.f.items()})
+    if isinstance(v, list):
+        return [rewrite(x, replace) for x in v]
+    if isinstance(v, tuple):
+        return tuple(rewrite(x, replace) for x in v)
+    return v
+
+
 def substitute(v: Any, var: str, number: str) -> Any:
     """A copy of `v` (a node, or a list or tuple of them) in which every read of the name `var`
     is the number literal `number`: the body of one member of an engine array, whose member index
     `var` (`engine E[N] on D[var]`) is a constant in each copy (docs/language.md §6.1)."""
-    if isinstance(v, Node):
-        if v.kind == "name" and v.id == var:
-            return Node("num", v.pos, text=number)
-        return Node(v.kind, v.pos, **{k: substitute(x, var, number) for k, x in v.f.items()})
-    if isinstance(v, list):
-        return [substitute(x, var, number) for x in v]
-    if isinstance(v, tuple):
-        return tuple(substitute(x, var, number) for x in v)
-    return v
+    return rewrite(v, lambda n: Node("num", n.pos, text=number) if n.kind == "name" and n.id == var else None)

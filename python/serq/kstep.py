@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from .ast import Node
+from .ast import Node, rewrite
 
 # K's bare names of the engine values `execute` reads (the reference's §4.5 kernel column)
 K_ENGINE_VALUES = {"residents": "running.count", "decoders": "batch.decoding", "tokens": "batch.tokens",
@@ -131,12 +131,5 @@ def iteration_stmts(stmts: list[Node], stage: str, err: Callable[[tuple, str], E
 
 def bare_values(e, values: dict[str, str] = K_ENGINE_VALUES, item: str = "cost"):
     """`e` with every name of `values` made a `kengval` node (K's bare engine value) of `item`."""
-    if isinstance(e, Node):
-        if e.kind == "name" and e.id in values:
-            return Node("kengval", e.pos, id=e.id, name=values[e.id], item=item)
-        return Node(e.kind, e.pos, **{key: bare_values(v, values, item) for key, v in e.f.items()})
-    if isinstance(e, list):
-        return [bare_values(x, values, item) for x in e]
-    if isinstance(e, tuple):
-        return tuple(bare_values(x, values, item) for x in e)
-    return e
+    return rewrite(e, lambda n: Node("kengval", n.pos, id=n.id, name=values[n.id], item=item)
+                   if n.kind == "name" and n.id in values else None)

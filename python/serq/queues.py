@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from .ast import Node, walk
+from .ast import Node, rewrite, walk
 from .errors import SerqError
 
 ROLES = ("gateway", "prefill", "agg", "decode", "link", "l2")
@@ -233,12 +233,10 @@ class QueueLowering:
     def rw(self, v: Any, s: Scope) -> Any:
         """A copy of `v` (a node, a list or tuple of them) with the queue members, local names and
         entry calls it names rewritten for scope `s`."""
-        if isinstance(v, list):
-            return [self.rw(x, s) for x in v]
-        if isinstance(v, tuple):
-            return tuple(self.rw(x, s) for x in v)
-        if not isinstance(v, Node):
-            return v
+        return rewrite(v, lambda n: self.rw_node(n, s))
+
+    def rw_node(self, v: Node, s: Scope) -> Node | None:
+        """What node `v` becomes in scope `s`, or None where only its fields are rewritten."""
         k = v.kind
         q = s.queue
         if k == "qref":
@@ -276,7 +274,7 @@ class QueueLowering:
                 return Node("callstmt", v.pos, **{**v.f, "fname": f"{q.name}.{v.fname}",
                                                   "index": self.own_index(s, v.pos) if q.size is not None
                                                   else self.rw(index, s), "args": self.rw(v.args, s)})
-        return Node(k, v.pos, **{name: self.rw(x, s) for name, x in v.f.items()})
+        return None
 
     def own_index(self, s: Scope, pos: tuple) -> Node | None:
         """The index of the queue a body is lowered for: in a queue array, the member index of its

@@ -347,26 +347,15 @@ def construct_programs(draw, faulty: bool | None = None) -> str:
             ["hold slots (1), kv (20) { run eng prefill (20) growing kv; run eng, a (4); }",
              "hold slots (1) { run eng prefill (20); }", "run eng prefill (4);",
              "hold slots (1), kv (-1) { run eng prefill (1e400) growing kv; }"]))
-    elif engine == "k_array":
-        lines, body = _k_step_array(draw)
-        decls += lines
-        server.append(body)
-    elif engine in ("s", "array"):
-        lines, call = _s_engine(draw, engine == "array")
-        decls += lines
-        server.append(call)
-    elif engine == "spill":
-        lines, body = _spill(draw)
-        decls += lines
-        server.append(body)
-    elif engine == "transfer":
-        lines, copy = _transfer(draw, ps_names)
-        decls += lines
-        server.append(copy)
-    elif engine == "queues":
-        lines, calls = _queues(draw)
-        decls += lines
-        server.append(calls)
+    else:
+        # each part gives its declarations and the server statement that uses them
+        part = {"k_array": lambda: _k_step_array(draw), "s": lambda: _s_engine(draw),
+                "array": lambda: _s_engine(draw, True), "spill": lambda: _spill(draw),
+                "transfer": lambda: _transfer(draw, ps_names), "queues": lambda: _queues(draw)}.get(engine)
+        if part is not None:
+            lines, statement = part()
+            decls += lines
+            server.append(statement)
     if draw.faulty and not draw(st.integers(0, 5)):   # a K word among main's declarations
         decls.append(draw(st.sampled_from(K_WORDS_OUTSIDE[:5])))
     for _ in range(draw(st.integers(0, 2))):

@@ -331,7 +331,7 @@ def startIteration (e : Nat) : M Bool := do
     | .fin q =>
       if q < 0 then specError costMsg else pure q
     | _ => specError costMsg
-  if decide (tokens > 0) && c == 0 then specError s!"engine {d.name}: an iteration with {tokens} tokens costs 0"
+  if decide (tokens > 0) && c == 0 then specError s!"engine {d.name}: execute: an iteration with {tokens} tokens costs 0"
   let now := (← getCfg).now
   -- the iteration is formed: its cycle opens (stages.py `estimate_iteration`)
   let st ← stage e

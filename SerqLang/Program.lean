@@ -336,7 +336,6 @@ def ofIr (ir : Ir) : Res Program := do
     ((ir.stages[i]?).map StageDecl.isStep).getD false
   return { ir, caps, block, engines, memoryOf := inferMemory ir, prefixes, contentBlocks }
 
-/-- The statement at `(block, pc)`. -/
 /-- program.py `tiers_below`: the `spill` tiers under pool `i`, nearest first (docs/language.md
 §11.8.1). The front-end refuses cycles; the walk is bounded by the number of pools all the same. -/
 def tiersBelow (prog : Program) (i : Nat) : List Nat :=
@@ -348,6 +347,7 @@ def tiersBelow (prog : Program) (i : Nat) : List Nat :=
       | some s => s.tier :: go fuel s.tier
   go prog.ir.pools.length i
 
+/-- The statement at `(block, pc)`. -/
 def stmt (prog : Program) (ref : Nat × Nat) : Option Located :=
   (prog.ir.blocks[ref.1]?).bind (fun b => b[ref.2]?)
 

@@ -320,7 +320,9 @@ def startIteration (e : Nat) : M Bool := do
     -- engine is tried again when it settled outcomes (§8 item 6)
     if lagged then makeDue e (← getCfg).now settled
     return false
-  let env : EnvM := { engine := some e, ictx := some ic, what := some s!"engine {d.name}: execute" }
+  -- engine.py: read at the position of `execute` (irfile.py `field_at(spec, "cost")`)
+  let costAt := d.posOf "cost"
+  let env : EnvM := { engine := some e, ictx := some ic, loc := costAt, what := some s!"engine {d.name}: execute" }
   let cost ← evaluate env sd.cost
   -- the batch is formed: iteration claims read what `execute` reads (claims.py)
   checkIteration e env
@@ -329,9 +331,10 @@ def startIteration (e : Nat) : M Bool := do
   let costMsg := s!"engine {d.name}: execute: iteration cost {cost.toWire} is not a finite value >= 0; it is the iteration's time: keep the expression (or the inputs it reads) finite and >= 0 (e.g. max(0, …))"
   let c ← match cost with
     | .fin q =>
-      if q < 0 then specError costMsg else pure q
-    | _ => specError costMsg
-  if decide (tokens > 0) && c == 0 then specError s!"engine {d.name}: execute: an iteration with {tokens} tokens costs 0"
+      if q < 0 then specError costMsg costAt else pure q
+    | _ => specError costMsg costAt
+  if decide (tokens > 0) && c == 0 then
+    specError s!"engine {d.name}: execute: an iteration with {tokens} tokens costs 0" costAt
   let now := (← getCfg).now
   -- the iteration is formed: its cycle opens (stages.py `estimate_iteration`)
   let st ← stage e

@@ -314,17 +314,18 @@ def runningServed (e : Nat) (chunks : Bool) : M Value := do
 
 mutual
 
-/-- expr.py `evaluate`: the value of `e` in `env`. A plain `SpecError` raised without a
-location while evaluating (values.py raises them so) gets the statement's location, or, for an
-expression the IR gives no location (engine items, keys, capacities), the name of what was
-being evaluated — once: an error already named by an inner evaluation keeps its name. -/
+/-- expr.py `evaluate`: the value of `e` in `env`. A plain `SpecError` not yet named, raised
+without a location or while evaluating something named (`what`: engine items, keys, capacities),
+is prefixed with that name — once: an error already named by an inner evaluation keeps its name —
+and, if it has no location, gets the location of the statement or declaration (`env.loc`). Both,
+when the environment has both (expr.py: `exc.at is None or env.what`, then each in turn). -/
 partial def evaluate (env : EnvM) (e : Expr) : M Value :=
   tryCatch (evaluateCore env e) fun err =>
-    if err.kind == .spec && err.loc.isNone && !err.named then
-      match env.loc, env.what with
-      | some l, _ => throw ({ err with loc := some l } : SpecErr)
-      | none, some w => throw ({ err with message := s!"{w}: {err.message}", named := true } : SpecErr)
-      | none, none => throw err
+    if err.kind == .spec && !err.named && (err.loc.isNone || env.what.isSome) then
+      let err : SpecErr := match env.what with
+        | some w => { err with message := s!"{w}: {err.message}", named := true }
+        | none => err
+      throw (if err.loc.isNone then { err with loc := env.loc } else err)
     else throw err
 
 /-- expr.py `_evaluate`: one node; sub-expressions go through `evaluate`. -/
@@ -466,12 +467,13 @@ partial def psCapacity (s n : Nat) : M Rat := do
   let cap := match d.kind with
     | .ps c => c
     | _ => Expr.num Value.one
-  let phi ← evaluate { ctx := [("present", Value.ofNat n)], what := some s!"ps stage {d.name}: capacity" } cap
+  let capAt := d.posOf "capacity"   -- expr.py `field_at(…, "capacity")`
+  let phi ← evaluate { ctx := [("present", Value.ofNat n)], loc := capAt, what := some s!"ps stage {d.name}: capacity" } cap
   match phi with
   | .fin q =>
-    if q ≤ 0 then specError s!"ps stage {d.name}: capacity must be positive and finite, got {phi.toWire}"
+    if q ≤ 0 then specError s!"ps stage {d.name}: capacity must be positive and finite, got {phi.toWire}" capAt
     else return q
-  | _ => specError s!"ps stage {d.name}: capacity must be positive and finite, got {phi.toWire}"
+  | _ => specError s!"ps stage {d.name}: capacity must be positive and finite, got {phi.toWire}" capAt
 
 /-- expr.py `current_rate`: the per-job rate in effect since `t_last`, the one the pending
 departure was scheduled with, recovered exactly from that `finish` event as
@@ -524,15 +526,19 @@ as the iteration starts. -/
 partial def budgetMoment (ictx : IterCtx) : M IterCtx := do
   let d ← stageDecl ictx.engine
   let .step sd := d.kind | specError s!"budget moment of a non-engine stage {d.name}"
-  let envOf (ic : IterCtx) : EnvM := { engine := some ic.engine, ictx := some ic,
-                                        what := some s!"engine {d.name}: tokens cap, let or each at most" }
+  -- expr.py's `what` and `at` of each item: the stage's field positions (irfile.py `field_at`)
+  -- for `tokens cap` and `granule`, the clause's for `speculate`; the IR decoded here keeps no
+  -- position of a `let` or a schedule statement
+  let envOf (ic : IterCtx) (item : String) (loc : Option Loc) : EnvM :=
+    { engine := some ic.engine, ictx := some ic, loc, what := some s!"engine {d.name}: {item}" }
   let name := d.name
+  let budgetAt := d.posOf "budget"
   let mut ic := ictx
-  let b ← wholeOrInf (← evaluate (envOf ic) sd.budget) s!"engine {name}: tokens cap"
+  let b ← wholeOrInf (← evaluate (envOf ic "tokens cap" budgetAt) sd.budget) s!"engine {name}: tokens cap" budgetAt
   match b with
   | none => ic := { ic with left := .inf }
   | some k =>
-    if k < 0 then specError s!"engine {name}: tokens cap is negative ({k})"
+    if k < 0 then specError s!"engine {name}: tokens cap is negative ({k})" budgetAt
     ic := { ic with left := .n k.toNat }
   -- docs/language.md §7.3: `speculate (slots, lookahead, limit)`, whole numbers >= 0 (limit: or
   -- inf), read right after the budget and before the `let`s, as expr.py reads them
@@ -540,29 +546,29 @@ partial def budgetMoment (ictx : IterCtx) : M IterCtx := do
     -- expr.py: each read as a whole number >= 0 (the limit may be inf), one message for every way
     -- it is not (serq/exact.py `speculate_not_whole`)
     let whole (e : Expr) (key : String) : M (Option Int) := do
-      let v ← evaluate (envOf ic) e
+      let v ← evaluate (envOf ic s!"speculate {key}" sp.loc) e
       match v with
-      | .posInf => if key == "limit" then return none else specError (speculateNotWhole name key v)
-      | .negInf => specError (speculateNotWhole name key v)
+      | .posInf => if key == "limit" then return none else specError (speculateNotWhole name key v) sp.loc
+      | .negInf => specError (speculateNotWhole name key v) sp.loc
       | .fin q =>
-        if q.den != 1 || decide (q < 0) then specError (speculateNotWhole name key v)
+        if q.den != 1 || decide (q < 0) then specError (speculateNotWhole name key v) sp.loc
         else return some q.num
-    let some sl ← whole sp.slots "slots" | specError (speculateNotWhole name "slots" .posInf)
-    let some lk ← whole sp.lookahead "lookahead" | specError (speculateNotWhole name "lookahead" .posInf)
+    let some sl ← whole sp.slots "slots" | specError (speculateNotWhole name "slots" .posInf) sp.loc
+    let some lk ← whole sp.lookahead "lookahead" | specError (speculateNotWhole name "lookahead" .posInf) sp.loc
     let lim ← whole sp.limit "limit"
     ic := { ic with slots := sl.toNat, lookahead := lk.toNat,
                     limit := match lim with
                       | none => .inf
                       | some k => .n k.toNat }
   for l in sd.lets do
-    let v ← evaluate (envOf ic) l.expr
+    let v ← evaluate (envOf ic s!"schedule `let {l.name}`" none) l.expr
     ic := { ic with locals := ic.locals.push v }
   let mut each : Array (Option Tok) := #[]
   for s in flatSchedule sd.schedule do
     match s.each? with
     | none => each := each.push none
     | some ee =>
-      let c ← wholeOrInf (← evaluate (envOf ic) ee) s!"engine {name}: each at most"
+      let c ← wholeOrInf (← evaluate (envOf ic "each at most" none) ee) s!"engine {name}: each at most"
       match c with
       | none => each := each.push (some .inf)
       | some k =>
@@ -570,12 +576,13 @@ partial def budgetMoment (ictx : IterCtx) : M IterCtx := do
         each := each.push (some (.n k.toNat))
   ic := { ic with each }
   if let some ge := sd.granule then
-    let g ← wholeOrInf (← evaluate (envOf ic) ge) s!"engine {name}: granule"
+    let granuleAt := d.posOf "granule"
+    let g ← wholeOrInf (← evaluate (envOf ic "granule" granuleAt) ge) s!"engine {name}: granule" granuleAt
     match g with
     | none => ic := { ic with granule := none }
     | some k =>
       -- a run-time guard (§11.9): a granule is a positive number of tokens (inf: none)
-      if k ≤ 0 then specError s!"engine {name}: granule must be positive, got {k}"
+      if k ≤ 0 then specError s!"engine {name}: granule must be positive, got {k}" granuleAt
       ic := { ic with granule := some k.toNat }
   return ic
 

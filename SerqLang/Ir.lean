@@ -131,6 +131,8 @@ structure SpecDecl where
   slots : Expr
   lookahead : Expr
   limit : Expr
+  /-- the clause's position (its `"at"`), where expr.py locates an error of the three -/
+  loc : Option Loc := none
   deriving Inhabited
 
 structure StepDecl where
@@ -159,7 +161,14 @@ structure StageDecl where
   kind : StageKind
   /-- IR `"estimates": true`: the stage keeps online estimates (docs/language.md §4.4) -/
   estimates : Bool := false
+  /-- the stage's `"at"` object (docs/ir.md "Positions"): the position of each expression field
+  (`budget`, `granule`, `cost`, `capacity`) that has one, where serq_spec locates its run-time
+  errors (serq/irfile.py `field_at`); empty in an IR written without positions -/
+  fieldAt : List (String × Loc) := []
   deriving Inhabited
+
+/-- serq/irfile.py `field_at`: the position of expression field `k` of a stage, if the IR has one. -/
+def StageDecl.posOf (d : StageDecl) (k : String) : Option Loc := d.fieldAt.lookup k
 
 /-- `content (p, n, h)` of a hold item on a content pool (docs/content.md §1). -/
 structure ContentDecl where
@@ -497,13 +506,27 @@ def stageKindOf (j : Json) : Res StageKind := do
       lag := (← fieldOpt j "lag" nat).getD 0
       speculate := ← fieldOpt j "speculate" fun s => do
         return { slots := ← field s "slots" exprOf, lookahead := ← field s "lookahead" exprOf,
-                 limit := ← field s "limit" exprOf } }
+                 limit := ← field s "limit" exprOf, loc := ← fieldOpt s "at" locOf } }
     return .step d
   | o => .error s!"unknown stage kind \"{o}\""
 
+/-- A stage's `"at"` object read as `field ↦ position` (irfile.py `field_at`: anything but an
+object gives no position). -/
+def fieldPositions (j : Json) : Res (List (String × Loc)) := do
+  match getOpt j "at" with
+  | some a =>
+    if isObj a then
+      ["budget", "granule", "cost", "capacity"].foldlM (fun acc k => do
+        match (← fieldOpt a k locOf) with
+        | some l => return acc ++ [(k, l)]
+        | none => return acc) []
+    else return []
+  | none => return []
+
 def stageOf (j : Json) : Res StageDecl := do
   return { name := ← field j "name" str, kind := ← stageKindOf j,
-           estimates := (← fieldOpt j "estimates" bool).getD false }
+           estimates := (← fieldOpt j "estimates" bool).getD false,
+           fieldAt := ← at_ "at" (fieldPositions j) }
 
 def holdPoolOf (j : Json) : Res HoldPool := do
   return { pool := ← field j "pool" refOf, units := ← field j "units" exprOf,

@@ -561,7 +561,7 @@ partial def budgetMoment (ictx : IterCtx) : M IterCtx := do
                       | none => .inf
                       | some k => .n k.toNat }
   for l in sd.lets do
-    let v ← evaluate (envOf ic s!"schedule `let {l.name}`" none) l.expr
+    let v ← evaluate (envOf ic s!"schedule `let {l.name}`" l.loc) l.expr
     ic := { ic with locals := ic.locals.push v }
   let mut each : Array (Option Tok) := #[]
   for s in flatSchedule sd.schedule do

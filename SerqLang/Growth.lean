@@ -95,6 +95,7 @@ def chooseVictim (p : Nat) : M (Option Tid) := do
       let i := h.slot p
       let rj ← residentJob s
       let env : EnvM := { session := some s.tid, engine := rj.map (·.stage), job := rj,
+                          loc := (← poolDecl p).preemptAt,   -- growth.py: at the clause
                           what := some s!"pool {← poolName p}: a preemption key",
                           ctx := [("position", .fin (h.position.getD i 0)),
                                   ("computed", (← threadAttrs s.tid).getD COMPUTED Value.zero)] }

@@ -60,7 +60,8 @@ def initialM : M Unit := do
     if let .step sd := d.kind then
       let mut regs : List Value := []
       for r in sd.registers do
-        regs := regs ++ [← evaluate { engine := some i, what := some s!"engine {d.name}: a register's initial value" } r.expr]
+        regs := regs ++ [← evaluate { engine := some i, loc := r.loc,
+                                      what := some s!"engine {d.name}: a register's initial value" } r.expr]
       let st ← stage i
       setStage i { st with registers := regs }
   if prog.warmup > 0 then scheduleEventM prog.warmup "warmup_end" .none

@@ -12,7 +12,13 @@ shapes that a reader misses and a compiler would refuse are checked here:
   of the core constructors the sources use (`.some`, `.ok`, `.inl`, Json's `.arr`, …). The type
   is not known without an elaborator, so only "declared nowhere" is caught.
 
-Neither says the sources compile; they catch the unknown-identifier errors that reading missed.
+- a lowercase name used unqualified (`settleOutcomes e`, `pendingWant th eos`): declared (a
+  declaration, field or constructor, a `where` or `let rec` helper), bound in the same file (a
+  parameter, `let`, `fun`, `for`, a match or tactic pattern: found by shape, so any binding of
+  the name anywhere in the file counts), or one of the core names in `CORE_NAMES`.
+
+None says the sources compile; they catch the unknown-identifier errors that reading missed. A
+new core function used by the Lean goes in `CORE_NAMES` (check that it exists in core Lean first).
 """
 
 from __future__ import annotations
@@ -105,6 +111,54 @@ def unresolved_dot(sources: dict[Path, str], names: set[str]) -> list[str]:
     return bad
 
 
+# core Lean functions, tactics and lemmas the sources call unqualified (each checked to exist in
+# core: Init's prelude and tactics, `Std`-free), and the exported C symbols of Ffi.lean
+CORE_NAMES = {"by_cases", "congrArg", "default", "discard", "id", "if_neg", "if_pos", "inferInstanceAs",
+              "max", "min", "mkRat", "modify", "read", "throw", "toString", "tryCatch", "while", "s!",
+              "export", "serq_init", "serq_run", "serq_step", "get", "set", "getThe", "modifyGet",
+              "panic!", "dbg_trace", "decide", "not", "and", "or"}
+
+KEYWORDS = set("""def theorem abbrev structure inductive class instance where deriving namespace end open import
+section mutual partial private protected noncomputable let mut fun do if then else match with return
+for in unless repeat break continue pure by have show from at this true false some none
+termination_by decreasing_by calc exact intro intros apply refine rw simp simp_all omega grind cases
+induction obtain rcases constructor rfl trivial contradiction exfalso assumption split next case subst
+unfold dsimp injection generalizing generalize specialize first try all_goals any_goals focus only
+using nomatch nofun absurd at_ catch finally""".split())
+
+IDENT = r"[A-Za-z_][\w'?!]*"
+
+
+def file_binders(code: str) -> set[str]:
+    """Names bound somewhere in a file, by the shapes that bind: `fun … =>`, `let`/`have`/`obtain`
+    … `:=`/`←`/`:`, `for … in`, a pattern `| … =>`, a binder `(x y : T)`, a tactic's names
+    (`intro`, `by_cases h :`, `cases h :`, `next … =>`, …), `∀`/`∃`, `where` and `let rec` helpers."""
+    shapes = [r"\bfun\s+([^=]*?)=>", r"\b(?:let|have|obtain|let mut|if let|rcases|set)\s+([^:=←\n]*?)\s*(?::=|←|:|\|)",
+              r"\bfor\s+([^\n]*?)\s+in\b", r"\|\s*([^\n|]*?)=>", r"[({⦃\[]\s*(" + IDENT + r"(?:\s+" + IDENT + r")*)\s*:(?!=)",
+              r"\b(?:intro|intros|rename_i|next|case|generalizing|with|at|by_cases|cases|induction)\s+([^\n=⊢]*)",
+              r"[∀∃]\s*([^,]*),", r"⟨([^⟨⟩]*)⟩\s*(?::=|←|=>)", r"\(([^()]*)\)\s*(?::=|←|=>)",
+              r"\bmatch\s+(\w+)\s*:", r"^\s+(" + IDENT + r")\s*(?:\([^)]*\)\s*)*:", r"\blet rec\s+(" + IDENT + r")"]
+    bound: set[str] = set()
+    for shape in shapes:
+        for m in re.finditer(shape, code, re.M):
+            bound |= set(re.findall(IDENT, m.group(1)))
+    return bound
+
+
+def unresolved_plain(sources: dict[Path, str], names: set[str]) -> list[str]:
+    last = {n.rsplit(".", 1)[-1] for n in names}
+    bad = []
+    for path, code in sources.items():
+        bound = file_binders(code)
+        for n, line in enumerate(code.splitlines(), 1):
+            # (a name right after `"` is the text of a string nested in an interpolation)
+            for m in re.finditer(r"(?<![\w.'?!@`\"])([a-z_][\w'?!]*)", line):
+                name = m.group(1)
+                if name not in KEYWORDS and name not in last and name not in bound and name not in CORE_NAMES:
+                    bad.append(f"{path.relative_to(REPO)}:{n}: {name}")
+    return bad
+
+
 def lean_sources() -> dict[Path, str]:
     return {p: strip_comments_and_strings(p.read_text()) for p in sorted(LIB.rglob("*.lean"))}
 
@@ -123,6 +177,13 @@ def test_dot_names_resolve():
     assert not bad, "`.name` that no SerqLang declaration, field or constructor ends in:\n" + "\n".join(bad)
 
 
+def test_plain_names_resolve():
+    sources = lean_sources()
+    bad = unresolved_plain(sources, declared_names(sources))
+    assert not bad, ("names used unqualified that nothing declares or binds (a core function new to the "
+                     "sources goes in CORE_NAMES once checked to exist):\n" + "\n".join(bad))
+
+
 def test_the_checks_see_a_renamed_function_field_and_constructor():
     src = {LIB / "X.lean": (
         "namespace SerqLang\n"
@@ -139,3 +200,10 @@ def test_the_checks_see_a_renamed_function_field_and_constructor():
     assert {"Tok.n", "Tok.inf", "Job.serial", "Job.left", "Value.add", "ok1"} <= names
     assert [b.split(": ")[-1] for b in unresolved_qualified(src, names)] == ["Value.addd", "Job.serail"]
     assert [b.split(": ")[-1] for b in unresolved_dot(src, names)] == [".infinite"]
+    plain = {LIB / "Y.lean": (
+        "namespace SerqLang\n"
+        "def settle (e : Nat) : Nat := e + 1\n"
+        "def caller (x : Nat) : Nat :=\n  let y := settle x\n  (fun z => z + y) (settled x)\n"
+        "def viaWhere (n : Nat) : Nat := go n\nwhere\n  go (k : Nat) : Nat := k\n"
+        "end SerqLang\n")}
+    assert [b.split(": ")[-1] for b in unresolved_plain(plain, declared_names(plain))] == ["settled"]

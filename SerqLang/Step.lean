@@ -154,7 +154,8 @@ def eventJson (prog : Program) (ev : Option Event) : CJ :=
       | .stageSerial s n => .arr [.str (name s), n.toJson]
       | .stage s => .str (name s)
       | .serial n => .nat n
-      | .poolSerial p n => .arr [.str (((prog.ir.pools[p]?).map (·.name)).getD (toString p)), .nat n]
+      -- the thread (a `Tid` since the thread keys: a session's serial, or a branch's "s.k")
+      | .poolSerial p n => .arr [.str (((prog.ir.pools[p]?).map (·.name)).getD (toString p)), n.toJson]
       | .none => .null
     .obj [("kind", .str e.kind), ("time", ratJ e.time), ("seq", .nat e.seq), ("arg", arg)]
 

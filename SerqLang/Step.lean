@@ -283,8 +283,9 @@ def stageJson (i : Nat) : M CJ := do
     -- docs/async.md §5: the pending and due lists, only on a `lag 1` engine
     let lagKeys : List (String × CJ) :=
       if sd.lag == 1 then [("pending", .arr (st.pending.map Tid.toJson)), ("due", .arr (st.due.map Tid.toJson))] else []
+    -- an engine's estimates too (trace.py adds `est` after every kind of stage)
     return .obj (base ++ [("residents", .arr res), ("iteration", it),
-                          ("registers", .arr (st.registers.map CJ.val))] ++ lagKeys)
+                          ("registers", .arr (st.registers.map CJ.val))] ++ lagKeys ++ estKey)
   | .fifo _ =>
     return .obj (base ++ [
       ("waiting", .arr (st.waiting.map fun j => CJ.arr [j.tid.toJson, j.left.toJson])),

@@ -113,10 +113,9 @@ def unresolved_dot(sources: dict[Path, str], names: set[str]) -> list[str]:
 
 # core Lean functions, tactics and lemmas the sources call unqualified (each checked to exist in
 # core: Init's prelude and tactics, `Std`-free), and the exported C symbols of Ffi.lean
-CORE_NAMES = {"by_cases", "congrArg", "default", "discard", "id", "if_neg", "if_pos", "inferInstanceAs",
-              "max", "min", "mkRat", "modify", "read", "throw", "toString", "tryCatch", "while", "s!",
-              "export", "serq_init", "serq_run", "serq_step", "get", "set", "getThe", "modifyGet",
-              "panic!", "dbg_trace", "decide", "not", "and", "or"}
+CORE_NAMES = {"by_cases", "congrArg", "decide", "default", "discard", "id", "if_neg", "if_pos",
+              "inferInstanceAs", "max", "min", "mkRat", "modify", "read", "throw", "toString", "tryCatch",
+              "while", "s!", "export", "serq_init", "serq_run", "serq_step"}
 
 KEYWORDS = set("""def theorem abbrev structure inductive class instance where deriving namespace end open import
 section mutual partial private protected noncomputable let mut fun do if then else match with return

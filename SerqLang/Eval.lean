@@ -51,37 +51,64 @@ def upsertSorted (k : String) (v : Nat) : List (String × Nat) → List (String 
     else if decide (k < k') then (k, v) :: (k', v') :: rest
     else (k', v') :: upsertSorted k v rest
 
+/-- serq/draws.py `check_args`, as workload.py `_check_args` applies it to a replayed draw:
+arguments outside the law (infinite, a negative mean, too many Erlang phases) are the error a live
+draw gives (docs/language.md §4.3); `~det` of an exact value is any finite one. serq_spec reads
+the arguments as doubles: here they stay exact, so one beyond the doubles is not refused as
+infinite, and a value in the message is its wire text (docs/lean.md). -/
+def drawArgsError (dist : String) (args : List Value) : Option String :=
+  let shown := ", ".intercalate (args.map Value.toWire)
+  let outside (reason : String) : String :=
+    s!"~{dist}({shown}): arguments outside what the draw can sample ({reason})"
+  if dist == "det" then
+    if (args.headD Value.zero).isFinite then none
+    else some s!"~det needs a finite value, got {(args.headD Value.zero).toWire}"
+  else if args.any (fun a => !a.isFinite) then some (outside "the arguments must be finite")
+  else
+    let mean := if dist == "erlang" then args.getD 1 Value.zero else args.headD Value.zero
+    if (dist == "exp" || dist == "erlang" || dist == "h2") && Value.lt mean Value.zero then
+      some (s!"~{dist} needs a mean >= 0, got {mean.toWire}; a mean is a time or an amount: keep the " ++
+        "expression (or the input it reads) from going below 0")
+    else if dist == "erlang" && Value.lt (Value.ofNat 1000000) (args.headD Value.zero) then
+      some (outside "at most 1000000 phases")
+    else none
+
+/-- serq/sessionsfile.py `missing_draw`: a replay needs draw `number` of `stream` for a `~dist`
+and the file holds only `held`. -/
+def missingDraw (stream : String) (number : Nat) (dist : String) (held : Nat) : String :=
+  s!"the sessions file does not fit the program: {stream} needs draw #{number} (~{dist}) but the file has only {held}"
+
 /-- workload.py `Workload.take` (replay): the next value of the stream for the session (the
-machine stream outside a session); the cursors advance in the configuration. -/
-def take (env : EnvM) (dist : String) : M Value := do
+machine stream outside a session); the cursors advance in the configuration. The draw's
+arguments are checked first (`drawArgsError`); a value the file does not hold is the located
+`SessionsFileError` of `missingDraw` (a turn the file has no list for: an empty one). -/
+def take (env : EnvM) (dist : String) (args : List Value) : M Value := do
   let w ← getWork
   let cfg ← getCfg
-  let loc ← whereOf env.loc
-  match env.session with
-  | none =>
-    let i := cfg.counters.machine
-    setCfg { cfg with counters := { cfg.counters with machine := i + 1 } }
-    match w.machine[i]? with
-    | some x => return .fin x
-    | none => sessionsFileError s!"the sessions file does not fit the program: the machine stream needs draw #{i + 1} (~{dist} at {loc}) but the file has only {w.machine.length}"
-  | some th =>
-    -- a branch draws from its session's streams, with its session's cursors (§11.13)
-    let serial := th.owner
-    let s ← session serial
-    let some draws := w.sessions[serial]?
-      | sessionsFileError s!"the sessions file does not fit the program: no draws for session {serial}"
-    let (lst, ckey) ← match env.stream with
-      | .init => pure (draws.init, "init")
-      | .session => pure (draws.session, "session")
-      | .turn k =>
-        if decide (k > draws.turns.length) || k == 0 then
-          sessionsFileError s!"the sessions file does not fit the program: session {serial} starts turn {k} but the file has {draws.turns.length} turns (draw at {loc})"
-        else pure ((draws.turns[k - 1]?).getD [], s!"turn:{k}")
-    let i := (List.lookup ckey s.cursors).getD 0
-    setSession { s with cursors := upsertSorted ckey (i + 1) s.cursors }
-    match lst[i]? with
-    | some x => return .fin x
-    | none => sessionsFileError s!"the sessions file does not fit the program: session {serial}'s {ckey} stream needs draw #{i + 1} (~{dist} at {loc}) but the file has only {lst.length}"
+  let (lst, i, stream) ← match env.session with
+    | none => do
+      let i := cfg.counters.machine
+      setCfg { cfg with counters := { cfg.counters with machine := i + 1 } }
+      pure (w.machine, i, "the machine stream")
+    | some th => do
+      -- a branch draws from its session's streams, with its session's cursors (§11.13)
+      let serial := th.owner
+      let s ← session serial
+      let some draws := w.sessions[serial]?
+        | sessionsFileError s!"the sessions file does not fit the program: no draws for session {serial}" env.loc
+      -- serq/sessionsfile.py `stream_name`
+      let (lst, ckey, stream) := match env.stream with
+        | .init => (draws.init, "init", s!"session {serial}'s init stream")
+        | .session => (draws.session, "session", s!"session {serial}'s session stream")
+        | .turn k =>   -- turns count from 1; one the file has no list for reads an empty one
+          ((if k == 0 then [] else (draws.turns[k - 1]?).getD []), s!"turn:{k}", s!"session {serial}'s turn {k} stream")
+      let i := (List.lookup ckey s.cursors).getD 0
+      setSession { s with cursors := upsertSorted ckey (i + 1) s.cursors }
+      pure (lst, i, stream)
+  if let some msg := drawArgsError dist args then specError msg env.loc
+  match lst[i]? with
+  | some x => return .fin x
+  | none => sessionsFileError (missingDraw stream (i + 1) dist lst.length) env.loc
 
 /-- expr.py `memory_alloc`: units the job's owner holds in the engine's memory pool. -/
 def memoryAlloc (e : Nat) (job : Job) : M Rat := do
@@ -362,8 +389,7 @@ partial def evaluateCore (env : EnvM) (e : Expr) : M Value := do
       | some v => return v
       | none => specError s!"context variable `{name}` read outside its moment" env.loc
   | .draw dist args =>
-    let _ ← args.mapM (evaluate env)
-    take env dist
+    take env dist (← args.mapM (evaluate env))
   | .loc i =>
     let some ic := env.ictx | specError "a schedule `let` read outside its schedule" env.loc
     match ic.locals[i]? with

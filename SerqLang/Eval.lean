@@ -591,14 +591,17 @@ partial def budgetMoment (ictx : IterCtx) : M IterCtx := do
     ic := { ic with locals := ic.locals.push v }
   let mut each : Array (Option Tok) := #[]
   for s in flatSchedule sd.schedule do
+    -- read at its statement's position (expr.py `st.get("at")`; `each`'s index is the pre-order
+    -- one `StepDecl.schedAt` keeps)
+    let eachAt := (sd.schedAt[each.size]?).getD none
     match s.each? with
     | none => each := each.push none
     | some ee =>
-      let c ← wholeOrInf (← evaluate (envOf ic "each at most" none) ee) s!"engine {name}: each at most"
+      let c ← wholeOrInf (← evaluate (envOf ic "each at most" eachAt) ee) s!"engine {name}: each at most" eachAt
       match c with
       | none => each := each.push (some .inf)
       | some k =>
-        if k ≤ 0 then specError s!"engine {name}: each at most must be positive, got {k}"
+        if k ≤ 0 then specError s!"engine {name}: each at most must be positive, got {k}" eachAt
         each := each.push (some (.n k.toNat))
   ic := { ic with each }
   if let some ge := sd.granule then

@@ -98,3 +98,18 @@ def test_good_links_and_placeholders_pass():
             "`tools/vllm_oracle/.venv-0.33.0`, lean4's `tests/lean/run/x.lean`, `../lib/vllm.sq`.")
     assert broken_links(good, ROOT / "docs" / "api.md") == []
     assert broken_links("`single-turn/mm1.sq` and `../lib/vllm.sq`", ROOT / "examples" / "README.md") == []
+
+
+def unlisted_docs(architecture: str, names: list[str]) -> list[str]:
+    """The docs/NAME.md of `names` that the "The documents" table of `architecture` leaves out."""
+    table = architecture.split("## The documents", 1)[-1].split("\n## ", 1)[0]
+    return [n for n in names if f"docs/{n}" not in table]
+
+
+def test_every_doc_is_in_the_architecture_index():
+    # a reader finds the documents through docs/architecture.md's table (the README points there)
+    names = sorted(p.name for p in (ROOT / "docs").glob("*.md"))
+    missing = unlisted_docs((ROOT / "docs" / "architecture.md").read_text(encoding="utf-8"), names)
+    assert not missing, f"docs/architecture.md \"The documents\" does not list: {missing}"
+    assert unlisted_docs("## The documents\n| docs/api.md | x |\n## Next\n docs/tutorial.md",
+                         ["api.md", "tutorial.md"]) == ["tutorial.md"]      # seeded: one left out

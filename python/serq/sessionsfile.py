@@ -189,7 +189,7 @@ def unused_session_draws(serial: int, init: tuple[int, int], ran: int, lists: in
     if init[0] != init[1]:
         problems.append(f"init stream: used {init[0]} of {init[1]}")
     if ran != lists:
-        problems.append(f"ran {ran} turns, the file has {lists}")
+        problems.append(f"{ran} turn(s) run against the file's {lists}")
     problems += [f"turn {k} stream: used {used} of {held}" for k, used, held in turns if used != held]
     if session[0] != session[1]:
         problems.append(f"session stream: used {session[0]} of {session[1]}")

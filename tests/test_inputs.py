@@ -264,3 +264,10 @@ def test_the_api_and_a_sweep_check_a_replay_too(sessions):
     with pytest.raises(SerqError, match="rate=1 \\(the file's: 0.5\\)"):
         sweep(str(ARGUMENTS), {"rate": [0.5, 1]}, horizon=100, replay=str(sessions), progress=False)
     assert Fraction(data["inputs"]["rate"]) == Fraction(1, 2)
+
+
+def test_a_capacity_search_over_a_replay_may_not_vary_what_the_file_fixed(sessions):
+    from serq.capacity import capacity
+    with pytest.raises(SerqError, match="rate=1 \\(the file's: 0.5\\)"):
+        capacity(str(ARGUMENTS), "rate", "sojourn.mean<5", reps=1, start=1, horizon=100, replay=str(sessions),
+                 progress=False)

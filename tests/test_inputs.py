@@ -271,3 +271,10 @@ def test_a_capacity_search_over_a_replay_may_not_vary_what_the_file_fixed(sessio
     with pytest.raises(SerqError, match="rate=1 \\(the file's: 0.5\\)"):
         capacity(str(ARGUMENTS), "rate", "sojourn.mean<5", reps=1, start=1, horizon=100, replay=str(sessions),
                  progress=False)
+
+
+@pytest.mark.parametrize("value, shown", [(Fraction(-1, 4), "-0.25"), (Fraction(1, 3), "1/3"), (Fraction(1, 40000), "0.000025"),
+                                          (Fraction(1, 10 ** 13), "1/10000000000000"), (Fraction(-7), "-7")])
+def test_a_value_is_shown_as_a_user_writes_it(value, shown):
+    from serq.inputs import shown_value
+    assert shown_value(value) == shown

@@ -60,7 +60,7 @@ class InputLimits:
         return f"{shown_value(self.low)} to {shown_value(self.high)}"
 
     def what(self) -> str:
-        """The values it accepts, in words: `a whole number from 0 to 2`, `a number from 0 to inf`."""
+        """The values it accepts, in words: `a whole number from 0 to 2`, `a number >= 0`."""
         kind = "a whole number" if self.whole else "a number"
         if self.range_at is None or (self.low == -INF and self.high == INF):
             return kind
@@ -70,12 +70,12 @@ class InputLimits:
             return f"{kind} <= {shown_value(self.high)}"
         return f"{kind} from {self.range_text()}"
 
-    def violation(self, value: Any) -> tuple[tuple, str] | None:
+    def violation(self, value: Any) -> tuple[tuple | None, str] | None:
         """(the position of the clause VALUE breaks, what is wrong) or None when VALUE fits."""
         if self.range_at is not None and not self.low <= value <= self.high:
             return self.range_at, f"is outside its range {self.range_text()}"
         if self.whole and (value in (INF, -INF) or Fraction(value).denominator != 1):
-            return self.whole_at or self.range_at or (0, 1, 1), "is not a whole number, as its `whole` requires"
+            return self.whole_at, "is not a whole number, as its `whole` requires"
         return None
 
 

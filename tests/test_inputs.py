@@ -278,3 +278,13 @@ def test_a_capacity_search_over_a_replay_may_not_vary_what_the_file_fixed(sessio
 def test_a_value_is_shown_as_a_user_writes_it(value, shown):
     from serq.inputs import shown_value
     assert shown_value(value) == shown
+
+
+@pytest.mark.parametrize("value", ["abc", 5, None, "1/0"])
+def test_a_recorded_input_that_is_no_wire_value_is_named_by_its_path(capsys, sessions, tmp_path, value):
+    data = json.loads(sessions.read_text())
+    data["inputs"]["rate"] = value
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(data))
+    rc, _, err = replay(capsys, bad)
+    assert rc == 2 and err.startswith(f"{bad}: error: sessions file: inputs.rate: "), err

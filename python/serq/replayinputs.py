@@ -23,7 +23,7 @@ import sys
 from typing import Any, Iterator
 
 from .errors import SerqError
-from .wire import canonical_json, value_from_wire
+from .wire import WireError, canonical_json, value_from_wire
 
 # arrival kinds whose parameters decide values the file holds (the arrival times, batch's count);
 # `closed(n)` spawns the file's sessions n at a time, so its n takes effect in a replay
@@ -84,7 +84,7 @@ def _shown(wire: str) -> str:
 
     try:
         return shown_value(value_from_wire(wire))
-    except Exception:   # a hand-edited file: show what it says
+    except WireError:   # a hand-edited file: show what it says
         return str(wire)
 
 
@@ -105,7 +105,7 @@ def differing_inputs(data: dict, ir: dict) -> list[str]:
 def _value(wire: Any) -> Any:
     try:
         return value_from_wire(wire)
-    except Exception:
+    except WireError:   # compared as written; linking it reports it
         return wire
 
 
@@ -119,7 +119,8 @@ def check_replay_inputs(data: dict, ir: dict, program: str, sessions: str | None
         return
     theirs, ours = data["inputs"], ir["inputs"]
     if program.endswith(".json"):
-        print(f"serq: note: {sessions or 'replay'}: this run's inputs differ from those the sessions file was "
+        where = f"{sessions}: " if sessions else ""
+        print(f"serq: note: {where}this run's inputs differ from those the sessions file was "
               f"sampled with ({_pairs(differ, theirs, ours)}); from an IR file serq cannot tell whether "
               "the sampled workload reads them (a replay keeps the file's values for those it reads): "
               "replay the .sq program to have this checked", file=sys.stderr)

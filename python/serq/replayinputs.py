@@ -23,7 +23,8 @@ import sys
 from typing import Any, Iterator
 
 from .errors import SerqError
-from .wire import WireError, canonical_json, value_from_wire
+from .exact import first_constant_beyond_doubles
+from .wire import INF, WireError, canonical_json, value_from_wire
 
 # arrival kinds whose parameters decide values the file holds (the arrival times, batch's count);
 # `closed(n)` spawns the file's sessions n at a time, so its n takes effect in a replay
@@ -117,6 +118,8 @@ def check_replay_inputs(data: dict, ir: dict, program: str, sessions: str | None
     differ = differing_inputs(data, ir)
     if not differ:
         return
+    if first_constant_beyond_doubles(ir) is not None:   # the engine refuses the program itself
+        return
     theirs, ours = data["inputs"], ir["inputs"]
     if program.endswith(".json"):
         where = f"{sessions}: " if sessions else ""
@@ -127,7 +130,7 @@ def check_replay_inputs(data: dict, ir: dict, program: str, sessions: str | None
         return
     from .frontend import load_program
 
-    sampled = {name: str(theirs[name]) if name in theirs else str(wire) for name, wire in ours.items()}
+    sampled = {name: _setting(theirs[name] if name in theirs else wire) for name, wire in ours.items()}
     try:
         base = recorded_part(load_program(program, dict(sampled)))
     except SerqError as exc:
@@ -136,7 +139,7 @@ def check_replay_inputs(data: dict, ir: dict, program: str, sessions: str | None
     if base == recorded_part(ir):
         return
     read = [name for name in differ
-            if recorded_part(load_program(program, {**sampled, name: str(ours[name])})) != base]
+            if recorded_part(load_program(program, {**sampled, name: _setting(ours[name])})) != base]
     read = read or differ   # only a combination changes the draws: name every input that differs
     values = ", ".join(f"{n}={_shown(ours[n])} (the file's: {_shown(theirs[n])})" for n in read)
     again = " ".join(f"--set {n}={_shown(ours[n])}" for n in read)
@@ -147,6 +150,15 @@ def check_replay_inputs(data: dict, ir: dict, program: str, sessions: str | None
         f"silently keep the file's values. Sample again with this run's (serq sample {program} "
         f"{again} …), or replay with the file's ({back}, or no --set where that is the default)",
         sessions)
+
+
+def _setting(wire: str) -> str:
+    """A wire value as a `--set` text that means exactly it: `p/q` or `±inf` (a wire integer of
+    400 digits is past what a decimal setting may spell)."""
+    v = value_from_wire(wire)
+    if v in (INF, -INF):
+        return "inf" if v == INF else "-inf"
+    return f"{v.numerator}/{v.denominator}"
 
 
 def _pairs(names: list[str], theirs: dict, ours: dict) -> str:

@@ -288,3 +288,12 @@ def test_a_recorded_input_that_is_no_wire_value_is_named_by_its_path(capsys, ses
     bad.write_text(json.dumps(data))
     rc, _, err = replay(capsys, bad)
     assert rc == 2 and err.startswith(f"{bad}: error: sessions file: inputs.rate: "), err
+
+
+def test_the_manual_quotes_the_limit_error_as_it_is(capsys):
+    """docs/language.md §2 quotes routing.sq's error for `--set policy=-1`, wrapped over lines."""
+    path = ROOT / "examples" / "multi-turn" / "routing.sq"
+    rc, _, err = run(capsys, "check", path, "--set", "policy=-1")
+    first = err.splitlines()[0].replace(str(path), "routing.sq")
+    manual = " ".join((ROOT / "docs" / "language.md").read_text().split())
+    assert rc == 2 and f"`{first}`" in manual, first

@@ -30,7 +30,8 @@ A program is assembled from parts, each drawn well-formed most of the time and m
 - `fork { run a, b (w); } … join;`: flows (and one-stage runs) inside branches (§11.13, §11.14);
 - inputs: `let kN = args.number("kN", …);` in place of a flow's or transfer's work, a transfer's
   amount, a spill's copy time, `speculate`'s numbers, `price`'s arguments and `lag`, so that the
-  `construct_settings` target can give them hostile `--set` values (`knobs` lists them).
+  `construct_settings` target can give them hostile `--set` values (`knobs` lists them); every
+  other one with limits (`in 0 to inf`, `whole`), which such values break.
 - queues (§11.16): a prefill queue array leasing its KV, a decode queue whose entry `pull` lands
   it `from` a prefill queue over a link queue's wire, members `P[i].kv` read in observations, with
   the wrong roles, members, entries, arities, indices and `from`s of §11.16's errors.
@@ -75,6 +76,16 @@ def _knob(draw: _Draw, value: str) -> str:
     name = f"k{len(draw.knobs)}"
     draw.knobs[name] = value
     return name
+
+
+def _limits(name: str, value: str) -> str:
+    """The limits (docs/language.md §2) of every other input, from its default alone (no draw, so
+    the programs drawn are those drawn without them): `in 0 to inf` for a default >= 0, `whole`
+    for a whole one. The others keep no limits, so hostile `--set` values still reach the checks
+    behind them."""
+    if int(name[1:]) % 2 or float(value) < 0:
+        return ""
+    return ", in 0 to inf" + (", whole" if float(value).is_integer() else "")
 
 
 def knobs(text: str) -> list[str]:
@@ -377,7 +388,7 @@ def construct_programs(draw, faulty: bool | None = None) -> str:
     if draw.faulty and not draw(st.integers(0, 5)):   # names used above their declaration
         decls = draw(st.permutations(decls))
     arrive = draw(st.sampled_from(["poisson(1)", "poisson(3)", "batch(3)", "closed(2)"]))
-    inputs = [f'let {k} = args.number("{k}", {v});' for k, v in draw.knobs.items()]
+    inputs = [f'let {k} = args.number("{k}", {v}{_limits(k, v)});' for k, v in draw.knobs.items()]
     decls = inputs + decls
     text = ('use "std/args";\n' if inputs else "") + "fn main() {\n" + "".join(f"  {d}\n" for d in decls) + \
         f"  workload {{ arrive {arrive}; }}\n  server {{\n" + "".join(f"    {s}\n" for s in server) + "  }\n}\n"

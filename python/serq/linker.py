@@ -22,6 +22,7 @@ from . import exact, kstep, queues
 from .ast import Node, substitute, walk
 from .draws import ARITY
 from .errors import SerqError, location_text
+from .inputs import DEFAULT_SOURCE, InputLimits, limit_error_text, shown_value
 from .parser import Source, decode_source
 from .wire import INF, value_from_wire, value_to_wire
 
@@ -414,10 +415,17 @@ class Linker:
             if not is_num(d):
                 raise self.err(e.default.pos, "the default of an input must be an exact constant")
             v = val(d)
+            limits = self.input_limits(e)
+            source = DEFAULT_SOURCE
             if ext in self.settings:
-                v = self.parse_setting(ext, self.settings.pop(ext))
+                text = self.settings.pop(ext)
+                v, source = self.parse_setting(ext, text), f"--set {ext}={text}"
             elif ext in self.optional:
-                v = self.parse_setting(ext, self.optional[ext])
+                text = self.optional[ext]
+                v, source = self.parse_setting(ext, text), f"the profile's {ext}={text}"
+            broken = limits.violation(v)
+            if broken is not None:
+                raise self.err(broken[0], limit_error_text(ext, v, source, limits, broken[1]))
             self.inputs[ext] = v
             self.input_pos[ext] = e.ext_pos
             self.input_of[name] = ext
@@ -425,6 +433,34 @@ class Linker:
             return
         ir = self.cx(e, Ctx("const", "a constant (`let`)", defs=self.defs, record=None))
         self.consts[name] = (ir, n.name_pos)
+
+    def input_limits(self, call: Node) -> InputLimits:
+        """The limits written after an input's default (`in LO to HI`, `whole`; serq/inputs.py),
+        each a constant, each at most once, LO ≤ HI."""
+        limits = InputLimits()
+        for lim in call.limits:
+            if lim.kind == "limit_word":
+                if lim.word != "whole":
+                    raise self.err(lim.pos, f"`{lim.word}` after an input's default: expected `whole` "
+                                            "or `in LO to HI` (docs/language.md §2)")
+                if limits.whole:
+                    raise self.err(lim.pos, "`whole` is given twice")
+                limits.whole, limits.whole_at = True, lim.pos
+                continue
+            if limits.range_at is not None:
+                raise self.err(lim.pos, f"an input has one range (`in … to …`); the first is at "
+                                        f"{self.where(limits.range_at)}")
+            ends = []
+            for end, what in ((lim.low, "lower"), (lim.high, "upper")):
+                x = self.cx(end, Ctx("const", f"the {what} end of an input's range", defs=self.defs))
+                if not is_num(x):
+                    raise self.err(end.pos, f"the {what} end of an input's range must be an exact constant")
+                ends.append(val(x))
+            if ends[0] > ends[1]:
+                raise self.err(lim.pos, f"the range {shown_value(ends[0])} to {shown_value(ends[1])} "
+                                        "is empty: write the lower end first")
+            limits.low, limits.high, limits.range_at = ends[0], ends[1], lim.pos
+        return limits
 
     def parse_setting(self, name: str, text: str):
         """The value of `--set name=text` (setting_value)."""

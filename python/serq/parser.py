@@ -1060,4 +1060,11 @@ class _ToAst(Transformer_NonRecursive):
 
     def args_call(self, meta, ch):
         return Node("args_call", self.tp(ch[0]), id=f"{ch[0]}.{ch[1]}", ext=str(ch[2])[1:-1],
-                    ext_pos=self.tp(ch[2]), default=ch[3])
+                    ext_pos=self.tp(ch[2]), default=ch[3] if len(ch) > 3 else None, limits=list(ch[4:]))
+
+    # an input's limits keep their tokens (`!input_limit`), so the error points at `in`, not `,`
+    def limit_range(self, meta, ch):
+        return Node("limit_range", self.tp(ch[1]), low=ch[2], high=ch[4])
+
+    def limit_word(self, meta, ch):
+        return Node("limit_word", self.tp(ch[1]), word=str(ch[1]))

@@ -399,7 +399,7 @@ ERRORS = {
     "source-with-an-index": (edit("from source.kv to kv", "from source.kv[@@0] to kv"), "it takes no index"),
     "local-definition-outside": (edit("stage pre : fifo;", "stage pre : fifo; def twice(x) = 2 * x;")
                                  .replace("hold P[0].kv (1)", "observe u = P[0].@@twice; hold P[0].kv (1)"),
-                                 "`twice` is a definition local to queue `P`"),
+                                 "`twice` is a definition of queue `P`: call it, `P[i].twice (…)`"),
     "entry-in-an-expression": (edit("observe seen = n;", "observe seen = @@pull(n);"),
                                "`pull` is an entry of queue `D` (a statement)"),
     "from-on-an-engine-request": (edit("  queue D[2]", "  queue E : decode { device g { } engine eng on g { r cap 1; "

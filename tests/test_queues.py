@@ -519,9 +519,10 @@ ERRORS = {
     # ---- a queue's expression definitions called from outside, `self.index`
     "unknown-definition": (in_server("observe u = P[0].@@twice(1);"), "queue `P` has no definition `twice` (it has no "
                                                                         "definitions)"),
-    "definition-arity": (edit("stage pre : fifo;", "stage pre : fifo; def twice(x) = 2 * x;")
-                         .replace("hold P[0].kv (1)", "observe u = @@P[0].twice(1, 2); hold P[0].kv (1)"),
-                         "`P.twice` takes 1 argument(s), got 2"),
+    # (the lowered `P.fill` takes the queue's index first: the count is the program's, not that one's)
+    "definition-arity": (edit("stage pre : fifo;", "stage pre : fifo; def fill(x) = used(kv) * x;")
+                         .replace("hold P[0].kv (1)", "observe u = @@P[0].fill(1, 2); hold P[0].kv (1)"),
+                         "`P.fill` takes 1 argument(s), got 2"),
     "definition-above-its-declaration": (edit("stage pre : fifo;", "stage pre : fifo; def a() = @@b(); def b() = 1;"),
                                          "`b` of queue `P` is defined at t.sq:2:79, not above this use"),
     "definition-as-a-statement": (edit("stage pre : fifo;", "stage pre : fifo; def twice(x) = 2 * x;")

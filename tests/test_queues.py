@@ -255,7 +255,7 @@ fn main() {
     pool reqs on eng { queue fifo; }
     def demand() = holders(reqs) + queued(reqs);
     def slow(n) = n / width * (1 + self.index);
-    def busy(w) = demand() * w + self.slow(1) + P[0].demand();
+    def score(w) = demand() * w + self.slow(1) + P[0].demand();
   }
   queue D[2] : decode {
     pool kv { cap 50; evict lru; }
@@ -271,7 +271,7 @@ fn main() {
   claim c : at end (D[0].room() >= 0);
   workload { arrive poisson(1); turn { set p_in = 1 + floor(~uniform(0, 30)); } }
   server {
-    choose i in 2 by (P[i].busy(2), -i);
+    choose i in 2 by (P[i].score(2), -i);
     P[i].eng (p_in, 1);
     choose k in 2 by (-D[k].room());
     land(k, i, p_in);
@@ -303,7 +303,7 @@ fn main() {
   pool P_reqs[2] on P_eng[j] { queue fifo; }
   def P_demand(q) = holders(P_reqs[q]) + queued(P_reqs[q]);
   def P_slow(q, n) = n / P_width * (1 + q);
-  def P_busy(q, w) = P_demand(q) * w + P_slow(q, 1) + P_demand(0);
+  def P_score(q, w) = P_demand(q) * w + P_slow(q, 1) + P_demand(0);
   pool D_kv[2] { cap 50; evict lru; }
   def D_room(q) = 50 - used(D_kv[q]);
   def D_pull(q, src, n, wire) {
@@ -316,7 +316,7 @@ fn main() {
   claim c : at end (D_room(0) >= 0);
   workload { arrive poisson(1); turn { set p_in = 1 + floor(~uniform(0, 30)); } }
   server {
-    choose i in 2 by (P_busy(i, 2), -i);
+    choose i in 2 by (P_score(i, 2), -i);
     P_eng[i] (p_in, 1);
     choose k in 2 by (-D_room(k));
     land(k, i, p_in);

@@ -520,6 +520,8 @@ ERRORS = {
     "unknown-definition": (in_server("observe u = P[0].@@twice(1);"), "queue `P` has no definition `twice` (it has no "
                                                                         "definitions)"),
     # (the lowered `P.fill` takes the queue's index first: the count is the program's, not that one's)
+    "member-called": (in_server("observe u = P[0].@@pre (1);"), "`pre` is a stage of queue `P`, not a definition: "
+                                                                 "it takes no arguments (`P[i].pre`)"),
     "definition-arity": (edit("stage pre : fifo;", "stage pre : fifo; def fill(x) = used(kv) * x;")
                          .replace("hold P[0].kv (1)", "observe u = @@P[0].fill(1, 2); hold P[0].kv (1)"),
                          "`P.fill` takes 1 argument(s), got 2"),

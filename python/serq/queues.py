@@ -468,6 +468,10 @@ class QueueLowering:
         if f in q.members and q.members[f][0] == "engine":
             raise self.err(v.fname_pos, f"a request to queue `{q.name}`'s engine `{f}` is a statement "
                                         f"(`{spelled} (…);`), not a value")
+        if f in q.members or f in q.consts:
+            what = f"a {q.members[f][0]}" if f in q.members else "a constant"
+            raise self.err(v.fname_pos, f"`{f}` is {what} of queue `{q.name}`, not a definition: it takes no "
+                                        f"arguments (`{spelled}`)")
         raise self.err(v.fname_pos, f"queue `{q.name}` has no definition `{f}`" + self.listing(q, "definitions"))
 
     def entry_call(self, q: Queue, qindex: Node | None, e: Entry, args: list, source: Node | None, at: Node,

@@ -229,7 +229,7 @@ fn main() {
 # A queue's expression definitions called from outside (`P[i].demand ()`, `D[k].room ()`, `P[i].twice (…)`)
 # and `self.index`: in an engine's `execute`, in definitions and an entry. A definition that reads
 # its queue's members or index takes the index first; one that reads neither (`twice`) does not,
-# so a device's body, which is one for all the queues of the array, may call it. A statement `def`
+# so a device's body and a pool's options, one for all the queues of the array, may call it. A statement `def`
 # of `fn main` begins with an entry call `D[a].pull (…)` (it did not parse before).
 INDEXED = """\
 fn main() {
@@ -237,7 +237,7 @@ fn main() {
     let width = 4;
     def twice(x) = 2 * x;
     device gpu { kv cap twice(500); }
-    pool kv on gpu { block 2; }
+    pool kv on gpu { block self.twice(1); }
     engine eng on gpu {
       reqs cap 4;
       tokens cap 64;
@@ -285,7 +285,7 @@ fn main() {
   let P_width = 4;
   def P_twice(x) = 2 * x;
   device P_gpu[2] { P_kv cap P_twice(500); }
-  pool P_kv[2] on P_gpu[j] { block 2; }
+  pool P_kv[2] on P_gpu[j] { block P_twice(1); }
   engine P_eng[2] on P_gpu[j] {
     P_reqs cap 4;
     tokens cap 64;
@@ -541,6 +541,12 @@ ERRORS = {
     "own-entry-called-as-a-value": (edit("def note(n) { observe seen = n; }",
                                          "def note(n) { observe seen = self.@@pull(n); }"),
                                     "`pull` is an entry of queue `D` (a statement): call it as `self.pull (…);`"),
+    "own-entry-named-as-a-value": (edit("def note(n) { observe seen = n; }",
+                                        "def note(n) { observe seen = self.@@pull; }"),
+                                   "`pull` is an entry of queue `D`: call it as a statement, `self.pull (…);`"),
+    "own-definition-as-a-statement-through-self": (edit("def note(n) { observe seen = n; }",
+                                                        "def size(n) = n; def note(n) { self.@@size (n); }"),
+                                                   "e.g. `set x = self.size (…);`"),
     "engine-called-as-a-value": (edit("  queue D[2]", "  queue E : decode { device g { } engine eng on g { r cap 1; "
                                       "tokens cap 1; request (p) { prefill (p); } schedule { advance running; "
                                       "admit waiting taking r (1); } execute (1); } pool r on eng { } }\n  queue D[2]")

@@ -10,7 +10,7 @@ queue array), the source's members the body reads (`source.kv`), then the entry'
 the linker expands as it expands any statement definition. An expression `def` of a queue array
 takes the queue's index first only if its body reads it (a member of its own queue, `self.index`,
 or an own definition that does), so `Q[i].f (a)` is `Q.f (i, a)` or `Q.f (a)`, and a definition
-that reads no one queue may be called where a value is one for all the queues (a pool's options).
+that reads none of these may be called where a value is one for all the queues (a pool's options).
 `self.index` is the index itself. Nothing new reaches the IR: a queue program's IR is the IR of
 the program spelled out by hand with these names.
 """
@@ -294,7 +294,7 @@ class QueueLowering:
                 raise self.err(v.pos, f"`{v.fname}` is an entry of queue `{q.name}` (a statement): call it as "
                                       f"`{v.fname}(…);`")
             if k == "callstmt" and v.fname in q.defs:
-                raise self.not_a_statement(q, v.fname, v.pos, own=True)
+                raise self.not_a_statement(q, v.fname, v.pos, v.fname)
             if k == "callstmt" and v.fname in q.entries and v.f.get("index") is None:
                 return self.entry_call(q, self.own_index(s, v.pos), q.entries[v.fname], v.args, None, v, s)
             if k == "callstmt" and v.fname in q.members:
@@ -331,11 +331,15 @@ class QueueLowering:
                 s, pos, f"call `{fname}`, which reads one queue's own members or `self.index`")]
         return Node("call", pos, fname=f"{q.name}.{fname}", args=lead + self.rw(args, s))
 
-    def not_a_statement(self, q: Queue, fname: str, pos: tuple, own: bool) -> SerqError:
-        """An expression definition called as a statement."""
-        call = fname if own else f"{q.name}{'[i]' if q.size else ''}.{fname}"
+    def not_a_statement(self, q: Queue, fname: str, pos: tuple, spelled: str) -> SerqError:
+        """An expression definition called as a statement (`spelled` as the call names it)."""
         return self.err(pos, f"`{fname}` is an expression definition of queue `{q.name}`, not an entry: use its "
-                             f"value, e.g. `set x = {call} (…);`")
+                             f"value, e.g. `set x = {spelled} (…);`")
+
+    @staticmethod
+    def spelled(q: Queue, queue: str, name: str) -> str:
+        """How a call names queue q's `name` through `queue` (Q, or `self`): `Q[i].name`, `self.name`."""
+        return f"{queue}{'[i]' if q.size is not None and queue != 'self' else ''}.{name}"
 
     def member(self, q: Queue, m: str, qindex: Node | None, mindex: Node | None, pos: tuple, as_ref: bool) -> Node:
         """The lowered name of member m of queue q (of q[qindex] in a queue array)."""
@@ -410,10 +414,10 @@ class QueueLowering:
             return Node("name", v.pos, id=f"{q.name}.{m}")
         if m in q.entries:
             raise self.err(v.member_pos, f"`{m}` is an entry of queue `{q.name}`: call it as a statement, "
-                                         f"`{v.queue}{'[i]' if q.size else ''}.{m}(…);`")
+                                         f"`{self.spelled(q, v.queue, m)} (…);`")
         if m in q.defs:
             raise self.err(v.member_pos, f"`{m}` is a definition of queue `{q.name}`: call it, "
-                                         f"`{v.queue}{'[i]' if q.size else ''}.{m} (…)`")
+                                         f"`{self.spelled(q, v.queue, m)} (…)`")
         if m == "index":
             raise self.err(v.member_pos, f"`index` is read inside queue `{q.name}`'s body, as `self.index`; "
                                          + (f"here the index of `{v.queue}[i]` is i itself" if q.size is not None
@@ -446,7 +450,7 @@ class QueueLowering:
         if v.verb in q.entries:
             return self.entry_call(q, qindex, q.entries[v.verb], v.args, v.source, v, s)
         if v.verb in q.defs:
-            raise self.not_a_statement(q, v.verb, v.verb_pos, own=False)
+            raise self.not_a_statement(q, v.verb, v.verb_pos, self.spelled(q, v.queue, v.verb))
         if v.verb in q.members and q.members[v.verb][0] == "engine":
             if v.source is not None:
                 raise self.err(v.source.pos, f"`{v.verb}` is queue `{q.name}`'s engine; `from` goes with an entry")
@@ -457,11 +461,15 @@ class QueueLowering:
     def qdefcall(self, v: Node, s: Scope) -> Node:
         """`Q.f (a…)`, `Q[i].f (a…)`, `self.f (a…)` in an expression: a call of the queue's expression
         definition f, its members those of Q[i]."""
-        q, qindex = self.queue_of(v.queue, v.qindex, v.pos, s)
+        if v.queue == "self" and s.queue is not None and v.qindex is None:
+            # this queue's own: the index is passed only if the definition reads it (see def_call)
+            q, qindex = s.queue, None
+        else:
+            q, qindex = self.queue_of(v.queue, v.qindex, v.pos, s)
         f = v.fname
         if f in q.defs:
             return self.def_call(q, f, qindex, v.args, v.pos, s)
-        spelled = f"{v.queue}{'[i]' if q.size and v.queue != 'self' else ''}.{f}"
+        spelled = self.spelled(q, v.queue, f)
         if f in q.entries:
             raise self.err(v.fname_pos, f"`{f}` is an entry of queue `{q.name}` (a statement): call it as "
                                         f"`{spelled} (…);`")

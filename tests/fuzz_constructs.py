@@ -33,8 +33,9 @@ A program is assembled from parts, each drawn well-formed most of the time and m
   `construct_settings` target can give them hostile `--set` values (`knobs` lists them); every
   other one with limits (`in 0 to inf`, `whole`), which such values break.
 - queues (§11.16): a prefill queue array leasing its KV, a decode queue whose entry `pull` lands
-  it `from` a prefill queue over a link queue's wire, members `P[i].kv` read in observations, with
-  the wrong roles, members, entries, arities, indices and `from`s of §11.16's errors.
+  it `from` a prefill queue over a link queue's wire, members `P[i].kv` and the definition
+  `P[i].fill (x)` (which reads `self.index`) read in observations, with the wrong roles, members,
+  entries, definitions, arities, indices and `from`s of §11.16's errors.
 
 Then up to two byte edits that insert construct words (`,`, `share maxmin;`, `step`, `budget`…)
 anywhere, as the `programs` target does for mm1.sq.
@@ -264,9 +265,11 @@ def _spill(draw) -> tuple[list[str], str]:
 
 def _queues(draw) -> tuple[list[str], str]:
     """Queues (§11.16): `P[2] : prefill` whose KV is leased past its hold, `D : decode` whose entry
-    `pull` lands it `from P[i]` over `L[i].wire`; wrong: a role that may not hold what it holds or
-    take `from`, a member declared twice or as an array, an unknown member or entry, a wrong arity,
-    an index out of range or drawn, a missing or needless `from`, a queue used as a pool."""
+    `pull` lands it `from P[i]` over `L[i].wire`, P's definition `fill` called from outside; wrong:
+    a role that may not hold what it holds or take `from`, a member declared twice or as an array,
+    an unknown member or entry, a wrong arity, an index out of range or drawn, a missing or
+    needless `from`, a queue used as a pool, a definition called as a statement or an entry as a
+    value, `self.index` in the single queue D."""
     prole = _one(draw, ["prefill", "agg", "l2"], ["decode", "gateway", "link", "prefil"])
     drole = _one(draw, ["decode", "agg"], ["prefill", "link", "l2"])
     extra = _one(draw, ["", " let hop = 1;", " def twice(x) = 2 * x;"],
@@ -274,17 +277,21 @@ def _queues(draw) -> tuple[list[str], str]:
     work = _one(draw, ["n * 1e-3", "0", "~exp(1)"], ["-1", "inf"])
     link = _one(draw, ["stage wire : fifo;", "stage wire : ps(1);", "stage wire : delay;"],
                 ["stage wire : fifo; pool x { cap 1; }", "let w = 1;"])
-    queues = [f"queue P[2] : {prole} {{ pool kv {{ cap 64; }} stage pre : fifo;{extra} }}",
+    queues = [f"queue P[2] : {prole} {{ pool kv {{ cap 64; }} stage pre : fifo; def fill(x) = used(kv) * x + "
+              f"self.index;{extra} }}",
               f"queue D : {drole} {{ pool kv {{ cap 64; evict lru; }} def pull(n, w) {{ hold kv (n) "
               f"{{ transfer w ({work}) from source.kv to kv (n); }} cache (n); }} def note(n) {{ observe noted = n; }} }}",
               f"queue L[2] : link {{ {link} }}"]
     i = _one(draw, ["0", "1", "(serial == 0 ? 0 : 1)"], ["2", "-1", "floor(~uniform(0, 2))", "nobody"])
     first = f"hold P[{i}].kv (16) {{ run P[{i}].pre (0.5); }} lease P[{i}].kv (inf);"
     good = [f"D.pull (16, L[{i}].wire) from P[{i}];",
-            f"D.note (used(P[{i}].kv)); D.pull (8, L[0].wire) from P[{i}];"]
+            f"D.note (used(P[{i}].kv)); D.pull (8, L[0].wire) from P[{i}];",
+            f"D.note (P[{i}].fill(2)); D.pull (16, L[{i}].wire) from P[{i}];"]
     bad = [f"D.pull (16, L[{i}].wire);", f"D.pull (16) from P[{i}];", "D.push (16, L[0].wire) from P[0];",
            f"D.pull (16, L[{i}].wire) from D;", f"D.note (1) from P[{i}];", "D[0].note (1);",
-           f"D.pull (16, L.wire) from P[{i}];", f"observe u = used(P[{i}].kvv);", "hold P (1) { }"]
+           f"D.pull (16, L.wire) from P[{i}];", f"observe u = used(P[{i}].kvv);", "hold P (1) { }",
+           f"D.note (P[{i}].fill(1, 2));", f"P[{i}].fill (1);", "D.note (D.note (1));", "D.note (P.fill (1));",
+           "D.note (D.self.index);", "D.note (D.index);"]
     # wrong in half of the faulty programs, not a sixth: there are many ways to get the call wrong
     call = draw(st.sampled_from(bad if draw.faulty and draw(st.booleans()) else good))
     return queues, f"{first} {call}"

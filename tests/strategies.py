@@ -965,7 +965,9 @@ def spill_programs(draw, arrivals: bool = False) -> Case:
 
 # Prefill/decode disaggregation written with queues (docs/language.md §11.16): a prefill queue
 # array (or a single queue), a decode or agg queue array whose entry `pull` lands the source's KV
-# (directly, or through a second entry that `pull` calls with `from source`), a link queue array.
+# (directly, or through a second entry that `pull` calls with `from source`), a link queue array;
+# each queue's definition `demand ()` read by the routing keys from outside, the decode engines'
+# cost reading `self.index`.
 PD_QUEUES = """\
 fn main() {{
   queue P{pdim} : prefill {{
@@ -986,6 +988,7 @@ fn main() {{
       execute ({pcost});
     }}
     pool reqs on eng {{ queue fifo; }}
+    def demand() = holders(reqs) + queued(reqs);
   }}
   queue D[{D}] : {drole} {{
     device gpu {{ kv cap {dcap}; }}
@@ -1006,9 +1009,10 @@ fn main() {{
         advance running;
         admit waiting taking reqs (1), kv (min(need, hit + budget_left(self.eng))) reserve (need);
       }}
-      execute ({dcost});
+      execute ({dcost}{dshift});
     }}
     pool reqs on eng {{ queue fifo; }}
+    def demand() = holders(reqs) + queued(reqs);
   }}
   queue L[{D}] : link {{ stage wire : {link}; }}
 """ + PD_WORKLOAD_SERVER + """    P{pi}.eng (p, 1);
@@ -1055,6 +1059,7 @@ fn main() {{
     execute ({pcost});
   }}
   pool P_reqs{pdim} on P_eng{pj} {{ queue fifo; }}
+  def P_demand({pq}) = holders(P_reqs{pqi}) + queued(P_reqs{pqi});
   device D_gpu[{D}] {{ D_kv cap {dcap}; }}
   pool D_kv[{D}] on D_gpu[j] {{ block {db}; evict lru; preempt lifo; }}
 {entries}
@@ -1073,9 +1078,10 @@ fn main() {{
       advance running;
       admit waiting taking D_reqs[j] (1), D_kv[j] (min(need, hit + budget_left(D_eng[j]))) reserve (need);
     }}
-    execute ({dcost});
+    execute ({dcost}{dshift});
   }}
   pool D_reqs[{D}] on D_eng[j] {{ queue fifo; }}
+  def D_demand(q) = holders(D_reqs[q]) + queued(D_reqs[q]);
   stage L_wire[{D}] : {link};
 """ + PD_WORKLOAD_SERVER + """    P_eng{pi} (p, 1);
     observe ttft = now;
@@ -1121,13 +1127,17 @@ def pd_queue_pairs(draw) -> tuple[Case, str]:
         arrival=draw(st.one_of(st.just(f"batch({sessions})"), st.just("poisson(1)"))),
         maxp=maxp, maxo=maxo, more=draw(st.sampled_from(["", " tool (~exp(1)); turn;"])))
     pkey = draw(st.sampled_from([("holders(P{pi}.reqs) + queued(P{pi}.reqs)", "holders(P_reqs{pi}) + queued(P_reqs{pi})"),
-                                 ("-i", "-i"), ("0", "0")]))
+                                 ("P{pi}.demand(), -i", "P_demand({i}), -i"), ("-i", "-i"), ("0", "0")]))
     dkey = draw(st.sampled_from([("holders(D[k].reqs) + queued(D[k].reqs)", "holders(D_reqs[k]) + queued(D_reqs[k])"),
-                                 ("cachedin(D[k].kv), k", "cachedin(D_kv[k]), k"), ("0", "0")]))
+                                 ("D[k].demand()", "D_demand(k)"), ("cachedin(D[k].kv), k", "cachedin(D_kv[k]), k"),
+                                 ("0", "0")]))
+    # a decode queue's cost grows with its index: the engine's copy for member j reads j
+    dshift = draw(st.sampled_from([("", ""), (" + self.index / 100", " + j / 100")]))
     text = PD_QUEUES.format(**common, entries=PD_QUEUE_ENTRIES[form].format(**landing),
-                            pkey=pkey[0].format(pi=pi), dkey=dkey[0])
+                            pkey=pkey[0].format(pi=pi), dkey=dkey[0], dshift=dshift[0])
     twin = PD_QUEUES_TWIN.format(**common, entries=PD_QUEUE_TWIN_ENTRIES[form].format(**landing),
-                                 pkey=pkey[1].format(pi=pi), dkey=dkey[1])
+                                 pkey=pkey[1].format(pi=pi, i="" if single else "i"), dkey=dkey[1], dshift=dshift[1],
+                                 pq="" if single else "q", pqi="" if single else "[q]")
     return Case(text=text, sessions=sessions, seed=draw(st.integers(0, 2 ** 16))), twin
 
 
@@ -1135,8 +1145,9 @@ def pd_queue_programs() -> st.SearchStrategy:
     """transfer_programs' deployments written with queues (docs/language.md §11.16): a prefill queue
     array (a single queue when there is one) whose engine leases its KV, a decode or agg queue array
     whose entry `pull` holds its KV pool and copies `source.kv` into it over the link queue's wire
-    (a fifo, ps or delay stage), directly or through a second entry; every request fits its pools
-    alone, as in transfer_programs."""
+    (a fifo, ps or delay stage), directly or through a second entry; routing keys that call a
+    queue's definition from outside, decode costs that read `self.index`; every request fits its
+    pools alone, as in transfer_programs."""
     return pd_queue_pairs().map(lambda pair: pair[0])
 
 

@@ -2192,7 +2192,7 @@ class Linker:
             if e.id in self.pool_names or e.id in self.stage_names:
                 raise self.err(e.pos, f"`{e.id}[…]` is a pool or stage; only an observable such as `used({e.id}[…])` takes it")
             raise self.err(e.pos, f"`{e.id}` is not an array")
-        if k == "qref":  # every one inside `fn main` was lowered (serq/queues.py)
+        if k in ("qref", "qdefcall"):  # every one inside `fn main` was lowered (serq/queues.py)
             raise queues.refuse_outside_main(e, self.err)
         if k == "args_call":
             raise self.err(e.pos, "`args.number(…)` must be the whole initializer of a `let` inside `fn main`")

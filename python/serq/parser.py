@@ -953,6 +953,9 @@ class _ToAst(Transformer_NonRecursive):
         return Node("qcall", self.p(meta), queue=str(ch[0]), queue_pos=self.tp(ch[0]), qindex=ch[1],
                     verb=str(ch[2]), verb_pos=self.tp(ch[2]), args=ch[3] or [], source=ch[4])
 
+    def queue_call_single(self, meta, ch):
+        return self.queue_call_stmt(meta, [ch[0], None, *ch[1:]])
+
     def queue_from(self, meta, ch):
         return Node("qsource", self.tp(ch[0]), queue=str(ch[0]), qindex=ch[1])
 
@@ -1057,6 +1060,14 @@ class _ToAst(Transformer_NonRecursive):
     def queue_indexed(self, meta, ch):
         return Node("qref", self.tp(ch[0]), queue=str(ch[0]), qindex=ch[1], member=str(ch[2]),
                     member_pos=self.tp(ch[2]), mindex=None)
+
+    def queue_def_call(self, meta, ch):
+        return Node("qdefcall", self.tp(ch[0]), queue=str(ch[0]), qindex=None, fname=str(ch[1]),
+                    fname_pos=self.tp(ch[1]), args=ch[2] or [])
+
+    def queue_def_call_indexed(self, meta, ch):
+        return Node("qdefcall", self.tp(ch[0]), queue=str(ch[0]), qindex=ch[1], fname=str(ch[2]),
+                    fname_pos=self.tp(ch[2]), args=ch[3] or [])
 
     def args_call(self, meta, ch):
         return Node("args_call", self.tp(ch[0]), id=f"{ch[0]}.{ch[1]}", ext=str(ch[2])[1:-1],

@@ -19,7 +19,7 @@ from conftest import compile_err
 from serq import draws
 from serq.errors import SerqError
 from serq.frontend import compile_source, load_program
-from test_linker import BASE, edit, expect
+from test_linker import edit, expect
 
 sample = pytest.importorskip("serq_spec.sample")
 from serq_fast.expr import RunError  # noqa: E402

@@ -1490,8 +1490,7 @@ class Linker:
                     self.workload["session"] = idx
         trace = self.workload["trace"]
         if accept_pos is not None and trace is not None:
-            counted = next((i for i, rows in enumerate(trace["sessions"]) if any(len(r) > 4 for r in rows)), None)
-            if counted is not None:
+            if any(len(row) > 4 for rows in trace["sessions"] for row in rows):   # a row with counts
                 raise self.err(accept_pos, f"the trace (at {self.where(once['trace'])}) gives acceptance counts in "
                                "its 7th field, and `accept (n, alpha);` draws them: keep one of the two "
                                "(docs/language.md §7.3)")

@@ -265,6 +265,10 @@ inductive Stmt where
   | join
   /-- docs/language.md §11.14: one job over several ps stages at once (a flow) -/
   | flow (stages : List Ref) (work : Expr)
+  /-- docs/language.md §7.3: `accept (n, alpha);`, the `turn` block's last statement: the turn's
+  acceptance counts of speculative decoding, `count` draws of the acceptance law at per-draft
+  rate `rate` -/
+  | accept (count : Expr) (rate : Expr)
   deriving Inhabited
 
 /-- The IR `op` of a statement (docs/ir.md "Statements"). -/
@@ -288,6 +292,7 @@ def Stmt.op : Stmt → String
   | .fork .. => "fork"
   | .join => "join"
   | .flow .. => "flow"
+  | .accept .. => "accept"
 
 /-- sessions.py `BRANCH_OPS`: what a thread may execute between its `fork` and its `join;`
 (docs/language.md §11.13). -/
@@ -583,6 +588,7 @@ def stmtOf (j : Json) : Res Stmt := do
   match (← field j "op" str) with
   | "set" => return .set (← field j "slot" nat) (← field j "expr" exprOf)
   | "observe" => return .observe (← field j "name" nat) (← field j "expr" exprOf)
+  | "accept" => return .accept (← field j "count" exprOf) (← field j "rate" exprOf)
   | "turn" => return .turn
   | "end" => return .end_
   | "branch" => return .branch (← field j "cond" exprOf) (← field j "then" nat) (← fieldOpt j "else" nat)

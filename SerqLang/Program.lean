@@ -184,6 +184,7 @@ def checkStmt (ir : Ir) (contentBlocks : List (Option Nat)) (st : Located) : Res
   let poolName (i : Nat) : String := ((ir.pools[i]?).map (·.name)).getD ""
   match st.stmt with
   | .set _ e | .observe _ e => checkExpr ir e loc
+  | .accept n a => do checkExpr ir n loc; checkExpr ir a loc
   | .branch c _ _ | .while_ c _ => checkExpr ir c loc
   | .choose _ n keys => do checkExpr ir n loc; for k in keys do checkExpr ir k loc
   | .hold h => do

@@ -23,7 +23,9 @@ A program is assembled from parts, each drawn well-formed most of the time and m
 - `transfer S (w) from P to Q (n);` (§11.15) over one link or several, leased or held, with the
   wrong links, pools, amounts and places of §11.15's errors;
 - an offload tier `spill Q via S (w) when (c);` (§11.8.1) with holds in `fork` branches (§11.13);
-- speculative decoding on the S engine: `speculate (s, look, limit);` and `decode … speculate (k)`;
+- speculative decoding on the S engine: `speculate (s, look, limit);` and `decode … speculate (k)`,
+  and the acceptance counts a `turn` block draws, `accept (n, alpha);`, right and wrong (alpha out
+  of [0, 1], n not whole, not the block's last statement, in `init`, a missing argument);
 - the S engine under async scheduling (`lag 1;`, docs/async.md) and as an engine array
   `engine eng[2] on acc[j]` (§6.1) with its pools `kv[2]`, `reqs[2]` and calls `eng[x] (…)` whose
   index is a constant, a computed member, or (wrong) no whole member or a draw;
@@ -374,6 +376,13 @@ def construct_programs(draw, faulty: bool | None = None) -> str:
             lines, statement = part()
             decls += lines
             server.append(statement)
+    turn = ""
+    if engine in ("s", "array"):   # drawn acceptance counts of speculative decoding (§7.3)
+        turn = " " + _one(draw, ["", "", f"turn {{ accept (3, {_knob(draw, '0.5')}); }}",
+                                 "turn { set q = 2; accept (q, serial == 0 ? 0.9 : 0.2); }"],
+                          ["turn { accept (3, 2); }", "turn { accept (-1, 0.5); }", "turn { accept (1e400, 0.5); }",
+                           "turn { accept (3, 0.5); set z = 1; }", "init { accept (3, 0.5); }",
+                           "turn { accept (3); }", "turn { accept (2, ~exp(1)); }"])
     if draw.faulty and not draw(st.integers(0, 5)):   # a K word among main's declarations
         decls.append(draw(st.sampled_from(K_WORDS_OUTSIDE[:5])))
     for _ in range(draw(st.integers(0, 2))):
@@ -398,7 +407,7 @@ def construct_programs(draw, faulty: bool | None = None) -> str:
     inputs = [f'let {k} = args.number("{k}", {v}{_limits(k, v)});' for k, v in draw.knobs.items()]
     decls = inputs + decls
     text = ('use "std/args";\n' if inputs else "") + "fn main() {\n" + "".join(f"  {d}\n" for d in decls) + \
-        f"  workload {{ arrive {arrive}; }}\n  server {{\n" + "".join(f"    {s}\n" for s in server) + "  }\n}\n"
+        f"  workload {{ arrive {arrive};{turn.rstrip()} }}\n  server {{\n" + "".join(f"    {s}\n" for s in server) + "  }\n}\n"
     for _ in range(_one(draw, [0], [1, 2])):
         at = draw(st.integers(0, len(text)))
         cut = draw(st.integers(0, 3))

@@ -101,7 +101,7 @@ fn main() {{
 @st.composite
 def vllm_programs(draw, content: bool = False, lag: bool = False, arrivals: bool = False,
                   lease: bool = False, claims: bool = False, replicas: bool = False,
-                  speculate: bool = False, spill: bool = False) -> Case:
+                  speculate: bool = False, spill: bool = False, accept: bool = False) -> Case:
     """With `content` the KV pool is `share content` (docs/content.md): a prefix tree of one or two
     shared system prompts, sessions 0 and 1 on the first, the others on the second (its child), the
     rest of each prompt the session's own history. With `lag` the engine is `lag 1` (docs/async.md)
@@ -115,7 +115,9 @@ def vllm_programs(draw, content: bool = False, lag: bool = False, arrivals: bool
     (docs/language.md §11.9 "Claims"). With `speculate` (drawn last) the engine speculates
     (docs/language.md §7.3: `speculate (slots, lookahead, limit)`, the decode's k drafts, a
     one-token prefill's placeholder drafts while some running request was served); with no trace
-    every draft is rejected. With `spill` (drawn last) the KV pool spills evicted blocks to a host
+    every draft is rejected, unless `accept` (with `speculate`, drawn after it) ends the `turn`
+    block with `accept (n, alpha);`, which draws the turn's acceptance counts (n the output count
+    or another, alpha a constant from 0 to 1, a per-session rate or a draw). With `spill` (drawn last) the KV pool spills evicted blocks to a host
     tier over a link (docs/language.md §11.8.1): a request whose prefix is partly on the tier is
     admitted by `taking` and loaded back before it becomes a resident. Without them the draws and
     the text are exactly those of before (the lockstep tests replay them)."""
@@ -197,6 +199,12 @@ def vllm_programs(draw, content: bool = False, lag: bool = False, arrivals: bool
         text = text.replace("prefill (known - c) growing kv;",
                             f"prefill (known - c) growing kv speculate (known - c == 1 && running_served(eng) > "
                             f"running_chunks(eng) ? {k} : 0);")
+        if accept:
+            count = draw(st.sampled_from(["o", "o", "o + 3", "o - 1", "0"]))
+            alpha = draw(st.sampled_from(["4/5", "1/2", "0", "1", "serial < 2 ? 9/10 : 1/3", "~uniform(0, 1)"]))
+            more = text.index("set more = turn_no < ")
+            end = text.index(";", more) + 1
+            text = text[:end] + f"\n      accept ({count}, {alpha});" + text[end:]
     if spill:
         # a later turn finds its prefix cached (on kv or the tier) in every program
         text = with_host_tier(draw, text.replace("cache (0);", "cache (prompt + output);")

@@ -27,6 +27,9 @@ CASES = [
     ("single-turn/arguments.sq", {}, 5, 20, math.inf),
     ("single-turn/vllm_batch1.sq", {}, 6, 10, math.inf),
     ("single-turn/vllm_slo.sq", {}, 12, 6, math.inf),   # claims: their tallies in every line
+    # speculative decoding whose turns draw their acceptance counts (docs/language.md §7.3), at a
+    # load where requests share iterations
+    ("single-turn/vllm_speculative.sq", {"lambda": "2"}, 1, 4, math.inf),
     # runs over two links (docs/language.md §11.14), alone and with downlink-only cross traffic
     ("single-turn/flows.sq", {}, 14, 30, math.inf),
     ("single-turn/flows.sq", {"cross": "1", "lambda": "1"}, 15, 30, math.inf),

@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 from . import exact, kstep, queues
 from .ast import Node, substitute, walk
-from .draws import ARITY
+from .draws import ARITY, MAX_ACCEPT_OUTPUTS
 from .errors import SerqError, location_text
 from .inputs import DEFAULT_SOURCE, InputLimits, limit_error_text, shown_value
 from .parser import Source, decode_source
@@ -1486,6 +1486,7 @@ class Linker:
         self.workload = {"arrival": {"kind": "none"}, "trace": None, "init": None, "turn": None, "session": None,
                          "server": None}
         once: dict[str, tuple] = {}
+        accept_pos = None   # the `turn` block's `accept (n, alpha);`, if it has one
         for it in w.items:
             key = it.kind if it.kind != "wl_block" else it.which
             if key in once and key != "hidden":
@@ -1506,9 +1507,16 @@ class Linker:
             else:
                 which = it.which
                 if which in ("init", "turn"):
-                    for st in it.body:
-                        if st.kind not in ("set", "observe"):
-                            raise self.err(st.pos, f"only `set` and `observe` are allowed in the `{which}` block")
+                    for j, st in enumerate(it.body):
+                        if st.kind == "accept" and which == "turn" and j < len(it.body) - 1:
+                            raise self.err(st.pos, "`accept (n, alpha);` must be the last statement of the `turn` "
+                                           "block: its draws come after the turn's other draws, so adding it "
+                                           "moves no other value (docs/language.md §7.3)")
+                        if st.kind not in ("set", "observe") and not (st.kind == "accept" and which == "turn"):
+                            raise self.err(st.pos, f"only `set` and `observe` are allowed in the `{which}` block"
+                                           + (" (`accept` belongs in the `turn` block)" if st.kind == "accept" else ""))
+                        if st.kind == "accept":
+                            accept_pos = st.pos
                     self.workload[which] = self.block(it.body, SCtx(which, self.session_ctx()))
                 else:
                     if not any(n.kind == "turn" for n in walk(it.body)) and not self.has_macro_turn(it.body):
@@ -1516,6 +1524,12 @@ class Linker:
                     idx = self.block(it.body, SCtx("session", self.session_ctx()))
                     self.blocks[idx].append({"op": "end", "at": [it.pos[0], it.pos[1], it.pos[2]]})
                     self.workload["session"] = idx
+        trace = self.workload["trace"]
+        if accept_pos is not None and trace is not None:
+            if any(len(row) > 4 for rows in trace["sessions"] for row in rows):   # a row with counts
+                raise self.err(accept_pos, f"the trace (at {self.where(once['trace'])}) gives acceptance counts in "
+                               "its 7th field, and `accept (n, alpha);` draws them: keep one of the two "
+                               "(docs/language.md §7.3)")
         if self.workload["session"] is None:
             idx = len(self.blocks)
             at = [w.pos[0], w.pos[1], w.pos[2]]
@@ -1623,6 +1637,27 @@ class Linker:
                                  f"separated by spaces, got {word!r}", lineno, max(1, line.rfind(word) + 1))
             counts.append(int(word))
         return counts
+
+    def accept_count(self, e: Node, c: Ctx) -> dict:
+        """The n of `accept (n, alpha);`: a whole number from 0 to MAX_ACCEPT_OUTPUTS, checked here
+        when it folds to a constant, else by both engines when the statement runs."""
+        out = self.cx(e, c)
+        if is_num(out):
+            v = val(out)
+            if not exact.whole_in(v, 0, MAX_ACCEPT_OUTPUTS):
+                raise self.err(e.pos, f"`accept (n, alpha)` needs n, the turn's output count, a whole number from 0 "
+                               f"to {MAX_ACCEPT_OUTPUTS}, got {value_to_wire(v)}")
+        return out
+
+    def accept_rate(self, e: Node, c: Ctx) -> dict:
+        """The alpha of `accept (n, alpha);`: in [0, 1], checked here when it folds to a constant."""
+        out = self.cx(e, c)
+        if is_num(out):
+            v = val(out)
+            if exact.is_inf(v) or not 0 <= v <= 1:
+                raise self.err(e.pos, "`accept (n, alpha)` needs a per-draft acceptance rate alpha in [0, 1], got "
+                               f"{value_to_wire(v)}: alpha is the chance that a draft is accepted")
+        return out
 
     def server(self, s: Node) -> None:
         """The `server { … }` block: no `turn;` or `end;` (§8)."""
@@ -1786,6 +1821,12 @@ class Linker:
                 self.live_sets.setdefault(slot, s.pos)
             self.copies.append((slot, {x["slot"] for x in ir_walk(e) if x.get("k") == "attr"}, s.pos))
             return [{"op": "set", "slot": slot, "expr": e, "at": at}]
+        if k == "accept":
+            if sc.block != "turn":
+                raise self.err(s.pos, "`accept (n, alpha);` is allowed only in the workload's `turn` block, as its "
+                               "last statement: it draws the turn's acceptance counts (docs/language.md §7.3)")
+            return [{"op": "accept", "count": self.accept_count(s.count, c), "rate": self.accept_rate(s.rate, c),
+                     "at": at}]
         if k == "observe":
             e = self.cx(s.expr, c)
             if s.name not in self.observes:

@@ -35,7 +35,7 @@ advance running admit waiting only each at most exclusive first order taking tok
 lru preempt lifo requeue head tail fifo ps delay step spill via share maxmin bottleneck sum min max
 prefix content after
 lag eos
-speculate
+speculate accept
 """.split())  # the last three lines: the extensions of docs/content.md, docs/async.md and
 # speculative decoding (docs/language.md §7.3)
 
@@ -827,6 +827,9 @@ class _ToAst(Transformer_NonRecursive):
 
     def observe_stmt(self, meta, ch):
         return Node("observe", self.p(meta), name=str(ch[0]), expr=ch[1])
+
+    def accept_stmt(self, meta, ch):
+        return Node("accept", self.p(meta), count=ch[0], rate=ch[1])
 
     def branch_stmt(self, meta, ch):
         return Node("branch", self.p(meta), cond=ch[0], coin=False, then=ch[1], els=ch[2])

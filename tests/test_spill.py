@@ -68,8 +68,16 @@ CASES = {
         "  stage link : fifo;", "  stage link : fifo;\n  device d { }\n  engine eng on d { tokens cap 4; "
         "schedule { advance running; } execute (1); }"), "is an engine"),
     "context variable elsewhere": (marked("(size / 2)", "(size / 2 + @@waited)"), "`waited`"),
-    "content pool": (marked("block 2; spill", "block 2; @@spill").replace("when (1); }", "when (1); share content; }"),
-                     "`spill` on the `share content` pool `kv` is not supported yet"),
+    # a content-addressed tier needs both pools `share content` (docs/content.md §6)
+    "content pool over a plain tier": (marked("spill host", "spill @@host").replace("when (1); }", "when (1); share content; }"),
+                                       "the tier `host` of the `share content` pool `kv` must be `share content` too"),
+    "plain pool over a content tier": (marked("spill host", "spill @@host").replace(
+        "pool host { cap 8; block 2; }", "pool host { cap 8; block 2; share content; }"),
+        "the tier `host` is a `share content` pool but `kv` is not"),
+    "chain of content tiers": (marked("spill host", "spill @@host").replace("when (1); }", "when (1); share content; }")
+                               .replace("pool host { cap 8; block 2; }", "pool host { cap 8; block 2; share content; "
+                                        "spill disk via link (1) when (1); }\n  pool disk { cap 8; block 2; share content; }"),
+                               "a chain of content tiers is not supported"),
     "array over one tier": (ARRAY.replace("spill host", "spill @@host").replace("pool host[2]", "pool host"),
                             "needs a tier array of 2 (member k spills to member k): `host` is a single pool"),
     "array over a longer tier": (ARRAY.replace("spill host", "spill @@host").replace("pool host[2]", "pool host[3]"),

@@ -215,12 +215,14 @@ def with_host_tier(draw, text: str, bs: int) -> str:
     link = draw(st.sampled_from(["fifo", "fifo", "fifo(2)", "ps(1)", "delay"]))
     start = text.index("  pool kv")
     end = text.index(" }\n", start)
+    # a `share content` KV pool spills to a content tier (docs/content.md §6)
+    share = " share content;" if "share content;" in text[start:end] else ""
     members = ""
     if text.startswith("  pool kv[", start):
         members = "[" + text[start + len("  pool kv["):].split("]")[0] + "]"
     links = members if members and draw(st.booleans()) else ""
     return (text[:end] + f" spill host via link ({work}) when ({when});" + text[end:]).replace(
-        "  engine eng", f"  pool host{members} {{ cap {host}; block {bs}; }}\n  stage link{links} : {link};\n"
+        "  engine eng", f"  pool host{members} {{ cap {host}; block {bs};{share} }}\n  stage link{links} : {link};\n"
         "  engine eng", 1)
 
 

@@ -80,7 +80,7 @@ CASES = [
 # Examples using a construct serq_fast does not implement yet: indexed here, not compared. Remove
 # the entry (and add the example to CASES) when serq_fast implements it.
 NOT_YET: set = set()
-NOT_YET_VECTORS: set = {"spill_content_tier"}   # vectors/spec/ serq_fast cannot run yet, likewise
+NOT_YET_VECTORS: set = set()   # vectors/spec/ serq_fast cannot run yet, likewise
 
 
 def test_every_example_is_in_lockstep():

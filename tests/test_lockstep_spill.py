@@ -170,3 +170,35 @@ def test_many_random_spill_programs_agree(kind):
     def agree(case):
         lockstep(compile_source(case.text, case.name, {}), case.seed, case.sessions, case.name)
     agree()
+
+
+CONTENT_TIER = VECTORS / "spill_content_tier"
+
+
+def test_content_tier_vector_agrees():
+    """vectors/spec/spill_content_tier: `spill` between two `share content` pools (docs/content.md §6)."""
+    assert run_vector(CONTENT_TIER) > 0
+
+
+def test_seeded_fault_is_caught_on_the_content_tier_vector(monkeypatch):
+    """`tier_touch_forward` refreshes the loaded blocks on the tier first block first: the tier
+    would then evict a prefix's head before its tail (host's free queue at t = 5 differs)."""
+    monkeypatch.setenv("SERQ_FAST_FAULT", "tier_touch_forward")
+    with pytest.raises(Divergence):
+        run_vector(CONTENT_TIER)
+
+
+@settings(max_examples=SPILL_ENGINE_EXAMPLES, deadline=None, derandomize=True, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(strategies.vllm_programs(content=True, spill=True))
+def test_random_content_spill_programs_agree(case):
+    """vLLM-like engines on a `share content` KV pool (a prefix tree, `reuse`) spilling to a
+    content tier over a fifo, ps or delay link: evicted blocks move there, a lookup goes on into
+    it and the request loads the tier's blocks back before it becomes a resident."""
+    ir = compile_source(case.text, case.name, {})
+    tier = ir["pools"][ir["pools"][0]["spill"]["pool"]]
+    assert ir["pools"][0]["share"] == "content" and tier["share"] == "content"
+    lockstep(ir, case.seed, case.sessions, case.name)
+
+
+SPILL_KINDS["content"] = lambda: strategies.vllm_programs(content=True, spill=True)

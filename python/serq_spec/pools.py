@@ -187,7 +187,7 @@ def spill_block(cfg: Config, p: int, ident: tuple) -> list[Copy]:
     §6): with a `spill` whose `when` holds — read with `size` = b, `last` = now, `age` = 0,
     `waiting` = 0 and no session (a block belongs to nobody: attributes read 0) — the identity
     moves to the content tier Q unless Q holds it already (then nothing is copied), and its copy
-    runs on the link. Otherwise it is dropped, as without `spill`."""
+    runs on the link. Otherwise (or when Q has no block) it is dropped, as without `spill`."""
     spill = cfg.program.pools[p].get("spill")
     if spill is None:
         return []
@@ -197,8 +197,11 @@ def spill_block(cfg: Config, p: int, ident: tuple) -> list[Copy]:
     if not V.nz(evaluate(spill["when"], env)):
         return []
     q = spill["pool"]
-    if ident in content.block_pool(cfg, q).idmap:
+    tier = content.block_pool(cfg, q)
+    if ident in tier.idmap:
         return []   # the tier has this content already (a block loaded back from it, evicted again)
+    if not tier.refs:
+        return []   # a tier of no block keeps nothing
     w = link_work(cfg, p, env)
     content.tier_store(cfg, q, ident)
     cfg.pools[p].spills += 1

@@ -201,4 +201,18 @@ def test_random_content_spill_programs_agree(case):
     lockstep(ir, case.seed, case.sessions, case.name)
 
 
-SPILL_KINDS["content"] = lambda: strategies.vllm_programs(content=True, spill=True)
+SPILL_KINDS["content engine"] = lambda: strategies.vllm_programs(content=True, spill=True)
+
+
+@settings(max_examples=SPILL_ENGINE_EXAMPLES, deadline=None, derandomize=True, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(strategies.content_spill_programs())
+def test_random_content_spill_hold_programs_agree(case):
+    """Multi-turn holds on a `share content` KV pool grown by an engine's runs, whose prompts share
+    a system prompt of a two-level prefix tree, spilling to a content tier (docs/content.md §6)."""
+    ir = compile_source(case.text, case.name, {})
+    assert ir["pools"][0]["share"] == "content" and ir["pools"][1]["share"] == "content"
+    lockstep(ir, case.seed, case.sessions, case.name)
+
+
+SPILL_KINDS["content holds"] = strategies.content_spill_programs

@@ -203,6 +203,14 @@ class BlockPool:
         if x == n:
             return None
         self._unlink(x)
+        old = self._forget(x)
+        if old is not None:
+            self.ncached -= 1
+        self.refs[x] = 1
+        return x, old
+
+    def _forget(self, x: int):
+        """Block x loses its identity (an eviction): off the map's list for it; returns it or None."""
         old = self.ident[x]
         if old is not None:
             lst = self.idmap[old]
@@ -210,9 +218,7 @@ class BlockPool:
             if not lst:
                 del self.idmap[old]
             self.ident[x] = None
-            self.ncached -= 1
-        self.refs[x] = 1
-        return x, old
+        return old
 
     def identify(self, x: int, ident) -> None:
         """Block x (referenced) now holds `ident`: appended to the map's list for it."""
@@ -287,15 +293,9 @@ class BlockPool:
     def tier_store(self, ident):
         """Keep `ident` (not held yet) in the head block, which moves to the tail; returns the
         identity that block held (evicted, dropped) or None."""
-        n = self.n
-        x = self.nxt[n]
-        old = self.ident[x]
-        if old is not None:
-            lst = self.idmap[old]
-            lst.remove(x)
-            if not lst:
-                del self.idmap[old]
-        else:
+        x = self.nxt[self.n]
+        old = self._forget(x)
+        if old is None:
             self.ncached += 1
         self.identify(x, ident)
         self._to_tail(x)

@@ -102,6 +102,19 @@ def touch(cfg: Config, p: int, content: tuple, r: int, blocks: list) -> None:
         blocks.append(block)
 
 
+def forget(cs: ContentState, block: int) -> Optional[tuple]:
+    """The block loses its identity (an eviction), which leaves the map's list for it (and the map
+    when no block is left); returns the identity or None."""
+    ident = cs.ident[block]
+    if ident is not None:
+        holders = cs.idmap[ident]
+        holders.remove(block)
+        if not holders:
+            del cs.idmap[ident]
+        cs.ident[block] = None
+    return ident
+
+
 def allocate(cfg: Config, p: int, count: int, blocks: list) -> list[tuple]:
     """Append `count` new blocks, each the free queue's head; an identified head is evicted.
     Returns the evicted identities, in order (a `spill` on p may move them to its tier)."""
@@ -112,13 +125,8 @@ def allocate(cfg: Config, p: int, count: int, blocks: list) -> list[tuple]:
         if not cs.free_queue:
             raise SpecError(f"pool {cfg.program.pools[p]['name']}: no free block to allocate")
         block = cs.free_queue[0]
-        ident = cs.ident[block]
+        ident = forget(cs, block)
         if ident is not None:   # an eviction: the content is forgotten
-            holders = cs.idmap[ident]
-            holders.remove(block)
-            if not holders:
-                del cs.idmap[ident]
-            cs.ident[block] = None
             st.evicted_units += cs.block
             cfg.records["evicted"].append([None, cfg.program.pools[p]["name"], cs.block])
             evicted.append(ident)
@@ -187,12 +195,7 @@ def tier_store(cfg: Config, q: int, ident: tuple) -> None:
     identity evicted (dropped: a content tier spills no further), and the block joins the tail."""
     cs = block_pool(cfg, q)
     block = cs.free_queue.pop(0)
-    old = cs.ident[block]
-    if old is not None:
-        holders = cs.idmap[old]
-        holders.remove(block)
-        if not holders:
-            del cs.idmap[old]
+    if forget(cs, block) is not None:
         cfg.pools[q].evicted_units += cs.block
         cfg.records["evicted"].append([None, cfg.program.pools[q]["name"], cs.block])
     cs.ident[block] = ident

@@ -1,9 +1,11 @@
 """Offload tiers (`spill`, docs/language.md §11.8.1) in lockstep: the hand-derived vectors
 `spill_load_back`, `spill_engine_load` (a spilling pool in an engine's `taking`), `spill_two_pools`
-(a hold of two spilling pools) and `spill_flow_link` (a link that flows cross), and a few random
-programs of each kind (plain, a vLLM engine, its replicas with pool arrays, two spilling pools,
-flow-crossed links) agree step by step; the seeded faults `spill_lost`, `load_no_wait`,
-`engine_load_no_wait` and `loads_reversed` (docs/fast.md "Seeded faults") are caught on them. SERQ_SPILL_ENGINE_EXAMPLES sets how many random programs of each kind run (default 5)."""
+(a hold of two spilling pools), `spill_flow_link` (a link that flows cross) and `spill_content_tier`
+(a content tier, docs/content.md §6), and a few random programs of each kind (plain, a vLLM
+engine, its replicas with pool arrays, two spilling pools, flow-crossed links, content tiers under
+an engine's `taking` and under holds) agree step by step; the seeded faults `spill_lost`,
+`load_no_wait`, `engine_load_no_wait`, `loads_reversed` and `tier_touch_forward` (docs/fast.md
+"Seeded faults") are caught on them. SERQ_SPILL_ENGINE_EXAMPLES sets how many random programs of each kind run (default 5)."""
 
 from __future__ import annotations
 

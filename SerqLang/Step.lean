@@ -218,6 +218,9 @@ def poolJson (prog : Program) (cfg : Config) (p : Nat) (st : PoolState) : CJ :=
         ++ (if st.rejected > 0 then [("rejected", .nat st.rejected)] else [])
         -- trace.py: on a pool with `spill` (docs/language.md §11.8.1)
         ++ (if ((prog.ir.pools[p]?).bind (·.spill)).isSome then [("spills", .nat st.spills)] else [])
+        -- trace.py: blocks loaded back from a content tier, on a content pool with `spill` (docs/content.md §6)
+        ++ (if ((prog.ir.pools[p]?).bind (·.spill)).isSome && st.content.isSome
+            then [("tier_hits", .nat st.tierHits)] else [])
         -- trace.py: present while a lease is held, `[serial, allocation, ends_at | null]`
         ++ (let mine := cfg.leases.filter (·.pool == p)
             if mine.isEmpty then []

@@ -223,12 +223,14 @@ def with_host_tier(draw, text: str, bs: int) -> str:
     link = draw(st.sampled_from(["fifo", "fifo", "fifo(2)", "ps(1)", "delay"]))
     start = text.index("  pool kv")
     end = text.index(" }\n", start)
+    # a `share content` KV pool spills to a content tier (docs/content.md §6)
+    share = " share content;" if "share content;" in text[start:end] else ""
     members = ""
     if text.startswith("  pool kv[", start):
         members = "[" + text[start + len("  pool kv["):].split("]")[0] + "]"
     links = members if members and draw(st.booleans()) else ""
     return (text[:end] + f" spill host via link ({work}) when ({when});" + text[end:]).replace(
-        "  engine eng", f"  pool host{members} {{ cap {host}; block {bs}; }}\n  stage link{links} : {link};\n"
+        "  engine eng", f"  pool host{members} {{ cap {host}; block {bs};{share} }}\n  stage link{links} : {link};\n"
         "  engine eng", 1)
 
 
@@ -895,6 +897,41 @@ def flow_spill_programs(draw) -> Case:
     if draw(st.booleans()):
         text = text.replace("      run eng decode (o - 1) growing kv;",
                             "      run eng decode (o - 1) growing kv;\n      run net, link (o / 4);", 1)
+    return Case(text=text, sessions=case.sessions, seed=case.seed)
+
+
+@st.composite
+def content_spill_programs(draw) -> Case:
+    """A `spill_programs` program on `share content` pools (docs/content.md §6): kv and its host
+    tier are content pools (no disk tier, LRU, no `drop`), every prompt starts with a shared
+    system prompt (prefix 1 for sessions 0 and 1, its child prefix 2 for the others) and goes on
+    with the session's own history, so evicted blocks move to host by identity, a lookup goes on
+    into host after kv's hit and the request waits for the load-back. kv grows by the shared part,
+    so it still fits one session's longest sequence."""
+    import re
+    case = draw(spill_programs())
+    text = case.text
+    bs = int(text.split("block ")[1].split(";")[0])
+    roots = draw(st.integers(0, 3 * bs + 2))
+    child = draw(st.integers(0, 2 * bs + 1))
+    shared = f"(serial < 2 ? {roots} : {roots + child})"
+    cap = text.split("device acc { kv cap ")[1].split(";")[0]
+    blocks = int(cap.split(" * ")[0]) + ceil((roots + child) / bs)
+    text = text.replace(f"device acc {{ kv cap {cap};", f"device acc {{ kv cap {blocks} * {bs};", 1)
+    text = text.replace("fn main() {\n", f"fn main() {{\n  prefix 1 ({roots});\n  prefix 2 ({child}) after 1;\n", 1)
+    text = re.sub(r"(pool kv on acc \{ block \d+; )evict [^;]+;", r"\1share content;", text, count=1)
+    text = re.sub(r"pool host \{ cap (\d+); block (\d+); evict [^;]+;[^}]*\}", r"pool host { cap \1; block \2; share content; }",
+                  text, count=1)
+    text = re.sub(r"\n  pool disk \{[^}]*\}", "", text, count=1)
+    text = text.replace("\n    branch (turn_no == 3) { drop kv; }", "")
+    text = text.replace("    set prompt = ctx + n;", f"    set prompt = {shared} + ctx + n;", 1)
+    text = text.replace("    hold kv (", "    hold kv CONTENT(", 1)
+    start = text.index("CONTENT(") + len("CONTENT(")
+    end, depth = start, 1   # the parenthesis closing kv's units
+    while depth:
+        depth += {"(": 1, ")": -1}.get(text[end], 0)
+        end += 1
+    text = (text[:end] + f" content (serial < 2 ? 1 : 2, {shared}, serial)" + text[end:]).replace("CONTENT(", "(", 1)
     return Case(text=text, sessions=case.sessions, seed=case.seed)
 
 

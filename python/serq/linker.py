@@ -677,10 +677,6 @@ class Linker:
                 if o.word != "when":
                     raise self.err(o.word_pos, f"expected `when` after `spill {o.tier.name} via {o.link.name} (…)`, "
                                                f"found `{o.word}`: write `spill TIER via LINK (work) when (condition);`")
-        if "spill" in seen and opts["share"] == "content":
-            raise self.err(seen["spill"], f"`spill` on the `share content` pool `{p.name}` is not supported yet: "
-                                          "its cache is physical blocks shared by content, not per-session "
-                                          "entries that a tier could hold (docs/content.md)")
         if cap is None:
             raise self.err(p.pos, f"pool `{p.name}` has no capacity: write `cap …;` or declare it `on` a device or engine")
         owned = owned or [(cap, None)] * (count or 1)
@@ -816,9 +812,17 @@ class Linker:
         if q == pool:
             raise self.err(o.tier.pos, f"pool `{p.name}` cannot spill to itself: name a lower tier (a pool that "
                                        "only holds cache entries, e.g. host memory)")
-        if self.pools[q].get("share") == "content":
-            raise self.err(o.tier.pos, f"the tier `{o.tier.name}` is a `share content` pool: `spill` to it is not "
-                                       "supported yet (docs/content.md)")
+        source_content = self.pools[pool].get("share") == "content"
+        if self.pools[q].get("share") == "content" and not source_content:
+            raise self.err(o.tier.pos, f"the tier `{o.tier.name}` is a `share content` pool but `{p.name}` is not: "
+                                       f"`{p.name}` evicts chunks of a session's entry, a content tier keeps blocks "
+                                       f"by their content; declare both `share content` (a content-addressed tier, "
+                                       f"docs/content.md §6) or neither")
+        if source_content and self.pools[q].get("share") != "content":
+            raise self.err(o.tier.pos, f"the tier `{o.tier.name}` of the `share content` pool `{p.name}` must be "
+                                       f"`share content` too: `{p.name}` evicts blocks identified by content, which "
+                                       f"only a content tier keeps apart; write `share content;` in `{o.tier.name}` "
+                                       f"(docs/content.md §6)")
         if self.pools[q].get("admitted_by") is not None or self.pools[pool].get("admitted_by") is not None:
             which = o.tier.name if self.pools[q].get("admitted_by") is not None else p.name
             raise self.err(o.pos, f"pool `{which}` is admitted by an engine (it counts requests, not tokens, and "
@@ -870,6 +874,12 @@ class Linker:
                         self.pools[i]["name"] for i in seen + [q]) + "; a tier must be lower than its pool")
                 seen.append(q)
                 q = self.pools[q].get("spill", {}).get("pool")
+        for start, node, o in self.spills:
+            q = self.pools[start].get("spill", {}).get("pool")
+            if q is not None and self.pools[q].get("share") == "content" and self.pools[q].get("spill") is not None:
+                raise self.err(o.tier.pos, f"the content tier `{self.pools[q]['name']}` has a `spill` of its own: a "
+                                           "chain of content tiers is not supported; a block evicted from a content "
+                                           "tier is dropped (docs/content.md §6), so remove the tier's `spill`")
         tiers = {self.pools[i]["spill"]["pool"]: o for i, _, o in self.spills if "spill" in self.pools[i]}
         for blk in self.blocks:
             for st in blk:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import time
 import traceback
@@ -89,33 +90,57 @@ KINDS = {
     "spill flow link": (strategies.flow_spill_programs, False),
     "content spill engine": (_vllm(content=True, spill=True), False),
     "content spill holds": (strategies.content_spill_programs, False),
+    # the new features together, which no test draws: drawn acceptance counts on a speculating
+    # engine whose (content) KV pool spills, `lag 0` or `lag 1`, alone or as replicas
+    "accepting spill": (lambda: st.tuples(*[st.booleans()] * 3).flatmap(
+        lambda f: strategies.vllm_programs(content=f[0], lag=f[1], replicas=f[2], speculate=True, accept=True,
+                                           spill=True)), True),
 }
-NEW_KINDS = ("accepting", "content spill engine", "content spill holds")
+NEW_KINDS = ("accepting", "content spill engine", "content spill holds", "accepting spill")
 
 
-def run_kind(kind: str, count: int, seed: int) -> dict:
+class Overlong(Exception):
+    """One program took more CPU than the campaign allows it (a hang or a livelock is a finding)."""
+
+
+def _overlong(signum, frame):
+    raise Overlong
+
+
+def run_kind(kind: str, count: int, seed: int, cpu_limit: float) -> dict:
     factory, every_step = KINDS[kind]
     strategy = _with_every_step(factory()) if every_step else factory()
     found: list[dict] = []
-    tally = {"programs": 0, "steps": 0}
+    tally = {"programs": 0, "steps": 0, "slowest": (0.0, "")}
 
     def one(case, no_ff: bool) -> None:
         tally["programs"] += 1
+        if tally["programs"] % 250 == 0:
+            print(f"  {kind}: {tally['programs']} programs, {len(found)} found", flush=True)
+        started = time.process_time()
+        signal.setitimer(signal.ITIMER_PROF, cpu_limit)
         if no_ff:
             os.environ["SERQ_FAST_NO_FF"] = "1"
         try:
             ir = compile_source(case.text, case.name, {})
             tally["steps"] += lockstep(ir, case.seed, case.sessions, case.name)
+        except Overlong:
+            found.append({"class": "overlong", "no_ff": no_ff, "case": repr(case),
+                          "message": f"more than {cpu_limit} CPU-s (sampling and both engines)"})
         except Divergence as d:
             found.append({"class": "divergence", "no_ff": no_ff, "case": repr(case), "message": str(d)})
         except SpecError as exc:   # the same run-time error in both engines
             found.append({"class": "run-time error", "no_ff": no_ff, "case": repr(case), "message": str(exc)})
-        except Exception as exc:   # noqa: BLE001 -- a crash of either engine or the front-end is a finding
+        except Exception as exc:   # a crash of either engine or the front-end is a finding
             found.append({"class": "crash", "no_ff": no_ff, "case": repr(case),
                           "message": f"{type(exc).__name__}: {exc}",
                           "traceback": traceback.format_exc(limit=-6)})
         finally:
+            signal.setitimer(signal.ITIMER_PROF, 0)
             os.environ.pop("SERQ_FAST_NO_FF", None)
+            took = time.process_time() - started
+            if took > tally["slowest"][0]:   # a near-hang shows here
+                tally["slowest"] = (took, repr(case))
 
     @hypothesis_seed(seed)
     @settings(max_examples=count, deadline=None, derandomize=False, database=None, phases=[Phase.generate],
@@ -129,7 +154,7 @@ def run_kind(kind: str, count: int, seed: int) -> dict:
     campaign()
     return {"programs": tally["programs"], "steps compared": tally["steps"],
             "wall s": round(time.monotonic() - wall, 1), "cpu s": round(time.process_time() - cpu, 1),
-            "found": found}
+            "slowest cpu s": round(tally["slowest"][0], 2), "slowest case": tally["slowest"][1], "found": found}
 
 
 def write_summary(path: Path, summary: dict) -> None:
@@ -143,6 +168,8 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=24001, help="hypothesis's seed of every kind")
     ap.add_argument("--count", type=int, default=200, help="programs of each older kind")
     ap.add_argument("--count-new", type=int, default=2000, help=f"programs of each of {', '.join(NEW_KINDS)}")
+    ap.add_argument("--cpu-limit", type=float, default=30.0,
+                    help="CPU-s one program may take (sampling and both engines) before it is kept as overlong")
     ap.add_argument("--kinds", help="comma-separated kinds to run (default: all)")
     ap.add_argument("--summary", type=Path, default=Path("lockstep-campaign.json"))
     ap.add_argument("--list", action="store_true", help="name the kinds and stop")
@@ -150,6 +177,7 @@ def main(argv=None) -> int:
     if args.list:
         print("\n".join(KINDS))
         return 0
+    signal.signal(signal.SIGPROF, _overlong)
     kinds = args.kinds.split(",") if args.kinds else list(KINDS)
     unknown = [k for k in kinds if k not in KINDS]
     if unknown:
@@ -157,7 +185,7 @@ def main(argv=None) -> int:
     summary = {"seed": args.seed, "complete": False, "kinds": {}}
     for kind in kinds:
         count = args.count_new if kind in NEW_KINDS else args.count
-        result = run_kind(kind, count, args.seed)
+        result = run_kind(kind, count, args.seed, args.cpu_limit)
         summary["kinds"][kind] = result
         write_summary(args.summary, summary)
         print(f"{kind}: {result['programs']} programs, {result['steps compared']} steps, "

@@ -112,6 +112,7 @@ def run_kind(kind: str, count: int, seed: int, cpu_limit: float) -> dict:
     strategy = _with_every_step(factory()) if every_step else factory()
     found: list[dict] = []
     tally = {"programs": 0, "steps": 0, "slowest": (0.0, "")}
+    reported = [0]
 
     def one(case, no_ff: bool) -> None:
         tally["programs"] += 1
@@ -137,6 +138,9 @@ def run_kind(kind: str, count: int, seed: int, cpu_limit: float) -> dict:
                           "traceback": traceback.format_exc(limit=-6)})
         finally:
             signal.setitimer(signal.ITIMER_PROF, 0)
+            if len(found) > reported[0]:
+                print(f"  found: {json.dumps(found[-1])}", flush=True)
+                reported[0] = len(found)
             os.environ.pop("SERQ_FAST_NO_FF", None)
             took = time.process_time() - started
             if took > tally["slowest"][0]:   # a near-hang shows here

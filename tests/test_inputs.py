@@ -234,6 +234,31 @@ def test_an_input_read_through_a_let_or_an_attribute_counts(capsys, tmp_path, se
     assert rc == 2 and f"with: {setting} (the file's: 1)" in err, err
 
 
+ACCEPTS = """use "std/args";
+fn main() {
+  let a = args.number("a", 0.5, in 0 to 1);
+  let n = args.number("n", 2, in 0 to 4, whole);
+  stage desk : fifo;
+  workload { arrive batch(2); turn { accept (n, a); } }
+  server { run desk (1); }
+}
+"""
+
+
+def test_the_alpha_of_accept_is_an_input_the_sampled_workload_reads(capsys, tmp_path):
+    """`accept (n, alpha)` (docs/language.md §7.3) draws acceptance counts the file holds: another
+    alpha by `--set` would replay the file's counts silently (hostile-input campaign, branch hostile2)."""
+    program = tmp_path / "p.sq"
+    program.write_text(ACCEPTS)
+    s = tmp_path / "s.json"
+    s.write_text(json.dumps(api.load(program).sample(seed=1, sessions=2)))
+    rc, _, err = replay(capsys, s, "a=0.9", command="spec", program=program)
+    assert rc == 2 and f"{s}: error: this run gives the sampled workload other inputs" in err \
+        and "with: a=0.9 (the file's: 0.5)" in err, err
+    rc, _, err = replay(capsys, s, "a=0.5", "n=2", command="spec", program=program)
+    assert rc == 0 and err == "", err
+
+
 def test_files_without_inputs_replay_unchecked_and_an_ir_file_gets_a_note(capsys, sessions, tmp_path):
     data = json.loads(sessions.read_text())
     del data["inputs"]

@@ -16,6 +16,10 @@ from pathlib import Path
 
 import pytest
 
+# what the error of a constant beyond the doubles says to do (a `--set` of 1e-400 on an `accept`'s
+# alpha was refused at the statement without it: hostile-input campaign, branch hostile2)
+BEYOND_TODO = "; write it, or the `--set` value of the input it reads, within that range (or as 0)"
+
 from serq.cli import main
 from test_report_errors import ENGINE_COST_0
 
@@ -169,7 +173,7 @@ CASES = {
                            "amount: keep the expression (or the input it reads) from going below 0"),
     "constant-beyond-doubles": (ONE_STAGE, "WORK", "abs(w)", "abs(w) * 1e-400 * 1e400", "4:37",
                                 "a constant of about 1e-400 is beyond the range of doubles (about 1e-308 to "
-                                "1e308), where both engines keep a program's values"),
+                                "1e308), where both engines keep a program's values" + BEYOND_TODO),
     # found comparing the raise sites: serq_fast said `stage index 2 out of range 0..1`, `stage index
     # 0.69… is not an integer` and `capacity 0.0 is not positive`, serq_spec `index 2 out of range
     # 0..1`, `index 21781498973/31250000000 out of range 0..1` and `… got 0`
@@ -283,7 +287,7 @@ def test_a_setting_beyond_the_doubles_is_refused_where_the_program_is_loaded(tmp
     rc, err = serq(capsys, "sample", MM1, "--seed", "1", "--sessions", "3", "-o", sessions)
     assert rc == 0, err
     expected = (f"{MM1}:37:5: error: a constant of about 1e400 is beyond the range of doubles (about "
-                "1e-308 to 1e308), where both engines keep a program's values")
+                "1e-308 to 1e308), where both engines keep a program's values" + BEYOND_TODO)
     for argv in (["run", MM1, "--replay", sessions], ["run", MM1, "--arrivals", "3"],
                  ["spec", MM1, "--sessions", sessions], ["lockstep", MM1, "--seed", "1", "--sessions", "3"],
                  ["sample", MM1, "--seed", "1", "--sessions", "3", "-o", tmp_path / "x.json"]):

@@ -56,6 +56,10 @@ def test_a_repeated_set_of_the_same_value_is_quiet(capsys, first, second):
     ("servers=1.5", 56, 'input "servers" = 1.5 (--set servers=1.5) is not a whole number, as its `whole` requires'),
     ("service_time=-1/4", 50, 'input "service_time" = -0.25 (--set service_time=-1/4) is outside its range 0 to inf: '
                               'give a number >= 0 (--set service_time=…)'),
+    # a value of hundreds of digits is shown by its size, not spelled out over 400 characters
+    # (hostile-input campaign, branch hostile2: `--set servers=1e400` made a 520-character line)
+    ("servers=-1e400", 43, 'input "servers" = about -1e400 (--set servers=-1e400) is outside its range 1 to inf: '),
+    ("servers=1e-400", 43, 'input "servers" = about 1e-400 (--set servers=1e-400) is outside its range 1 to inf: '),
 ])
 def test_a_value_outside_an_input_s_limits_is_refused_at_the_declaration(capsys, setting, column, message):
     rc, out, err = run(capsys, "check", ARGUMENTS, "--set", setting)

@@ -270,11 +270,14 @@ def beyond_doubles(v: Value) -> bool:
     return math.isinf(x) or (x == 0 and v != 0)
 
 
-def constant_beyond_doubles(v: Fraction, what: str = "a constant") -> str:
-    """The error for WHAT (an exact value beyond the doubles' range, `beyond_doubles`)."""
+def constant_beyond_doubles(v: Fraction, what: str = "a constant", todo: bool = True) -> str:
+    """The error for WHAT (an exact value beyond the doubles' range, `beyond_doubles`), with what
+    to do unless TODO is False (a caller that says it itself). A `--set` value is folded into the
+    program as a constant, so the error may stand at a statement that reads an input."""
     digits = len(str(abs(v.numerator))) - len(str(v.denominator))
     return (f"{what} of about {'-' if v < 0 else ''}1e{digits} is beyond the range of doubles "
-            "(about 1e-308 to 1e308), where both engines keep a program's values")
+            "(about 1e-308 to 1e308), where both engines keep a program's values"
+            + ("; write it, or the `--set` value of the input it reads, within that range (or as 0)" if todo else ""))
 
 
 def function_beyond_doubles(call: str) -> str:

@@ -16,14 +16,14 @@ from pathlib import Path
 
 import pytest
 
-# what the error of a constant beyond the doubles says to do (a `--set` of 1e-400 on an `accept`'s
-# alpha was refused at the statement without it: hostile-input campaign, branch hostile2)
-BEYOND_TODO = "; write it, or the `--set` value of the input it reads, within that range (or as 0)"
-
 from serq.cli import main
 from test_report_errors import ENGINE_COST_0
 
 MM1 = Path(__file__).resolve().parents[1] / "examples" / "single-turn" / "mm1.sq"
+
+# what the error of a constant beyond the doubles says to do (a `--set` of 1e-400 on an `accept`'s
+# alpha was refused at the statement without it: hostile-input campaign, branch hostile2)
+BEYOND_TODO = "; write it, or the `--set` value of the input it reads, within that range (or as 0)"
 
 ONE_STAGE = """fn main() {
   stage s : fifo(1);

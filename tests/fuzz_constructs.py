@@ -319,7 +319,8 @@ def _queues(draw) -> tuple[list[str], str]:
               f"{{ transfer w ({work}) from source.kv to kv (n); }} cache (n); }} def note(n) {{ observe noted = n; }} "
               f"def level(x) = {_one(draw, ['used(kv) + x', 'x * 2'], ['self.index + x', 'level(x)', 'y'])}; }}",
               f"queue L[2] : link {{ {link} }}"]
-    i = _one(draw, ["0", "1", "(serial == 0 ? 0 : 1)"], ["2", "-1", "floor(~uniform(0, 2))", "nobody"])
+    i = _one(draw, ["0", "1", "(serial == 0 ? 0 : 1)"], ["2", "-1", "floor(~uniform(0, 2))", "nobody", "inf", "1 / 0",
+                                                         "1e400", "0.5", "-inf"])
     first = f"hold P[{i}].kv (16) {{ run P[{i}].pre (0.5); }} lease P[{i}].kv (inf);"
     good = [f"D.pull (16, L[{i}].wire) from P[{i}];",
             f"D.note (used(P[{i}].kv)); D.pull (8, L[0].wire) from P[{i}];",

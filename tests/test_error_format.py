@@ -111,6 +111,19 @@ TRANSFER = """fn main() {
 }
 """
 
+# a content tier (docs/content.md §6): serq_fast said `a content length 20 without a prefix (p =
+# 0 needs n = 0)` where serq_spec said `content length 20 is not a whole number from 0 to 0 (the
+# tokens of prefix 0)`, and neither what to do (hostile-input campaign, branch hostile2)
+CONTENT = """fn main() {
+  prefix 1 (20);
+  stage f : fifo;
+  pool host { cap 256; block 16; share content; }
+  pool kv { cap 64; block 16; share content; spill host via f (1) when (1); }
+  workload { arrive poisson(1); }
+  server { set w = ~uniform(0, 1); hold kv (32) content (KEY, LENGTH, serial) { run f (1); } }
+}
+"""
+
 # issue 18's hardening: these four say what was wrong, the value and what to do (serq.exact)
 NEGATIVE_WORK = ("negative work {}: a run's work is an amount of service >= 0; keep the expression from going "
                  "below 0 (e.g. max(0, …))")
@@ -186,6 +199,15 @@ CASES = {
                        "engine eng: run work must be a whole number of tokens, got 20.0009765625"),
     "cost-zero": (ENGINE, "COST", "0.01", "0.01 - 0.01", "16:14",
                   "engine eng: execute: an iteration with 16 tokens costs 0"),
+    "content-length-without-a-prefix": (CONTENT, "KEY, LENGTH", "1, 20", "floor(w), 20", "7:36",
+                                        "pool kv: `content`: 20.0 shared tokens is not a whole number from 0 to 0.0 "
+                                        "(the tokens of prefix 0.0; 0 for none): keep n within the prefix"),
+    "content-length-beyond-the-prefix": (CONTENT, "KEY, LENGTH", "1, 20", "1, 20 + ceil(w)", "7:36",
+                                         "pool kv: `content`: 21.0 shared tokens is not a whole number "
+                                         "from 0 to 20.0 (the tokens of prefix 1.0; 0 for none): keep n within the prefix"),
+    "content-prefix-not-declared": (CONTENT, "KEY, LENGTH", "1, 20", "1 + ceil(w), 20", "7:36",
+                                    "pool kv: `content`: prefix 2.0 is not declared: the first of `content (p, n, h)` "
+                                    "is a key a `prefix KEY (LENGTH);` declares, or 0 for none"),
 }
 
 

@@ -330,6 +330,20 @@ def speculate_not_whole(engine: str, key: str, value: Value) -> str:
             f"got {number_text(value)}; it counts tokens: round it (floor(…)) and keep it >= 0")
 
 
+def content_prefix_not_declared(pool: str, key: Value) -> str:
+    """`content (p, n, h)` on POOL read p as a key no `prefix` declares (docs/content.md §1), in
+    both engines' words."""
+    return (f"pool {pool}: `content`: prefix {number_text(key)} is not declared: the first of `content (p, n, h)` "
+            "is a key a `prefix KEY (LENGTH);` declares, or 0 for none")
+
+
+def content_length_out_of_prefix(pool: str, length: Value, key: Value, total: Value) -> str:
+    """`content (p, n, h)` on POOL read n as anything but a whole number from 0 to TOTAL, the
+    tokens of prefix KEY (0 when KEY is 0, no prefix), in both engines' words."""
+    return (f"pool {pool}: `content`: {number_text(length)} shared tokens is not a whole number from 0 to "
+            f"{number_text(total)} (the tokens of prefix {number_text(key)}; 0 for none): keep n within the prefix")
+
+
 def negative_transfer_amount(amount: Value, pool: str) -> str:
     """`transfer S (w) from P to Q (n);` with n < 0 (POOL is Q)."""
     return (f"negative transfer amount {number_text(amount)}: n is the tokens the copy lands in pool {pool}, "

@@ -290,8 +290,12 @@ def _content_tier(draw, link: str, w: str, c: str, n: str) -> tuple[list[str], s
     kv = _one(draw, [f"pool kv {{ cap 64; block 16; share content; spill host via {link} ({w}) when ({c}); }}"],
               [f"pool kv {{ cap 64; block 16; spill host via {link} ({w}) when ({c}); }}",
                f"pool kv {{ cap 64; block 16; share content; evict fifo; spill host via {link} ({w}) when ({c}); }}"])
-    key, length = _one(draw, [("serial < 2 ? 1 : 2", "serial < 2 ? 20 : 28"), ("1", "20"), ("0", "0"), ("2", "16")],
-                       [("3", "4"), ("1", "21"), ("0", "4"), ("1", "-1"), ("1", "~uniform(0, 20)")])
+    # (the last right one is accepted but stops at run time: session 2's key is not declared; so
+    # that both engines' run-time checks are reached by programs with no other fault)
+    key, length = _one(draw, [("serial < 2 ? 1 : 2", "serial < 2 ? 20 : 28"), ("1", "20"), ("0", "0"), ("2", "16"),
+                              ("serial == 2 ? 3 : 1", "20")],
+                       [("3", "4"), ("1", "21"), ("0", "4"), ("1", "-1"), ("1", "~uniform(0, 20)"),
+                        ("serial", "20"), ("1", "20 + serial"), ("serial == 1 ? 0 : 1", "20")])   # (at run time)
     content = f" content ({key}, {length}, {_one(draw, ['serial', '0'], ['now'])})"
     hold = _one(draw, [f"hold kv ({n}){content} {{ run f (0.5); }} cache ({n});"],
                 [f"hold kv ({n}) {{ run f (0.5); }} drop kv;", f"hold host (16){content} {{ run f (0.5); }}",

@@ -33,7 +33,8 @@ A program is assembled from parts, each drawn well-formed most of the time and m
   index is a constant, a computed member, or (wrong) no whole member or a draw;
 - `fork { run a, b (w); } … join;`: flows (and one-stage runs) inside branches (§11.13, §11.14);
 - inputs: `let kN = args.number("kN", …);` in place of a flow's or transfer's work, a transfer's
-  amount, a spill's copy time, `speculate`'s numbers, `price`'s arguments and `lag`, so that the
+  amount, a spill's copy time, `speculate`'s numbers, `price`'s arguments, `lag`, `accept`'s n and
+  alpha and a poisson arrival rate (the last two read by the sampled workload), so that the
   `construct_settings` target can give them hostile `--set` values (`knobs` lists them); every
   other one with limits (`in 0 to inf`, `whole`), which such values break, the rest with none,
   limits that hold only the default or one side of it, or wrong ones (`_limits`).
@@ -448,6 +449,8 @@ def construct_programs(draw, faulty: bool | None = None) -> str:
     if draw.faulty and not draw(st.integers(0, 5)):   # names used above their declaration
         decls = draw(st.permutations(decls))
     arrive = draw(st.sampled_from(["poisson(1)", "poisson(3)", "batch(3)", "closed(2)"]))
+    if arrive.startswith("poisson"):   # an input the sampled workload reads (docs/sessions.md "Inputs of a replay")
+        arrive = f"poisson({_knob(draw, arrive[8:-1])})"
     inputs = [f'let {k} = args.number("{k}", {v}{_limits(draw, k, v)});' for k, v in draw.knobs.items()]
     decls = inputs + decls
     text = ('use "std/args";\n' if inputs else "") + "fn main() {\n" + "".join(f"  {d}\n" for d in decls) + \

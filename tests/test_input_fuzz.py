@@ -493,7 +493,7 @@ def _draw_sets(data, names: list[str]) -> list[str]:
 @given(construct_programs(faulty=False), st.data())
 def test_construct_sessions(work, text, data):
     """A drawn program's (one meant to be accepted) own sessions file (flows, forks, transfers, engines and their arrays),
-    mutated or edited as by hand (`hand_edited`), replayed on both engines, each time with hostile
+    as sampled, mutated or edited as by hand (`hand_edited`), replayed on both engines, each time with hostile
     `--set` values for its inputs half of the time (a replay refuses one the sampled workload
     reads, docs/sessions.md "Inputs of a replay"): the file, the option or the program's place is
     named."""
@@ -506,7 +506,10 @@ def test_construct_sessions(work, text, data):
     if rc != 0 or not base.exists():   # (tools/fuzz_campaign.py past its CPU share runs no command)
         return
     sampled = json.loads(base.read_text())
-    mutant = data.draw(hand_edited(sampled) if data.draw(st.booleans()) else mutated(sampled))
+    # a quarter as sampled (so that the replay's own checks of `--set` are reached: a file check
+    # comes first), the rest edited as by hand or mutated
+    how = data.draw(st.integers(0, 7))
+    mutant = sampled if how < 2 else data.draw(hand_edited(sampled) if how < 5 else mutated(sampled))
     m = work / "m.json"
     m.write_text(_text(mutant))
     sets = _draw_sets(data, knobs(text)) if data.draw(st.booleans()) else []

@@ -42,6 +42,14 @@ def test_a_repeated_set_notes_both_values_and_the_last_wins(capsys, tmp_path):
     assert json.loads(out)["inputs"]["rate"] == "4/5"
 
 
+@pytest.mark.parametrize("second", ["nan", "abc", ""])
+def test_a_repeated_set_of_no_number_is_refused_without_the_note(capsys, second):
+    """The note said `the last one, nan, is used` just above the error refusing nan (hostile-input
+    campaign, branch hostile2): a value that is no number is refused alone."""
+    rc, _, err = run(capsys, "check", ARGUMENTS, "--set", "rate=0.5", "--set", f"rate={second}")
+    assert rc == 2 and err.startswith(f"serq: error: --set rate={second}: ") and "note" not in err, err
+
+
 @pytest.mark.parametrize("first, second", [("0.5", "0.5"), ("0.5", "1/2"), ("inf", "+inf")])
 def test_a_repeated_set_of_the_same_value_is_quiet(capsys, first, second):
     rc, _, err = run(capsys, "check", ARGUMENTS, "--set", f"deadline={first}", "--set", f"deadline={second}")

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from serq.cli import main
+from test_hostile_inputs import SPECULATING
 from test_report_errors import ENGINE_COST_0
 
 MM1 = Path(__file__).resolve().parents[1] / "examples" / "single-turn" / "mm1.sq"
@@ -113,22 +114,8 @@ TRANSFER = """fn main() {
 
 # serq_fast put a decode's bad `speculate (k)` at the server's call of the engine (a request body is
 # run from there), serq_spec at the clause (hostile-input campaign, branch hostile2, seed 24101)
-SPECULATE = """fn main() {
-  device acc { kv cap 1024; }
-  pool kv on acc { block 16; }
-  engine eng on acc {
-    reqs cap 4;
-    tokens cap 64;
-    speculate (1, 2, inf);
-    request (p) { prefill (p) growing kv; decode (2) growing kv speculate (DRAFTS); }
-    schedule { advance running; admit waiting taking reqs (1), kv (16); }
-    execute (0.01);
-  }
-  pool reqs on eng { queue fifo; }
-  workload { arrive poisson(1); }
-  server { eng (8); }
-}
-"""
+SPECULATE = (SPECULATING.replace("speculate (SPEC);", "speculate (1, 2, inf);")
+             .replace("decode (o) growing kv;", "decode (o) growing kv speculate (DRAFTS);"))
 
 # a content tier (docs/content.md §6): serq_fast said `a content length 20 without a prefix (p =
 # 0 needs n = 0)` where serq_spec said `content length 20 is not a whole number from 0 to 0 (the
@@ -218,7 +205,7 @@ CASES = {
                        "engine eng: run work must be a whole number of tokens, got 20.0009765625"),
     "cost-zero": (ENGINE, "COST", "0.01", "0.01 - 0.01", "16:14",
                   "engine eng: execute: an iteration with 16 tokens costs 0"),
-    "speculate-drafts-negative": (SPECULATE, "DRAFTS", "p - 6", "p - 9", "8:65",
+    "speculate-drafts-negative": (SPECULATE, "DRAFTS", "p - 6", "p - 9", "8:68",
                                   "speculate: the drafts per step must be a whole number >= 0, got -1.0"),
     "content-length-without-a-prefix": (CONTENT, "KEY, LENGTH", "1, 20", "floor(w), 20", "7:36",
                                         "pool kv: `content`: 20.0 shared tokens is not a whole number from 0 to 0.0 "

@@ -501,6 +501,11 @@ ERRORS = {
                                    "`g` is not a member of the queue array `P`"),
     "binder-named-like-a-member": (edit("def note(n) { observe seen = n; }", "def note(n) { @@set kv = n; }"),
                                    "`kv` is a member of queue `D`"),
+    # a parameter `self` was taken, and `self.index` beside it read the queue (hostile2)
+    "parameter-named-self": (edit("stage pre : fifo;", "stage pre : fifo; @@def fill(self) = used(self.kv);"),
+                             "`self` names a queue inside a queue's body; a parameter or binding may not take it"),
+    "binding-named-index": (edit("observe seen = n;", "@@set index = n;"),
+                            "`index` is the queue's own index inside its body (`self.index`); a parameter"),
     "parameter-named-like-a-member": (edit("def note(n)", "@@def note(wire)").replace("observe seen = n;",
                                                                                     "observe seen = 1;"),
                                       "`wire` is a member of queue `D`"),

@@ -205,6 +205,9 @@ class QueueLowering:
                 if n.kind == "agg":
                     bound.append(n.var)
                 for b in bound:
+                    if b in RESERVED_LOCAL:   # as for a member: `def f(self) = used(self.kv);` reads two selves
+                        raise self.err(n.pos, RESERVED_LOCAL[b].split("; ")[0] + "; a parameter or binding may "
+                                              "not take it either")
                     if b in q.members or b in q.consts:
                         what = "a member" if b in q.members else "a constant"
                         raise self.err(n.pos, f"`{b}` is {what} of queue `{q.name}` (at {self.where(q.local(b))}); "

@@ -314,7 +314,8 @@ def _queues(draw) -> tuple[list[str], str]:
     prole = _one(draw, ["prefill", "agg", "l2"], ["decode", "gateway", "link", "prefil"])
     drole = _one(draw, ["decode", "agg"], ["prefill", "link", "l2"])
     extra = _one(draw, ["", " let hop = 1;", " def twice(x) = 2 * x;"],
-                 [" pool kv { cap 1; }", " stage pre[2] : fifo;", " stage self : fifo;"])
+                 [" pool kv { cap 1; }", " stage pre[2] : fifo;", " stage self : fifo;", " def twice(self) = 2 * self;",
+                  " def twice(index) = index;"])
     work = _one(draw, ["n * 1e-3", "0", "~exp(1)"], ["-1", "inf"])
     link = _one(draw, ["stage wire : fifo;", "stage wire : ps(1);", "stage wire : delay;"],
                 ["stage wire : fifo; pool x { cap 1; }", "let w = 1;"])

@@ -1,4 +1,4 @@
-"""Calls in the step monad get all their arguments, checked without a Lean toolchain.
+"""Calls in a monad get all their arguments, checked without a Lean toolchain.
 
 SerqLang's functions that mutate the configuration are functions in `M` (SerqLang/State.lean).
 A bind `let x ← f a b` or `(← f a b)` of such a function must apply it to every explicit
@@ -7,7 +7,7 @@ the bind. Two branches merged on one day did exactly that: one gave `Eval.take` 
 arguments (a third parameter), the other called `take env "accept"` with two.
 
 Checked here, by reading the text: for every `def` in binder style (`def f (a : A) (b : B := d)
-: M R`) whose name is defined once, every `← f args` whose application ends the bind (the end
+: M R`, or `Res R`, `IO R`) whose name is defined once, every `← f args` whose application ends the bind (the end
 of the line with no indented continuation, or a closing bracket) passes at least the required
 and at most all explicit arguments (`(x := e)` named arguments apart). Not types, not calls
 outside a bind, not functions of the same name in two namespaces.
@@ -23,6 +23,10 @@ from test_lean_sources import LIB, REPO, strip_comments_and_strings
 HEADER = re.compile(r"^(?:@\[[^\]]*\]\s*)?(?:(?:private|protected|partial|noncomputable)\s+)*def\s+([\w.?!']+)", re.M)
 OPEN, CLOSE = "([{⟨⦃", ")]}⟩⦄"
 WORDS = {"then", "else", "do", "with", "fun", "in", "at", "if", "let", "match", "return"}
+# the monads binds run in: the step monad, `Res` (decoding, values) and `IO` (serq-vectors)
+MONADS = re.compile(r"(?:M|Res|IO|Except\s+\w+)\b")
+# names of core's monad functions (`(← get)` is MonadState's, not `Wire.get`)
+CORE_MONADIC = {"get", "set", "read", "modify", "modifyGet", "throw", "pure"}
 
 
 def matching(text: str, i: int) -> int:
@@ -83,7 +87,8 @@ def binder_counts(sig: str) -> tuple[int, int, str] | None:
 
 
 def monadic_signatures(sources: dict[Path, str]) -> dict[str, tuple[int, int]]:
-    """Last name -> (required, optional) of the binder-style `M` defs whose name is defined once."""
+    """Last name -> (required, optional) of the binder-style monadic defs (`MONADS`) whose name
+    is defined once and is not one of core's monad functions."""
     defined: dict[str, int] = {}
     found: dict[str, tuple[int, int]] = {}
     for code in sources.values():
@@ -91,9 +96,9 @@ def monadic_signatures(sources: dict[Path, str]) -> dict[str, tuple[int, int]]:
             name = m.group(1).split(".")[-1]
             defined[name] = defined.get(name, 0) + 1
             counts = binder_counts(signature(code, m.end()))
-            if counts is not None and re.match(r"M\b", counts[2]):
+            if counts is not None and MONADS.match(counts[2]):
                 found[name] = counts[:2]
-    return {name: c for name, c in found.items() if defined[name] == 1}
+    return {name: c for name, c in found.items() if defined[name] == 1 and name not in CORE_MONADIC}
 
 
 def count_arguments(text: str) -> tuple[int, str] | None:

@@ -2,7 +2,8 @@
 
 The docs name files in two ways: Markdown links `[text](target)`, and repository paths written
 out (`tools/vllm_oracle/setup.sh`, `docs/api.md`, `examples/multi-turn/vllm.sq`). A reader who
-follows one should find the file. Checked in README.md, examples/README.md and docs/*.md:
+follows one should find the file. Checked in README.md, examples/README.md, docs/*.md and the
+example programs and data files (their headers):
 
 - a link's relative target (anchor dropped) must exist beside the linking file;
 - a path that starts with a top-level folder of the repository (`docs/`, `python/`, `tools/`, …),
@@ -32,7 +33,10 @@ ELSEWHERE = re.compile(r"\w's\s+`?$")     # "lean4's `tests/…`": a path of ano
 
 
 def documents() -> list[Path]:
-    return [ROOT / "README.md", ROOT / "examples" / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    """The docs, and the example programs and data files, whose headers are a user's first reading."""
+    examples = ROOT / "examples"
+    return [ROOT / "README.md", examples / "README.md", *sorted((ROOT / "docs").glob("*.md")),
+            *sorted(examples.rglob("*.sq")), *sorted(examples.rglob("*.csv"))]
 
 
 def checked(path: str) -> bool:

@@ -214,6 +214,46 @@ def hit (pre : Prefixes) (st : CState) (c : Option Clause) : Nat :=
   | none => 0
   | some c => hitGo pre st c (st.idmap.length + 1) 0
 
+/-! ## A content tier (content.py `tier_hit`, `tier_touch`, `tier_store`; docs/content.md §6)
+
+A tier's blocks are never referenced: all of them sit in its free queue, the identified ones in
+LRU order behind the free ones. -/
+
+/-- The count of consecutive blocks `k, k+1, …` whose identities are in the map (the fuel is the
+map's size + 1: identities of distinct blocks differ). -/
+def tierHitGo (pre : Prefixes) (st : CState) (c : Clause) (k : Nat) : Nat → Nat → Nat
+  | 0, t => t
+  | f + 1, t =>
+    if (blocksOf st.idmap (identity pre c (k + t) st.block)).isEmpty then t else tierHitGo pre st c k f (t + 1)
+
+/-- content.py `tier_hit`: `t`, how many consecutive blocks `k, k+1, …` of the content the tier
+holds (the source's hit stopped at block `k`). -/
+def tierHit (pre : Prefixes) (st : CState) (c : Clause) (k : Nat) : Nat :=
+  tierHitGo pre st c k (st.idmap.length + 1) 0
+
+/-- Block `i` moves to the free queue's tail (the first occurrence removed, as `list.remove`). -/
+def toTail (st : CState) (i : Nat) : CState := { st with free := removeQ i st.free ++ [i] }
+
+/-- content.py `tier_touch`: blocks `k … k+t−1` were loaded back; each stays and moves to the
+tail, last block first, so the tier evicts a prefix's tail before its head. -/
+def tierTouch (pre : Prefixes) (c : Clause) (k t : Nat) (st : CState) : CState :=
+  ((List.range t).reverse).foldl (fun acc i =>
+    toTail acc ((firstBlock acc.idmap (identity pre c (k + i) acc.block)).getD 0)) st
+
+-- conjecture (not proved): on a tier none of whose blocks is referenced, `tierTouch` and
+-- `tierStore` keep the rules `Invariants.contentInvariants` checks after every step (the free
+-- queue is every unreferenced block once, unidentified ones ahead of identified ones; the map
+-- lists each identified block under its identity and no other); serq_spec checks them at run
+-- time (vector `spill_content_tier`).
+
+/-- content.py `tier_store`: the free queue's head forgets its identity (evicted, dropped) and
+keeps `id`, then joins the tail; also whether an identity was evicted. `none` when the tier has
+no block. -/
+def tierStore (st : CState) (id : Ident) : Option (CState × Bool) :=
+  match st.free with
+  | [] => none
+  | hd :: _ => some (toTail (identifyOne (evictIdent st hd) hd id) hd, (nthId st.ident hd).isSome)
+
 /-- content.py `unreferenced_hits`: of the first `r` hit blocks, those whose first physical block
 has no reference. -/
 def unreferencedHits (pre : Prefixes) (st : CState) (c : Clause) (r : Nat) : Nat :=

@@ -89,6 +89,28 @@ def allocate (p count : Nat) (blocks : List Nat) : M (List Nat) := do
         modifyRec fun r => { r with evicted := r.evicted.push (.arr [.null, .str name, CJ.amt cs.block]) }
     return blocks'
 
+/-- content.py `tier_hit`: the blocks `k, k+1, …` of the content that tier `q` holds. -/
+def tierHit (q : Nat) (c : Content.Clause) (k : Nat) : M Nat := do
+  return Content.tierHit (← getProg).prefixes (← contentOf q) c k
+
+/-- content.py `tier_touch`: the `t` blocks after `k`, loaded back, move to tier `q`'s tail. -/
+def tierTouch (q : Nat) (c : Content.Clause) (k t : Nat) : M Unit := do
+  setContent q (Content.tierTouch (← getProg).prefixes c k t (← contentOf q))
+
+/-- content.py `tier_store`: tier `q` keeps `id` in its free queue's head block, which joins the
+tail; an identity it held is evicted (`evicted_units += b`, the record `[null, tier, b]`). -/
+def tierStore (q : Nat) (id : Content.Ident) : M Unit := do
+  let cs ← contentOf q
+  let name ← poolName q
+  match Content.tierStore cs id with
+  | none => specError s!"pool {name}: a content tier of no block keeps nothing"
+  | some (cs', evicted) =>
+    setContent q cs'
+    if evicted then
+      let st ← pool q
+      setPool q { st with evictedUnits := st.evictedUnits + cs.block }
+      modifyRec fun r => { r with evicted := r.evicted.push (.arr [.null, .str name, CJ.amt cs.block]) }
+
 /-- content.py `identify`: the hold's blocks `j < ⌊pos/b⌋` without an identity get theirs. The
 position is a pool amount (`Rat`); `⌊⌊pos⌋/b⌋ = ⌊pos/b⌋` for the whole block `b` of a content
 pool, so the pure part counts on `⌊pos⌋`. -/

@@ -32,7 +32,8 @@ def enqueue (p : Nat) (th : Tid) (head : Bool := false) : M Unit := do
 def queueKeys (p : Nat) (keys : List Expr) (item : QueueItem) : M (List Value) := do
   let now := (← getCfg).now
   let what := s!"pool {← poolName p}: a queue key"
-  keys.mapM (evaluate { session := some item.serial, ctx := [("waited", .fin (now - item.joined))], what })
+  let loc := (← poolDecl p).queueAt   -- pools.py `select_head`: at the clause
+  keys.mapM (evaluate { session := some item.serial, ctx := [("waited", .fin (now - item.joined))], loc, what })
 
 /-- pools.py `select_head`: a head-requeued hold first, else `fifo` order or the least keys. -/
 def selectHead (p : Nat) : M (Option QueueItem) := do
@@ -69,6 +70,7 @@ def entryOwner (owner : Tid) : M (Option Session) := do
 def keyedVictim (p : Nat) (keys : List Expr) (entries : List Entry) : M (Option Nat) := do
   let now := (← getCfg).now
   let what := s!"pool {← poolName p}: an eviction key"
+  let loc := (← poolDecl p).evictAt   -- pools.py `eviction_victim`: at the clause
   let mut best : Option (Nat × List Value) := none
   let mut i := 0
   for e in entries do
@@ -76,7 +78,7 @@ def keyedVictim (p : Nat) (keys : List Expr) (entries : List Entry) : M (Option 
     let waiting := match owner?.map (·.status) with
       | some (.queued _) => true
       | _ => false
-    let env : EnvM := { session := owner?.map (·.tid), what,
+    let env : EnvM := { session := owner?.map (·.tid), loc, what,
                         ctx := [("size", .fin e.size), ("last", .fin e.last),
                                 ("age", .fin (now - e.last)), ("waiting", Value.ofBool waiting)] }
     let key := (← keys.mapM (evaluate env)) ++ [Value.ofNat e.rel]
@@ -227,6 +229,44 @@ def consumeOwnPrefix (p : Nat) (serial : Tid) (reuseLimit : Option Value) : M (R
     loaded := loaded + (← consumeEntry q serial (limit.map (· - consumed - loaded)))
   return (consumed + loaded, loaded)
 
+/-- pools.py `spill_block`: a block of identity `id` just evicted from the `share content` pool
+`p` (docs/content.md §6). With `when` holding — read with `size` = b, `last` = now, `age` = 0,
+`waiting` = 0 and no session (a block is nobody's: attributes read 0) — the identity moves to
+the content tier unless the tier has it already (nothing copied) or has no block; its copy is
+returned. Otherwise the block is dropped. -/
+def spillBlock (p : Nat) (sp : SpillDecl) (id : Content.Ident) : M (List (Nat × Value)) := do
+  let b := (← ContentPool.contentOf p).block
+  let now := (← getCfg).now
+  let env : EnvM := { session := none, loc := some sp.loc, what := s!"pool {← poolName p}: `spill`",
+                      ctx := [("size", .fin (b : Rat)), ("last", .fin now), ("age", Value.zero),
+                              ("waiting", Value.zero)] }
+  if !Value.nz (← evaluate env sp.«when») then return []
+  let tier ← ContentPool.contentOf sp.tier
+  if !(Content.blocksOf tier.idmap id).isEmpty then return []   -- the tier has this content
+  if tier.refs.isEmpty then return []   -- a tier of no block keeps nothing
+  let w ← linkWork p sp env
+  ContentPool.tierStore sp.tier id
+  let ps ← pool p
+  setPool p { ps with spills := ps.spills + 1 }
+  return [(sp.link, w)]
+
+/-- pools.py `allocate_blocks`: `count` new blocks of content pool `p`, one at a time; each
+identified head evicted may move to p's content tier (`spillBlock`) before the next is taken.
+content.py `allocate` returns the evicted identities; here the head's identity is read before
+`ContentPool.allocate` takes it. Returns the blocks and the copies. -/
+def allocateBlocks (p count : Nat) (blocks : List Nat) : M (List Nat × List (Nat × Value)) := do
+  let mut bl := blocks
+  let mut copies : List (Nat × Value) := []
+  for _ in List.range count do
+    let cs ← ContentPool.contentOf p
+    let evicted := match cs.free with
+      | hd :: _ => Content.nthId cs.ident hd
+      | [] => none
+    bl ← ContentPool.allocate p 1 bl
+    if let (some id, some sp) := (evicted, (← poolDecl p).spill) then
+      copies := copies ++ (← spillBlock p sp id)
+  return (bl, copies)
+
 /-- program.py `is_content`: is pool `p` a `share content` pool? -/
 def isContent (p : Nat) : M Bool := do
   return ((← getProg).contentBlocks.getD p none).isSome
@@ -247,7 +287,8 @@ def addUnits (p : Nat) (th : Tid) (k i : Nat) (need : Rat) : M (List (Nat × Val
     let s ← thread th
     let (h, bl) := (s.holds.getD k default).blocksOf i
     -- `need // b`: a content pool's `need` is a whole number of its whole blocks
-    let bl ← ContentPool.allocate p (need / (cs.block : Rat)).floor.toNat bl
+    let (bl, spilled) ← allocateBlocks p (need / (cs.block : Rat)).floor.toNat bl
+    copies := spilled
     let s ← thread th
     setSession { s with holds := s.holds.set k (h.setBlocks i bl) }
   | none =>

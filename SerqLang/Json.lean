@@ -160,6 +160,8 @@ def PoolState.toJson (p : PoolState) (leases : List Lease := []) : CJ :=
         ("stuck", .nat p.stuck), ("evicted_units", CJ.amt p.evictedUnits)] ++
         -- only once a chunk spilled (config.py): a program without `spill` serialises as before
         (if p.spills > 0 then [("spills", .nat p.spills)] else []) ++
+        -- only once a content tier was hit (docs/content.md §6)
+        (if p.tierHits > 0 then [("tier_hits", .nat p.tierHits)] else []) ++
         (match p.content with
          | some cs => [("content", cs.toJson)]
          | none => []) ++
@@ -565,7 +567,8 @@ def pool (i : Nat) (j : Json) : Res (PoolState × List Lease) := do
     stuck := ← field j "stuck" nat
     evictedUnits := ← field j "evicted_units" amt
     content := ← fieldOpt j "content" contentState
-    spills := (← fieldOpt j "spills" nat).getD 0 }
+    spills := (← fieldOpt j "spills" nat).getD 0
+    tierHits := (← fieldOpt j "tier_hits" nat).getD 0 }
   return (st, leases)
 
 /-- The pools of a configuration, pool `i` first. -/

@@ -98,6 +98,9 @@ structure PoolState where
   content : Option Content.CState := none
   /-- config.py `PoolState.spills`: chunks moved to the `spill` tier (docs/language.md §11.8.1) -/
   spills : Nat := 0
+  /-- config.py `PoolState.tier_hits`: blocks a content pool loaded back from its content tier
+  (docs/content.md §6) -/
+  tierHits : Nat := 0
   deriving Inhabited
 
 /-- One eviction step as recorded (`[owner, pool, units]`, the pool name added by the caller). -/

@@ -273,7 +273,8 @@ def nextLoad (th : Tid) : M Bool := do
 /-- sessions.py `admit`: consume the own prefix, make room, allocate, number the admission,
 enter the body. -/
 def admit (th : Tid) (h : Hold) (ref : Nat × Nat) (stream : DrawStream) (pools : List Nat)
-    (units : List Rat) (env : EnvM) (reserved : List Rat := []) (plan : List (Option (Option Content.Clause × Nat)) := [])
+    (units : List Rat) (env : EnvM) (reserved : List Rat := [])
+    (plan : List (Option (Option Content.Clause × Nat × Nat)) := [])
     (reuseRead : Option (Option Value) := none) : M Unit := do
   let hasCache := h.cache.isSome
   -- `reuse` is read once per admission: by the attempt when the hold has a content pool
@@ -294,16 +295,27 @@ def admit (th : Tid) (h : Hold) (ref : Nat × Nat) (stream : DrawStream) (pools 
     let mut consumed : Rat := 0
     let mut alloc : Rat := 0
     match plan.getD j none with
-    | some (c, r) =>
-      -- a `share content` pool: touch the R hit blocks, allocate the rest from the free queue,
-      -- identify the blocks of the first u tokens (docs/content.md §3); its block b is whole
+    | some (c, onPool, fromTier) =>
+      -- a `share content` pool: touch the hit blocks on the pool, allocate the rest from the free
+      -- queue, identify the blocks of the first u tokens (docs/content.md §3); its block b is
+      -- whole. The `fromTier` blocks after them come from its content tier (§6): refreshed there
+      -- first, new blocks here identified at once, loaded back over the link
+      let r := onPool + fromTier
       let b := (← ContentPool.contentOf p).block
       let (h1, bl) := hold.blocksOf j
       let bl ← match c with
-        | some c => ContentPool.touch p c r bl
+        | some c => ContentPool.touch p c onPool bl
         | none => pure bl
+      if fromTier > 0 then
+        if let (some c, some sp) := (c, (← poolDecl p).spill) then
+          ContentPool.tierTouch sp.tier c onPool fromTier
+        let ps ← pool p
+        setPool p { ps with tierHits := ps.tierHits + fromTier }
+        loads := loads ++ [(p, ((fromTier * b : Nat) : Rat))]
       -- `max(0, roundup_block(u, b) // b − R)`: Nat subtraction
-      let bl ← ContentPool.allocate p ((roundupBlock u (some (b : Rat)) / (b : Rat)).floor.toNat - r) bl
+      let (bl, copies) ← allocateBlocks p (fromTier + ((roundupBlock u (some (b : Rat)) / (b : Rat)).floor.toNat - r)) bl
+      startCopies copies
+      ContentPool.identify p c bl ((r * b : Nat) : Rat)
       -- an engine that speculates counts its lookahead (and a pad's placeholder drafts) in u:
       -- the run's first step identifies its verified tokens instead (docs/language.md §7.3)
       let speculates := match env.ictx with
@@ -360,13 +372,14 @@ inductive Attempt where
   deriving DecidableEq, Inhabited
 
 /-- sessions.py `content_hits`: per pool item of the hold, its `content (p, n, h)` read now,
-before the bindings, and its hit `k`, which `cachedin` reads during the attempt; `(none, 0)` for
-an item without a `content` clause. -/
-def contentHits (h : Hold) (env : EnvM) (loc : Option Loc) : M (List (Option Content.Clause × Nat)) := do
-  let mut out : List (Option Content.Clause × Nat) := []
+before the bindings, its hit `k` and the `t` blocks after it on the pool's content tier
+(docs/content.md §6; 0 without one); `cachedin` reads `(k + t)·b` during the attempt;
+`(none, 0, 0)` for an item without a `content` clause. -/
+def contentHits (h : Hold) (env : EnvM) (loc : Option Loc) : M (List (Option Content.Clause × Nat × Nat)) := do
+  let mut out : List (Option Content.Clause × Nat × Nat) := []
   for hp in h.pools do
     match hp.content with
-    | none => out := out ++ [(none, 0)]
+    | none => out := out ++ [(none, 0, 0)]
     | some cd =>
       let p ← resolveRef env hp.pool.base hp.pool.count hp.pool.index
       let cp ← evaluate env cd.«prefix»
@@ -375,10 +388,13 @@ def contentHits (h : Hold) (env : EnvM) (loc : Option Loc) : M (List (Option Con
       let c : Content.Clause := (cp, cn, ch)
       ContentPool.checkContent p c loc
       let k ← ContentPool.hit p (some c)
+      let t ← match (← poolDecl p).spill with
+        | some sp => ContentPool.tierHit sp.tier c k
+        | none => pure 0
       let b := (← ContentPool.contentOf p).block
       modify fun st => { st with attempt := st.attempt.map fun (who, hits) =>
-        (who, (p, k * b) :: hits.filter (·.1 != p)) }
-      out := out ++ [(some c, k)]
+        (who, (p, (k + t) * b) :: hits.filter (·.1 != p)) }
+      out := out ++ [(some c, k, t)]
   return out
 
 /-- sessions.py `reused_blocks`: R = min(k, ⌊ρ/b⌋); ρ absent or +inf: k; ρ below one block: 0. -/
@@ -438,22 +454,25 @@ def attempt (th : Tid) (h : Hold) (ref : Nat × Nat) (stream : DrawStream) (loc 
       | none => pure none
       | some r => do return some (← evaluate env r))
   let reuse := reuseRead.getD none
-  let mut plan : List (Option (Option Content.Clause × Nat)) := []
-  for ((p, mine), (c, k)) in (pools.zip amounts).zip hits do
+  let mut plan : List (Option (Option Content.Clause × Nat × Nat)) := []
+  for ((p, mine), (c, k, t)) in (pools.zip amounts).zip hits do
     let need := (mine.map (·.2)).foldl max 0
     if (← isContent p) then
       -- vLLM's get_num_blocks_to_allocate against get_num_free_blocks: the R reused blocks that
       -- nobody references (E) leave the free queue too; the block b of a content pool is whole;
       -- with `reserve held`, the blocks the holders reserved and have not allocated are not free
       let b := (← ContentPool.contentOf p).block
-      let r := reusedBlocks k reuse b
+      -- of the R reused blocks the first min(k, R) are on the pool, the rest come from its
+      -- content tier and take new blocks (docs/content.md §6)
+      let r := reusedBlocks (k + t) reuse b
+      let onPool := min k r
       let e ← match c with
-        | some c => ContentPool.unreferencedHits p c r
+        | some c => ContentPool.unreferencedHits p c onPool
         | none => pure 0
-      let n := (roundupBlock need (some (b : Rat)) / (b : Rat)).floor.toNat - r
+      let n := (roundupBlock need (some (b : Rat)) / (b : Rat)).floor.toNat - r + (r - onPool)
       let held ← if (← poolDecl p).reserveHeld then heldReservations p else pure 0
       let reservedBlocks := (held / (b : Rat)).floor.toNat
-      plan := plan ++ [some (c, r)]
+      plan := plan ++ [some (c, onPool, r - onPool)]
       if n + e + reservedBlocks > (← ContentPool.freeBlocks p) then return .blocked
     else
       plan := plan ++ [none]
@@ -617,6 +636,36 @@ def execChoose (th : Tid) (slot : Nat) (count : Expr) (keys : List Expr) (env : 
         best := j
         bestKey := some key
   setAttr th slot (Value.ofNat best)
+
+/-- sessions.py `exec_accept` (docs/language.md §7.3), the `turn` block's last statement: the
+turn's acceptance counts, n values of the acceptance law from the turn's stream (`take`), one per
+output number, in place of a trace row's. `serq sample` drew them (serq/draws.py `accept_count`);
+a replay checks each is a whole count. Values in messages are wire text (docs/lean.md). -/
+def execAccept (th : Tid) (count rate : Expr) (env : EnvM) (loc : Option Loc) : M Unit := do
+  let nv ← evaluate env count
+  let n ← match nv with
+    | .fin q =>
+      if q.den == 1 && decide (0 ≤ q.num) && decide (q.num ≤ 1000000) then pure q.num.toNat
+      else specError s!"`accept (n, alpha)` needs n, the turn's output count, a whole number from 0 to 1000000, got {nv.toWire}" loc
+    | _ => specError s!"`accept (n, alpha)` needs n, the turn's output count, a whole number from 0 to 1000000, got {nv.toWire}" loc
+  let alpha ← evaluate env rate
+  let inRange := match alpha with
+    | .fin q => decide (0 ≤ q) && decide (q ≤ 1)
+    | _ => false
+  if !inRange then   -- also when n = 0
+    specError s!"`accept (n, alpha)` needs a per-draft acceptance rate alpha in [0, 1], got {alpha.toWire}: alpha is the chance that a draft is accepted" loc
+  let mut counts : List Nat := []
+  for _ in List.range n do
+    let v ← take env "accept"
+    match v with
+    | .fin q =>
+      if q.den == 1 && decide (0 ≤ q.num) && decide (q.num ≤ 999999) then
+        counts := counts ++ [q.num.toNat]
+      else
+        specError s!"an acceptance count of `accept (n, alpha)` is a whole number from 0 to 999999, got {v.toWire}: the sessions file does not fit the program" loc
+    | _ =>
+      specError s!"an acceptance count of `accept (n, alpha)` is a whole number from 0 to 999999, got {v.toWire}: the sessions file does not fit the program" loc
+  modifyThread th fun s => { s with accept := some counts }
 
 /-- sessions.py `exec_turn`: turn_no += 1, load the next trace turn, run `turn` then the server. -/
 def execTurn (serial : Nat) : M Unit := do
@@ -838,6 +887,7 @@ def execStmt (th : Tid) (st : Located) (ref : Nat × Nat) (stream : DrawStream) 
     -- the thread's serial and its turn number (the attribute list it uses)
     let me := { (← thread th) with attrs := (← threadAttrs th) }
     recordObservation ((prog.ir.observes[name]?).getD s!"observe{name}") (some me) v
+  | .accept n a => execAccept th n a env loc
   | .branch c t el =>
     if (← truthAt (← evaluate env c) "a branch guard" loc) then
       pushFrame th { block := t, pc := 0, kind := "plain", stmt := none, stream }

@@ -473,19 +473,9 @@ def test_library_with_main_is_refused(tmp_path):
     assert "library" in info.value.message and (info.value.line, info.value.column) == (2, 1)
 
 
-UNSUPPORTED = {
-    # `spill` is supported (tests/test_spill.py), but not on a `share content` pool
-    "spill on a content pool": edit("pool live { cap 20; }",
-                                    "pool live { cap 20; block 4; @@spill kv via cpu (1) when (1); share content; }"),
-}
-
-
-@pytest.mark.parametrize("what", sorted(UNSUPPORTED))
-def test_out_of_scope_is_rejected_at_its_location(what):
-    text, line, col = locate(UNSUPPORTED[what])
-    e = compile_err(text)
-    assert "not supported yet" in e.message, e.message
-    assert (e.line, e.column) == (line, col), (e.line, e.column, e.message)
+# No construct is refused as "not supported yet" any more (docs/language.md §16): the last one,
+# `spill` on a `share content` pool, is docs/content.md §6 (its still-refused mixes are located
+# errors in tests/test_spill.py).
 
 
 def test_engine_estimates_mark_only_the_engine():

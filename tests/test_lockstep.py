@@ -27,6 +27,9 @@ CASES = [
     ("single-turn/arguments.sq", {}, 5, 20, math.inf),
     ("single-turn/vllm_batch1.sq", {}, 6, 10, math.inf),
     ("single-turn/vllm_slo.sq", {}, 12, 6, math.inf),   # claims: their tallies in every line
+    # speculative decoding whose turns draw their acceptance counts (docs/language.md §7.3), at a
+    # load where requests share iterations
+    ("single-turn/vllm_speculative.sq", {"lambda": "2"}, 1, 4, math.inf),
     # runs over two links (docs/language.md §11.14), alone and with downlink-only cross traffic
     ("single-turn/flows.sq", {}, 14, 30, math.inf),
     ("single-turn/flows.sq", {"cross": "1", "lambda": "1"}, 15, 30, math.inf),
@@ -69,6 +72,10 @@ CASES = [
     # the same under a vLLM engine (the spilling pool in its `taking`): 1062 steps to 30 s, the
     # admitted request's load-back before it is a resident (engine_load_no_wait diverges at step 430)
     ("multi-turn/offload_vllm.sq", {"N": "3", "blocks": "300", "host_blocks": "100"}, 1, 4, 30.0),
+    # a content-addressed host tier (docs/content.md §6) under the same engine: 1690 steps to 8 s
+    # (1293 blocks spilled, 177 loaded back; tier_touch_forward diverges at step 373), about 18 s of
+    # CPU each way: -m slow (SLOW_CASES)
+    ("multi-turn/offload_content.sq", {"N": "3", "blocks": "300", "host_blocks": "100", "Z": "1"}, 1, 4, 8.0),
     # 400 blocks: the spec's state line lists every block of the free queue at every step
     ("multi-turn/shared_prompt.sq", {"blocks": "400"}, 1, 3, math.inf),
     ("multi-turn/shared_prompt.sq", {"blocks": "150", "Lambda": "3"}, 2, 4, math.inf),
@@ -95,6 +102,7 @@ def test_every_example_is_in_lockstep():
 # stays in the default run at 150 blocks, where its content pool also evicts (the pinned variant is
 # slow too: tests/test_lockstep_random.py's content_pin programs lease content pools by default).
 SLOW_CASES = {("multi-turn/shared_prompt.sq", (("blocks", "400"),)),
+              ("multi-turn/offload_content.sq", (("N", "3"), ("Z", "1"), ("blocks", "300"), ("host_blocks", "100"))),
               ("multi-turn/shared_prompt.sq", (("Lambda", "3"), ("blocks", "150"), ("pin", "1")))}
 # Cases whose every-step comparison alone runs with -m slow (12 s of the default run); their
 # fast-forward comparison stays in the default run, and the victim_first fault below is caught

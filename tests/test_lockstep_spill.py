@@ -1,9 +1,11 @@
 """Offload tiers (`spill`, docs/language.md §11.8.1) in lockstep: the hand-derived vectors
 `spill_load_back`, `spill_engine_load` (a spilling pool in an engine's `taking`), `spill_two_pools`
-(a hold of two spilling pools) and `spill_flow_link` (a link that flows cross), and a few random
-programs of each kind (plain, a vLLM engine, its replicas with pool arrays, two spilling pools,
-flow-crossed links) agree step by step; the seeded faults `spill_lost`, `load_no_wait`,
-`engine_load_no_wait` and `loads_reversed` (docs/fast.md "Seeded faults") are caught on them. SERQ_SPILL_ENGINE_EXAMPLES sets how many random programs of each kind run (default 5)."""
+(a hold of two spilling pools), `spill_flow_link` (a link that flows cross) and `spill_content_tier`
+(a content tier, docs/content.md §6), and a few random programs of each kind (plain, a vLLM
+engine, its replicas with pool arrays, two spilling pools, flow-crossed links, content tiers under
+an engine's `taking` and under holds) agree step by step; the seeded faults `spill_lost`,
+`load_no_wait`, `engine_load_no_wait`, `loads_reversed` and `tier_touch_forward` (docs/fast.md
+"Seeded faults") are caught on them. SERQ_SPILL_ENGINE_EXAMPLES sets how many random programs of each kind run (default 5)."""
 
 from __future__ import annotations
 
@@ -170,3 +172,49 @@ def test_many_random_spill_programs_agree(kind):
     def agree(case):
         lockstep(compile_source(case.text, case.name, {}), case.seed, case.sessions, case.name)
     agree()
+
+
+CONTENT_TIER = VECTORS / "spill_content_tier"
+
+
+def test_content_tier_vector_agrees():
+    """vectors/spec/spill_content_tier: `spill` between two `share content` pools (docs/content.md §6)."""
+    assert run_vector(CONTENT_TIER) > 0
+
+
+def test_seeded_fault_is_caught_on_the_content_tier_vector(monkeypatch):
+    """`tier_touch_forward` refreshes the loaded blocks on the tier first block first: the tier
+    would then evict a prefix's head before its tail (host's free queue at t = 5 differs)."""
+    monkeypatch.setenv("SERQ_FAST_FAULT", "tier_touch_forward")
+    with pytest.raises(Divergence):
+        run_vector(CONTENT_TIER)
+
+
+@settings(max_examples=SPILL_ENGINE_EXAMPLES, deadline=None, derandomize=True, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(strategies.vllm_programs(content=True, spill=True))
+def test_random_content_spill_programs_agree(case):
+    """vLLM-like engines on a `share content` KV pool (a prefix tree, `reuse`) spilling to a
+    content tier over a fifo, ps or delay link: evicted blocks move there, a lookup goes on into
+    it and the request loads the tier's blocks back before it becomes a resident."""
+    ir = compile_source(case.text, case.name, {})
+    tier = ir["pools"][ir["pools"][0]["spill"]["pool"]]
+    assert ir["pools"][0]["share"] == "content" and tier["share"] == "content"
+    lockstep(ir, case.seed, case.sessions, case.name)
+
+
+SPILL_KINDS["content engine"] = lambda: strategies.vllm_programs(content=True, spill=True)
+
+
+@settings(max_examples=SPILL_ENGINE_EXAMPLES, deadline=None, derandomize=True, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(strategies.content_spill_programs())
+def test_random_content_spill_hold_programs_agree(case):
+    """Multi-turn holds on a `share content` KV pool grown by an engine's runs, whose prompts share
+    a system prompt of a two-level prefix tree, spilling to a content tier (docs/content.md §6)."""
+    ir = compile_source(case.text, case.name, {})
+    assert ir["pools"][0]["share"] == "content" and ir["pools"][1]["share"] == "content"
+    lockstep(ir, case.seed, case.sessions, case.name)
+
+
+SPILL_KINDS["content holds"] = strategies.content_spill_programs

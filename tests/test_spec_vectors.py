@@ -60,6 +60,7 @@ def summary(cfg, recs) -> dict:
             out[key] += [[w(now)] + list(x) for x in r[key]]
     out["finished"] = [[w(now)] + list(x) for now, r, _c, _p in recs for x in r["finished"]]
     out["spills"] = {cfg.program.pools[i]["name"]: p.spills for i, p in enumerate(cfg.pools)}
+    out["tier_hits"] = {cfg.program.pools[i]["name"]: p.tier_hits for i, p in enumerate(cfg.pools)}
     out["preemptions"] = {cfg.program.pools[i]["name"]: p.preemptions for i, p in enumerate(cfg.pools)}
     out["rejected_counts"] = {cfg.program.pools[i]["name"]: p.rejected for i, p in enumerate(cfg.pools)}
     out["final_entries"] = {cfg.program.pools[i]["name"]: [e.to_json() for e in sorted(p.entries, key=lambda e: (e.last, e.rel))]
@@ -87,6 +88,8 @@ def test_vector(name):
         assert got["preemptions"][pool] == n
     for pool, n in expected.get("spills", {}).items():   # chunks moved to the tier (§11.8.1)
         assert got["spills"][pool] == n, f"spills of pool {pool}"
+    for pool, n in expected.get("tier_hits", {}).items():   # blocks loaded back from a content tier
+        assert got["tier_hits"][pool] == n, f"tier_hits of pool {pool}"
     for stage, rows in expected.get("finished_on", {}).items():   # every job done there, in order
         assert [[t, tid] for t, name, tid in got["finished"] if name == stage] == rows, f"finished on {stage}"
     for start, assign in expected.get("iterations", []):

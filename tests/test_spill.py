@@ -10,7 +10,7 @@ import json
 import pytest
 
 from conftest import compile_err, compile_ok
-from serq_drt.lockstep import compare_runs
+from serq_drt.lockstep import compare_runs, sample_sessions, spec_lines
 from serq_spec.errors import SpecError
 
 PROGRAM = """fn main() {
@@ -68,8 +68,16 @@ CASES = {
         "  stage link : fifo;", "  stage link : fifo;\n  device d { }\n  engine eng on d { tokens cap 4; "
         "schedule { advance running; } execute (1); }"), "is an engine"),
     "context variable elsewhere": (marked("(size / 2)", "(size / 2 + @@waited)"), "`waited`"),
-    "content pool": (marked("block 2; spill", "block 2; @@spill").replace("when (1); }", "when (1); share content; }"),
-                     "`spill` on the `share content` pool `kv` is not supported yet"),
+    # a content-addressed tier needs both pools `share content` (docs/content.md §6)
+    "content pool over a plain tier": (marked("spill host", "spill @@host").replace("when (1); }", "when (1); share content; }"),
+                                       "the tier `host` of the `share content` pool `kv` must be `share content` too"),
+    "plain pool over a content tier": (marked("spill host", "spill @@host").replace(
+        "pool host { cap 8; block 2; }", "pool host { cap 8; block 2; share content; }"),
+        "the tier `host` is a `share content` pool but `kv` is not"),
+    "chain of content tiers": (marked("spill host", "spill @@host").replace("when (1); }", "when (1); share content; }")
+                               .replace("pool host { cap 8; block 2; }", "pool host { cap 8; block 2; share content; "
+                                        "spill disk via link (1) when (1); }\n  pool disk { cap 8; block 2; share content; }"),
+                               "a chain of content tiers is not supported"),
     "array over one tier": (ARRAY.replace("spill host", "spill @@host").replace("pool host[2]", "pool host"),
                             "needs a tier array of 2 (member k spills to member k): `host` is a single pool"),
     "array over a longer tier": (ARRAY.replace("spill host", "spill @@host").replace("pool host[2]", "pool host[3]"),
@@ -121,3 +129,32 @@ def test_ir_of_a_spilling_pool_array():
     assert [(p["name"], p["spill"]["pool"], p["spill"]["stage"]) for p in ir["pools"][:2]] == [("kv[0]", 2, 0), ("kv[1]", 3, 0)]
     ir = compile_ok(ARRAY.replace("stage link :", "stage link[2] :"))
     assert [p["spill"]["stage"] for p in ir["pools"][:2]] == [0, 1]
+
+
+CONTENT_ARRAY = """fn main() {
+  device gpu[2] { kv cap 8; }
+  pool kv[2] on gpu[j] { block 2; share content; spill host via link (size / 2) when (1); }
+  pool host[2] { cap 8; block 2; share content; }
+  stage link : fifo;
+  stage work : delay;
+  workload { arrive batch(4); session { turn; tool (1); turn; tool (1); turn; } }
+  server {
+    hold kv[serial - 2 * floor(serial / 2)] (2 + 2 * turn_no) content (0, 0, serial) {
+      observe hit = cached; run work (1);
+    } cache (0);
+  }
+}
+"""
+
+
+def test_content_pool_array_spills_member_wise_to_a_content_tier_array():
+    """`pool kv[2] … share content; spill host …` over `pool host[2] { … share content; }`: member
+    k's content tier is host[k] (docs/content.md §6 keeps the pool-array rule of §11.8.1), and
+    both engines agree step by step on a run whose members load blocks back from their tiers."""
+    ir = compile_ok(CONTENT_ARRAY)
+    assert [(p["name"], p.get("spill", {}).get("pool")) for p in ir["pools"]] == [
+        ("kv[0]", 2), ("kv[1]", 3), ("host[0]", None), ("host[1]", None)]
+    sessions = sample_sessions(ir, 1, 4, "t.sq")
+    last = json.loads(spec_lines(ir, sessions, "t.sq")[-1])
+    assert all(p["tier_hits"] > 0 for p in last["pools"] if p["name"].startswith("kv[")), last["pools"]
+    assert compare_runs(ir, sessions, "t.sq") > 0

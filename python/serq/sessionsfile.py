@@ -100,6 +100,11 @@ def check_sessions(data: Any) -> None:
     # informational, but read to explain a file that does not fit the run (sampling_difference)
     if "inputs" in data and not isinstance(data["inputs"], dict):
         raise SessionsFileBad("inputs", f"must be an object (the settings it was sampled with), got {_shown(data['inputs'])}")
+    for name, v in (data.get("inputs") or {}).items():   # compared with the run's (serq/replayinputs.py)
+        try:
+            value_from_wire(v)
+        except WireError as exc:
+            raise SessionsFileBad(f"inputs.{name}", f"{exc} (the value it was sampled with)") from None
     if data.get("program") is not None and not isinstance(data["program"], str):
         raise SessionsFileBad("program", f"must be a string (the program's name), got {_shown(data['program'])}")
     sessions = _list(data.get("sessions"), "sessions")

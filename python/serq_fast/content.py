@@ -203,6 +203,14 @@ class BlockPool:
         if x == n:
             return None
         self._unlink(x)
+        old = self._forget(x)
+        if old is not None:
+            self.ncached -= 1
+        self.refs[x] = 1
+        return x, old
+
+    def _forget(self, x: int):
+        """Block x loses its identity (an eviction): off the map's list for it; returns it or None."""
         old = self.ident[x]
         if old is not None:
             lst = self.idmap[old]
@@ -210,9 +218,7 @@ class BlockPool:
             if not lst:
                 del self.idmap[old]
             self.ident[x] = None
-            self.ncached -= 1
-        self.refs[x] = 1
-        return x, old
+        return old
 
     def identify(self, x: int, ident) -> None:
         """Block x (referenced) now holds `ident`: appended to the map's list for it."""
@@ -253,6 +259,47 @@ class BlockPool:
                     at = x
         self.nfree += freed
         self.ncached += cached
+
+    # -------------------------------------------------------------- a content tier (§6)
+    # A tier's blocks are never referenced: all sit in the free queue, identified ones behind the
+    # free ones in LRU order (serq_spec content.tier_hit, tier_touch, tier_store).
+
+    def tier_hit(self, c: Content, k: int) -> int:
+        """t: how many consecutive blocks k, k+1, … of c this tier holds."""
+        m = self.idmap
+        t = 0
+        while c.ident(k + t) in m:
+            t += 1
+        return t
+
+    def _to_tail(self, x: int) -> None:
+        nxt, prv, n = self.nxt, self.prv, self.n
+        a, b = prv[x], nxt[x]
+        nxt[a] = b
+        prv[b] = a
+        t = prv[n]
+        nxt[t] = x
+        prv[x] = t
+        nxt[x] = n
+        prv[n] = x
+
+    def tier_touch(self, c: Content, k: int, t: int, fault_forward: bool = False) -> None:
+        """Blocks k … k+t−1 were loaded back: they stay, moved to the tail last block first
+        (seeded fault `tier_touch_forward`: first block first)."""
+        m = self.idmap
+        for j in (range(k, k + t) if fault_forward else range(k + t - 1, k - 1, -1)):
+            self._to_tail(m[c.ident(j)][0])
+
+    def tier_store(self, ident):
+        """Keep `ident` (not held yet) in the head block, which moves to the tail; returns the
+        identity that block held (evicted, dropped) or None."""
+        x = self.nxt[self.n]
+        old = self._forget(x)
+        if old is None:
+            self.ncached += 1
+        self.identify(x, ident)
+        self._to_tail(x)
+        return old
 
     # -------------------------------------------------------------- state line (§5)
 

@@ -215,6 +215,7 @@ class Pool:
             self.bp = BlockPool(int(round(self.cap / self.block)), "content_queue_head" in FAULTS())
         self.spill = p.get("spill")   # `spill Q via S (w) when (c)` (docs/language.md §11.8.1), linked below
         self.spills = 0
+        self.tier_hits = 0   # blocks a content pool loaded back from its content tier (docs/content.md §6)
         self.admissions = 0
         self.evicted_units = 0.0
         self.evicted_entries = 0
@@ -266,6 +267,7 @@ class Pool:
         self.fault_load_no_wait = "load_no_wait" in FAULTS()
         self.fault_engine_load_no_wait = "engine_load_no_wait" in FAULTS()
         self.fault_loads_reversed = "loads_reversed" in FAULTS()
+        self.fault_tier_touch_forward = "tier_touch_forward" in FAULTS()
         self.fault_victim = "victim_first" in FAULTS()
         self.fault_branch_key = "branch_key" in FAULTS()
 
@@ -425,17 +427,20 @@ class Pool:
                 if pool.reserve_held:
                     used += sum(max(0.0, q.reserve - q.alloc) for q in pool.holders)
                 if contents is not None and contents[i] is not None:
-                    c, k = contents[i]
-                    nreuse = k if reuse is None else min(k, blocks_down(reuse, pool.bsize))
+                    c, k, t = contents[i]
+                    nreuse = k + t if reuse is None else min(k + t, blocks_down(reuse, pool.bsize))
+                    # of the reused blocks, those past the pool's hit come from its content tier
+                    # and take new blocks (docs/content.md §6)
+                    from_tier = max(0, nreuse - k)
                     # vLLM: blocks to allocate plus hit blocks taken out of the free queue
-                    nnew = max(0, int(rneed // pool.bsize) - nreuse)
-                    if used + (nnew + pool.bp.evictable(c, nreuse)) * pool.block > pool.cap + EPS:
+                    nnew = max(0, int(rneed // pool.bsize) - nreuse) + from_tier
+                    if used + (nnew + pool.bp.evictable(c, nreuse - from_tier)) * pool.block > pool.cap + EPS:
                         return WAIT
-                    amounts.append((ru, r if r is not None else 0.0, c, nreuse, u))
+                    amounts.append((ru, r if r is not None else 0.0, c, nreuse, u, from_tier))
                     continue
                 if used + rneed > pool.cap + EPS:
                     return WAIT
-                amounts.append((ru, r if r is not None else 0.0, None, 0, u))
+                amounts.append((ru, r if r is not None else 0.0, None, 0, u, 0))
             if not has_cpool:
                 reuse = st.reuse(cx) if st.reuse is not None else None
             self._admit(h, amounts, reuse)
@@ -462,8 +467,10 @@ class Pool:
 
             c = Content(sim.prefixes, p, n, hist, pool.bsize)
             k = pool.bp.hit(c)
-            pool.attempt = (h.sess, k)
-            out.append((c, k))
+            # the lookup goes on into a content tier after the pool's hit (docs/content.md §6)
+            t = pool.tier.bp.tier_hit(c, k) if pool.spill is not None else 0
+            pool.attempt = (h.sess, k + t)
+            out.append((c, k, t))
         return out
 
     @staticmethod
@@ -527,11 +534,14 @@ class Pool:
         h.parts = []
         loads = []   # (pool, units) of each prefix loaded back from a `spill` tier, in the hold's order
         rec = sim.rec
-        for pool, (units, reserve, content, nreuse, u) in zip(h.pools, amounts):
+        for pool, (units, reserve, content, nreuse, u, from_tier) in zip(h.pools, amounts):
             consumed = 0.0
             loaded = 0.0
             if pool.content:
-                part = pool._admit_blocks(h, u, content, nreuse)
+                part = pool._admit_blocks(h, u, content, nreuse, from_tier)
+                if from_tier:
+                    pool.tier_hits += from_tier
+                    loads.append((pool, float(from_tier * pool.bsize)))
                 consumed = part.pos
                 consumed_max = max(consumed_max, consumed)
                 part.reserve = roundup(reserve, pool.block) if pool.reserve_held and reserve > 0 else 0.0
@@ -624,18 +634,24 @@ class Pool:
 
     # ------------------------------------------------------------ content blocks (docs/content.md)
 
-    def _admit_blocks(self, h: Hold, units: float, content, nreuse: int) -> Part:
+    def _admit_blocks(self, h: Hold, units: float, content, nreuse: int, from_tier: int = 0) -> Part:
         """Admit on a content pool: touch the reused hit blocks in block order, allocate the rest
         from the free-queue head (evicting), then identify the blocks full at `units` (unrounded:
-        the tokens scheduled)."""
+        the tokens scheduled). The last `from_tier` reused blocks come from the content tier
+        (docs/content.md §6): refreshed there first, then new blocks here, identified at once."""
         bp = self.bp
         b = self.bsize
         part = Part(self, h)
-        blocks = bp.touch_hits(content, nreuse) if content is not None else []
-        self._take(blocks, max(0, math.ceil(units / b - EPS) - nreuse))
+        on_pool = nreuse - from_tier
+        blocks = bp.touch_hits(content, on_pool) if content is not None else []
+        if from_tier:
+            self.tier.bp.tier_touch(content, on_pool, from_tier, self.fault_tier_touch_forward)
+        self._take(blocks, from_tier + max(0, math.ceil(units / b - EPS) - nreuse))
         part.blocks = blocks
         part.content = content
-        part.nid = nreuse
+        part.nid = on_pool
+        if from_tier:
+            self.identify(part, nreuse * b)
         part.alloc = float(len(blocks) * b)
         part.pos = float(nreuse * b)
         # an engine that speculates counts its lookahead (and a pad's placeholder drafts) in
@@ -657,7 +673,37 @@ class Pool:
                 self.evicted_units += self.block
                 if rec is not None:
                     rec["evicted"].append([None, self.name, self.bsize])  # a block has no owner
+                if self.spill is not None:
+                    self._sync()   # the `when` may read this pool, as it is after the pop
+                    self._spill_block(old)
             blocks.append(x)
+
+    def _spill_block(self, ident) -> None:
+        """An identified block just evicted (docs/content.md §6): with `when` ≠ 0 — read with
+        `size` = b, `last` = now, `age` = 0, `waiting` = 0 and no session (attributes 0) — its
+        identity moves to the content tier unless the tier has it, and its copy runs on the link."""
+        sim = self.sim
+        cx = sim.cx
+        saved = (cx.attrs, cx.sess, cx.var)
+        cx.attrs, cx.sess = [0.0] * sim.nattrs, None
+        cx.var = {"size": self.block, "last": sim.now, "age": 0.0, "waiting": 0.0}
+        try:
+            if self.spill_when(cx) == 0:
+                return
+            tier = self.tier
+            if ident in tier.bp.idmap or tier.bp.n == 0:
+                return   # the tier has this content already: nothing is copied; or it has no block
+            w = self._link_work(cx)
+        finally:
+            cx.attrs, cx.sess, cx.var = saved
+        if tier.bp.tier_store(ident) is not None:
+            tier.evicted_units += tier.block
+            if sim.rec is not None:
+                sim.rec["evicted"].append([None, tier.name, tier.bsize])
+        tier._sync()
+        self.spills += 1
+        if w > 0:
+            self.link_stage.submit_copy(w)
 
     def identify(self, part: Part, pos: float) -> None:
         """Blocks wholly inside the first `pos` scheduled tokens get their identity, in block

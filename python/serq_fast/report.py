@@ -97,6 +97,8 @@ def build(sim) -> dict:
             "over_cap": over.get(p.idx, []),
             # chunks moved to the `spill` tier, only on a pool that has one (docs/report.md)
             **({"spills": p.spills} if p.spill is not None else {}),
+            # blocks loaded back from a content tier, only on a content pool with `spill` (docs/content.md §6)
+            **({"tier_hits": p.tier_hits} if p.spill is not None and p.content else {}),
         })
     sim.report_notes = notes(sim)
     return {
@@ -186,7 +188,9 @@ def to_text(rep: dict, notes_: list | None = None) -> str:
                        f"{p['stuck']:>8}")
         spilling = [p for p in rep["pools"] if "spills" in p]
         if spilling:   # a line of its own: the table of programs without `spill` stays as it was
-            out.append("spills: " + ", ".join(f"{p['name']} {p['spills']}" for p in spilling))
+            out.append("spills: " + ", ".join(f"{p['name']} {p['spills']}"
+                                              + (f" (tier hits {p['tier_hits']} blocks)" if "tier_hits" in p else "")
+                                              for p in spilling))
     if notes_:
         out.append("")
         out.extend(notes_)

@@ -74,6 +74,7 @@ def _pool(p, content: bool = True) -> dict:
         "preemptions": p.preemptions,
         **({"rejected": p.rejected} if p.rejected else {}),
         **({"spills": p.spills} if p.spill is not None else {}),
+        **({"tier_hits": p.tier_hits} if p.spill is not None and p.content else {}),
         **({"leases": [[serial, _int(x.part.alloc), x.ends_at] for serial, x in p.leases.items()]}
            if p.leases else {}),
         **(_content(p) if p.content and content else {}),

@@ -351,6 +351,7 @@ class PoolState:
     content: Optional[ContentState] = None   # a `share content` pool's blocks (docs/content.md)
     leases: list = field(default_factory=list)   # Lease, in the order they began
     spills: int = 0                          # chunks this pool's evictions moved to its `spill` tier
+    tier_hits: int = 0                       # blocks a content pool loaded back from its tier (docs/content.md §6)
 
     def cached(self) -> Amount:
         if self.content is not None:   # b × identified blocks that nobody references
@@ -370,6 +371,8 @@ class PoolState:
             d["leases"] = [x.to_json() for x in self.leases]
         if self.spills:   # only once a chunk spilled: a program without `spill` serialises as before
             d["spills"] = self.spills
+        if self.tier_hits:   # only once a content tier was hit (docs/content.md §6)
+            d["tier_hits"] = self.tier_hits
         return d
 
 
@@ -657,7 +660,8 @@ def from_json(program: Program, d: dict) -> Config:
     for p in d["pools"]:
         ps = PoolState(used=amt_in(p["used"]), holders=list(p["holders"]), growers=list(p["growers"]),
                        admissions=p["admissions"], preemptions=p["preemptions"], rejected=p["rejected"],
-                       stuck=p["stuck"], evicted_units=amt_in(p["evicted_units"]), spills=p.get("spills", 0))
+                       stuck=p["stuck"], evicted_units=amt_in(p["evicted_units"]), spills=p.get("spills", 0),
+                       tier_hits=p.get("tier_hits", 0))
         ps.entries = [Entry(o, amt_in(size), _v(last), rel) for o, size, last, rel in p["entries"]]
         ps.queue = [QueueItem(serial, _v(joined), head) for serial, joined, head in p["queue"]]
         ps.leases = [Lease(serial, _hold(h), None if until is None else _v(until))

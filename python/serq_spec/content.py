@@ -102,25 +102,37 @@ def touch(cfg: Config, p: int, content: tuple, r: int, blocks: list) -> None:
         blocks.append(block)
 
 
-def allocate(cfg: Config, p: int, count: int, blocks: list) -> None:
-    """Append `count` new blocks, each the free queue's head; an identified head is evicted."""
+def forget(cs: ContentState, block: int) -> Optional[tuple]:
+    """The block loses its identity (an eviction), which leaves the map's list for it (and the map
+    when no block is left); returns the identity or None."""
+    ident = cs.ident[block]
+    if ident is not None:
+        holders = cs.idmap[ident]
+        holders.remove(block)
+        if not holders:
+            del cs.idmap[ident]
+        cs.ident[block] = None
+    return ident
+
+
+def allocate(cfg: Config, p: int, count: int, blocks: list) -> list[tuple]:
+    """Append `count` new blocks, each the free queue's head; an identified head is evicted.
+    Returns the evicted identities, in order (a `spill` on p may move them to its tier)."""
     cs = block_pool(cfg, p)
     st = cfg.pools[p]
+    evicted: list[tuple] = []
     for _ in range(count):
         if not cs.free_queue:
             raise SpecError(f"pool {cfg.program.pools[p]['name']}: no free block to allocate")
         block = cs.free_queue[0]
-        ident = cs.ident[block]
+        ident = forget(cs, block)
         if ident is not None:   # an eviction: the content is forgotten
-            holders = cs.idmap[ident]
-            holders.remove(block)
-            if not holders:
-                del cs.idmap[ident]
-            cs.ident[block] = None
             st.evicted_units += cs.block
             cfg.records["evicted"].append([None, cfg.program.pools[p]["name"], cs.block])
+            evicted.append(ident)
         reference(cfg, p, block)
         blocks.append(block)
+    return evicted
 
 
 def identify(cfg: Config, p: int, content: Optional[tuple], blocks: list, pos: V.Amount) -> None:
@@ -151,3 +163,41 @@ def release(cfg: Config, p: int, blocks: list) -> None:
     cs.free_queue[:0] = unidentified
     cs.free_queue.extend(identified)
     blocks.clear()
+
+
+# -- a content tier (docs/content.md §6): a `share content` pool that only keeps identities -------
+# Its blocks are never referenced: all of them sit in its free queue, the identified ones in LRU
+# order behind the free ones, so `used` stays 0 and `cached` is b × its identities.
+
+def tier_hit(cfg: Config, q: int, content: tuple, k: int) -> int:
+    """t: how many consecutive blocks k, k+1, … of `content` the tier q holds (the source's hit
+    stopped at block k)."""
+    cs = block_pool(cfg, q)
+    t = 0
+    while identity(cfg.program, content, k + t, cs.block) in cs.idmap:
+        t += 1
+    return t
+
+
+def tier_touch(cfg: Config, q: int, content: tuple, k: int, t: int) -> None:
+    """Blocks k … k+t−1 are loaded back from the tier: each stays there (as a CPU cache keeps
+    what it served) and moves to the free queue's tail, last block first, so the tier evicts
+    them after everything else and a prefix's tail before its head (as a release orders them)."""
+    cs = block_pool(cfg, q)
+    for j in reversed(range(k, k + t)):
+        block = cs.idmap[identity(cfg.program, content, j, cs.block)][0]
+        cs.free_queue.remove(block)
+        cs.free_queue.append(block)
+
+
+def tier_store(cfg: Config, q: int, ident: tuple) -> None:
+    """Keep `ident` on the tier q (it is not there yet): the free queue's head is taken, its old
+    identity evicted (dropped: a content tier spills no further), and the block joins the tail."""
+    cs = block_pool(cfg, q)
+    block = cs.free_queue.pop(0)
+    if forget(cs, block) is not None:
+        cfg.pools[q].evicted_units += cs.block
+        cfg.records["evicted"].append([None, cfg.program.pools[q]["name"], cs.block])
+    cs.ident[block] = ident
+    cs.idmap.setdefault(ident, []).append(block)
+    cs.free_queue.append(block)

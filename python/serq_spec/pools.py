@@ -171,6 +171,43 @@ def spill_chunk(cfg: Config, p: int, owner: Tid, take: V.Amount, last: Value) ->
     return copies + [(spill["stage"], w)]
 
 
+def allocate_blocks(cfg: Config, p: int, count: int, blocks: list) -> list[Copy]:
+    """`count` new blocks of the `share content` pool p from its free queue's head, one at a time;
+    each identified block so evicted may move to p's content tier (`spill_block`) before the next
+    is taken. Returns the copies, for the caller to start."""
+    copies: list[Copy] = []
+    for _ in range(count):
+        for ident in content.allocate(cfg, p, 1, blocks):
+            copies += spill_block(cfg, p, ident)
+    return copies
+
+
+def spill_block(cfg: Config, p: int, ident: tuple) -> list[Copy]:
+    """A block of identity `ident` just evicted from the `share content` pool p (docs/content.md
+    §6): with a `spill` whose `when` holds — read with `size` = b, `last` = now, `age` = 0,
+    `waiting` = 0 and no session (a block belongs to nobody: attributes read 0) — the identity
+    moves to the content tier Q unless Q holds it already (then nothing is copied), and its copy
+    runs on the link. Otherwise (or when Q has no block) it is dropped, as without `spill`."""
+    spill = cfg.program.pools[p].get("spill")
+    if spill is None:
+        return []
+    b = cfg.program.content_block(p)
+    env = Env(cfg, None, at=spill.get("at"), what=f"pool {cfg.program.pools[p]['name']}: `spill`",
+              ctx={"size": Fraction(b), "last": cfg.now, "age": Fraction(0), "waiting": Fraction(0)})
+    if not V.nz(evaluate(spill["when"], env)):
+        return []
+    q = spill["pool"]
+    tier = content.block_pool(cfg, q)
+    if ident in tier.idmap:
+        return []   # the tier has this content already (a block loaded back from it, evicted again)
+    if not tier.refs:
+        return []   # a tier of no block keeps nothing
+    w = link_work(cfg, p, env)
+    content.tier_store(cfg, q, ident)
+    cfg.pools[p].spills += 1
+    return [(spill["stage"], w)]
+
+
 def add_units(cfg: Config, p: int, hold: HoldState, i: int, need: V.Amount) -> list[Copy]:
     """Grow slot i of `hold` (on pool p) by `need` units that fit (`used + need ≤ cap`): on a
     `share content` pool need / b new blocks from the free queue's head (evicting identified
@@ -179,7 +216,7 @@ def add_units(cfg: Config, p: int, hold: HoldState, i: int, need: V.Amount) -> l
     st = cfg.pools[p]
     copies: list[Copy] = []
     if st.content is not None:
-        content.allocate(cfg, p, need // st.content.block, hold.blocks_of(i))
+        copies = allocate_blocks(cfg, p, need // st.content.block, hold.blocks_of(i))
     else:
         copies = make_room(cfg, p, need)
         st.used += need

@@ -10,6 +10,7 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any, Optional
 
+from serq import draws
 from serq.errors import number_text
 from serq.exact import negative_transfer_amount, negative_work, work_not_finite
 from serq.wire import Value
@@ -22,7 +23,7 @@ from .errors import At, SessionsFileError, SpecError
 from .expr import Env, evaluate, resolve_ref
 from .growth import grow
 from .lag import lag_engine, pending_want
-from .pools import (add_units, caches_in, consume_own_prefix, drop_entry, end_lease, enqueue, held_reservations,
+from .pools import (add_units, allocate_blocks, caches_in, consume_own_prefix, drop_entry, end_lease, enqueue, held_reservations,
                     lease_of, leave_queue, link_work, make_room, release_hold, release_pool_early, select_head,
                     start_lease, units_int)
 from .program import CACHED, COMPUTED, FORCED, MORE, NEW, OUT, SERIAL, THINK, TURN_NO, static_expr, zero_attrs
@@ -250,23 +251,26 @@ def try_admit(cfg: Config, s: Session, ictx: Optional[IterCtx] = None) -> str:
 
 
 def content_hits(cfg: Config, st: dict, env: Env) -> list:
-    """Per pool item of the hold: (content, k) — its `content (p, n, h)` read now, before the
-    bindings, and its hit k, which `cachedin` reads during the attempt (docs/content.md §3);
-    (None, 0) for an item without a `content` clause."""
+    """Per pool item of the hold: (content, k, t) — its `content (p, n, h)` read now, before the
+    bindings, its hit k on the pool and the t blocks after it that the pool's content tier holds
+    (docs/content.md §6; 0 without one); `cachedin` reads (k + t)·b during the attempt
+    (docs/content.md §3); (None, 0, 0) for an item without a `content` clause."""
     if cfg.attempt is None:
         raise SpecError("internal: content hits read outside an admission attempt")
     cached_in = cfg.attempt[1]
-    out: list[tuple[Optional[tuple], int]] = []
+    out: list[tuple[Optional[tuple], int, int]] = []
     for hp in st["pools"]:
         if hp.get("content") is None:
-            out.append((None, 0))
+            out.append((None, 0, 0))
             continue
         p = resolve_ref(env, hp["pool"])
         c = tuple(evaluate(hp["content"][x], env) for x in ("prefix", "length", "history"))
         content.check_content(cfg, p, c, st.get("at"))
         k = content.hit(cfg, p, c)
-        cached_in[p] = k * cfg.program.content_block(p)
-        out.append((c, k))
+        spill = cfg.program.pools[p].get("spill")
+        t = content.tier_hit(cfg, spill["pool"], c, k) if spill is not None else 0
+        cached_in[p] = (k + t) * cfg.program.content_block(p)
+        out.append((c, k, t))
     return out
 
 
@@ -316,18 +320,21 @@ def attempt(cfg: Config, s: Session, st: dict, ref: tuple, stream: tuple, env: E
     plan: list[Optional[tuple]] = []   # per pool item on a content pool: (content, R); None elsewhere
     if any(prog.is_content(p) for p in pools):
         reuse = evaluate(st["reuse"], env) if st.get("reuse") is not None else None
-    for p, mine, (c, k) in zip(pools, amounts, hits):
+    for p, mine, (c, k, t) in zip(pools, amounts, hits):
         need = max(x for _, x in mine)
         if prog.is_content(p):
             # vLLM's get_num_blocks_to_allocate against get_num_free_blocks: the R reused blocks
             # that nobody references (E) leave the free queue too; with `reserve held`, the blocks
-            # the holders reserved and have not allocated yet are not free (docs/content.md §3)
+            # the holders reserved and have not allocated yet are not free (docs/content.md §3).
+            # Of the R reused blocks, the first min(k, R) are on the pool, the rest (loaded back
+            # from its content tier) take new blocks (docs/content.md §6)
             b = prog.content_block(p)
-            r = reused_blocks(k, reuse, b)
-            e = content.unreferenced_hits(cfg, p, c, r)
-            n = max(0, V.roundup_block(need, b) // b - r)
+            r = reused_blocks(k + t, reuse, b)
+            on_pool = min(k, r)
+            e = content.unreferenced_hits(cfg, p, c, on_pool)
+            n = max(0, V.roundup_block(need, b) // b - r) + (r - on_pool)
             reserved_blocks = held_reservations(cfg, p) // b if prog.pools[p].get("reserve_held") else 0
-            plan.append((c, r))
+            plan.append((c, on_pool, r - on_pool))
             if n + e + reserved_blocks > content.free_blocks(cfg, p):
                 return BLOCKED
             continue
@@ -358,11 +365,20 @@ def admit(cfg: Config, s: Session, st: dict, ref: tuple, stream: tuple, pools: l
     loads: list[tuple[int, V.Amount]] = []   # (pool, units) of each prefix loaded back from a tier
     for j, (p, u) in enumerate(zip(pools, units)):
         if plan is not None and plan[j] is not None:
-            c, r = plan[j]
+            c, on_pool, from_tier = plan[j]
+            r = on_pool + from_tier
             blocks = hold.blocks_of(j)
             b = prog.content_block(p)
-            content.touch(cfg, p, c, r, blocks)
-            content.allocate(cfg, p, max(0, V.roundup_block(u, b) // b - r), blocks)
+            content.touch(cfg, p, c, on_pool, blocks)
+            if from_tier:
+                # the tier's blocks are loaded back (docs/content.md §6): refreshed on the tier
+                # before the pool's allocation may spill onto it, then held as new blocks of the
+                # pool, identified at once (their content is known), and loaded over the link
+                content.tier_touch(cfg, prog.pools[p]["spill"]["pool"], c, on_pool, from_tier)
+                cfg.pools[p].tier_hits += from_tier
+                loads.append((p, from_tier * b))
+            start_copies(cfg, allocate_blocks(cfg, p, from_tier + max(0, V.roundup_block(u, b) // b - r), blocks))
+            content.identify(cfg, p, c, blocks, r * b)
             # an engine that speculates counts its lookahead (and a pad's placeholder drafts) in
             # u: the run's first step identifies its verified tokens instead (docs/language.md §7.3)
             if env.ictx is None or not (env.ictx.slots or env.ictx.lookahead):
@@ -591,6 +607,8 @@ def exec_stmt(cfg: Config, s: Session, st: dict, ref: tuple, stream: tuple) -> O
         s.attrs[st["slot"]] = evaluate(st["expr"], env)
     elif op == "observe":
         record_observation(cfg, prog.observes[st["name"]], s, evaluate(st["expr"], env))
+    elif op == "accept":
+        exec_accept(cfg, s, st, env)
     elif op == "branch":
         if V.truth(evaluate(st["cond"], env), "a branch guard", at):
             s.frames.append(Frame(st["then"], 0, "plain", None, stream))
@@ -665,6 +683,23 @@ def exec_choose(cfg: Config, s: Session, st: dict, env: Env) -> None:
         if best_key is None or key < best_key:
             best, best_key = j, key
     s.attrs[st["slot"]] = Fraction(best)
+
+
+def exec_accept(cfg: Config, s: Session, st: dict, env: Env) -> None:
+    """`accept (n, alpha);` (§7.3), the `turn` block's last statement: the turn's acceptance
+    counts, n values of the acceptance law (serq.draws.accept_count) from the turn's stream, one
+    per output number, in place of a trace row's counts."""
+    prog = cfg.program
+    at = st.get("at")
+    try:
+        n = draws.accept_outputs(draws.as_doubles([evaluate(st["count"], env)])[0])
+        alpha = evaluate(st["rate"], env)
+        draws.check_args(draws.ACCEPT_LAW, draws.as_doubles([alpha]))   # also when n = 0
+        counts = [draws.accept_value(float(prog.workload_data.take(cfg, s, env.stream, draws.ACCEPT_LAW, [alpha], at)))
+                  for _ in range(n)]
+    except draws.DrawError as exc:
+        raise SpecError(str(exc), at, prog.files) from None
+    s.accept = counts
 
 
 def exec_turn(cfg: Config, s: Session) -> None:

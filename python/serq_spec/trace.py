@@ -53,6 +53,8 @@ def pool_json(cfg: Config, p: int) -> dict:
         out["rejected"] = st.rejected
     if cfg.program.pools[p].get("spill") is not None:   # a pool with `spill` (docs/state.md POOL)
         out["spills"] = st.spills
+        if st.content is not None:   # blocks loaded back from a content tier (docs/content.md §6)
+            out["tier_hits"] = st.tier_hits
     if st.leases:     # present while a lease is held (docs/state.md POOL)
         out["leases"] = [[x.serial, amt(x.part.alloc[0]), None if x.ends_at is None else wire(x.ends_at)]
                          for x in st.leases]

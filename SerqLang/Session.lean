@@ -656,7 +656,7 @@ def execAccept (th : Tid) (count rate : Expr) (env : EnvM) (loc : Option Loc) : 
     specError s!"`accept (n, alpha)` needs a per-draft acceptance rate alpha in [0, 1], got {alpha.toWire}: alpha is the chance that a draft is accepted" loc
   let mut counts : List Nat := []
   for _ in List.range n do
-    let v ← take env "accept"
+    let v ← take env "accept" [alpha]
     match v with
     | .fin q =>
       if q.den == 1 && decide (0 ≤ q.num) && decide (q.num ≤ 999999) then

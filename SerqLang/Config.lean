@@ -313,7 +313,6 @@ structure Counters where
   nextCopy : Nat := 0
   deriving Inhabited
 
-/-- config.py `Config`: the dynamic state (the program is passed separately). -/
 /-- serq/claimreport.py `ClaimTally`: one claim's points met, checked (`given` 1), held and
 violated, and the time of the first held and violated point. -/
 structure ClaimTally where
@@ -342,6 +341,7 @@ def ClaimTally.result (kind : String) (t : ClaimTally) : String :=
   else if kind == "some" then (if t.held > 0 then "witnessed" else "not_witnessed")
   else if t.violated > 0 then "fails" else "holds"
 
+/-- config.py `Config`: the dynamic state (the program is passed separately). -/
 structure Config where
   now : Rat := 0
   events : List Event := []

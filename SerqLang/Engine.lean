@@ -34,8 +34,16 @@ def tokensLeft (j : Job) : Nat :=
   | .tokens n => n
   | .value _ => 0
 
-/-- engine.py `next_unserved`: the first resident in the serving order not yet served. -/
-def nextUnserved (ic : IterCtx) (order : Option Order) : M (Option Job) := do
+/-- The position of the schedule statement of engine `e` at pre-order index `idx` (its `"at"`:
+engine.py reads a statement's expressions there), none where the IR gives none. -/
+def schedLoc (e idx : Nat) : M (Option Loc) := do
+  match (← stageDecl e).kind with
+  | .step sd => return (sd.schedAt[idx]?).getD none
+  | _ => return none
+
+/-- engine.py `next_unserved`: the first resident in the serving order not yet served; `loc`: the
+position of the `advance` statement, where a key is read. -/
+def nextUnserved (ic : IterCtx) (order : Option Order) (loc : Option Loc := none) : M (Option Job) := do
   let jobs := (← stage ic.engine).jobs
   let cands := ((List.range jobs.length).zip jobs).filter fun (_, j) => !ic.served.contains j.tid
   match cands with
@@ -52,7 +60,7 @@ def nextUnserved (ic : IterCtx) (order : Option Order) : M (Option Job) := do
     | some (.keyed keys) =>
       let mut best : Option (Job × List Value) := none
       for (i, j) in cands do
-        let env : EnvM := { session := some j.tid, engine := some ic.engine, ictx := some ic, job := some j,
+        let env : EnvM := { session := some j.tid, engine := some ic.engine, ictx := some ic, job := some j, loc,
                             what := some s!"engine {← stageName ic.engine}: a serving-order key" }
         let key := (← keys.mapM (evaluate env)) ++ [Value.ofNat i]
         match best with
@@ -77,12 +85,13 @@ def verifiedUpto (job : Job) (posBefore : Rat) (tokens : Nat) : Rat :=
   if job.drafts == 0 then posBefore + (tokens : Rat)
   else posBefore + ((min tokens (if job.mode == "decode" then 1 else tokensLeft job) : Nat) : Rat)
 
-/-- engine.py `serve`: one resident's turn. -/
-def serve (ic : IterCtx) (job : Job) (only : Option Expr) (cap : Tok) : M IterCtx := do
+/-- engine.py `serve`: one resident's turn; `loc`: the position of the statement whose `only`
+is read. -/
+def serve (ic : IterCtx) (job : Job) (only : Option Expr) (cap : Tok) (loc : Option Loc := none) : M IterCtx := do
   let mut ic := { ic with served := ic.served ++ [job.tid] }
   let s ← thread job.tid
   if let some o := only then
-    let env : EnvM := { session := some job.tid, engine := some ic.engine, ictx := some ic, job := some job,
+    let env : EnvM := { session := some job.tid, engine := some ic.engine, ictx := some ic, job := some job, loc,
                         what := some s!"engine {← stageName ic.engine}: `only`" }
     if !Value.nz (← evaluate env o) then return ic
   let decoding := job.mode == "decode"
@@ -159,13 +168,14 @@ def serve (ic : IterCtx) (job : Job) (only : Option Expr) (cap : Tok) : M IterCt
   return ic
 
 /-- engine.py `serve_running`: serve every resident once, in serving order, while budget is left. -/
-partial def serveRunning (ic : IterCtx) (order : Order) (only : Option Expr) (cap : Tok) : M IterCtx := do
+partial def serveRunning (ic : IterCtx) (order : Order) (only : Option Expr) (cap : Tok)
+    (loc : Option Loc := none) : M IterCtx := do
   if ic.stopped then return ic
-  match (← nextUnserved ic (some order)) with
+  match (← nextUnserved ic (some order) loc) with
   | none => return ic
   | some job =>
-    let ic ← serve ic job only cap
-    serveRunning ic order only cap
+    let ic ← serve ic job only cap loc
+    serveRunning ic order only cap loc
 
 /-- engine.py `admit_one`: the first admitted pool with a head; admit it if it fits, run it. A
 head rejected because it can never fit has left its queue: the next head is tried in its place,
@@ -174,14 +184,14 @@ is not tried and stops admission like a head that does not fit (head of line). A
 admission consumes a prefix from a `spill` tier is admitted and waits on the link (`admit` ends
 with `loadBack`): `runSession` returns at once and the head is no resident until its load ends
 (docs/language.md §11.8.1 "Inside an engine's admission"). -/
-def admitOne (ic : IterCtx) (only : Option Expr := none) : M Bool := do
+def admitOne (ic : IterCtx) (only : Option Expr := none) (loc : Option Loc := none) : M Bool := do
   for p in (← admittedPools ic.engine) do
     repeat
       match (← selectHead p) with
       | none => break
       | some head =>
         if let some o := only then
-          let env : EnvM := { session := some head.serial, engine := some ic.engine, ictx := some ic,
+          let env : EnvM := { session := some head.serial, engine := some ic.engine, ictx := some ic, loc,
                               what := some s!"engine {← stageName ic.engine}: `admit waiting only`" }
           if !Value.nz (← evaluate env o) then return false   -- excluded head: head-of-line
         match (← tryAdmit head.serial (some ic)) with
@@ -208,7 +218,8 @@ partial def serveUnserved (ic : IterCtx) (cap : Tok) : M IterCtx := do
 
 /-- engine.py `admit_waiting`: while budget is left and nothing was preempted, admit one and
 serve it. -/
-partial def admitWaiting (ic : IterCtx) (only wh : Option Expr) (cap : Tok) : M IterCtx := do
+partial def admitWaiting (ic : IterCtx) (only wh : Option Expr) (cap : Tok) (loc : Option Loc := none) :
+    M IterCtx := do
   if ic.stopped then return ic
   -- no budget beyond the drafting slots (engine.py `ictx.left <= ictx.slots`, docs/language.md §7.3)
   let exhausted := match ic.left with
@@ -216,12 +227,12 @@ partial def admitWaiting (ic : IterCtx) (only wh : Option Expr) (cap : Tok) : M 
     | .n l => l ≤ ic.slots
   if exhausted || ic.preempted > 0 || ic.noAdmit then return ic
   if let some w := wh then
-    let c ← evaluate { engine := some ic.engine, ictx := some ic } w
-    if !(← truthAt c "an admit while guard" none) then return ic
-  if !(← admitOne ic only) then return ic
+    let c ← evaluate { engine := some ic.engine, ictx := some ic, loc } w
+    if !(← truthAt c "an admit while guard" loc) then return ic
+  if !(← admitOne ic only loc) then return ic
   let ic := { ic with admitted := ic.admitted + 1 }
   let ic ← serveUnserved ic cap
-  admitWaiting ic only wh cap
+  admitWaiting ic only wh cap loc
 
 /-- The first resident prefill not served yet and not stalled in a growth. -/
 def firstPrefill (ic : IterCtx) : M (Option Job) := do
@@ -271,16 +282,18 @@ partial def runSchedule (ic : IterCtx) (stmts : List Sched) (base : Nat) : M Ite
   for s in stmts do
     if ic.stopped then return ic
     let cap : Tok := ((ic.each[idx]?).getD none).getD .inf
+    -- engine.py reads each statement's expressions at its position (`s.get("at")`)
+    let loc ← schedLoc ic.engine idx
     match s with
-    | .advance only order _ => ic ← serveRunning ic order only cap
-    | .admit only wh _ => ic ← admitWaiting ic only wh cap
+    | .advance only order _ => ic ← serveRunning ic order only cap loc
+    | .admit only wh _ => ic ← admitWaiting ic only wh cap loc
     | .set reg e =>
-      let v ← evaluate { engine := some ic.engine, ictx := some ic } e
+      let v ← evaluate { engine := some ic.engine, ictx := some ic, loc } e
       let st ← stage ic.engine
       setStage ic.engine { st with registers := st.registers.set reg v }
     | .branch c t el =>
-      let cv ← evaluate { engine := some ic.engine, ictx := some ic } c
-      if (← truthAt cv "a schedule branch guard" none) then
+      let cv ← evaluate { engine := some ic.engine, ictx := some ic, loc } c
+      if (← truthAt cv "a schedule branch guard" loc) then
         ic ← runSchedule ic t (idx + 1)
       else
         ic ← runSchedule ic el (idx + 1 + (t.map schedSize).foldl (· + ·) 0)
@@ -320,7 +333,9 @@ def startIteration (e : Nat) : M Bool := do
     -- engine is tried again when it settled outcomes (§8 item 6)
     if lagged then makeDue e (← getCfg).now settled
     return false
-  let env : EnvM := { engine := some e, ictx := some ic, what := some s!"engine {d.name}: execute" }
+  -- engine.py: read at the position of `execute` (irfile.py `field_at(spec, "cost")`)
+  let costAt := d.posOf "cost"
+  let env : EnvM := { engine := some e, ictx := some ic, loc := costAt, what := some s!"engine {d.name}: execute" }
   let cost ← evaluate env sd.cost
   -- the batch is formed: iteration claims read what `execute` reads (claims.py)
   checkIteration e env
@@ -329,9 +344,10 @@ def startIteration (e : Nat) : M Bool := do
   let costMsg := s!"engine {d.name}: execute: iteration cost {cost.toWire} is not a finite value >= 0; it is the iteration's time: keep the expression (or the inputs it reads) finite and >= 0 (e.g. max(0, …))"
   let c ← match cost with
     | .fin q =>
-      if q < 0 then specError costMsg else pure q
-    | _ => specError costMsg
-  if decide (tokens > 0) && c == 0 then specError s!"engine {d.name}: an iteration with {tokens} tokens costs 0"
+      if q < 0 then specError costMsg costAt else pure q
+    | _ => specError costMsg costAt
+  if decide (tokens > 0) && c == 0 then
+    specError s!"engine {d.name}: execute: an iteration with {tokens} tokens costs 0" costAt
   let now := (← getCfg).now
   -- the iteration is formed: its cycle opens (stages.py `estimate_iteration`)
   let st ← stage e

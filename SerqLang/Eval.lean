@@ -51,37 +51,64 @@ def upsertSorted (k : String) (v : Nat) : List (String × Nat) → List (String 
     else if decide (k < k') then (k, v) :: (k', v') :: rest
     else (k', v') :: upsertSorted k v rest
 
+/-- serq/draws.py `check_args`, as workload.py `_check_args` applies it to a replayed draw:
+arguments outside the law (infinite, a negative mean, too many Erlang phases) are the error a live
+draw gives (docs/language.md §4.3); `~det` of an exact value is any finite one. serq_spec reads
+the arguments as doubles: here they stay exact, so one beyond the doubles is not refused as
+infinite, and a value in the message is its wire text (docs/lean.md). -/
+def drawArgsError (dist : String) (args : List Value) : Option String :=
+  let shown := ", ".intercalate (args.map Value.toWire)
+  let outside (reason : String) : String :=
+    s!"~{dist}({shown}): arguments outside what the draw can sample ({reason})"
+  if dist == "det" then
+    if (args.headD Value.zero).isFinite then none
+    else some s!"~det needs a finite value, got {(args.headD Value.zero).toWire}"
+  else if args.any (fun a => !a.isFinite) then some (outside "the arguments must be finite")
+  else
+    let mean := if dist == "erlang" then args.getD 1 Value.zero else args.headD Value.zero
+    if (dist == "exp" || dist == "erlang" || dist == "h2") && Value.lt mean Value.zero then
+      some (s!"~{dist} needs a mean >= 0, got {mean.toWire}; a mean is a time or an amount: keep the " ++
+        "expression (or the input it reads) from going below 0")
+    else if dist == "erlang" && Value.lt (Value.ofNat 1000000) (args.headD Value.zero) then
+      some (outside "at most 1000000 phases")
+    else none
+
+/-- serq/sessionsfile.py `missing_draw`: a replay needs draw `number` of `stream` for a `~dist`
+and the file holds only `held`. -/
+def missingDraw (stream : String) (number : Nat) (dist : String) (held : Nat) : String :=
+  s!"the sessions file does not fit the program: {stream} needs draw #{number} (~{dist}) but the file has only {held}"
+
 /-- workload.py `Workload.take` (replay): the next value of the stream for the session (the
-machine stream outside a session); the cursors advance in the configuration. -/
-def take (env : EnvM) (dist : String) : M Value := do
+machine stream outside a session); the cursors advance in the configuration. The draw's
+arguments are checked first (`drawArgsError`); a value the file does not hold is the located
+`SessionsFileError` of `missingDraw` (a turn the file has no list for: an empty one). -/
+def take (env : EnvM) (dist : String) (args : List Value) : M Value := do
   let w ← getWork
   let cfg ← getCfg
-  let loc ← whereOf env.loc
-  match env.session with
-  | none =>
-    let i := cfg.counters.machine
-    setCfg { cfg with counters := { cfg.counters with machine := i + 1 } }
-    match w.machine[i]? with
-    | some x => return .fin x
-    | none => sessionsFileError s!"the sessions file does not fit the program: the machine stream needs draw #{i + 1} (~{dist} at {loc}) but the file has only {w.machine.length}"
-  | some th =>
-    -- a branch draws from its session's streams, with its session's cursors (§11.13)
-    let serial := th.owner
-    let s ← session serial
-    let some draws := w.sessions[serial]?
-      | sessionsFileError s!"the sessions file does not fit the program: no draws for session {serial}"
-    let (lst, ckey) ← match env.stream with
-      | .init => pure (draws.init, "init")
-      | .session => pure (draws.session, "session")
-      | .turn k =>
-        if decide (k > draws.turns.length) || k == 0 then
-          sessionsFileError s!"the sessions file does not fit the program: session {serial} starts turn {k} but the file has {draws.turns.length} turns (draw at {loc})"
-        else pure ((draws.turns[k - 1]?).getD [], s!"turn:{k}")
-    let i := (List.lookup ckey s.cursors).getD 0
-    setSession { s with cursors := upsertSorted ckey (i + 1) s.cursors }
-    match lst[i]? with
-    | some x => return .fin x
-    | none => sessionsFileError s!"the sessions file does not fit the program: session {serial}'s {ckey} stream needs draw #{i + 1} (~{dist} at {loc}) but the file has only {lst.length}"
+  let (lst, i, stream) ← match env.session with
+    | none => do
+      let i := cfg.counters.machine
+      setCfg { cfg with counters := { cfg.counters with machine := i + 1 } }
+      pure (w.machine, i, "the machine stream")
+    | some th => do
+      -- a branch draws from its session's streams, with its session's cursors (§11.13)
+      let serial := th.owner
+      let s ← session serial
+      let some draws := w.sessions[serial]?
+        | sessionsFileError s!"the sessions file does not fit the program: no draws for session {serial}" env.loc
+      -- serq/sessionsfile.py `stream_name`
+      let (lst, ckey, stream) := match env.stream with
+        | .init => (draws.init, "init", s!"session {serial}'s init stream")
+        | .session => (draws.session, "session", s!"session {serial}'s session stream")
+        | .turn k =>   -- turns count from 1; one the file has no list for reads an empty one
+          ((if k == 0 then [] else (draws.turns[k - 1]?).getD []), s!"turn:{k}", s!"session {serial}'s turn {k} stream")
+      let i := (List.lookup ckey s.cursors).getD 0
+      setSession { s with cursors := upsertSorted ckey (i + 1) s.cursors }
+      pure (lst, i, stream)
+  if let some msg := drawArgsError dist args then specError msg env.loc
+  match lst[i]? with
+  | some x => return .fin x
+  | none => sessionsFileError (missingDraw stream (i + 1) dist lst.length) env.loc
 
 /-- expr.py `memory_alloc`: units the job's owner holds in the engine's memory pool. -/
 def memoryAlloc (e : Nat) (job : Job) : M Rat := do
@@ -314,17 +341,18 @@ def runningServed (e : Nat) (chunks : Bool) : M Value := do
 
 mutual
 
-/-- expr.py `evaluate`: the value of `e` in `env`. A plain `SpecError` raised without a
-location while evaluating (values.py raises them so) gets the statement's location, or, for an
-expression the IR gives no location (engine items, keys, capacities), the name of what was
-being evaluated — once: an error already named by an inner evaluation keeps its name. -/
+/-- expr.py `evaluate`: the value of `e` in `env`. A plain `SpecError` not yet named, raised
+without a location or while evaluating something named (`what`: engine items, keys, capacities),
+is prefixed with that name — once: an error already named by an inner evaluation keeps its name —
+and, if it has no location, gets the location of the statement or declaration (`env.loc`). Both,
+when the environment has both (expr.py: `exc.at is None or env.what`, then each in turn). -/
 partial def evaluate (env : EnvM) (e : Expr) : M Value :=
   tryCatch (evaluateCore env e) fun err =>
-    if err.kind == .spec && err.loc.isNone && !err.named then
-      match env.loc, env.what with
-      | some l, _ => throw ({ err with loc := some l } : SpecErr)
-      | none, some w => throw ({ err with message := s!"{w}: {err.message}", named := true } : SpecErr)
-      | none, none => throw err
+    if err.kind == .spec && !err.named && (err.loc.isNone || env.what.isSome) then
+      let err : SpecErr := match env.what with
+        | some w => { err with message := s!"{w}: {err.message}", named := true }
+        | none => err
+      throw (if err.loc.isNone then { err with loc := env.loc } else err)
     else throw err
 
 /-- expr.py `_evaluate`: one node; sub-expressions go through `evaluate`. -/
@@ -361,8 +389,7 @@ partial def evaluateCore (env : EnvM) (e : Expr) : M Value := do
       | some v => return v
       | none => specError s!"context variable `{name}` read outside its moment" env.loc
   | .draw dist args =>
-    let _ ← args.mapM (evaluate env)
-    take env dist
+    take env dist (← args.mapM (evaluate env))
   | .loc i =>
     let some ic := env.ictx | specError "a schedule `let` read outside its schedule" env.loc
     match ic.locals[i]? with
@@ -466,12 +493,13 @@ partial def psCapacity (s n : Nat) : M Rat := do
   let cap := match d.kind with
     | .ps c => c
     | _ => Expr.num Value.one
-  let phi ← evaluate { ctx := [("present", Value.ofNat n)], what := some s!"ps stage {d.name}: capacity" } cap
+  let capAt := d.posOf "capacity"   -- expr.py `field_at(…, "capacity")`
+  let phi ← evaluate { ctx := [("present", Value.ofNat n)], loc := capAt, what := some s!"ps stage {d.name}: capacity" } cap
   match phi with
   | .fin q =>
-    if q ≤ 0 then specError s!"ps stage {d.name}: capacity must be positive and finite, got {phi.toWire}"
+    if q ≤ 0 then specError s!"ps stage {d.name}: capacity must be positive and finite, got {phi.toWire}" capAt
     else return q
-  | _ => specError s!"ps stage {d.name}: capacity must be positive and finite, got {phi.toWire}"
+  | _ => specError s!"ps stage {d.name}: capacity must be positive and finite, got {phi.toWire}" capAt
 
 /-- expr.py `current_rate`: the per-job rate in effect since `t_last`, the one the pending
 departure was scheduled with, recovered exactly from that `finish` event as
@@ -524,15 +552,19 @@ as the iteration starts. -/
 partial def budgetMoment (ictx : IterCtx) : M IterCtx := do
   let d ← stageDecl ictx.engine
   let .step sd := d.kind | specError s!"budget moment of a non-engine stage {d.name}"
-  let envOf (ic : IterCtx) : EnvM := { engine := some ic.engine, ictx := some ic,
-                                        what := some s!"engine {d.name}: tokens cap, let or each at most" }
+  -- expr.py's `what` and `at` of each item: the stage's field positions (irfile.py `field_at`)
+  -- for `tokens cap` and `granule`, the clause's for `speculate`; the IR decoded here keeps no
+  -- position of a `let` or a schedule statement
+  let envOf (ic : IterCtx) (item : String) (loc : Option Loc) : EnvM :=
+    { engine := some ic.engine, ictx := some ic, loc, what := some s!"engine {d.name}: {item}" }
   let name := d.name
+  let budgetAt := d.posOf "budget"
   let mut ic := ictx
-  let b ← wholeOrInf (← evaluate (envOf ic) sd.budget) s!"engine {name}: tokens cap"
+  let b ← wholeOrInf (← evaluate (envOf ic "tokens cap" budgetAt) sd.budget) s!"engine {name}: tokens cap" budgetAt
   match b with
   | none => ic := { ic with left := .inf }
   | some k =>
-    if k < 0 then specError s!"engine {name}: tokens cap is negative ({k})"
+    if k < 0 then specError s!"engine {name}: tokens cap is negative ({k})" budgetAt
     ic := { ic with left := .n k.toNat }
   -- docs/language.md §7.3: `speculate (slots, lookahead, limit)`, whole numbers >= 0 (limit: or
   -- inf), read right after the budget and before the `let`s, as expr.py reads them
@@ -540,42 +572,46 @@ partial def budgetMoment (ictx : IterCtx) : M IterCtx := do
     -- expr.py: each read as a whole number >= 0 (the limit may be inf), one message for every way
     -- it is not (serq/exact.py `speculate_not_whole`)
     let whole (e : Expr) (key : String) : M (Option Int) := do
-      let v ← evaluate (envOf ic) e
+      let v ← evaluate (envOf ic s!"speculate {key}" sp.loc) e
       match v with
-      | .posInf => if key == "limit" then return none else specError (speculateNotWhole name key v)
-      | .negInf => specError (speculateNotWhole name key v)
+      | .posInf => if key == "limit" then return none else specError (speculateNotWhole name key v) sp.loc
+      | .negInf => specError (speculateNotWhole name key v) sp.loc
       | .fin q =>
-        if q.den != 1 || decide (q < 0) then specError (speculateNotWhole name key v)
+        if q.den != 1 || decide (q < 0) then specError (speculateNotWhole name key v) sp.loc
         else return some q.num
-    let some sl ← whole sp.slots "slots" | specError (speculateNotWhole name "slots" .posInf)
-    let some lk ← whole sp.lookahead "lookahead" | specError (speculateNotWhole name "lookahead" .posInf)
+    let some sl ← whole sp.slots "slots" | specError (speculateNotWhole name "slots" .posInf) sp.loc
+    let some lk ← whole sp.lookahead "lookahead" | specError (speculateNotWhole name "lookahead" .posInf) sp.loc
     let lim ← whole sp.limit "limit"
     ic := { ic with slots := sl.toNat, lookahead := lk.toNat,
                     limit := match lim with
                       | none => .inf
                       | some k => .n k.toNat }
   for l in sd.lets do
-    let v ← evaluate (envOf ic) l.expr
+    let v ← evaluate (envOf ic s!"schedule `let {l.name}`" l.loc) l.expr
     ic := { ic with locals := ic.locals.push v }
   let mut each : Array (Option Tok) := #[]
   for s in flatSchedule sd.schedule do
+    -- read at its statement's position (expr.py `st.get("at")`; `each`'s index is the pre-order
+    -- one `StepDecl.schedAt` keeps)
+    let eachAt := (sd.schedAt[each.size]?).getD none
     match s.each? with
     | none => each := each.push none
     | some ee =>
-      let c ← wholeOrInf (← evaluate (envOf ic) ee) s!"engine {name}: each at most"
+      let c ← wholeOrInf (← evaluate (envOf ic "each at most" eachAt) ee) s!"engine {name}: each at most" eachAt
       match c with
       | none => each := each.push (some .inf)
       | some k =>
-        if k ≤ 0 then specError s!"engine {name}: each at most must be positive, got {k}"
+        if k ≤ 0 then specError s!"engine {name}: each at most must be positive, got {k}" eachAt
         each := each.push (some (.n k.toNat))
   ic := { ic with each }
   if let some ge := sd.granule then
-    let g ← wholeOrInf (← evaluate (envOf ic) ge) s!"engine {name}: granule"
+    let granuleAt := d.posOf "granule"
+    let g ← wholeOrInf (← evaluate (envOf ic "granule" granuleAt) ge) s!"engine {name}: granule" granuleAt
     match g with
     | none => ic := { ic with granule := none }
     | some k =>
       -- a run-time guard (§11.9): a granule is a positive number of tokens (inf: none)
-      if k ≤ 0 then specError s!"engine {name}: granule must be positive, got {k}"
+      if k ≤ 0 then specError s!"engine {name}: granule must be positive, got {k}" granuleAt
       ic := { ic with granule := some k.toNat }
   return ic
 

@@ -95,6 +95,7 @@ def chooseVictim (p : Nat) : M (Option Tid) := do
       let i := h.slot p
       let rj ← residentJob s
       let env : EnvM := { session := some s.tid, engine := rj.map (·.stage), job := rj,
+                          loc := (← poolDecl p).preemptAt,   -- growth.py: at the clause
                           what := some s!"pool {← poolName p}: a preemption key",
                           ctx := [("position", .fin (h.position.getD i 0)),
                                   ("computed", (← threadAttrs s.tid).getD COMPUTED Value.zero)] }
@@ -176,8 +177,12 @@ def preemptPending (v : Tid) (p : Nat) (ictx : Option IterCtx) : M (Option IterC
   let rejected ← dropOutcome v p
   -- the lagged hold again, its position restored by the detach
   let s ← thread v
-  let some h := s.holds.getLast? | specError s!"internal: the pending resident {v.text} holds nothing"
-  let computed := h.position.getD (h.slot p) 0 - (rejected : Rat)
+  let some h0 := s.holds.getLast? | specError s!"internal: the pending resident {v.text} holds nothing"
+  -- growth.py lowers the hold's own position (`h.position[i] -= …`), so the release below caches
+  -- up to the verified position, not past the rejected drafts
+  let i := h0.slot p
+  let h := { h0 with position := h0.position.set i (h0.position.getD i 0 - (rejected : Rat)) }
+  let computed := h.position.getD i 0
   setSession { s with job := none, holds := s.holds.dropLast,
                       preemptPos := s.preemptPos.filter (fun pp => !h.pools.contains pp.1) }
   setThreadAttr v COMPUTED (.fin computed)

@@ -32,7 +32,8 @@ def enqueue (p : Nat) (th : Tid) (head : Bool := false) : M Unit := do
 def queueKeys (p : Nat) (keys : List Expr) (item : QueueItem) : M (List Value) := do
   let now := (← getCfg).now
   let what := s!"pool {← poolName p}: a queue key"
-  keys.mapM (evaluate { session := some item.serial, ctx := [("waited", .fin (now - item.joined))], what })
+  let loc := (← poolDecl p).queueAt   -- pools.py `select_head`: at the clause
+  keys.mapM (evaluate { session := some item.serial, ctx := [("waited", .fin (now - item.joined))], loc, what })
 
 /-- pools.py `select_head`: a head-requeued hold first, else `fifo` order or the least keys. -/
 def selectHead (p : Nat) : M (Option QueueItem) := do
@@ -69,6 +70,7 @@ def entryOwner (owner : Tid) : M (Option Session) := do
 def keyedVictim (p : Nat) (keys : List Expr) (entries : List Entry) : M (Option Nat) := do
   let now := (← getCfg).now
   let what := s!"pool {← poolName p}: an eviction key"
+  let loc := (← poolDecl p).evictAt   -- pools.py `eviction_victim`: at the clause
   let mut best : Option (Nat × List Value) := none
   let mut i := 0
   for e in entries do
@@ -76,7 +78,7 @@ def keyedVictim (p : Nat) (keys : List Expr) (entries : List Entry) : M (Option 
     let waiting := match owner?.map (·.status) with
       | some (.queued _) => true
       | _ => false
-    let env : EnvM := { session := owner?.map (·.tid), what,
+    let env : EnvM := { session := owner?.map (·.tid), loc, what,
                         ctx := [("size", .fin e.size), ("last", .fin e.last),
                                 ("age", .fin (now - e.last)), ("waiting", Value.ofBool waiting)] }
     let key := (← keys.mapM (evaluate env)) ++ [Value.ofNat e.rel]

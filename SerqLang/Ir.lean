@@ -94,6 +94,11 @@ structure PoolDecl where
   shareContent : Bool := false
   /-- `spill …;` (docs/language.md §11.8.1); absent without the clause -/
   spill : Option SpillDecl := none
+  /-- the positions of the `evict`, `preempt` and `queue` clauses (their `"at"`, docs/ir.md
+  "Positions"), where pools.py and growth.py locate an error of their keys -/
+  evictAt : Option Loc := none
+  preemptAt : Option Loc := none
+  queueAt : Option Loc := none
   deriving Inhabited
 
 /-- `prefix KEY (LENGTH) [after PARENT];` (docs/content.md §1): a shared token sequence; `total`
@@ -124,13 +129,22 @@ instance : Inhabited Sched := ⟨.exclusivePrefill none⟩
 structure Named where
   name : String
   expr : Expr
+  /-- the position of its expression (docs/ir.md "Positions": a register, a schedule `let`) -/
+  loc : Option Loc := none
   deriving Inhabited
+
+/-- The number of schedule statements of `s`'s subtree, itself included (its pre-order size). -/
+partial def Sched.size : Sched → Nat
+  | .branch _ t e => 1 + (t.map Sched.size).foldl (· + ·) 0 + (e.map Sched.size).foldl (· + ·) 0
+  | _ => 1
 
 /-- docs/language.md §7.3: an engine's `speculate (slots, lookahead, limit)`. -/
 structure SpecDecl where
   slots : Expr
   lookahead : Expr
   limit : Expr
+  /-- the clause's position (its `"at"`), where expr.py locates an error of the three -/
+  loc : Option Loc := none
   deriving Inhabited
 
 structure StepDecl where
@@ -145,6 +159,9 @@ structure StepDecl where
   lag : Nat := 0
   /-- docs/language.md §7.3: speculative decoding (absent: no slots, no lookahead, no limit) -/
   speculate : Option SpecDecl := none
+  /-- the schedule statements' positions in pre-order (`flatSchedule`'s order, the index
+  `runSchedule` keeps), none where the IR gives none -/
+  schedAt : List (Option Loc) := []
   deriving Inhabited
 
 inductive StageKind where
@@ -159,7 +176,14 @@ structure StageDecl where
   kind : StageKind
   /-- IR `"estimates": true`: the stage keeps online estimates (docs/language.md §4.4) -/
   estimates : Bool := false
+  /-- the stage's `"at"` object (docs/ir.md "Positions"): the position of each expression field
+  (`budget`, `granule`, `cost`, `capacity`) that has one, where serq_spec locates its run-time
+  errors (serq/irfile.py `field_at`); empty in an IR written without positions -/
+  fieldAt : List (String × Loc) := []
   deriving Inhabited
+
+/-- serq/irfile.py `field_at`: the position of expression field `k` of a stage, if the IR has one. -/
+def StageDecl.posOf (d : StageDecl) (k : String) : Option Loc := d.fieldAt.lookup k
 
 /-- `content (p, n, h)` of a hold item on a content pool (docs/content.md §1). -/
 structure ContentDecl where
@@ -241,6 +265,10 @@ inductive Stmt where
   | join
   /-- docs/language.md §11.14: one job over several ps stages at once (a flow) -/
   | flow (stages : List Ref) (work : Expr)
+  /-- docs/language.md §7.3: `accept (n, alpha);`, the `turn` block's last statement: the turn's
+  acceptance counts of speculative decoding, `count` draws of the acceptance law at per-draft
+  rate `rate` -/
+  | accept (count : Expr) (rate : Expr)
   deriving Inhabited
 
 /-- The IR `op` of a statement (docs/ir.md "Statements"). -/
@@ -264,6 +292,7 @@ def Stmt.op : Stmt → String
   | .fork .. => "fork"
   | .join => "join"
   | .flow .. => "flow"
+  | .accept .. => "accept"
 
 /-- sessions.py `BRANCH_OPS`: what a thread may execute between its `fork` and its `join;`
 (docs/language.md §11.13). -/
@@ -456,7 +485,10 @@ def poolOf (j : Json) : Res PoolDecl := do
     reserveHeld := ← field j "reserve_held" bool
     admittedBy := ← fieldOpt j "admitted_by" nat
     shareContent := ← shareOf (getOpt j "share")
-    spill := ← fieldOpt j "spill" spillOf }
+    spill := ← fieldOpt j "spill" spillOf
+    evictAt := ← field j "evict" (fieldOpt · "at" locOf)
+    preemptAt := ← field j "preempt" (fieldOpt · "at" locOf)
+    queueAt := ← field j "queue" (fieldOpt · "at" locOf) }
 
 def orderOf (j : Json) : Res Order := do
   match (← kind j) with
@@ -478,7 +510,18 @@ partial def schedOf (j : Json) : Res Sched := do
   | o => .error s!"unknown schedule statement \"{o}\""
 
 def namedOf (exprKey : String) (j : Json) : Res Named := do
-  return { name := ← field j "name" str, expr := ← field j exprKey exprOf }
+  return { name := ← field j "name" str, expr := ← field j exprKey exprOf, loc := ← fieldOpt j "at" locOf }
+
+/-- The positions of a list of schedule statements and of the statements inside them, in
+pre-order (`Sched.size`, `flatSchedule`). -/
+partial def schedPositions (stmts : List Json) : Res (List (Option Loc)) := do
+  let mut out : List (Option Loc) := []
+  for st in stmts do
+    out := out ++ [← fieldOpt st "at" locOf]
+    if (← field st "op" str) == "branch" then
+      out := out ++ (← schedPositions (← field st "then" arr).toList)
+      out := out ++ (← schedPositions (← field st "else" arr).toList)
+  return out
 
 def stageKindOf (j : Json) : Res StageKind := do
   match (← kind j) with
@@ -494,16 +537,31 @@ def stageKindOf (j : Json) : Res StageKind := do
       registers := ← field j "registers" (list (namedOf "init"))
       lets := ← field j "lets" (list (namedOf "expr"))
       schedule := ← field j "schedule" (list schedOf)
+      schedAt := ← field j "schedule" (fun a => do schedPositions (← arr a).toList)
       lag := (← fieldOpt j "lag" nat).getD 0
       speculate := ← fieldOpt j "speculate" fun s => do
         return { slots := ← field s "slots" exprOf, lookahead := ← field s "lookahead" exprOf,
-                 limit := ← field s "limit" exprOf } }
+                 limit := ← field s "limit" exprOf, loc := ← fieldOpt s "at" locOf } }
     return .step d
   | o => .error s!"unknown stage kind \"{o}\""
 
+/-- A stage's `"at"` object read as `field ↦ position` (irfile.py `field_at`: anything but an
+object gives no position). -/
+def fieldPositions (j : Json) : Res (List (String × Loc)) := do
+  match getOpt j "at" with
+  | some a =>
+    if isObj a then
+      ["budget", "granule", "cost", "capacity"].foldlM (fun acc k => do
+        match (← fieldOpt a k locOf) with
+        | some l => return acc ++ [(k, l)]
+        | none => return acc) []
+    else return []
+  | none => return []
+
 def stageOf (j : Json) : Res StageDecl := do
   return { name := ← field j "name" str, kind := ← stageKindOf j,
-           estimates := (← fieldOpt j "estimates" bool).getD false }
+           estimates := (← fieldOpt j "estimates" bool).getD false,
+           fieldAt := ← at_ "at" (fieldPositions j) }
 
 def holdPoolOf (j : Json) : Res HoldPool := do
   return { pool := ← field j "pool" refOf, units := ← field j "units" exprOf,
@@ -530,6 +588,7 @@ def stmtOf (j : Json) : Res Stmt := do
   match (← field j "op" str) with
   | "set" => return .set (← field j "slot" nat) (← field j "expr" exprOf)
   | "observe" => return .observe (← field j "name" nat) (← field j "expr" exprOf)
+  | "accept" => return .accept (← field j "count" exprOf) (← field j "rate" exprOf)
   | "turn" => return .turn
   | "end" => return .end_
   | "branch" => return .branch (← field j "cond" exprOf) (← field j "then" nat) (← fieldOpt j "else" nat)

@@ -60,16 +60,22 @@ def unsupported (ir : Ir) (construct : String) (loc : Option Loc := none) : Stri
       s!"{f}:{l.line}:{l.col}"
   s!"error: not supported by serq_spec yet: {construct} at {place}"
 
-/-- program.py `sched_at`: schedule statements carry no location in the IR; errors name the
-main file (errors.py `where` with line "?"). -/
+/-- program.py `sched_at`'s fallback: a schedule statement of an IR written without positions;
+errors name the main file (errors.py `where` with line "?"). -/
 def unsupportedSched (ir : Ir) (construct : String) : String :=
   let main := (ir.files[0]?).getD "<file 0>"
   s!"error: not supported by serq_spec yet: {construct} at {main} (the IR gives no line for this construct)"
 
-/-- A `SpecError` located by program.py `sched_at` (errors.py `where` with line "?"). -/
-def schedError (ir : Ir) (msg : String) : String :=
-  let main := (ir.files[0]?).getD "<file 0>"
-  s!"{main} (the IR gives no line for this construct): error: {msg}"
+/-- A `SpecError` located by program.py `sched_at`: at the statement's `"at"`, else in the main
+file (errors.py `where` with line "?"). -/
+def schedError (ir : Ir) (msg : String) (loc : Option Loc := none) : String :=
+  match loc with
+  | some l =>
+    let name := (ir.files[l.file]?).getD ("<file " ++ toString l.file ++ ">")
+    s!"{name}:{l.line}:{l.col}: error: {msg}"
+  | none =>
+    let main := (ir.files[0]?).getD "<file 0>"
+    s!"{main} (the IR gives no line for this construct): error: {msg}"
 
 /-- program.py `check_expr`. -/
 partial def checkExpr (ir : Ir) (e : Expr) (loc : Option Loc) : Res Unit := do
@@ -107,30 +113,35 @@ partial def readsJob (e : Expr) : Bool :=
     | none => false
   | _ => false
 
-/-- program.py `check_schedule`. -/
-partial def checkSchedule (ir : Ir) (stmts : List Sched) (name : String) : Res Unit := do
+/-- program.py `check_schedule`: each statement's expressions checked at its position
+(`positions`, pre-order as `StepDecl.schedAt`; `base` the pre-order index of the first). -/
+partial def checkSchedule (ir : Ir) (stmts : List Sched) (name : String)
+    (positions : List (Option Loc) := []) (base : Nat := 0) : Res Unit := do
+  let mut idx := base
   for s in stmts do
+    let loc := (positions[idx]?).getD none
     match s with
     | .exclusivePrefill each => do
-      if let some x := each then checkExpr ir x none
+      if let some x := each then checkExpr ir x loc
     | .branch c t e => do
-      checkExpr ir c none
-      checkSchedule ir t name
-      checkSchedule ir e name
+      checkExpr ir c loc
+      checkSchedule ir t name positions (idx + 1)
+      checkSchedule ir e name positions (idx + 1 + (t.map Sched.size).foldl (· + ·) 0)
     | .advance only order each => do
-      if let some x := only then checkExpr ir x none
-      if let some x := each then checkExpr ir x none
-      if let .keyed keys := order then for k in keys do checkExpr ir k none
+      if let some x := only then checkExpr ir x loc
+      if let some x := each then checkExpr ir x loc
+      if let .keyed keys := order then for k in keys do checkExpr ir k loc
     | .admit only wh each => do
       if let some x := only then
         if readsJob x then
           -- docs/language.md §4.5: the per-request keys are those of a resident's run
           throw (schedError ir (s!"a per-request key (`decoding`, `admission`, `remaining`) in " ++
-            s!"`admit waiting only (…)` of engine {name}: a waiting head has no run"))
-        checkExpr ir x none
-      if let some x := wh then checkExpr ir x none
-      if let some x := each then checkExpr ir x none
-    | .set _ x => checkExpr ir x none
+            s!"`admit waiting only (…)` of engine {name}: a waiting head has no run") loc)
+        checkExpr ir x loc
+      if let some x := wh then checkExpr ir x loc
+      if let some x := each then checkExpr ir x loc
+    | .set _ x => checkExpr ir x loc
+    idx := idx + s.size
 
 def optCheck (ir : Ir) (e : Option Expr) (loc : Option Loc) : Res Unit :=
   match e with
@@ -173,6 +184,7 @@ def checkStmt (ir : Ir) (contentBlocks : List (Option Nat)) (st : Located) : Res
   let poolName (i : Nat) : String := ((ir.pools[i]?).map (·.name)).getD ""
   match st.stmt with
   | .set _ e | .observe _ e => checkExpr ir e loc
+  | .accept n a => do checkExpr ir n loc; checkExpr ir a loc
   | .branch c _ _ | .while_ c _ => checkExpr ir c loc
   | .choose _ n keys => do checkExpr ir n loc; for k in keys do checkExpr ir k loc
   | .hold h => do
@@ -321,7 +333,7 @@ def ofIr (ir : Ir) : Res Program := do
       optCheck ir d.granule none
       for l in d.lets do checkExpr ir l.expr none
       for r in d.registers do checkExpr ir r.expr none
-      checkSchedule ir d.schedule s.name
+      checkSchedule ir d.schedule s.name d.schedAt
     | .ps c => checkExpr ir c none
     | _ => pure ()
   for blk in ir.blocks do
@@ -336,7 +348,6 @@ def ofIr (ir : Ir) : Res Program := do
     ((ir.stages[i]?).map StageDecl.isStep).getD false
   return { ir, caps, block, engines, memoryOf := inferMemory ir, prefixes, contentBlocks }
 
-/-- The statement at `(block, pc)`. -/
 /-- program.py `tiers_below`: the `spill` tiers under pool `i`, nearest first (docs/language.md
 §11.8.1). The front-end refuses cycles; the walk is bounded by the number of pools all the same. -/
 def tiersBelow (prog : Program) (i : Nat) : List Nat :=
@@ -348,6 +359,7 @@ def tiersBelow (prog : Program) (i : Nat) : List Nat :=
       | some s => s.tier :: go fuel s.tier
   go prog.ir.pools.length i
 
+/-- The statement at `(block, pc)`. -/
 def stmt (prog : Program) (ref : Nat × Nat) : Option Located :=
   (prog.ir.blocks[ref.1]?).bind (fun b => b[ref.2]?)
 

@@ -637,6 +637,36 @@ def execChoose (th : Tid) (slot : Nat) (count : Expr) (keys : List Expr) (env : 
         bestKey := some key
   setAttr th slot (Value.ofNat best)
 
+/-- sessions.py `exec_accept` (docs/language.md §7.3), the `turn` block's last statement: the
+turn's acceptance counts, n values of the acceptance law from the turn's stream (`take`), one per
+output number, in place of a trace row's. `serq sample` drew them (serq/draws.py `accept_count`);
+a replay checks each is a whole count. Values in messages are wire text (docs/lean.md). -/
+def execAccept (th : Tid) (count rate : Expr) (env : EnvM) (loc : Option Loc) : M Unit := do
+  let nv ← evaluate env count
+  let n ← match nv with
+    | .fin q =>
+      if q.den == 1 && decide (0 ≤ q.num) && decide (q.num ≤ 1000000) then pure q.num.toNat
+      else specError s!"`accept (n, alpha)` needs n, the turn's output count, a whole number from 0 to 1000000, got {nv.toWire}" loc
+    | _ => specError s!"`accept (n, alpha)` needs n, the turn's output count, a whole number from 0 to 1000000, got {nv.toWire}" loc
+  let alpha ← evaluate env rate
+  let inRange := match alpha with
+    | .fin q => decide (0 ≤ q) && decide (q ≤ 1)
+    | _ => false
+  if !inRange then   -- also when n = 0
+    specError s!"`accept (n, alpha)` needs a per-draft acceptance rate alpha in [0, 1], got {alpha.toWire}: alpha is the chance that a draft is accepted" loc
+  let mut counts : List Nat := []
+  for _ in List.range n do
+    let v ← take env "accept"
+    match v with
+    | .fin q =>
+      if q.den == 1 && decide (0 ≤ q.num) && decide (q.num ≤ 999999) then
+        counts := counts ++ [q.num.toNat]
+      else
+        specError s!"an acceptance count of `accept (n, alpha)` is a whole number from 0 to 999999, got {v.toWire}: the sessions file does not fit the program" loc
+    | _ =>
+      specError s!"an acceptance count of `accept (n, alpha)` is a whole number from 0 to 999999, got {v.toWire}: the sessions file does not fit the program" loc
+  modifyThread th fun s => { s with accept := some counts }
+
 /-- sessions.py `exec_turn`: turn_no += 1, load the next trace turn, run `turn` then the server. -/
 def execTurn (serial : Nat) : M Unit := do
   let prog ← getProg
@@ -857,6 +887,7 @@ def execStmt (th : Tid) (st : Located) (ref : Nat × Nat) (stream : DrawStream) 
     -- the thread's serial and its turn number (the attribute list it uses)
     let me := { (← thread th) with attrs := (← threadAttrs th) }
     recordObservation ((prog.ir.observes[name]?).getD s!"observe{name}") (some me) v
+  | .accept n a => execAccept th n a env loc
   | .branch c t el =>
     if (← truthAt (← evaluate env c) "a branch guard" loc) then
       pushFrame th { block := t, pc := 0, kind := "plain", stmt := none, stream }

@@ -81,8 +81,11 @@ def addResident (e : Nat) (job : Job) : M Unit := do
   setStage e { st with jobs := earlier ++ [job] ++ later.reverse }
 
 /-- Make the thread's `job` equal to its copy on the stage (Python shares one `Job` object
-between the stage and `Session.job`; SerqLang keeps two equal copies). -/
+between the stage and `Session.job`; SerqLang keeps two equal copies). A spill copy
+(`Tid.copy`) is no thread's job: nothing to sync (`rescheduleShared` meets one on a link that
+flows cross, docs/language.md §11.8.1). -/
 def syncJob (e : Nat) (t : Tid) : M Unit := do
+  if let .copy _ := t then return
   let st ← stage e
   match st.jobs.find? (·.tid == t), st.waiting.find? (·.tid == t) with
   | some j, _ => modifyThread t fun s => { s with job := some j }
@@ -129,7 +132,8 @@ def startShared (job : Job) : M Unit := do
     let st ← stage x
     let est := st.est.map fun e => estimateService (estimateStart e now job) now now
     setStage x { st with nextStart := st.nextStart + 1, est, jobs := st.jobs ++ [job], dirty := true }
-  modifyThread job.tid fun s => { s with job := some job }
+  -- a spill copy on a link that flows cross is no thread's job (docs/language.md §11.8.1)
+  if job.copy.isNone then modifyThread job.tid fun s => { s with job := some job }
 
 /-- stages.py `leave_shared`: the job leaves every stage it is present at. -/
 def leaveShared (job : Job) : M Unit := do

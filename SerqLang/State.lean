@@ -250,8 +250,8 @@ def notSupported {α : Type} (construct : String) (loc : Option Loc := none) : M
   throw ({ kind := .notSupported, message := construct, loc } : SpecErr)
 
 /-- Raise errors.py `SessionsFileError` (a sessions file that does not fit the program). -/
-def sessionsFileError {α : Type} (msg : String) : M α :=
-  throw ({ kind := .sessionsFile, message := msg } : SpecErr)
+def sessionsFileError {α : Type} (msg : String) (loc : Option Loc := none) : M α :=
+  throw ({ kind := .sessionsFile, message := msg, loc } : SpecErr)
 
 /-- An attribute of a session (0 past the end). -/
 def Session.attr (s : Session) (slot : Nat) : Value := s.attrs.getD slot Value.zero

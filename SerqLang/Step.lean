@@ -60,7 +60,8 @@ def initialM : M Unit := do
     if let .step sd := d.kind then
       let mut regs : List Value := []
       for r in sd.registers do
-        regs := regs ++ [← evaluate { engine := some i, what := some s!"engine {d.name}: a register's initial value" } r.expr]
+        regs := regs ++ [← evaluate { engine := some i, loc := r.loc,
+                                      what := some s!"engine {d.name}: a register's initial value" } r.expr]
       let st ← stage i
       setStage i { st with registers := regs }
   if prog.warmup > 0 then scheduleEventM prog.warmup "warmup_end" .none
@@ -153,7 +154,8 @@ def eventJson (prog : Program) (ev : Option Event) : CJ :=
       | .stageSerial s n => .arr [.str (name s), n.toJson]
       | .stage s => .str (name s)
       | .serial n => .nat n
-      | .poolSerial p n => .arr [.str (((prog.ir.pools[p]?).map (·.name)).getD (toString p)), .nat n]
+      -- the thread (a `Tid` since the thread keys: a session's serial, or a branch's "s.k")
+      | .poolSerial p n => .arr [.str (((prog.ir.pools[p]?).map (·.name)).getD (toString p)), n.toJson]
       | .none => .null
     .obj [("kind", .str e.kind), ("time", ratJ e.time), ("seq", .nat e.seq), ("arg", arg)]
 
@@ -284,8 +286,9 @@ def stageJson (i : Nat) : M CJ := do
     -- docs/async.md §5: the pending and due lists, only on a `lag 1` engine
     let lagKeys : List (String × CJ) :=
       if sd.lag == 1 then [("pending", .arr (st.pending.map Tid.toJson)), ("due", .arr (st.due.map Tid.toJson))] else []
+    -- an engine's estimates too (trace.py adds `est` after every kind of stage)
     return .obj (base ++ [("residents", .arr res), ("iteration", it),
-                          ("registers", .arr (st.registers.map CJ.val))] ++ lagKeys)
+                          ("registers", .arr (st.registers.map CJ.val))] ++ lagKeys ++ estKey)
   | .fifo _ =>
     return .obj (base ++ [
       ("waiting", .arr (st.waiting.map fun j => CJ.arr [j.tid.toJson, j.left.toJson])),

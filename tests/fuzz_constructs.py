@@ -23,17 +23,21 @@ A program is assembled from parts, each drawn well-formed most of the time and m
 - `transfer S (w) from P to Q (n);` (§11.15) over one link or several, leased or held, with the
   wrong links, pools, amounts and places of §11.15's errors;
 - an offload tier `spill Q via S (w) when (c);` (§11.8.1) with holds in `fork` branches (§11.13);
-- speculative decoding on the S engine: `speculate (s, look, limit);` and `decode … speculate (k)`;
+- speculative decoding on the S engine: `speculate (s, look, limit);` and `decode … speculate (k)`,
+  and the acceptance counts a `turn` block draws, `accept (n, alpha);`, right and wrong (alpha out
+  of [0, 1], n not whole, not the block's last statement, in `init`, a missing argument);
 - the S engine under async scheduling (`lag 1;`, docs/async.md) and as an engine array
   `engine eng[2] on acc[j]` (§6.1) with its pools `kv[2]`, `reqs[2]` and calls `eng[x] (…)` whose
   index is a constant, a computed member, or (wrong) no whole member or a draw;
 - `fork { run a, b (w); } … join;`: flows (and one-stage runs) inside branches (§11.13, §11.14);
 - inputs: `let kN = args.number("kN", …);` in place of a flow's or transfer's work, a transfer's
   amount, a spill's copy time, `speculate`'s numbers, `price`'s arguments and `lag`, so that the
-  `construct_settings` target can give them hostile `--set` values (`knobs` lists them).
+  `construct_settings` target can give them hostile `--set` values (`knobs` lists them); every
+  other one with limits (`in 0 to inf`, `whole`), which such values break.
 - queues (§11.16): a prefill queue array leasing its KV, a decode queue whose entry `pull` lands
-  it `from` a prefill queue over a link queue's wire, members `P[i].kv` read in observations, with
-  the wrong roles, members, entries, arities, indices and `from`s of §11.16's errors.
+  it `from` a prefill queue over a link queue's wire, members `P[i].kv` and the definition
+  `P[i].fill (x)` (which reads `self.index`) read in observations, with the wrong roles, members,
+  entries, definitions, arities, indices and `from`s of §11.16's errors.
 
 Then up to two byte edits that insert construct words (`,`, `share maxmin;`, `step`, `budget`…)
 anywhere, as the `programs` target does for mm1.sq.
@@ -75,6 +79,16 @@ def _knob(draw: _Draw, value: str) -> str:
     name = f"k{len(draw.knobs)}"
     draw.knobs[name] = value
     return name
+
+
+def _limits(name: str, value: str) -> str:
+    """The limits (docs/language.md §2) of every other input, from its default alone (no draw, so
+    the programs drawn are those drawn without them): `in 0 to inf` for a default >= 0, `whole`
+    for a whole one. The others keep no limits, so hostile `--set` values still reach the checks
+    behind them."""
+    if int(name[1:]) % 2 or float(value) < 0:
+        return ""
+    return ", in 0 to inf" + (", whole" if float(value).is_integer() else "")
 
 
 def knobs(text: str) -> list[str]:
@@ -261,9 +275,11 @@ def _spill(draw) -> tuple[list[str], str]:
 
 def _queues(draw) -> tuple[list[str], str]:
     """Queues (§11.16): `P[2] : prefill` whose KV is leased past its hold, `D : decode` whose entry
-    `pull` lands it `from P[i]` over `L[i].wire`; wrong: a role that may not hold what it holds or
-    take `from`, a member declared twice or as an array, an unknown member or entry, a wrong arity,
-    an index out of range or drawn, a missing or needless `from`, a queue used as a pool."""
+    `pull` lands it `from P[i]` over `L[i].wire`, P's definition `fill` called from outside; wrong:
+    a role that may not hold what it holds or take `from`, a member declared twice or as an array,
+    an unknown member or entry, a wrong arity, an index out of range or drawn, a missing or
+    needless `from`, a queue used as a pool, a definition called as a statement or an entry as a
+    value, `self.index` in the single queue D."""
     prole = _one(draw, ["prefill", "agg", "l2"], ["decode", "gateway", "link", "prefil"])
     drole = _one(draw, ["decode", "agg"], ["prefill", "link", "l2"])
     extra = _one(draw, ["", " let hop = 1;", " def twice(x) = 2 * x;"],
@@ -271,17 +287,21 @@ def _queues(draw) -> tuple[list[str], str]:
     work = _one(draw, ["n * 1e-3", "0", "~exp(1)"], ["-1", "inf"])
     link = _one(draw, ["stage wire : fifo;", "stage wire : ps(1);", "stage wire : delay;"],
                 ["stage wire : fifo; pool x { cap 1; }", "let w = 1;"])
-    queues = [f"queue P[2] : {prole} {{ pool kv {{ cap 64; }} stage pre : fifo;{extra} }}",
+    queues = [f"queue P[2] : {prole} {{ pool kv {{ cap 64; }} stage pre : fifo; def fill(x) = used(kv) * x + "
+              f"self.index;{extra} }}",
               f"queue D : {drole} {{ pool kv {{ cap 64; evict lru; }} def pull(n, w) {{ hold kv (n) "
               f"{{ transfer w ({work}) from source.kv to kv (n); }} cache (n); }} def note(n) {{ observe noted = n; }} }}",
               f"queue L[2] : link {{ {link} }}"]
     i = _one(draw, ["0", "1", "(serial == 0 ? 0 : 1)"], ["2", "-1", "floor(~uniform(0, 2))", "nobody"])
     first = f"hold P[{i}].kv (16) {{ run P[{i}].pre (0.5); }} lease P[{i}].kv (inf);"
     good = [f"D.pull (16, L[{i}].wire) from P[{i}];",
-            f"D.note (used(P[{i}].kv)); D.pull (8, L[0].wire) from P[{i}];"]
+            f"D.note (used(P[{i}].kv)); D.pull (8, L[0].wire) from P[{i}];",
+            f"D.note (P[{i}].fill(2)); D.pull (16, L[{i}].wire) from P[{i}];"]
     bad = [f"D.pull (16, L[{i}].wire);", f"D.pull (16) from P[{i}];", "D.push (16, L[0].wire) from P[0];",
            f"D.pull (16, L[{i}].wire) from D;", f"D.note (1) from P[{i}];", "D[0].note (1);",
-           f"D.pull (16, L.wire) from P[{i}];", f"observe u = used(P[{i}].kvv);", "hold P (1) { }"]
+           f"D.pull (16, L.wire) from P[{i}];", f"observe u = used(P[{i}].kvv);", "hold P (1) { }",
+           f"D.note (P[{i}].fill(1, 2));", f"P[{i}].fill (1);", "D.note (D.note (1));", "D.note (P.fill (1));",
+           "D.note (D.self.index);", "D.note (D.index);"]
     # wrong in half of the faulty programs, not a sixth: there are many ways to get the call wrong
     call = draw(st.sampled_from(bad if draw.faulty and draw(st.booleans()) else good))
     return queues, f"{first} {call}"
@@ -364,6 +384,13 @@ def construct_programs(draw, faulty: bool | None = None) -> str:
             lines, statement = part()
             decls += lines
             server.append(statement)
+    turn = ""
+    if engine in ("s", "array"):   # drawn acceptance counts of speculative decoding (§7.3)
+        turn = " " + _one(draw, ["", "", f"turn {{ accept (3, {_knob(draw, '0.5')}); }}",
+                                 "turn { set q = 2; accept (q, serial == 0 ? 0.9 : 0.2); }"],
+                          ["turn { accept (3, 2); }", "turn { accept (-1, 0.5); }", "turn { accept (1e400, 0.5); }",
+                           "turn { accept (3, 0.5); set z = 1; }", "init { accept (3, 0.5); }",
+                           "turn { accept (3); }", "turn { accept (2, ~exp(1)); }"])
     if draw.faulty and not draw(st.integers(0, 5)):   # a K word among main's declarations
         decls.append(draw(st.sampled_from(K_WORDS_OUTSIDE[:5])))
     for _ in range(draw(st.integers(0, 2))):
@@ -385,10 +412,10 @@ def construct_programs(draw, faulty: bool | None = None) -> str:
     if draw.faulty and not draw(st.integers(0, 5)):   # names used above their declaration
         decls = draw(st.permutations(decls))
     arrive = draw(st.sampled_from(["poisson(1)", "poisson(3)", "batch(3)", "closed(2)"]))
-    inputs = [f'let {k} = args.number("{k}", {v});' for k, v in draw.knobs.items()]
+    inputs = [f'let {k} = args.number("{k}", {v}{_limits(k, v)});' for k, v in draw.knobs.items()]
     decls = inputs + decls
     text = ('use "std/args";\n' if inputs else "") + "fn main() {\n" + "".join(f"  {d}\n" for d in decls) + \
-        f"  workload {{ arrive {arrive}; }}\n  server {{\n" + "".join(f"    {s}\n" for s in server) + "  }\n}\n"
+        f"  workload {{ arrive {arrive};{turn.rstrip()} }}\n  server {{\n" + "".join(f"    {s}\n" for s in server) + "  }\n}\n"
     for _ in range(_one(draw, [0], [1, 2])):
         at = draw(st.integers(0, len(text)))
         cut = draw(st.integers(0, 3))

@@ -101,7 +101,7 @@ fn main() {{
 @st.composite
 def vllm_programs(draw, content: bool = False, lag: bool = False, arrivals: bool = False,
                   lease: bool = False, claims: bool = False, replicas: bool = False,
-                  speculate: bool = False, spill: bool = False) -> Case:
+                  speculate: bool = False, spill: bool = False, accept: bool = False) -> Case:
     """With `content` the KV pool is `share content` (docs/content.md): a prefix tree of one or two
     shared system prompts, sessions 0 and 1 on the first, the others on the second (its child), the
     rest of each prompt the session's own history. With `lag` the engine is `lag 1` (docs/async.md)
@@ -115,7 +115,9 @@ def vllm_programs(draw, content: bool = False, lag: bool = False, arrivals: bool
     (docs/language.md §11.9 "Claims"). With `speculate` (drawn last) the engine speculates
     (docs/language.md §7.3: `speculate (slots, lookahead, limit)`, the decode's k drafts, a
     one-token prefill's placeholder drafts while some running request was served); with no trace
-    every draft is rejected. With `spill` (drawn last) the KV pool spills evicted blocks to a host
+    every draft is rejected, unless `accept` (with `speculate`, drawn after it) ends the `turn`
+    block with `accept (n, alpha);`, which draws the turn's acceptance counts (n the output count
+    or another, alpha a constant from 0 to 1, a per-session rate or a draw). With `spill` (drawn last) the KV pool spills evicted blocks to a host
     tier over a link (docs/language.md §11.8.1): a request whose prefix is partly on the tier is
     admitted by `taking` and loaded back before it becomes a resident. Without them the draws and
     the text are exactly those of before (the lockstep tests replay them)."""
@@ -197,6 +199,12 @@ def vllm_programs(draw, content: bool = False, lag: bool = False, arrivals: bool
         text = text.replace("prefill (known - c) growing kv;",
                             f"prefill (known - c) growing kv speculate (known - c == 1 && running_served(eng) > "
                             f"running_chunks(eng) ? {k} : 0);")
+        if accept:
+            count = draw(st.sampled_from(["o", "o", "o + 3", "o - 1", "0"]))
+            alpha = draw(st.sampled_from(["4/5", "1/2", "0", "1", "serial < 2 ? 9/10 : 1/3", "~uniform(0, 1)"]))
+            more = text.index("set more = turn_no < ")
+            end = text.index(";", more) + 1
+            text = text[:end] + f"\n      accept ({count}, {alpha});" + text[end:]
     if spill:
         # a later turn finds its prefix cached (on kv or the tier) in every program
         text = with_host_tier(draw, text.replace("cache (0);", "cache (prompt + output);")
@@ -1002,7 +1010,9 @@ def spill_programs(draw, arrivals: bool = False) -> Case:
 
 # Prefill/decode disaggregation written with queues (docs/language.md §11.16): a prefill queue
 # array (or a single queue), a decode or agg queue array whose entry `pull` lands the source's KV
-# (directly, or through a second entry that `pull` calls with `from source`), a link queue array.
+# (directly, or through a second entry that `pull` calls with `from source`), a link queue array;
+# each queue's definition `demand ()` read by the routing keys from outside, the decode engines'
+# cost reading `self.index`.
 PD_QUEUES = """\
 fn main() {{
   queue P{pdim} : prefill {{
@@ -1023,6 +1033,7 @@ fn main() {{
       execute ({pcost});
     }}
     pool reqs on eng {{ queue fifo; }}
+    def demand() = holders(reqs) + queued(reqs);
   }}
   queue D[{D}] : {drole} {{
     device gpu {{ kv cap {dcap}; }}
@@ -1043,9 +1054,10 @@ fn main() {{
         advance running;
         admit waiting taking reqs (1), kv (min(need, hit + budget_left(self.eng))) reserve (need);
       }}
-      execute ({dcost});
+      execute ({dcost}{dshift});
     }}
     pool reqs on eng {{ queue fifo; }}
+    def demand() = holders(reqs) + queued(reqs);
   }}
   queue L[{D}] : link {{ stage wire : {link}; }}
 """ + PD_WORKLOAD_SERVER + """    P{pi}.eng (p, 1);
@@ -1092,6 +1104,7 @@ fn main() {{
     execute ({pcost});
   }}
   pool P_reqs{pdim} on P_eng{pj} {{ queue fifo; }}
+  def P_demand({pq}) = holders(P_reqs{pqi}) + queued(P_reqs{pqi});
   device D_gpu[{D}] {{ D_kv cap {dcap}; }}
   pool D_kv[{D}] on D_gpu[j] {{ block {db}; evict lru; preempt lifo; }}
 {entries}
@@ -1110,9 +1123,10 @@ fn main() {{
       advance running;
       admit waiting taking D_reqs[j] (1), D_kv[j] (min(need, hit + budget_left(D_eng[j]))) reserve (need);
     }}
-    execute ({dcost});
+    execute ({dcost}{dshift});
   }}
   pool D_reqs[{D}] on D_eng[j] {{ queue fifo; }}
+  def D_demand(q) = holders(D_reqs[q]) + queued(D_reqs[q]);
   stage L_wire[{D}] : {link};
 """ + PD_WORKLOAD_SERVER + """    P_eng{pi} (p, 1);
     observe ttft = now;
@@ -1158,13 +1172,17 @@ def pd_queue_pairs(draw) -> tuple[Case, str]:
         arrival=draw(st.one_of(st.just(f"batch({sessions})"), st.just("poisson(1)"))),
         maxp=maxp, maxo=maxo, more=draw(st.sampled_from(["", " tool (~exp(1)); turn;"])))
     pkey = draw(st.sampled_from([("holders(P{pi}.reqs) + queued(P{pi}.reqs)", "holders(P_reqs{pi}) + queued(P_reqs{pi})"),
-                                 ("-i", "-i"), ("0", "0")]))
+                                 ("P{pi}.demand(), -i", "P_demand({i}), -i"), ("-i", "-i"), ("0", "0")]))
     dkey = draw(st.sampled_from([("holders(D[k].reqs) + queued(D[k].reqs)", "holders(D_reqs[k]) + queued(D_reqs[k])"),
-                                 ("cachedin(D[k].kv), k", "cachedin(D_kv[k]), k"), ("0", "0")]))
+                                 ("D[k].demand()", "D_demand(k)"), ("cachedin(D[k].kv), k", "cachedin(D_kv[k]), k"),
+                                 ("0", "0")]))
+    # a decode queue's cost grows with its index: the engine's copy for member j reads j
+    dshift = draw(st.sampled_from([("", ""), (" + self.index / 100", " + j / 100")]))
     text = PD_QUEUES.format(**common, entries=PD_QUEUE_ENTRIES[form].format(**landing),
-                            pkey=pkey[0].format(pi=pi), dkey=dkey[0])
+                            pkey=pkey[0].format(pi=pi), dkey=dkey[0], dshift=dshift[0])
     twin = PD_QUEUES_TWIN.format(**common, entries=PD_QUEUE_TWIN_ENTRIES[form].format(**landing),
-                                 pkey=pkey[1].format(pi=pi), dkey=dkey[1])
+                                 pkey=pkey[1].format(pi=pi, i="" if single else "i"), dkey=dkey[1], dshift=dshift[1],
+                                 pq="" if single else "q", pqi="" if single else "[q]")
     return Case(text=text, sessions=sessions, seed=draw(st.integers(0, 2 ** 16))), twin
 
 
@@ -1172,8 +1190,9 @@ def pd_queue_programs() -> st.SearchStrategy:
     """transfer_programs' deployments written with queues (docs/language.md §11.16): a prefill queue
     array (a single queue when there is one) whose engine leases its KV, a decode or agg queue array
     whose entry `pull` holds its KV pool and copies `source.kv` into it over the link queue's wire
-    (a fifo, ps or delay stage), directly or through a second entry; every request fits its pools
-    alone, as in transfer_programs."""
+    (a fifo, ps or delay stage), directly or through a second entry; routing keys that call a
+    queue's definition from outside, decode costs that read `self.index`; every request fits its
+    pools alone, as in transfer_programs."""
     return pd_queue_pairs().map(lambda pair: pair[0])
 
 

@@ -18,6 +18,7 @@ PY = ROOT / "python"
 OURS = ("serq", "serq_spec", "serq_fast", "serq_lean", "serq_vllm", "serq_drt")
 # what an engine may use of the front-end package: reading programs and sessions, exact values, draws
 SHARED = {"serq", "serq.wire", "serq.exact", "serq.draws", "serq.errors", "serq.irfile", "serq.sessionsfile",
+          "serq.replayinputs",
           "serq.outputfile", "serq.progress", "serq.timeseries", "serq.claimreport"}
 # modules that import only the standard library, so the vLLM drivers may load them (checked below)
 STDLIB_ONLY = {"serq", "serq.inputfile", "serq.outputfile", "serq_vllm", "serq_vllm.scenario",

@@ -254,8 +254,10 @@ ARGUMENTS = Path(__file__).resolve().parents[1] / "examples" / "single-turn" / "
     (FLOWS, "up=-1", "37:21: error: ps stage uplink: capacity must be positive and finite, got -1; give the work"),
     (FLOWS, "down=0", "38:23: error: ps stage downlink: capacity must be positive and finite, got 0; give the work"),
     (FLOWS, "up=inf", "37:21: error: ps stage uplink: capacity must be positive and finite, got inf; give the work"),
-    (ARGUMENTS, "servers=-1", "41:21: error: a fifo stage needs a whole, positive number of servers, got -1; "
-                              "give a whole number >= 1"),
+    # the input's own range (docs/language.md §2) refuses it first now, at the declaration; a fifo
+    # stage's check is tests/test_inputs.py's, on an input without one
+    (ARGUMENTS, "servers=-1", "51:43: error: input \"servers\" = -1 (--set servers=-1) is outside its range "
+                              "1 to inf: give a whole number >= 1 (--set servers=…)"),
 ])
 def test_a_stage_capacity_set_out_of_range_is_refused_by_check(capsys, program, setting, expected):
     """`serq check flows.sq --set up=-1` said OK (the constant ps capacity was checked only when

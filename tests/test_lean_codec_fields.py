@@ -143,18 +143,21 @@ def programs() -> list[tuple[str, dict, dict]]:
 @pytest.fixture(scope="module")
 def observed():
     """The keys serq_spec writes: IR, Config (every step) and state line (every step)."""
-    ir_keys, cfg_keys, line_keys = {}, {}, {}
+    ir_keys, cfg_keys, line_keys, kind_keys = {}, {}, {}, {}
     for name, ir, sessions in programs():
         merge(ir_keys, object_keys(ir, data_maps=IR_DATA_MAPS))
         prog = Program(ir, name, workload=Workload.replay(sessions))
 
         def on_step(cfg, rec, k):
             merge(cfg_keys, object_keys(cfg.to_json(), data_maps=set(CONFIG_DATA_MAPS)))
-            merge(line_keys, object_keys(state_line(cfg, rec, k)))
+            line = state_line(cfg, rec, k)
+            merge(line_keys, object_keys(line))
+            for st in line["stages"]:
+                kind_keys.setdefault(st["kind"], set()).update(st)
         run(prog, on_step=on_step, check=False)
     for d in sorted((REPO / "examples").rglob("*.sq")):
         merge(ir_keys, object_keys(load_program(str(d), {}), data_maps=IR_DATA_MAPS))
-    return ir_keys, cfg_keys, line_keys
+    return ir_keys, cfg_keys, line_keys, kind_keys
 
 
 def ir_problems(ir_keys: dict, ir_lean: str) -> list[str]:
@@ -218,12 +221,34 @@ def line_problems(line_keys: dict, sources: dict) -> list[str]:
     return problems
 
 
+def stage_kind_problems(kind_keys: dict, step_lean: str) -> list[str]:
+    """Per stage kind, the state-line keys serq_spec prints for it against those the arm of
+    `stageJson`'s `match d.kind with` for that kind writes — itself or through a `let` of the
+    lines before the match that the arm uses (`base`, `estKey`). The union over kinds that
+    `line_problems` checks cannot see a key one kind's arm forgets (an engine's `est`)."""
+    text = lean_def(step_lean, "stageJson")
+    head, _, arms = text.partition("match d.kind with")
+    lets = {m.group(1): m.group(0) for m in re.finditer(r"^  let (\w+)[^\n]*(?:\n(?!  \S)[^\n]*)*", head, re.M)}
+    problems = []
+    for kind, keys in sorted(kind_keys.items()):
+        m = re.search(rf"^  \| \.{kind}\b.*?(?=^  \| \.|\Z)", arms, re.M | re.S)
+        if m is None:
+            problems.append(f"stageJson has no arm for stage kind {kind!r}")
+            continue
+        arm = m.group(0)
+        used = "".join(body for name, body in lets.items() if re.search(rf"\b{name}\b", arm))
+        written = set(WRITTEN.findall(arm + used))
+        problems += [f"state line, a {kind} stage: key {k!r} is not written by stageJson's .{kind} arm"
+                     for k in sorted(keys - written)]
+    return problems
+
+
 def line_sources() -> dict:
     return {f: lean_text(f) for f in {f for fns in LINE_OBJECTS.values() for f, _ in fns}}
 
 
 def test_ir_fields_are_read(observed):
-    ir_keys, _, _ = observed
+    ir_keys, _, _, _ = observed
     for key in ("content", "prefixes", "share", "reserve_held", "bindings", "schedule"):
         assert key in _by_key(ir_keys), f"the programs no longer exercise the IR key {key}"
     problems = ir_problems(ir_keys, lean_text("Ir.lean"))
@@ -231,7 +256,7 @@ def test_ir_fields_are_read(observed):
 
 
 def test_config_fields_match(observed):
-    _, cfg_keys, _ = observed
+    _, cfg_keys, _, _ = observed
     # what the check must see at least once (else a program is missing from `programs()`)
     for path, key in ((".pools[].content", "free_queue"), (".pools[].content", "idmap"),
                       (".sessions[].holds[]", "reserved"), (".sessions[].holds[]", "blocks"),
@@ -243,7 +268,7 @@ def test_config_fields_match(observed):
 
 
 def test_state_line_fields_are_written(observed):
-    _, _, line_keys = observed
+    _, _, line_keys, _ = observed
     for key in ("free_queue", "blocks", "idmap", "held", "used", "cached"):
         assert key in line_keys.get(".pools[]", set()), f"no run printed the pool key {key}"
     for path, key in ((".stages[]", "pending"), (".stages[]", "due"), (".stages[].residents[]", "pending")):
@@ -254,7 +279,7 @@ def test_state_line_fields_are_written(observed):
 
 def test_seeded_faults_are_caught(observed):
     """A field the Lean stops reading or writing, and a new front-end field, are reported."""
-    ir_keys, cfg_keys, line_keys = observed
+    ir_keys, cfg_keys, line_keys, kind_keys = observed
     ir_lean = lean_text("Ir.lean")
     assert any("'share'" in p for p in ir_problems(ir_keys, ir_lean.replace('"share"', '"shared_"')))
     new_ir = {k: set(v) for k, v in ir_keys.items()}
@@ -281,3 +306,16 @@ def test_seeded_faults_are_caught(observed):
     new_line = {k: set(v) for k, v in line_keys.items()}
     new_line[".stages[]"] = new_line[".stages[]"] | {"lag"}
     assert any("'lag' is not written by stageJson" in p for p in line_problems(new_line, sources))
+    # an engine's estimates left out of the step arm (as before the leanaudit fix)
+    step = sources["Step.lean"]
+    faulty = step.replace("++ lagKeys ++ estKey)", "++ lagKeys)")
+    assert faulty != step
+    assert any("a step stage: key 'est'" in p for p in stage_kind_problems(kind_keys, faulty))
+
+
+def test_state_line_fields_are_written_per_stage_kind(observed):
+    _, _, _, kind_keys = observed
+    assert {"step", "fifo", "delay", "ps"} <= set(kind_keys), "the programs no longer print every stage kind"
+    assert "est" in kind_keys["step"], "no run printed an engine's estimates (vector engine_estimates)"
+    problems = stage_kind_problems(kind_keys, lean_text("Step.lean"))
+    assert not problems, "\n".join(problems)

@@ -27,6 +27,9 @@ CASES = [
     ("single-turn/arguments.sq", {}, 5, 20, math.inf),
     ("single-turn/vllm_batch1.sq", {}, 6, 10, math.inf),
     ("single-turn/vllm_slo.sq", {}, 12, 6, math.inf),   # claims: their tallies in every line
+    # speculative decoding whose turns draw their acceptance counts (docs/language.md §7.3), at a
+    # load where requests share iterations
+    ("single-turn/vllm_speculative.sq", {"lambda": "2"}, 1, 4, math.inf),
     # runs over two links (docs/language.md §11.14), alone and with downlink-only cross traffic
     ("single-turn/flows.sq", {}, 14, 30, math.inf),
     ("single-turn/flows.sq", {"cross": "1", "lambda": "1"}, 15, 30, math.inf),
@@ -297,3 +300,17 @@ def test_a_template_whose_end_is_not_the_last_event_scheduled_is_not_fast_forwar
     from serq.frontend import compile_source
     ir = compile_source(RESCHEDULED_AFTER_START, "resched.sq", {})
     assert lockstep(ir, 1, 3, "resched.sq") > 8
+
+
+def test_the_command_says_how_many_steps_the_spec_took(capsys):
+    """`serq lockstep` printed "4 steps agree" for a 61-step run: the fast engine fast-forwards
+    runs of decode steps and emits only their last line, so fewer steps are compared than the spec
+    takes, and the count alone read as the run's length. It now names both."""
+    from serq.cli import main
+    assert main(["lockstep", str(EX / "multi-turn" / "vllm.sq"), "--sessions", "1", "--max-steps", "60"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("lockstep: 4 steps agree (of the spec's 61;") and "fast-forwards" in out, out
+    # without a fast-forward every step is compared, and nothing more is said
+    assert main(["lockstep", str(EX / "single-turn" / "mm1.sq"), "--sessions", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "steps agree (examples" in out.replace(str(ROOT) + "/", "") and "of the spec's" not in out, out

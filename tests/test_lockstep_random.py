@@ -1,7 +1,7 @@
 """Lockstep of serq_spec and serq_fast on random small programs (tests/strategies.py).
 
 Default profile: 200 derandomised programs (+20 every step, +50 of `scope_programs`, +50 `share content`,
-+20 speculating (docs/language.md §7.3), +50 `lag 1`, +50 under poisson, renewal and closed arrivals, +20 with claims, +50 with fork/join, +50 on
++20 speculating (docs/language.md §7.3), +10 speculating with drawn acceptance counts, +50 `lag 1`, +50 under poisson, renewal and closed arrivals, +20 with claims, +50 with fork/join, +50 on
 engine arrays, +50 with runs over several stages, +50 reading the online estimates of stages, +50 of engines, +8 with estimates in times, +25 `share content` pools leased or `reserve held`, +50 with `transfer`, +20 with queues,
 +20 of K's step stage with an `iteration { … }` block, alone or as an array, +25 speculating `lag 1` engines).
 Long profile (documented in docs/fast.md):
@@ -91,6 +91,22 @@ def test_random_speculating_programs_agree(case):
     """Speculating engines (docs/language.md §7.3: drafting slots, lookahead, a limit, decode
     drafts, a prefill's placeholder drafts), with and without `share content`. Such an engine is
     never fast-forwarded, so every step is compared."""
+    ir = compile_source(case.text, case.name, {})
+    lockstep(ir, case.seed, case.sessions, case.name)
+
+
+ACCEPT_EXAMPLES = max(10, EXAMPLES // 20)
+
+
+@settings(max_examples=ACCEPT_EXAMPLES, deadline=None, derandomize=not LONG, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(st.tuples(st.booleans(), st.booleans()).flatmap(
+    lambda c_l: strategies.vllm_programs(content=c_l[0], lag=c_l[1], speculate=True, accept=True)))
+def test_random_accepting_programs_agree(case):
+    """Speculating engines whose turns draw their acceptance counts (`accept (n, alpha);`,
+    docs/language.md §7.3), so decodes keep drafts, under `lag 0` and `lag 1` (a pending step
+    that ended its run through accepted drafts), with and without `share content`. Seeded: the
+    fast engine's counts reversed (`_draw_accept`) fails."""
     ir = compile_source(case.text, case.name, {})
     lockstep(ir, case.seed, case.sessions, case.name)
 

@@ -419,3 +419,28 @@ def test_the_tool_stage_can_be_declared_and_named():
     assert ir["blocks"][ir["workload"]["server"]][0]["stage"] == {"base": 0, "count": 2, "index": {"k": "num", "v": "1"}}
     e = compile_err("fn main() { stage tool[2] : delay; workload { arrive batch(1); } server { tool [2] (3); } }")
     assert "outside `tool[0 … 1]`" in e.message and (e.line, e.column) == (1, 75)
+
+
+def test_the_grammar_resolves_one_known_conflict_only(caplog):
+    """lark's LALR builder refuses reduce/reduce conflicts but resolves shift/reduce ones silently
+    (as a shift), which can make a form unparsable: `def f(k) { Q[k].VERB (…); }` did not parse
+    while the statement `Q[k].VERB …;` read its index through a rule of its own. The one conflict
+    left is harmless: at `tool -` in a definition's body, `tool -1;` is the statement (a shift),
+    since the stage `tool` is no value to subtract from."""
+    import logging
+
+    from lark import Lark, logger
+
+    from serq import parser
+    level = logger.level
+    logger.setLevel(logging.DEBUG)
+    try:
+        with caplog.at_level(logging.DEBUG, logger="lark"):
+            Lark(parser._GRAMMAR.read_text(encoding="utf-8"), debug=True, **parser._LARK_OPTIONS)
+    finally:
+        logger.setLevel(level)
+    conflicts = sorted({r.getMessage().split(":")[0] for r in caplog.records if "conflict" in r.getMessage()})
+    assert conflicts == ["Shift/Reduce conflict for terminal MINUS"], conflicts
+    compile_ok("fn main() { queue Q[2] : gateway { stage s : delay; def go(t) { run s (t); } }\n"
+               "  def both(k) { Q[k].go (1); Q[1 - k].go (2); }\n"
+               "  workload { arrive batch(1); } server { both(0); } }")

@@ -147,7 +147,7 @@ fn main() {
   gauge busy_kv = used(A.kv);
   claim fits : at end (used(A.side[0]) <= 10);
   workload { arrive poisson(1); turn { set p = 1 + floor(~uniform(0, 6)); } }
-  server { G.pass (1); A.serve (p, serial - 2 * floor(serial / 2)); }
+  server { G.pass (1); A.serve (p, serial - 2 * floor(serial / 2)); observe w = A.work(p) + A.slots; }
 }
 """
 
@@ -185,7 +185,7 @@ fn main() {
   gauge busy_kv = used(A_kv);
   claim fits : at end (used(A_side[0]) <= 10);
   workload { arrive poisson(1); turn { set p = 1 + floor(~uniform(0, 6)); } }
-  server { G_pass(1); A_serve(p, serial - 2 * floor(serial / 2)); }
+  server { G_pass(1); A_serve(p, serial - 2 * floor(serial / 2)); observe w = A_work(p) + A_slots; }
 }
 """
 
@@ -226,7 +226,107 @@ fn main() {
 }
 """
 
-TWINS = {"arrays": (ARRAYS, ARRAYS_TWIN), "single": (SINGLE, SINGLE_TWIN), "nested": (NESTED, NESTED_TWIN)}
+# A queue's expression definitions called from outside (`P[i].demand ()`, `D[k].room ()`, `P[i].twice (…)`)
+# and `self.index`: in an engine's `execute`, in definitions and an entry. A definition that reads
+# its queue's members or index takes the index first; one that reads neither (`twice`) does not,
+# so a device's body and a pool's options, one for all the queues of the array, may call it. A statement `def`
+# of `fn main` begins with an entry call `D[a].pull (…)` (it did not parse before).
+INDEXED = """\
+fn main() {
+  queue P[2] : prefill {
+    let width = 4;
+    def twice(x) = 2 * x;
+    device gpu { kv cap twice(500); }
+    pool kv on gpu { block self.twice(1); }
+    engine eng on gpu {
+      reqs cap 4;
+      tokens cap 64;
+      request (p, o) {
+        at admission { need = p; }
+        prefill (p) growing kv;
+        lease kv (inf);
+      }
+      schedule {
+        advance running;
+        admit waiting taking reqs (1), kv (min(need, budget_left(eng))) reserve (need);
+      }
+      execute (1/10 * (1 + self.index) + batch.tokens / 100);
+    }
+    pool reqs on eng { queue fifo; }
+    def demand() = holders(reqs) + queued(reqs);
+    def slow(n) = n / width * (1 + self.index);
+    def score(w) = demand() * w + self.slow(1) + P[0].demand();
+  }
+  queue D[2] : decode {
+    pool kv { cap 50; evict lru; }
+    def room() = 50 - used(kv);
+    def pull(n, wire) {
+      hold kv (n) { transfer wire (n / 50 * (1 + self.index)) from source.kv to kv (n); } cache (n);
+      observe picked = P[self.index].demand() + room();
+    }
+  }
+  queue L[2] : link { stage wire : fifo; }
+  def land(a, b, n) { D[a].pull (n, L[a].wire) from P[b]; }
+  gauge g = P[0].demand() + D[1].room();
+  claim c : at end (D[0].room() >= 0);
+  workload { arrive poisson(1); turn { set p_in = 1 + floor(~uniform(0, 30)); } }
+  server {
+    choose i in 2 by (P[i].score(2), -i);
+    P[i].eng (p_in, 1);
+    choose k in 2 by (-D[k].room());
+    land(k, i, p_in);
+    observe s = P[1 - i].slow(p_in) + P[i].twice(p_in);
+  }
+}
+"""
+
+INDEXED_TWIN = """\
+fn main() {
+  let P_width = 4;
+  def P_twice(x) = 2 * x;
+  device P_gpu[2] { P_kv cap P_twice(500); }
+  pool P_kv[2] on P_gpu[j] { block P_twice(1); }
+  engine P_eng[2] on P_gpu[j] {
+    P_reqs cap 4;
+    tokens cap 64;
+    request (p, o) {
+      at admission { need = p; }
+      prefill (p) growing P_kv[j];
+      lease P_kv[j] (inf);
+    }
+    schedule {
+      advance running;
+      admit waiting taking P_reqs[j] (1), P_kv[j] (min(need, budget_left(P_eng[j]))) reserve (need);
+    }
+    execute (1/10 * (1 + j) + batch.tokens / 100);
+  }
+  pool P_reqs[2] on P_eng[j] { queue fifo; }
+  def P_demand(q) = holders(P_reqs[q]) + queued(P_reqs[q]);
+  def P_slow(q, n) = n / P_width * (1 + q);
+  def P_score(q, w) = P_demand(q) * w + P_slow(q, 1) + P_demand(0);
+  pool D_kv[2] { cap 50; evict lru; }
+  def D_room(q) = 50 - used(D_kv[q]);
+  def D_pull(q, src, n, wire) {
+    hold D_kv[q] (n) { transfer wire (n / 50 * (1 + q)) from src to D_kv[q] (n); } cache (n);
+    observe picked = P_demand(q) + D_room(q);
+  }
+  stage L_wire[2] : fifo;
+  def land(a, b, n) { D_pull(a, P_kv[b], n, L_wire[a]); }
+  gauge g = P_demand(0) + D_room(1);
+  claim c : at end (D_room(0) >= 0);
+  workload { arrive poisson(1); turn { set p_in = 1 + floor(~uniform(0, 30)); } }
+  server {
+    choose i in 2 by (P_score(i, 2), -i);
+    P_eng[i] (p_in, 1);
+    choose k in 2 by (-D_room(k));
+    land(k, i, p_in);
+    observe s = P_slow(1 - i, p_in) + P_twice(p_in);
+  }
+}
+"""
+
+TWINS = {"arrays": (ARRAYS, ARRAYS_TWIN), "single": (SINGLE, SINGLE_TWIN), "nested": (NESTED, NESTED_TWIN),
+         "indexed": (INDEXED, INDEXED_TWIN)}
 
 
 @pytest.mark.parametrize("name", sorted(TWINS))
@@ -242,6 +342,9 @@ def test_the_twins_differ_where_the_programs_do():
     program, twin = TWINS["arrays"]
     assert normal(compile_ok(program.replace("from P[i];", "from P[1 - i];"))) != normal(compile_ok(twin))
     assert normal(compile_ok(program.replace("used(D[1].kv)", "used(D[0].kv)"))) != normal(compile_ok(twin))
+    program, twin = TWINS["indexed"]
+    assert normal(compile_ok(program.replace("(1 + self.index) +", "(2 - self.index) +"))) != normal(compile_ok(twin))
+    assert normal(compile_ok(program.replace("P[1 - i].slow", "P[i].slow"))) != normal(compile_ok(twin))
 
 
 @settings(max_examples=30, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
@@ -399,7 +502,7 @@ ERRORS = {
     "source-with-an-index": (edit("from source.kv to kv", "from source.kv[@@0] to kv"), "it takes no index"),
     "local-definition-outside": (edit("stage pre : fifo;", "stage pre : fifo; def twice(x) = 2 * x;")
                                  .replace("hold P[0].kv (1)", "observe u = P[0].@@twice; hold P[0].kv (1)"),
-                                 "`twice` is a definition local to queue `P`"),
+                                 "`twice` is a definition of queue `P`: call it, `P[i].twice (…)`"),
     "entry-in-an-expression": (edit("observe seen = n;", "observe seen = @@pull(n);"),
                                "`pull` is an entry of queue `D` (a statement)"),
     "from-on-an-engine-request": (edit("  queue D[2]", "  queue E : decode { device g { } engine eng on g { r cap 1; "
@@ -413,6 +516,76 @@ ERRORS = {
                                       "in the queue array `P`, a pool's options are one for all its queues"),
     "member-not-an-array": (in_server("hold P[0].kv[@@1] (1) { run P[0].pre (1); }"),
                             "member `kv` of queue `P` is not an array"),
+    # ---- a queue's expression definitions called from outside, `self.index`
+    "unknown-definition": (in_server("observe u = P[0].@@twice(1);"), "queue `P` has no definition `twice` (it has no "
+                                                                        "definitions)"),
+    # (the lowered `P.fill` takes the queue's index first: the count is the program's, not that one's)
+    "member-called": (in_server("observe u = P[0].@@pre (1);"), "`pre` is a stage of queue `P`, not a definition: "
+                                                                 "it takes no arguments (`P[i].pre`)"),
+    "definition-arity": (edit("stage pre : fifo;", "stage pre : fifo; def fill(x) = used(kv) * x;")
+                         .replace("hold P[0].kv (1)", "observe u = @@P[0].fill(1, 2); hold P[0].kv (1)"),
+                         "`P.fill` takes 1 argument(s), got 2"),
+    "definition-above-its-declaration": (edit("stage pre : fifo;", "stage pre : fifo; def a() = @@b(); def b() = 1;"),
+                                         "`b` of queue `P` is defined at t.sq:2:79, not above this use"),
+    "definition-as-a-statement": (edit("stage pre : fifo;", "stage pre : fifo; def twice(x) = 2 * x;")
+                                  .replace("    D[1].pull (1) from P[0];\n", "    D[1].pull (1) from P[0];\n"
+                                                                           "    P[1].@@twice (1);\n"),
+                                  "`twice` is an expression definition of queue `P`, not an entry: use its value, "
+                                  "e.g. `set x = P[i].twice (…);`"),
+    "own-definition-as-a-statement": (edit("def note(n) { observe seen = n; }",
+                                           "def size(n) = n; def note(n) { @@size (n); }"),
+                                      "`size` is an expression definition of queue `D`, not an entry: use its value, "
+                                      "e.g. `set x = size (…);`"),
+    "entry-called-as-a-value": (in_server("observe u = D[0].@@note(1);"),
+                                "`note` is an entry of queue `D` (a statement): call it as `D[i].note (…);`"),
+    "own-entry-called-as-a-value": (edit("def note(n) { observe seen = n; }",
+                                         "def note(n) { observe seen = self.@@pull(n); }"),
+                                    "`pull` is an entry of queue `D` (a statement): call it as `self.pull (…);`"),
+    "own-entry-named-as-a-value": (edit("def note(n) { observe seen = n; }",
+                                        "def note(n) { observe seen = self.@@pull; }"),
+                                   "`pull` is an entry of queue `D`: call it as a statement, `self.pull (…);`"),
+    "own-definition-as-a-statement-through-self": (edit("def note(n) { observe seen = n; }",
+                                                        "def size(n) = n; def note(n) { self.@@size (n); }"),
+                                                   "e.g. `set x = self.size (…);`"),
+    "engine-called-as-a-value": (edit("  queue D[2]", "  queue E : decode { device g { } engine eng on g { r cap 1; "
+                                      "tokens cap 1; request (p) { prefill (p); } schedule { advance running; "
+                                      "admit waiting taking r (1); } execute (1); } pool r on eng { } }\n  queue D[2]")
+                                 .replace("    D[1].pull (1) from P[0];\n",
+                                          "    D[1].pull (1) from P[0];\n    observe u = E.@@eng (1);\n"),
+                                 "a request to queue `E`'s engine `eng` is a statement (`E.eng (…);`), not a value"),
+    "draw-in-a-definition-call's-index": (edit("stage pre : fifo;", "stage pre : fifo; def twice(x) = 2 * x;")
+                                          .replace("hold P[0].kv (1)", "observe u = P[@@floor(~uniform(0, 2))].twice(1); "
+                                                                       "hold P[0].kv (1)"),
+                                          "a draw there would be drawn again"),
+    "own-definition-reading-a-member-in-a-shared-option": (
+        edit("pool kv { cap 10; } stage pre", "pool kv { cap 10; } def fill() = used(kv); pool w { cap 1; "
+                                              "queue by (@@fill()); } stage pre"),
+        "in the queue array `P`, a pool's options are one for all its queues, so it cannot call `fill`, which reads "
+        "one queue's own members or `self.index`"),
+    "self-index-in-a-shared-option": (edit("stage pre : fifo;", "stage pre : ps(1 + @@self.index);"),
+                                      "in the queue array `P`, a stage's capacity is one for all its queues, so it "
+                                      "cannot read `self.index`"),
+    "self-index-in-a-constant": (edit("stage pre : fifo;", "stage pre : fifo; let c = 2 * @@self.index;"),
+                                 "in the queue array `P`, a constant (`let`) is one for all its queues, so it cannot "
+                                 "read `self.index`"),
+    "self-index-in-a-single-queue": (edit("  workload", "  queue G : gateway { stage s : delay; def t() = "
+                                                       "@@self.index; }\n  workload"),
+                                     "`self.index`: `G` is a single queue, which has no index"),
+    "self-index-as-a-pool": (edit("def note(n) { observe seen = n; }", "def note(n) { hold @@self.index (n) { } }"),
+                             "`self.index` is a number, not a pool or stage"),
+    "index-outside-the-queue": (in_server("observe u = P[0].@@index;"),
+                                "`index` is read inside queue `P`'s body, as `self.index`; here the index of `P[i]` "
+                                "is i itself"),
+    "source-index": (edit("def pull(n) { hold kv (n) {", "def pull(n) { observe s = source.@@index; hold kv (n) {"),
+                     "`source.index`: an entry is not told its source's index"),
+    "member-named-index": (edit("stage pre : fifo;", "@@stage index : fifo;"),
+                           "`index` is the queue's own index inside its body (`self.index`)"),
+    "queue-named-args": (edit("  workload", "  queue @@args : gateway { stage s : delay; }\n  workload"),
+                         "`args` names the program's inputs"),
+    "queue-named-self": (edit("  workload", "  queue @@self : gateway { stage s : delay; }\n  workload"),
+                         "`self` names, inside a queue's body, that queue"),
+    "queue-named-source": (edit("  workload", "  queue @@source : gateway { stage s : delay; }\n  workload"),
+                           "`source` names, inside an entry, the queue it takes the KV from"),
     # ---- the roles' rules
     "from-needs-a-reader": (edit("queue D[2] : decode", "queue D[2] : prefill").replace("from P[0];", "from @@P[0];"),
                             "only a decode or agg queue"),
@@ -451,14 +624,17 @@ def test_a_malformed_queue_form_is_refused_at_its_location(name):
         assert fragment in e.message, e.message
 
 
-def test_a_library_cannot_name_a_queue_member(tmp_path):
-    """A definition outside `fn main` is linked before any queue exists."""
-    (tmp_path / "lib.sq").write_text("def touch() { hold Q.kv (1) { } }\n")
-    (tmp_path / "a.sq").write_text('use "lib.sq";\nfn main() { queue Q : decode { pool kv { cap 1; } }\n'
+@pytest.mark.parametrize("library, column", [("def touch() { hold Q.kv (1) { } }", 20),
+                                             ("def touch() { observe u = Q.f (1); }", 27)], ids=["member", "definition"])
+def test_a_library_cannot_name_a_queue_member(tmp_path, library, column):
+    """A definition outside `fn main` is linked before any queue exists: it names neither a queue's
+    member nor its definition."""
+    (tmp_path / "lib.sq").write_text(library + "\n")
+    (tmp_path / "a.sq").write_text('use "lib.sq";\nfn main() { queue Q : decode { pool kv { cap 1; } def f(x) = x; }\n'
                                    "  workload { arrive batch(1); }\n  server { touch(); }\n}\n")
     from serq.errors import SerqError
     from serq.frontend import load_program
     with pytest.raises(SerqError) as info:
         load_program(str(tmp_path / "a.sq"), {})
     assert "only inside `fn main`" in info.value.message
-    assert (info.value.line, info.value.column) == (1, 20)
+    assert (info.value.line, info.value.column) == (1, column)

@@ -141,7 +141,10 @@ def test_stuck_is_reported(capsys, tmp_path):
     m = rep["pools"][0]
     assert (m["stuck"], m["preemptions"], m["over_cap"]) == (1, 10, [])
     assert main(["run", str(f), "--horizon", "10"]) == 0
-    assert "stuck: pool m: 1 session(s)" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "stuck: pool m: 1 session(s)" in out
+    # the note names where the rule is written and what to change (a bare "§11.7" named no document)
+    assert "(docs/language.md §11.7:" in out and "more room on the pool" in out, out
 
 
 def test_over_cap_names_the_head(capsys, tmp_path):
@@ -153,7 +156,9 @@ def test_over_cap_names_the_head(capsys, tmp_path):
     m = rep["pools"][0]
     assert (m["over_cap"], m["rejected"], m["stuck"]) == ([1], 0, 0)
     assert main(["run", str(f), "--horizon", "10"]) == 0
-    assert "over: pool m: session 1" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "over: pool m: session 1" in out
+    assert "(docs/language.md §11.4:" in out and "raise the pool's cap" in out, out
     # while the head could still fit it is not named: at horizon 1.5 the queue is empty
     rep = run_json(capsys, str(f), "--horizon", "1.5", "--warmup", "0")
     assert rep["pools"][0]["over_cap"] == []

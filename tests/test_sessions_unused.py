@@ -62,3 +62,11 @@ def test_a_run_cut_by_the_horizon_may_leave_machine_values(replay, capsys):
 def test_a_run_cut_by_max_steps_may_leave_machine_values(replay, capsys):
     prog, _, edited, _ = replay
     assert serq(capsys, "spec", prog, "--sessions", edited, "--max-steps", "5")[0] == 0
+
+
+def test_a_turn_count_that_differs_reads_as_a_sentence():
+    # it read "session 0 ended with ran 1 turns, the file has 8" (a replay of another program's file)
+    from serq.sessionsfile import unused_session_draws
+    msg = unused_session_draws(0, (0, 0), 1, 8, [(1, 0, 3)], (1, 7))
+    assert msg == ("the sessions file does not fit the program: session 0 ended with 1 turn(s) run against the "
+                   "file's 8; turn 1 stream: used 0 of 3; session stream: used 1 of 7"), msg

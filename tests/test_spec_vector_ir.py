@@ -66,6 +66,8 @@ def test_tool_detects_and_repairs_stale_and_missing(tmp_path, capsys):
     out = capsys.readouterr().out
     assert VECTORS[0] in out and VECTORS[1] in out
     assert t.main(["--root", str(root)]) == 0
+    assert "0 ir.json file(s) up to date, 2 rewritten" in capsys.readouterr().out
     assert t.main(["--check", "--root", str(root)]) == 0
+    assert capsys.readouterr().out == "2 ir.json file(s) up to date\n"
     for name in VECTORS[:2]:
         assert (root / name / "ir.json").read_text() == (ROOT / name / "ir.json").read_text()

@@ -30,6 +30,7 @@ sys.path.insert(0, str(REPO / "python"))
 
 from serq.errors import SerqError  # noqa: E402
 from serq.frontend import load_program  # noqa: E402
+from serq.outputfile import write_text  # noqa: E402
 from serq.wire import canonical_json  # noqa: E402
 
 DEFAULT_ROOT = REPO / "vectors" / "spec"
@@ -59,7 +60,7 @@ def refresh(root: Path, check: bool) -> int:
             continue
         stale.append(target)
         if not check:
-            target.write_text(want, encoding="utf-8")
+            write_text(str(target), want)      # atomically: a killed refresh leaves no half file
     verb = "stale or missing" if check else "rewritten"
     for t in stale:
         print(f"{verb}: {t}")
@@ -67,6 +68,8 @@ def refresh(root: Path, check: bool) -> int:
         print(f"{len(stale)} ir.json file(s) differ from the front-end; run python3 tools/refresh_vector_ir.py",
               file=sys.stderr)
         return 1
+    # say so on success too: a silent --check read as "did nothing"
+    print(f"{len(vector_dirs(root)) - len(stale)} ir.json file(s) up to date" + (f", {len(stale)} rewritten" if stale else ""))
     return 0
 
 

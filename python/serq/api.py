@@ -17,6 +17,7 @@ from typing import Any, Mapping
 
 from .errors import SerqError
 from .irfile import parse_settings
+from .replayinputs import check_replay_inputs
 
 
 def setting_text(name: str, value: Any) -> str:
@@ -75,6 +76,8 @@ class Program:
 
             replay_path = os.fspath(replay)
             replay = read_sessions_file(replay_path)
+        if replay is not None:
+            check_replay_inputs(replay, self.ir, self.path, replay_path)
         opts = RunOptions(seed=seed, horizon=horizon, warmup=warmup, arrivals=arrivals,
                           replay=replay is not None)
         reqs: list | None = [] if records else None
@@ -115,7 +118,9 @@ class Program:
 
         from .sessionsfile import read_sessions_file
 
-        data = read_sessions_file(os.fspath(sessions)) if isinstance(sessions, (str, os.PathLike)) else sessions
+        path = os.fspath(sessions) if isinstance(sessions, (str, os.PathLike)) else None
+        data = read_sessions_file(path) if path is not None else sessions
+        check_replay_inputs(data, self.ir, self.path, path)
         w, h = _exact_time(warmup, "warmup"), _exact_time(horizon, "horizon")
         if w > 0 and w >= h:
             raise SerqError(f"--warmup must be below --horizon, got {warmup} >= {horizon}")

@@ -88,6 +88,7 @@ def search_capacity(spec: RunSpec, name: str, slos: list, reps: int = 3, *, star
 
     from .api import setting_text
     from .progress import CountProgress
+    from .replayinputs import check_replay_inputs
     from .sweep import check_spec
 
     check_spec(spec, {name: []}, reps)
@@ -104,15 +105,17 @@ def search_capacity(spec: RunSpec, name: str, slos: list, reps: int = 3, *, star
     if integer:
         start = float(round(start))
     irs: dict = {}
+    replay = spec.replay_data()
 
     def ir_at(x: float) -> tuple:
         text = setting_text(name, int(x) if integer else x)
         if text not in irs:
             irs[text] = load_ir(spec.path, {**spec.settings, name: text}, spec.profile)
+            if replay is not None:   # varying an input the sessions file fixed would change nothing
+                check_replay_inputs(replay, irs[text], spec.path, spec.replay)
         return text, irs[text]
 
     searches = [Search(r, rep_seed(spec.seed, r)) for r in range(reps)]
-    replay = spec.replay_data()
     executor = executor or make_executor()
     evaluations = []
     bar = CountProgress(None, "capacity") if progress else None

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import textwrap
 
 # (module, what it adds) in the order `serq --help` lists them.
 SUBCOMMAND_MODULES = [
@@ -38,10 +39,32 @@ def import_optional(name: str):
         raise
 
 
+class HelpFormatter(argparse.HelpFormatter):
+    """argparse's formatter, wrapping at spaces only: its default also breaks after a hyphen, so
+    `examples/multi-turn/vllm.sq` in a help text came out as `examples/multi-` and `turn/vllm.sq`
+    on two lines, a path no one can paste."""
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        return textwrap.fill(" ".join(text.split()), width, initial_indent=indent, subsequent_indent=indent,
+                             break_on_hyphens=False)
+
+
+class Parser(argparse.ArgumentParser):
+    """The parser of `serq` and, through argparse's add_subparsers (which makes subcommand parsers
+    of the parent's class), of every subcommand: they all format help with HelpFormatter."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from serq import __version__
 
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="serq",
         description="serQ: simulate an LLM serving deployment and its workload, written as a program.",
     )

@@ -26,6 +26,13 @@ ARITY = {"exp": 1, "det": 1, "uniform": 2, "erlang": 2, "h2": 2, "bernoulli": 1}
 # An Erlang draw sums k exponentials, one `U` each: a bound keeps a huge k from hanging a run.
 MAX_ERLANG_PHASES = 10 ** 6
 
+# Speculative decoding's acceptance counts (docs/language.md §7.3): `accept (n, alpha);` draws n
+# counts with the internal law "accept", one `U` each; a count is capped like a trace's accept field.
+ACCEPT_LAW = "accept"
+MAX_ACCEPT_COUNT = 999_999
+# At most this many counts per turn (one per output number), so a huge n cannot hang a run.
+MAX_ACCEPT_OUTPUTS = 10 ** 6
+
 # The version of the streams below (docs/sessions.md "Stream versions").
 STREAM_VERSION = 2
 
@@ -260,6 +267,38 @@ def _exp(mean: float, u: float) -> float:
     return -mean * math.log1p(-u)  # = -m·ln(1 − U); log1p keeps precision for small U
 
 
+def accept_count(alpha: float, u: float) -> int:
+    """One acceptance count of per-draft acceptance rate alpha from one `U` (docs/language.md
+    §7.3): the number of leading successes of independent Bernoulli(alpha) drafts, drawn by
+    inversion, so P(A >= a) = alpha^a and every count consumes exactly one `U` whatever its
+    value (a turn's later draws do not move with alpha): A = floor(ln(1 − U) / ln(alpha)),
+    at most MAX_ACCEPT_COUNT; alpha = 0 accepts nothing, alpha = 1 every draft."""
+    if alpha <= 0.0:
+        return 0
+    if alpha >= 1.0:
+        return MAX_ACCEPT_COUNT
+    a = math.log1p(-u) / math.log(alpha)   # both logs <= 0: a >= 0
+    return MAX_ACCEPT_COUNT if a >= MAX_ACCEPT_COUNT else int(a)
+
+
+def accept_outputs(n: float) -> int:
+    """The n of `accept (n, alpha);` (as a double) as the number of counts to draw: a whole
+    number from 0 to MAX_ACCEPT_OUTPUTS, else a DrawError (both engines word it so)."""
+    if not (0.0 <= n <= MAX_ACCEPT_OUTPUTS and n == math.floor(n)):   # NaN too
+        raise DrawError(f"`accept (n, alpha)` needs n, the turn's output count, a whole number from 0 to "
+                        f"{MAX_ACCEPT_OUTPUTS}, got {format(n, 'g')}")
+    return int(n)
+
+
+def accept_value(x: float) -> int:
+    """A drawn or replayed acceptance count as a whole number: a sessions file edited to hold
+    anything else does not fit the program (a DrawError)."""
+    if not (0.0 <= x <= MAX_ACCEPT_COUNT and x == math.floor(x)):
+        raise DrawError(f"an acceptance count of `accept (n, alpha)` is a whole number from 0 to {MAX_ACCEPT_COUNT}, "
+                        f"got {format(x, 'g')}: the sessions file does not fit the program")
+    return int(x)
+
+
 def check_args(dist: str, args: Sequence[float]) -> None:
     """A DrawError when the arguments (as doubles) are outside the law's domain: infinite, a
     negative mean, too many Erlang phases. Both engines check every draw with it, a live one and
@@ -268,6 +307,11 @@ def check_args(dist: str, args: Sequence[float]) -> None:
     if dist == "det":
         if not math.isfinite(args[0]):
             raise DrawError(f"~det needs a finite value, got {args[0]}")
+        return
+    if dist == ACCEPT_LAW:
+        if not 0.0 <= args[0] <= 1.0:   # NaN too
+            raise DrawError(f"`accept (n, alpha)` needs a per-draft acceptance rate alpha in [0, 1], got "
+                            f"{format(args[0], 'g')}: alpha is the chance that a draft is accepted")
         return
     if not all(math.isfinite(a) for a in args):
         raise _outside(dist, args, "the arguments must be finite")
@@ -318,6 +362,9 @@ def draw_float(dist: str, args: Sequence[float], rng: Stream | BufferedStream) -
     if dist == "bernoulli":
         (p,) = args
         return 1.0 if rng.random() < p else 0.0
+    if dist == ACCEPT_LAW:
+        (alpha,) = args
+        return float(accept_count(alpha, rng.random()))
     raise DrawError(f"unknown distribution ~{dist}")
 
 
@@ -330,6 +377,6 @@ def draw_exact(dist: str, args: Sequence[Value], rng: Stream | BufferedStream) -
         return x
     fargs = as_doubles(args)
     x = draw_float(dist, fargs, rng)
-    if dist == "bernoulli":
+    if dist in ("bernoulli", ACCEPT_LAW):
         return Fraction(int(x))
     return exact(x)

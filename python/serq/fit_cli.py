@@ -13,7 +13,7 @@ def register(subparsers) -> None:
     p = subparsers.add_parser(
         "fit", help="fit a step-cost model to measured engine steps (a profile)",
         description="Fit a step-cost model, linear in its coefficients, to a CSV of measured steps "
-                    "(tools/vllm_testbed/driver.py writes one); print the coefficients with 95 %% "
+                    "(tools/vllm_testbed/driver.py writes one); print the coefficients with 95 % "
                     "intervals and the held-out error per step kind, and write a profile that "
                     "`serq run --profile` reads (docs/profiles.md, docs/testbed.md).")
     p.add_argument("steps", metavar="STEPS.csv", nargs="+",

@@ -15,6 +15,7 @@ import argparse
 import json
 import math
 import re
+import sys
 from typing import Any, Mapping
 
 from .errors import SerqError
@@ -39,7 +40,8 @@ def read_program(path: str, sets: list[str] | Mapping[str, str] = (), profile: s
 
 PROFILE_HELP = ("apply a profile's settings (a file from `serq profile` or `serq fit`, or the name of "
                 "a shipped profile) to the inputs the program declares; an explicit --set wins")
-SET_HELP = "bind an `args.number` input (a number or inf); repeatable, the last one wins"
+SET_HELP = ("bind an `args.number` input (a number or inf); repeatable, the last one wins (with a "
+            "note when it changes the value)")
 
 
 def add_program_args(p: argparse.ArgumentParser, what: str = "a serQ program (.sq) or its IR (.json)") -> None:
@@ -79,14 +81,32 @@ def load_with_profile(path: str, settings: dict[str, str], profile: str | None) 
 
 
 def parse_settings(pairs: list[str] | None) -> dict[str, str]:
-    """`--set NAME=VALUE` arguments as {name: value text}; the last one of a name wins."""
+    """`--set NAME=VALUE` arguments as {name: value text}; the last one of a name wins, with a
+    note on standard error when it replaces another value (docs/language.md §14)."""
     out: dict[str, str] = {}
     for p in pairs or []:
         name, sep, value = p.partition("=")
         if not sep or not name.strip():
             raise SerqError(f"--set {p}: expected NAME=VALUE (an `args.number` input and a number or inf)")
-        out[name.strip()] = value.strip()
+        name, value = name.strip(), value.strip()
+        if name in out and not same_setting(out[name], value):
+            # legitimate (an override after a common prefix of flags), but never silent: a
+            # forgotten earlier --set would otherwise change the run unseen
+            print(f"serq: note: --set {name} is given twice ({out[name]}, then {value}): the last "
+                  f"one, {value}, is used", file=sys.stderr)
+        out[name] = value
     return out
+
+
+def same_setting(a: str, b: str) -> bool:
+    """Do two setting texts mean the same value (`0.5` and `1/2`)? Texts that are not numbers
+    are compared as written; the linker refuses them later."""
+    from .linker import setting_value
+
+    try:
+        return setting_value(a) == setting_value(b)
+    except ValueError:
+        return a == b
 
 
 # One rule for every number on the command line, the rule `--set` follows: ASCII digits only

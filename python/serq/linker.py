@@ -20,8 +20,9 @@ from typing import Any, Callable
 
 from . import exact, kstep, queues
 from .ast import Node, substitute, walk
-from .draws import ARITY
+from .draws import ARITY, MAX_ACCEPT_OUTPUTS
 from .errors import SerqError, location_text
+from .inputs import DEFAULT_SOURCE, InputLimits, limit_error_text, shown_value
 from .parser import Source, decode_source
 from .wire import INF, value_from_wire, value_to_wire
 
@@ -414,10 +415,17 @@ class Linker:
             if not is_num(d):
                 raise self.err(e.default.pos, "the default of an input must be an exact constant")
             v = val(d)
+            limits = self.input_limits(e)
+            source = DEFAULT_SOURCE
             if ext in self.settings:
-                v = self.parse_setting(ext, self.settings.pop(ext))
+                text = self.settings.pop(ext)
+                v, source = self.parse_setting(ext, text), f"--set {ext}={text}"
             elif ext in self.optional:
-                v = self.parse_setting(ext, self.optional[ext])
+                text = self.optional[ext]
+                v, source = self.parse_setting(ext, text), f"the profile's {ext}={text}"
+            broken = limits.violation(v)
+            if broken is not None:
+                raise self.err(broken[0], limit_error_text(ext, v, source, limits, broken[1]))
             self.inputs[ext] = v
             self.input_pos[ext] = e.ext_pos
             self.input_of[name] = ext
@@ -425,6 +433,34 @@ class Linker:
             return
         ir = self.cx(e, Ctx("const", "a constant (`let`)", defs=self.defs, record=None))
         self.consts[name] = (ir, n.name_pos)
+
+    def input_limits(self, call: Node) -> InputLimits:
+        """The limits written after an input's default (`in LO to HI`, `whole`; serq/inputs.py),
+        each a constant, each at most once, LO ≤ HI."""
+        limits = InputLimits()
+        for lim in call.limits:
+            if lim.kind == "limit_word":
+                if lim.word != "whole":
+                    raise self.err(lim.pos, f"`{lim.word}` after an input's default: expected `whole` "
+                                            "or `in LO to HI` (docs/language.md §2)")
+                if limits.whole:
+                    raise self.err(lim.pos, "`whole` is given twice")
+                limits.whole, limits.whole_at = True, lim.pos
+                continue
+            if limits.range_at is not None:
+                raise self.err(lim.pos, f"an input has one range (`in … to …`); the first is at "
+                                        f"{self.where(limits.range_at)}")
+            ends = []
+            for end, what in ((lim.low, "lower"), (lim.high, "upper")):
+                x = self.cx(end, Ctx("const", f"the {what} end of an input's range", defs=self.defs))
+                if not is_num(x):
+                    raise self.err(end.pos, f"the {what} end of an input's range must be an exact constant")
+                ends.append(val(x))
+            if ends[0] > ends[1]:
+                raise self.err(lim.pos, f"the range {shown_value(ends[0])} to {shown_value(ends[1])} "
+                                        "is empty: write the lower end first")
+            limits.low, limits.high, limits.range_at = ends[0], ends[1], lim.pos
+        return limits
 
     def parse_setting(self, name: str, text: str):
         """The value of `--set name=text` (setting_value)."""
@@ -1460,6 +1496,7 @@ class Linker:
         self.workload = {"arrival": {"kind": "none"}, "trace": None, "init": None, "turn": None, "session": None,
                          "server": None}
         once: dict[str, tuple] = {}
+        accept_pos = None   # the `turn` block's `accept (n, alpha);`, if it has one
         for it in w.items:
             key = it.kind if it.kind != "wl_block" else it.which
             if key in once and key != "hidden":
@@ -1480,9 +1517,16 @@ class Linker:
             else:
                 which = it.which
                 if which in ("init", "turn"):
-                    for st in it.body:
-                        if st.kind not in ("set", "observe"):
-                            raise self.err(st.pos, f"only `set` and `observe` are allowed in the `{which}` block")
+                    for j, st in enumerate(it.body):
+                        if st.kind == "accept" and which == "turn" and j < len(it.body) - 1:
+                            raise self.err(st.pos, "`accept (n, alpha);` must be the last statement of the `turn` "
+                                           "block: its draws come after the turn's other draws, so adding it "
+                                           "moves no other value (docs/language.md §7.3)")
+                        if st.kind not in ("set", "observe") and not (st.kind == "accept" and which == "turn"):
+                            raise self.err(st.pos, f"only `set` and `observe` are allowed in the `{which}` block"
+                                           + (" (`accept` belongs in the `turn` block)" if st.kind == "accept" else ""))
+                        if st.kind == "accept":
+                            accept_pos = st.pos
                     self.workload[which] = self.block(it.body, SCtx(which, self.session_ctx()))
                 else:
                     if not any(n.kind == "turn" for n in walk(it.body)) and not self.has_macro_turn(it.body):
@@ -1490,6 +1534,12 @@ class Linker:
                     idx = self.block(it.body, SCtx("session", self.session_ctx()))
                     self.blocks[idx].append({"op": "end", "at": [it.pos[0], it.pos[1], it.pos[2]]})
                     self.workload["session"] = idx
+        trace = self.workload["trace"]
+        if accept_pos is not None and trace is not None:
+            if any(len(row) > 4 for rows in trace["sessions"] for row in rows):   # a row with counts
+                raise self.err(accept_pos, f"the trace (at {self.where(once['trace'])}) gives acceptance counts in "
+                               "its 7th field, and `accept (n, alpha);` draws them: keep one of the two "
+                               "(docs/language.md §7.3)")
         if self.workload["session"] is None:
             idx = len(self.blocks)
             at = [w.pos[0], w.pos[1], w.pos[2]]
@@ -1597,6 +1647,27 @@ class Linker:
                                  f"separated by spaces, got {word!r}", lineno, max(1, line.rfind(word) + 1))
             counts.append(int(word))
         return counts
+
+    def accept_count(self, e: Node, c: Ctx) -> dict:
+        """The n of `accept (n, alpha);`: a whole number from 0 to MAX_ACCEPT_OUTPUTS, checked here
+        when it folds to a constant, else by both engines when the statement runs."""
+        out = self.cx(e, c)
+        if is_num(out):
+            v = val(out)
+            if not exact.whole_in(v, 0, MAX_ACCEPT_OUTPUTS):
+                raise self.err(e.pos, f"`accept (n, alpha)` needs n, the turn's output count, a whole number from 0 "
+                               f"to {MAX_ACCEPT_OUTPUTS}, got {value_to_wire(v)}")
+        return out
+
+    def accept_rate(self, e: Node, c: Ctx) -> dict:
+        """The alpha of `accept (n, alpha);`: in [0, 1], checked here when it folds to a constant."""
+        out = self.cx(e, c)
+        if is_num(out):
+            v = val(out)
+            if exact.is_inf(v) or not 0 <= v <= 1:
+                raise self.err(e.pos, "`accept (n, alpha)` needs a per-draft acceptance rate alpha in [0, 1], got "
+                               f"{value_to_wire(v)}: alpha is the chance that a draft is accepted")
+        return out
 
     def server(self, s: Node) -> None:
         """The `server { … }` block: no `turn;` or `end;` (§8)."""
@@ -1760,6 +1831,12 @@ class Linker:
                 self.live_sets.setdefault(slot, s.pos)
             self.copies.append((slot, {x["slot"] for x in ir_walk(e) if x.get("k") == "attr"}, s.pos))
             return [{"op": "set", "slot": slot, "expr": e, "at": at}]
+        if k == "accept":
+            if sc.block != "turn":
+                raise self.err(s.pos, "`accept (n, alpha);` is allowed only in the workload's `turn` block, as its "
+                               "last statement: it draws the turn's acceptance counts (docs/language.md §7.3)")
+            return [{"op": "accept", "count": self.accept_count(s.count, c), "rate": self.accept_rate(s.rate, c),
+                     "at": at}]
         if k == "observe":
             e = self.cx(s.expr, c)
             if s.name not in self.observes:
@@ -2166,7 +2243,7 @@ class Linker:
             if e.id in self.pool_names or e.id in self.stage_names:
                 raise self.err(e.pos, f"`{e.id}[…]` is a pool or stage; only an observable such as `used({e.id}[…])` takes it")
             raise self.err(e.pos, f"`{e.id}` is not an array")
-        if k == "qref":  # every one inside `fn main` was lowered (serq/queues.py)
+        if k in ("qref", "qdefcall"):  # every one inside `fn main` was lowered (serq/queues.py)
             raise queues.refuse_outside_main(e, self.err)
         if k == "args_call":
             raise self.err(e.pos, "`args.number(…)` must be the whole initializer of a `let` inside `fn main`")

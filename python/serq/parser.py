@@ -35,7 +35,7 @@ advance running admit waiting only each at most exclusive first order taking tok
 lru preempt lifo requeue head tail fifo ps delay step spill via share maxmin bottleneck sum min max
 prefix content after
 lag eos
-speculate
+speculate accept
 """.split())  # the last three lines: the extensions of docs/content.md, docs/async.md and
 # speculative decoding (docs/language.md §7.3)
 
@@ -828,6 +828,9 @@ class _ToAst(Transformer_NonRecursive):
     def observe_stmt(self, meta, ch):
         return Node("observe", self.p(meta), name=str(ch[0]), expr=ch[1])
 
+    def accept_stmt(self, meta, ch):
+        return Node("accept", self.p(meta), count=ch[0], rate=ch[1])
+
     def branch_stmt(self, meta, ch):
         return Node("branch", self.p(meta), cond=ch[0], coin=False, then=ch[1], els=ch[2])
 
@@ -953,6 +956,9 @@ class _ToAst(Transformer_NonRecursive):
         return Node("qcall", self.p(meta), queue=str(ch[0]), queue_pos=self.tp(ch[0]), qindex=ch[1],
                     verb=str(ch[2]), verb_pos=self.tp(ch[2]), args=ch[3] or [], source=ch[4])
 
+    def queue_call_single(self, meta, ch):
+        return self.queue_call_stmt(meta, [ch[0], None, *ch[1:]])
+
     def queue_from(self, meta, ch):
         return Node("qsource", self.tp(ch[0]), queue=str(ch[0]), qindex=ch[1])
 
@@ -1058,6 +1064,21 @@ class _ToAst(Transformer_NonRecursive):
         return Node("qref", self.tp(ch[0]), queue=str(ch[0]), qindex=ch[1], member=str(ch[2]),
                     member_pos=self.tp(ch[2]), mindex=None)
 
+    def queue_def_call(self, meta, ch):
+        return Node("qdefcall", self.tp(ch[0]), queue=str(ch[0]), qindex=None, fname=str(ch[1]),
+                    fname_pos=self.tp(ch[1]), args=ch[2] or [])
+
+    def queue_def_call_indexed(self, meta, ch):
+        return Node("qdefcall", self.tp(ch[0]), queue=str(ch[0]), qindex=ch[1], fname=str(ch[2]),
+                    fname_pos=self.tp(ch[2]), args=ch[3] or [])
+
     def args_call(self, meta, ch):
         return Node("args_call", self.tp(ch[0]), id=f"{ch[0]}.{ch[1]}", ext=str(ch[2])[1:-1],
-                    ext_pos=self.tp(ch[2]), default=ch[3])
+                    ext_pos=self.tp(ch[2]), default=ch[3] if len(ch) > 3 else None, limits=list(ch[4:]))
+
+    # an input's limits keep their tokens (`!input_limit`), so the error points at `in`, not `,`
+    def limit_range(self, meta, ch):
+        return Node("limit_range", self.tp(ch[1]), low=ch[2], high=ch[4])
+
+    def limit_word(self, meta, ch):
+        return Node("limit_word", self.tp(ch[1]), word=str(ch[1]))

@@ -25,7 +25,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Derive the step-cost constants of examples/multi-turn/vllm.sq and "
                     "examples/replay/vllm_replay.sq, and the KV blocks vLLM would allocate, for a GPU "
                     "and model of serQ's catalog (docs/profiles.md). Prints the profile file, or writes "
-                    "it with -o; apply it with `--profile FILE` on check, ir, sample, spec, run, lockstep.")
+                    "it with -o; apply it with `--profile FILE` on check, ir, sample, spec, run, lockstep, sweep, capacity.")
     p.add_argument("--gpu", metavar="NAME", help="a GPU of the catalog (--list shows them)")
     p.add_argument("--model", metavar="NAME", help="a model of the catalog (--list shows them)")
     p.add_argument("--tp", type=int, default=None, metavar="N",

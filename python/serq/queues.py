@@ -7,8 +7,12 @@ A queue is a namespace. Its members (devices, engines, pools, stages) become ord
 statement `def`s are its entries: definitions `Q.VERB` whose parameters are the queue's index (a
 queue array), the source's members the body reads (`source.kv`), then the entry's own. A call
 `Q[i].VERB (a) from S[k];` becomes the call `Q.VERB (i, S.kv[k], a);` of that definition, which
-the linker expands as it expands any statement definition. Nothing new reaches the IR: a queue
-program's IR is the IR of the program spelled out by hand with these names.
+the linker expands as it expands any statement definition. An expression `def` of a queue array
+takes the queue's index first only if its body reads it (a member of its own queue, `self.index`,
+or an own definition that does), so `Q[i].f (a)` is `Q.f (i, a)` or `Q.f (a)`, and a definition
+that reads none of these may be called where a value is one for all the queues (a pool's options).
+`self.index` is the index itself. Nothing new reaches the IR: a queue program's IR is the IR of
+the program spelled out by hand with these names.
 """
 
 from __future__ import annotations
@@ -28,6 +32,19 @@ MEMBER_KINDS = ("device", "engine", "pool", "stage")
 # spell, so it never meets a name of the program.
 SELF_INDEX = "#q"
 SOURCE_PREFIX = "source."
+# names a queue's body gives a meaning of its own, so nothing declared in a queue may take them
+RESERVED_LOCAL = {
+    "self": "`self` names a queue inside a queue's body; a member may not take it",
+    "source": "`source` names a queue inside a queue's body; a member may not take it",
+    "index": "`index` is the queue's own index inside its body (`self.index`); nothing declared in a queue may "
+             "take it",
+}
+# names a queue may not take: each already means something before a `.`
+RESERVED_QUEUE = {
+    "self": "`self` names, inside a queue's body, that queue; a queue may not take it",
+    "source": "`source` names, inside an entry, the queue it takes the KV from; a queue may not take it",
+    "args": "`args` names the program's inputs (`args.number(\"NAME\", default)`); a queue may not take it",
+}
 
 
 @dataclass
@@ -49,6 +66,10 @@ class Queue:
     members: dict = field(default_factory=dict)   # name -> (kind, pos, is_array)
     consts: dict = field(default_factory=dict)    # `let` name -> pos
     defs: dict = field(default_factory=dict)      # expression `def` name -> pos
+    arity: dict = field(default_factory=dict)     # expression `def` name -> its number of parameters
+    # expression `def` name -> whether its lowered definition takes the queue's index first; a
+    # definition is here once lowered, so one named above its declaration is not
+    reads_index: dict = field(default_factory=dict)
     entries: dict = field(default_factory=dict)   # statement `def` name -> Entry
 
     def local(self, name: str) -> tuple | None:
@@ -96,7 +117,7 @@ class QueueLowering:
         with every queue member and entry call it names rewritten."""
         if item.kind == "queue":
             return self.queue(item)
-        if not any(n.kind in ("qref", "qcall") for n in walk([item])):
+        if not any(n.kind in ("qref", "qcall", "qdefcall") for n in walk([item])):
             return [item]   # names no queue: kept as it is (no copy of a large item)
         return [self.rw(item, Scope())]
 
@@ -105,6 +126,8 @@ class QueueLowering:
         bound anew), then its items lowered in their order."""
         if qn.role not in ROLES:
             raise self.err(qn.role_pos, f"unknown role `{qn.role}`: a queue is one of {', '.join(ROLES)}")
+        if qn.name in RESERVED_QUEUE:
+            raise self.err(qn.name_pos, RESERVED_QUEUE[qn.name])
         self.declare(qn.name, qn.name_pos)
         q = Queue(qn.name, qn.name_pos, self.dim(qn.dim, "a queue"), qn.role)
         for it in qn.items:
@@ -112,8 +135,8 @@ class QueueLowering:
             if it.kind == "kstep":
                 raise self.err(it.pos, "a K step stage cannot be a queue's member: write the engine in S "
                                        "(`engine NAME on DEVICE { … }`, docs/language.md §16)")
-            if name in ("self", "source"):
-                raise self.err(it.pos, f"`{name}` names a queue inside a queue's body; a member may not take it")
+            if name in RESERVED_LOCAL:
+                raise self.err(it.pos, RESERVED_LOCAL[name])
             first = q.local(name)
             if first is not None:
                 raise self.err(it.pos, f"`{name}` is declared twice in queue `{q.name}` (first at {self.where(first)})")
@@ -125,6 +148,7 @@ class QueueLowering:
                 q.entries[name] = Entry(name, it.pos, it.params, f"{q.name}.{name}")
             else:
                 q.defs[name] = it.pos
+                q.arity[name] = len(it.params)
         self.check_role(q, qn)
         self.check_binders(q, qn)
         out = [self.member_item(q, it) for it in qn.items]
@@ -188,6 +212,8 @@ class QueueLowering:
         """One item of a queue's body, lowered: its name qualified, its body rewritten."""
         scope = Scope(q)
         if it.kind == "let":
+            if q.size is not None:   # `Q.c` is one value for all the queues of the array
+                scope = Scope(q, shared="a constant (`let`) is")
             return Node("let", it.pos, **{**it.f, "name": f"{q.name}.{it.name}", "expr": self.rw(it.expr, scope)})
         if it.kind == "def":
             index = [(SELF_INDEX, it.pos)] if q.size is not None else []
@@ -199,8 +225,11 @@ class QueueLowering:
                 return Node("def", it.pos, name=entry.def_name, params=index + sources + list(it.params),
                             body=body, stmt=True)
             params = frozenset(p for p, _ in it.params)
-            return Node("def", it.pos, name=f"{q.name}.{it.name}", params=index + list(it.params),
-                        body=self.rw(it.body, Scope(q, params)), stmt=False)
+            body = self.rw(it.body, Scope(q, params))
+            reads = any(n.kind == "name" and n.id == SELF_INDEX for n in walk(body))
+            q.reads_index[it.name] = reads
+            return Node("def", it.pos, name=f"{q.name}.{it.name}", params=(index if reads else []) + list(it.params),
+                        body=body, stmt=False)
         f = dict(it.f)
         f["name"] = f"{q.name}.{it.name}"
         if q.size is not None:
@@ -243,6 +272,8 @@ class QueueLowering:
             return self.qref(v, s)
         if k == "qcall":
             return self.qcall(v, s)
+        if k == "qdefcall":
+            return self.qdefcall(v, s)
         if k == "queue":   # pragma: no cover - the grammar allows a queue only as an item of `fn main`
             raise self.err(v.pos, "a queue is an item of `fn main`")
         if q is not None:
@@ -258,13 +289,12 @@ class QueueLowering:
             if k == "indexed" and v.id not in s.params and v.id in q.members:
                 return self.member(q, v.id, self.own_index(s, v.pos), self.rw(v.index, s), v.pos, as_ref=False)
             if k == "call" and v.fname in q.defs:
-                return Node("call", v.pos, fname=f"{q.name}.{v.fname}",
-                            args=self.own_args(s, v.pos) + self.rw(v.args, s))
+                return self.def_call(q, v.fname, None, v.args, v.pos, s)
             if k == "call" and v.fname in q.entries:
                 raise self.err(v.pos, f"`{v.fname}` is an entry of queue `{q.name}` (a statement): call it as "
                                       f"`{v.fname}(…);`")
             if k == "callstmt" and v.fname in q.defs:
-                return Node("callstmt", v.pos, **{**v.f, "fname": f"{q.name}.{v.fname}", "args": self.rw(v.args, s)})
+                raise self.not_a_statement(q, v.fname, v.pos, v.fname)
             if k == "callstmt" and v.fname in q.entries and v.f.get("index") is None:
                 return self.entry_call(q, self.own_index(s, v.pos), q.entries[v.fname], v.args, None, v, s)
             if k == "callstmt" and v.fname in q.members:
@@ -276,20 +306,40 @@ class QueueLowering:
                                                   else self.rw(index, s), "args": self.rw(v.args, s)})
         return None
 
-    def own_index(self, s: Scope, pos: tuple) -> Node | None:
+    def own_index(self, s: Scope, pos: tuple, what: str = "name one queue's own members") -> Node | None:
         """The index of the queue a body is lowered for: in a queue array, the member index of its
-        lowered engines and the first parameter of its definitions."""
+        lowered engines and the first parameter of its entries and of the definitions that read it."""
         q = s.queue
         if q is None or q.size is None:
             return None
         if s.shared is not None:
             raise self.err(pos, f"in the queue array `{q.name}`, {s.shared} one for all its queues, so it "
-                                f"cannot name one queue's own members: write `{q.name}[k].…` for queue k")
+                                f"cannot {what}: write `{q.name}[k].…` for queue k")
         return Node("name", pos, id=SELF_INDEX)
 
-    def own_args(self, s: Scope, pos: tuple) -> list:
-        index = self.own_index(s, pos)
-        return [] if index is None else [index]
+    def def_call(self, q: Queue, fname: str, qindex: Node | None, args: list, pos: tuple, s: Scope) -> Node:
+        """The call of queue q's expression definition `fname`: of q[qindex], or with qindex None of
+        the queue whose body `s` lowers. The index goes first if the definition reads it."""
+        if fname not in q.reads_index:
+            raise self.err(pos, f"`{fname}` of queue `{q.name}` is defined at {self.where(q.defs[fname])}, not above "
+                                "this use: a definition sees only the definitions above it (no recursion)")
+        if len(args) != q.arity[fname]:
+            raise self.err(pos, f"`{q.name}.{fname}` takes {q.arity[fname]} argument(s), got {len(args)}")
+        lead: list = []
+        if q.reads_index[fname]:
+            lead = [qindex] if qindex is not None else [self.own_index(
+                s, pos, f"call `{fname}`, which reads one queue's own members or `self.index`")]
+        return Node("call", pos, fname=f"{q.name}.{fname}", args=lead + self.rw(args, s))
+
+    def not_a_statement(self, q: Queue, fname: str, pos: tuple, spelled: str) -> SerqError:
+        """An expression definition called as a statement (`spelled` as the call names it)."""
+        return self.err(pos, f"`{fname}` is an expression definition of queue `{q.name}`, not an entry: use its "
+                             f"value, e.g. `set x = {spelled} (…);`")
+
+    @staticmethod
+    def spelled(q: Queue, queue: str, name: str) -> str:
+        """How a call names queue q's `name` through `queue` (Q, or `self`): `Q[i].name`, `self.name`."""
+        return f"{queue}{'[i]' if q.size is not None and queue != 'self' else ''}.{name}"
 
     def member(self, q: Queue, m: str, qindex: Node | None, mindex: Node | None, pos: tuple, as_ref: bool) -> Node:
         """The lowered name of member m of queue q (of q[qindex] in a queue array)."""
@@ -339,9 +389,14 @@ class QueueLowering:
         return q, index
 
     def qref(self, v: Node, s: Scope) -> Node:
-        """`Q.m`, `Q[i].m`, `Q.m[j]`, `self.m`, `source.m`."""
+        """`Q.m`, `Q[i].m`, `Q.m[j]`, `self.m`, `source.m`, `self.index`."""
         as_ref = v.f.get("is_ref", False)
+        if v.queue == "self" and v.member == "index" and s.queue is not None and v.qindex is None:
+            return self.self_index(v, s)
         if v.queue == "source" and s.entry is not None and v.qindex is None:
+            if v.member == "index":
+                raise self.err(v.member_pos, "`source.index`: an entry is not told its source's index; pass it as an "
+                                             "argument (`D[k].pull (n, i) from P[i];`)")
             if v.mindex is not None:
                 raise self.err(v.mindex.pos, "`source.m` is the source's member whole: it takes no index")
             if v.member not in s.entry.sources:
@@ -359,14 +414,34 @@ class QueueLowering:
             return Node("name", v.pos, id=f"{q.name}.{m}")
         if m in q.entries:
             raise self.err(v.member_pos, f"`{m}` is an entry of queue `{q.name}`: call it as a statement, "
-                                         f"`{v.queue}{'[i]' if q.size else ''}.{m}(…);`")
+                                         f"`{self.spelled(q, v.queue, m)} (…);`")
         if m in q.defs:
-            raise self.err(v.member_pos, f"`{m}` is a definition local to queue `{q.name}`: it is called inside "
-                                         "the queue (write an entry to use it outside)")
+            raise self.err(v.member_pos, f"`{m}` is a definition of queue `{q.name}`: call it, "
+                                         f"`{self.spelled(q, v.queue, m)} (…)`")
+        if m == "index":
+            raise self.err(v.member_pos, f"`index` is read inside queue `{q.name}`'s body, as `self.index`; "
+                                         + (f"here the index of `{v.queue}[i]` is i itself" if q.size is not None
+                                            else f"`{q.name}` is a single queue, which has no index"))
         raise self.err(v.member_pos, f"queue `{q.name}` has no member `{m}`" + self.listing(q, "members"))
 
+    def self_index(self, v: Node, s: Scope) -> Node:
+        """`self.index`: the index of the queue of a queue array whose body it is in."""
+        q = s.queue
+        assert q is not None
+        if v.mindex is not None:
+            raise self.err(v.mindex.pos, "`self.index` is a number; it takes no index")
+        if v.f.get("is_ref"):
+            raise self.err(v.pos, "`self.index` is a number, not a pool or stage")
+        if q.size is None:
+            raise self.err(v.pos, f"`self.index`: `{q.name}` is a single queue, which has no index (a queue array "
+                                  f"`queue {q.name}[N]` has one, 0 to N-1)")
+        index = self.own_index(s, v.pos, "read `self.index`")
+        assert index is not None
+        return index
+
     def listing(self, q: Queue, what: str) -> str:
-        names = list(q.members) + list(q.consts) if what == "members" else list(q.entries)
+        names = {"members": list(q.members) + list(q.consts), "entries": list(q.entries),
+                 "definitions": list(q.defs)}[what]
         return f" (its {what}: {', '.join(names)})" if names else f" (it has no {what})"
 
     def qcall(self, v: Node, s: Scope) -> Node:
@@ -374,12 +449,38 @@ class QueueLowering:
         q, qindex = self.queue_of(v.queue, v.qindex, v.queue_pos, s)
         if v.verb in q.entries:
             return self.entry_call(q, qindex, q.entries[v.verb], v.args, v.source, v, s)
+        if v.verb in q.defs:
+            raise self.not_a_statement(q, v.verb, v.verb_pos, self.spelled(q, v.queue, v.verb))
         if v.verb in q.members and q.members[v.verb][0] == "engine":
             if v.source is not None:
                 raise self.err(v.source.pos, f"`{v.verb}` is queue `{q.name}`'s engine; `from` goes with an entry")
             return Node("callstmt", v.pos, fname=f"{q.name}.{v.verb}", fname_pos=v.verb_pos,
                         args=self.rw(v.args, s), index=qindex)
         raise self.err(v.verb_pos, f"queue `{q.name}` has no entry `{v.verb}`" + self.listing(q, "entries"))
+
+    def qdefcall(self, v: Node, s: Scope) -> Node:
+        """`Q.f (a…)`, `Q[i].f (a…)`, `self.f (a…)` in an expression: a call of the queue's expression
+        definition f, its members those of Q[i]."""
+        if v.queue == "self" and s.queue is not None and v.qindex is None:
+            # this queue's own: the index is passed only if the definition reads it (see def_call)
+            q, qindex = s.queue, None
+        else:
+            q, qindex = self.queue_of(v.queue, v.qindex, v.pos, s)
+        f = v.fname
+        if f in q.defs:
+            return self.def_call(q, f, qindex, v.args, v.pos, s)
+        spelled = self.spelled(q, v.queue, f)
+        if f in q.entries:
+            raise self.err(v.fname_pos, f"`{f}` is an entry of queue `{q.name}` (a statement): call it as "
+                                        f"`{spelled} (…);`")
+        if f in q.members and q.members[f][0] == "engine":
+            raise self.err(v.fname_pos, f"a request to queue `{q.name}`'s engine `{f}` is a statement "
+                                        f"(`{spelled} (…);`), not a value")
+        if f in q.members or f in q.consts:
+            what = f"a {q.members[f][0]}" if f in q.members else "a constant"
+            raise self.err(v.fname_pos, f"`{f}` is {what} of queue `{q.name}`, not a definition: it takes no "
+                                        f"arguments (`{spelled}`)")
+        raise self.err(v.fname_pos, f"queue `{q.name}` has no definition `{f}`" + self.listing(q, "definitions"))
 
     def entry_call(self, q: Queue, qindex: Node | None, e: Entry, args: list, source: Node | None, at: Node,
                    s: Scope) -> Node:

@@ -100,6 +100,11 @@ def check_sessions(data: Any) -> None:
     # informational, but read to explain a file that does not fit the run (sampling_difference)
     if "inputs" in data and not isinstance(data["inputs"], dict):
         raise SessionsFileBad("inputs", f"must be an object (the settings it was sampled with), got {_shown(data['inputs'])}")
+    for name, v in (data.get("inputs") or {}).items():   # compared with the run's (serq/replayinputs.py)
+        try:
+            value_from_wire(v)
+        except WireError as exc:
+            raise SessionsFileBad(f"inputs.{name}", f"{exc} (the value it was sampled with)") from None
     if data.get("program") is not None and not isinstance(data["program"], str):
         raise SessionsFileBad("program", f"must be a string (the program's name), got {_shown(data['program'])}")
     sessions = _list(data.get("sessions"), "sessions")
@@ -189,7 +194,7 @@ def unused_session_draws(serial: int, init: tuple[int, int], ran: int, lists: in
     if init[0] != init[1]:
         problems.append(f"init stream: used {init[0]} of {init[1]}")
     if ran != lists:
-        problems.append(f"ran {ran} turns, the file has {lists}")
+        problems.append(f"{ran} turn(s) run against the file's {lists}")
     problems += [f"turn {k} stream: used {used} of {held}" for k, used, held in turns if used != held]
     if session[0] != session[1]:
         problems.append(f"session stream: used {session[0]} of {session[1]}")

@@ -415,12 +415,16 @@ def check_output_path(out: str) -> None:
 def make_tasks(spec: RunSpec, grid: dict, reps: int) -> list:
     from serq.irfile import load_ir
 
+    from .replayinputs import check_replay_inputs
+
     tasks = []
     names = list(grid)
     replay = spec.replay_data()
     for point, values in enumerate(itertools.product(*(grid[n] for n in names))):
         settings = tuple(zip(names, values))
         ir = load_ir(spec.path, {**spec.settings, **dict(settings)}, spec.profile)
+        if replay is not None:
+            check_replay_inputs(replay, ir, spec.path, spec.replay)
         for rep in range(reps):
             tasks.append(Task(point, settings, rep, rep_seed(spec.seed, rep), ir,
                               spec.horizon, spec.warmup, spec.arrivals, replay))

@@ -79,9 +79,11 @@ def cmd_run(args) -> int:
             series = Series()
         replay = None
         if args.replay:
+            from serq.replayinputs import check_replay_inputs
             from serq.sessionsfile import read_sessions_file
 
             replay = read_sessions_file(args.replay, ir)
+            check_replay_inputs(replay, ir, args.file, args.replay)
     except SerqError as exc:
         return print_error(exc)
     states_file = None  # an AtomicFile: renamed into place only when the run completes

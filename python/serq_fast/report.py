@@ -39,7 +39,8 @@ def notes(sim) -> list:
     for q in sim.pools:
         for pool, serial, need in q.head_over_cap():
             out.append(f"over: pool {pool.name}: session {serial}, the head of {q.name}'s queue, asks for "
-                       f"{need:g} > cap {pool.cap:g} at the end (§11.4)")
+                       f"{need:g} > cap {pool.cap:g} at the end (docs/language.md §11.4: it can never be "
+                       f"admitted; raise the pool's cap or ask for less)")
     for st in sim.engines:
         waiting = sum(p.qlen() for p in st.admits)
         if st.iter is None and waiting and not st.residents:
@@ -49,9 +50,12 @@ def notes(sim) -> list:
                        f"the head never fits (head-of-line blocking, docs/language.md §11.4)")
     for p in sim.pools:
         if p.stuck:
-            out.append(f"stuck: pool {p.name}: {p.stuck} session(s) preempted without progress (§11.7)")
+            out.append(f"stuck: pool {p.name}: {p.stuck} session(s) preempted without progress (docs/language.md "
+                       f"§11.7: preempted again before passing the previous preemption's position, so the "
+                       f"recomputed work was lost; more room on the pool or fewer holders at once avoids it)")
         if p.rejected:
-            out.append(f"rejected: pool {p.name}: {p.rejected} hold(s) asked for more than the cap (§11.4)")
+            out.append(f"rejected: pool {p.name}: {p.rejected} hold(s) asked for more than the cap "
+                       f"(docs/language.md §11.4: each ended its session or branch; raise the pool's cap or ask for less)")
     return out
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 
+from serq import draws
 from serq.exact import negative_transfer_amount, negative_work, work_not_finite
 from serq.sessionsfile import stream_name, unused_session_draws
 from serq_fast import pools as P
@@ -115,6 +116,8 @@ class SessionInterpreter:
             return ("set", st["slot"], c(st["expr"]), at)
         if op == "observe":
             return ("observe", st["name"], c(st["expr"]), at)
+        if op == "accept":
+            return ("accept", c(st["count"]), c(st["rate"]), at)
         if op in ("turn", "end", "join"):
             return (op, at)
         if op == "fork":
@@ -226,6 +229,8 @@ class SessionInterpreter:
                         s.attrs[st[1]] = st[2](cx)
                     elif st[0] == "observe":
                         self.observe(st[1], st[2](cx), s)
+                    elif st[0] == "accept":
+                        s.accept = self._draw_accept(st, src)
                     else:
                         raise RunError(f"`{st[0]}` in a workload init/turn block")
                 except RunError as exc:
@@ -234,6 +239,18 @@ class SessionInterpreter:
             cx.draw = saved
         if self.replay is not None:   # checked when the session ends (end_session), as serq_spec
             s.turn_used[turn_no] = src.i
+
+    def _draw_accept(self, st: tuple, src) -> list:
+        """`accept (n, alpha);` (docs/language.md §7.3, serq_spec.sessions.exec_accept): the turn's
+        acceptance counts, n values of the acceptance law from the turn's stream `src`."""
+        cx = self.cx
+        try:
+            n = draws.accept_outputs(st[1](cx))
+            alpha = st[2](cx)
+            draws.check_args(draws.ACCEPT_LAW, [alpha])   # also when n = 0
+            return [draws.accept_value(src(draws.ACCEPT_LAW, [alpha], st[-1])) for _ in range(n)]
+        except draws.DrawError as exc:
+            raise RunError(str(exc)) from None
 
     def _count_respawn(self) -> None:
         """§11.9: a live `closed(n)` run whose sessions end at the instant they start replaces

@@ -90,9 +90,10 @@ class LiveSource:
             x = draws.draw_float(dist, args, self.rng)
         except draws.DrawError as exc:
             raise RunError(str(exc)) from None
-        v = x if dist == "bernoulli" else _round12(x)
+        whole = dist == "bernoulli" or dist == draws.ACCEPT_LAW   # exact as drawn (serq.draws.draw_exact)
+        v = x if whole else _round12(x)
         if self.log is not None:
-            self.log.append(str(Fraction(int(x)) if dist == "bernoulli" else Fraction(format(x, ".12g"))))
+            self.log.append(str(Fraction(int(x)) if whole else Fraction(format(x, ".12g"))))
         return v
 
 

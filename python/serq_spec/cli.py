@@ -16,6 +16,7 @@ from serq.errors import SerqError, print_error, source_names
 from serq import irfile
 from serq.irfile import add_program_args, integer_option
 from serq.outputfile import is_write_failure, write_text
+from serq.replayinputs import check_replay_inputs
 from serq.sessionsfile import fit_hint, read_sessions_file
 from serq.wire import Value, WireError, canonical_json, parse_decimal
 
@@ -148,6 +149,7 @@ def cmd_spec(args: argparse.Namespace) -> int:
             raise SpecError(f"--warmup must be below --horizon, got {args.warmup} >= {args.horizon}")
         ir = irfile.load_ir(args.file, args.sets, args.profile)
         sessions = read_sessions_file(args.sessions, ir)
+        check_replay_inputs(sessions, ir, args.file, args.sessions)
         prog = prepare(ir, Workload.replay(sessions), os.path.basename(args.file), warmup, horizon)
         prog.emit_gauges = args.gauges
 

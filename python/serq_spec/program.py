@@ -237,7 +237,8 @@ class Program:
                 raise SpecError(f"`transfer` over the engine {self.stages[ref['base']]['name']}: a transfer "
                                 "copies over a link (a fifo, ps or delay stage)", at, self.files)
         if op not in ("set", "observe", "turn", "end", "branch", "while", "loop", "choose", "hold",
-                      "run", "grow", "load", "drop", "release", "fork", "join", "flow", "transfer", "transfer_end"):
+                      "run", "grow", "load", "drop", "release", "fork", "join", "flow", "transfer", "transfer_end",
+                      "accept"):
             raise self.unsupported(f"statement {op}", at)
         if op == "flow" or (op == "transfer" and "stages" in st):
             if self.share not in ("maxmin", "bottleneck"):
@@ -249,7 +250,7 @@ class Program:
                                         f"{self.stages[i]['name']}", at, self.files)
         if op == "hold" and st.get("lease") is not None:
             self.check_expr(st["lease"]["time"], at)
-        for k in ("expr", "cond", "count", "work", "units", "reuse", "cache", "eos"):
+        for k in ("expr", "cond", "count", "rate", "work", "units", "reuse", "cache", "eos"):
             if isinstance(st.get(k), dict):
                 self.check_expr(st[k], at)
         for k in ("keys",):

@@ -10,6 +10,7 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any, Optional
 
+from serq import draws
 from serq.errors import number_text
 from serq.exact import negative_transfer_amount, negative_work, work_not_finite
 from serq.wire import Value
@@ -606,6 +607,8 @@ def exec_stmt(cfg: Config, s: Session, st: dict, ref: tuple, stream: tuple) -> O
         s.attrs[st["slot"]] = evaluate(st["expr"], env)
     elif op == "observe":
         record_observation(cfg, prog.observes[st["name"]], s, evaluate(st["expr"], env))
+    elif op == "accept":
+        exec_accept(cfg, s, st, env)
     elif op == "branch":
         if V.truth(evaluate(st["cond"], env), "a branch guard", at):
             s.frames.append(Frame(st["then"], 0, "plain", None, stream))
@@ -680,6 +683,23 @@ def exec_choose(cfg: Config, s: Session, st: dict, env: Env) -> None:
         if best_key is None or key < best_key:
             best, best_key = j, key
     s.attrs[st["slot"]] = Fraction(best)
+
+
+def exec_accept(cfg: Config, s: Session, st: dict, env: Env) -> None:
+    """`accept (n, alpha);` (§7.3), the `turn` block's last statement: the turn's acceptance
+    counts, n values of the acceptance law (serq.draws.accept_count) from the turn's stream, one
+    per output number, in place of a trace row's counts."""
+    prog = cfg.program
+    at = st.get("at")
+    try:
+        n = draws.accept_outputs(draws.as_doubles([evaluate(st["count"], env)])[0])
+        alpha = evaluate(st["rate"], env)
+        draws.check_args(draws.ACCEPT_LAW, draws.as_doubles([alpha]))   # also when n = 0
+        counts = [draws.accept_value(float(prog.workload_data.take(cfg, s, env.stream, draws.ACCEPT_LAW, [alpha], at)))
+                  for _ in range(n)]
+    except draws.DrawError as exc:
+        raise SpecError(str(exc), at, prog.files) from None
+    s.accept = counts
 
 
 def exec_turn(cfg: Config, s: Session) -> None:

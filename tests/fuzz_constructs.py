@@ -261,7 +261,9 @@ def _spill(draw) -> tuple[list[str], str]:
     """An offload tier (§11.8.1): `pool kv { …; spill host via S (w) when (c); }`, evictions that
     move to `host` and hits read back over S, and holds in `fork` branches (§11.13) beside them;
     wrong: an engine, array or unknown link, a different block, the tier held by a statement or
-    spilling back (a cycle), a negative or infinite copy time, a condition that is not 0 or 1."""
+    spilling back (a cycle), a negative or infinite copy time, a condition that is not 0 or 1.
+    Drawn last: both pools `share content` with the holds' `content (0, 0, serial)` (a content
+    tier, docs/content.md §6), or, wrong, only one of them."""
     link = _one(draw, ["f", "d", "a" if "a" in draw.names else "f"], ["link", "eng", "nobody", "kv", "link[0], link[1]"])
     w = _knob(draw, _one(draw, ["0.01 + 1e-4 * size", "0", "age", "0.5"], ["-1", "inf", "1e300", "0 / 0"]))
     c = _one(draw, ["1", "waiting == 0", "size > 16"], ["2", "-1", "now"])
@@ -275,6 +277,12 @@ def _spill(draw) -> tuple[list[str], str]:
         pools, hold = _content_tier(draw, link, w, c, n)
     body = _one(draw, [hold, f"fork {{ {hold} }} join;", f"fork {{ {hold} }} run f (1); join; {hold}"],
                 ["hold host (16) { run f (1); }", f"fork {{ {hold} }}", "join;", f"fork {{ {hold} }} {hold} join;"])
+    content = _one(draw, ["", "both"], ["kv", "host"])
+    if content in ("both", "kv"):
+        pools[1] = pools[1].replace("evict lru;", "evict lru; share content;")
+        body = body.replace(f"hold kv ({n}) {{", f"hold kv ({n}) content (0, 0, serial) {{")
+    if content in ("both", "host"):
+        pools[0] = pools[0].replace("block 16;", "block 16; share content;").replace("block 8;", "block 8; share content;")
     return pools, body
 
 

@@ -261,23 +261,26 @@ def _spill(draw) -> tuple[list[str], str]:
     """An offload tier (§11.8.1): `pool kv { …; spill host via S (w) when (c); }`, evictions that
     move to `host` and hits read back over S, and holds in `fork` branches (§11.13) beside them;
     wrong: an engine, array or unknown link, a different block, the tier held by a statement or
-    spilling back (a cycle), a negative or infinite copy time, a condition that is not 0 or 1.
-    Drawn last: both pools `share content` with the holds' `content (0, 0, serial)` (a content
-    tier, docs/content.md §6), or, wrong, only one of them."""
+    spilling back (a cycle), a negative or infinite copy time, a condition that is NaN, beyond
+    the doubles or a draw (any other value is one: c ≠ 0 keeps the chunk, §11.8.1).
+    Half of the time a content tier over declared prefixes (`_content_tier`); otherwise, drawn
+    last: both pools `share content` with the holds' `content (0, 0, serial)` (a content tier,
+    docs/content.md §6), or, wrong, only one of them."""
     link = _one(draw, ["f", "d", "a" if "a" in draw.names else "f"], ["link", "eng", "nobody", "kv", "link[0], link[1]"])
     w = _knob(draw, _one(draw, ["0.01 + 1e-4 * size", "0", "age", "0.5"], ["-1", "inf", "1e300", "0 / 0"]))
-    c = _one(draw, ["1", "waiting == 0", "size > 16"], ["2", "-1", "now"])
+    c = _one(draw, ["1", "waiting == 0", "size > 16", "2", "-1", "now"], ["0 / 0", "1e400", "~uniform(0, 1)"])   # c ≠ 0: kept
     host = _one(draw, ["pool host { cap 256; block 16; }"],
                 ["pool host { cap 256; block 8; }", "pool host { cap 256; block 16; spill kv via f (1) when (1); }",
                  "pool host[2] { cap 256; block 16; }"])
     pools = [host, f"pool kv {{ cap 64; block 16; evict lru; spill host via {link} ({w}) when ({c}); }}"]
     n = _one(draw, ["16", "32", "48"], ["-1", "100", "inf"])
     hold = f"hold kv ({n}) {{ run f (0.5); }} cache ({n});"
-    if draw(st.booleans()):   # a content tier (docs/content.md §6): both pools `share content`
+    prefixed = draw(st.booleans())   # a content tier over declared prefixes (docs/content.md §6)
+    if prefixed:
         pools, hold = _content_tier(draw, link, w, c, n)
     body = _one(draw, [hold, f"fork {{ {hold} }} join;", f"fork {{ {hold} }} run f (1); join; {hold}"],
                 ["hold host (16) { run f (1); }", f"fork {{ {hold} }}", "join;", f"fork {{ {hold} }} {hold} join;"])
-    content = _one(draw, ["", "both"], ["kv", "host"])
+    content = "" if prefixed else _one(draw, ["", "both"], ["kv", "host"])
     if content in ("both", "kv"):
         pools[1] = pools[1].replace("evict lru;", "evict lru; share content;")
         body = body.replace(f"hold kv ({n}) {{", f"hold kv ({n}) content (0, 0, serial) {{")

@@ -62,6 +62,7 @@ class _Draw:
         self.draw, self.faulty = draw, faulty
         self.names: list[str] = []   # the stages and engine declared: what a right estimate reads
         self.knobs: dict[str, str] = {}   # input name -> its default (`let NAME = args.number(…)`)
+        self.limited: dict[str, str] = {}   # input name -> the limits it must have (not drawn)
 
     def __call__(self, strategy):
         return self.draw(strategy)
@@ -463,7 +464,10 @@ def construct_programs(draw, faulty: bool | None = None) -> str:
     arrive = draw(st.sampled_from(["poisson(1)", "poisson(3)", "batch(3)", "closed(2)"]))
     if arrive.startswith("poisson"):   # an input the sampled workload reads (docs/sessions.md "Inputs of a replay")
         arrive = f"poisson({_knob(draw, arrive[8:-1])})"
-    inputs = [f'let {k} = args.number("{k}", {v}{_limits(draw, k, v)});' for k, v in draw.knobs.items()]
+        rate = arrive[8:-1]
+        if rate in draw.knobs:   # a rate of 1e300 is ~1e300 sessions a second: a run that cannot end (seed 24004)
+            draw.limited[rate] = ", in 0 to 100"
+    inputs = [f'let {k} = args.number("{k}", {v}{draw.limited.get(k) or _limits(draw, k, v)});' for k, v in draw.knobs.items()]
     decls = inputs + decls
     text = ('use "std/args";\n' if inputs else "") + "fn main() {\n" + "".join(f"  {d}\n" for d in decls) + \
         f"  workload {{ arrive {arrive};{turn.rstrip()} }}\n  server {{\n" + "".join(f"    {s}\n" for s in server) + "  }\n}\n"

@@ -52,8 +52,8 @@ def upsertSorted (k : String) (v : Nat) : List (String × Nat) → List (String 
     else (k', v') :: upsertSorted k v rest
 
 /-- serq/draws.py `check_args`, as workload.py `_check_args` applies it to a replayed draw:
-arguments outside the law (infinite, a negative mean, too many Erlang phases) are the error a live
-draw gives (docs/language.md §4.3); `~det` of an exact value is any finite one. serq_spec reads
+arguments outside the law (infinite, a negative mean, too many Erlang phases, an acceptance rate
+outside [0, 1]) are the error a live draw gives (docs/language.md §4.3); `~det` of an exact value is any finite one. serq_spec reads
 the arguments as doubles: here they stay exact, so one beyond the doubles is not refused as
 infinite, and a value in the message is its wire text (docs/lean.md). -/
 def drawArgsError (dist : String) (args : List Value) : Option String :=
@@ -63,6 +63,11 @@ def drawArgsError (dist : String) (args : List Value) : Option String :=
   if dist == "det" then
     if (args.headD Value.zero).isFinite then none
     else some s!"~det needs a finite value, got {(args.headD Value.zero).toWire}"
+  else if dist == "accept" then   -- `accept (n, alpha)`'s counts (docs/language.md §7.3): alpha in [0, 1]
+    let alpha := args.headD Value.zero
+    if !Value.lt alpha Value.zero && !Value.lt Value.one alpha && alpha.isFinite then none
+    else some (s!"`accept (n, alpha)` needs a per-draft acceptance rate alpha in [0, 1], got {alpha.toWire}: " ++
+      "alpha is the chance that a draft is accepted")
   else if args.any (fun a => !a.isFinite) then some (outside "the arguments must be finite")
   else
     let mean := if dist == "erlang" then args.getD 1 Value.zero else args.headD Value.zero

@@ -649,14 +649,11 @@ def execAccept (th : Tid) (count rate : Expr) (env : EnvM) (loc : Option Loc) : 
       else specError s!"`accept (n, alpha)` needs n, the turn's output count, a whole number from 0 to 1000000, got {nv.toWire}" loc
     | _ => specError s!"`accept (n, alpha)` needs n, the turn's output count, a whole number from 0 to 1000000, got {nv.toWire}" loc
   let alpha ← evaluate env rate
-  let inRange := match alpha with
-    | .fin q => decide (0 ≤ q) && decide (q ≤ 1)
-    | _ => false
-  if !inRange then   -- also when n = 0
-    specError s!"`accept (n, alpha)` needs a per-draft acceptance rate alpha in [0, 1], got {alpha.toWire}: alpha is the chance that a draft is accepted" loc
+  -- serq/draws.py `check_args` of the acceptance law, also when n = 0
+  if let some msg := drawArgsError "accept" [alpha] then specError msg loc
   let mut counts : List Nat := []
   for _ in List.range n do
-    let v ← take env "accept"
+    let v ← take env "accept" [alpha]
     match v with
     | .fin q =>
       if q.den == 1 && decide (0 ≤ q.num) && decide (q.num ≤ 999999) then

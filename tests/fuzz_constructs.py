@@ -22,7 +22,9 @@ A program is assembled from parts, each drawn well-formed most of the time and m
 - a request block with 0, 1 or 2 parameters on an S engine (the defect of issue 18's brief);
 - `transfer S (w) from P to Q (n);` (§11.15) over one link or several, leased or held, with the
   wrong links, pools, amounts and places of §11.15's errors;
-- an offload tier `spill Q via S (w) when (c);` (§11.8.1) with holds in `fork` branches (§11.13);
+- an offload tier `spill Q via S (w) when (c);` (§11.8.1) with holds in `fork` branches (§11.13),
+  half of the time between two `share content` pools (a content tier, docs/content.md §6), its
+  holds with `content (p, n, h)` over declared prefixes;
 - speculative decoding on the S engine: `speculate (s, look, limit);` and `decode … speculate (k)`,
   and the acceptance counts a `turn` block draws, `accept (n, alpha);`, right and wrong (alpha out
   of [0, 1], n not whole, not the block's last statement, in `init`, a missing argument);
@@ -31,12 +33,15 @@ A program is assembled from parts, each drawn well-formed most of the time and m
   index is a constant, a computed member, or (wrong) no whole member or a draw;
 - `fork { run a, b (w); } … join;`: flows (and one-stage runs) inside branches (§11.13, §11.14);
 - inputs: `let kN = args.number("kN", …);` in place of a flow's or transfer's work, a transfer's
-  amount, a spill's copy time, `speculate`'s numbers, `price`'s arguments and `lag`, so that the
+  amount, a spill's copy time, `speculate`'s numbers, `price`'s arguments, `lag`, `accept`'s n and
+  alpha and a poisson arrival rate (the last two read by the sampled workload), so that the
   `construct_settings` target can give them hostile `--set` values (`knobs` lists them); every
-  other one with limits (`in 0 to inf`, `whole`), which such values break.
+  other one with limits (`in 0 to inf`, `whole`), which such values break, the rest with none,
+  limits that hold only the default or one side of it, or wrong ones (`_limits`).
 - queues (§11.16): a prefill queue array leasing its KV, a decode queue whose entry `pull` lands
   it `from` a prefill queue over a link queue's wire, members `P[i].kv` and the definition
-  `P[i].fill (x)` (which reads `self.index`) read in observations, with the wrong roles, members,
+  `P[i].fill (x)` (which reads `self.index`) and the single queue's `D.level (x)` read in
+  observations, with the wrong roles, members,
   entries, definitions, arities, indices and `from`s of §11.16's errors.
 
 Then up to two byte edits that insert construct words (`,`, `share maxmin;`, `step`, `budget`…)
@@ -57,6 +62,7 @@ class _Draw:
         self.draw, self.faulty = draw, faulty
         self.names: list[str] = []   # the stages and engine declared: what a right estimate reads
         self.knobs: dict[str, str] = {}   # input name -> its default (`let NAME = args.number(…)`)
+        self.limited: dict[str, str] = {}   # input name -> the limits it must have (not drawn)
 
     def __call__(self, strategy):
         return self.draw(strategy)
@@ -81,14 +87,20 @@ def _knob(draw: _Draw, value: str) -> str:
     return name
 
 
-def _limits(name: str, value: str) -> str:
-    """The limits (docs/language.md §2) of every other input, from its default alone (no draw, so
-    the programs drawn are those drawn without them): `in 0 to inf` for a default >= 0, `whole`
-    for a whole one. The others keep no limits, so hostile `--set` values still reach the checks
-    behind them."""
-    if int(name[1:]) % 2 or float(value) < 0:
-        return ""
-    return ", in 0 to inf" + (", whole" if float(value).is_integer() else "")
+def _limits(draw: _Draw, name: str, value: str) -> str:
+    """The limits (docs/language.md §2) of an input with default VALUE: `in 0 to inf` (and `whole`
+    for a whole default) for every other input with a default >= 0; the others none, or limits
+    that hold only the default or one side of it (which a hostile `--set` breaks at once), or, in
+    a faulty program, wrong ones (a range upside down or not of constants, a default outside it,
+    `whole` of a fraction, a limit written twice or half)."""
+    if not int(name[1:]) % 2 and float(value) >= 0:
+        return ", in 0 to inf" + (", whole" if float(value).is_integer() else "")
+    whole = ", whole" if float(value).is_integer() else ""
+    return _one(draw, ["", "", f", in {value} to {value}{whole}", f", in -inf to {value}", f", in {value} to inf",
+                       f", in -1e300 to 1e300{whole}"],
+                [", in 1 to 0", f", in {value} to -inf", f", in 0 to 1{whole}{whole or ', whole'}", ", in serial to 1",
+                 ", whole" if not whole else ", in 0.5 to 1, whole", f", in {value}", f", to {value}",
+                 f", in {value} + 1 to inf", ", in 0 to 1e400", ", in -inf to -inf", f", in {value} to {value},"])
 
 
 def knobs(text: str) -> list[str]:
@@ -250,19 +262,58 @@ def _spill(draw) -> tuple[list[str], str]:
     """An offload tier (§11.8.1): `pool kv { …; spill host via S (w) when (c); }`, evictions that
     move to `host` and hits read back over S, and holds in `fork` branches (§11.13) beside them;
     wrong: an engine, array or unknown link, a different block, the tier held by a statement or
-    spilling back (a cycle), a negative or infinite copy time, a condition that is not 0 or 1."""
+    spilling back (a cycle), a negative or infinite copy time, a condition that is NaN, beyond
+    the doubles or a draw (any other value is one: c ≠ 0 keeps the chunk, §11.8.1).
+    Half of the time a content tier over declared prefixes (`_content_tier`); otherwise, drawn
+    last: both pools `share content` with the holds' `content (0, 0, serial)` (a content tier,
+    docs/content.md §6), or, wrong, only one of them."""
     link = _one(draw, ["f", "d", "a" if "a" in draw.names else "f"], ["link", "eng", "nobody", "kv", "link[0], link[1]"])
     w = _knob(draw, _one(draw, ["0.01 + 1e-4 * size", "0", "age", "0.5"], ["-1", "inf", "1e300", "0 / 0"]))
-    c = _one(draw, ["1", "waiting == 0", "size > 16"], ["2", "-1", "now"])
+    c = _one(draw, ["1", "waiting == 0", "size > 16", "2", "-1", "now"], ["0 / 0", "1e400", "~uniform(0, 1)"])   # c ≠ 0: kept
     host = _one(draw, ["pool host { cap 256; block 16; }"],
                 ["pool host { cap 256; block 8; }", "pool host { cap 256; block 16; spill kv via f (1) when (1); }",
                  "pool host[2] { cap 256; block 16; }"])
     pools = [host, f"pool kv {{ cap 64; block 16; evict lru; spill host via {link} ({w}) when ({c}); }}"]
     n = _one(draw, ["16", "32", "48"], ["-1", "100", "inf"])
     hold = f"hold kv ({n}) {{ run f (0.5); }} cache ({n});"
+    prefixed = draw(st.booleans())   # a content tier over declared prefixes (docs/content.md §6)
+    if prefixed:
+        pools, hold = _content_tier(draw, link, w, c, n)
     body = _one(draw, [hold, f"fork {{ {hold} }} join;", f"fork {{ {hold} }} run f (1); join; {hold}"],
                 ["hold host (16) { run f (1); }", f"fork {{ {hold} }}", "join;", f"fork {{ {hold} }} {hold} join;"])
+    content = "" if prefixed else _one(draw, ["", "both"], ["kv", "host"])
+    if content in ("both", "kv"):
+        pools[1] = pools[1].replace("evict lru;", "evict lru; share content;")
+        body = body.replace(f"hold kv ({n}) {{", f"hold kv ({n}) content (0, 0, serial) {{")
+    if content in ("both", "host"):
+        pools[0] = pools[0].replace("block 16;", "block 16; share content;").replace("block 8;", "block 8; share content;")
     return pools, body
+
+
+def _content_tier(draw, link: str, w: str, c: str, n: str) -> tuple[list[str], str]:
+    """`spill` between two `share content` pools (docs/content.md §6): blocks known by their
+    prefix and history on both tiers, a lookup that goes on into the tier; wrong: one pool content
+    and the other plain, a tier that spills, a `content` clause on a plain pool, a prefix key not
+    declared or more of its tokens than it has, a `drop` of a content pool."""
+    prefixes = _one(draw, ["prefix 1 (20); prefix 2 (8) after 1;"],
+                    ["prefix 1 (20); prefix 2 (8) after 3;", "prefix 1 (-4);", "prefix 1 (20); prefix 1 (8);"])
+    host = _one(draw, ["pool host { cap 256; block 16; share content; }"],
+                ["pool host { cap 256; block 16; }", "pool host { cap 256; block 16; share content; "
+                 "spill kv via f (1) when (1); }", "pool host { cap 250; block 16; share content; }"])
+    kv = _one(draw, [f"pool kv {{ cap 64; block 16; share content; spill host via {link} ({w}) when ({c}); }}"],
+              [f"pool kv {{ cap 64; block 16; spill host via {link} ({w}) when ({c}); }}",
+               f"pool kv {{ cap 64; block 16; share content; evict fifo; spill host via {link} ({w}) when ({c}); }}"])
+    # (the last right one is accepted but stops at run time: session 2's key is not declared; so
+    # that both engines' run-time checks are reached by programs with no other fault)
+    key, length = _one(draw, [("serial < 2 ? 1 : 2", "serial < 2 ? 20 : 28"), ("1", "20"), ("0", "0"), ("2", "16"),
+                              ("serial == 2 ? 3 : 1", "20")],
+                       [("3", "4"), ("1", "21"), ("0", "4"), ("1", "-1"), ("1", "~uniform(0, 20)"),
+                        ("serial", "20"), ("1", "20 + serial"), ("serial == 1 ? 0 : 1", "20")])   # (at run time)
+    content = f" content ({key}, {length}, {_one(draw, ['serial', '0'], ['now'])})"
+    hold = _one(draw, [f"hold kv ({n}){content} {{ run f (0.5); }} cache ({n});"],
+                [f"hold kv ({n}) {{ run f (0.5); }} drop kv;", f"hold host (16){content} {{ run f (0.5); }}",
+                 f"hold kv ({n}){content}{content} {{ run f (0.5); }}"])
+    return [prefixes, host, kv], hold
 
 
 def _queues(draw) -> tuple[list[str], str]:
@@ -275,25 +326,32 @@ def _queues(draw) -> tuple[list[str], str]:
     prole = _one(draw, ["prefill", "agg", "l2"], ["decode", "gateway", "link", "prefil"])
     drole = _one(draw, ["decode", "agg"], ["prefill", "link", "l2"])
     extra = _one(draw, ["", " let hop = 1;", " def twice(x) = 2 * x;"],
-                 [" pool kv { cap 1; }", " stage pre[2] : fifo;", " stage self : fifo;"])
+                 [" pool kv { cap 1; }", " stage pre[2] : fifo;", " stage self : fifo;", " def twice(self) = 2 * self;",
+                  " def twice(index) = index;"])
     work = _one(draw, ["n * 1e-3", "0", "~exp(1)"], ["-1", "inf"])
     link = _one(draw, ["stage wire : fifo;", "stage wire : ps(1);", "stage wire : delay;"],
                 ["stage wire : fifo; pool x { cap 1; }", "let w = 1;"])
     queues = [f"queue P[2] : {prole} {{ pool kv {{ cap 64; }} stage pre : fifo; def fill(x) = used(kv) * x + "
               f"self.index;{extra} }}",
               f"queue D : {drole} {{ pool kv {{ cap 64; evict lru; }} def pull(n, w) {{ hold kv (n) "
-              f"{{ transfer w ({work}) from source.kv to kv (n); }} cache (n); }} def note(n) {{ observe noted = n; }} }}",
+              f"{{ transfer w ({work}) from source.kv to kv (n); }} cache (n); }} def note(n) {{ observe noted = n; }} "
+              f"def level(x) = {_one(draw, ['used(kv) + x', 'x * 2'], ['self.index + x', 'level(x)', 'y'])}; }}",
               f"queue L[2] : link {{ {link} }}"]
-    i = _one(draw, ["0", "1", "(serial == 0 ? 0 : 1)"], ["2", "-1", "floor(~uniform(0, 2))", "nobody"])
+    i = _one(draw, ["0", "1", "(serial == 0 ? 0 : 1)"], ["2", "-1", "floor(~uniform(0, 2))", "nobody", "inf", "1 / 0",
+                                                         "1e400", "0.5", "-inf"])
     first = f"hold P[{i}].kv (16) {{ run P[{i}].pre (0.5); }} lease P[{i}].kv (inf);"
     good = [f"D.pull (16, L[{i}].wire) from P[{i}];",
             f"D.note (used(P[{i}].kv)); D.pull (8, L[0].wire) from P[{i}];",
-            f"D.note (P[{i}].fill(2)); D.pull (16, L[{i}].wire) from P[{i}];"]
+            f"D.note (P[{i}].fill(2)); D.pull (16, L[{i}].wire) from P[{i}];",
+            f"D.note (D.level (P[{i}].fill (1))); D.pull (16, L[{i}].wire) from P[{i}];",
+            f"observe lv = D.level (3) + P[{i}].fill (0); D.pull (8, L[{i}].wire) from P[{i}];"]
     bad = [f"D.pull (16, L[{i}].wire);", f"D.pull (16) from P[{i}];", "D.push (16, L[0].wire) from P[0];",
            f"D.pull (16, L[{i}].wire) from D;", f"D.note (1) from P[{i}];", "D[0].note (1);",
            f"D.pull (16, L.wire) from P[{i}];", f"observe u = used(P[{i}].kvv);", "hold P (1) { }",
            f"D.note (P[{i}].fill(1, 2));", f"P[{i}].fill (1);", "D.note (D.note (1));", "D.note (P.fill (1));",
-           "D.note (D.self.index);", "D.note (D.index);"]
+           "D.note (D.self.index);", "D.note (D.index);", "D.note (D.level ());", "D.level (1);",
+           "D.note (D[0].level (1));", "D.note (D.level (1, 2));", "D.note (D.levels (1));", "observe q = D.level;",
+           f"D.note (P[{i}].level (1));", "D.note (self.index);"]
     # wrong in half of the faulty programs, not a sixth: there are many ways to get the call wrong
     call = draw(st.sampled_from(bad if draw.faulty and draw(st.booleans()) else good))
     return queues, f"{first} {call}"
@@ -378,7 +436,7 @@ def construct_programs(draw, faulty: bool | None = None) -> str:
             server.append(statement)
     turn = ""
     if engine in ("s", "array"):   # drawn acceptance counts of speculative decoding (§7.3)
-        turn = " " + _one(draw, ["", "", f"turn {{ accept (3, {_knob(draw, '0.5')}); }}",
+        turn = " " + _one(draw, ["", "", f"turn {{ accept ({_knob(draw, '3')}, {_knob(draw, '0.5')}); }}",
                                  "turn { set q = 2; accept (q, serial == 0 ? 0.9 : 0.2); }"],
                           ["turn { accept (3, 2); }", "turn { accept (-1, 0.5); }", "turn { accept (1e400, 0.5); }",
                            "turn { accept (3, 0.5); set z = 1; }", "init { accept (3, 0.5); }",
@@ -404,7 +462,12 @@ def construct_programs(draw, faulty: bool | None = None) -> str:
     if draw.faulty and not draw(st.integers(0, 5)):   # names used above their declaration
         decls = draw(st.permutations(decls))
     arrive = draw(st.sampled_from(["poisson(1)", "poisson(3)", "batch(3)", "closed(2)"]))
-    inputs = [f'let {k} = args.number("{k}", {v}{_limits(k, v)});' for k, v in draw.knobs.items()]
+    if arrive.startswith("poisson"):   # an input the sampled workload reads (docs/sessions.md "Inputs of a replay")
+        arrive = f"poisson({_knob(draw, arrive[8:-1])})"
+        rate = arrive[8:-1]
+        if rate in draw.knobs:   # a rate of 1e300 is ~1e300 sessions a second: a run that cannot end (seed 24004)
+            draw.limited[rate] = ", in 0 to 100"
+    inputs = [f'let {k} = args.number("{k}", {v}{draw.limited.get(k) or _limits(draw, k, v)});' for k, v in draw.knobs.items()]
     decls = inputs + decls
     text = ('use "std/args";\n' if inputs else "") + "fn main() {\n" + "".join(f"  {d}\n" for d in decls) + \
         f"  workload {{ arrive {arrive};{turn.rstrip()} }}\n  server {{\n" + "".join(f"    {s}\n" for s in server) + "  }\n}\n"

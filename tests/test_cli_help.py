@@ -48,3 +48,24 @@ def test_a_seeded_help_fault_is_caught():
     seeded = {"serq x": "usage: serq x\n\nwith 95 %% intervals; see docs/no-such.md\n"}
     bad = help_faults(seeded)
     assert len(bad) == 2 and "'%%'" in bad[0] and "docs/no-such.md" in bad[1], bad
+
+
+def undocumented(parser: argparse.ArgumentParser, prefix: str = "serq") -> list[str]:
+    """Commands without a description and arguments without a help text, leaf commands only
+    (`serq oracle`, a group, is described by its subcommands)."""
+    groups = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if groups:
+        return [bad for g in groups for name, sub in g.choices.items() for bad in undocumented(sub, f"{prefix} {name}")]
+    bad = [f"{prefix}: no description"] if not parser.description else []
+    return bad + [f"{prefix} {'/'.join(a.option_strings) or a.metavar or a.dest}: no help text"
+                  for a in parser._actions if a.help is None and not isinstance(a, argparse._HelpAction)]
+
+
+def test_every_command_and_argument_is_described():
+    # `serq sample --help` and `serq spec --help` printed no description; `serq import`'s TRACE, the
+    # oracle commands' SCENARIO.json and DIR, `-o` of plot and import had no help text
+    bad = undocumented(build_parser())
+    assert not bad, "\n".join(bad)
+    seeded = argparse.ArgumentParser(prog="x")
+    seeded.add_argument("trace")
+    assert undocumented(seeded, "serq x") == ["serq x: no description", "serq x trace: no help text"]

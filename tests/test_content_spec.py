@@ -151,10 +151,10 @@ def run_text(text):
     return cfg, obs
 
 
-@pytest.mark.parametrize("p,n,message", [(2, 0, "content prefix 2 is no declared prefix key"),
-                                         (3, 9, "content length 9 is not a whole number from 0 to 8"),
-                                         (0, 1, "content length 1 is not a whole number from 0 to 0"),
-                                         (3, "1/2", "content length 1/2")])
+@pytest.mark.parametrize("p,n,message", [(2, 0, "`content`: prefix 2.0 is not declared"),
+                                         (3, 9, "`content`: 9.0 shared tokens is not a whole number from 0 to 8.0"),
+                                         (0, 1, "`content`: 1.0 shared tokens is not a whole number from 0 to 0.0"),
+                                         (3, "1/2", "`content`: 0.5 shared tokens")])
 def test_a_bad_content_at_run_time_stops_the_run_located(p, n, message):
     with pytest.raises(SpecError) as e:
         run_text(GUARD.format(p=p, n=n))

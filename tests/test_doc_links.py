@@ -2,7 +2,8 @@
 
 The docs name files in two ways: Markdown links `[text](target)`, and repository paths written
 out (`tools/vllm_oracle/setup.sh`, `docs/api.md`, `examples/multi-turn/vllm.sq`). A reader who
-follows one should find the file. Checked in README.md, examples/README.md and docs/*.md:
+follows one should find the file. Checked in README.md, examples/README.md, docs/*.md and the
+example programs and data files (their headers):
 
 - a link's relative target (anchor dropped) must exist beside the linking file;
 - a path that starts with a top-level folder of the repository (`docs/`, `python/`, `tools/`, …),
@@ -16,6 +17,7 @@ written with its owner (`lean4's tests/…`). docs/language.md §N citations are
 
 from __future__ import annotations
 
+import fnmatch
 import re
 from pathlib import Path
 
@@ -32,7 +34,10 @@ ELSEWHERE = re.compile(r"\w's\s+`?$")     # "lean4's `tests/…`": a path of ano
 
 
 def documents() -> list[Path]:
-    return [ROOT / "README.md", ROOT / "examples" / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    """The docs, and the example programs and data files, whose headers are a user's first reading."""
+    examples = ROOT / "examples"
+    return [ROOT / "README.md", examples / "README.md", *sorted((ROOT / "docs").glob("*.md")),
+            *sorted(examples.rglob("*.sq")), *sorted(examples.rglob("*.csv"))]
 
 
 def checked(path: str) -> bool:
@@ -113,3 +118,24 @@ def test_every_doc_is_in_the_architecture_index():
     assert not missing, f"docs/architecture.md \"The documents\" does not list: {missing}"
     assert unlisted_docs("## The documents\n| docs/api.md | x |\n## Next\n docs/tutorial.md",
                          ["api.md", "tutorial.md"]) == ["tutorial.md"]      # seeded: one left out
+
+
+def unlisted_examples(section: str, programs: list[str]) -> list[str]:
+    """The example programs (paths under examples/) that `section` names neither by path, by file
+    name in backquotes (`mg1.sq` in a row that starts with `single-turn/mm1.sq`) nor by a pattern
+    (`oracle/*.sq`)."""
+    patterns = re.findall(r"`([\w/-]*\*[\w./*-]*)`", section)
+    return [p for p in programs
+            if p not in section and f"`{p.rsplit('/', 1)[-1]}`" not in section
+            and not any(fnmatch.fnmatch(p, pat) for pat in patterns)]
+
+
+def test_every_example_is_in_the_manual_s_example_table():
+    # docs/language.md §13 summarises each example's check; a new example left out of it is found
+    # only by those who read examples/README.md
+    text = (ROOT / "docs" / "language.md").read_text(encoding="utf-8")
+    section = text.split("\n## 13.", 1)[1].split("\n## 14.", 1)[0]
+    programs = sorted(p.relative_to(ROOT / "examples").as_posix() for p in (ROOT / "examples").rglob("*.sq"))
+    missing = unlisted_examples(section, programs)
+    assert not missing, f"docs/language.md §13 does not list: {missing}"
+    assert unlisted_examples("| `a/x.sq`, `y.sq` | … | `o/*.sq` |", ["a/x.sq", "a/y.sq", "o/q.sq", "b/z.sq"]) == ["b/z.sq"]

@@ -17,9 +17,14 @@ from pathlib import Path
 import pytest
 
 from serq.cli import main
+from test_hostile_inputs import SPECULATING
 from test_report_errors import ENGINE_COST_0
 
 MM1 = Path(__file__).resolve().parents[1] / "examples" / "single-turn" / "mm1.sq"
+
+# what the error of a constant beyond the doubles says to do (a `--set` of 1e-400 on an `accept`'s
+# alpha was refused at the statement without it: hostile-input campaign, branch hostile2)
+BEYOND_TODO = "; write it, or the `--set` value of the input it reads, within that range (or as 0)"
 
 ONE_STAGE = """fn main() {
   stage s : fifo(1);
@@ -107,6 +112,24 @@ TRANSFER = """fn main() {
 }
 """
 
+# serq_fast put a decode's bad `speculate (k)` at the server's call of the engine (a request body is
+# run from there), serq_spec at the clause (hostile-input campaign, branch hostile2, seed 24101)
+SPECULATE = (SPECULATING.replace("speculate (SPEC);", "speculate (1, 2, inf);")
+             .replace("decode (o) growing kv;", "decode (o) growing kv speculate (DRAFTS);"))
+
+# a content tier (docs/content.md §6): serq_fast said `a content length 20 without a prefix (p =
+# 0 needs n = 0)` where serq_spec said `content length 20 is not a whole number from 0 to 0 (the
+# tokens of prefix 0)`, and neither what to do (hostile-input campaign, branch hostile2)
+CONTENT = """fn main() {
+  prefix 1 (20);
+  stage f : fifo;
+  pool host { cap 256; block 16; share content; }
+  pool kv { cap 64; block 16; share content; spill host via f (1) when (1); }
+  workload { arrive poisson(1); }
+  server { set w = ~uniform(0, 1); hold kv (32) content (KEY, LENGTH, serial) { run f (1); } }
+}
+"""
+
 # issue 18's hardening: these four say what was wrong, the value and what to do (serq.exact)
 NEGATIVE_WORK = ("negative work {}: a run's work is an amount of service >= 0; keep the expression from going "
                  "below 0 (e.g. max(0, …))")
@@ -169,7 +192,7 @@ CASES = {
                            "amount: keep the expression (or the input it reads) from going below 0"),
     "constant-beyond-doubles": (ONE_STAGE, "WORK", "abs(w)", "abs(w) * 1e-400 * 1e400", "4:37",
                                 "a constant of about 1e-400 is beyond the range of doubles (about 1e-308 to "
-                                "1e308), where both engines keep a program's values"),
+                                "1e308), where both engines keep a program's values" + BEYOND_TODO),
     # found comparing the raise sites: serq_fast said `stage index 2 out of range 0..1`, `stage index
     # 0.69… is not an integer` and `capacity 0.0 is not positive`, serq_spec `index 2 out of range
     # 0..1`, `index 21781498973/31250000000 out of range 0..1` and `… got 0`
@@ -182,6 +205,17 @@ CASES = {
                        "engine eng: run work must be a whole number of tokens, got 20.0009765625"),
     "cost-zero": (ENGINE, "COST", "0.01", "0.01 - 0.01", "16:14",
                   "engine eng: execute: an iteration with 16 tokens costs 0"),
+    "speculate-drafts-negative": (SPECULATE, "DRAFTS", "p - 6", "p - 9", "8:68",
+                                  "speculate: the drafts per step must be a whole number >= 0, got -1.0"),
+    "content-length-without-a-prefix": (CONTENT, "KEY, LENGTH", "1, 20", "floor(w), 20", "7:36",
+                                        "pool kv: `content`: 20.0 shared tokens is not a whole number from 0 to 0.0 "
+                                        "(the tokens of prefix 0.0; 0 for none): keep n within the prefix"),
+    "content-length-beyond-the-prefix": (CONTENT, "KEY, LENGTH", "1, 20", "1, 20 + ceil(w)", "7:36",
+                                         "pool kv: `content`: 21.0 shared tokens is not a whole number "
+                                         "from 0 to 20.0 (the tokens of prefix 1.0; 0 for none): keep n within the prefix"),
+    "content-prefix-not-declared": (CONTENT, "KEY, LENGTH", "1, 20", "1 + ceil(w), 20", "7:36",
+                                    "pool kv: `content`: prefix 2.0 is not declared: the first of `content (p, n, h)` "
+                                    "is a key a `prefix KEY (LENGTH);` declares, or 0 for none"),
 }
 
 
@@ -283,7 +317,7 @@ def test_a_setting_beyond_the_doubles_is_refused_where_the_program_is_loaded(tmp
     rc, err = serq(capsys, "sample", MM1, "--seed", "1", "--sessions", "3", "-o", sessions)
     assert rc == 0, err
     expected = (f"{MM1}:37:5: error: a constant of about 1e400 is beyond the range of doubles (about "
-                "1e-308 to 1e308), where both engines keep a program's values")
+                "1e-308 to 1e308), where both engines keep a program's values" + BEYOND_TODO)
     for argv in (["run", MM1, "--replay", sessions], ["run", MM1, "--arrivals", "3"],
                  ["spec", MM1, "--sessions", sessions], ["lockstep", MM1, "--seed", "1", "--sessions", "3"],
                  ["sample", MM1, "--seed", "1", "--sessions", "3", "-o", tmp_path / "x.json"]):

@@ -38,11 +38,12 @@ def test_identity_is_the_root_most_ancestor_containing_the_block():
     assert c0.ident(0) == ("h", 7.0, 0)
 
 
-@pytest.mark.parametrize("p,n,msg", [(9.0, 0.0, "not a declared prefix"), (0.0, 3.0, "without a prefix"),
-                                     (1.0, 41.0, "0 … 40"), (1.0, 2.5, "whole")])
+@pytest.mark.parametrize("p,n,msg", [(9.0, 0.0, "prefix 9.0 is not declared"), (0.0, 3.0, "from 0 to 0.0"),
+                                     (1.0, 41.0, "from 0 to 40.0"), (1.0, 2.5, "2.5 shared tokens is not a whole")])
 def test_bad_content_is_a_run_error(p, n, msg):
-    with pytest.raises(RunError, match=msg):
-        _prefixes().check(p, n, "hold at f.sq:1:1")
+    with pytest.raises(RunError, match=msg) as e:
+        _prefixes().check(p, n, "kv", [0, 1, 1])
+    assert e.value.at == [0, 1, 1] and str(e.value).startswith("pool kv: `content`: ")
 
 
 class ListModel:

@@ -312,7 +312,9 @@ def test_constructs(work, text):
     `check` and `ir` refuse it at FILE:LINE:COL or accept it; an accepted one runs on the fast
     engine, is sampled, run on the exact engine and in lockstep, each ending in 0 or an error at
     its place (a run-time error names the statement) — never a traceback, an internal error or a
-    disagreement reported as anything but a located error."""
+    disagreement reported as anything but a located error. Where the exact engine stops with a
+    run-time error (sampling, or replaying in `serq spec`), the fast engine on the same draws (a
+    live run of the same seed and sessions, or `serq run --replay`) stops with the same line."""
     f = work / "c.sq"
     f.write_text(text)
     rc, err = serq(["check", f], work)
@@ -332,8 +334,20 @@ def test_constructs(work, text):
     if rc == 0:
         rc, err = serq(["spec", f, "--sessions", out, "--max-steps", "400"], work)
         check_located(rc, err, names=(str(f), str(out)))
+        if rc == 2 and "1e300" not in text and "1e-300" not in text:
+            # the exact engine stopped within its steps: the fast one replaying the same file
+            # stops there too, in the same words (a disagreement the located-error checks let pass)
+            fast = serq(["run", f, "--replay", out], work)
+            assert fast == (rc, err), f"serq_fast: {fast[1]!r}; serq_spec: {err!r}"
     elif not err.startswith("serq: error: "):
         assert LOCATED.match(err), err
+        same = {"poisson(": ["--arrivals", "3"], "batch(3)": []}   # the sampled sessions, live
+        live = [v for k, v in same.items() if f"arrive {k}" in text]
+        if live and "1e300" not in text and "1e-300" not in text:
+            # the exact engine stopped while sampling: a live fast run of the same seed and
+            # sessions draws the same values (docs/sessions.md) and stops there in the same words
+            fast = serq(["run", f, "--seed", "1", *live[0]], work)
+            assert fast == (rc, err), f"serq_fast: {fast[1]!r}; serq_spec: {err!r}"
     # times near 1e300 (a work of 1e300, a ps capacity of 1e-300) are past the fast engine's float
     # ties (docs/fast.md "Float time"): lockstep diverges there by design (fuzz seed 22012)
     if "1e300" not in text and "1e-300" not in text:
@@ -433,11 +447,56 @@ def test_construct_settings(work, text, data):
         assert LOCATED.match(err), err
 
 
+# what a sessions file edited by hand may say: a draw list cut short or grown, an acceptance count
+# or draw that is negative, fractional, huge or no wire value, a recorded input missing, of
+# another type or value (a huge alpha), an input the program does not have
+HAND_VALUES = ["-1", "1/2", "1000000", "999999", "0", "1" + "0" * 400, "99", "abc", "1.5", "inf", "-inf", 3, None, [], {}]
+
+
+@st.composite
+def hand_edited(draw, data: dict) -> dict:
+    """DATA (a sessions file) edited as by hand, 1 to 3 edits of the kinds of HAND_VALUES."""
+    data = copy.deepcopy(data)
+    for _ in range(draw(st.integers(1, 3))):
+        lists = [(s, "turns", k) for s in data.get("sessions", []) if isinstance(s, dict)
+                 for k in range(len(s.get("turns") or []))]
+        inputs = data.get("inputs") if isinstance(data.get("inputs"), dict) else {}
+        kind = draw(st.sampled_from(["cut", "grow", "value", "value", "input", "input", "drop input", "new input"]))
+        if kind in ("cut", "grow", "value") and lists:
+            session, _, k = draw(st.sampled_from(lists))
+            values = session["turns"][k]
+            if kind == "cut" and values:
+                del values[draw(st.integers(0, len(values) - 1)):]
+            elif kind == "grow":
+                values.append(draw(st.sampled_from(["0", "1", "2"])))
+            elif values:
+                values[draw(st.integers(0, len(values) - 1))] = draw(st.sampled_from(HAND_VALUES))
+        elif kind == "input" and inputs:
+            inputs[draw(st.sampled_from(sorted(inputs)))] = draw(st.sampled_from(HAND_VALUES))
+        elif kind == "drop input" and inputs:
+            del inputs[draw(st.sampled_from(sorted(inputs)))]
+        elif kind == "new input":
+            data["inputs"] = {**inputs, "nosuch": "1"}
+    return data
+
+
+def _draw_sets(data, names: list[str]) -> list[str]:
+    """0 to 2 `--set NAME=VALUE` for the program's inputs NAMES (or an input it does not have)."""
+    sets = []
+    for _ in range(data.draw(st.integers(0, 2))):
+        name = "nosuch" if not names or not data.draw(st.integers(0, 7)) else data.draw(st.sampled_from(names))
+        sets += ["--set", f"{name}={data.draw(SET_VALUES)}"]
+    return sets
+
+
 @PROFILE
 @given(construct_programs(faulty=False), st.data())
 def test_construct_sessions(work, text, data):
     """A drawn program's (one meant to be accepted) own sessions file (flows, forks, transfers, engines and their arrays),
-    mutated, replayed on both engines: the file or the program's place is named."""
+    as sampled, mutated or edited as by hand (`hand_edited`), replayed on both engines, each time with hostile
+    `--set` values for its inputs half of the time (a replay refuses one the sampled workload
+    reads, docs/sessions.md "Inputs of a replay"): the file, the option or the program's place is
+    named."""
     f = work / "m.sq"
     f.write_text(text)
     base = work / "m.base.json"
@@ -446,9 +505,16 @@ def test_construct_sessions(work, text, data):
     check_located(rc, err, names=(str(f),))
     if rc != 0 or not base.exists():   # (tools/fuzz_campaign.py past its CPU share runs no command)
         return
-    mutant = data.draw(mutated(json.loads(base.read_text())))
+    sampled = json.loads(base.read_text())
+    # a quarter as sampled (so that the replay's own checks of `--set` are reached: a file check
+    # comes first), the rest edited as by hand or mutated
+    how = data.draw(st.integers(0, 7))
+    mutant = sampled if how < 2 else data.draw(hand_edited(sampled) if how < 5 else mutated(sampled))
     m = work / "m.json"
     m.write_text(_text(mutant))
+    sets = _draw_sets(data, knobs(text)) if data.draw(st.booleans()) else []
     for argv in (["run", f, "--replay", m], ["spec", f, "--sessions", m, "--max-steps", "400"]):
-        rc, err = serq(argv, work)
+        rc, err = serq_without_repeat_notes(argv + sets, work)
         check_located(rc, err, names=(str(m), str(f)))
+        if rc == 2 and not err.startswith(("serq: error: ", f"{m}: error: ")):
+            assert LOCATED.match(err), err

@@ -42,6 +42,14 @@ def test_a_repeated_set_notes_both_values_and_the_last_wins(capsys, tmp_path):
     assert json.loads(out)["inputs"]["rate"] == "4/5"
 
 
+@pytest.mark.parametrize("second", ["nan", "abc", ""])
+def test_a_repeated_set_of_no_number_is_refused_without_the_note(capsys, second):
+    """The note said `the last one, nan, is used` just above the error refusing nan (hostile-input
+    campaign, branch hostile2): a value that is no number is refused alone."""
+    rc, _, err = run(capsys, "check", ARGUMENTS, "--set", "rate=0.5", "--set", f"rate={second}")
+    assert rc == 2 and err.startswith(f"serq: error: --set rate={second}: ") and "note" not in err, err
+
+
 @pytest.mark.parametrize("first, second", [("0.5", "0.5"), ("0.5", "1/2"), ("inf", "+inf")])
 def test_a_repeated_set_of_the_same_value_is_quiet(capsys, first, second):
     rc, _, err = run(capsys, "check", ARGUMENTS, "--set", f"deadline={first}", "--set", f"deadline={second}")
@@ -56,6 +64,10 @@ def test_a_repeated_set_of_the_same_value_is_quiet(capsys, first, second):
     ("servers=1.5", 56, 'input "servers" = 1.5 (--set servers=1.5) is not a whole number, as its `whole` requires'),
     ("service_time=-1/4", 50, 'input "service_time" = -0.25 (--set service_time=-1/4) is outside its range 0 to inf: '
                               'give a number >= 0 (--set service_time=…)'),
+    # a value of hundreds of digits is shown by its size, not spelled out over 400 characters
+    # (hostile-input campaign, branch hostile2: `--set servers=1e400` made a 520-character line)
+    ("servers=-1e400", 43, 'input "servers" = about -1e400 (--set servers=-1e400) is outside its range 1 to inf: '),
+    ("servers=1e-400", 43, 'input "servers" = about 1e-400 (--set servers=1e-400) is outside its range 1 to inf: '),
 ])
 def test_a_value_outside_an_input_s_limits_is_refused_at_the_declaration(capsys, setting, column, message):
     rc, out, err = run(capsys, "check", ARGUMENTS, "--set", setting)
@@ -232,6 +244,31 @@ def test_an_input_read_through_a_let_or_an_attribute_counts(capsys, tmp_path, se
     s.write_text(json.dumps(api.load(program).sample(seed=1, sessions=5)))
     rc, _, err = replay(capsys, s, setting, program=program)
     assert rc == 2 and f"with: {setting} (the file's: 1)" in err, err
+
+
+ACCEPTS = """use "std/args";
+fn main() {
+  let a = args.number("a", 0.5, in 0 to 1);
+  let n = args.number("n", 2, in 0 to 4, whole);
+  stage desk : fifo;
+  workload { arrive batch(2); turn { accept (n, a); } }
+  server { run desk (1); }
+}
+"""
+
+
+def test_the_alpha_of_accept_is_an_input_the_sampled_workload_reads(capsys, tmp_path):
+    """`accept (n, alpha)` (docs/language.md §7.3) draws acceptance counts the file holds: another
+    alpha by `--set` would replay the file's counts silently (hostile-input campaign, branch hostile2)."""
+    program = tmp_path / "p.sq"
+    program.write_text(ACCEPTS)
+    s = tmp_path / "s.json"
+    s.write_text(json.dumps(api.load(program).sample(seed=1, sessions=2)))
+    rc, _, err = replay(capsys, s, "a=0.9", command="spec", program=program)
+    assert rc == 2 and f"{s}: error: this run gives the sampled workload other inputs" in err \
+        and "with: a=0.9 (the file's: 0.5)" in err, err
+    rc, _, err = replay(capsys, s, "a=0.5", "n=2", command="spec", program=program)
+    assert rc == 0 and err == "", err
 
 
 def test_files_without_inputs_replay_unchecked_and_an_ir_file_gets_a_note(capsys, sessions, tmp_path):

@@ -158,7 +158,10 @@ def test_random_flow_link_spill_programs_agree(case):
 
 SPILL_KINDS = {"engine": lambda: strategies.vllm_programs(spill=True),
                "replicas": lambda: strategies.vllm_programs(spill=True, replicas=True),
-               "two pools": strategies.two_spill_programs, "flow link": strategies.flow_spill_programs}
+               "two pools": strategies.two_spill_programs, "flow link": strategies.flow_spill_programs,
+               # content tiers (docs/content.md §6), their default-run tests below
+               "content engine": lambda: strategies.vllm_programs(content=True, spill=True),
+               "content holds": lambda: strategies.content_spill_programs()}
 
 
 @pytest.mark.slow
@@ -203,8 +206,6 @@ def test_random_content_spill_programs_agree(case):
     lockstep(ir, case.seed, case.sessions, case.name)
 
 
-SPILL_KINDS["content engine"] = lambda: strategies.vllm_programs(content=True, spill=True)
-
 
 @settings(max_examples=SPILL_ENGINE_EXAMPLES, deadline=None, derandomize=True, database=None,
           suppress_health_check=list(HealthCheck))
@@ -215,9 +216,6 @@ def test_random_content_spill_hold_programs_agree(case):
     ir = compile_source(case.text, case.name, {})
     assert ir["pools"][0]["share"] == "content" and ir["pools"][1]["share"] == "content"
     lockstep(ir, case.seed, case.sessions, case.name)
-
-
-SPILL_KINDS["content holds"] = strategies.content_spill_programs
 
 
 # A lockstep campaign's finding, minimised (docs/env.md, docs/fast.md "Float time"): `when (age <

@@ -471,6 +471,15 @@ ERRORS = {
     "index-from-a-queue-constant": (edit("stage pre : fifo;", "stage pre : fifo; let last = 2;")
                                     .replace("D[1].pull (1) from P[0];", "D[1].pull (1) from P[@@P.last];"),
                                     "index 2 is outside the queue array `P[0 … 1]`"),
+    # an infinite index was an OverflowError in the front-end, a huge one spelled out in 400 digits
+    # (hostile-input campaign, branch hostile2)
+    "infinite-index": (in_server("observe u = used(P[@@inf].kv);"), "index inf is outside the queue array "
+                       "`P[0 … 1]`: a queue of the array is named by a whole number from 0 to 1"),
+    "infinite-index-of-a-definition": (edit("stage pre : fifo;", "stage pre : fifo; def fill(x) = used(kv) * x;")
+                                       .replace("hold P[0].kv (1)", "observe u = P[@@-1 / 0].fill (1); hold P[0].kv (1)"),
+                                       "index -inf is outside the queue array `P[0 … 1]`"),
+    "huge-index": (in_server("observe u = used(P[@@1e400].kv);"), "index about 1e400 is outside the queue array"),
+    "fractional-index": (in_server("observe u = used(P[@@0.5].kv);"), "index 0.5 is outside the queue array"),
     "array-needs-index": (in_server("@@D.note (1);"), "`D` is an array of 2 queues"),
     "not-an-array": (edit("queue P[2]", "queue P").replace("P[0]", "P").replace("D[1].pull (1) from P;",
                                                                               "D[1].pull (1) from P[@@0];"),
@@ -492,6 +501,11 @@ ERRORS = {
                                    "`g` is not a member of the queue array `P`"),
     "binder-named-like-a-member": (edit("def note(n) { observe seen = n; }", "def note(n) { @@set kv = n; }"),
                                    "`kv` is a member of queue `D`"),
+    # a parameter `self` was taken, and `self.index` beside it read the queue (hostile2)
+    "parameter-named-self": (edit("stage pre : fifo;", "stage pre : fifo; @@def fill(self) = used(self.kv);"),
+                             "`self` names a queue inside a queue's body; a parameter or binding may not take it"),
+    "binding-named-index": (edit("observe seen = n;", "@@set index = n;"),
+                            "`index` is the queue's own index inside its body (`self.index`); a parameter"),
     "parameter-named-like-a-member": (edit("def note(n)", "@@def note(wire)").replace("observe seen = n;",
                                                                                     "observe seen = 1;"),
                                       "`wire` is a member of queue `D`"),

@@ -270,11 +270,14 @@ def beyond_doubles(v: Value) -> bool:
     return math.isinf(x) or (x == 0 and v != 0)
 
 
-def constant_beyond_doubles(v: Fraction, what: str = "a constant") -> str:
-    """The error for WHAT (an exact value beyond the doubles' range, `beyond_doubles`)."""
+def constant_beyond_doubles(v: Fraction, what: str = "a constant", todo: bool = True) -> str:
+    """The error for WHAT (an exact value beyond the doubles' range, `beyond_doubles`), with what
+    to do unless TODO is False (a caller that says it itself). A `--set` value is folded into the
+    program as a constant, so the error may stand at a statement that reads an input."""
     digits = len(str(abs(v.numerator))) - len(str(v.denominator))
     return (f"{what} of about {'-' if v < 0 else ''}1e{digits} is beyond the range of doubles "
-            "(about 1e-308 to 1e308), where both engines keep a program's values")
+            "(about 1e-308 to 1e308), where both engines keep a program's values"
+            + ("; write it, or the `--set` value of the input it reads, within that range (or as 0)" if todo else ""))
 
 
 def function_beyond_doubles(call: str) -> str:
@@ -325,6 +328,20 @@ def speculate_not_whole(engine: str, key: str, value: Value) -> str:
     but a whole number >= 0 (the limit may be inf), in both engines' words."""
     return (f"engine {engine}: speculate {key} must be a whole number >= 0{' or inf' if key == 'limit' else ''}, "
             f"got {number_text(value)}; it counts tokens: round it (floor(…)) and keep it >= 0")
+
+
+def content_prefix_not_declared(pool: str, key: Value) -> str:
+    """`content (p, n, h)` on POOL read p as a key no `prefix` declares (docs/content.md §1), in
+    both engines' words."""
+    return (f"pool {pool}: `content`: prefix {number_text(key)} is not declared: the first of `content (p, n, h)` "
+            "is a key a `prefix KEY (LENGTH);` declares, or 0 for none")
+
+
+def content_length_out_of_prefix(pool: str, length: Value, key: Value, total: Value) -> str:
+    """`content (p, n, h)` on POOL read n as anything but a whole number from 0 to TOTAL, the
+    tokens of prefix KEY (0 when KEY is 0, no prefix), in both engines' words."""
+    return (f"pool {pool}: `content`: {number_text(length)} shared tokens is not a whole number from 0 to "
+            f"{number_text(total)} (the tokens of prefix {number_text(key)}; 0 for none): keep n within the prefix")
 
 
 def negative_transfer_amount(amount: Value, pool: str) -> str:

@@ -87,4 +87,19 @@ def limit_error_text(ext: str, value: Any, source: str, limits: InputLimits, pro
     (SOURCE: `its default`, `--set rate=2`, …), the limits, and what to do."""
     todo = ("change the default or the limits" if source == DEFAULT_SOURCE
             else f"give {limits.what()} (--set {ext}=…)")
-    return f"input \"{ext}\" = {shown_value(value)} ({source}) {problem}: {todo}"
+    return f"input \"{ext}\" = {brief_value(value)} ({source}) {problem}: {todo}"
+
+
+# a value longer than this is shown by its size (`about 1e400`): SOURCE spells it as it was given
+BRIEF_CHARS = 40
+
+
+def brief_value(v: Any) -> str:
+    """shown_value, or for a value of hundreds of digits (`--set n=1e400`, an index of 1e400) its
+    order of magnitude."""
+    text = shown_value(v)
+    if len(text) <= BRIEF_CHARS:
+        return text
+    f = Fraction(v)
+    digits = len(str(abs(f.numerator))) - len(str(f.denominator))
+    return f"about {'-' if f < 0 else ''}1e{digits}"

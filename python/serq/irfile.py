@@ -89,13 +89,24 @@ def parse_settings(pairs: list[str] | None) -> dict[str, str]:
         if not sep or not name.strip():
             raise SerqError(f"--set {p}: expected NAME=VALUE (an `args.number` input and a number or inf)")
         name, value = name.strip(), value.strip()
-        if name in out and not same_setting(out[name], value):
+        if name in out and not same_setting(out[name], value) and _is_number(value):
             # legitimate (an override after a common prefix of flags), but never silent: a
-            # forgotten earlier --set would otherwise change the run unseen
+            # forgotten earlier --set would otherwise change the run unseen (a value that is no
+            # number is not used: the linker refuses it, and the note would say it is)
             print(f"serq: note: --set {name} is given twice ({out[name]}, then {value}): the last "
                   f"one, {value}, is used", file=sys.stderr)
         out[name] = value
     return out
+
+
+def _is_number(text: str) -> bool:
+    from .linker import setting_value
+
+    try:
+        setting_value(text)
+        return True
+    except ValueError:
+        return False
 
 
 def same_setting(a: str, b: str) -> bool:

@@ -22,6 +22,8 @@ from typing import Any, Callable
 
 from .ast import Node, rewrite, walk
 from .errors import SerqError
+from .exact import whole_in
+from .inputs import brief_value
 
 ROLES = ("gateway", "prefill", "agg", "decode", "link", "l2")
 # the roles whose entries may take the KV from another queue, and the roles that KV may come from
@@ -203,6 +205,9 @@ class QueueLowering:
                 if n.kind == "agg":
                     bound.append(n.var)
                 for b in bound:
+                    if b in RESERVED_LOCAL:   # as for a member: `def f(self) = used(self.kv);` reads two selves
+                        raise self.err(n.pos, RESERVED_LOCAL[b].split("; ")[0] + "; a parameter or binding may "
+                                              "not take it either")
                     if b in q.members or b in q.consts:
                         what = "a member" if b in q.members else "a constant"
                         raise self.err(n.pos, f"`{b}` is {what} of queue `{q.name}` (at {self.where(q.local(b))}); "
@@ -384,8 +389,9 @@ class QueueLowering:
                                        f"be drawn again: `set x = …;` first, then `{name}[x]`")
         index = self.rw(qindex, s)
         k = self.const_index(index)
-        if k is not None and not (k == int(k) and 0 <= k < q.size):
-            raise self.err(qindex.pos, f"index {k} is outside the queue array `{name}[0 … {q.size - 1}]`")
+        if k is not None and not whole_in(k, 0, q.size - 1):   # (k may be ±inf: no int())
+            raise self.err(qindex.pos, f"index {brief_value(k)} is outside the queue array `{name}[0 … {q.size - 1}]`: "
+                                       f"a queue of the array is named by a whole number from 0 to {q.size - 1}")
         return q, index
 
     def qref(self, v: Node, s: Scope) -> Node:

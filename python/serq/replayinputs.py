@@ -57,12 +57,14 @@ def _slots_read(x: Any) -> set[int]:
 
 def recorded_part(ir: dict) -> str:
     """The part of IR that decides the values a sessions file holds, as canonical JSON: the
-    arrival process (unless `closed`) and the trace, each draw's law and arguments in the order
-    they appear, and every assignment (`set`, a hold's binding, `choose`) to an attribute the
+    arrival process (unless `closed`) and the trace, each draw's law and arguments (an `accept`
+    statement's n and alpha too) in the order they appear, and every assignment (`set`, a hold's binding, `choose`) to an attribute the
     arguments read, directly or through other attributes."""
     workload = ir.get("workload") or {}
     arrival = workload.get("arrival") or {}
-    draws = [d for d in _walk(ir) if d.get("k") == "draw"]
+    # `accept (n, alpha)` (docs/language.md §7.3) draws n acceptance counts of the internal law
+    # `accept`: a statement, not a `"k": "draw"` node, but its n and alpha shape values the file holds
+    draws = [d for d in _walk(ir) if d.get("k") == "draw" or d.get("op") == "accept"]
     writers: dict[int, list] = {}
     for d in _walk(ir.get("blocks") or []):
         if "k" not in d and isinstance(d.get("slot"), int):   # a write, not a read (`"k": "attr"`)

@@ -71,7 +71,7 @@ def _draw(x: Any, where: str):
     if v in (INF, -INF):
         raise SessionsFileBad(where, "a draw cannot be infinite")
     if beyond_doubles(v):   # refused for both engines, as a constant is (docs/language.md §4.1)
-        raise SessionsFileBad(where, constant_beyond_doubles(v, "a draw"))
+        raise SessionsFileBad(where, constant_beyond_doubles(v, "a draw", todo=False))
     return v
 
 

@@ -197,9 +197,9 @@ def register(subparsers) -> None:
         description="Read a trace (azure: the Azure LLM inference CSV; sharegpt: ShareGPT "
                     "conversations) and write a sessions file that `serq run "
                     "examples/multi-turn/vllm.sq --replay OUT` replays (docs/traces.md).")
-    p.add_argument("format", choices=FORMATS)
-    p.add_argument("file", metavar="TRACE")
-    p.add_argument("-o", "--output", required=True, metavar="S.json")
+    p.add_argument("format", choices=FORMATS, help="the trace's format (docs/traces.md)")
+    p.add_argument("file", metavar="TRACE", help="the trace file: a CSV (azure) or a JSON list (sharegpt)")
+    p.add_argument("-o", "--output", required=True, metavar="S.json", help="the sessions file to write")
     p.add_argument("--seed", type=int, default=1, metavar="N", help="seed of drawn arrivals and think times")
     p.add_argument("--rate", type=float, default=1.0, metavar="R",
                    help="conversations per second, for a trace without times (sharegpt; default 1)")

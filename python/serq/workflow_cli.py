@@ -72,7 +72,8 @@ def register(subparsers) -> None:
     q.add_argument("--hue", metavar="NAME", help="one line per value of this setting")
     q.add_argument("--cdf", metavar="METRIC", help="per-request CDF of ttft, tpot or e2el from records")
     q.add_argument("--log", action="store_true", help="a logarithmic metric axis")
-    q.add_argument("-o", "--output", required=True, metavar="FIG.png|svg|pdf")
+    q.add_argument("-o", "--output", required=True, metavar="FIG.png|svg|pdf",
+                   help="the figure (its format from the suffix; written atomically)")
     q.set_defaults(func=cmd_plot)
 
 

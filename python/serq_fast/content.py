@@ -20,6 +20,7 @@ import json
 import math
 from fractions import Fraction
 
+from serq.exact import content_length_out_of_prefix, content_prefix_not_declared
 from serq.wire import value_from_wire
 
 from serq_fast.expr import RunError, to_float
@@ -60,18 +61,14 @@ class Prefixes:
         # per (block size, key): the identities of the key's whole blocks, block 0 first
         self._ids: dict = {}
 
-    def check(self, p: float, n: float, what: str) -> None:
-        """`content (p, n, h)`: p a declared key or 0, n whole with 0 <= n <= total(p)."""
-        if p == 0:
-            if n != 0:
-                raise RunError(f"{what}: a content length {n:g} without a prefix (p = 0 needs n = 0)")
-            return
-        tot = self.total.get(p)
+    def check(self, p: float, n: float, pool: str, at) -> None:
+        """`content (p, n, h)` of POOL (the hold at the IR position AT): p a declared key or 0, n
+        whole with 0 <= n <= total(p); serq_spec's words (serq.exact)."""
+        tot = 0.0 if p == 0 else self.total.get(p)
         if tot is None:
-            raise RunError(f"{what}: {p:g} is not a declared prefix key")
+            raise RunError(content_prefix_not_declared(pool, p), at)
         if not (0 <= n <= tot) or n != math.floor(n):
-            raise RunError(f"{what}: content length {n:g} is not a whole number in 0 … {tot:g} "
-                           f"(the length of prefix {p:g})")
+            raise RunError(content_length_out_of_prefix(pool, n, p, tot), at)
 
     def block_ids(self, p: float, b: int) -> list:
         """The identities `("p", a, j)` of the whole blocks of prefix p, a the root-most ancestor

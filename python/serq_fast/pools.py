@@ -463,7 +463,7 @@ class Pool:
                 out.append(None)
                 continue
             p, n, hist = ex[0](cx), ex[1](cx), ex[2](cx)
-            sim.prefixes.check(p, n, f"content of pool {pool.name} at {at_text(st.at)}")
+            sim.prefixes.check(p, n, pool.name, st.at)
 
             c = Content(sim.prefixes, p, n, hist, pool.bsize)
             k = pool.bp.hit(c)

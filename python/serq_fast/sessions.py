@@ -148,8 +148,9 @@ class SessionInterpreter:
                 raise RunError(f"`growing` needs an engine (a step stage), not stage "
                                f"{self.stages[ref['base']].name} at {at_text(at)}")
             sp = st.get("speculate")
+            # the drafts and where a bad value is reported: the `speculate (k)` clause (serq_spec's place)
             return ("run", compile_ref(st["stage"], self, "stage"), st["mode"], c(st["work"]),
-                    st.get("growing"), None if sp is None else c(sp["drafts"]), at)
+                    st.get("growing"), None if sp is None else (c(sp["drafts"]), sp.get("at") or at), at)
         if op == "transfer":
             if "stages" in st:   # over several links: compiled as a flow (a list of stage references)
                 link = self._compile_stmt_at({"op": "flow", "stages": st["stages"], "work": st["work"], "at": at})[1]
@@ -598,7 +599,8 @@ class SessionInterpreter:
         if st[5] is None:
             stage.submit(s, w, mode, growing)
         else:
-            stage.submit(s, w, mode, growing, speculate_drafts(st[5](cx), st[-1]))
+            drafts, drafts_at = st[5]
+            stage.submit(s, w, mode, growing, speculate_drafts(drafts(cx), drafts_at))
 
     def _exec_flow(self, s: Session, st: tuple) -> None:
         """`run a, b, … (w)` (docs/language.md §11.14), as serq_spec.sessions.exec_flow."""

@@ -163,7 +163,8 @@ class _BlockGen:
                 e(2, f"stage.submit(s, w, {st['mode']!r}, {st.get('growing')!r})")
             else:   # docs/language.md §7.3: the decode's drafts per step
                 e(2, f"stage.submit(s, w, {st['mode']!r}, {st.get('growing')!r}, "
-                     f"_speculate_drafts({self.expr(st['speculate']['drafts'])}, {self.g.name(st.get('at'))}))")
+                     f"_speculate_drafts({self.expr(st['speculate']['drafts'])}, "
+                     f"{self.g.name(st['speculate'].get('at') or st.get('at'))}))")   # serq_spec's place
             e(2, f"fr[1] = {k + 1}")
             e(2, "if s.status == 0:  # READY: zero work completed at once, the session yields")
             e(3, "sim.make_ready(s)")

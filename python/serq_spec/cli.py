@@ -31,7 +31,11 @@ from .workload import Workload
 
 
 def register(subparsers: Any) -> None:
-    sp = subparsers.add_parser("sample", help="draw every random value of K sessions once (a sessions file)")
+    sp = subparsers.add_parser(
+        "sample", help="draw every random value of K sessions once (a sessions file)",
+        description="Run FILE once with live random streams through the exact semantics and write every "
+                    "value K sessions drew as a sessions file (docs/sessions.md), which `serq spec --sessions`, "
+                    "`serq run --replay` and `serq sweep --replay` replay draw for draw.")
     add_program_args(sp)
     sp.add_argument("--seed", type=integer_option, required=True, help="random seed (a non-negative integer)")
     sp.add_argument("--sessions", type=integer_option, required=True, metavar="K", help="how many sessions to draw")
@@ -42,7 +46,11 @@ def register(subparsers: Any) -> None:
                     help="give up after N steps of the sampling run (default 2000000)")
     sp.set_defaults(func=cmd_sample)
 
-    pp = subparsers.add_parser("spec", help="run the exact semantics on a sessions file, one JSON line per step")
+    pp = subparsers.add_parser(
+        "spec", help="run the exact semantics on a sessions file, one JSON line per step",
+        description="Replay a sessions file (serq sample) in the exact reference semantics over rationals "
+                    "and print the observable state after every step, one JSON line each (docs/state.md); "
+                    "exit 2 at a run-time error, with its FILE:LINE:COLUMN.")
     add_program_args(pp)
     pp.add_argument("--sessions", required=True, metavar="S.json", help="a sessions file (serq sample)")
     pp.add_argument("--max-steps", type=integer_option, default=None, metavar="N", help="stop after N steps")

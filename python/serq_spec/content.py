@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from serq.exact import content_length_out_of_prefix, content_prefix_not_declared
 from serq.wire import Value
 
 from . import values as V
@@ -53,11 +54,10 @@ def check_content(cfg: Config, p: int, content: tuple, at: At) -> None:
     pk, n, _ = content
     name = prog.pools[p]["name"]
     if pk != 0 and pk not in prog.prefixes:
-        raise SpecError(f"pool {name}: content prefix {V.wire(pk)} is no declared prefix key (nor 0)", at, prog.files)
+        raise SpecError(content_prefix_not_declared(name, pk), at, prog.files)
     total = 0 if pk == 0 else prog.prefixes[pk][1]
     if V.is_inf(n) or n.denominator != 1 or not 0 <= n <= total:
-        raise SpecError(f"pool {name}: content length {V.wire(n)} is not a whole number from 0 to {total} "
-                        f"(the tokens of prefix {V.wire(pk)})", at, prog.files)
+        raise SpecError(content_length_out_of_prefix(name, n, pk, total), at, prog.files)
 
 
 def hit(cfg: Config, p: int, content: Optional[tuple]) -> int:

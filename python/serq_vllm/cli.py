@@ -301,15 +301,18 @@ def register(subparsers) -> None:
         description="Runs tools/vllm_oracle/driver.py with the oracle virtualenv's python "
         f"(tools/vllm_oracle/.venv, or ${VENV_ENV_VAR}). Build it with tools/vllm_oracle/setup.sh.",
     )
-    p.add_argument("scenario", metavar="SCENARIO.json")
+    p.add_argument("scenario", metavar="SCENARIO.json", help="an oracle scenario (docs/oracle.md §3)")
     p.add_argument("-o", "--output", metavar="OUT", help="trace file (default: stdout)")
     p.add_argument("--allow-unknown-knobs", action="store_true",
                    help="accept unknown config keys (passed through to the trace)")
     p.add_argument("--quiet", action="store_true", help="no warnings or progress on stderr")
     p.set_defaults(func=cmd_vllm)
 
-    p = sub.add_parser("render", help="print a trace one line per step")
-    p.add_argument("trace", metavar="TRACE.json")
+    p = sub.add_parser("render", help="print a trace one line per step",
+                       description="Print a vLLM-style trace one line per step: time, tokens scheduled, running "
+                                   "and waiting counts, free blocks, then each scheduled request as id:tokens "
+                                   "(docs/oracle.md §5).")
+    p.add_argument("trace", metavar="TRACE.json", help="a trace (plain or .gz), from serq oracle vllm or run")
     p.add_argument("--steps", metavar="FROM:TO", help="only these step numbers (inclusive)")
     p.set_defaults(func=cmd_render)
 
@@ -321,7 +324,7 @@ def register(subparsers) -> None:
         "in the oracle format, to compare with `serq oracle compare`. Exit 0 ok, 1 model failure, "
         "2 bad or unsupported scenario (the message names the field or the missing feature).",
     )
-    p.add_argument("scenario", metavar="SCENARIO.json")
+    p.add_argument("scenario", metavar="SCENARIO.json", help="an oracle scenario (docs/oracle.md §3)")
     p.add_argument("-o", "--output", metavar="OUT", help="trace file (default: stdout)")
     p.add_argument("--engine", choices=("auto", "fast", "spec"), default="auto",
                    help="serq_fast (auto, the default) or serq_spec (exact, slower)")
@@ -335,8 +338,10 @@ def register(subparsers) -> None:
         "(agree / diverge / refused:<feature> / error) and a summary. Exit 0 when nothing "
         "diverged or errored, 1 otherwise, 2 when DIR holds no vectors or --json cannot be written.",
     )
-    p.add_argument("dir", nargs="?", default=None, metavar="DIR")
-    p.add_argument("--engine", choices=("auto", "fast", "spec"), default="auto")
+    p.add_argument("dir", nargs="?", default=None, metavar="DIR",
+                   help="a folder of NAME.scenario.json beside NAME.trace.json (default vectors/vllm/)")
+    p.add_argument("--engine", choices=("auto", "fast", "spec"), default="auto",
+                   help="serq_fast (auto, the default) or serq_spec (exact, slower), as serq oracle run")
     p.add_argument("--json", metavar="OUT", help="also write the table as JSON")
     p.add_argument("--force", action="store_true",
                    help="also run each refused vector with its missing features approximated "

@@ -207,6 +207,12 @@ def vllm_programs(draw, content: bool = False, lag: bool = False, arrivals: bool
             text = text[:end] + f"\n      accept ({count}, {alpha});" + text[end:]
     if spill:
         # a later turn finds its prefix cached (on kv or the tier) in every program
+        if turns == 1:
+            # that second turn lengthens the conversation by one turn: the pool grows with it, so
+            # every request still fits alone (a request that cannot preempts itself forever and
+            # sampling runs to its step limit; a lockstep campaign found such programs)
+            grown = blocks + ceil((longest + maxp + maxo) / bs) - ceil(longest / bs)
+            text = text.replace(f"kv cap {blocks} * {bs};", f"kv cap {grown} * {bs};", 1)
         text = with_host_tier(draw, text.replace("cache (0);", "cache (prompt + output);")
                               .replace("turn_no < 1 ?", "turn_no < 2 ?"), bs)
     return Case(text=text.replace("{arrival}", arrival), sessions=sessions, seed=seed)
@@ -218,7 +224,10 @@ def with_host_tier(draw, text: str, bs: int) -> str:
     replicas (`pool kv[r]`) the tier is `host[r]` (member k spills to host[k]) and the link one
     stage they share or an array `link[r]`."""
     work = draw(st.sampled_from(["size / 8", "1/4", "0", "size / 16 + 1/8", "serial + 1/2"]))
-    when = draw(st.sampled_from(["1", "1", "size >= 2", "age < 3", "waiting == 0", "0"]))
+    # `age < 29/10`, not `age < 3`: an age of exactly 3 (times on the integer lattice) is a tie the
+    # fast engine's float times may decide either way (docs/fast.md "Float time"; a lockstep
+    # campaign found two spill_programs ones in 200, minimised in tests/test_lockstep_spill.py)
+    when = draw(st.sampled_from(["1", "1", "size >= 2", "age < 29/10", "waiting == 0", "0"]))
     host = draw(st.sampled_from([16, 4, 64, 1, 0])) * bs
     link = draw(st.sampled_from(["fifo", "fifo", "fifo(2)", "ps(1)", "delay"]))
     start = text.index("  pool kv")
@@ -988,7 +997,7 @@ def spill_programs(draw, arrivals: bool = False) -> Case:
         evict=draw(st.sampled_from(["lru", "lru", "by (-size)", "by (last, size)"])),
         preempt=draw(st.sampled_from(["lifo", "none", "by (-admission)"])),
         work=draw(st.sampled_from(["size / 8", "1/4", "0", "size / 16 + 1/8", "serial + 1/2"])),
-        when=draw(st.sampled_from(["1", "size >= 2", "1", "age < 3", "waiting == 0", "serial - 2 * floor(serial / 2) == 0", "0"])),
+        when=draw(st.sampled_from(["1", "size >= 2", "1", "age < 29/10", "waiting == 0", "serial - 2 * floor(serial / 2) == 0", "0"])),
         hostcap=draw(st.sampled_from([16, 4, 64, 1, 0])) * bs,
         hostevict=draw(st.sampled_from(["lru", "by (-size)"])),
         hostspill=" spill disk via slow (size / 4) when (1);" if chain else "",

@@ -217,3 +217,41 @@ def test_random_content_spill_hold_programs_agree(case):
     assert ir["pools"][0]["share"] == "content" and ir["pools"][1]["share"] == "content"
     lockstep(ir, case.seed, case.sessions, case.name)
 
+
+# A lockstep campaign's finding, minimised (docs/env.md, docs/fast.md "Float time"): `when (age <
+# 3)` on a chunk released at 2/10 + 9/10 and evicted at 41/10. Its age is exactly 3, so serq_spec
+# drops the chunk; the fast engine's times are 1.1000000000000001 and 4.1, their difference
+# 2.9999999999999996, and it spills the chunk. A tie of a time difference with a constant is
+# below the fast engine's float resolution: the generator's condition is `age < 29/10`.
+AGE_TIE = """\
+fn main() {
+  pool kv { cap 2; block 2; evict lru; spill host via link (1) when (age < 3); }
+  pool host { cap 2; block 2; }
+  stage link : fifo;
+  stage work : delay;
+  workload { arrive batch(2); session { turn; } }
+  server {
+    branch (serial == 0) { run work (2/10); hold kv (2) { run work (9/10); } cache (2); }
+    branch (serial == 1) { tool (41/10); hold kv (2) { run work (1); } }
+  }
+}
+"""
+AGE_TIE_SESSIONS = {"arrivals": [], "format": "serq-sessions/1", "inputs": {}, "machine": [], "program": "age_tie.sq",
+                    "seed": 0, "sessions": [{"init": [], "serial": k, "session": [], "turns": [[]]} for k in (0, 1)],
+                    "trace_picks": []}
+
+
+def test_age_tie_is_not_below_in_the_spec():
+    """The exact rule: at t = 41/10 the chunk's age is 41/10 - 11/10 = 3, not below 3: evicted and
+    dropped (no spill, nothing on host)."""
+    from serq_drt.lockstep import spec_lines
+    lines = [json.loads(t) for t in spec_lines(compile_source(AGE_TIE, "age_tie.sq", {}), AGE_TIE_SESSIONS)]
+    at = next(d for d in lines if d["now"] == "41/10" and d["records"]["evicted"])
+    assert at["records"]["evicted"] == [[0, "kv", 2]]
+    assert at["pools"][0]["spills"] == 0 and at["pools"][1]["entries"] == []
+
+
+@pytest.mark.xfail(strict=True, raises=Divergence, reason="docs/fast.md 'Float time': an age that ties the "
+                   "`when` constant exactly is decided by the fast engine's float rounding")
+def test_age_tie_agrees():
+    compare_runs(compile_source(AGE_TIE, "age_tie.sq", {}), AGE_TIE_SESSIONS, "age_tie.sq")

@@ -50,6 +50,10 @@ def arrival(program):
 # end at blocks=400 and checks its prefix hits.
 SHORTER = {"examples/multi-turn/shared_prompt.sq": (("blocks=1000",), "20")}
 
+# Examples run smaller, not only shorter: offload_content.sq took 12 s at its defaults; 3 sessions
+# on 300 GPU and 100 host blocks still spill and load back from the host tier (75 blocks by t = 3).
+SMALLER = {"examples/multi-turn/offload_content.sq": (("N=3", "blocks=300", "host_blocks=100", "Z=1"), "3")}
+
 
 # shared_prompt.sq (9 s) runs with -m slow: tests/test_content_spec.py samples it and runs it in
 # serq_spec to its end in the default run, at 400 blocks.
@@ -63,12 +67,14 @@ def test_example_sample_and_spec(program, tmp_path, capsys, monkeypatch):
     a = arrival(program)
     sessions = a.get("n", 3) if a["kind"] == "batch" else 3
     horizon = "30" if a["kind"] == "closed" else None   # closed-loop sessions never end
-    sets, horizon = SHORTER.get(program, ((), horizon))
+    sets, horizon = SHORTER.get(program, SMALLER.get(program, ((), horizon)))
     lines = sample_then_spec(tmp_path, capsys, program, sets=sets, sessions=sessions,
                              horizon=horizon)
     if program in SHORTER:
         assert not any(x["records"]["evicted"] or x["records"]["preempted"] for x in lines)
         assert sum(o[0] == "hit_tokens" for x in lines for o in x["records"]["observations"]) > 10
+    if program in SMALLER:   # still the tier's run: blocks came back from it
+        assert sum(p.get("tier_hits", 0) for p in lines[-1]["pools"]) > 0
     times = [json.loads(json.dumps(x["now"])) for x in lines]
     from fractions import Fraction
     assert [Fraction(t) for t in times] == sorted(Fraction(t) for t in times)
